@@ -1,0 +1,49 @@
+# memwall: reproduce, measure and publish the memory-wall experiments of DL training.
+# One cargo profile (release) serves tests, runs and the binary carried to GPU machines.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+memwall := "./target/release/memwall"
+
+# Run every study on the default device (cpu profile without a GPU) and render the reports.
+default: reproduce
+
+# Build the release binaries (memwall and the slim runner memwall-job).
+build:
+    cargo build --release --locked --bins
+
+# Run every study in experiments/ and render reports/ (extra flags go to `memwall reproduce`).
+reproduce *FLAGS: build
+    {{memwall}} reproduce {{FLAGS}}
+
+# Run one study, e.g. `just run experiments/peak_memory.toml --profile smoke`.
+run EXPERIMENT *FLAGS: build
+    {{memwall}} run {{EXPERIMENT}} {{FLAGS}}
+
+# Re-render every report from the records in runs/ (no job is run).
+report: build
+    {{memwall}} report
+
+# The test suite (unit, integration and end-to-end smoke study).
+test:
+    cargo test --release --locked --all-targets
+
+# Formatting and lints.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --release --locked --all-targets -- -D warnings
+
+# Check the machine: devices, backends.
+doctor: build
+    {{memwall}} doctor
+
+# Download the official TinyStories validation split (needs internet) into data/.
+data:
+    mkdir -p data
+    curl -fL --retry 3 -o data/TinyStories-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStories-valid.txt
+    curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
+    ls -l data
+
+# Stripped size of the binaries (memwall-job is what GPU machines get).
+sizes: build
+    ls -l target/release/memwall target/release/memwall-job

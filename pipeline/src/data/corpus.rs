@@ -1,0 +1,115 @@
+//! TinyStories readers and the by-story split.
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// The story separator of the TinyStories text files (and memwall's end-of-text token).
+pub const EOS: &str = "<|endoftext|>";
+
+fn missing_hint() -> String {
+    "Put a TinyStories file there (TinyStories-valid.txt, TinyStoriesV2-GPT4-valid.txt or a \
+     Hugging Face `data/*.parquet` file of roneneldan/TinyStories), run `just data` on a machine \
+     with internet access, or point the experiment's `data.path`, the `--data` flag or \
+     `MEMWALL_DATA` at the file."
+        .to_string()
+}
+
+/// Splits TinyStories plain text into stories: blocks separated by `<|endoftext|>`, trimmed,
+/// empty blocks dropped.
+pub fn parse_text(text: &str) -> Vec<String> {
+    text.split(EOS)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Reads the stories of a TinyStories file: plain text (`.txt`, stories separated by
+/// `<|endoftext|>`) or Parquet (`.parquet`, one story per row of the `text` column).
+/// Keeps at most `max_stories` (in file order) if set.
+///
+/// # Errors
+/// [`Error::MissingData`] if the file does not exist (with where to get it),
+/// [`Error::BadData`] if it holds no story or the Parquet file has no `text` column.
+pub fn load_stories(path: &Path, max_stories: Option<usize>) -> Result<Vec<String>> {
+    if !path.exists() {
+        return Err(Error::MissingData {
+            path: path.to_path_buf(),
+            hint: missing_hint(),
+        });
+    }
+    let is_parquet = path.extension().is_some_and(|e| e == "parquet");
+    let mut stories = if is_parquet {
+        read_parquet(path)?
+    } else {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        parse_text(&text)
+    };
+    if let Some(max) = max_stories {
+        stories.truncate(max);
+    }
+    if stories.is_empty() {
+        return Err(Error::BadData {
+            path: path.to_path_buf(),
+            message: format!("no story found (expected text blocks separated by `{EOS}`)"),
+        });
+    }
+    Ok(stories)
+}
+
+fn read_parquet(path: &Path) -> Result<Vec<String>> {
+    use polars::prelude::*;
+    let bad = |m: String| Error::BadData {
+        path: path.to_path_buf(),
+        message: m,
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
+    let df = ParquetReader::new(file)
+        .finish()
+        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
+    let col = df.column("text").map_err(|_| {
+        bad("no `text` column (expected the Hugging Face TinyStories schema)".into())
+    })?;
+    let text = col
+        .str()
+        .map_err(|_| bad("the `text` column is not a string column".into()))?;
+    Ok(text
+        .iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Stories split into training and evaluation sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    pub train: Vec<String>,
+    pub eval: Vec<String>,
+}
+
+/// 64-bit FNV-1a of `bytes`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Deterministic by-story split: a story goes to eval when the FNV-1a hash of its text falls
+/// in the lowest `eval_fraction` of the hash range, so the split does not depend on file order
+/// and a story is never in both sets (duplicated stories land on the same side). At least one
+/// story goes to each side when there are two or more.
+pub fn split_stories(stories: Vec<String>, eval_fraction: f64) -> Split {
+    let threshold = (eval_fraction.clamp(0.0, 1.0) * u64::MAX as f64) as u64;
+    let (mut eval, mut train): (Vec<_>, Vec<_>) = stories
+        .into_iter()
+        .partition(|s| fnv1a(s.as_bytes()) < threshold);
+    if eval.is_empty() && train.len() >= 2 {
+        eval.push(train.pop().expect("non-empty"));
+    }
+    if train.is_empty() && eval.len() >= 2 {
+        train.push(eval.pop().expect("non-empty"));
+    }
+    Split { train, eval }
+}

@@ -1,0 +1,15 @@
+//! Corpus loading, the train/eval split, the tokenizer and batching.
+//!
+//! The driver prepares a corpus once per study ([`prepare`]): it reads the stories, splits them
+//! by story (eval stories are never seen in training), trains a byte-level BPE tokenizer on the
+//! training split, and writes the token streams to a cache directory keyed by the corpus and
+//! vocabulary. Jobs read only the token streams ([`TokenStream`]), so the runner carries no
+//! text-processing dependencies.
+
+mod batch;
+mod corpus;
+mod tokenizer;
+
+pub use batch::{Batch, Batcher, TokenStream};
+pub use corpus::{load_stories, parse_text, split_stories, Split, EOS};
+pub use tokenizer::{prepare, train_tokenizer, Bpe};

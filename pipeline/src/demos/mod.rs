@@ -1,0 +1,118 @@
+//! Pure-Rust studies from the lecture and blog sources (no deep-learning framework).
+//!
+//! Every study has a `XParams` struct (serde, `deny_unknown_fields`, `Default` sized to run in
+//! seconds on a 2-core CPU) and a `run(&XParams) -> Result<Vec<Section>, DemoError>` that returns
+//! report [`Section`](crate::report::model::Section)s pairing the source's claim with our numbers.
+//!
+//! Sources (in `/work/shared/sources/`):
+//! - `000_8cbb5ca41b7f2c4a.txt`: blog post "Memory Optimization Demo" (kernel fusion, gradient
+//!   checkpointing) -> [`checkpoint`], [`fusion`].
+//! - `002_0a85d22a30039616.txt`: UIUC CS 498 lecture (memory planning, in-place, sharing,
+//!   checkpointing) -> [`planner`].
+//! - `003_c07c09ab371a2f69.txt`: CMU 15-442 lecture "Memory Optimizations" (two-buffer inference,
+//!   16-bit floats, FSDP and ring collectives) -> [`inference`], [`precision`], [`fsdp`].
+
+pub mod checkpoint;
+pub mod fsdp;
+pub mod fusion;
+pub mod inference;
+pub mod planner;
+pub mod precision;
+
+use std::time::Instant;
+
+/// Errors of the demo studies.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A parameter is out of its valid range.
+    #[error("invalid parameter `{name}`: {reason}")]
+    InvalidParam {
+        /// Field name in the params struct.
+        name: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A buffer could not be allocated (e.g. `depth` too large for this machine's memory).
+    #[error("could not allocate {bytes} bytes for {what}")]
+    Alloc {
+        /// Requested size in bytes.
+        bytes: u64,
+        /// What the buffer was for.
+        what: &'static str,
+    },
+    /// A worker thread of a collective panicked or a channel closed early.
+    #[error("collective worker failed: {0}")]
+    Worker(String),
+    /// An internal consistency check failed (e.g. fused != unfused result).
+    #[error("check failed: {0}")]
+    Check(String),
+}
+
+/// Returns `Err(InvalidParam)` unless `ok`.
+pub(crate) fn ensure(
+    ok: bool,
+    name: &'static str,
+    reason: impl Into<String>,
+) -> Result<(), DemoError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(DemoError::InvalidParam {
+            name,
+            reason: reason.into(),
+        })
+    }
+}
+
+/// Runs `f` `repeats` times (at least once) and returns the median wall time in seconds and the
+/// last result.
+pub(crate) fn median_time<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut times = Vec::with_capacity(repeats.max(1));
+    let mut last = None;
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        let r = f();
+        times.push(t.elapsed().as_secs_f64());
+        last = Some(std::hint::black_box(r));
+    }
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    let med = if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        0.5 * (times[n / 2 - 1] + times[n / 2])
+    };
+    (med, last.expect("at least one repeat"))
+}
+
+/// Formats a byte count in decimal units (kB, MB, GB = 1e3, 1e6, 1e9 bytes).
+pub(crate) fn fmt_bytes(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.2} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// Deterministic xorshift64* generator for reproducible test data (no `rand` dependency).
+#[derive(Debug, Clone)]
+pub(crate) struct XorShift(pub u64);
+
+impl XorShift {
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub(crate) fn unit_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

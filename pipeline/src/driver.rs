@@ -1,0 +1,385 @@
+//! The study driver: experiment file -> prepared data -> one process per job -> records ->
+//! Parquet -> report. A finished job's record is never recomputed unless asked (`force`), a
+//! crashed job costs only itself, and a killed sweep resumes where it stopped.
+
+use crate::data;
+use crate::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
+use crate::error::{Error, Result};
+use crate::measure::Environment;
+use crate::report::{self, Rendered, ReportDoc};
+use crate::results::{self, JobRecord, JobStatus};
+use crate::spec::{JobSpec, Profile, Study, StudyKind};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where things live and how to run jobs.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// Record store root (`runs/`).
+    pub runs: PathBuf,
+    /// Tokenized-corpus cache (`.memwall/cache/`).
+    pub cache: PathBuf,
+    /// Report output root (`reports/`).
+    pub reports: PathBuf,
+    /// Templates directory (`templates/`).
+    pub templates: PathBuf,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Paths {
+            runs: "runs".into(),
+            cache: ".memwall/cache".into(),
+            reports: "reports".into(),
+            templates: "templates".into(),
+        }
+    }
+}
+
+/// How to run one study.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `None`: `full` on a GPU, `cpu` otherwise.
+    pub profile: Option<Profile>,
+    pub device: DeviceRequest,
+    pub cpu_backend: BackendKind,
+    /// Replaces the experiment file's data path (`--data`, `MEMWALL_DATA`).
+    pub data: Option<PathBuf>,
+    /// Rerun jobs that already have a record.
+    pub force: bool,
+    /// Run only these configurations (all when empty).
+    pub only: Vec<String>,
+    /// The job runner: a program and the arguments before `--job FILE --out DIR`
+    /// (normally this executable and `run-job`).
+    pub runner: (PathBuf, Vec<String>),
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, Default)]
+pub struct SweepOutcome {
+    pub ran: usize,
+    pub skipped: usize,
+    /// (configuration, status, reason) of jobs that did not finish.
+    pub unfinished: Vec<(String, JobStatus, String)>,
+    pub profile: Option<Profile>,
+}
+
+/// Resolves the device and the profile of a run.
+pub fn resolve(opts: &RunOptions) -> Result<(ResolvedDevice, Profile)> {
+    let dev = device::resolve(opts.device, opts.cpu_backend)?;
+    let profile = opts.profile.unwrap_or(if dev.backend.is_gpu() {
+        Profile::Full
+    } else {
+        Profile::Cpu
+    });
+    Ok((dev, profile))
+}
+
+/// Loads a study and expands its jobs for the resolved device (tokenizing the corpus if
+/// needed).
+pub fn plan_jobs(
+    study_path: &Path,
+    paths: &Paths,
+    opts: &RunOptions,
+) -> Result<(Study, ResolvedDevice, Vec<JobSpec>)> {
+    let (dev, profile) = resolve(opts)?;
+    let study = Study::load(study_path, profile, opts.data.as_deref())?;
+    if study.header.kind != StudyKind::Training {
+        return Ok((study, dev, Vec::new()));
+    }
+    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+        return Ok((study, dev, Vec::new()));
+    };
+    let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
+    let mut jobs = study.jobs(dev.backend, dev.index, &prepared);
+    if !opts.only.is_empty() {
+        for name in &opts.only {
+            if !jobs.iter().any(|j| &j.config == name) {
+                return Err(Error::SpecField {
+                    path: study_path.to_path_buf(),
+                    field: "configs".into(),
+                    message: format!(
+                        "no configuration named `{name}` (have: {})",
+                        study
+                            .configs
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        jobs.retain(|j| opts.only.contains(&j.config));
+    }
+    Ok((study, dev, jobs))
+}
+
+/// Runs the jobs of a training study, one process each, skipping jobs that have a record.
+pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<SweepOutcome> {
+    let (study, dev, jobs) = plan_jobs(study_path, paths, opts)?;
+    let mut out = SweepOutcome {
+        profile: Some(study.profile),
+        ..Default::default()
+    };
+    if study.header.kind != StudyKind::Training {
+        tracing::info!(
+            "study `{}` ({} profile): running in-process",
+            study.header.name,
+            study.profile
+        );
+        let (rec, ran) = crate::studies::run_and_store(&study, &paths.runs, opts.force)?;
+        if ran {
+            out.ran += 1;
+            tracing::info!("study `{}` took {:.1} s", study.header.name, rec.wall_s);
+        } else {
+            out.skipped += 1;
+        }
+        return Ok(out);
+    }
+    if jobs.is_empty() {
+        return Ok(out);
+    }
+    tracing::info!(
+        "study `{}` ({} profile): {} jobs on {} ({})",
+        study.header.name,
+        study.profile,
+        jobs.len(),
+        dev.name,
+        dev.backend
+    );
+    let bar = if opts.progress {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        b.set_prefix(study.header.name.clone());
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    for job in &jobs {
+        bar.set_message(job.config.clone());
+        let record = run_one(job, paths, opts, &mut out)?;
+        if record.status != JobStatus::Ok {
+            out.unfinished.push((
+                job.config.clone(),
+                record.status,
+                record.reason.clone().unwrap_or_default(),
+            ));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+/// Runs (or skips) one job and returns its record, ingested into Parquet.
+fn run_one(
+    job: &JobSpec,
+    paths: &Paths,
+    opts: &RunOptions,
+    out: &mut SweepOutcome,
+) -> Result<JobRecord> {
+    let key = job.key();
+    let dir = results::record_dir(&paths.runs, &job.study, &key);
+    if !opts.force {
+        if let Some(record) = results::read_record(&dir)? {
+            tracing::info!(
+                "{}: finished before ({}), skipped",
+                job.config,
+                record.status.as_str()
+            );
+            if !dir.join(results::SUMMARY_FILE).exists() {
+                results::ingest(&dir, &record)?;
+            }
+            out.skipped += 1;
+            return Ok(record);
+        }
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+    let job_file = dir.join("job.json");
+    let json = serde_json::to_vec_pretty(job).expect("job spec serializes");
+    results::write_atomic(&job_file, &json)?;
+    let _ = std::fs::remove_file(dir.join(results::RECORD_FILE));
+    tracing::info!(
+        "{}: running (log {})",
+        job.config,
+        dir.join("job.log").display()
+    );
+    let record = run_in_process(job, &dir, &opts.runner)?;
+    out.ran += 1;
+    results::ingest(&dir, &record)?;
+    if record.status == JobStatus::Ok {
+        if let Some(s) = &record.summary {
+            tracing::info!(
+                "{}: peak {} MiB, {:.2} samples/s, eval ppl {:.1}",
+                job.config,
+                s.peak_allocated_bytes / (1 << 20),
+                s.samples_per_s,
+                s.eval_perplexity
+            );
+        }
+    } else {
+        tracing::warn!(
+            "{}: {} ({})",
+            job.config,
+            record.status.as_str(),
+            record.reason.as_deref().unwrap_or("")
+        );
+    }
+    Ok(record)
+}
+
+/// Renders the report of a study from its records (re-ingesting records without Parquet).
+///
+/// # Errors
+/// [`Error::Records`] when the study has no records yet.
+pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
+    // The profile does not matter for the report: it covers every profile with records.
+    let study = Study::load(study_path, Profile::Cpu, None)
+        .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
+    let header = &study.header;
+    if header.kind != StudyKind::Training {
+        let stored = crate::studies::stored(&paths.runs, &header.name)?;
+        let Some(rec) = stored.first() else {
+            return Err(Error::Records {
+                path: paths.runs.join(&header.name),
+                message: format!(
+                    "no records for study `{}`: run `memwall run {}` first",
+                    header.name,
+                    study_path.display()
+                ),
+            });
+        };
+        let e = &rec.env;
+        let environment = vec![report::model::Table {
+            caption: format!("{} profile", rec.profile),
+            columns: vec!["field".into(), "value".into()],
+            rows: vec![
+                vec![
+                    "CPU".into(),
+                    format!("{} ({} threads)", e.cpu_model, e.cpu_threads),
+                ],
+                vec!["OS".into(), e.os.clone()],
+                vec!["git revision".into(), e.git_revision.clone()],
+                vec!["run at".into(), rec.finished_at.clone()],
+                vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
+            ],
+        }];
+        let doc = ReportDoc {
+            name: header.name.clone(),
+            title: header.title.clone(),
+            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+            source: header.source.clone(),
+            description: header.description.clone(),
+            notes: header.notes.clone(),
+            tags: header.tags.clone(),
+            sections: rec.sections.clone(),
+            environment,
+        };
+        return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
+    }
+    results::ingest_all(&paths.runs, &header.name)?;
+    let has_records = std::fs::read_dir(paths.runs.join(&header.name))
+        .map(|mut d| {
+            d.any(|e| {
+                e.map(|e| e.path().join(results::SUMMARY_FILE).exists())
+                    .unwrap_or(false)
+            })
+        })
+        .unwrap_or(false);
+    if !has_records {
+        return Err(Error::Records {
+            path: paths.runs.join(&header.name),
+            message: format!(
+                "no records for study `{}`: run `memwall run {}` first",
+                header.name,
+                study_path.display()
+            ),
+        });
+    }
+    let (sections, environment) = report::training::sections(&paths.runs, header, &study.configs)?;
+    let doc = ReportDoc {
+        name: header.name.clone(),
+        title: header.title.clone(),
+        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        source: header.source.clone(),
+        description: header.description.clone(),
+        notes: header.notes.clone(),
+        tags: header.tags.clone(),
+        sections,
+        environment,
+    };
+    report::render(&doc, &paths.templates, &paths.reports.join(&header.name))
+}
+
+/// Runs the job in `job_file` in this process and writes its record into `out_dir`
+/// (the `run-job` subcommand).
+pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
+    let job = JobSpec::read(job_file)?;
+    let record = crate::train::run_job(&job);
+    results::write_record(out_dir, &record)?;
+    Ok(record)
+}
+
+/// Runs the job whose `job.json` is in `dir` in a child process (`runner` program and leading
+/// arguments, then `--job FILE --out DIR`), with its stderr in `dir/job.log`. If the process
+/// dies without writing a record (a crash, an abort on out-of-memory), writes a `failed` or
+/// `out_of_memory` record holding the end of its log. Returns the job's record.
+///
+/// # Errors
+/// [`Error::Job`] when the runner cannot be started; I/O errors on `dir`.
+pub fn run_in_process(
+    job: &JobSpec,
+    dir: &Path,
+    runner: &(PathBuf, Vec<String>),
+) -> Result<JobRecord> {
+    let job_file = dir.join("job.json");
+    let log_path = dir.join("job.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| Error::io("creating", &log_path, e))?;
+    let (program, pre_args) = runner;
+    let status = Command::new(program)
+        .args(pre_args)
+        .arg("--job")
+        .arg(&job_file)
+        .arg("--out")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .status()
+        .map_err(|e| Error::Job {
+            job: job.config.clone(),
+            message: format!("could not start the job runner {}: {e}", program.display()),
+        })?;
+    if let Some(r) = results::read_record(dir)? {
+        return Ok(r);
+    }
+    let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let oom = crate::train::is_oom_message(&log_text);
+    let mut env = Environment::host();
+    env.backend = job.backend.to_string();
+    let r = JobRecord::unfinished(
+        job,
+        if oom {
+            JobStatus::OutOfMemory
+        } else {
+            JobStatus::Failed
+        },
+        format!(
+            "job process exited with {status} and no record; log: {}",
+            tail.join(" | ")
+        ),
+        env,
+    );
+    results::write_record(dir, &r)?;
+    Ok(r)
+}

@@ -1,0 +1,347 @@
+//! `memwall`: run the memory-wall studies and publish their reports.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use memwall::device::{self, BackendKind, DeviceRequest};
+use memwall::driver::{self, Paths, RunOptions};
+use memwall::spec::{Profile, Study};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+#[command(
+    name = "memwall",
+    version,
+    about = "Reproduce, measure and publish the memory-wall experiments of deep-learning training"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// Size profile: smoke, cpu or full (default: full on a GPU, cpu otherwise).
+    #[arg(long)]
+    profile: Option<Profile>,
+    /// Device: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// CPU backend: flex or ndarray.
+    #[arg(long, default_value = "flex")]
+    backend: String,
+    /// Corpus file (TinyStories .txt or .parquet); overrides the experiment file.
+    #[arg(long, env = "MEMWALL_DATA")]
+    data: Option<PathBuf>,
+    /// Rerun jobs that already have a record.
+    #[arg(long)]
+    force: bool,
+    /// Run only these configurations (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Record store.
+    #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+    runs: PathBuf,
+    /// Report output root.
+    #[arg(long, default_value = "reports")]
+    reports: PathBuf,
+    /// Report templates.
+    #[arg(long, default_value = "templates")]
+    templates: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run every study in the experiments directory and render their reports.
+    Reproduce {
+        /// Directory of experiment files.
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one study (skipping finished jobs) and render its report.
+    Run {
+        /// Experiment file.
+        experiment: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one study's jobs without rendering the report.
+    Sweep {
+        experiment: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Re-render reports from existing records (no job is run).
+    Report {
+        /// Experiment files (default: every file in experiments/).
+        experiments: Vec<PathBuf>,
+        #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+        runs: PathBuf,
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
+        #[arg(long, default_value = "templates")]
+        templates: PathBuf,
+    },
+    /// List the studies and their configurations.
+    List {
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        profile: Profile,
+    },
+    /// Check the machine: devices, backends, data.
+    Doctor,
+    /// Write a study's job files (and its tokenized corpus) for another machine's
+    /// `memwall-job sweep-dir`, e.g. a GPU machine without Rust.
+    ExportJobs {
+        experiment: PathBuf,
+        /// Backend the jobs will run on there (cuda, flex, ndarray).
+        #[arg(long, default_value = "cuda")]
+        target: String,
+        /// Output directory (relative paths inside the jobs are relative to the directory the
+        /// runner is started in, so use a path inside the repository).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one job file in this process (used by the sweep driver).
+    #[command(hide = true)]
+    RunJob {
+        #[arg(long)]
+        job: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
+    let device: DeviceRequest = a.device.parse()?;
+    let cpu_backend: BackendKind = a.backend.parse()?;
+    let exe = std::env::current_exe().context("locating the memwall executable")?;
+    Ok((
+        Paths {
+            runs: a.runs.clone(),
+            reports: a.reports.clone(),
+            templates: a.templates.clone(),
+            ..Paths::default()
+        },
+        RunOptions {
+            profile: a.profile,
+            device,
+            cpu_backend,
+            data: a.data.clone(),
+            force: a.force,
+            only: a.only.clone(),
+            runner: (exe, vec!["run-job".into()]),
+            progress: true,
+        },
+    ))
+}
+
+fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Result<()> {
+    let outcome =
+        driver::sweep(path, paths, opts).with_context(|| format!("running {}", path.display()))?;
+    eprintln!(
+        "{}: {} jobs run, {} already finished{}",
+        path.display(),
+        outcome.ran,
+        outcome.skipped,
+        if outcome.unfinished.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; not finished: {}",
+                outcome
+                    .unfinished
+                    .iter()
+                    .map(|(c, s, r)| format!("{c} ({}: {r})", s.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    if render {
+        let r =
+            driver::report(path, paths).with_context(|| format!("reporting {}", path.display()))?;
+        println!("{}", r.markdown.display());
+        println!("{}", r.html.display());
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MEMWALL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Reproduce { experiments, run } => {
+            let (paths, opts) = options(&run)?;
+            let files = Study::discover(&experiments)?;
+            if files.is_empty() {
+                bail!("no experiment files (*.toml) in {}", experiments.display());
+            }
+            let mut failed = Vec::new();
+            for f in &files {
+                if let Err(e) = run_study(f, &paths, &opts, true) {
+                    eprintln!("error: {e:#}");
+                    failed.push(f.display().to_string());
+                }
+            }
+            if !failed.is_empty() {
+                bail!(
+                    "{} of {} studies failed: {}",
+                    failed.len(),
+                    files.len(),
+                    failed.join(", ")
+                );
+            }
+        }
+        Cmd::Run { experiment, run } => {
+            let (paths, opts) = options(&run)?;
+            run_study(&experiment, &paths, &opts, true)?;
+        }
+        Cmd::Sweep { experiment, run } => {
+            let (paths, opts) = options(&run)?;
+            run_study(&experiment, &paths, &opts, false)?;
+        }
+        Cmd::Report {
+            experiments,
+            runs,
+            reports,
+            templates,
+        } => {
+            let files = if experiments.is_empty() {
+                Study::discover(Path::new("experiments"))?
+            } else {
+                experiments
+            };
+            let paths = Paths {
+                runs,
+                reports,
+                templates,
+                ..Paths::default()
+            };
+            for f in &files {
+                let r = driver::report(f, &paths)
+                    .with_context(|| format!("reporting {}", f.display()))?;
+                println!("{}", r.markdown.display());
+                println!("{}", r.html.display());
+            }
+        }
+        Cmd::List {
+            experiments,
+            profile,
+        } => {
+            for f in Study::discover(&experiments)? {
+                let s = Study::load(&f, profile, None)?;
+                println!(
+                    "{} ({}) — {}  [source {}]",
+                    s.header.name,
+                    f.display(),
+                    s.header.title,
+                    s.header.source
+                );
+                if let Some(m) = s.model {
+                    println!(
+                        "  {profile} model: {} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {} ({} parameters)",
+                        m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab, m.parameter_count()
+                    );
+                }
+                for c in &s.configs {
+                    println!(
+                        "  - {:<24} precision {:<4} checkpoint {:<5} fused_optimizer {:<5} fusion {}",
+                        c.name, c.precision, c.checkpoint, c.fused_optimizer, c.fusion
+                    );
+                }
+            }
+        }
+        Cmd::Doctor => {
+            println!(
+                "memwall {} (burn {})",
+                env!("CARGO_PKG_VERSION"),
+                memwall::BURN_VERSION
+            );
+            println!(
+                "CPU: {} ({} threads)",
+                device::cpu_model(),
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            );
+            println!("cuda feature compiled: {}", device::CUDA_COMPILED);
+            match device::probe_cuda() {
+                Ok(info) => println!(
+                    "CUDA: {} device(s): {}",
+                    info.device_count,
+                    info.names.join(", ")
+                ),
+                Err(e) => println!("CUDA: unavailable ({e})"),
+            }
+            let dev = device::resolve(DeviceRequest::Auto, BackendKind::Flex)?;
+            println!("--device auto resolves to: {} ({})", dev.backend, dev.name);
+        }
+        Cmd::ExportJobs {
+            experiment,
+            target,
+            out,
+            run,
+        } => {
+            let (paths, opts) = options(&run)?;
+            let backend: BackendKind = target.parse()?;
+            let n = export_jobs(&experiment, backend, &out, &paths, &opts)?;
+            println!("wrote {n} job files under {}", out.display());
+        }
+        Cmd::RunJob { job, out } => {
+            let record = driver::run_job_file(&job, &out)?;
+            eprintln!("{}: {}", record.spec.config, record.status.as_str());
+        }
+    }
+    Ok(())
+}
+
+/// Writes `<out>/<study>/<key>/job.json` for each job, with the tokenized corpus copied to
+/// `<out>/data/<fingerprint>/` and referenced by a relative path.
+fn export_jobs(
+    experiment: &Path,
+    backend: BackendKind,
+    out: &Path,
+    paths: &Paths,
+    opts: &RunOptions,
+) -> Result<usize> {
+    let profile = opts.profile.unwrap_or(if backend.is_gpu() {
+        Profile::Full
+    } else {
+        Profile::Cpu
+    });
+    let study = Study::load(experiment, profile, opts.data.as_deref())?;
+    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+        bail!("{} is not a training study", experiment.display());
+    };
+    let prepared = memwall::data::prepare(data_cfg, model.vocab, &paths.cache)?;
+    let data_dir = out.join("data").join(&prepared.fingerprint);
+    std::fs::create_dir_all(&data_dir)?;
+    for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
+        std::fs::copy(prepared.dir.join(f), data_dir.join(f))
+            .with_context(|| format!("copying {f} to {}", data_dir.display()))?;
+    }
+    let mut carried = prepared.clone();
+    carried.dir = data_dir;
+    let mut jobs = study.jobs(backend, 0, &carried);
+    if !opts.only.is_empty() {
+        jobs.retain(|j| opts.only.contains(&j.config));
+    }
+    for job in &jobs {
+        let dir = out.join(&job.study).join(job.key());
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("job.json"), serde_json::to_vec_pretty(job)?)?;
+    }
+    Ok(jobs.len())
+}

@@ -1,0 +1,256 @@
+//! The decoder-only transformer language model (pre-norm, causal attention, learned document
+//! positions, optional head tying), written as Burn modules.
+//!
+//! Shapes: token ids `[batch, seq]`, hidden states `[batch, seq, d_model]`, logits
+//! `[batch * seq, vocab]`. Parameter count per block: `4 d^2` (attention, no biases) +
+//! `2 d d_ff` (MLP, no biases) + `4 d` (two LayerNorms); plus `vocab d` (tokens), `seq d`
+//! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
+
+use crate::spec::{ModelConfig, Precision};
+use burn::module::{Module, ModuleMapper, Param};
+use burn::nn::{
+    Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+};
+use burn::tensor::activation::{gelu, log_softmax};
+use burn::tensor::backend::Backend;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{DType, Int, Tensor};
+
+/// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
+#[derive(Module, Debug)]
+pub struct Block<B: Backend> {
+    pub norm_attn: LayerNorm<B>,
+    pub query: Linear<B>,
+    pub key: Linear<B>,
+    pub value: Linear<B>,
+    pub attn_out: Linear<B>,
+    pub norm_mlp: LayerNorm<B>,
+    pub mlp_in: Linear<B>,
+    pub mlp_out: Linear<B>,
+    pub heads: usize,
+}
+
+impl<B: Backend> Block<B> {
+    /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [b, t, d] = x.dims();
+        let dh = d / self.heads;
+        let h = self.norm_attn.forward(x.clone());
+        let split = |y: Tensor<B, 3>| y.reshape([b, t, self.heads, dh]).swap_dims(1, 2);
+        let q = split(self.query.forward(h.clone()));
+        let k = split(self.key.forward(h.clone()));
+        let v = split(self.value.forward(h));
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: true,
+        };
+        let a = attention(q, k, v, None, None, options)
+            .swap_dims(1, 2)
+            .reshape([b, t, d]);
+        let x = x + self.attn_out.forward(a);
+        let h = self.norm_mlp.forward(x.clone());
+        let h = self.mlp_out.forward(gelu(self.mlp_in.forward(h)));
+        x + h
+    }
+}
+
+/// The language model.
+#[derive(Module, Debug)]
+pub struct TransformerLm<B: Backend> {
+    pub token_embedding: Embedding<B>,
+    pub position_embedding: Embedding<B>,
+    pub blocks: Vec<Block<B>>,
+    pub norm_final: LayerNorm<B>,
+    /// `None` when the head is tied to the token embedding.
+    pub head: Option<Linear<B>>,
+}
+
+fn linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
+    LinearConfig::new(i, o).with_bias(false).init(device)
+}
+
+impl ModelConfig {
+    /// Builds the model on `device` with f32 parameters (see [`cast_model`] for 16-bit).
+    pub fn init<B: Backend>(&self, device: &B::Device) -> TransformerLm<B> {
+        let d = self.d_model;
+        let emb_init = Initializer::Normal {
+            mean: 0.0,
+            std: 0.02,
+        };
+        let blocks = (0..self.layers)
+            .map(|_| Block {
+                norm_attn: LayerNormConfig::new(d).init(device),
+                query: linear(d, d, device),
+                key: linear(d, d, device),
+                value: linear(d, d, device),
+                attn_out: linear(d, d, device),
+                norm_mlp: LayerNormConfig::new(d).init(device),
+                mlp_in: linear(d, self.d_ff, device),
+                mlp_out: linear(self.d_ff, d, device),
+                heads: self.heads,
+            })
+            .collect();
+        TransformerLm {
+            token_embedding: EmbeddingConfig::new(self.vocab, d)
+                .with_initializer(emb_init.clone())
+                .init(device),
+            position_embedding: EmbeddingConfig::new(self.seq_len, d)
+                .with_initializer(emb_init)
+                .init(device),
+            blocks,
+            norm_final: LayerNormConfig::new(d).init(device),
+            head: (!self.tie_embeddings).then(|| linear(d, self.vocab, device)),
+        }
+    }
+
+    /// Exact parameter count of [`ModelConfig::init`]'s model.
+    pub fn parameter_count(&self) -> u64 {
+        let (d, f, v, t) = (
+            self.d_model as u64,
+            self.d_ff as u64,
+            self.vocab as u64,
+            self.seq_len as u64,
+        );
+        let block = 4 * d * d + 2 * d * f + 4 * d;
+        let head = if self.tie_embeddings { 0 } else { v * d };
+        self.layers as u64 * block + v * d + t * d + 2 * d + head
+    }
+
+    /// Training FLOPs per token, `6 N` (Kaplan et al. 2020, "Scaling Laws for Neural Language
+    /// Models", section 2.1) with N the non-embedding parameters plus the head, plus the
+    /// attention term `6 * 2 * layers * seq * d_model` (forward `2 n_layer n_ctx d_model`
+    /// halved by the causal mask, times 3 for backward).
+    pub fn train_flops_per_token(&self) -> f64 {
+        let (d, f, v, l, t) = (
+            self.d_model as f64,
+            self.d_ff as f64,
+            self.vocab as f64,
+            self.layers as f64,
+            self.seq_len as f64,
+        );
+        let n = l * (4.0 * d * d + 2.0 * d * f) + v * d;
+        6.0 * n + 6.0 * l * t * d
+    }
+}
+
+impl<B: Backend> TransformerLm<B> {
+    /// Token plus document-position embeddings: `[batch, seq]` ids -> `[batch, seq, d_model]`.
+    pub fn embed(&self, tokens: Tensor<B, 2, Int>, positions: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        self.token_embedding.forward(tokens) + self.position_embedding.forward(positions)
+    }
+
+    /// Final norm and head: `[batch, seq, d]` -> logits `[batch * seq, vocab]`.
+    pub fn logits(&self, h: Tensor<B, 3>) -> Tensor<B, 2> {
+        let [b, t, d] = h.dims();
+        let h = self.norm_final.forward(h).reshape([b * t, d]);
+        match &self.head {
+            Some(head) => head.forward(h),
+            None => h.matmul(self.token_embedding.weight.val().transpose()),
+        }
+    }
+
+    /// Mean next-token cross-entropy (nats), computed in f32 whatever the parameter dtype.
+    /// `targets` is `[batch, seq]`.
+    pub fn loss(&self, h: Tensor<B, 3>, targets: Tensor<B, 2, Int>) -> Tensor<B, 1> {
+        let logits = self.logits(h).cast(DType::F32);
+        let [n, _] = logits.dims();
+        let logp = log_softmax(logits, 1);
+        let picked = logp.gather(1, targets.reshape([n, 1]));
+        picked.mean().neg()
+    }
+
+    /// Runs blocks `range` on `h`.
+    pub fn forward_blocks(
+        &self,
+        mut h: Tensor<B, 3>,
+        range: std::ops::Range<usize>,
+    ) -> Tensor<B, 3> {
+        for block in &self.blocks[range] {
+            h = block.forward(h);
+        }
+        h
+    }
+
+    /// The whole forward pass to the loss.
+    pub fn forward_loss(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        positions: Tensor<B, 2, Int>,
+        targets: Tensor<B, 2, Int>,
+    ) -> Tensor<B, 1> {
+        let h = self.embed(tokens, positions);
+        let h = self.forward_blocks(h, 0..self.blocks.len());
+        self.loss(h, targets)
+    }
+}
+
+/// Casts every float parameter to `dtype`, keeping parameter ids (so optimizer state and
+/// gradients line up) and making each a fresh leaf that requires gradients.
+struct CastParams(DType);
+
+impl<B: Backend> ModuleMapper<B> for CastParams {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let cast = tensor.cast(self.0).detach().require_grad();
+        Param::from_mapped_value(id, cast, mapper)
+    }
+}
+
+/// The Burn dtype of a precision.
+pub fn dtype_of(p: Precision) -> DType {
+    match p {
+        Precision::F32 => DType::F32,
+        Precision::F16 => DType::F16,
+        Precision::Bf16 => DType::BF16,
+    }
+}
+
+/// Casts a model's parameters (and so its activations) to `precision`.
+pub fn cast_model<B: Backend, M: Module<B>>(model: M, precision: Precision) -> M {
+    if precision == Precision::F32 {
+        return model;
+    }
+    model.map(&mut CastParams(dtype_of(precision)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    #[test]
+    fn parameter_count_matches_the_module() {
+        for tie in [true, false] {
+            let cfg = ModelConfig {
+                layers: 2,
+                d_model: 16,
+                heads: 2,
+                d_ff: 32,
+                seq_len: 8,
+                batch: 2,
+                vocab: 300,
+                tie_embeddings: tie,
+            };
+            let model = cfg.init::<Flex>(&Default::default());
+            assert_eq!(model.num_params() as u64, cfg.parameter_count());
+        }
+    }
+
+    #[test]
+    fn full_profile_is_the_seed_sized_model() {
+        let cfg = ModelConfig {
+            layers: 32,
+            d_model: 2048,
+            heads: 16,
+            d_ff: 8192,
+            seq_len: 768,
+            batch: 4,
+            vocab: 8192,
+            tie_embeddings: true,
+        };
+        let n = cfg.parameter_count();
+        assert!((1.6e9..1.7e9).contains(&(n as f64)), "{n}");
+    }
+}

@@ -1,0 +1,434 @@
+//! Graph IR for rematerialization: a DAG of forward and backward ops in topological order
+//! (Checkmate, Section 4.1: nodes `v_1..v_n`, cost `C_i`, output memory `M_i`).
+
+use super::RematError;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// One op of the training graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Op name from the source graph.
+    pub name: String,
+    /// Compute cost `C_i` in the graph's cost units (profiled time units for the Checkmate
+    /// graphs, `duration` for the random layered graphs, 1 for unit chains).
+    pub cost: f64,
+    /// Size `M_i` of the op's output tensor in bytes.
+    pub mem: u64,
+    /// Whether the op belongs to the backward pass (the loss counts as backward, as in the
+    /// Checkmate graph files).
+    pub backward: bool,
+}
+
+/// A computation graph with nodes in topological order: every dependency `i` of node `k`
+/// satisfies `i < k` (the paper's fixed topological order, Section 4.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    /// Graph name (file stem or constructor name).
+    pub name: String,
+    /// Nodes in topological order.
+    pub nodes: Vec<Node>,
+    /// `deps[k]`: the nodes whose outputs node `k` reads (sorted, all `< k`).
+    pub deps: Vec<Vec<usize>>,
+    /// `users[i]`: the nodes that read the output of node `i` (sorted, all `> i`).
+    pub users: Vec<Vec<usize>>,
+    /// Memory that is resident throughout, in bytes (parameters, gradients, optimizer state;
+    /// `M_static` of eq. 2). 0 for the Checkmate graphs, whose costs are activations only.
+    pub fixed_mem: u64,
+}
+
+impl Graph {
+    /// Builds a graph from nodes (already topologically ordered) and edges `(source, target)`.
+    /// Fails if an edge points backwards or out of range.
+    pub fn new(
+        name: impl Into<String>,
+        nodes: Vec<Node>,
+        edges: &[(usize, usize)],
+        fixed_mem: u64,
+    ) -> Result<Graph, RematError> {
+        let n = nodes.len();
+        if n == 0 {
+            return Err(RematError::InvalidGraph("graph has no nodes".into()));
+        }
+        let mut deps = vec![Vec::new(); n];
+        let mut users = vec![Vec::new(); n];
+        for &(u, v) in edges {
+            if u >= n || v >= n {
+                return Err(RematError::InvalidGraph(format!(
+                    "edge {u}->{v} out of range (n = {n})"
+                )));
+            }
+            if u >= v {
+                return Err(RematError::InvalidGraph(format!(
+                    "edge {u}->{v} is not in topological order"
+                )));
+            }
+            deps[v].push(u);
+            users[u].push(v);
+        }
+        for l in deps.iter_mut().chain(users.iter_mut()) {
+            l.sort_unstable();
+            l.dedup();
+        }
+        for nd in &nodes {
+            if !(nd.cost.is_finite() && nd.cost >= 0.0) {
+                return Err(RematError::InvalidGraph(format!(
+                    "node {} has invalid cost {}",
+                    nd.name, nd.cost
+                )));
+            }
+        }
+        Ok(Graph {
+            name: name.into(),
+            nodes,
+            deps,
+            users,
+            fixed_mem,
+        })
+    }
+
+    /// Number of nodes `n` (also the number of stages of a schedule).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false for a constructed graph (graphs have at least one node).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Cost of one plain forward + backward pass, `sum_i C_i` (cost units).
+    pub fn total_cost(&self) -> f64 {
+        self.nodes.iter().map(|n| n.cost).sum()
+    }
+
+    /// Cost of one plain forward pass, the sum of `C_i` over forward nodes (cost units).
+    pub fn forward_cost(&self) -> f64 {
+        self.nodes
+            .iter()
+            .filter(|n| !n.backward)
+            .map(|n| n.cost)
+            .sum()
+    }
+
+    /// Indices of the forward nodes in topological order (the "linearized forward").
+    pub fn forward_nodes(&self) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| !self.nodes[i].backward)
+            .collect()
+    }
+
+    /// Index of the first backward node (the loss in the Checkmate graphs); `n` if the graph
+    /// has no backward nodes.
+    pub fn first_backward(&self) -> usize {
+        (0..self.len())
+            .find(|&i| self.nodes[i].backward)
+            .unwrap_or(self.len())
+    }
+
+    /// Lower bound on the peak memory of any schedule, in bytes: computing node `k` needs its
+    /// output and all its inputs resident at once (`U[t][k]` of eq. 2 with `R[t][k] = 1`), plus
+    /// the fixed memory. Budgets below this are infeasible.
+    pub fn working_set_bound(&self) -> u64 {
+        let ops = (0..self.len())
+            .map(|k| {
+                self.nodes[k].mem + self.deps[k].iter().map(|&d| self.nodes[d].mem).sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        self.fixed_mem + ops
+    }
+
+    /// Same graph with every output size multiplied by `factor` (rounded up, bytes): activation
+    /// memory scales linearly with the batch size. Costs are unchanged.
+    pub fn scale_memory(&self, factor: f64) -> Graph {
+        let mut g = self.clone();
+        for n in &mut g.nodes {
+            n.mem = (n.mem as f64 * factor).ceil() as u64;
+        }
+        g
+    }
+
+    /// Training graph of a chain of layers: forward `f_0..f_{L-1}` (cost, output bytes from
+    /// `layers`), a loss node, and backward `g_{L-1}..g_0` with cost `backward_factor * cost_i`
+    /// and output bytes `bytes_i`. Edges follow Checkmate's linear graph: the chain
+    /// `v_j -> v_{j+1}` through all `2L+1` nodes plus `f_i -> g_i` (the gradient op of layer
+    /// `i` reads that layer's output). Node indices: `f_i = i`, loss `= L`, `g_i = 2L - i`.
+    /// Used by memwall for its chain of transformer blocks.
+    pub fn from_layers(
+        name: impl Into<String>,
+        layers: &[(f64, u64)],
+        backward_factor: f64,
+        loss: (f64, u64),
+        fixed_mem: u64,
+    ) -> Result<Graph, RematError> {
+        let l = layers.len();
+        if l == 0 {
+            return Err(RematError::InvalidGraph(
+                "chain needs at least one layer".into(),
+            ));
+        }
+        let mut nodes = Vec::with_capacity(2 * l + 1);
+        for (i, &(c, m)) in layers.iter().enumerate() {
+            nodes.push(Node {
+                name: format!("f{i}"),
+                cost: c,
+                mem: m,
+                backward: false,
+            });
+        }
+        nodes.push(Node {
+            name: "loss".into(),
+            cost: loss.0,
+            mem: loss.1,
+            backward: true,
+        });
+        for i in (0..l).rev() {
+            let (c, m) = layers[i];
+            nodes.push(Node {
+                name: format!("g{i}"),
+                cost: backward_factor * c,
+                mem: m,
+                backward: true,
+            });
+        }
+        let mut edges: Vec<(usize, usize)> = (0..2 * l).map(|j| (j, j + 1)).collect();
+        for i in 0..l {
+            edges.push((i, 2 * l - i));
+        }
+        Graph::new(name, nodes, &edges, fixed_mem)
+    }
+
+    /// Checkmate's unit-cost linear graph: `n` forward nodes, the loss and `n` backward nodes
+    /// (`2n+1` stages), every cost 1 and every output 1 byte.
+    pub fn linear_chain(n: usize) -> Result<Graph, RematError> {
+        Graph::from_layers(format!("linear{n}"), &vec![(1.0, 1); n], 1.0, (1.0, 1), 0)
+    }
+
+    /// Reads a networkx node-link JSON graph in either schema (see the README of
+    /// `shared/data/remat-graphs`): the Checkmate schema (nodes `id`, `name`, `backward`,
+    /// `cost_cpu`, `cost_ram`; links `source`/`target`) or the random layered schema (nodes
+    /// `name`, `duration`, `out_cost`, `param_cost`; links `{"0": u, "1": v}`; `graph.order`).
+    /// For the latter the fixed memory is the sum of `param_cost` and all nodes are forward.
+    pub fn read_node_link(path: &Path) -> Result<Graph, RematError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RematError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let raw: RawGraph = serde_json::from_str(&text).map_err(|source| RematError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let schema = |msg: String| RematError::Schema {
+            path: path.to_path_buf(),
+            msg,
+        };
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().trim_end_matches("_nx").to_string())
+            .unwrap_or_default();
+        let first = raw.nodes.first().ok_or_else(|| schema("no nodes".into()))?;
+        let checkmate = first.get("cost_cpu").is_some();
+        let num = |v: &serde_json::Value, key: &str, what: &str| -> Result<f64, RematError> {
+            v.get(key)
+                .and_then(|x| x.as_f64())
+                .ok_or_else(|| schema(format!("{what}: missing or non-numeric `{key}`")))
+        };
+        let int = |v: &serde_json::Value, key: &str, what: &str| -> Result<i64, RematError> {
+            v.get(key)
+                .and_then(|x| x.as_i64())
+                .ok_or_else(|| schema(format!("{what}: missing or non-integer `{key}`")))
+        };
+        if checkmate {
+            let n = raw.nodes.len();
+            let mut nodes: Vec<Option<Node>> = vec![None; n];
+            for (pos, v) in raw.nodes.iter().enumerate() {
+                let what = format!("node #{pos}");
+                let id = int(v, "id", &what)?;
+                if id < 0 || id as usize >= n {
+                    return Err(schema(format!("{what}: id {id} out of range 0..{n}")));
+                }
+                let mem = num(v, "cost_ram", &what)?;
+                let node = Node {
+                    name: v
+                        .get("name")
+                        .and_then(|x| x.as_str())
+                        .unwrap_or("")
+                        .to_string(),
+                    cost: num(v, "cost_cpu", &what)?,
+                    mem: if mem >= 0.0 {
+                        mem as u64
+                    } else {
+                        return Err(schema(format!("{what}: negative cost_ram")));
+                    },
+                    backward: v
+                        .get("backward")
+                        .and_then(|x| x.as_bool())
+                        .ok_or_else(|| schema(format!("{what}: missing boolean `backward`")))?,
+                };
+                if nodes[id as usize].replace(node).is_some() {
+                    return Err(schema(format!("duplicate node id {id}")));
+                }
+            }
+            let nodes: Vec<Node> = nodes
+                .into_iter()
+                .map(|n| n.expect("all ids seen"))
+                .collect();
+            let mut edges = Vec::with_capacity(raw.links.len());
+            for (pos, e) in raw.links.iter().enumerate() {
+                let what = format!("link #{pos}");
+                edges.push((
+                    int(e, "source", &what)? as usize,
+                    int(e, "target", &what)? as usize,
+                ));
+            }
+            Graph::new(name, nodes, &edges, 0).map_err(|e| schema(e.to_string()))
+        } else {
+            let order: Vec<i64> = raw
+                .graph
+                .get("order")
+                .and_then(|o| o.as_array())
+                .ok_or_else(|| schema("random layered graph without `graph.order`".into()))?
+                .iter()
+                .map(|x| {
+                    x.as_i64()
+                        .ok_or_else(|| schema("non-integer in graph.order".into()))
+                })
+                .collect::<Result<_, _>>()?;
+            let mut by_name: HashMap<i64, &serde_json::Value> = HashMap::new();
+            for (pos, v) in raw.nodes.iter().enumerate() {
+                by_name.insert(int(v, "name", &format!("node #{pos}"))?, v);
+            }
+            if order.len() != by_name.len() {
+                return Err(schema(format!(
+                    "graph.order has {} entries but there are {} nodes",
+                    order.len(),
+                    by_name.len()
+                )));
+            }
+            let index: HashMap<i64, usize> = order
+                .iter()
+                .enumerate()
+                .map(|(i, &name)| (name, i))
+                .collect();
+            let mut nodes = Vec::with_capacity(order.len());
+            let mut fixed = 0u64;
+            for name in &order {
+                let v = by_name
+                    .get(name)
+                    .ok_or_else(|| schema(format!("graph.order names unknown node {name}")))?;
+                let what = format!("node {name}");
+                fixed += num(v, "param_cost", &what)?.max(0.0) as u64;
+                nodes.push(Node {
+                    name: name.to_string(),
+                    cost: num(v, "duration", &what)?,
+                    mem: num(v, "out_cost", &what)?.max(0.0) as u64,
+                    backward: false,
+                });
+            }
+            let mut edges = Vec::with_capacity(raw.links.len());
+            for (pos, e) in raw.links.iter().enumerate() {
+                let what = format!("link #{pos}");
+                let u = int(e, "0", &what)?;
+                let v = int(e, "1", &what)?;
+                let iu = *index
+                    .get(&u)
+                    .ok_or_else(|| schema(format!("{what}: unknown node {u}")))?;
+                let iv = *index
+                    .get(&v)
+                    .ok_or_else(|| schema(format!("{what}: unknown node {v}")))?;
+                edges.push((iu, iv));
+            }
+            Graph::new(name, nodes, &edges, fixed).map_err(|e| schema(e.to_string()))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawGraph {
+    #[serde(default)]
+    graph: serde_json::Value,
+    nodes: Vec<serde_json::Value>,
+    links: Vec<serde_json::Value>,
+}
+
+/// Directory of the shared benchmark data for tests: `$MEMWALL_SHARED_DATA`, else
+/// `CARGO_MANIFEST_DIR/../../shared/data`.
+#[cfg(test)]
+pub(crate) fn test_data_dir() -> std::path::PathBuf {
+    match std::env::var_os("MEMWALL_SHARED_DATA") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_chain_shape() {
+        let g = Graph::linear_chain(3).unwrap();
+        assert_eq!(g.len(), 7);
+        assert_eq!(g.total_cost(), 7.0);
+        assert_eq!(g.deps[6], vec![0, 5]); // g_0 reads f_0 and the gradient chain
+        assert_eq!(g.first_backward(), 3);
+        assert_eq!(g.forward_nodes(), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn reads_all_real_files() {
+        let dir = test_data_dir().join("remat-graphs");
+        let mut count = 0;
+        for entry in std::fs::read_dir(&dir).expect("remat-graphs dir") {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "json") {
+                let g = Graph::read_node_link(&p).unwrap();
+                assert!(g.len() > 10, "{}", p.display());
+                count += 1;
+            }
+        }
+        assert!(count >= 12);
+        let g = Graph::read_node_link(&dir.join("VGG16_256_224_224_3_train_nx.json")).unwrap();
+        assert_eq!(g.len(), 45);
+        assert_eq!(g.first_backward(), 22);
+        assert_eq!(g.nodes[22].name, "Loss");
+        assert_eq!(g.nodes[0].mem, 3288334336);
+        let r = Graph::read_node_link(
+            &dir.join("random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json"),
+        )
+        .unwrap();
+        assert_eq!(r.len(), 100);
+        assert_eq!(r.nodes[0].name, "0");
+        assert_eq!(r.nodes[99].name, "1");
+    }
+
+    #[test]
+    fn missing_file_names_it() {
+        let err = Graph::read_node_link(Path::new("/nonexistent/dir/foo_graph.json")).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/dir/foo_graph.json"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rejects_backward_edge() {
+        let nodes = vec![
+            Node {
+                name: "a".into(),
+                cost: 1.0,
+                mem: 1,
+                backward: false,
+            },
+            Node {
+                name: "b".into(),
+                cost: 1.0,
+                mem: 1,
+                backward: false,
+            },
+        ];
+        assert!(Graph::new("x", nodes, &[(1, 0)], 0).is_err());
+    }
+}

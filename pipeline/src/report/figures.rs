@@ -1,0 +1,322 @@
+//! SVG figures drawn with plotters from the report model's [`Figure`]s. Text is measured with
+//! an embedded DejaVu Sans (no system fonts needed) and written as SVG `<text>`.
+
+use super::model::{Figure, Mark};
+use crate::error::{Error, Result};
+use plotters::prelude::*;
+use std::sync::Once;
+
+const WIDTH: u32 = 860;
+const HEIGHT: u32 = 480;
+const FONT: &str = "sans-serif";
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is valid: registration cannot fail for it.
+        let _ = plotters::style::register_font(
+            FONT,
+            plotters::style::FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+fn palette(i: usize) -> RGBColor {
+    const P: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    P[i % P.len()]
+}
+
+fn err<E: std::fmt::Display>(fig: &Figure) -> impl Fn(E) -> Error + '_ {
+    move |e| Error::Report(format!("figure `{}`: {e}", fig.name))
+}
+
+/// Draws `fig` as an SVG document.
+///
+/// # Errors
+/// [`Error::Report`] when the figure has no finite point to draw or plotters fails.
+pub fn svg(fig: &Figure) -> Result<String> {
+    register_font();
+    if !fig.nodes.is_empty() {
+        return dag_svg(fig);
+    }
+    let pts: Vec<(f64, f64)> = fig
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(|(x, y)| {
+            x.is_finite() && y.is_finite() && (!fig.log_x || *x > 0.0) && (!fig.log_y || *y > 0.0)
+        })
+        .collect();
+    if pts.is_empty() {
+        return Err(Error::Report(format!(
+            "figure `{}` has no finite point to draw",
+            fig.name
+        )));
+    }
+    let bars = fig.series.iter().any(|s| s.mark == Mark::Bars);
+    let (mut x0, mut x1) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (mut y0, mut y1) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if bars {
+        x0 = -0.6;
+        x1 += 0.6;
+        y0 = y0.min(0.0);
+    }
+    if !fig.log_y && !bars {
+        let pad = ((y1 - y0).abs() * 0.08).max(y1.abs() * 1e-3).max(1e-12);
+        y0 -= pad;
+        y1 += pad;
+        if pts.iter().all(|p| p.1 >= 0.0) {
+            y0 = y0.max(0.0);
+        }
+    } else if fig.log_y {
+        y0 /= 1.5;
+        y1 *= 1.5;
+    } else {
+        y1 += (y1 - y0).abs() * 0.1;
+    }
+    if x0 == x1 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    if fig.log_x {
+        x0 /= 1.3;
+        x1 *= 1.3;
+    }
+
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(fig))?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(&fig.title, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(if bars { 90 } else { 44 })
+            .y_label_area_size(72);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                let labels: Vec<String> = fig
+                    .series
+                    .iter()
+                    .find(|s| s.mark == Mark::Bars)
+                    .map(|s| s.point_labels.clone())
+                    .unwrap_or_default();
+                let mut mesh = chart.configure_mesh();
+                mesh.x_desc(fig.x_label.as_str())
+                    .y_desc(fig.y_label.as_str())
+                    .label_style((FONT, 13))
+                    .axis_desc_style((FONT, 15));
+                let fmt_bar = |x: &f64| {
+                    let i = x.round();
+                    if (x - i).abs() < 1e-9 && i >= 0.0 {
+                        labels.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                };
+                if bars {
+                    mesh.x_labels(labels.len().max(1) * 2 + 1)
+                        .x_label_formatter(&fmt_bar)
+                        .disable_x_mesh();
+                }
+                mesh.draw().map_err(err(fig))?;
+                let nbars = fig
+                    .series
+                    .iter()
+                    .filter(|s| s.mark == Mark::Bars)
+                    .count()
+                    .max(1);
+                let mut bar_i = 0;
+                for (i, s) in fig.series.iter().enumerate() {
+                    let color = palette(i);
+                    let finite: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .copied()
+                        .filter(|(x, y)| x.is_finite() && y.is_finite())
+                        .collect();
+                    match s.mark {
+                        Mark::Line => {
+                            chart
+                                .draw_series(LineSeries::new(finite.clone(), color.stroke_width(2)))
+                                .map_err(err(fig))?
+                                .label(s.label.as_str())
+                                .legend(move |(x, y)| {
+                                    PathElement::new(
+                                        vec![(x, y), (x + 18, y)],
+                                        color.stroke_width(2),
+                                    )
+                                });
+                            chart
+                                .draw_series(
+                                    finite.iter().map(|p| Circle::new(*p, 3, color.filled())),
+                                )
+                                .map_err(err(fig))?;
+                        }
+                        Mark::Points => {
+                            chart
+                                .draw_series(
+                                    finite.iter().map(|p| Circle::new(*p, 5, color.filled())),
+                                )
+                                .map_err(err(fig))?
+                                .label(s.label.as_str())
+                                .legend(move |(x, y)| Circle::new((x + 9, y), 5, color.filled()));
+                            if s.point_labels.len() == s.points.len() {
+                                chart
+                                    .draw_series(
+                                        s.points
+                                            .iter()
+                                            .zip(&s.point_labels)
+                                            .filter(|(p, _)| p.0.is_finite() && p.1.is_finite())
+                                            .map(|(p, l)| {
+                                                Text::new(
+                                                    l.clone(),
+                                                    *p,
+                                                    (FONT, 11).into_font().color(&BLACK),
+                                                )
+                                            }),
+                                    )
+                                    .map_err(err(fig))?;
+                            }
+                        }
+                        Mark::Bars => {
+                            let w = 0.8 / nbars as f64;
+                            let off = -0.4 + w * bar_i as f64;
+                            bar_i += 1;
+                            chart
+                                .draw_series(finite.iter().map(|(x, y)| {
+                                    Rectangle::new(
+                                        [(x + off, 0.0), (x + off + w * 0.95, *y)],
+                                        color.filled(),
+                                    )
+                                }))
+                                .map_err(err(fig))?
+                                .label(s.label.as_str())
+                                .legend(move |(x, y)| {
+                                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                                });
+                        }
+                    }
+                }
+                if fig.series.len() > 1 || fig.series.iter().any(|s| !s.label.is_empty()) {
+                    chart
+                        .configure_series_labels()
+                        .label_font((FONT, 13))
+                        .background_style(WHITE.mix(0.85))
+                        .border_style(BLACK.mix(0.3))
+                        .position(SeriesLabelPosition::UpperRight)
+                        .draw()
+                        .map_err(err(fig))?;
+                }
+            }};
+        }
+        match (fig.log_x, fig.log_y) {
+            (false, false) => draw!(builder
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(err(fig))?),
+            (true, false) => draw!(builder
+                .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+                .map_err(err(fig))?),
+            (false, true) => draw!(builder
+                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+                .map_err(err(fig))?),
+            (true, true) => draw!(builder
+                .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+                .map_err(err(fig))?),
+        }
+        root.present().map_err(err(fig))?;
+    }
+    Ok(out)
+}
+
+/// Draws a DAG: nodes in layers by longest path from a source, edges as lines.
+fn dag_svg(fig: &Figure) -> Result<String> {
+    let n = fig.nodes.len();
+    let mut depth = vec![0usize; n];
+    // Longest-path layering; edges are assumed to go from lower to higher depth (a DAG).
+    for _ in 0..n {
+        let mut changed = false;
+        for &(a, b) in &fig.edges {
+            if a < n && b < n && depth[b] < depth[a] + 1 {
+                depth[b] = depth[a] + 1;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let layers = depth.iter().max().copied().unwrap_or(0) + 1;
+    let mut per_layer = vec![Vec::new(); layers];
+    for (i, d) in depth.iter().enumerate() {
+        per_layer[*d].push(i);
+    }
+    let height = (110 * layers as u32 + 60).max(200);
+    let mut pos = vec![(0i32, 0i32); n];
+    for (d, nodes) in per_layer.iter().enumerate() {
+        for (j, &i) in nodes.iter().enumerate() {
+            let x = (WIDTH as f64 * (j as f64 + 1.0) / (nodes.len() as f64 + 1.0)) as i32;
+            let y = 60 + 110 * d as i32;
+            pos[i] = (x, y);
+        }
+    }
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(err(fig))?;
+        root.draw(&Text::new(
+            fig.title.clone(),
+            (12, 10),
+            (FONT, 18).into_font(),
+        ))
+        .map_err(err(fig))?;
+        for &(a, b) in &fig.edges {
+            if a < n && b < n {
+                root.draw(&PathElement::new(
+                    vec![pos[a], pos[b]],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(err(fig))?;
+            }
+        }
+        for (i, label) in fig.nodes.iter().enumerate() {
+            let (x, y) = pos[i];
+            let w = (label.chars().count() as i32 * 8 + 16).max(40);
+            root.draw(&Rectangle::new(
+                [(x - w / 2, y - 16), (x + w / 2, y + 16)],
+                RGBColor(222, 235, 247).filled(),
+            ))
+            .map_err(err(fig))?;
+            root.draw(&Rectangle::new(
+                [(x - w / 2, y - 16), (x + w / 2, y + 16)],
+                RGBColor(31, 119, 180).stroke_width(1),
+            ))
+            .map_err(err(fig))?;
+            root.draw(&Text::new(
+                label.clone(),
+                (x - w / 2 + 8, y - 8),
+                (FONT, 14).into_font(),
+            ))
+            .map_err(err(fig))?;
+        }
+        root.present().map_err(err(fig))?;
+    }
+    Ok(out)
+}

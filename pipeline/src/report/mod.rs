@@ -1,0 +1,10 @@
+//! Reports: the content model ([`model`]), SVG figures (plotters), Markdown and HTML rendering
+//! (minijinja), and the sections of training studies built from the polars study table.
+
+mod figures;
+pub mod model;
+mod render;
+pub mod training;
+
+pub use figures::svg;
+pub use render::{render, Rendered, ReportDoc, HTML_TEMPLATE, MARKDOWN_TEMPLATE};

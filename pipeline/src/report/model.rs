@@ -1,0 +1,73 @@
+//! The report's content model: what a study hands to the renderers.
+//!
+//! Every study (a Burn training study, the rematerialization planner, the lecture demos) produces
+//! [`Section`]s. The renderers (Markdown, HTML, SVG figures) consume only this model, so a study
+//! never formats text or draws pixels itself. A section always pairs the source document's claim
+//! with our measurement.
+
+use serde::{Deserialize, Serialize};
+
+/// One part of a report: a claim from a source document, what we measured, tables and figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Section {
+    /// Heading, e.g. "Scalar checkpointing".
+    pub title: String,
+    /// The source document's claim, quoted or paraphrased, with its location
+    /// (file name and section).
+    pub claim: String,
+    /// Our measurement in one or two sentences, with numbers, the device and the repeats.
+    pub ours: String,
+    /// Free Markdown paragraphs (method, caveats, explanations), rendered after `ours`.
+    pub notes: Vec<String>,
+    pub tables: Vec<Table>,
+    pub figures: Vec<Figure>,
+}
+
+/// A table with string cells (numbers already formatted with their units in the header).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Table {
+    pub caption: String,
+    pub columns: Vec<String>,
+    /// Each row has `columns.len()` cells.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// How the points of a series are drawn.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    /// Points joined by a line, in the given order.
+    #[default]
+    Line,
+    /// Unjoined points (scatter), each optionally labelled.
+    Points,
+    /// Bars at categorical x positions 0, 1, 2, ...; `point_labels` name the categories.
+    Bars,
+}
+
+/// A named series of (x, y) points.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub mark: Mark,
+    /// Per-point labels for `Mark::Points` (empty, or one per point).
+    pub point_labels: Vec<String>,
+}
+
+/// An x/y figure, drawn as SVG. Kind `Dag` figures are drawn as graphs instead (see `edges`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Figure {
+    /// File stem, unique within a report, e.g. "peak_memory_vs_k" (becomes `peak_memory_vs_k.svg`).
+    pub name: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub log_y: bool,
+    pub series: Vec<Series>,
+    /// For graph figures (a DAG drawn as layered boxes): node labels and edges (from, to) by
+    /// index. Empty for x/y figures.
+    pub nodes: Vec<String>,
+    pub edges: Vec<(usize, usize)>,
+}

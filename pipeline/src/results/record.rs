@@ -1,0 +1,122 @@
+//! Job records: what one measured job produced. Written by the job process as JSON
+//! (`record.json`, atomically), then converted to Parquet by the driver.
+
+use crate::measure::Environment;
+use crate::spec::JobSpec;
+use serde::{Deserialize, Serialize};
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Finished; every measurement is present.
+    Ok,
+    /// The configuration did not fit in device memory (a result, not an error).
+    OutOfMemory,
+    /// The backend cannot run this configuration (e.g. a dtype it lacks); `reason` says why.
+    Unsupported,
+    /// The job crashed or failed; `reason` holds the error.
+    Failed,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Ok => "ok",
+            JobStatus::OutOfMemory => "out_of_memory",
+            JobStatus::Unsupported => "unsupported",
+            JobStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One training step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 0-based step index, warm-up steps included.
+    pub step: usize,
+    /// Warm-up steps are excluded from timing and peaks.
+    pub warmup: bool,
+    /// Training loss (mean token cross-entropy, nats) of the step's batch.
+    pub loss: f64,
+    /// Wall time of the step (device synchronized), seconds.
+    pub time_s: f64,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+}
+
+/// Summary of a finished job.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub parameters: u64,
+    /// Median step time over the measured steps, seconds.
+    pub median_step_s: f64,
+    pub samples_per_s: f64,
+    pub tokens_per_s: f64,
+    /// Largest per-step peak over the measured steps, bytes.
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    /// Bytes live before the first step (parameters, data; optimizer state is allocated
+    /// lazily at the first step).
+    pub baseline_bytes: u64,
+    pub final_train_loss: f64,
+    /// Mean token cross-entropy on the held-out stories, nats.
+    pub eval_loss: f64,
+    /// exp(eval_loss).
+    pub eval_perplexity: f64,
+    /// Model FLOPs utilization against `peak_flops` (None where no peak is known).
+    pub mfu: Option<f64>,
+    /// Peak FLOP/s used for MFU.
+    pub peak_flops: Option<f64>,
+    /// Wall time of the whole job (warm-up, measured steps, eval), seconds.
+    pub wall_s: f64,
+    /// Bytes live at the start of the last measured step (parameters, optimizer state, data).
+    pub steady_bytes: u64,
+    /// Estimated activation bytes of the job's plan from measured per-block costs
+    /// (`train::budget::estimate_plan`).
+    pub estimated_activation_bytes: u64,
+}
+
+/// The segment plan a job ran and the per-block costs it was planned from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    pub segments: Vec<crate::train::segment::Segment>,
+    pub block_costs: Vec<crate::train::budget::BlockCost>,
+}
+
+/// Everything one job produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub key: String,
+    pub spec: JobSpec,
+    pub status: JobStatus,
+    /// Why the job did not finish (failed, unsupported, out of memory).
+    pub reason: Option<String>,
+    pub env: Environment,
+    /// What the peak-memory numbers measure.
+    pub memory_probe: String,
+    pub steps: Vec<StepRecord>,
+    pub summary: Option<Summary>,
+    /// The segment plan (None for plain backward).
+    pub plan: Option<PlanRecord>,
+    /// RFC 3339 time the record was written.
+    pub finished_at: String,
+}
+
+impl JobRecord {
+    /// A record for a job that produced no measurements.
+    pub fn unfinished(spec: &JobSpec, status: JobStatus, reason: String, env: Environment) -> Self {
+        JobRecord {
+            key: spec.key(),
+            spec: spec.clone(),
+            status,
+            reason: Some(reason),
+            env,
+            memory_probe: String::new(),
+            steps: Vec::new(),
+            summary: None,
+            plan: None,
+            finished_at: chrono::Utc::now().to_rfc3339(),
+        }
+    }
+}

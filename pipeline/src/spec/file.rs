@@ -1,0 +1,626 @@
+//! The experiment file's schema (serde, unknown fields are errors) and its resolution for one
+//! profile.
+
+use super::{Profile, Study};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// `[study]`: what the study is and where its claims come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StudyHeader {
+    /// Folder name under `reports/` and `runs/` (letters, digits, `_`, `-`).
+    pub name: String,
+    pub title: String,
+    /// The source document in `../shared/sources/` whose claims the study checks.
+    pub source: String,
+    pub kind: StudyKind,
+    /// One paragraph for the report's introduction (Markdown).
+    #[serde(default)]
+    pub description: String,
+    /// Notes printed under the introduction (deviations from the source, mappings).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Front-matter tags of the report.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// What runs a study.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StudyKind {
+    /// Burn training jobs, one process each.
+    Training,
+    /// The blog's scalar recurrence with checkpoint interval K (`demos::checkpoint`).
+    ScalarCheckpoint,
+    /// The blog's fusion IR and fused elementwise loops (`demos::fusion`).
+    FusionIr,
+    /// The UIUC lecture's static memory planning (`demos::planner`).
+    StaticPlanning,
+    /// The CMU lecture's two-buffer inference (`demos::inference`).
+    TwoBufferInference,
+    /// The CMU lecture's 16-bit formats (`demos::precision`).
+    SixteenBit,
+    /// The CMU lecture's FSDP memory model and ring collectives (`demos::fsdp`).
+    Fsdp,
+    /// The UIUC lecture's reverse-mode AD worked example through Burn autodiff.
+    AutodiffExample,
+    /// Checkmate's optimal rematerialization and its baselines (`remat::study`).
+    Checkmate,
+}
+
+/// `[profiles.<p>.model]`: the decoder-only transformer LM. Shapes: tokens `[batch, seq_len]`,
+/// hidden states `[batch, seq_len, d_model]`, logits `[batch, seq_len, vocab]`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Number of transformer blocks.
+    pub layers: usize,
+    pub d_model: usize,
+    /// Attention heads; must divide `d_model`.
+    pub heads: usize,
+    /// Hidden width of the MLP.
+    pub d_ff: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Sequences per step.
+    pub batch: usize,
+    /// Tokenizer vocabulary size to train (the trained tokenizer may have fewer tokens on a
+    /// small corpus; the model uses the trained size).
+    pub vocab: usize,
+    /// Share the token embedding with the LM head ("head tying").
+    #[serde(default = "yes")]
+    pub tie_embeddings: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Optimizer of the training loop.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// AdamW (Loshchilov and Hutter, 2019): two states per parameter, in the parameters'
+    /// dtype.
+    Adamw,
+}
+
+/// Resolved training settings.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Measured steps (timed, their peaks recorded).
+    pub steps: usize,
+    /// Steps run first and excluded from timing (kernel compilation, allocator warm-up).
+    pub warmup_steps: usize,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub optimizer: OptimizerKind,
+    pub seed: u64,
+    /// Held-out batches for eval loss / perplexity at the end.
+    pub eval_batches: usize,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainOverride {
+    steps: Option<usize>,
+    warmup_steps: Option<usize>,
+    lr: Option<f64>,
+    weight_decay: Option<f64>,
+    optimizer: Option<OptimizerKind>,
+    seed: Option<u64>,
+    eval_batches: Option<usize>,
+}
+
+impl TrainOverride {
+    fn or(self, base: TrainOverride) -> TrainOverride {
+        TrainOverride {
+            steps: self.steps.or(base.steps),
+            warmup_steps: self.warmup_steps.or(base.warmup_steps),
+            lr: self.lr.or(base.lr),
+            weight_decay: self.weight_decay.or(base.weight_decay),
+            optimizer: self.optimizer.or(base.optimizer),
+            seed: self.seed.or(base.seed),
+            eval_batches: self.eval_batches.or(base.eval_batches),
+        }
+    }
+    fn resolve(self) -> TrainConfig {
+        TrainConfig {
+            steps: self.steps.unwrap_or(10),
+            warmup_steps: self.warmup_steps.unwrap_or(2),
+            lr: self.lr.unwrap_or(3e-4),
+            weight_decay: self.weight_decay.unwrap_or(0.0),
+            optimizer: self.optimizer.unwrap_or(OptimizerKind::Adamw),
+            seed: self.seed.unwrap_or(42),
+            eval_batches: self.eval_batches.unwrap_or(4),
+        }
+    }
+}
+
+/// Resolved data settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DataConfig {
+    /// Corpus: TinyStories plain text (stories separated by `<|endoftext|>`) or Parquet with a
+    /// `text` column.
+    pub path: PathBuf,
+    /// Fraction of stories held out for evaluation (chosen by a hash of the story text).
+    pub eval_fraction: f64,
+    /// Use at most this many stories (in file order), if set.
+    pub max_stories: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataOverride {
+    path: Option<String>,
+    eval_fraction: Option<f64>,
+    max_stories: Option<usize>,
+}
+
+impl DataOverride {
+    fn or(self, base: DataOverride) -> DataOverride {
+        DataOverride {
+            path: self.path.or(base.path),
+            eval_fraction: self.eval_fraction.or(base.eval_fraction),
+            max_stories: self.max_stories.or(base.max_stories),
+        }
+    }
+}
+
+/// Numeric precision of parameters and activations.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 | Precision::Bf16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Segment activation checkpointing: which block inputs the forward pass keeps.
+///
+/// In a file: `checkpoint = "none"`, `checkpoint = K` (keep the input of every K-th block;
+/// backward recomputes one K-block segment at a time), or `checkpoint = "sqrt"`
+/// (K = ceil(sqrt(layers)), Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost").
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(try_from = "RawCheckpoint", into = "RawCheckpoint")]
+pub enum CheckpointSpec {
+    #[default]
+    None,
+    Every(usize),
+    Sqrt,
+}
+
+impl CheckpointSpec {
+    /// Blocks per segment for a model of `layers` blocks, or `None` without checkpointing.
+    pub fn segment_len(self, layers: usize) -> Option<usize> {
+        match self {
+            CheckpointSpec::None => None,
+            CheckpointSpec::Every(k) => Some(k.clamp(1, layers.max(1))),
+            CheckpointSpec::Sqrt => Some(((layers as f64).sqrt().ceil() as usize).max(1)),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointSpec::None => f.write_str("none"),
+            CheckpointSpec::Every(k) => write!(f, "{k}"),
+            CheckpointSpec::Sqrt => f.write_str("sqrt"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawCheckpoint {
+    Int(i64),
+    Str(String),
+}
+
+impl TryFrom<RawCheckpoint> for CheckpointSpec {
+    type Error = String;
+    fn try_from(raw: RawCheckpoint) -> std::result::Result<Self, String> {
+        match raw {
+            RawCheckpoint::Int(k) if k >= 1 => Ok(CheckpointSpec::Every(k as usize)),
+            RawCheckpoint::Int(k) => Err(format!(
+                "checkpoint interval {k} is not positive: use an integer K >= 1, \"sqrt\" or \"none\""
+            )),
+            RawCheckpoint::Str(s) => match s.as_str() {
+                "none" => Ok(CheckpointSpec::None),
+                "sqrt" => Ok(CheckpointSpec::Sqrt),
+                other => Err(format!(
+                    "unknown checkpoint `{other}`: use an integer K >= 1, \"sqrt\" or \"none\""
+                )),
+            },
+        }
+    }
+}
+
+impl From<CheckpointSpec> for RawCheckpoint {
+    fn from(c: CheckpointSpec) -> Self {
+        match c {
+            CheckpointSpec::None => RawCheckpoint::Str("none".into()),
+            CheckpointSpec::Every(k) => RawCheckpoint::Int(k as i64),
+            CheckpointSpec::Sqrt => RawCheckpoint::Str("sqrt".into()),
+        }
+    }
+}
+
+/// A source document's numbers for one configuration (shown beside ours in the report).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Peak allocated memory, GiB.
+    pub peak_gib: Option<f64>,
+    /// Peak-memory reduction against the control, percent.
+    pub reduction_pct: Option<f64>,
+    pub samples_per_s: Option<f64>,
+    /// Wall time as printed in the source (e.g. "1m 40s").
+    pub time: Option<String>,
+    pub perplexity: Option<f64>,
+}
+
+/// `[[configs]]`: one configuration (a row of the study's table).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Identifier (letters, digits, `_`, `-`), unique in the study.
+    pub name: String,
+    /// Display name; defaults to `name`.
+    #[serde(default)]
+    pub label: String,
+    #[serde(default)]
+    pub precision: Precision,
+    #[serde(default)]
+    pub checkpoint: CheckpointSpec,
+    /// Activation memory budget in [0, 1] (0 = full checkpointing, 1 = none).
+    #[serde(default)]
+    pub budget: Option<f64>,
+    /// Step each segment's parameters as soon as their gradients exist.
+    #[serde(default)]
+    pub fused_optimizer: bool,
+    /// Burn's kernel-fusion backend (CUDA only).
+    #[serde(default)]
+    pub fusion: bool,
+    /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
+    #[serde(default)]
+    pub balanced_checkpointing: bool,
+    /// The configuration is the baseline the others are compared with.
+    #[serde(default)]
+    pub control: bool,
+    /// How the source's configuration maps to memwall options (free text for the report).
+    #[serde(default)]
+    pub maps_to: String,
+    /// The source document's numbers for this configuration.
+    #[serde(default)]
+    pub claim: Option<Claim>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileSection {
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    train: TrainOverride,
+    #[serde(default)]
+    data: DataOverride,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+/// `[grid]`: configurations as the cross product of strategy options (appended after the
+/// explicit `[[configs]]`). Names are `ck<K>-<precision>[-fusion][-fusedopt]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Grid {
+    #[serde(default)]
+    checkpoint: Vec<CheckpointSpec>,
+    #[serde(default)]
+    precision: Vec<Precision>,
+    #[serde(default)]
+    fusion: Vec<bool>,
+    #[serde(default)]
+    fused_optimizer: Vec<bool>,
+}
+
+impl Grid {
+    fn expand(&self) -> Vec<ConfigSpec> {
+        let or = |v: &Vec<bool>| if v.is_empty() { vec![false] } else { v.clone() };
+        let ck = if self.checkpoint.is_empty() {
+            vec![CheckpointSpec::None]
+        } else {
+            self.checkpoint.clone()
+        };
+        let pr = if self.precision.is_empty() {
+            vec![Precision::F32]
+        } else {
+            self.precision.clone()
+        };
+        let mut out = Vec::new();
+        for &fusion in &or(&self.fusion) {
+            for &p in &pr {
+                for &c in &ck {
+                    for &fo in &or(&self.fused_optimizer) {
+                        let mut name = format!("ck{c}-{p}");
+                        if fusion {
+                            name.push_str("-fusion");
+                        }
+                        if fo {
+                            name.push_str("-fusedopt");
+                        }
+                        out.push(ConfigSpec {
+                            label: name.clone(),
+                            name,
+                            precision: p,
+                            checkpoint: c,
+                            budget: None,
+                            fused_optimizer: fo,
+                            fusion,
+                            balanced_checkpointing: false,
+                            control: false,
+                            maps_to: String::new(),
+                            claim: None,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    study: StudyHeader,
+    #[serde(default)]
+    train: TrainOverride,
+    #[serde(default)]
+    data: DataOverride,
+    #[serde(default)]
+    profiles: BTreeMap<String, ProfileSection>,
+    #[serde(default)]
+    configs: Vec<ConfigSpec>,
+    #[serde(default)]
+    grid: Option<Grid>,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+pub(super) fn base_dir(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    dir.parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    profile: Profile,
+    data_override: Option<&Path>,
+) -> Result<Study> {
+    let mut file: ExperimentFile = toml::from_str(text).map_err(|e| Error::Spec {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if let Some(grid) = file.grid.take() {
+        file.configs.extend(grid.expand());
+    }
+    let field_err = |field: &str, message: String| Error::SpecField {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message,
+    };
+    if !valid_name(&file.study.name) {
+        return Err(field_err(
+            "study.name",
+            format!(
+                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
+                file.study.name
+            ),
+        ));
+    }
+    for key in file.profiles.keys() {
+        key.parse::<Profile>()
+            .map_err(|m| field_err(&format!("profiles.{key}"), m))?;
+    }
+    let section = file
+        .profiles
+        .get(profile.as_str())
+        .cloned()
+        .unwrap_or_default();
+    let train = section.train.or(file.train).resolve();
+    if train.steps == 0 {
+        return Err(field_err(
+            "train.steps",
+            "must be at least 1 measured step".into(),
+        ));
+    }
+    let mut params = file.params.clone();
+    for (k, v) in section.params {
+        params.insert(k, v);
+    }
+
+    let (model, data) = match file.study.kind {
+        StudyKind::Training => {
+            let model = section.model.ok_or_else(|| {
+                field_err(
+                    &format!("profiles.{profile}.model"),
+                    format!(
+                        "a training study needs a model for profile `{profile}`: add a \
+                         [profiles.{profile}.model] table (layers, d_model, heads, d_ff, seq_len, batch, vocab)"
+                    ),
+                )
+            })?;
+            validate_model(&model)
+                .map_err(|m| field_err(&format!("profiles.{profile}.model"), m))?;
+            let d = section.data.or(file.data);
+            let path_str = d.path.ok_or_else(|| {
+                field_err(
+                    "data.path",
+                    "a training study needs a corpus: set data.path (TinyStories .txt or .parquet)"
+                        .into(),
+                )
+            })?;
+            let data_path = match data_override {
+                Some(p) => p.to_path_buf(),
+                None => {
+                    let p = PathBuf::from(&path_str);
+                    if p.is_absolute() {
+                        p
+                    } else {
+                        base_dir(path).join(p)
+                    }
+                }
+            };
+            let eval_fraction = d.eval_fraction.unwrap_or(0.1);
+            if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
+                return Err(field_err(
+                    "data.eval_fraction",
+                    format!("{eval_fraction} is not in (0, 1)"),
+                ));
+            }
+            (
+                Some(model),
+                Some(DataConfig {
+                    path: data_path,
+                    eval_fraction,
+                    max_stories: d.max_stories,
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+
+    if file.configs.is_empty() && file.study.kind == StudyKind::Training {
+        return Err(field_err(
+            "configs",
+            "a training study needs at least one [[configs]] entry".into(),
+        ));
+    }
+    let mut configs = Vec::with_capacity(file.configs.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, mut c) in file.configs.into_iter().enumerate() {
+        let at = format!("configs[{i}]");
+        if !valid_name(&c.name) {
+            return Err(field_err(
+                &format!("{at}.name"),
+                format!("`{}` must use only letters, digits, `_` and `-`", c.name),
+            ));
+        }
+        if !seen.insert(c.name.clone()) {
+            return Err(field_err(
+                &format!("{at}.name"),
+                format!("`{}` appears twice; names must be unique", c.name),
+            ));
+        }
+        if let Some(b) = c.budget {
+            if !(0.0..=1.0).contains(&b) {
+                return Err(field_err(
+                    &format!("{at}.budget"),
+                    format!("{b} is not in [0, 1] (0 = checkpoint everything, 1 = none)"),
+                ));
+            }
+            if c.checkpoint != CheckpointSpec::None {
+                return Err(field_err(
+                    &format!("{at}.budget"),
+                    "set either `budget` or `checkpoint`, not both".into(),
+                ));
+            }
+        }
+        if c.label.is_empty() {
+            c.label = c.name.clone();
+        }
+        configs.push(c);
+    }
+    if file.study.kind == StudyKind::Training && !configs.iter().any(|c| c.control) {
+        if let Some(first) = configs.first_mut() {
+            first.control = true;
+        }
+    }
+
+    Ok(Study {
+        path: path.to_path_buf(),
+        header: file.study,
+        profile,
+        model,
+        train,
+        data,
+        configs,
+        params,
+    })
+}
+
+fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {
+    let positive = [
+        ("layers", m.layers),
+        ("d_model", m.d_model),
+        ("heads", m.heads),
+        ("d_ff", m.d_ff),
+        ("seq_len", m.seq_len),
+        ("batch", m.batch),
+        ("vocab", m.vocab),
+    ];
+    for (name, v) in positive {
+        if v == 0 {
+            return Err(format!("`{name}` must be at least 1"));
+        }
+    }
+    if m.d_model % m.heads != 0 {
+        return Err(format!(
+            "`heads` ({}) must divide `d_model` ({})",
+            m.heads, m.d_model
+        ));
+    }
+    if m.vocab < 260 {
+        return Err(format!(
+            "`vocab` ({}) must be at least 260 (256 byte tokens plus specials and merges)",
+            m.vocab
+        ));
+    }
+    Ok(())
+}

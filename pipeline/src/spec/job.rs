@@ -1,0 +1,143 @@
+//! One measured training job: everything the runner process needs, serialized as JSON.
+
+use super::{CheckpointSpec, ConfigSpec, ModelConfig, Precision, Profile, Study, TrainConfig};
+use crate::device::BackendKind;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+/// The memory strategy of a job.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Strategy {
+    pub precision: Precision,
+    pub checkpoint: CheckpointSpec,
+    /// Activation memory budget in [0, 1], if set.
+    pub budget: Option<f64>,
+    pub fused_optimizer: bool,
+    pub fusion: bool,
+    pub balanced_checkpointing: bool,
+}
+
+impl From<&ConfigSpec> for Strategy {
+    fn from(c: &ConfigSpec) -> Self {
+        Strategy {
+            precision: c.precision,
+            checkpoint: c.checkpoint,
+            budget: c.budget,
+            fused_optimizer: c.fused_optimizer,
+            fusion: c.fusion,
+            balanced_checkpointing: c.balanced_checkpointing,
+        }
+    }
+}
+
+/// A tokenized corpus on disk (written by `data::prepare`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PreparedData {
+    /// Directory holding `tokenizer.json`, `train.tokens`, `eval.tokens`, `meta.json`.
+    pub dir: PathBuf,
+    /// Content hash of the corpus and tokenizer settings (part of the job key).
+    pub fingerprint: String,
+    /// Vocabulary size of the trained tokenizer (the model's embedding rows).
+    pub vocab_size: usize,
+    /// Id of `<|endoftext|>`.
+    pub eos_id: u32,
+}
+
+/// A measured training job (one process).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct JobSpec {
+    pub study: String,
+    pub profile: Profile,
+    pub config: String,
+    pub label: String,
+    /// Position of the configuration in the experiment file (report order; not in the key).
+    pub order: usize,
+    pub control: bool,
+    pub model: ModelConfig,
+    pub train: TrainConfig,
+    pub strategy: Strategy,
+    pub backend: BackendKind,
+    /// GPU ordinal for CUDA; 0 on the CPU.
+    pub device_index: usize,
+    pub data: PreparedData,
+}
+
+impl JobSpec {
+    /// Content hash (16 hex digits) of everything that affects the job's result: study,
+    /// profile, configuration, model, training settings, strategy, backend and the
+    /// tokenized corpus. Paths and the git revision are not part of it.
+    pub fn key(&self) -> String {
+        #[derive(Serialize)]
+        struct KeyFields<'a> {
+            study: &'a str,
+            profile: Profile,
+            config: &'a str,
+            model: &'a ModelConfig,
+            train: &'a TrainConfig,
+            strategy: &'a Strategy,
+            backend: BackendKind,
+            device_index: usize,
+            data: &'a str,
+        }
+        let fields = KeyFields {
+            study: &self.study,
+            profile: self.profile,
+            config: &self.config,
+            model: &self.model,
+            train: &self.train,
+            strategy: &self.strategy,
+            backend: self.backend,
+            device_index: self.device_index,
+            data: &self.data.fingerprint,
+        };
+        let json = serde_json::to_vec(&fields).expect("job key fields serialize");
+        let digest = Sha256::digest(&json);
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Reads a job file written by the driver.
+    pub fn read(path: &std::path::Path) -> Result<JobSpec> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        serde_json::from_str(&text).map_err(|e| Error::Job {
+            job: path.display().to_string(),
+            message: format!("malformed job file: {e}"),
+        })
+    }
+}
+
+impl Study {
+    /// Expands a training study into jobs on `backend`, with the corpus tokenized as `data`.
+    pub fn jobs(
+        &self,
+        backend: BackendKind,
+        device_index: usize,
+        data: &PreparedData,
+    ) -> Vec<JobSpec> {
+        let Some(model) = self.model else {
+            return Vec::new();
+        };
+        self.configs
+            .iter()
+            .enumerate()
+            .map(|(order, c)| JobSpec {
+                order,
+                study: self.header.name.clone(),
+                profile: self.profile,
+                config: c.name.clone(),
+                label: c.label.clone(),
+                control: c.control,
+                model: ModelConfig {
+                    vocab: data.vocab_size,
+                    ..model
+                },
+                train: self.train,
+                strategy: Strategy::from(c),
+                backend,
+                device_index,
+                data: data.clone(),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,140 @@
+//! Experiment files -> validated studies -> jobs.
+//!
+//! An experiment file (TOML, one per study, in `experiments/`) names its source document, the
+//! model and training settings per [`Profile`], and the configurations to run. Unknown fields are
+//! errors. [`Study::load`] validates a file for one profile; [`Study::jobs`] expands it into
+//! [`JobSpec`]s, each identified by a content hash of everything that affects its result
+//! ([`JobSpec::key`]), so a rerun skips finished jobs.
+//!
+//! File layout (see `experiments/peak_memory.toml` for a complete example):
+//!
+//! ```toml
+//! [study]
+//! name = "peak_memory"          # folder name under reports/ and runs/
+//! title = "..."
+//! source = "004_cef2fa4595315230.txt"
+//! kind = "training"
+//!
+//! [train]                       # defaults for every profile
+//! steps = 10
+//!
+//! [profiles.cpu.model]          # the model per profile (smoke, cpu, full)
+//! layers = 8
+//! ...
+//!
+//! [[configs]]                   # one row of the study's table
+//! name = "control"
+//! precision = "f32"
+//! ```
+
+mod file;
+mod job;
+
+pub use file::{
+    CheckpointSpec, Claim, ConfigSpec, DataConfig, ModelConfig, OptimizerKind, Precision,
+    StudyHeader, StudyKind, TrainConfig,
+};
+pub use job::{JobSpec, PreparedData, Strategy};
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Size profile of a study (DESIGN.md section 5).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Seconds: for tests and CI.
+    Smoke,
+    /// The studies scaled so the whole suite finishes in minutes on 2 CPU cores.
+    Cpu,
+    /// The source documents' sizes (for GPUs).
+    Full,
+}
+
+impl Profile {
+    /// All profiles, smallest first.
+    pub const ALL: [Profile; 3] = [Profile::Smoke, Profile::Cpu, Profile::Full];
+
+    /// The lowercase name used in files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Smoke => "smoke",
+            Profile::Cpu => "cpu",
+            Profile::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "smoke" => Ok(Profile::Smoke),
+            "cpu" => Ok(Profile::Cpu),
+            "full" => Ok(Profile::Full),
+            other => Err(format!(
+                "unknown profile `{other}`: expected smoke, cpu or full"
+            )),
+        }
+    }
+}
+
+/// A study validated for one profile: what the experiment file asks for, resolved.
+#[derive(Debug, Clone)]
+pub struct Study {
+    /// The experiment file it came from.
+    pub path: PathBuf,
+    pub header: StudyHeader,
+    pub profile: Profile,
+    /// The model of this profile (training studies only).
+    pub model: Option<ModelConfig>,
+    pub train: TrainConfig,
+    pub data: Option<DataConfig>,
+    /// The configurations, in file order, grid expanded.
+    pub configs: Vec<ConfigSpec>,
+    /// Study-specific parameters of non-training studies (`[params]` merged with
+    /// `[profiles.<profile>.params]`), deserialized by the study itself.
+    pub params: toml::Table,
+}
+
+impl Study {
+    /// Reads and validates the experiment file at `path` for `profile`.
+    ///
+    /// `data_override` (the `--data` flag or `MEMWALL_DATA`) replaces the file's data path.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be read; [`Error::Spec`] for syntax errors, unknown
+    /// fields and wrong types (with the line); [`Error::SpecField`] for invalid values, naming
+    /// the field and the fix.
+    pub fn load(path: &Path, profile: Profile, data_override: Option<&Path>) -> Result<Study> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        file::parse(path, &text, profile, data_override)
+    }
+
+    /// The directory relative paths in the file are resolved against: the parent of the
+    /// directory holding the file (the workspace root for files in `experiments/`).
+    pub fn base_dir(path: &Path) -> PathBuf {
+        file::base_dir(path)
+    }
+
+    /// Every `*.toml` file in `dir`, sorted by name.
+    pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io("listing", dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+}

@@ -1,0 +1,208 @@
+//! End to end: a smoke study runs as real Burn jobs in their own processes, a rerun skips the
+//! finished jobs, and the report holds the table and the SVG figures.
+
+mod common;
+
+use memwall::device::{BackendKind, DeviceRequest};
+use memwall::driver::{self, Paths, RunOptions};
+use memwall::results::{read_record, record_dir, JobStatus};
+use memwall::spec::Profile;
+use std::path::PathBuf;
+
+fn setup(dir: &std::path::Path, configs: &str) -> PathBuf {
+    let exp_dir = dir.join("experiments");
+    std::fs::create_dir_all(&exp_dir).unwrap();
+    let text = format!(
+        r#"
+[study]
+name = "smoke_e2e"
+title = "End-to-end smoke study"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+tags = ["test"]
+[train]
+lr = 3e-3
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = 3, warmup_steps = 1, eval_batches = 1 }}
+{configs}
+"#,
+        common::excerpt().display()
+    );
+    let path = exp_dir.join("smoke_e2e.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn opts() -> RunOptions {
+    RunOptions {
+        profile: Some(Profile::Smoke),
+        device: DeviceRequest::Cpu,
+        cpu_backend: BackendKind::Flex,
+        data: None,
+        force: false,
+        only: Vec::new(),
+        runner: (
+            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
+            vec!["run-job".into()],
+        ),
+        progress: false,
+    }
+}
+
+fn paths(dir: &std::path::Path) -> Paths {
+    Paths {
+        runs: dir.join("runs"),
+        cache: dir.join("cache"),
+        reports: dir.join("reports"),
+        templates: common::root().join("templates"),
+    }
+}
+
+#[test]
+fn smoke_study_runs_resumes_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(
+        dir.path(),
+        r#"
+[[configs]]
+name = "control"
+control = true
+[[configs]]
+name = "checkpoint"
+checkpoint = 1
+fused_optimizer = true
+[[configs]]
+name = "bf16"
+precision = "bf16"
+[[configs]]
+name = "compile"
+fusion = true
+"#,
+    );
+    let p = paths(dir.path());
+    let o = opts();
+
+    let first = driver::sweep(&exp, &p, &o).unwrap();
+    assert_eq!(first.ran, 4);
+    assert_eq!(first.skipped, 0);
+    // fusion has no CPU backend: recorded as unsupported with the reason, not dropped
+    assert_eq!(first.unfinished.len(), 1, "{:?}", first.unfinished);
+    assert_eq!(first.unfinished[0].0, "compile");
+    assert_eq!(first.unfinished[0].1, JobStatus::Unsupported);
+
+    // every job wrote a record with measurements from the run
+    let (_, _, jobs) = driver::plan_jobs(&exp, &p, &o).unwrap();
+    for job in jobs.iter().filter(|j| j.config != "compile") {
+        let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &job.key()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            rec.status,
+            JobStatus::Ok,
+            "{}: {:?}",
+            job.config,
+            rec.reason
+        );
+        let s = rec.summary.unwrap();
+        assert_eq!(rec.steps.len(), 4);
+        assert!(s.peak_allocated_bytes > 0 && s.samples_per_s > 0.0);
+        assert!(s.eval_perplexity.is_finite() && s.eval_perplexity > 1.0);
+        assert_eq!(rec.env.backend, "flex");
+        assert_eq!(rec.env.dtype, job.strategy.precision.as_str());
+    }
+
+    // a rerun skips every finished job
+    let second = driver::sweep(&exp, &p, &o).unwrap();
+    assert_eq!(second.ran, 0);
+    assert_eq!(second.skipped, 4);
+
+    // the report holds the table and the figures
+    let r = driver::report(&exp, &p).unwrap();
+    let md = std::fs::read_to_string(&r.markdown).unwrap();
+    assert!(
+        md.starts_with("---\ntitle: \"End-to-end smoke study\""),
+        "{md}"
+    );
+    assert!(
+        md.contains("| Configuration | Status | Peak allocated (ours)"),
+        "{md}"
+    );
+    assert!(md.contains("figures/loss_smoke_flex.svg"), "{md}");
+    assert!(md.contains("unsupported: kernel fusion"), "{md}");
+    let html = std::fs::read_to_string(&r.html).unwrap();
+    assert!(html.contains("<svg") && html.contains("<table>"));
+    assert!(!r.figures.is_empty());
+    for f in &r.figures {
+        let svg = std::fs::read_to_string(f).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("</svg>"),
+            "{}",
+            f.display()
+        );
+    }
+}
+
+#[test]
+fn missing_data_and_unknown_configuration_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(dir.path(), "[[configs]]\nname = \"control\"\n");
+    let p = paths(dir.path());
+    let mut o = opts();
+    o.data = Some(dir.path().join("nope/TinyStories-valid.txt"));
+    let msg = driver::sweep(&exp, &p, &o).unwrap_err().to_string();
+    assert!(
+        msg.contains("nope/TinyStories-valid.txt") && msg.contains("just data"),
+        "{msg}"
+    );
+
+    let mut o = opts();
+    o.only = vec!["contrl".into()];
+    let msg = driver::sweep(&exp, &p, &o).unwrap_err().to_string();
+    assert!(msg.contains("contrl") && msg.contains("control"), "{msg}");
+}
+
+#[test]
+fn a_crashing_job_is_recorded_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(
+        dir.path(),
+        "[[configs]]\nname = \"a\"\n[[configs]]\nname = \"b\"\n",
+    );
+    let p = paths(dir.path());
+    let mut o = opts();
+    // a runner that dies without writing a record
+    o.runner = (
+        PathBuf::from("/bin/sh"),
+        vec![
+            "-c".into(),
+            "echo 'CUDA_ERROR_OUT_OF_MEMORY' >&2; exit 3".into(),
+            "sh".into(),
+        ],
+    );
+    let out = driver::sweep(&exp, &p, &o).unwrap();
+    assert_eq!(out.ran, 2);
+    assert_eq!(out.unfinished.len(), 2);
+    assert!(
+        out.unfinished.iter().all(|u| u.1 == JobStatus::OutOfMemory),
+        "{:?}",
+        out.unfinished
+    );
+}
+
+#[test]
+fn cuda_request_without_gpu_is_an_error() {
+    if memwall::device::probe_cuda().is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(dir.path(), "[[configs]]\nname = \"a\"\n");
+    let mut o = opts();
+    o.device = DeviceRequest::Cuda(0);
+    let msg = driver::sweep(&exp, &paths(dir.path()), &o)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("cuda:0"), "{msg}");
+}
