@@ -7,7 +7,7 @@
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
 use crate::spec::{ModelConfig, Precision};
-use burn::module::{Module, ModuleMapper, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
@@ -92,7 +92,7 @@ impl ModelConfig {
                 heads: self.heads,
             })
             .collect();
-        TransformerLm {
+        let model = TransformerLm {
             token_embedding: EmbeddingConfig::new(self.vocab, d)
                 .with_initializer(emb_init.clone())
                 .init(device),
@@ -102,7 +102,9 @@ impl ModelConfig {
             blocks,
             norm_final: LayerNormConfig::new(d).init(device),
             head: (!self.tie_embeddings).then(|| linear(d, self.vocab, device)),
-        }
+        };
+        materialize(&model);
+        model
     }
 
     /// Exact parameter count of [`ModelConfig::init`]'s model.
@@ -184,6 +186,19 @@ impl<B: Backend> TransformerLm<B> {
         let h = self.forward_blocks(h, 0..self.blocks.len());
         self.loss(h, targets)
     }
+}
+
+/// Burn initializes parameters lazily, on first use, and a clone of an uninitialized
+/// parameter initializes on its own with fresh random values. Touching every parameter once
+/// right after construction makes clones (and `valid()` copies) share the same values.
+fn materialize<B: Backend, M: Module<B>>(model: &M) {
+    struct Touch;
+    impl<B: Backend> ModuleVisitor<B> for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
 }
 
 /// Casts every float parameter to `dtype`, keeping parameter ids (so optimizer state and

@@ -107,7 +107,7 @@ pub fn svg(fig: &Figure) -> Result<String> {
         builder
             .caption(&fig.title, (FONT, 20))
             .margin(12)
-            .x_label_area_size(if bars { 90 } else { 44 })
+            .x_label_area_size(if bars { 150 } else { 44 })
             .y_label_area_size(72);
         macro_rules! draw {
             ($chart:expr) => {{
@@ -134,6 +134,7 @@ pub fn svg(fig: &Figure) -> Result<String> {
                 if bars {
                     mesh.x_labels(labels.len().max(1) * 2 + 1)
                         .x_label_formatter(&fmt_bar)
+                        .x_label_style((FONT, 12).into_font().transform(FontTransform::Rotate90))
                         .disable_x_mesh();
                 }
                 mesh.draw().map_err(err(fig))?;
