@@ -151,15 +151,21 @@ fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Res
         if outcome.unfinished.is_empty() {
             String::new()
         } else {
-            format!(
-                "; not finished: {}",
-                outcome
-                    .unfinished
+            {
+                // One line per distinct (status, reason), naming its configurations.
+                let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+                for (c, s, r) in &outcome.unfinished {
+                    let key = format!("{}: {r}", s.as_str());
+                    match groups.iter_mut().find(|g| g.0 == key) {
+                        Some(g) => g.1.push(c),
+                        None => groups.push((key, vec![c])),
+                    }
+                }
+                groups
                     .iter()
-                    .map(|(c, s, r)| format!("{c} ({}: {r})", s.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+                    .map(|(k, cs)| format!("\n  not finished ({k}): {}", cs.join(", ")))
+                    .collect::<String>()
+            }
         }
     );
     if render {

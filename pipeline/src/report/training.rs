@@ -123,6 +123,72 @@ fn source_relative_time(claim: Option<&Claim>, control: Option<&Claim>) -> Optio
     }
 }
 
+/// Step-time ratios against the performance goals of the memory-strategies work: full
+/// checkpointing (K = 1) at most 1.4x plain backward (the floor is one extra forward pass,
+/// about 1.33x), sqrt(n) at most 1.35x, and the fused optimizer step within 5% of the unfused
+/// step. Compares rows of the same precision without kernel fusion or budget.
+fn performance_goals(rows: &[Row]) -> Table {
+    let find = |prec: &str, ck: &str, fused: bool| {
+        rows.iter().find(|r| {
+            r.str("status") == "ok"
+                && r.str("precision") == prec
+                && r.str("checkpoint") == ck
+                && r.bool("fused_optimizer") == fused
+                && !r.bool("fusion")
+                && r.f64("budget").is_none()
+        })
+    };
+    let mut table = Table {
+        caption: "Performance goals: median step-time ratios (same precision, no kernel fusion)"
+            .into(),
+        columns: ["comparison", "precision", "ratio", "goal", "met"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+    };
+    let mut push = |what: String, prec: &str, a: Option<&Row>, b: Option<&Row>, goal: f64| {
+        if let (Some(a), Some(b)) = (a, b) {
+            if let (Some(x), Some(y)) = (a.f64("median_step_s"), b.f64("median_step_s")) {
+                let ratio = x / y;
+                table.rows.push(vec![
+                    what,
+                    prec.to_string(),
+                    format!("{ratio:.3}x"),
+                    format!("<= {goal}x"),
+                    if ratio <= goal { "yes" } else { "no" }.into(),
+                ]);
+            }
+        }
+    };
+    for prec in ["f32", "f16", "bf16"] {
+        let none = find(prec, "none", false);
+        push(
+            "checkpoint every block (K = 1) / none".into(),
+            prec,
+            find(prec, "1", false),
+            none,
+            1.4,
+        );
+        push(
+            "checkpoint sqrt(n) / none".into(),
+            prec,
+            find(prec, "sqrt", false),
+            none,
+            1.35,
+        );
+        for ck in ["none", "1", "sqrt"] {
+            push(
+                format!("fused optimizer step / unfused (checkpoint {ck})"),
+                prec,
+                find(prec, ck, true),
+                find(prec, ck, false),
+                1.05,
+            );
+        }
+    }
+    table
+}
+
 /// Builds the sections and environment tables of a training study from its records.
 ///
 /// # Errors
@@ -194,6 +260,7 @@ pub fn sections(
         let mut time_ours = red_ours.clone();
         let mut time_src = red_src.clone();
         let mut pareto = Vec::new();
+        let mut table_goals: Option<Table> = None;
         let mut est_vs_measured: Vec<(f64, f64, String)> = Vec::new();
         let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
         let mut none_level: BTreeMap<String, (f64, f64)> = BTreeMap::new();
@@ -331,6 +398,10 @@ pub fn sections(
                 }],
                 ..Default::default()
             });
+        }
+        let goals = performance_goals(&rows);
+        if !goals.rows.is_empty() {
+            table_goals = Some(goals);
         }
         if by_k.values().any(|v| v.len() >= 2) {
             let layers = rows.first().and_then(|r| r.f64("layers")).unwrap_or(1.0);
@@ -472,7 +543,7 @@ pub fn sections(
                 .filter(|c| !c.maps_to.is_empty())
                 .map(|c| format!("*{}*: {}", c.label, c.maps_to))
                 .collect(),
-            tables: vec![table],
+            tables: std::iter::once(table).chain(table_goals).collect(),
             figures,
         });
         if let Some(key) = rows.first().map(|r| r.str("key")) {
