@@ -44,6 +44,8 @@ data:
     curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
     ls -l data
 
-# Stripped size of the binaries (memwall-job is what GPU machines get).
-sizes: build
-    ls -l target/release/memwall target/release/memwall-job
+# Strip the slim runner for carrying to a GPU machine (target/carry/memwall-job) and show sizes.
+carry: build
+    mkdir -p target/carry
+    strip -o target/carry/memwall-job target/release/memwall-job
+    ls -l target/release/memwall target/release/memwall-job target/carry/memwall-job

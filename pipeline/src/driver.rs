@@ -204,6 +204,22 @@ fn run_one(
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+    let mut planned_job;
+    let job = if job.strategy.checkmate.is_some() && job.strategy.segments.is_none() {
+        planned_job = job.clone();
+        if let Err(reason) = plan_checkmate(&mut planned_job, paths) {
+            let mut env = Environment::host();
+            env.backend = job.backend.to_string();
+            let r = JobRecord::unfinished(job, JobStatus::Failed, reason, env);
+            results::write_record(&dir, &r)?;
+            results::ingest(&dir, &r)?;
+            out.ran += 1;
+            return Ok(r);
+        }
+        &planned_job
+    } else {
+        job
+    };
     let job_file = dir.join("job.json");
     let json = serde_json::to_vec_pretty(job).expect("job spec serializes");
     results::write_atomic(&job_file, &json)?;
@@ -249,14 +265,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     if header.kind != StudyKind::Training {
         let stored = crate::studies::stored(&paths.runs, &header.name)?;
         let Some(rec) = stored.first() else {
-            return Err(Error::Records {
-                path: paths.runs.join(&header.name),
-                message: format!(
-                    "no records for study `{}`: run `memwall run {}` first",
-                    header.name,
-                    study_path.display()
-                ),
-            });
+            return Err(no_records(paths, &header.name, study_path));
         };
         let e = &rec.env;
         let environment = vec![report::model::Table {
@@ -273,17 +282,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
                 vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
             ],
         }];
-        let doc = ReportDoc {
-            name: header.name.clone(),
-            title: header.title.clone(),
-            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
-            source: header.source.clone(),
-            description: header.description.clone(),
-            notes: header.notes.clone(),
-            tags: header.tags.clone(),
-            sections: rec.sections.clone(),
-            environment,
-        };
+        let doc = ReportDoc::new(header, rec.sections.clone(), environment);
         return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
     }
     results::ingest_all(&paths.runs, &header.name)?;
@@ -296,28 +295,70 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         })
         .unwrap_or(false);
     if !has_records {
-        return Err(Error::Records {
-            path: paths.runs.join(&header.name),
-            message: format!(
-                "no records for study `{}`: run `memwall run {}` first",
-                header.name,
-                study_path.display()
-            ),
-        });
+        return Err(no_records(paths, &header.name, study_path));
     }
     let (sections, environment) = report::training::sections(&paths.runs, header, &study.configs)?;
-    let doc = ReportDoc {
-        name: header.name.clone(),
-        title: header.title.clone(),
-        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
-        source: header.source.clone(),
-        description: header.description.clone(),
-        notes: header.notes.clone(),
-        tags: header.tags.clone(),
-        sections,
-        environment,
-    };
+    let doc = ReportDoc::new(header, sections, environment);
     report::render(&doc, &paths.templates, &paths.reports.join(&header.name))
+}
+
+/// Plans a Checkmate configuration: the MILP over the transformer's chain graph, with per-block
+/// costs measured by the newest finished job of the same study, profile, backend, model and
+/// precision (an earlier configuration in the file).
+fn plan_checkmate(job: &mut JobSpec, paths: &Paths) -> std::result::Result<(), String> {
+    let fraction = job.strategy.checkmate.unwrap_or(1.0);
+    let dir = paths.runs.join(&job.study);
+    let mut best: Option<JobRecord> = None;
+    for entry in std::fs::read_dir(&dir)
+        .map_err(|e| format!("reading {}: {e}", dir.display()))?
+        .flatten()
+    {
+        let Ok(Some(r)) = results::read_record(&entry.path()) else {
+            continue;
+        };
+        let s = &r.spec;
+        if r.status == JobStatus::Ok
+            && !r.block_costs.is_empty()
+            && s.profile == job.profile
+            && s.backend == job.backend
+            && s.model == job.model
+            && s.strategy.precision == job.strategy.precision
+            && best.as_ref().is_none_or(|b| r.finished_at > b.finished_at)
+        {
+            best = Some(r);
+        }
+    }
+    let costs = best
+        .map(|r| r.block_costs)
+        .ok_or("no measured block costs for this model: put a configuration without `checkmate` (same precision) before it in the experiment file")?;
+    let opts = crate::remat::milp::MilpOptions {
+        time_limit_s: 30.0,
+        ..Default::default()
+    };
+    let plan = crate::remat::execute::plan_transformer(&costs, fraction, &opts)
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        "{}: Checkmate plan at {fraction} of the peak: {} recomputed of {} blocks, predicted cost {:.3}x ({} in {:.2} s)",
+        job.config,
+        plan.segments.iter().filter(|s| s.recompute).map(|s| s.end - s.start).sum::<usize>(),
+        costs.len(),
+        plan.predicted_cost_ratio,
+        plan.solver_status,
+        plan.solve_time_s
+    );
+    job.strategy.segments = Some(plan.segments.clone());
+    job.planned = Some(plan);
+    Ok(())
+}
+
+fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {
+    Error::Records {
+        path: paths.runs.join(study),
+        message: format!(
+            "no records for study `{study}`: run `memwall run {}` first",
+            study_path.display()
+        ),
+    }
 }
 
 /// Runs the job in `job_file` in this process and writes its record into `out_dir`

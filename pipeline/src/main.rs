@@ -178,14 +178,7 @@ fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Res
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MEMWALL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    memwall::init_logging();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Reproduce { experiments, run } => {

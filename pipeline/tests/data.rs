@@ -77,3 +77,27 @@ fn missing_data_file_names_the_file_and_the_fix() {
         "{msg}"
     );
 }
+
+#[test]
+fn reads_hugging_face_parquet_files() {
+    use polars::prelude::*;
+    let stories = load_stories(&common::excerpt(), Some(20)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("validation-00000-of-00001.parquet");
+    let mut df = df!("text" => stories.clone()).unwrap();
+    ParquetWriter::new(std::fs::File::create(&path).unwrap())
+        .finish(&mut df)
+        .unwrap();
+    assert_eq!(load_stories(&path, None).unwrap(), stories);
+    // a Parquet file without the `text` column is a clear error
+    let bad = dir.path().join("bad.parquet");
+    let mut df = df!("story" => ["x"]).unwrap();
+    ParquetWriter::new(std::fs::File::create(&bad).unwrap())
+        .finish(&mut df)
+        .unwrap();
+    let msg = load_stories(&bad, None).unwrap_err().to_string();
+    assert!(
+        msg.contains("bad.parquet") && msg.contains("`text`"),
+        "{msg}"
+    );
+}

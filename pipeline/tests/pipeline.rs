@@ -3,10 +3,9 @@
 
 mod common;
 
-use memwall::device::{BackendKind, DeviceRequest};
+use memwall::device::DeviceRequest;
 use memwall::driver::{self, Paths, RunOptions};
 use memwall::results::{read_record, record_dir, JobStatus};
-use memwall::spec::Profile;
 use std::path::PathBuf;
 
 fn setup(dir: &std::path::Path, configs: &str) -> PathBuf {
@@ -25,7 +24,7 @@ lr = 3e-3
 [data]
 path = "{}"
 [profiles.smoke]
-model = {{ layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+model = {{ layers = 4, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
 train = {{ steps = 3, warmup_steps = 1, eval_batches = 1 }}
 {configs}
 "#,
@@ -37,28 +36,11 @@ train = {{ steps = 3, warmup_steps = 1, eval_batches = 1 }}
 }
 
 fn opts() -> RunOptions {
-    RunOptions {
-        profile: Some(Profile::Smoke),
-        device: DeviceRequest::Cpu,
-        cpu_backend: BackendKind::Flex,
-        data: None,
-        force: false,
-        only: Vec::new(),
-        runner: (
-            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
-            vec!["run-job".into()],
-        ),
-        progress: false,
-    }
+    common::smoke_options()
 }
 
 fn paths(dir: &std::path::Path) -> Paths {
-    Paths {
-        runs: dir.join("runs"),
-        cache: dir.join("cache"),
-        reports: dir.join("reports"),
-        templates: common::root().join("templates"),
-    }
+    common::temp_paths(dir)
 }
 
 #[test]
@@ -80,13 +62,16 @@ precision = "bf16"
 [[configs]]
 name = "compile"
 fusion = true
+[[configs]]
+name = "checkmate"
+checkmate = 0.7
 "#,
     );
     let p = paths(dir.path());
     let o = opts();
 
     let first = driver::sweep(&exp, &p, &o).unwrap();
-    assert_eq!(first.ran, 4);
+    assert_eq!(first.ran, 5);
     assert_eq!(first.skipped, 0);
     // fusion has no CPU backend: recorded as unsupported with the reason, not dropped
     assert_eq!(first.unfinished.len(), 1, "{:?}", first.unfinished);
@@ -114,10 +99,19 @@ fusion = true
         assert_eq!(rec.env.dtype, job.strategy.precision.as_str());
     }
 
+    // the Checkmate configuration ran the MILP's plan, from the control's measured block costs
+    let cm = jobs.iter().find(|j| j.config == "checkmate").unwrap();
+    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &cm.key()))
+        .unwrap()
+        .unwrap();
+    let planned = rec.spec.planned.expect("the driver planned it");
+    assert_eq!(rec.plan.as_ref(), Some(&planned.segments));
+    assert!(planned.predicted_peak_bytes <= planned.budget_bytes);
+
     // a rerun skips every finished job
     let second = driver::sweep(&exp, &p, &o).unwrap();
     assert_eq!(second.ran, 0);
-    assert_eq!(second.skipped, 4);
+    assert_eq!(second.skipped, 5);
 
     // the report holds the table and the figures
     let r = driver::report(&exp, &p).unwrap();

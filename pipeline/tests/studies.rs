@@ -3,33 +3,14 @@
 
 mod common;
 
-use memwall::device::{BackendKind, DeviceRequest};
-use memwall::driver::{self, Paths, RunOptions};
+use memwall::driver;
 use memwall::spec::{Profile, Study, StudyKind};
-use std::path::PathBuf;
 
 #[test]
 fn lecture_and_blog_studies_render() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = Paths {
-        runs: dir.path().join("runs"),
-        cache: dir.path().join("cache"),
-        reports: dir.path().join("reports"),
-        templates: common::root().join("templates"),
-    };
-    let opts = RunOptions {
-        profile: Some(Profile::Smoke),
-        device: DeviceRequest::Cpu,
-        cpu_backend: BackendKind::Flex,
-        data: None,
-        force: false,
-        only: Vec::new(),
-        runner: (
-            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
-            vec!["run-job".into()],
-        ),
-        progress: false,
-    };
+    let paths = common::temp_paths(dir.path());
+    let opts = common::smoke_options();
     let mut n = 0;
     for f in Study::discover(&common::root().join("experiments")).unwrap() {
         let study = Study::load(&f, Profile::Smoke, None).unwrap();

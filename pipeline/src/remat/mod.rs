@@ -19,6 +19,7 @@ pub mod milp;
 pub mod sim;
 pub mod study;
 
+pub mod execute;
 pub use graph::{Graph, Node};
 pub use sim::{simulate, Schedule, SimResult};
 pub use study::{run_study, CheckmateParams};

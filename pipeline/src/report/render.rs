@@ -29,6 +29,27 @@ pub struct ReportDoc {
     pub environment: Vec<Table>,
 }
 
+impl ReportDoc {
+    /// A report of `header`'s study, dated today.
+    pub fn new(
+        header: &crate::spec::StudyHeader,
+        sections: Vec<Section>,
+        environment: Vec<Table>,
+    ) -> Self {
+        ReportDoc {
+            name: header.name.clone(),
+            title: header.title.clone(),
+            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+            source: header.source.clone(),
+            description: header.description.clone(),
+            notes: header.notes.clone(),
+            tags: header.tags.clone(),
+            sections,
+            environment,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct FigureCtx {
     name: String,

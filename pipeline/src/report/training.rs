@@ -123,6 +123,45 @@ fn source_relative_time(claim: Option<&Claim>, control: Option<&Claim>) -> Optio
     }
 }
 
+/// Checkmate-planned configurations: what the MILP predicted (activation peak of the chain
+/// graph, compute over plain forward+backward) beside what the job measured (peak − steady
+/// state, step time over the control's).
+fn planned_vs_measured(rows: &[Row]) -> Table {
+    let mut table = Table {
+        caption: "Checkmate plans executed: planned vs measured".into(),
+        columns: [
+            "configuration",
+            "budget (fraction of no-recompute peak)",
+            "recomputed blocks",
+            "planned activation peak",
+            "measured peak − steady",
+            "planned compute ratio",
+            "measured step-time ratio",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    for r in rows.iter().filter(|r| r.f64("checkmate").is_some()) {
+        let measured = match (r.f64("peak_allocated_bytes"), r.f64("steady_bytes")) {
+            (Some(p), Some(s)) => format_bytes((p - s).max(0.0)),
+            _ => format!("{}: {}", r.str("status"), r.str("reason")),
+        };
+        table.rows.push(vec![
+            r.str("config"),
+            fmt_opt(r.f64("checkmate"), 2, ""),
+            fmt_opt(r.f64("planned_recomputed_blocks"), 0, ""),
+            r.f64("planned_peak_bytes")
+                .map(format_bytes)
+                .unwrap_or_else(|| "–".into()),
+            measured,
+            fmt_opt(r.f64("planned_cost_ratio"), 3, "x"),
+            fmt_opt(r.f64("relative_step_time"), 3, "x"),
+        ]);
+    }
+    table
+}
+
 /// Step-time ratios against the performance goals of the memory-strategies work: full
 /// checkpointing (K = 1) at most 1.4x plain backward (the floor is one extra forward pass,
 /// about 1.33x), sqrt(n) at most 1.35x, and the fused optimizer step within 5% of the unfused
@@ -258,9 +297,15 @@ pub fn sections(
             ..Default::default()
         };
         let mut time_ours = red_ours.clone();
+        let mut peak_bars = Series {
+            label: "peak allocated".into(),
+            mark: Mark::Bars,
+            ..Default::default()
+        };
         let mut time_src = red_src.clone();
         let mut pareto = Vec::new();
         let mut table_goals: Option<Table> = None;
+        let mut table_planned: Option<Table> = None;
         let mut est_vs_measured: Vec<(f64, f64, String)> = Vec::new();
         let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
         let mut none_level: BTreeMap<String, (f64, f64)> = BTreeMap::new();
@@ -328,6 +373,10 @@ pub fn sections(
                     }
                 }
             }
+            peak_bars.point_labels.push(cfg.name.clone());
+            peak_bars
+                .points
+                .push((x as f64, peak.map(|p| p / MIB).unwrap_or(f64::NAN)));
             red_ours.point_labels.push(cfg.name.clone());
             red_src.point_labels.push(cfg.name.clone());
             time_ours.point_labels.push(cfg.name.clone());
@@ -368,6 +417,14 @@ pub fn sections(
         let slug = format!("{profile}_{backend}");
         let mut figures = vec![
             Figure {
+                name: format!("peak_{slug}"),
+                title: "Peak allocated memory per step (ours)".into(),
+                x_label: "configuration".into(),
+                y_label: "peak allocated (MiB)".into(),
+                series: vec![peak_bars],
+                ..Default::default()
+            },
+            Figure {
                 name: format!("reduction_{slug}"),
                 title: "Peak-memory reduction vs the control: ours and the source's".into(),
                 x_label: "configuration".into(),
@@ -398,6 +455,10 @@ pub fn sections(
                 }],
                 ..Default::default()
             });
+        }
+        let planned = planned_vs_measured(&rows);
+        if !planned.rows.is_empty() {
+            table_planned = Some(planned);
         }
         let goals = performance_goals(&rows);
         if !goals.rows.is_empty() {
@@ -543,7 +604,10 @@ pub fn sections(
                 .filter(|c| !c.maps_to.is_empty())
                 .map(|c| format!("*{}*: {}", c.label, c.maps_to))
                 .collect(),
-            tables: std::iter::once(table).chain(table_goals).collect(),
+            tables: std::iter::once(table)
+                .chain(table_goals)
+                .chain(table_planned)
+                .collect(),
             figures,
         });
         if let Some(key) = rows.first().map(|r| r.str("key")) {

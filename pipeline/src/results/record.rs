@@ -77,13 +77,6 @@ pub struct Summary {
     pub estimated_activation_bytes: u64,
 }
 
-/// The segment plan a job ran and the per-block costs it was planned from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanRecord {
-    pub segments: Vec<crate::train::segment::Segment>,
-    pub block_costs: Vec<crate::train::budget::BlockCost>,
-}
-
 /// Everything one job produced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -97,8 +90,11 @@ pub struct JobRecord {
     pub memory_probe: String,
     pub steps: Vec<StepRecord>,
     pub summary: Option<Summary>,
-    /// The segment plan (None for plain backward).
-    pub plan: Option<PlanRecord>,
+    /// The segment plan the job ran (None for plain backward).
+    pub plan: Option<Vec<crate::train::segment::Segment>>,
+    /// Measured per-block costs (bytes kept by each block's graph, its input, forward time).
+    #[serde(default)]
+    pub block_costs: Vec<crate::train::budget::BlockCost>,
     /// RFC 3339 time the record was written.
     pub finished_at: String,
 }
@@ -116,6 +112,7 @@ impl JobRecord {
             steps: Vec::new(),
             summary: None,
             plan: None,
+            block_costs: Vec::new(),
             finished_at: chrono::Utc::now().to_rfc3339(),
         }
     }

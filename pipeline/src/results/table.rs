@@ -88,6 +88,12 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "steady_bytes" => [m.map(|m| m.steady_bytes)],
         "estimated_activation_bytes" => [m.map(|m| m.estimated_activation_bytes)],
         "budget" => [s.strategy.budget],
+        "checkmate" => [s.strategy.checkmate],
+        "planned_peak_bytes" => [s.planned.as_ref().map(|p| p.predicted_peak_bytes)],
+        "planned_cost_ratio" => [s.planned.as_ref().map(|p| p.predicted_cost_ratio)],
+        "planned_recomputed_blocks" => [s.planned.as_ref().map(|p| {
+            p.segments.iter().filter(|x| x.recompute).map(|x| (x.end - x.start) as u32).sum::<u32>()
+        })],
         "measured_steps" => [s.train.steps as u32],
         "layers" => [s.model.layers as u32],
         "finished_at" => [record.finished_at.clone()],
@@ -97,8 +103,9 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
     write_parquet(&dir.join(SUMMARY_FILE), &mut summary)
 }
 
-/// Ingests every job folder of `study` whose `record.json` has no `summary.parquet` yet, or a
-/// newer one (records brought back from a GPU machine). Returns how many were ingested.
+/// Re-derives the Parquet files of every job folder of `study` from its `record.json` (the
+/// source of truth), so all summaries share this version's schema, records brought back from a
+/// GPU machine included. Returns how many were ingested.
 pub fn ingest_all(runs_root: &Path, study: &str) -> Result<usize> {
     let dir = runs_root.join(study);
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -107,18 +114,18 @@ pub fn ingest_all(runs_root: &Path, study: &str) -> Result<usize> {
     let mut n = 0;
     for entry in entries.flatten() {
         let job_dir = entry.path();
-        let rec = job_dir.join(RECORD_FILE);
-        let sum = job_dir.join(SUMMARY_FILE);
-        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let stale = match (modified(&rec), modified(&sum)) {
-            (Some(_), None) => true,
-            (Some(r), Some(s)) => r > s,
-            _ => false,
-        };
-        if stale {
-            if let Some(record) = read_record(&job_dir)? {
-                ingest(&job_dir, &record)?;
-                n += 1;
+        if job_dir.join(RECORD_FILE).exists() {
+            match read_record(&job_dir) {
+                Ok(Some(record)) => {
+                    ingest(&job_dir, &record)?;
+                    n += 1;
+                }
+                Ok(None) => {}
+                // A record from an incompatible memwall version: leave it out, say so.
+                Err(e) => {
+                    tracing::warn!("skipping {}: {e}", job_dir.display());
+                    let _ = std::fs::remove_file(job_dir.join(SUMMARY_FILE));
+                }
             }
         }
     }
@@ -136,8 +143,12 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
     let dir = runs_root.join(study);
     let glob = dir.join("*").join(SUMMARY_FILE);
     let glob_str = glob.to_string_lossy().to_string();
-    let lf = LazyFrame::scan_parquet(PlRefPath::new(glob_str.as_str()), Default::default())
-        .map_err(perr(&dir))?;
+    let args = ScanArgsParquet {
+        allow_missing_columns: true,
+        ..Default::default()
+    };
+    let lf =
+        LazyFrame::scan_parquet(PlRefPath::new(glob_str.as_str()), args).map_err(perr(&dir))?;
     let group = [col("profile"), col("backend"), col("device_name")];
     let latest = lf
         .sort(["finished_at"], Default::default())

@@ -316,6 +316,11 @@ pub struct ConfigSpec {
     /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
     #[serde(default)]
     pub balanced_checkpointing: bool,
+    /// Plan with the Checkmate MILP at this fraction (0, 1] of the no-recomputation peak of the
+    /// blocks' activations, from per-block costs measured by an earlier configuration of the
+    /// study, and run that plan.
+    #[serde(default)]
+    pub checkmate: Option<f64>,
     /// The configuration is the baseline the others are compared with.
     #[serde(default)]
     pub control: bool,
@@ -388,6 +393,7 @@ impl Grid {
                             fused_optimizer: fo,
                             fusion,
                             balanced_checkpointing: false,
+                            checkmate: None,
                             control: false,
                             maps_to: String::new(),
                             claim: None,
@@ -569,6 +575,20 @@ pub(super) fn parse(
                 return Err(field_err(
                     &format!("{at}.budget"),
                     "set either `budget` or `checkpoint`, not both".into(),
+                ));
+            }
+        }
+        if let Some(f) = c.checkmate {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(field_err(
+                    &format!("{at}.checkmate"),
+                    format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
+                ));
+            }
+            if c.checkpoint != CheckpointSpec::None || c.budget.is_some() {
+                return Err(field_err(
+                    &format!("{at}.checkmate"),
+                    "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
                 ));
             }
         }

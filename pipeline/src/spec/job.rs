@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 /// The memory strategy of a job.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Strategy {
     pub precision: Precision,
     pub checkpoint: CheckpointSpec,
@@ -17,6 +17,12 @@ pub struct Strategy {
     pub fused_optimizer: bool,
     pub fusion: bool,
     pub balanced_checkpointing: bool,
+    /// Checkmate budget fraction, if the plan comes from the MILP.
+    #[serde(default)]
+    pub checkmate: Option<f64>,
+    /// An explicit segment plan (filled by the driver for Checkmate plans).
+    #[serde(default)]
+    pub segments: Option<Vec<crate::train::segment::Segment>>,
 }
 
 impl From<&ConfigSpec> for Strategy {
@@ -28,6 +34,8 @@ impl From<&ConfigSpec> for Strategy {
             fused_optimizer: c.fused_optimizer,
             fusion: c.fusion,
             balanced_checkpointing: c.balanced_checkpointing,
+            checkmate: c.checkmate,
+            segments: None,
         }
     }
 }
@@ -62,6 +70,9 @@ pub struct JobSpec {
     /// GPU ordinal for CUDA; 0 on the CPU.
     pub device_index: usize,
     pub data: PreparedData,
+    /// The Checkmate plan and its predictions (not part of the key; its segments are).
+    #[serde(default)]
+    pub planned: Option<crate::remat::execute::TransformerPlan>,
 }
 
 impl JobSpec {
@@ -81,13 +92,23 @@ impl JobSpec {
             device_index: usize,
             data: &'a str,
         }
+        // A Checkmate plan is derived from measured costs: the job is identified by its
+        // budget fraction, not by the segments the solver picked.
+        let strategy = Strategy {
+            segments: if self.strategy.checkmate.is_some() {
+                None
+            } else {
+                self.strategy.segments.clone()
+            },
+            ..self.strategy.clone()
+        };
         let fields = KeyFields {
             study: &self.study,
             profile: self.profile,
             config: &self.config,
             model: &self.model,
             train: &self.train,
-            strategy: &self.strategy,
+            strategy: &strategy,
             backend: self.backend,
             device_index: self.device_index,
             data: &self.data.fingerprint,
@@ -137,6 +158,7 @@ impl Study {
                 backend,
                 device_index,
                 data: data.clone(),
+                planned: None,
             })
             .collect()
     }

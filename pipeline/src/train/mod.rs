@@ -57,6 +57,9 @@ impl<B: Backend> Inputs<B> {
 /// without checkpointing gives one stored segment per block (backward block by block).
 pub fn plan_for(spec: &JobSpec, blocks: &[BlockCost]) -> Option<Vec<Segment>> {
     let layers = spec.model.layers;
+    if let Some(segments) = &spec.strategy.segments {
+        return Some(segments.clone());
+    }
     if let Some(b) = spec.strategy.budget {
         return Some(budget::plan_budget(blocks, b).segments);
     }
@@ -116,6 +119,9 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
             "kernel fusion: Burn's fusion backend applies to the CubeCL backends (CUDA here); the {} CPU backend has none",
             spec.backend
         ));
+    }
+    if s.checkmate.is_some() && s.segments.is_none() {
+        return Some("a Checkmate configuration needs its plan from the driver (`memwall run`), which solves the MILP from block costs measured by an earlier configuration".into());
     }
     if s.balanced_checkpointing
         && (s.fused_optimizer
@@ -177,40 +183,16 @@ pub fn is_oom_message(msg: &str) -> bool {
 }
 
 fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
-    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
-    use burn::backend::{Autodiff, Flex, NdArray};
+    use burn::backend::{Flex, NdArray};
     match spec.backend {
         BackendKind::Flex => {
-            env.device_name = crate::device::cpu_model();
             env.numerics =
-                "CPU f32 matmuls (gemm); 16-bit dtypes are storage and arithmetic dtypes of flex"
-                    .into();
-            if spec.strategy.balanced_checkpointing {
-                run_on::<Autodiff<Flex, BalancedCheckpointing>>(
-                    spec,
-                    Default::default(),
-                    &mut HeapProbe,
-                    env,
-                    None,
-                )
-            } else {
-                run_on::<Autodiff<Flex>>(spec, Default::default(), &mut HeapProbe, env, None)
-            }
+                "CPU f32 matmuls (gemm); f16/bf16 are storage and arithmetic dtypes of flex".into();
+            run_cpu::<Flex>(spec, env)
         }
         BackendKind::Ndarray => {
-            env.device_name = crate::device::cpu_model();
             env.numerics = "CPU f32 matmuls (ndarray)".into();
-            if spec.strategy.balanced_checkpointing {
-                run_on::<Autodiff<NdArray, BalancedCheckpointing>>(
-                    spec,
-                    Default::default(),
-                    &mut HeapProbe,
-                    env,
-                    None,
-                )
-            } else {
-                run_on::<Autodiff<NdArray>>(spec, Default::default(), &mut HeapProbe, env, None)
-            }
+            run_cpu::<NdArray>(spec, env)
         }
         BackendKind::Cuda => {
             #[cfg(feature = "cuda")]
@@ -226,6 +208,27 @@ fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
                 })
             }
         }
+    }
+}
+
+/// A CPU job on backend `B` (plain autodiff, or Burn's `BalancedCheckpointing` strategy),
+/// measured with the counting allocator.
+fn run_cpu<B: Backend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
+where
+    B::Device: Default,
+{
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    use burn::backend::Autodiff;
+    if spec.strategy.balanced_checkpointing {
+        run_on::<Autodiff<B, BalancedCheckpointing>>(
+            spec,
+            Default::default(),
+            &mut HeapProbe,
+            env,
+            None,
+        )
+    } else {
+        run_on::<Autodiff<B>>(spec, Default::default(), &mut HeapProbe, env, None)
     }
 }
 
@@ -434,10 +437,8 @@ where
         memory_probe: probe.describe().to_string(),
         steps,
         summary: Some(summary),
-        plan: plan.map(|segments| crate::results::PlanRecord {
-            segments,
-            block_costs: block_costs.clone(),
-        }),
+        plan,
+        block_costs,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
 }

@@ -19,3 +19,30 @@ pub fn shared_data() -> PathBuf {
 pub fn excerpt() -> PathBuf {
     shared_data().join("tinystories/TinyStories-valid-excerpt.txt")
 }
+
+/// Smoke-profile run options on the CPU (flex), with the built `memwall` as the job runner.
+pub fn smoke_options() -> memwall::driver::RunOptions {
+    memwall::driver::RunOptions {
+        profile: Some(memwall::spec::Profile::Smoke),
+        device: memwall::device::DeviceRequest::Cpu,
+        cpu_backend: memwall::device::BackendKind::Flex,
+        data: None,
+        force: false,
+        only: Vec::new(),
+        runner: (
+            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
+            vec!["run-job".into()],
+        ),
+        progress: false,
+    }
+}
+
+/// Record store, cache and reports under `dir`, with the repository's templates.
+pub fn temp_paths(dir: &std::path::Path) -> memwall::driver::Paths {
+    memwall::driver::Paths {
+        runs: dir.join("runs"),
+        cache: dir.join("cache"),
+        reports: dir.join("reports"),
+        templates: root().join("templates"),
+    }
+}
