@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
 use crate::model::{cast_model, dtype_of, TransformerLm};
 use crate::results::{JobRecord, JobStatus, StepRecord, Summary};
-use crate::spec::{JobSpec, OptimizerKind, Precision};
+use crate::spec::{JobSpec, OptimizerKind};
 use budget::BlockCost;
 use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
@@ -441,12 +441,4 @@ where
         block_costs,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
-}
-
-/// Whether `precision` has a meaningful dtype on `backend` (for reports of skipped jobs).
-pub fn precision_note(backend: BackendKind, precision: Precision) -> Option<&'static str> {
-    match (backend, precision) {
-        (BackendKind::Cuda, Precision::F32) => Some("f32 matmuls on CUDA may run as TF32"),
-        _ => None,
-    }
 }
