@@ -65,13 +65,18 @@ fusion = true
 [[configs]]
 name = "checkmate"
 checkmate = 0.7
+[[configs]]
+name = "mixed"
+precision = "f16"
+master_weights = true
+loss_scale = { init = 1024.0, growth_interval = 2 }
 "#,
     );
     let p = paths(dir.path());
     let o = opts();
 
     let first = driver::sweep(&exp, &p, &o).unwrap();
-    assert_eq!(first.ran, 5);
+    assert_eq!(first.ran, 6);
     assert_eq!(first.skipped, 0);
     // fusion has no CPU backend: recorded as unsupported with the reason, not dropped
     assert_eq!(first.unfinished.len(), 1, "{:?}", first.unfinished);
@@ -108,10 +113,20 @@ checkmate = 0.7
     assert_eq!(rec.plan.as_ref(), Some(&planned.segments));
     assert!(planned.predicted_peak_bytes <= planned.budget_bytes);
 
+    // the mixed-precision job recorded its loss scale and gradient underflow per step
+    let mx = jobs.iter().find(|j| j.config == "mixed").unwrap();
+    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &mx.key()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.steps[0].loss_scale, Some(1024.0));
+    assert!(rec.steps.iter().all(|s| s
+        .grad_zero_fraction
+        .is_some_and(|z| (0.0..=1.0).contains(&z))));
+
     // a rerun skips every finished job
     let second = driver::sweep(&exp, &p, &o).unwrap();
     assert_eq!(second.ran, 0);
-    assert_eq!(second.skipped, 5);
+    assert_eq!(second.skipped, 6);
 
     // the report holds the table and the figures
     let r = driver::report(&exp, &p).unwrap();
@@ -126,6 +141,11 @@ checkmate = 0.7
     );
     assert!(md.contains("figures/loss_smoke_flex.svg"), "{md}");
     assert!(md.contains("unsupported: kernel fusion"), "{md}");
+    assert!(
+        md.contains("Mixed precision: loss scaling and gradient underflow")
+            && md.contains("figures/loss_scale_smoke_flex.svg"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(&r.html).unwrap();
     assert!(html.contains("<svg") && html.contains("<table>"));
     assert!(!r.figures.is_empty());

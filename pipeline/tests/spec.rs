@@ -120,3 +120,68 @@ fn invalid_values_are_errors() {
         .to_string();
     assert!(msg.contains("budget"), "{msg}");
 }
+
+#[test]
+fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
+    use memwall::spec::{LossScale, Precision};
+    let dir = tempfile::tempdir().unwrap();
+    let with_b = |extra: &str| {
+        GOOD.replace(
+            "[[configs]]\nname = \"b\"\ncheckpoint = \"sqrt\"",
+            &format!("[[configs]]\nname = \"b\"\n{extra}"),
+        )
+    };
+    let cases = [
+        ("loss_scale = \"dynamic\"", LossScale::DYNAMIC_DEFAULT),
+        ("loss_scale = 512.0", LossScale::Static(512.0)),
+        (
+            "loss_scale = { growth_interval = 7 }",
+            LossScale::Dynamic {
+                init: 65536.0,
+                growth_interval: 7,
+            },
+        ),
+    ];
+    for (line, want) in cases {
+        let text = with_b(&format!(
+            "precision = \"f16\"\nmaster_weights = true\n{line}"
+        ));
+        let s = Study::load(&write(dir.path(), &text), Profile::Smoke, None).unwrap();
+        let b = &s.configs[1];
+        assert!(b.master_weights && b.precision == Precision::F16);
+        assert_eq!(b.loss_scale, Some(want), "{line}");
+    }
+    let bad = [
+        ("master_weights = true", "master_weights", "precision"),
+        (
+            "precision = \"f16\"\nloss_scale = \"dynamic\"",
+            "loss_scale",
+            "master_weights = true",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\ncheckpoint = 2",
+            "master_weights",
+            "plain backward",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = \"auto\"",
+            "auto",
+            "dynamic",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = -1.0",
+            "loss scale",
+            "positive",
+        ),
+    ];
+    for (lines, field, fix) in bad {
+        let p = write(dir.path(), &with_b(lines));
+        let msg = Study::load(&p, Profile::Smoke, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(field) && msg.contains(fix) && msg.contains("study.toml"),
+            "{lines}: {msg}"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 use super::model::{Figure, Mark};
 use crate::error::{Error, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::sync::Once;
 
 const WIDTH: u32 = 860;
@@ -123,21 +124,31 @@ pub fn svg(fig: &Figure) -> Result<String> {
                     .y_desc(fig.y_label.as_str())
                     .label_style((FONT, 13))
                     .axis_desc_style((FONT, 15));
-                let fmt_bar = |x: &f64| {
-                    let i = x.round();
-                    if (x - i).abs() < 1e-9 && i >= 0.0 {
-                        labels.get(i as usize).cloned().unwrap_or_default()
-                    } else {
-                        String::new()
-                    }
-                };
+                // Bar names are drawn below (plotters centres rotated axis labels on the
+                // tick, which pushes half of each name under the axis).
+                let no_label = |_: &f64| String::new();
                 if bars {
                     mesh.x_labels(labels.len().max(1) * 2 + 1)
-                        .x_label_formatter(&fmt_bar)
-                        .x_label_style((FONT, 12).into_font().transform(FontTransform::Rotate90))
+                        .x_label_formatter(&no_label)
                         .disable_x_mesh();
                 }
                 mesh.draw().map_err(err(fig))?;
+                if bars {
+                    let (xpix, ypix) = chart.plotting_area().get_pixel_range();
+                    let style = TextStyle::from((FONT, 12).into_font())
+                        .transform(FontTransform::Rotate90)
+                        .pos(Pos::new(HPos::Left, VPos::Center));
+                    let width = (xpix.end - xpix.start) as f64;
+                    for (i, label) in labels.iter().enumerate() {
+                        let px = xpix.start as f64 + (i as f64 - x0) / (x1 - x0) * width;
+                        root.draw(&Text::new(
+                            label.clone(),
+                            (px.round() as i32, ypix.end + 8),
+                            style.clone(),
+                        ))
+                        .map_err(err(fig))?;
+                    }
+                }
                 let nbars = fig
                     .series
                     .iter()

@@ -100,7 +100,10 @@ fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
         })
         .collect();
     if parts.is_empty() {
-        format!("See `{}`.", header.source)
+        match &header.claim {
+            Some(claim) => format!("`{}`: {claim}", header.source),
+            None => format!("See `{}`.", header.source),
+        }
     } else {
         format!(
             "`{}` (Results table) reports {}.",
@@ -232,6 +235,149 @@ fn performance_goals(rows: &[Row]) -> Table {
 ///
 /// # Errors
 /// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
+/// The mixed-precision table: per configuration, its master weights and loss scale, the
+/// steps skipped for non-finite gradients, the loss scale at the end, the mean fraction of
+/// 16-bit gradient entries that are exactly zero, loss and perplexity. Aggregated with polars
+/// from the per-step rows. `None` unless a configuration uses master weights.
+fn mixed_precision(
+    rows: &[Row],
+    by_name: &BTreeMap<&str, &ConfigSpec>,
+    steps_df: &DataFrame,
+) -> Result<Option<(Table, Option<Figure>)>> {
+    if !by_name.values().any(|c| c.master_weights) {
+        return Ok(None);
+    }
+    let has = |c: &str| steps_df.column(c).is_ok();
+    let agg = if steps_df.height() > 0 && has("skipped") && has("grad_zero_fraction") {
+        steps_df
+            .clone()
+            .lazy()
+            .group_by([col("config")])
+            .agg([
+                col("skipped")
+                    .cast(DataType::UInt32)
+                    .sum()
+                    .alias("skipped_steps"),
+                col("grad_zero_fraction").mean().alias("zero_fraction"),
+                col("loss_scale").last().alias("final_scale"),
+                col("loss_scale").min().alias("min_scale"),
+            ])
+            .collect()
+            .map_err(rerr)?
+    } else {
+        DataFrame::empty()
+    };
+    let lookup = |config: &str, c: &str| -> Option<f64> {
+        let names = agg.column("config").ok()?.str().ok()?.clone();
+        let i = (0..agg.height()).find(|&i| names.get(i) == Some(config))?;
+        let s = agg.column(c).ok()?.cast(&DataType::Float64).ok()?;
+        s.f64().ok()?.get(i).filter(|v| v.is_finite())
+    };
+    let mut table = Table {
+        caption: "Mixed precision: loss scaling and gradient underflow".into(),
+        columns: [
+            "Configuration",
+            "Compute",
+            "Master weights",
+            "Loss scale",
+            "Steps skipped",
+            "Final / min scale",
+            "Zero gradient entries",
+            "Final train loss",
+            "Eval ppl",
+            "Peak allocated",
+            "Rel. step time",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
+    let mut scale_series = Vec::new();
+    for r in rows {
+        let name = r.str("config");
+        let Some(cfg) = by_name.get(name.as_str()) else {
+            continue;
+        };
+        let ok = r.str("status") == "ok";
+        let status = if ok {
+            String::new()
+        } else {
+            format!(" ({}: {})", r.str("status"), r.str("reason"))
+        };
+        table.rows.push(vec![
+            format!("{}{status}", cfg.label),
+            cfg.precision.to_string(),
+            if cfg.master_weights { "f32" } else { "–" }.into(),
+            cfg.loss_scale
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "none".into()),
+            fmt_opt(
+                lookup(&name, "skipped_steps").filter(|_| cfg.master_weights),
+                0,
+                "",
+            ),
+            match (lookup(&name, "final_scale"), lookup(&name, "min_scale")) {
+                (Some(f), Some(m)) => format!("{f} / {m}"),
+                _ => "–".into(),
+            },
+            fmt_opt(lookup(&name, "zero_fraction").map(|z| 100.0 * z), 3, "%"),
+            fmt_opt(r.f64("final_train_loss").filter(|_| ok), 3, ""),
+            fmt_opt(r.f64("eval_perplexity").filter(|_| ok), 1, ""),
+            r.f64("peak_allocated_bytes")
+                .filter(|_| ok)
+                .map(format_bytes)
+                .unwrap_or_else(|| "–".into()),
+            fmt_opt(r.f64("relative_step_time").filter(|_| ok), 2, "x"),
+        ]);
+        if cfg.loss_scale.is_some() && has("loss_scale") {
+            let part = steps_df
+                .clone()
+                .lazy()
+                .filter(col("config").eq(lit(name.clone())))
+                .select([
+                    col("step").cast(DataType::Float64),
+                    col("loss_scale").cast(DataType::Float64),
+                ])
+                .collect()
+                .map_err(rerr)?;
+            let xs = part
+                .column("step")
+                .map_err(rerr)?
+                .f64()
+                .map_err(rerr)?
+                .clone();
+            let ys = part
+                .column("loss_scale")
+                .map_err(rerr)?
+                .f64()
+                .map_err(rerr)?
+                .clone();
+            let points: Vec<(f64, f64)> = xs
+                .iter()
+                .zip(ys.iter())
+                .filter_map(|(x, y)| Some((x?, y?.log2())))
+                .collect();
+            if !points.is_empty() {
+                scale_series.push(Series {
+                    label: cfg.label.clone(),
+                    points,
+                    mark: Mark::Line,
+                    point_labels: Vec::new(),
+                });
+            }
+        }
+    }
+    let figure = (!scale_series.is_empty()).then(|| Figure {
+        name: "loss_scale".into(),
+        title: "Dynamic loss scale per step".into(),
+        x_label: "step".into(),
+        y_label: "log2 of the loss scale S".into(),
+        series: scale_series,
+        ..Default::default()
+    });
+    Ok(Some((table, figure)))
+}
+
 pub fn sections(
     runs_root: &Path,
     header: &StudyHeader,
@@ -590,6 +736,14 @@ pub fn sections(
                 ..Default::default()
             });
         }
+        let mut table_mixed = None;
+        if let Some((t, fig)) = mixed_precision(&rows, &by_name, &steps_df)? {
+            table_mixed = Some(t);
+            if let Some(mut fig) = fig {
+                fig.name = format!("loss_scale_{slug}");
+                figures.push(fig);
+            }
+        }
         sections.push(Section {
             title: format!("Results: {profile} profile on {device} ({backend})"),
             claim: claim_text(header, configs),
@@ -605,6 +759,7 @@ pub fn sections(
                 .map(|c| format!("*{}*: {}", c.label, c.maps_to))
                 .collect(),
             tables: std::iter::once(table)
+                .chain(table_mixed)
                 .chain(table_goals)
                 .chain(table_planned)
                 .collect(),

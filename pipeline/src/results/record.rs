@@ -43,6 +43,16 @@ pub struct StepRecord {
     pub time_s: f64,
     pub peak_allocated_bytes: u64,
     pub peak_reserved_bytes: u64,
+    /// Loss scale S the step's backward pass used (loss-scaled jobs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// The optimizer step was skipped because a gradient was inf/NaN (dynamic loss scaling).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+    /// Fraction of the 16-bit gradient entries that are exactly zero before unscaling
+    /// (master-weight jobs only): the underflow that loss scaling exists to prevent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_zero_fraction: Option<f64>,
 }
 
 /// Summary of a finished job.

@@ -51,6 +51,9 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "time_s" => record.steps.iter().map(|x| x.time_s).collect::<Vec<_>>(),
         "peak_allocated_bytes" => record.steps.iter().map(|x| x.peak_allocated_bytes).collect::<Vec<_>>(),
         "peak_reserved_bytes" => record.steps.iter().map(|x| x.peak_reserved_bytes).collect::<Vec<_>>(),
+        "loss_scale" => record.steps.iter().map(|x| x.loss_scale).collect::<Vec<_>>(),
+        "skipped" => record.steps.iter().map(|x| x.skipped).collect::<Vec<_>>(),
+        "grad_zero_fraction" => record.steps.iter().map(|x| x.grad_zero_fraction).collect::<Vec<_>>(),
     )
     .map_err(perr(dir))?;
     write_parquet(&dir.join(STEPS_FILE), &mut steps)?;
@@ -71,6 +74,8 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "checkpoint" => [s.strategy.checkpoint.to_string()],
         "fused_optimizer" => [s.strategy.fused_optimizer],
         "fusion" => [s.strategy.fusion],
+        "master_weights" => [s.strategy.master_weights],
+        "loss_scale" => [s.strategy.loss_scale.map(|l| l.to_string())],
         "status" => [record.status.as_str()],
         "reason" => [record.reason.clone()],
         "parameters" => [m.map(|m| m.parameters)],

@@ -27,6 +27,10 @@ pub struct StudyHeader {
     /// Front-matter tags of the report.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The source's claim in words (quoted in the report beside our numbers), for studies whose
+    /// configurations carry no numeric `claim`.
+    #[serde(default)]
+    pub claim: Option<String>,
 }
 
 /// What runs a study.
@@ -277,6 +281,110 @@ impl From<CheckpointSpec> for RawCheckpoint {
     }
 }
 
+/// Loss scaling for 16-bit training: multiply the loss by S before backward so that small
+/// gradients stay above the 16-bit underflow threshold, then divide the gradients by S in f32
+/// (Micikevicius et al. 2018, "Mixed Precision Training", ICLR, §3.2).
+///
+/// In a file: `loss_scale = 1024.0` (static S), `loss_scale = "dynamic"` (S starts at 2^16,
+/// halves and skips the step whenever a gradient is inf/NaN, doubles after 2000 clean steps: the
+/// defaults of PyTorch's `GradScaler`), or `loss_scale = { init = 65536.0, growth_interval = 50 }`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(try_from = "RawLossScale", into = "RawLossScale")]
+pub enum LossScale {
+    /// A fixed scale S > 0.
+    Static(f64),
+    /// Dynamic scaling: initial S, and clean steps before S doubles.
+    Dynamic { init: f64, growth_interval: usize },
+}
+
+impl LossScale {
+    /// PyTorch `GradScaler`'s defaults: init 2^16, growth interval 2000.
+    pub const DYNAMIC_DEFAULT: LossScale = LossScale::Dynamic {
+        init: 65536.0,
+        growth_interval: 2000,
+    };
+}
+
+impl fmt::Display for LossScale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossScale::Static(s) => write!(f, "static {s}"),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => write!(
+                f,
+                "dynamic (init {init}, growth every {growth_interval} steps)"
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawLossScale {
+    Num(f64),
+    Str(String),
+    Table {
+        init: Option<f64>,
+        growth_interval: Option<usize>,
+    },
+}
+
+impl TryFrom<RawLossScale> for LossScale {
+    type Error = String;
+    fn try_from(raw: RawLossScale) -> std::result::Result<Self, String> {
+        let LossScale::Dynamic {
+            init: d_init,
+            growth_interval: d_gi,
+        } = LossScale::DYNAMIC_DEFAULT
+        else {
+            unreachable!("the default is dynamic")
+        };
+        match raw {
+            RawLossScale::Num(s) if s.is_finite() && s > 0.0 => Ok(LossScale::Static(s)),
+            RawLossScale::Num(s) => Err(format!(
+                "loss scale {s} is not a positive finite number: use e.g. 1024.0 or \"dynamic\""
+            )),
+            RawLossScale::Str(s) if s == "dynamic" => Ok(LossScale::DYNAMIC_DEFAULT),
+            RawLossScale::Str(s) => Err(format!(
+                "unknown loss scale `{s}`: use a number, \"dynamic\" or {{ init = 65536.0, growth_interval = 2000 }}"
+            )),
+            RawLossScale::Table {
+                init,
+                growth_interval,
+            } => {
+                let init = init.unwrap_or(d_init);
+                let growth_interval = growth_interval.unwrap_or(d_gi);
+                if !(init.is_finite() && init > 0.0) || growth_interval == 0 {
+                    return Err(format!(
+                        "dynamic loss scale needs init > 0 and growth_interval >= 1 (got {init}, {growth_interval})"
+                    ));
+                }
+                Ok(LossScale::Dynamic {
+                    init,
+                    growth_interval,
+                })
+            }
+        }
+    }
+}
+
+impl From<LossScale> for RawLossScale {
+    fn from(l: LossScale) -> Self {
+        match l {
+            LossScale::Static(s) => RawLossScale::Num(s),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => RawLossScale::Table {
+                init: Some(init),
+                growth_interval: Some(growth_interval),
+            },
+        }
+    }
+}
+
 /// A source document's numbers for one configuration (shown beside ours in the report).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -316,6 +424,14 @@ pub struct ConfigSpec {
     /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
     #[serde(default)]
     pub balanced_checkpointing: bool,
+    /// Mixed precision with f32 master weights: the optimizer keeps f32 parameters and state;
+    /// each step runs forward and backward on a `precision` (f16/bf16) copy, and the gradients
+    /// are cast back to f32 before the step (Micikevicius et al. 2018, §3.1; apex "O2").
+    #[serde(default)]
+    pub master_weights: bool,
+    /// Loss scaling for the 16-bit backward pass (needs `master_weights`).
+    #[serde(default)]
+    pub loss_scale: Option<LossScale>,
     /// Plan with the Checkmate MILP at this fraction (0, 1] of the no-recomputation peak of the
     /// blocks' activations, from per-block costs measured by an earlier configuration of the
     /// study, and run that plan.
@@ -393,6 +509,8 @@ impl Grid {
                             fused_optimizer: fo,
                             fusion,
                             balanced_checkpointing: false,
+                            master_weights: false,
+                            loss_scale: None,
                             checkmate: None,
                             control: false,
                             maps_to: String::new(),
@@ -591,6 +709,30 @@ pub(super) fn parse(
                     "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
                 ));
             }
+        }
+        if c.master_weights && c.precision == Precision::F32 {
+            return Err(field_err(
+                &format!("{at}.master_weights"),
+                "f32 master weights keep f32 copies of f16/bf16 parameters: set precision = \"f16\" or \"bf16\"".into(),
+            ));
+        }
+        if c.loss_scale.is_some() && !c.master_weights {
+            return Err(field_err(
+                &format!("{at}.loss_scale"),
+                "loss scaling unscales gradients into f32 master weights: set master_weights = true".into(),
+            ));
+        }
+        if c.master_weights
+            && (c.checkpoint != CheckpointSpec::None
+                || c.budget.is_some()
+                || c.checkmate.is_some()
+                || c.fused_optimizer
+                || c.balanced_checkpointing)
+        {
+            return Err(field_err(
+                &format!("{at}.master_weights"),
+                "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
+            ));
         }
         if c.label.is_empty() {
             c.label = c.name.clone();

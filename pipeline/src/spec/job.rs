@@ -1,6 +1,8 @@
 //! One measured training job: everything the runner process needs, serialized as JSON.
 
-use super::{CheckpointSpec, ConfigSpec, ModelConfig, Precision, Profile, Study, TrainConfig};
+use super::{
+    CheckpointSpec, ConfigSpec, LossScale, ModelConfig, Precision, Profile, Study, TrainConfig,
+};
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -23,6 +25,13 @@ pub struct Strategy {
     /// An explicit segment plan (filled by the driver for Checkmate plans).
     #[serde(default)]
     pub segments: Option<Vec<crate::train::segment::Segment>>,
+    /// f32 master weights with `precision` compute (see [`ConfigSpec::master_weights`]).
+    /// Omitted from the JSON when false, so keys of jobs without it are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub master_weights: bool,
+    /// Loss scaling of the 16-bit backward pass (omitted from the JSON when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<LossScale>,
 }
 
 impl From<&ConfigSpec> for Strategy {
@@ -36,6 +45,8 @@ impl From<&ConfigSpec> for Strategy {
             balanced_checkpointing: c.balanced_checkpointing,
             checkmate: c.checkmate,
             segments: None,
+            master_weights: c.master_weights,
+            loss_scale: c.loss_scale,
         }
     }
 }

@@ -31,8 +31,8 @@ mod file;
 mod job;
 
 pub use file::{
-    CheckpointSpec, Claim, ConfigSpec, DataConfig, ModelConfig, OptimizerKind, Precision,
-    StudyHeader, StudyKind, TrainConfig,
+    CheckpointSpec, Claim, ConfigSpec, DataConfig, LossScale, ModelConfig, OptimizerKind,
+    Precision, StudyHeader, StudyKind, TrainConfig,
 };
 pub use job::{JobSpec, PreparedData, Strategy};
 

@@ -7,6 +7,7 @@
 //! evaluated on held-out stories (eval loss and perplexity).
 
 pub mod budget;
+pub mod mixed;
 pub mod segment;
 #[cfg(test)]
 mod tests;
@@ -332,10 +333,27 @@ where
 
     B::seed(&device, t.seed);
     let model = m.init::<B>(&device);
-    let mut model = cast_model(model, spec.strategy.precision);
+    // With master weights the model stays f32 and each step computes on a 16-bit copy.
+    let mixed = spec.strategy.master_weights;
+    let precision = spec.strategy.precision;
+    let mut model = if mixed {
+        model
+    } else {
+        cast_model(model, precision)
+    };
+    let mut scaler = mixed::LossScaler::new(spec.strategy.loss_scale);
     let parameters = m.parameter_count();
     let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), &device);
-    let block_costs = profile_blocks(&model, &profile_inputs, &device, probe);
+    let block_costs = if mixed {
+        profile_blocks(
+            &cast_model(model.clone(), precision),
+            &profile_inputs,
+            &device,
+            probe,
+        )
+    } else {
+        profile_blocks(&model, &profile_inputs, &device, probe)
+    };
     drop(profile_inputs);
     let plan = plan_for(spec, &block_costs);
     let estimated_activation_bytes = match &plan {
@@ -354,15 +372,29 @@ where
         steady_bytes = probe.live_bytes();
         probe.begin_step();
         let t0 = Instant::now();
-        let (next, loss) = train_step(
-            model,
-            &mut optim,
-            t.lr,
-            &inputs,
-            plan.as_deref(),
-            fused,
-            probe,
-        );
+        let (next, loss, info) = if mixed {
+            let (m, l, info) = mixed::mixed_step(
+                model,
+                &mut optim,
+                t.lr,
+                &inputs,
+                precision,
+                &mut scaler,
+                probe,
+            );
+            (m, l, Some(info))
+        } else {
+            let (m, l) = train_step(
+                model,
+                &mut optim,
+                t.lr,
+                &inputs,
+                plan.as_deref(),
+                fused,
+                probe,
+            );
+            (m, l, None)
+        };
         model = next;
         B::sync(&device).map_err(|e| Error::Job {
             job: spec.config.clone(),
@@ -386,11 +418,20 @@ where
             time_s,
             peak_allocated_bytes: mem.peak_allocated_bytes,
             peak_reserved_bytes: mem.peak_reserved_bytes,
+            loss_scale: info
+                .filter(|_| spec.strategy.loss_scale.is_some())
+                .map(|i| i.scale),
+            skipped: info.is_some_and(|i| i.skipped),
+            grad_zero_fraction: info.map(|i| i.zero_fraction),
         });
     }
 
-    // Evaluation on held-out stories.
-    let inner = model.valid();
+    // Evaluation on held-out stories (in the compute precision for master-weight jobs).
+    let inner = if mixed {
+        cast_model(model.valid(), precision)
+    } else {
+        model.valid()
+    };
     let mut eval_sum = 0.0;
     for i in 0..t.eval_batches.max(1) {
         let inputs = Inputs::<B::InnerBackend>::new(&eval_batcher.sequential(i), &device);

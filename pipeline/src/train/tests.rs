@@ -283,3 +283,102 @@ fn clones_of_a_new_model_share_parameter_values() {
     assert_eq!(va, vb);
     assert_eq!(va, vi);
 }
+
+/// The parameter update `before - after` of one step, per parameter.
+fn update(before: &[(ParamId, Vec<f32>)], after: &[(ParamId, Vec<f32>)]) -> Vec<Vec<f32>> {
+    before
+        .iter()
+        .zip(after)
+        .map(|((ia, a), (ib, b))| {
+            assert_eq!(ia, ib, "parameter order changed");
+            a.iter().zip(b).map(|(x, y)| x - y).collect()
+        })
+        .collect()
+}
+
+fn norm_rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    let (mut d, mut n) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            d += (*p as f64 - *q as f64).powi(2);
+            n += (*q as f64).powi(2);
+        }
+    }
+    (d / n.max(1e-30)).sqrt()
+}
+
+/// One mixed-precision step (f16 compute, f32 master weights) under SGD with lr 1, so the
+/// update equals the unscaled gradient.
+fn mixed_update(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    scale: Option<crate::spec::LossScale>,
+) -> (Vec<Vec<f32>>, super::mixed::MixedStepInfo, f64) {
+    use super::mixed::{mixed_step, LossScaler};
+    let mut optim = burn::optim::SgdConfig::new().init::<B, TransformerLm<B>>();
+    let mut scaler = LossScaler::new(scale);
+    let before = values(model);
+    let (after, _, info) = mixed_step(
+        model.clone(),
+        &mut optim,
+        1.0,
+        inputs,
+        crate::spec::Precision::F16,
+        &mut scaler,
+        &mut HeapProbe,
+    );
+    (update(&before, &values(&after)), info, scaler.scale())
+}
+
+#[test]
+fn loss_scaled_f16_updates_match_the_f32_gradient() {
+    use crate::spec::LossScale;
+    let cfg = config(2);
+    let device = Default::default();
+    B::seed(&device, 3);
+    let model = cfg.init::<B>(&device);
+    let inputs = Inputs::<B>::new(&batch(&cfg), &device);
+    let reference = grad_values(&model, &plain_grads(&model, &inputs));
+
+    let (unscaled, info1, _) = mixed_update(&model, &inputs, None);
+    let (scaled, info2, s) = mixed_update(&model, &inputs, Some(LossScale::Static(1024.0)));
+    assert!(!info1.skipped && !info2.skipped && info2.finite);
+    assert_eq!((info2.scale, s), (1024.0, 1024.0));
+    // Unscaling divides by S: the update is the f32 gradient up to f16 rounding.
+    let e1 = norm_rel_err(&unscaled, &reference);
+    let e2 = norm_rel_err(&scaled, &reference);
+    assert!(e1 < 2e-2, "f16 update vs f32 gradient: relative error {e1}");
+    assert!(
+        e2 < 2e-2,
+        "scaled f16 update vs f32 gradient: relative error {e2}"
+    );
+    // Scaling by 2^10 can only lift gradient entries out of f16 underflow.
+    assert!(info2.zero_fraction <= info1.zero_fraction);
+}
+
+#[test]
+fn overflowing_loss_scale_skips_the_update_and_backs_off() {
+    use crate::spec::LossScale;
+    let cfg = config(2);
+    let device = Default::default();
+    B::seed(&device, 4);
+    let model = cfg.init::<B>(&device);
+    let inputs = Inputs::<B>::new(&batch(&cfg), &device);
+    // 1e30 x the loss gradient overflows f16 (largest finite 65504) at the logits.
+    let (upd, info, s) = mixed_update(
+        &model,
+        &inputs,
+        Some(LossScale::Dynamic {
+            init: 1e30,
+            growth_interval: 10,
+        }),
+    );
+    assert!(!info.finite && info.skipped);
+    assert_eq!(s, 5e29, "dynamic scaling halves S after an overflow");
+    assert!(
+        upd.iter().flatten().all(|d| *d == 0.0),
+        "a skipped step leaves the master weights unchanged"
+    );
+    let (_, info, s) = mixed_update(&model, &inputs, Some(LossScale::Static(1e30)));
+    assert!(info.skipped && s == 1e30);
+}
