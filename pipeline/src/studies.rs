@@ -83,13 +83,34 @@ pub fn record_path(runs: &Path, study: &Study) -> PathBuf {
         .join(format!("{}.sections.json", study.profile))
 }
 
+/// SHA-256 (16 hex digits) of the running executable, read once: a stored study computed by
+/// another build of memwall is recomputed, so reports never mix old code's numbers with new.
+/// "unknown" when the executable cannot be read.
+fn build_identity() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::current_exe()
+            .and_then(std::fs::read)
+            .map(|bytes| {
+                Sha256::digest(&bytes)[..8]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            })
+            .unwrap_or_else(|_| "unknown".into())
+    })
+}
+
+/// Key of a stored study: its kind, its parameters and the build that computes it.
 fn params_hash(study: &Study) -> String {
     let text = toml::to_string(&study.params).unwrap_or_default();
-    let d = Sha256::digest(format!("{:?}|{text}", study.header.kind).as_bytes());
+    let d =
+        Sha256::digest(format!("{:?}|{}|{text}", study.header.kind, build_identity()).as_bytes());
     d[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs the study unless a record with the same parameters exists (or `force`), and stores it.
+/// Runs the study unless a record with the same parameters and build exists (or `force`), and
+/// stores it.
 /// Returns the record and whether it was computed now.
 pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(SectionsRecord, bool)> {
     let path = record_path(runs, study);

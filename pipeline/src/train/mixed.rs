@@ -153,11 +153,7 @@ where
     O: Optimizer<TransformerLm<B>, B>,
 {
     let working = cast_model(master.clone(), precision);
-    let loss = working.forward_loss(
-        inputs.tokens.clone(),
-        inputs.positions.clone(),
-        inputs.targets.clone(),
-    );
+    let loss = inputs.loss(&working);
     probe.phase();
     let loss_inner = loss.clone().inner();
     let scale = scaler.scale();

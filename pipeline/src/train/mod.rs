@@ -50,6 +50,15 @@ impl<B: Backend> Inputs<B> {
             targets: up(&batch.targets),
         }
     }
+
+    /// `model`'s mean token cross-entropy (nats) on this batch: a `[1]` tensor.
+    pub fn loss(&self, model: &TransformerLm<B>) -> Tensor<B, 1> {
+        model.forward_loss(
+            self.tokens.clone(),
+            self.positions.clone(),
+            self.targets.clone(),
+        )
+    }
 }
 
 /// The segment plan of a strategy, or `None` for plain backward.
@@ -284,11 +293,7 @@ where
 {
     match plan {
         None => {
-            let loss = model.forward_loss(
-                inputs.tokens.clone(),
-                inputs.positions.clone(),
-                inputs.targets.clone(),
-            );
+            let loss = inputs.loss(&model);
             probe.phase();
             let loss_inner = loss.clone().inner();
             let grads = loss.backward();

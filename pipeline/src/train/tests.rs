@@ -87,11 +87,7 @@ fn max_rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 }
 
 fn plain_grads(model: &TransformerLm<B>, inputs: &Inputs<B>) -> GradientsParams {
-    let loss = model.forward_loss(
-        inputs.tokens.clone(),
-        inputs.positions.clone(),
-        inputs.targets.clone(),
-    );
+    let loss = inputs.loss(model);
     GradientsParams::from_grads(loss.backward(), model)
 }
 
