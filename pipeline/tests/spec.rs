@@ -173,6 +173,11 @@ fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
             "loss scale",
             "positive",
         ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = { initial = 1024.0 }",
+            "loss_scale",
+            "growth_interval",
+        ),
     ];
     for (lines, field, fix) in bad {
         let p = write(dir.path(), &with_b(lines));

@@ -78,6 +78,14 @@ fn fmt_opt(v: Option<f64>, digits: usize, suffix: &str) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
+/// Perplexity with one decimal, or in scientific notation from 10^6 (a diverged model).
+fn fmt_ppl(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x >= 1e6 => format!("{x:.2e}"),
+        other => fmt_opt(other, 1, ""),
+    }
+}
+
 fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
     let parts: Vec<String> = configs
         .iter()
@@ -231,10 +239,6 @@ fn performance_goals(rows: &[Row]) -> Table {
     table
 }
 
-/// Builds the sections and environment tables of a training study from its records.
-///
-/// # Errors
-/// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
 /// The mixed-precision table: per configuration, its master weights and loss scale, the
 /// steps skipped for non-finite gradients, the loss scale at the end, the mean fraction of
 /// 16-bit gradient entries that are exactly zero, loss and perplexity. Aggregated with polars
@@ -322,7 +326,7 @@ fn mixed_precision(
             },
             fmt_opt(lookup(&name, "zero_fraction").map(|z| 100.0 * z), 3, "%"),
             fmt_opt(r.f64("final_train_loss").filter(|_| ok), 3, ""),
-            fmt_opt(r.f64("eval_perplexity").filter(|_| ok), 1, ""),
+            fmt_ppl(r.f64("eval_perplexity").filter(|_| ok)),
             r.f64("peak_allocated_bytes")
                 .filter(|_| ok)
                 .map(format_bytes)
@@ -378,6 +382,10 @@ fn mixed_precision(
     Ok(Some((table, figure)))
 }
 
+/// Builds the sections and environment tables of a training study from its records.
+///
+/// # Errors
+/// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
 pub fn sections(
     runs_root: &Path,
     header: &StudyHeader,
@@ -483,7 +491,7 @@ pub fn sections(
                 fmt_opt(claim.and_then(|c| c.samples_per_s), 3, ""),
                 fmt_opt(rel, 2, "x"),
                 fmt_opt(src_rel, 2, "x"),
-                fmt_opt(r.f64("eval_perplexity"), 1, ""),
+                fmt_ppl(r.f64("eval_perplexity")),
                 fmt_opt(claim.and_then(|c| c.perplexity), 1, ""),
                 r.f64("estimated_activation_bytes")
                     .map(format_bytes)
@@ -827,5 +835,12 @@ mod tests {
             format_bytes(21.165 * 1024.0 * 1024.0 * 1024.0),
             "21.165 GiB"
         );
+    }
+
+    #[test]
+    fn formats_diverged_perplexity_in_scientific_notation() {
+        assert_eq!(fmt_ppl(Some(398.04)), "398.0");
+        assert_eq!(fmt_ppl(Some(21138645933.0)), "2.11e10");
+        assert_eq!(fmt_ppl(None), "–");
     }
 }

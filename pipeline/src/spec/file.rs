@@ -321,14 +321,21 @@ impl fmt::Display for LossScale {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a positive number (static scale), \"dynamic\", or a table { init = 65536.0, growth_interval = 2000 } with a positive init and an integer growth_interval >= 1"
+)]
 enum RawLossScale {
     Num(f64),
     Str(String),
-    Table {
-        init: Option<f64>,
-        growth_interval: Option<usize>,
-    },
+    Table(RawDynamic),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDynamic {
+    init: Option<f64>,
+    growth_interval: Option<usize>,
 }
 
 impl TryFrom<RawLossScale> for LossScale {
@@ -350,10 +357,10 @@ impl TryFrom<RawLossScale> for LossScale {
             RawLossScale::Str(s) => Err(format!(
                 "unknown loss scale `{s}`: use a number, \"dynamic\" or {{ init = 65536.0, growth_interval = 2000 }}"
             )),
-            RawLossScale::Table {
+            RawLossScale::Table(RawDynamic {
                 init,
                 growth_interval,
-            } => {
+            }) => {
                 let init = init.unwrap_or(d_init);
                 let growth_interval = growth_interval.unwrap_or(d_gi);
                 if !(init.is_finite() && init > 0.0) || growth_interval == 0 {
@@ -377,10 +384,10 @@ impl From<LossScale> for RawLossScale {
             LossScale::Dynamic {
                 init,
                 growth_interval,
-            } => RawLossScale::Table {
+            } => RawLossScale::Table(RawDynamic {
                 init: Some(init),
                 growth_interval: Some(growth_interval),
-            },
+            }),
         }
     }
 }

@@ -100,36 +100,34 @@ pub struct MixedStepInfo {
 }
 
 /// Moves each parameter's 16-bit gradient to f32 and divides it by S, counting zero entries
-/// and checking finiteness on the way.
-struct Unscale<'a> {
+/// and non-finite entries on the device (one read-back per step, not one per parameter).
+struct Unscale<'a, B: burn::tensor::backend::Backend> {
     grads: &'a mut GradientsParams,
     inv_scale: f64,
-    zeros: f64,
     total: f64,
-    finite: bool,
+    /// Running `[zero entries, non-finite entries]` over the parameters visited so far.
+    counts: Option<Tensor<B, 1>>,
 }
 
-fn first_f64<B: burn::tensor::backend::Backend>(t: Tensor<B, 1>) -> f64 {
-    t.into_data().iter::<f64>().next().unwrap_or(f64::NAN)
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Unscale<'_> {
+impl<B: AutodiffBackend> ModuleVisitor<B> for Unscale<'_, B::InnerBackend> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
             return;
         };
         self.total += g.shape().num_elements() as f64;
-        self.zeros += first_f64(g.clone().equal_elem(0.0).int().sum().float());
+        let zeros = g.clone().equal_elem(0.0).int().sum().float();
         let g = g.cast(DType::F32);
         let g = if self.inv_scale == 1.0 {
             g
         } else {
             g.mul_scalar(self.inv_scale)
         };
-        // A sum is finite only if every term is (an inf or NaN propagates).
-        if !first_f64(g.clone().sum()).is_finite() {
-            self.finite = false;
-        }
+        let bad = g.clone().is_finite().bool_not().int().sum().float();
+        let counts = Tensor::cat(vec![zeros, bad], 0);
+        self.counts = Some(match self.counts.take() {
+            Some(acc) => acc + counts,
+            None => counts,
+        });
         self.grads.register(param.id, g);
     }
 }
@@ -164,15 +162,22 @@ where
     };
     let mut grads = GradientsParams::from_grads(scaled.backward(), &working);
     drop(working);
-    let mut unscale = Unscale {
+    let mut unscale = Unscale::<B::InnerBackend> {
         grads: &mut grads,
         inv_scale: 1.0 / scale,
-        zeros: 0.0,
         total: 0.0,
-        finite: true,
+        counts: None,
     };
     master.visit(&mut unscale);
-    let (zeros, total, finite) = (unscale.zeros, unscale.total, unscale.finite);
+    let total = unscale.total;
+    let (zeros, non_finite) = match unscale.counts.take() {
+        Some(c) => {
+            let v: Vec<f64> = c.into_data().iter::<f64>().collect();
+            (v[0], v[1])
+        }
+        None => (0.0, 0.0),
+    };
+    let finite = non_finite == 0.0;
     probe.phase();
     let applied = scaler.update(finite);
     let model = if applied {
