@@ -89,7 +89,11 @@ pub fn svg(fig: &Figure) -> Result<String> {
         y0 /= 1.5;
         y1 *= 1.5;
     } else {
-        y1 += (y1 - y0).abs() * 0.1;
+        let span = (y1 - y0).abs();
+        y1 += span * 0.1;
+        if y0 < 0.0 {
+            y0 -= span * 0.05; // room below the most negative bar
+        }
     }
     if x0 == x1 {
         x0 -= 0.5;
