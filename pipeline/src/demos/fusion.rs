@@ -404,7 +404,8 @@ pub fn burn_chains<B: burn::tensor::backend::Backend>(
     let sync =
         || B::sync(device).map_err(|e| DemoError::Worker(format!("device synchronization: {e:?}")));
     sync()?;
-    let chains: [(&'static str, Box<dyn Fn() -> Tensor<B, 1>>); 2] = [
+    type Chain<'a, B> = (&'static str, Box<dyn Fn() -> Tensor<B, 1> + 'a>);
+    let chains: [Chain<B>; 2] = [
         ("(a+b)*c", Box::new(|| (a.clone() + b.clone()) * c.clone())),
         (
             "a+b*c+1",

@@ -779,7 +779,7 @@ fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {
             return Err(format!("`{name}` must be at least 1"));
         }
     }
-    if m.d_model % m.heads != 0 {
+    if !m.d_model.is_multiple_of(m.heads) {
         return Err(format!(
             "`heads` ({}) must divide `d_model` ({})",
             m.heads, m.d_model

@@ -166,7 +166,12 @@ fn param_diffs(a: &TransformerLm<B>, b: &TransformerLm<B>) -> Vec<(usize, f64)> 
     va.iter()
         .zip(&vb)
         .enumerate()
-        .map(|(i, (x, y))| (i, max_rel_err(&[x.clone()], &[y.clone()])))
+        .map(|(i, (x, y))| {
+            (
+                i,
+                max_rel_err(std::slice::from_ref(x), std::slice::from_ref(y)),
+            )
+        })
         .collect()
 }
 
