@@ -742,25 +742,17 @@ pub fn run(p: &PlannerParams) -> Result<Vec<Section>, DemoError> {
                 .into(),
         ],
         tables: vec![strategy_table(format!("ResNet-{deep_layers} (units {:?}), batch {}", p.resnet_deep_units, p.resnet_batch), &dres, deep.compute_ops())],
-        figures: vec![Figure {
-            name: "resnet_deep_memory".into(),
-            title: format!("ResNet-{deep_layers}: feature-map memory without and with sqrt(n) recomputation"),
-            x_label: "plan".into(),
-            y_label: "memory (GB)".into(),
-            series: [
-                ("ours (static plan)", [dres[3].1.static_bytes as f64 / 1e9, dres[5].1.static_bytes as f64 / 1e9]),
-                ("Chen et al. 2016", [48.0, 7.0]),
-            ]
-            .into_iter()
-            .map(|(label, ys)| Series {
-                label: label.into(),
-                points: vec![(0.0, ys[0]), (1.0, ys[1])],
-                mark: Mark::Bars,
-                point_labels: vec!["in-place + sharing".into(), "+ sqrt(n) recomputation".into()],
-            })
-            .collect(),
-            ..Default::default()
-        }],
+        figures: vec![Figure::grouped_bars(
+            "resnet_deep_memory",
+            &format!("ResNet-{deep_layers}: feature-map memory without and with sqrt(n) recomputation"),
+            "plan",
+            "memory (GB)",
+            &["in-place + sharing".into(), "+ sqrt(n) recomputation".into()],
+            vec![
+                ("ours (static plan)".into(), vec![dres[3].1.static_bytes as f64 / 1e9, dres[5].1.static_bytes as f64 / 1e9]),
+                ("Chen et al. 2016".into(), vec![48.0, 7.0]),
+            ],
+        )],
     };
     Ok(vec![mlp_sec, cmp_sec, deep_sec])
 }

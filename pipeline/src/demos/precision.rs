@@ -298,27 +298,19 @@ pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
             fmt_table,
             Table { caption: "Overflow and underflow of realistic values".into(), columns: vec!["Quantity".into(), "f32".into(), "f16".into(), "bf16".into()], rows: demo_rows },
         ],
-        figures: vec![Figure {
-            name: "format_range".into(),
-            title: "Range and precision of f32, f16 and bf16 (log2)".into(),
-            x_label: "format".into(),
-            y_label: "log2 of the value".into(),
-            series: [
-                ("largest finite", fs.iter().map(|f| f.max.log2()).collect::<Vec<_>>()),
-                ("smallest normal", fs.iter().map(|f| f.min_normal.log2()).collect()),
-                ("smallest subnormal", fs.iter().map(|f| f.min_subnormal.log2()).collect()),
-                ("machine epsilon", fs.iter().map(|f| f.eps.log2()).collect()),
-            ]
-            .into_iter()
-            .map(|(label, ys)| Series {
-                label: label.into(),
-                points: ys.into_iter().enumerate().map(|(i, y)| (i as f64, y)).collect(),
-                mark: Mark::Bars,
-                point_labels: fs.iter().map(|f| f.name.to_string()).collect(),
-            })
-            .collect(),
-            ..Default::default()
-        }],
+        figures: vec![Figure::grouped_bars(
+            "format_range",
+            "Range and precision of f32, f16 and bf16 (log2)",
+            "format",
+            "log2 of the value",
+            &fs.iter().map(|f| f.name.to_string()).collect::<Vec<_>>(),
+            vec![
+                ("largest finite".into(), fs.iter().map(|f| f.max.log2()).collect()),
+                ("smallest normal".into(), fs.iter().map(|f| f.min_normal.log2()).collect()),
+                ("smallest subnormal".into(), fs.iter().map(|f| f.min_subnormal.log2()).collect()),
+                ("machine epsilon".into(), fs.iter().map(|f| f.eps.log2()).collect()),
+            ],
+        )],
     };
     let sec2 = Section {
         title: "Aggregation of many entries in 16-bit accumulators".into(),

@@ -71,3 +71,37 @@ pub struct Figure {
     pub nodes: Vec<String>,
     pub edges: Vec<(usize, usize)>,
 }
+
+impl Figure {
+    /// Grouped bars: one bar series per `(label, values)`, with `values[i]` drawn at category
+    /// `categories[i]` (x = i). Each series must have one value per category.
+    pub fn grouped_bars(
+        name: &str,
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        categories: &[String],
+        series: Vec<(String, Vec<f64>)>,
+    ) -> Figure {
+        Figure {
+            name: name.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            series: series
+                .into_iter()
+                .map(|(label, ys)| Series {
+                    label,
+                    points: ys
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, y)| (i as f64, y))
+                        .collect(),
+                    mark: Mark::Bars,
+                    point_labels: categories.to_vec(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
