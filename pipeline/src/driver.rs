@@ -54,6 +54,11 @@ pub struct RunOptions {
     pub runner: (PathBuf, Vec<String>),
     /// Show a progress bar.
     pub progress: bool,
+    /// CUDA: release the pool's free pages at every step boundary in every job
+    /// ([`crate::spec::DeviceSettings::memory_cleanup`]).
+    pub memory_cleanup: bool,
+    /// CUDA: the memory pool of every job, replacing the configurations' own.
+    pub memory_pool: Option<crate::spec::MemoryPool>,
 }
 
 /// What a sweep did.
@@ -94,6 +99,13 @@ pub fn plan_jobs(
     };
     let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
     let mut jobs = study.jobs(dev.backend, dev.index, &prepared);
+    for job in &mut jobs {
+        job.device_settings.cache_dir = Some(paths.cache.join("cubecl"));
+        job.device_settings.memory_cleanup |= opts.memory_cleanup;
+        if let Some(pool) = opts.memory_pool {
+            job.device_settings.memory_pool = pool;
+        }
+    }
     if !opts.only.is_empty() {
         for name in &opts.only {
             if !jobs.iter().any(|j| &j.config == name) {
@@ -323,6 +335,7 @@ fn plan_checkmate(job: &mut JobSpec, paths: &Paths) -> std::result::Result<(), S
             && s.backend == job.backend
             && s.model == job.model
             && s.strategy.precision == job.strategy.precision
+            && s.strategy.attention == job.strategy.attention
             && best.as_ref().is_none_or(|b| r.finished_at > b.finished_at)
         {
             best = Some(r);
@@ -405,12 +418,12 @@ pub fn run_in_process(
     let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
     let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let oom = crate::train::is_oom_message(&log_text);
+    let oom = crate::measure::fault::from_lines(log_text.lines());
     let mut env = Environment::host();
     env.backend = job.backend.to_string();
-    let r = JobRecord::unfinished(
+    let mut r = JobRecord::unfinished(
         job,
-        if oom {
+        if oom.is_some() {
             JobStatus::OutOfMemory
         } else {
             JobStatus::Failed
@@ -421,6 +434,7 @@ pub fn run_in_process(
         ),
         env,
     );
+    r.out_of_memory = oom;
     results::write_record(dir, &r)?;
     Ok(r)
 }

@@ -47,6 +47,14 @@ struct RunArgs {
     /// Report templates.
     #[arg(long, default_value = "templates")]
     templates: PathBuf,
+    /// CUDA: release the memory pool's free pages at every step boundary in every job (a
+    /// recorded job setting; a configuration can also set `memory_cleanup = true`).
+    #[arg(long)]
+    memory_cleanup: bool,
+    /// CUDA: the memory pool of every job, `exact_size` (memwall's default) or `sliced`
+    /// (CubeCL's); a recorded job setting; a configuration can also set `memory_pool`.
+    #[arg(long)]
+    memory_pool: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -136,6 +144,16 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
             only: a.only.clone(),
             runner: (exe, vec!["run-job".into()]),
             progress: true,
+            memory_cleanup: a.memory_cleanup,
+            memory_pool: a
+                .memory_pool
+                .as_deref()
+                .map(|p| {
+                    serde_json::from_value(serde_json::Value::String(p.into())).map_err(|_| {
+                        anyhow::anyhow!("--memory-pool {p}: expected `sliced` or `exact_size`")
+                    })
+                })
+                .transpose()?,
         },
     ))
 }
@@ -336,6 +354,16 @@ fn export_jobs(
     let mut jobs = study.jobs(backend, 0, &carried);
     if !opts.only.is_empty() {
         jobs.retain(|j| opts.only.contains(&j.config));
+    }
+    // One kernel and autotune cache for every exported job, carried with them.
+    let cache_dir = out.join("cache").join("cubecl");
+    std::fs::create_dir_all(&cache_dir)?;
+    for job in &mut jobs {
+        job.device_settings.cache_dir = Some(cache_dir.clone());
+        job.device_settings.memory_cleanup |= opts.memory_cleanup;
+        if let Some(pool) = opts.memory_pool {
+            job.device_settings.memory_pool = pool;
+        }
     }
     for job in &jobs {
         let dir = out.join(&job.study).join(job.key());

@@ -64,7 +64,7 @@ name = "compile"
 fusion = true
 [[configs]]
 name = "checkmate"
-checkmate = 0.7
+checkmate = 0.9
 [[configs]]
 name = "mixed"
 precision = "f16"
@@ -136,7 +136,7 @@ loss_scale = { init = 1024.0, growth_interval = 2 }
         "{md}"
     );
     assert!(
-        md.contains("| Configuration | Status | Peak allocated (ours)"),
+        md.contains("| Configuration | Status | Peak allocated (ours, exact)"),
         "{md}"
     );
     assert!(md.contains("figures/loss_smoke_flex.svg"), "{md}");
@@ -219,4 +219,28 @@ fn cuda_request_without_gpu_is_an_error() {
         .unwrap_err()
         .to_string();
     assert!(msg.contains("cuda:0"), "{msg}");
+}
+
+/// Every job of a sweep shares one CubeCL cache directory under the cache root (kernels and
+/// autotune results compiled by the first job are found by the next), and the pool cleanup
+/// option reaches each job.
+#[test]
+fn jobs_of_a_sweep_share_the_kernel_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(
+        dir.path(),
+        "[[configs]]\nname = \"a\"\n[[configs]]\nname = \"b\"\nprecision = \"bf16\"\n",
+    );
+    let paths = paths(dir.path());
+    let mut opts = opts();
+    opts.memory_cleanup = true;
+    let (_, _, jobs) = driver::plan_jobs(&exp, &paths, &opts).unwrap();
+    assert_eq!(jobs.len(), 2);
+    for job in &jobs {
+        assert_eq!(
+            job.device_settings.cache_dir.as_deref(),
+            Some(paths.cache.join("cubecl").as_path())
+        );
+        assert!(job.device_settings.memory_cleanup);
+    }
 }

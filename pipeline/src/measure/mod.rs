@@ -4,6 +4,7 @@
 
 mod alloc;
 mod env;
+pub mod fault;
 
 pub use alloc::{allocated_bytes, peak_allocated_bytes, reset_peak, CountingAlloc};
 pub use env::Environment;
@@ -17,6 +18,38 @@ pub struct MemorySample {
     /// Bytes the allocator holds from the system (CUDA pool reserved bytes; on the CPU the same
     /// as allocated, since the system allocator returns freed memory).
     pub peak_reserved_bytes: u64,
+}
+
+/// How a peak relates to the true high-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The true high-water mark (every allocation counted).
+    Exact,
+    /// At most the true value (samples that may miss the moment of the peak).
+    LowerBound,
+    /// At least the true value.
+    UpperBound,
+}
+
+impl Bound {
+    /// "exact", "lower bound", "upper bound".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Exact => "exact",
+            Bound::LowerBound => "lower bound",
+            Bound::UpperBound => "upper bound",
+        }
+    }
+}
+
+/// What the peaks of a record are: the bound each one gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PeakBounds {
+    /// Peak allocated bytes.
+    pub allocated: Bound,
+    /// Peak reserved bytes.
+    pub reserved: Bound,
 }
 
 /// A source of peak-memory readings for one device.
@@ -35,6 +68,20 @@ pub trait MemoryProbe {
     fn describe(&self) -> &'static str;
     /// Bytes live on the device now (for per-block profiling).
     fn live_bytes(&mut self) -> u64;
+    /// What kind of bound the peaks are.
+    fn bounds(&self) -> PeakBounds {
+        PeakBounds {
+            allocated: Bound::Exact,
+            reserved: Bound::Exact,
+        }
+    }
+    /// Whether a probe needs an untimed memory step: one that samples at every phase boundary
+    /// (and synchronizes the device to do so), so that timed steps need not.
+    fn wants_memory_step(&self) -> bool {
+        false
+    }
+    /// Switches phase sampling on (an untimed memory step) or off (timed steps).
+    fn set_phase_sampling(&mut self, _on: bool) {}
 }
 
 /// CPU probe: the counting global allocator's high-water mark (every heap byte of the process,

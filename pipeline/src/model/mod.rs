@@ -2,11 +2,17 @@
 //! positions, optional head tying), written as Burn modules.
 //!
 //! Shapes: token ids `[batch, seq]`, hidden states `[batch, seq, d_model]`, logits
-//! `[batch * seq, vocab]`. Parameter count per block: `4 d^2` (attention, no biases) +
+//! `[batch * seq, vocab]`.
+//!
+//! Attention is [`attention::Attention`]: the memory-efficient tiled attention (a custom autodiff
+//! operation that rematerializes the score tiles in backward) by default, or Burn's naive one. Parameter count per block: `4 d^2` (attention, no biases) +
 //! `2 d d_ff` (MLP, no biases) + `4 d` (two LayerNorms); plus `vocab d` (tokens), `seq d`
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
+pub mod attention;
+
 use crate::spec::{ModelConfig, Precision};
+use attention::{memory_efficient_attention, Attention, AttentionBackend};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
@@ -29,9 +35,12 @@ pub struct Block<B: Backend> {
     pub mlp_in: Linear<B>,
     pub mlp_out: Linear<B>,
     pub heads: usize,
+    /// Which attention the block runs.
+    #[module(skip)]
+    pub attention: Attention,
 }
 
-impl<B: Backend> Block<B> {
+impl<B: AttentionBackend> Block<B> {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [b, t, d] = x.dims();
@@ -41,14 +50,18 @@ impl<B: Backend> Block<B> {
         let q = split(self.query.forward(h.clone()));
         let k = split(self.key.forward(h.clone()));
         let v = split(self.value.forward(h));
-        let options = AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: true,
+        let a = match self.attention {
+            Attention::Naive => {
+                let options = AttentionModuleOptions {
+                    scale: None,
+                    softcap: None,
+                    is_causal: true,
+                };
+                attention(q, k, v, None, None, options)
+            }
+            Attention::MemoryEfficient { tiles } => memory_efficient_attention(q, k, v, tiles),
         };
-        let a = attention(q, k, v, None, None, options)
-            .swap_dims(1, 2)
-            .reshape([b, t, d]);
+        let a = a.swap_dims(1, 2).reshape([b, t, d]);
         let x = x + self.attn_out.forward(a);
         let h = self.norm_mlp.forward(x.clone());
         let h = self.mlp_out.forward(gelu(self.mlp_in.forward(h)));
@@ -72,7 +85,8 @@ fn linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
 }
 
 impl ModelConfig {
-    /// Builds the model on `device` with f32 parameters (see [`cast_model`] for 16-bit).
+    /// Builds the model on `device` with f32 parameters (see [`cast_model`] for 16-bit) and the
+    /// default (memory-efficient) attention (see [`TransformerLm::with_attention`]).
     pub fn init<B: Backend>(&self, device: &B::Device) -> TransformerLm<B> {
         let d = self.d_model;
         let emb_init = Initializer::Normal {
@@ -90,6 +104,7 @@ impl ModelConfig {
                 mlp_in: linear(d, self.d_ff, device),
                 mlp_out: linear(self.d_ff, d, device),
                 heads: self.heads,
+                attention: Attention::default(),
             })
             .collect();
         let model = TransformerLm {
@@ -138,6 +153,14 @@ impl ModelConfig {
 }
 
 impl<B: Backend> TransformerLm<B> {
+    /// The same model with every block running `attention`.
+    pub fn with_attention(mut self, attention: Attention) -> Self {
+        for block in &mut self.blocks {
+            block.attention = attention;
+        }
+        self
+    }
+
     /// Token plus document-position embeddings: `[batch, seq]` ids -> `[batch, seq, d_model]`.
     pub fn embed(&self, tokens: Tensor<B, 2, Int>, positions: Tensor<B, 2, Int>) -> Tensor<B, 3> {
         self.token_embedding.forward(tokens) + self.position_embedding.forward(positions)
@@ -162,7 +185,9 @@ impl<B: Backend> TransformerLm<B> {
         let picked = logp.gather(1, targets.reshape([n, 1]));
         picked.mean().neg()
     }
+}
 
+impl<B: AttentionBackend> TransformerLm<B> {
     /// Runs blocks `range` on `h`.
     pub fn forward_blocks(
         &self,

@@ -399,31 +399,53 @@ pub fn sections(
         .find(|c| c.control)
         .and_then(|c| c.claim.as_ref());
 
-    // Group rows by (profile, backend, device).
-    let mut groups: BTreeMap<(String, String, String), Vec<usize>> = BTreeMap::new();
+    // Group rows by (profile, backend, device, GPU runtime settings).
+    let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
     for i in 0..df.height() {
         let r = Row { df: &df, i };
         if !by_name.contains_key(r.str("config").as_str()) {
             continue; // a configuration no longer in the experiment file
         }
         groups
-            .entry((r.str("profile"), r.str("backend"), r.str("device_name")))
+            .entry((
+                r.str("profile"),
+                r.str("backend"),
+                r.str("device_name"),
+                r.str("runtime"),
+            ))
             .or_default()
             .push(i);
     }
     let mut sections = Vec::new();
     let mut envs = Vec::new();
-    for ((profile, backend, device), rows) in &groups {
+    for ((profile, backend, device, runtime), rows) in &groups {
         let rows: Vec<Row> = rows.iter().map(|&i| Row { df: &df, i }).collect();
+        // "cuda" or "cuda, exact_size pool": where and how the group ran.
+        let backend_label = if runtime.is_empty() {
+            backend.clone()
+        } else {
+            format!("{backend}, {runtime}")
+        };
+        let gpu = backend == "cuda";
+        let bound = |c: &str| {
+            let b = rows.first().map(|r| r.str(c)).unwrap_or_default();
+            if b.is_empty() {
+                String::new()
+            } else {
+                format!(", {b}")
+            }
+        };
+        let allocated_header = format!("Peak allocated (ours{})", bound("peak_allocated_bound"));
+        let reserved_header = format!("Peak reserved (ours{})", bound("peak_reserved_bound"));
         let mut table = Table {
             caption: format!(
-                "{profile} profile on {device} ({backend}); ours vs the source (`{}`)",
+                "{profile} profile on {device} ({backend_label}); ours vs the source (`{}`)",
                 header.source
             ),
             columns: [
                 "Configuration",
                 "Status",
-                "Peak allocated (ours)",
+                allocated_header.as_str(),
                 "Peak GiB (source)",
                 "Reduction (ours)",
                 "Reduction (source)",
@@ -440,6 +462,10 @@ pub fn sections(
             .to_vec(),
             rows: Vec::new(),
         };
+        if gpu {
+            table.columns.insert(3, reserved_header);
+            table.columns.push("First timed step after (s)".to_string());
+        }
         let mut red_ours = Series {
             label: "ours".into(),
             mark: Mark::Bars,
@@ -501,6 +527,16 @@ pub fn sections(
                     _ => "–".into(),
                 },
             ]);
+            if gpu {
+                let row = table.rows.last_mut().expect("row just pushed");
+                row.insert(
+                    3,
+                    r.f64("peak_reserved_bytes")
+                        .map(format_bytes)
+                        .unwrap_or_else(|| "–".into()),
+                );
+                row.push(fmt_opt(r.f64("time_to_first_measured_step_s"), 1, ""));
+            }
             if ok {
                 if let (Some(est), Some(p), Some(s)) = (
                     r.f64("estimated_activation_bytes"),
@@ -568,7 +604,14 @@ pub fn sections(
         }
         let params = rows.first().and_then(|r| r.f64("parameters"));
         let steps = rows.first().and_then(|r| r.f64("measured_steps"));
-        let slug = format!("{profile}_{backend}");
+        let slug: String = format!("{profile}_{backend_label}")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect::<String>()
+            .split('_')
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
         let mut figures = vec![
             Figure {
                 name: format!("peak_{slug}"),
@@ -753,7 +796,7 @@ pub fn sections(
             }
         }
         sections.push(Section {
-            title: format!("Results: {profile} profile on {device} ({backend})"),
+            title: format!("Results: {profile} profile on {device} ({backend_label})"),
             claim: claim_text(header, configs),
             ours: format!(
                 "{} parameters, median of {} measured steps per configuration: {}.",
@@ -778,7 +821,7 @@ pub fn sections(
                 let e = &rec.env;
                 let m = &rec.spec.model;
                 envs.push(Table {
-                    caption: format!("{profile} profile on {device} ({backend})"),
+                    caption: format!("{profile} profile on {device} ({backend_label})"),
                     columns: vec!["field".into(), "value".into()],
                     rows: vec![
                         vec!["device".into(), e.device_name.clone()],

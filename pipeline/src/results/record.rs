@@ -37,6 +37,10 @@ pub struct StepRecord {
     pub step: usize,
     /// Warm-up steps are excluded from timing and peaks.
     pub warmup: bool,
+    /// The untimed memory step (probes that synchronize the device sample at every phase
+    /// boundary in it): its peaks count, its time does not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_step: bool,
     /// Training loss (mean token cross-entropy, nats) of the step's batch.
     pub loss: f64,
     /// Wall time of the step (device synchronized), seconds.
@@ -85,6 +89,11 @@ pub struct Summary {
     /// Estimated activation bytes of the job's plan from measured per-block costs
     /// (`train::budget::estimate_plan`).
     pub estimated_activation_bytes: u64,
+    /// Seconds from the start of the training loop (device initialization, model, per-block
+    /// profiling, warm-up and memory steps with their kernel compilation and autotuning) to
+    /// the start of the first timed step. Absent in older records.
+    #[serde(default)]
+    pub time_to_first_measured_step_s: Option<f64>,
 }
 
 /// Everything one job produced.
@@ -105,6 +114,14 @@ pub struct JobRecord {
     /// Measured per-block costs (bytes kept by each block's graph, its input, forward time).
     #[serde(default)]
     pub block_costs: Vec<crate::train::budget::BlockCost>,
+    /// The first device allocation failure of the job's process, if one happened (what made
+    /// the record `out_of_memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_memory: Option<crate::measure::fault::OutOfMemory>,
+    /// Which bound each peak of the record is (absent in records written before the field:
+    /// CPU peaks were exact, CUDA allocated peaks lower bounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bounds: Option<crate::measure::PeakBounds>,
     /// RFC 3339 time the record was written.
     pub finished_at: String,
 }
@@ -123,6 +140,8 @@ impl JobRecord {
             summary: None,
             plan: None,
             block_costs: Vec::new(),
+            out_of_memory: None,
+            peak_bounds: None,
             finished_at: chrono::Utc::now().to_rfc3339(),
         }
     }

@@ -60,6 +60,16 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
 
     let m = record.summary;
     let f = |g: fn(&super::Summary) -> f64| m.as_ref().map(g);
+    let bounds = record.peak_bounds.unwrap_or(crate::measure::PeakBounds {
+        // Records written before the field: the CPU heap probe was exact, the CUDA pool
+        // samples at phase boundaries a lower bound.
+        allocated: if s.backend.is_gpu() {
+            crate::measure::Bound::LowerBound
+        } else {
+            crate::measure::Bound::Exact
+        },
+        reserved: crate::measure::Bound::Exact,
+    });
     let mut summary = df!(
         "key" => [record.key.clone()],
         "study" => [s.study.clone()],
@@ -92,6 +102,12 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "wall_s" => [f(|m| m.wall_s)],
         "steady_bytes" => [m.map(|m| m.steady_bytes)],
         "estimated_activation_bytes" => [m.map(|m| m.estimated_activation_bytes)],
+        "peak_allocated_bound" => [bounds.allocated.as_str()],
+        "peak_reserved_bound" => [bounds.reserved.as_str()],
+        "attention" => [if s.strategy.attention.is_naive() { "naive" } else { "memory_efficient" }],
+        "memory_cleanup" => [s.device_settings.memory_cleanup],
+        "runtime" => [runtime_label(s)],
+        "time_to_first_measured_step_s" => [m.and_then(|m| m.time_to_first_measured_step_s)],
         "budget" => [s.strategy.budget],
         "checkmate" => [s.strategy.checkmate],
         "planned_peak_bytes" => [s.planned.as_ref().map(|p| p.predicted_peak_bytes)],
@@ -106,6 +122,28 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
     )
     .map_err(perr(dir))?;
     write_parquet(&dir.join(SUMMARY_FILE), &mut summary)
+}
+
+/// The GPU runtime settings of a job as a short label (`"exact_size pool"`, `"sliced pool,
+/// cleanup every step"`, with a non-default autotune level appended); empty on the CPU, where
+/// they do not apply. Records of different runtime settings form separate report groups.
+pub fn runtime_label(spec: &crate::spec::JobSpec) -> String {
+    if !spec.backend.is_gpu() {
+        return String::new();
+    }
+    let d = &spec.device_settings;
+    let pool = match d.memory_pool {
+        crate::spec::MemoryPool::Sliced => "sliced pool",
+        crate::spec::MemoryPool::ExactSize => "exact_size pool",
+    };
+    let mut label = pool.to_string();
+    if d.memory_cleanup {
+        label.push_str(", cleanup every step");
+    }
+    if d.autotune_level != crate::spec::AutotuneLevel::default() {
+        label.push_str(&format!(", autotune {:?}", d.autotune_level).to_lowercase());
+    }
+    label
 }
 
 /// Re-derives the Parquet files of every job folder of `study` from its `record.json` (the
@@ -137,7 +175,8 @@ pub fn ingest_all(runs_root: &Path, study: &str) -> Result<usize> {
     Ok(n)
 }
 
-/// The study table: the newest record per (profile, backend, device, configuration), with
+/// The study table: the newest record per (profile, backend, device, runtime settings,
+/// configuration), with
 /// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group, percent),
 /// `relative_step_time` (median step time / control's) and `speedup` (control's / ours),
 /// sorted by profile, backend and the configuration's position in the experiment file.
@@ -154,7 +193,12 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
     };
     let lf =
         LazyFrame::scan_parquet(PlRefPath::new(glob_str.as_str()), args).map_err(perr(&dir))?;
-    let group = [col("profile"), col("backend"), col("device_name")];
+    let group = [
+        col("profile"),
+        col("backend"),
+        col("device_name"),
+        col("runtime"),
+    ];
     let latest = lf
         .sort(["finished_at"], Default::default())
         .unique_stable_generic(
@@ -162,6 +206,7 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
                 col("profile"),
                 col("backend"),
                 col("device_name"),
+                col("runtime"),
                 col("config"),
             ]),
             UniqueKeepStrategy::Last,
@@ -173,6 +218,7 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
             col("profile"),
             col("backend"),
             col("device_name"),
+            col("runtime"),
             col("peak_allocated_bytes").alias("control_peak_bytes"),
             col("median_step_s").alias("control_step_s"),
         ]);
@@ -190,7 +236,13 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
             (col("control_step_s") / col("median_step_s")).alias("speedup"),
         ])
         .sort(
-            ["profile", "backend", "device_name", "config_order"],
+            [
+                "profile",
+                "backend",
+                "device_name",
+                "runtime",
+                "config_order",
+            ],
             Default::default(),
         )
         .collect()

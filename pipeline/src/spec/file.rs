@@ -3,6 +3,7 @@
 
 use super::{Profile, Study};
 use crate::error::{Error, Result};
+use crate::model::attention::{Attention, Tiles};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -406,6 +407,32 @@ pub struct Claim {
     pub perplexity: Option<f64>,
 }
 
+/// `attention = ...` of a configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionOption {
+    /// The tiled, online-softmax attention with its own backward (FlashAttention-2).
+    #[default]
+    MemoryEfficient,
+    /// Burn's attention (the naive composition under autodiff).
+    Naive,
+}
+
+impl ConfigSpec {
+    /// The attention this configuration runs.
+    pub fn attention(&self) -> Attention {
+        match self.attention {
+            AttentionOption::Naive => Attention::Naive,
+            AttentionOption::MemoryEfficient => Attention::MemoryEfficient {
+                tiles: match self.attention_tile {
+                    Some(t) => Tiles { query: t, key: t },
+                    None => Tiles::default(),
+                },
+            },
+        }
+    }
+}
+
 /// `[[configs]]`: one configuration (a row of the study's table).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -431,6 +458,26 @@ pub struct ConfigSpec {
     /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
     #[serde(default)]
     pub balanced_checkpointing: bool,
+    /// Which attention the blocks run: `"memory_efficient"` (default; the tiled attention of
+    /// `model::attention`, which rematerializes score tiles in backward) or `"naive"` (Burn's,
+    /// which keeps `[batch, heads, seq, seq]` scores and probabilities per layer).
+    #[serde(default)]
+    pub attention: AttentionOption,
+    /// Tile size in tokens (query rows and key columns) of the memory-efficient attention;
+    /// default 1024 (see `model::attention::Tiles`).
+    #[serde(default)]
+    pub attention_tile: Option<usize>,
+    /// CUDA: CubeCL's autotune level (`"minimal"`, the default, `"balanced"`, `"extensive"`,
+    /// `"full"`).
+    #[serde(default)]
+    pub autotune_level: super::job::AutotuneLevel,
+    /// CUDA: release the memory pool's free pages at every step boundary.
+    #[serde(default)]
+    pub memory_cleanup: bool,
+    /// CUDA: how the memory pool places allocations (`"exact_size"`, the default, or
+    /// `"sliced"`, CubeCL's own default).
+    #[serde(default)]
+    pub memory_pool: super::job::MemoryPool,
     /// Mixed precision with f32 master weights: the optimizer keeps f32 parameters and state;
     /// each step runs forward and backward on a `precision` (f16/bf16) copy, and the gradients
     /// are cast back to f32 before the step (Micikevicius et al. 2018, §3.1; apex "O2").
@@ -516,6 +563,11 @@ impl Grid {
                             fused_optimizer: fo,
                             fusion,
                             balanced_checkpointing: false,
+                            attention: AttentionOption::default(),
+                            attention_tile: None,
+                            autotune_level: Default::default(),
+                            memory_cleanup: false,
+                            memory_pool: Default::default(),
                             master_weights: false,
                             loss_scale: None,
                             checkmate: None,
@@ -740,6 +792,20 @@ pub(super) fn parse(
                 &format!("{at}.master_weights"),
                 "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
             ));
+        }
+        if let Some(t) = c.attention_tile {
+            if t == 0 {
+                return Err(field_err(
+                    &format!("{at}.attention_tile"),
+                    "the tile size must be at least 1 token (default 1024)".into(),
+                ));
+            }
+            if c.attention == AttentionOption::Naive {
+                return Err(field_err(
+                    &format!("{at}.attention_tile"),
+                    "the naive attention has no tiles: remove attention_tile or set attention = \"memory_efficient\"".into(),
+                ));
+            }
         }
         if c.label.is_empty() {
             c.label = c.name.clone();

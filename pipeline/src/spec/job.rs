@@ -5,6 +5,7 @@ use super::{
 };
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
+use crate::model::attention::Attention;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -19,6 +20,13 @@ pub struct Strategy {
     pub fused_optimizer: bool,
     pub fusion: bool,
     pub balanced_checkpointing: bool,
+    /// The blocks' attention. Job files without the field predate it and ran the naive
+    /// attention; the naive attention is omitted from the JSON, so those jobs keep their keys.
+    #[serde(
+        default = "Attention::legacy",
+        skip_serializing_if = "Attention::is_naive"
+    )]
+    pub attention: Attention,
     /// Checkmate budget fraction, if the plan comes from the MILP.
     #[serde(default)]
     pub checkmate: Option<f64>,
@@ -43,11 +51,82 @@ impl From<&ConfigSpec> for Strategy {
             fused_optimizer: c.fused_optimizer,
             fusion: c.fusion,
             balanced_checkpointing: c.balanced_checkpointing,
+            attention: c.attention(),
             checkmate: c.checkmate,
             segments: None,
             master_weights: c.master_weights,
             loss_scale: c.loss_scale,
         }
+    }
+}
+
+/// CubeCL's autotune level (`cubecl::config::autotune::AutotuneLevel`): how finely kernel
+/// choices are keyed by shape (minimal: the coarsest, fewest tunings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutotuneLevel {
+    /// Shapes bucketed by a factor 1.25: the fewest distinct tunings.
+    #[default]
+    Minimal,
+    /// CubeCL's default.
+    Balanced,
+    Extensive,
+    Full,
+}
+
+/// How CubeCL's memory pool places allocations on the GPU.
+///
+/// Measured on an H100 80GB at the `full` profile (README, "GPU memory pool"): over the 13
+/// configurations of `peak_memory`, `exact_size` held less reserved memory than `sliced` in 10
+/// and came within 1.25x of the (lower-bound) allocated peak in 10, against 7 for `sliced`, at
+/// the same step time; so it is the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryPool {
+    /// CubeCL's own default (`MemoryConfiguration::SubSlices`): pages of fixed sizes (on an
+    /// 80 GB GPU 20 MiB to 20 GiB, a quarter of the device at most), each cut into slices
+    /// first-fit; a page is released only by `memory_cleanup`, and only when wholly free.
+    Sliced,
+    /// Every allocation in CubeCL's persistent pool (`PersistentMemory::Enforced`): one device
+    /// buffer of the exact (aligned) size per allocation, reused by later allocations of the
+    /// same size. No fragmentation inside pages, but a freed buffer serves only its own size.
+    #[default]
+    ExactSize,
+}
+
+impl MemoryPool {
+    /// The pool of job files written before the setting existed: CubeCL's default.
+    pub fn legacy() -> Self {
+        MemoryPool::Sliced
+    }
+}
+
+/// Settings of the GPU runtime a job runs with. They change speed and the memory pool's
+/// behaviour, not the arithmetic; CPU jobs ignore them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSettings {
+    /// CubeCL autotune level (part of a CUDA job's key).
+    #[serde(default)]
+    pub autotune_level: AutotuneLevel,
+    /// Release the pool's free pages at every step boundary (`Backend::memory_cleanup`), so
+    /// that reserved bytes follow each step's own demand (part of a CUDA job's key).
+    #[serde(default)]
+    pub memory_cleanup: bool,
+    /// How the pool places allocations (part of a CUDA job's key). Job files without the field
+    /// predate it and ran CubeCL's default, [`MemoryPool::Sliced`].
+    #[serde(default = "MemoryPool::legacy")]
+    pub memory_pool: MemoryPool,
+    /// Directory of CubeCL's on-disk caches (autotune results and compiled kernels), shared by
+    /// every job of a sweep (`.memwall/cache/cubecl`, or `<export>/cache/cubecl` in exported
+    /// jobs, relative to the directory the runner starts in). Not part of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl DeviceSettings {
+    /// Whether these are the defaults (omitted from job files, keeping older keys).
+    pub fn is_default(&self) -> bool {
+        *self == DeviceSettings::default()
     }
 }
 
@@ -84,6 +163,9 @@ pub struct JobSpec {
     /// The Checkmate plan and its predictions (not part of the key; its segments are).
     #[serde(default)]
     pub planned: Option<crate::remat::execute::TransformerPlan>,
+    /// GPU runtime settings (autotune level, pool cleanup, cache directory).
+    #[serde(default, skip_serializing_if = "DeviceSettings::is_default")]
+    pub device_settings: DeviceSettings,
 }
 
 impl JobSpec {
@@ -102,6 +184,8 @@ impl JobSpec {
             backend: BackendKind,
             device_index: usize,
             data: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            device_settings: Option<(AutotuneLevel, bool, MemoryPool)>,
         }
         // A Checkmate plan is derived from measured costs: the job is identified by its
         // budget fraction, not by the segments the solver picked.
@@ -123,6 +207,11 @@ impl JobSpec {
             backend: self.backend,
             device_index: self.device_index,
             data: &self.data.fingerprint,
+            device_settings: self.backend.is_gpu().then_some((
+                self.device_settings.autotune_level,
+                self.device_settings.memory_cleanup,
+                self.device_settings.memory_pool,
+            )),
         };
         let json = serde_json::to_vec(&fields).expect("job key fields serialize");
         let digest = Sha256::digest(&json);
@@ -170,6 +259,12 @@ impl Study {
                 device_index,
                 data: data.clone(),
                 planned: None,
+                device_settings: DeviceSettings {
+                    autotune_level: c.autotune_level,
+                    memory_cleanup: c.memory_cleanup,
+                    memory_pool: c.memory_pool,
+                    cache_dir: None,
+                },
             })
             .collect()
     }

@@ -31,10 +31,10 @@ mod file;
 mod job;
 
 pub use file::{
-    CheckpointSpec, Claim, ConfigSpec, DataConfig, LossScale, ModelConfig, OptimizerKind,
-    Precision, StudyHeader, StudyKind, TrainConfig,
+    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, LossScale, ModelConfig,
+    OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
-pub use job::{JobSpec, PreparedData, Strategy};
+pub use job::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Strategy};
 
 use crate::error::{Error, Result};
 use std::fmt;

@@ -147,7 +147,7 @@ pub fn mixed_step<B, O>(
     probe: &mut dyn MemoryProbe,
 ) -> (TransformerLm<B>, Tensor<B::InnerBackend, 1>, MixedStepInfo)
 where
-    B: AutodiffBackend,
+    B: super::TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
 {
     let working = cast_model(master.clone(), precision);

@@ -18,7 +18,9 @@ mod cuda;
 use crate::data::{Batch, Batcher, TokenStream};
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
+use crate::measure::fault::{self, OutOfMemory};
 use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
+use crate::model::attention::AttentionBackend;
 use crate::model::{cast_model, dtype_of, TransformerLm};
 use crate::results::{JobRecord, JobStatus, StepRecord, Summary};
 use crate::spec::{JobSpec, OptimizerKind};
@@ -29,6 +31,17 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use segment::Segment;
 use std::time::Instant;
+
+/// The autodiff backends a training job runs on: both they and their inner backend run the
+/// memory-efficient attention ([`AttentionBackend`]).
+pub trait TrainBackend: AutodiffBackend<InnerBackend: AttentionBackend> + AttentionBackend {}
+
+impl<B> TrainBackend for B
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+}
 
 /// A batch on the device: `[batch, seq]` token ids, document positions and targets.
 pub struct Inputs<B: Backend> {
@@ -52,7 +65,10 @@ impl<B: Backend> Inputs<B> {
     }
 
     /// `model`'s mean token cross-entropy (nats) on this batch: a `[1]` tensor.
-    pub fn loss(&self, model: &TransformerLm<B>) -> Tensor<B, 1> {
+    pub fn loss(&self, model: &TransformerLm<B>) -> Tensor<B, 1>
+    where
+        B: AttentionBackend,
+    {
         model.forward_loss(
             self.tokens.clone(),
             self.positions.clone(),
@@ -83,7 +99,7 @@ pub fn plan_for(spec: &JobSpec, blocks: &[BlockCost]) -> Option<Vec<Segment>> {
 /// Measures each block's cost on the job's device: the bytes its autodiff graph keeps after a
 /// forward pass (live bytes after minus before, holding the output), its input's bytes, and the
 /// time of its forward pass without autodiff (device synchronized, after one warm-up pass).
-pub fn profile_blocks<B: AutodiffBackend>(
+pub fn profile_blocks<B: TrainBackend>(
     model: &TransformerLm<B>,
     inputs: &Inputs<B>,
     device: &B::Device,
@@ -159,37 +175,77 @@ pub fn run_job(spec: &JobSpec) -> JobRecord {
     if let Some(reason) = unsupported(spec) {
         return JobRecord::unfinished(spec, JobStatus::Unsupported, reason, env);
     }
+    fault::install_panic_hook();
     let spec2 = spec.clone();
     let env2 = env.clone();
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || dispatch(&spec2, env2)));
-    match result {
-        Ok(Ok(record)) => record,
-        Ok(Err(e)) => JobRecord::unfinished(spec, JobStatus::Failed, e.to_string(), env),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
-            let status = if is_oom_message(&msg) {
+    let outcome = match result {
+        Ok(Ok(record)) => Ok(record),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into())),
+    };
+    classify_outcome(spec, env, outcome, fault::first_fault())
+}
+
+/// The record of a job from how it ended and the first device allocation failure recorded
+/// in its process (see [`crate::measure::fault`]).
+///
+/// An allocation failure makes the job `out_of_memory`, whatever came after it: an error, a
+/// panic, a non-finite loss, or even a run to the end (CubeCL does not retry a failed
+/// allocation: the tensor is never bound, later kernels fail on it and reads return garbage,
+/// so such a run's numbers are not measurements; its steps are kept for diagnosis, its summary
+/// is dropped). A NaN loss is "diverged" only when no allocation failure came first.
+pub fn classify_outcome(
+    spec: &JobSpec,
+    env: Environment,
+    outcome: std::result::Result<JobRecord, String>,
+    fault: Option<OutOfMemory>,
+) -> JobRecord {
+    let oom_reason = |oom: &OutOfMemory, after: &str| {
+        let bytes = oom
+            .requested_bytes
+            .map(|b| format!(" of {b} bytes ({:.1} MiB)", b as f64 / (1u64 << 20) as f64))
+            .unwrap_or_default();
+        format!(
+            "out of device memory: an allocation{bytes} failed (`{}`); {after}",
+            oom.message.lines().next().unwrap_or_default()
+        )
+    };
+    match (outcome, fault) {
+        (Ok(record), None) => record,
+        (Ok(mut record), Some(oom)) => {
+            record.status = JobStatus::OutOfMemory;
+            record.reason = Some(oom_reason(
+                &oom,
+                "the job ran on with a poisoned device, so its measurements are void",
+            ));
+            record.summary = None;
+            record.out_of_memory = Some(oom);
+            record
+        }
+        (Err(message), Some(oom)) => {
+            let reason = oom_reason(&oom, &format!("the job then ended with: {message}"));
+            let mut record = JobRecord::unfinished(spec, JobStatus::OutOfMemory, reason, env);
+            record.out_of_memory = Some(oom);
+            record
+        }
+        (Err(message), None) => {
+            let oom = fault::from_lines([message.as_str()]);
+            let status = if oom.is_some() {
                 JobStatus::OutOfMemory
             } else {
                 JobStatus::Failed
             };
-            JobRecord::unfinished(spec, status, msg, env)
+            let mut record = JobRecord::unfinished(spec, status, message, env);
+            record.out_of_memory = oom;
+            record
         }
     }
-}
-
-/// Whether an error message reports an out-of-memory condition.
-pub fn is_oom_message(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    m.contains("out of memory")
-        || m.contains("outofmemory")
-        || m.contains("out_of_memory")
-        || m.contains("memory allocation of")
-        || m.contains("cuda_error_out_of_memory")
 }
 
 fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
@@ -223,7 +279,7 @@ fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
 
 /// A CPU job on backend `B` (plain autodiff, or Burn's `BalancedCheckpointing` strategy),
 /// measured with the counting allocator.
-fn run_cpu<B: Backend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
+fn run_cpu<B: AttentionBackend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
 where
     B::Device: Default,
 {
@@ -248,7 +304,7 @@ fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
 
 /// The training loop on backend `B` with the memory probe `probe`. `peak_flops` (FLOP/s) is
 /// the device's peak for the job's precision, when known, for MFU.
-pub(crate) fn run_on<B: AutodiffBackend>(
+pub(crate) fn run_on<B: TrainBackend>(
     spec: &JobSpec,
     device: B::Device,
     probe: &mut dyn MemoryProbe,
@@ -288,7 +344,7 @@ pub fn train_step<B, O>(
     probe: &mut dyn MemoryProbe,
 ) -> (TransformerLm<B>, Tensor<B::InnerBackend, 1>)
 where
-    B: AutodiffBackend,
+    B: TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
 {
     match plan {
@@ -324,7 +380,7 @@ fn train_loop<B, O>(
     mut optim: O,
 ) -> Result<JobRecord>
 where
-    B: AutodiffBackend,
+    B: TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
 {
     let started = Instant::now();
@@ -337,7 +393,7 @@ where
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, t.seed)?;
 
     B::seed(&device, t.seed);
-    let model = m.init::<B>(&device);
+    let model = m.init::<B>(&device).with_attention(spec.strategy.attention);
     // With master weights the model stays f32 and each step computes on a 16-bit copy.
     let mixed = spec.strategy.master_weights;
     let precision = spec.strategy.precision;
@@ -368,10 +424,26 @@ where
     let fused = spec.strategy.fused_optimizer;
     let baseline_bytes = measure::allocated_bytes();
 
-    let total = t.warmup_steps + t.steps;
+    // Probes that must synchronize to sample (CUDA) get one untimed memory step after the
+    // warm-up, sampled at every phase; the timed steps then run without phase probes.
+    let memory_steps = usize::from(probe.wants_memory_step());
+    let total = t.warmup_steps + memory_steps + t.steps;
     let mut steady_bytes = 0;
+    let mut first_timed_at = None;
     let mut steps = Vec::with_capacity(total);
     for step in 0..total {
+        let warmup = step < t.warmup_steps;
+        let memory_step = !warmup && step < t.warmup_steps + memory_steps;
+        // Release the pool pages that warm-up and profiling left wholly free, so that the
+        // measured steps' reserved bytes start from their own demand; with `memory_cleanup`,
+        // at every step boundary.
+        if spec.device_settings.memory_cleanup || step == t.warmup_steps {
+            B::memory_cleanup(&device);
+        }
+        probe.set_phase_sampling(memory_step);
+        if step == t.warmup_steps + memory_steps {
+            first_timed_at = Some(started.elapsed().as_secs_f64());
+        }
         let batch = batcher.next_random();
         let inputs = Inputs::<B>::new(&batch, &device);
         steady_bytes = probe.live_bytes();
@@ -418,7 +490,8 @@ where
         tracing::debug!(step, loss, time_s, peak = mem.peak_allocated_bytes, "step");
         steps.push(StepRecord {
             step,
-            warmup: step < t.warmup_steps,
+            warmup,
+            memory_step,
             loss,
             time_s,
             peak_allocated_bytes: mem.peak_allocated_bytes,
@@ -444,8 +517,14 @@ where
     }
     let eval_loss = eval_sum / t.eval_batches.max(1) as f64;
 
+    // Peaks over the memory step and the timed steps; times over the timed steps only.
     let measured: Vec<&StepRecord> = steps.iter().filter(|s| !s.warmup).collect();
-    let median_step_s = measure::median(&measured.iter().map(|s| s.time_s).collect::<Vec<_>>());
+    let timed: Vec<f64> = measured
+        .iter()
+        .filter(|s| !s.memory_step)
+        .map(|s| s.time_s)
+        .collect();
+    let median_step_s = measure::median(&timed);
     let samples_per_s = m.batch as f64 / median_step_s;
     let tokens_per_s = samples_per_s * m.seq_len as f64;
     let mfu = peak_flops.map(|p| m.train_flops_per_token() * tokens_per_s / p);
@@ -473,6 +552,7 @@ where
         wall_s: started.elapsed().as_secs_f64(),
         steady_bytes,
         estimated_activation_bytes,
+        time_to_first_measured_step_s: first_timed_at,
     };
     Ok(JobRecord {
         key: spec.key(),
@@ -485,6 +565,8 @@ where
         summary: Some(summary),
         plan,
         block_costs,
+        peak_bounds: Some(probe.bounds()),
+        out_of_memory: None,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
 }

@@ -120,7 +120,7 @@ pub fn segmented_step<B, O>(
     phase: &mut dyn FnMut(),
 ) -> SegmentedStep<B>
 where
-    B: AutodiffBackend,
+    B: super::TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
 {
     let mut model = model;

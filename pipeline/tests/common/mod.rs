@@ -34,6 +34,8 @@ pub fn smoke_options() -> memwall::driver::RunOptions {
             vec!["run-job".into()],
         ),
         progress: false,
+        memory_cleanup: false,
+        memory_pool: None,
     }
 }
 
