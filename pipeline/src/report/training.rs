@@ -436,6 +436,8 @@ pub fn sections(
             }
         };
         let allocated_header = format!("Peak allocated (ours{})", bound("peak_allocated_bound"));
+        // The figures' axis names the bound too: "peak allocated, lower bound (MiB)".
+        let peak_axis = format!("peak allocated{} (MiB)", bound("peak_allocated_bound"));
         let reserved_header = format!("Peak reserved (ours{})", bound("peak_reserved_bound"));
         let mut table = Table {
             caption: format!(
@@ -617,7 +619,7 @@ pub fn sections(
                 name: format!("peak_{slug}"),
                 title: "Peak allocated memory per step (ours)".into(),
                 x_label: "configuration".into(),
-                y_label: "peak allocated (MiB)".into(),
+                y_label: peak_axis.clone(),
                 series: vec![peak_bars],
                 ..Default::default()
             },
@@ -643,7 +645,7 @@ pub fn sections(
                 name: format!("pareto_{slug}"),
                 title: "Memory vs time: peak allocated against median step time".into(),
                 x_label: "median step time (s)".into(),
-                y_label: "peak allocated (MiB)".into(),
+                y_label: peak_axis.clone(),
                 series: vec![Series {
                     label: "configurations".into(),
                     points: pareto.iter().map(|(t, m, _)| (*t, *m)).collect(),
@@ -696,7 +698,7 @@ pub fn sections(
                 name: format!("peak_vs_k_{slug}"),
                 title: "Peak allocated memory vs checkpoint interval K".into(),
                 x_label: "K (blocks per segment)".into(),
-                y_label: "peak allocated (MiB)".into(),
+                y_label: peak_axis.clone(),
                 log_x: true,
                 series: mem,
                 ..Default::default()
@@ -799,9 +801,14 @@ pub fn sections(
             title: format!("Results: {profile} profile on {device} ({backend_label})"),
             claim: claim_text(header, configs),
             ours: format!(
-                "{} parameters, median of {} measured steps per configuration: {}.",
+                "{} parameters, median of {} measured steps per configuration; peak allocated \
+                 memory{}: {}.",
                 params.map(|p| format!("{p:.0}")).unwrap_or_default(),
                 steps.map(|s| format!("{s:.0}")).unwrap_or_default(),
+                bound("peak_allocated_bound")
+                    .strip_prefix(", ")
+                    .map(|b| format!(" ({b})"))
+                    .unwrap_or_default(),
                 sentences.join("; ")
             ),
             notes: configs
