@@ -76,9 +76,9 @@ pub enum AutotuneLevel {
 
 /// How CubeCL's memory pool places allocations on the GPU.
 ///
-/// Measured on an H100 80GB at the `full` profile (README, "GPU memory pool"): over the 13
-/// configurations of `peak_memory`, `exact_size` held less reserved memory than `sliced` in 10
-/// and came within 1.25x of the (lower-bound) allocated peak in 10, against 7 for `sliced`, at
+/// Measured on an H100 80GB at the `full` profile (README, "GPU runs"): over 13
+/// configurations of `peak_memory`, `exact_size` held less reserved memory than `sliced` in 9
+/// and came within 1.25x of the (lower-bound) allocated peak in 10, against 8 for `sliced`, at
 /// the same step time; so it is the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
