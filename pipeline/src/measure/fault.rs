@@ -31,6 +31,19 @@ pub struct OutOfMemory {
     pub pool_reserved_bytes: Option<u64>,
 }
 
+impl OutOfMemory {
+    /// The first failure, read from `message`, with the pool reading `pool` (in use, reserved).
+    fn first(bytes: Option<u64>, message: &str, pool: Option<(u64, u64)>) -> Self {
+        OutOfMemory {
+            requested_bytes: bytes,
+            message: message.trim().to_string(),
+            follow_on_failures: 0,
+            pool_in_use_bytes: pool.map(|p| p.0),
+            pool_reserved_bytes: pool.map(|p| p.1),
+        }
+    }
+}
+
 /// How one line or message of a backend reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
@@ -87,13 +100,7 @@ pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<OutOfM
     for line in lines {
         match (classify(line), first.as_mut()) {
             (Some(Fault::Allocation(bytes)), None) => {
-                first = Some(OutOfMemory {
-                    requested_bytes: bytes,
-                    message: line.trim().to_string(),
-                    follow_on_failures: 0,
-                    pool_in_use_bytes: None,
-                    pool_reserved_bytes: None,
-                })
+                first = Some(OutOfMemory::first(bytes, line, None))
             }
             (Some(_), Some(f)) => f.follow_on_failures += 1,
             _ => {}
@@ -122,13 +129,7 @@ pub fn record(message: &str) {
     match (fault, first.as_ref()) {
         (Fault::Allocation(bytes), None) => {
             let pool = *POOL.lock().unwrap_or_else(|p| p.into_inner());
-            *first = Some(OutOfMemory {
-                requested_bytes: bytes,
-                message: message.trim().to_string(),
-                follow_on_failures: 0,
-                pool_in_use_bytes: pool.map(|p| p.0),
-                pool_reserved_bytes: pool.map(|p| p.1),
-            })
+            *first = Some(OutOfMemory::first(bytes, message, pool))
         }
         _ => {
             FOLLOW_ON.fetch_add(1, Ordering::Relaxed);
