@@ -5,12 +5,10 @@
 use crate::data;
 use crate::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
 use crate::error::{Error, Result};
-use crate::measure::Environment;
 use crate::report::{self, Rendered, ReportDoc};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{JobSpec, Profile, Study, StudyKind};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// Where things live and how to run jobs.
 #[derive(Debug, Clone)]
@@ -220,7 +218,7 @@ fn run_one(
     let job = if job.strategy.checkmate.is_some() && job.strategy.segments.is_none() {
         planned_job = job.clone();
         if let Err(reason) = plan_checkmate(&mut planned_job, paths) {
-            let mut env = Environment::host();
+            let mut env = memwall_runner::measure::host_environment();
             env.backend = job.backend.to_string();
             let r = JobRecord::unfinished(job, JobStatus::Failed, reason, env);
             results::write_record(&dir, &r)?;
@@ -241,7 +239,7 @@ fn run_one(
         job.config,
         dir.join("job.log").display()
     );
-    let record = run_in_process(job, &dir, &opts.runner)?;
+    let record = memwall_runner::job::run_in_process(job, &dir, &opts.runner)?;
     out.ran += 1;
     results::ingest(&dir, &record)?;
     if record.status == JobStatus::Ok {
@@ -372,69 +370,4 @@ fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {
             study_path.display()
         ),
     }
-}
-
-/// Runs the job in `job_file` in this process and writes its record into `out_dir`
-/// (the `run-job` subcommand).
-pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
-    let job = JobSpec::read(job_file)?;
-    let record = crate::train::run_job(&job);
-    results::write_record(out_dir, &record)?;
-    Ok(record)
-}
-
-/// Runs the job whose `job.json` is in `dir` in a child process (`runner` program and leading
-/// arguments, then `--job FILE --out DIR`), with its stderr in `dir/job.log`. If the process
-/// dies without writing a record (a crash, an abort on out-of-memory), writes a `failed` or
-/// `out_of_memory` record holding the end of its log. Returns the job's record.
-///
-/// # Errors
-/// [`Error::Job`] when the runner cannot be started; I/O errors on `dir`.
-pub fn run_in_process(
-    job: &JobSpec,
-    dir: &Path,
-    runner: &(PathBuf, Vec<String>),
-) -> Result<JobRecord> {
-    let job_file = dir.join("job.json");
-    let log_path = dir.join("job.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| Error::io("creating", &log_path, e))?;
-    let (program, pre_args) = runner;
-    let status = Command::new(program)
-        .args(pre_args)
-        .arg("--job")
-        .arg(&job_file)
-        .arg("--out")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .status()
-        .map_err(|e| Error::Job {
-            job: job.config.clone(),
-            message: format!("could not start the job runner {}: {e}", program.display()),
-        })?;
-    if let Some(r) = results::read_record(dir)? {
-        return Ok(r);
-    }
-    let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let oom = crate::measure::fault::from_lines(log_text.lines());
-    let mut env = Environment::host();
-    env.backend = job.backend.to_string();
-    let mut r = JobRecord::unfinished(
-        job,
-        if oom.is_some() {
-            JobStatus::OutOfMemory
-        } else {
-            JobStatus::Failed
-        },
-        format!(
-            "job process exited with {status} and no record; log: {}",
-            tail.join(" | ")
-        ),
-        env,
-    );
-    r.out_of_memory = oom;
-    results::write_record(dir, &r)?;
-    Ok(r)
 }

@@ -317,7 +317,7 @@ fn main() -> Result<()> {
             println!("wrote {n} job files under {}", out.display());
         }
         Cmd::RunJob { job, out } => {
-            let record = driver::run_job_file(&job, &out)?;
+            let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
         }
     }

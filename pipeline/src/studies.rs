@@ -130,7 +130,7 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(Section
         study: study.header.name.clone(),
         profile: study.profile.to_string(),
         params_hash: hash,
-        env: Environment::host(),
+        env: memwall_runner::measure::host_environment(),
         sections,
         wall_s: t.elapsed().as_secs_f64(),
         finished_at: chrono::Utc::now().to_rfc3339(),

@@ -6,10 +6,9 @@
 //! vocabulary. Jobs read only the token streams ([`TokenStream`]), so the runner carries no
 //! text-processing dependencies.
 
-mod batch;
 mod corpus;
 mod tokenizer;
 
-pub use batch::{Batch, Batcher, TokenStream};
 pub use corpus::{load_stories, parse_text, split_stories, Split, EOS};
+pub use memwall_runner::data::{Batch, Batcher, TokenStream};
 pub use tokenizer::{prepare, train_tokenizer, Bpe};

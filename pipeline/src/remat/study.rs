@@ -611,7 +611,12 @@ mod tests {
 
     #[test]
     fn smoke_study() {
-        let dir = crate::remat::graph::test_data_dir();
+        let dir = match std::env::var_os("MEMWALL_SHARED_DATA") {
+            Some(d) => std::path::PathBuf::from(d),
+            None => {
+                std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
+            }
+        };
         let secs = run_study(&CheckmateParams::smoke(), &dir).unwrap();
         assert_eq!(secs.len(), 3);
         assert!(!secs[0].figures.is_empty());

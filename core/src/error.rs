@@ -1,0 +1,99 @@
+//! Typed errors of the memwall library. Every variant says what went wrong, where (file, field)
+//! and, where there is one, the fix.
+
+use std::path::PathBuf;
+
+/// Result with memwall's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of the memwall library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done to the path, as the message's leading verb phrase (e.g. "reading",
+        /// "creating", "renaming into").
+        action: &'static str,
+        /// The file or directory that could not be read or written.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An experiment file is malformed (syntax, unknown field, wrong type).
+    #[error("experiment file {path}: {message}")]
+    Spec {
+        /// The experiment file.
+        path: PathBuf,
+        /// What is malformed, as the TOML parser reports it (with the line).
+        message: String,
+    },
+    /// An experiment file is well formed but a value is invalid.
+    #[error("experiment file {path}, field `{field}`: {message}")]
+    SpecField {
+        /// The experiment file.
+        path: PathBuf,
+        /// Dotted path of the invalid field (e.g. `configs[2].budget`, `profiles.cpu.model`).
+        field: String,
+        /// Why the value is invalid and how to fix it.
+        message: String,
+    },
+    /// A data file (corpus) is missing.
+    #[error("data file {path} not found. {hint}")]
+    MissingData {
+        /// The data file that was not found.
+        path: PathBuf,
+        /// How to obtain the file, or to point memwall at another one.
+        hint: String,
+    },
+    /// A data file exists but cannot be used.
+    #[error("data file {path}: {message}")]
+    BadData {
+        /// The data file that cannot be used.
+        path: PathBuf,
+        /// Why it cannot be used.
+        message: String,
+    },
+    /// The device asked for cannot be used.
+    #[error("device `{requested}`: {message}")]
+    Device {
+        /// The device or backend as requested (e.g. `cuda:1`, `flex`).
+        requested: String,
+        /// Why it cannot be used (for an unknown name, the accepted values).
+        message: String,
+    },
+    /// The tokenizer could not be trained, saved or loaded.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// A training job failed.
+    #[error("job {job}: {message}")]
+    Job {
+        /// The job: its configuration name, or the path of a malformed job file.
+        job: String,
+        /// What failed.
+        message: String,
+    },
+    /// A record could not be (de)serialized or aggregated.
+    #[error("records {path}: {message}")]
+    Records {
+        /// The record file, record directory or study runs directory concerned.
+        path: PathBuf,
+        /// What went wrong (the serializer's or reader's message, or what is missing).
+        message: String,
+    },
+    /// A report could not be rendered.
+    #[error("report: {0}")]
+    Report(String),
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! memwall-core: memwall's data, shared by every stage and carried to GPU machines.
+//!
+//! - [`spec`]: experiment files (TOML) -> validated studies -> jobs, each with a content key;
+//! - [`strategy`]: memory strategies and plans as data (segments, attention, block costs);
+//! - [`record`]: the job record schema and the record store (`runs/<study>/<key>/`);
+//! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
+//! - [`device`]: devices and backends as data;
+//! - [`error`]: the typed errors every stage returns.
+//!
+//! This crate is pure data: it depends on serde (JSON, TOML) and hashing only, never on Burn,
+//! a solver, polars or a renderer. The crates above it: `memwall-remat` (planners),
+//! `memwall-runner` (the Burn training job), `memwall` (driver, analysis, reports, CLI).
+
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod measure;
+pub mod record;
+pub mod spec;
+pub mod strategy;
+
+pub use error::{Error, Result};

@@ -1,0 +1,134 @@
+//! The measurement schema: what a peak is (its [`Bound`]), the environment a job ran in, and the
+//! out-of-memory result. The probes that produce these live in `memwall_runner::measure`;
+//! `../shared/DESIGN.md` section 4 defines each number.
+//!
+//! May import: serde only.
+
+use serde::{Deserialize, Serialize};
+
+/// Peak memory of one training step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemorySample {
+    /// High-water mark of live tensor bytes during the step (CPU: every heap allocation of the
+    /// process; CUDA: the pool's bytes in use, sampled at phase boundaries).
+    pub peak_allocated_bytes: u64,
+    /// Bytes the allocator holds from the system (CUDA pool reserved bytes; on the CPU the same
+    /// as allocated, since the system allocator returns freed memory).
+    pub peak_reserved_bytes: u64,
+}
+
+/// How a peak relates to the true high-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The true high-water mark (every allocation counted).
+    Exact,
+    /// At most the true value (samples that may miss the moment of the peak).
+    LowerBound,
+    /// At least the true value.
+    UpperBound,
+}
+
+impl Bound {
+    /// "exact", "lower bound", "upper bound".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Exact => "exact",
+            Bound::LowerBound => "lower bound",
+            Bound::UpperBound => "upper bound",
+        }
+    }
+}
+
+/// What the peaks of a record are: the bound each one gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakBounds {
+    /// Peak allocated bytes.
+    pub allocated: Bound,
+    /// Peak reserved bytes.
+    pub reserved: Bound,
+}
+
+/// Where and with what a job ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Environment {
+    /// `git rev-parse --short HEAD` of the working tree, or "unknown".
+    pub git_revision: String,
+    /// Burn backend (flex, ndarray, cuda).
+    pub backend: String,
+    /// CPU model or GPU name.
+    pub device_name: String,
+    /// Parameter / activation dtype.
+    pub dtype: String,
+    /// Version of Burn the runner was built with.
+    pub burn_version: String,
+    /// Version of memwall (the runner crate's `CARGO_PKG_VERSION`).
+    pub memwall_version: String,
+    /// OS and kernel release.
+    pub os: String,
+    /// CPU model name (from `/proc/cpuinfo`, or the architecture where that is unavailable).
+    pub cpu_model: String,
+    /// Logical CPUs available to the process.
+    pub cpu_threads: usize,
+    /// Numerics notes (e.g. TF32 matmuls on CUDA).
+    pub numerics: String,
+}
+
+/// What an allocation failure said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutOfMemory {
+    /// Bytes of the allocation that failed, when the message names them.
+    pub requested_bytes: Option<u64>,
+    /// The message of the first failure, verbatim.
+    pub message: String,
+    /// Panics and errors seen after it (follow-on failures of a poisoned device), counted by
+    /// `memwall_runner::measure::fault::install_panic_hook` in this process.
+    #[serde(default)]
+    pub follow_on_failures: u64,
+    /// The memory pool's bytes in use at its last reading before the failure (`memwall_runner::measure::fault::note_pool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_in_use_bytes: Option<u64>,
+    /// The memory pool's reserved bytes at its last reading before the failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_reserved_bytes: Option<u64>,
+}
+
+impl OutOfMemory {
+    /// The first failure, read from `message`, with the pool reading `pool` (in use, reserved).
+    pub fn first(bytes: Option<u64>, message: &str, pool: Option<(u64, u64)>) -> Self {
+        OutOfMemory {
+            requested_bytes: bytes,
+            message: message.trim().to_string(),
+            follow_on_failures: 0,
+            pool_in_use_bytes: pool.map(|p| p.0),
+            pool_reserved_bytes: pool.map(|p| p.1),
+        }
+    }
+}
+
+/// Median of `xs` (NaN for an empty slice).
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+}

@@ -1,0 +1,10 @@
+//! Job records and the record store: one folder per job under `runs/<study>/<key>/` holding
+//! `job.json` (the job as run) and `record.json` (what it measured), each written atomically.
+//!
+//! May import: [`crate::spec`], [`crate::measure`], [`crate::strategy`], [`crate::error`].
+
+mod schema;
+mod store;
+
+pub use schema::{JobRecord, JobStatus, StepRecord, Summary};
+pub use store::{read_record, record_dir, write_atomic, write_record, RECORD_FILE};

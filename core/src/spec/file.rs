@@ -1,0 +1,884 @@
+//! The experiment file's schema (serde, unknown fields are errors) and its resolution for one
+//! profile.
+
+use super::{Profile, Study};
+use crate::error::{Error, Result};
+use crate::strategy::{Attention, Tiles};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// `[study]`: what the study is and where its claims come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StudyHeader {
+    /// Folder name under `reports/` and `runs/` (letters, digits, `_`, `-`).
+    pub name: String,
+    /// Title of the study's report.
+    pub title: String,
+    /// The source document in `../shared/sources/` whose claims the study checks.
+    pub source: String,
+    /// What runs the study: training jobs or one of the demos.
+    pub kind: StudyKind,
+    /// One paragraph for the report's introduction (Markdown).
+    #[serde(default)]
+    pub description: String,
+    /// Notes printed under the introduction (deviations from the source, mappings).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Front-matter tags of the report.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The source's claim in words (quoted in the report beside our numbers), for studies whose
+    /// configurations carry no numeric `claim`.
+    #[serde(default)]
+    pub claim: Option<String>,
+}
+
+/// What runs a study.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StudyKind {
+    /// Burn training jobs, one process each.
+    Training,
+    /// The blog's scalar recurrence with checkpoint interval K (`demos::checkpoint`).
+    ScalarCheckpoint,
+    /// The blog's fusion IR and fused elementwise loops (`demos::fusion`).
+    FusionIr,
+    /// The UIUC lecture's static memory planning (`demos::planner`).
+    StaticPlanning,
+    /// The CMU lecture's two-buffer inference (`demos::inference`).
+    TwoBufferInference,
+    /// The CMU lecture's 16-bit formats (`demos::precision`).
+    SixteenBit,
+    /// The CMU lecture's FSDP memory model and ring collectives (`demos::fsdp`).
+    Fsdp,
+    /// The UIUC lecture's reverse-mode AD worked example through Burn autodiff.
+    AutodiffExample,
+    /// Checkmate's optimal rematerialization and its baselines (`remat::study`).
+    Checkmate,
+}
+
+/// `[profiles.<p>.model]`: the decoder-only transformer LM. Shapes: tokens `[batch, seq_len]`,
+/// hidden states `[batch, seq_len, d_model]`, logits `[batch, seq_len, vocab]`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Number of transformer blocks.
+    pub layers: usize,
+    /// Width of the hidden states (the residual stream), elements per token.
+    pub d_model: usize,
+    /// Attention heads; must divide `d_model`.
+    pub heads: usize,
+    /// Hidden width of the MLP.
+    pub d_ff: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Sequences per step.
+    pub batch: usize,
+    /// Tokenizer vocabulary size to train (the trained tokenizer may have fewer tokens on a
+    /// small corpus; the model uses the trained size).
+    pub vocab: usize,
+    /// Share the token embedding with the LM head ("head tying").
+    #[serde(default = "yes")]
+    pub tie_embeddings: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Optimizer of the training loop.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// AdamW (Loshchilov and Hutter, 2019): two states per parameter, in the parameters'
+    /// dtype.
+    Adamw,
+}
+
+/// Resolved training settings.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Measured steps (timed, their peaks recorded).
+    pub steps: usize,
+    /// Steps run first and excluded from timing (kernel compilation, allocator warm-up).
+    pub warmup_steps: usize,
+    /// Learning rate (default 3e-4).
+    pub lr: f64,
+    /// Decoupled weight decay of AdamW (default 0).
+    pub weight_decay: f64,
+    /// The optimizer (default AdamW).
+    pub optimizer: OptimizerKind,
+    /// Seed of the backend's RNG (parameter initialization) and of batch sampling (default 42).
+    pub seed: u64,
+    /// Held-out batches for eval loss / perplexity at the end.
+    pub eval_batches: usize,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainOverride {
+    steps: Option<usize>,
+    warmup_steps: Option<usize>,
+    lr: Option<f64>,
+    weight_decay: Option<f64>,
+    optimizer: Option<OptimizerKind>,
+    seed: Option<u64>,
+    eval_batches: Option<usize>,
+}
+
+impl TrainOverride {
+    fn or(self, base: TrainOverride) -> TrainOverride {
+        TrainOverride {
+            steps: self.steps.or(base.steps),
+            warmup_steps: self.warmup_steps.or(base.warmup_steps),
+            lr: self.lr.or(base.lr),
+            weight_decay: self.weight_decay.or(base.weight_decay),
+            optimizer: self.optimizer.or(base.optimizer),
+            seed: self.seed.or(base.seed),
+            eval_batches: self.eval_batches.or(base.eval_batches),
+        }
+    }
+    fn resolve(self) -> TrainConfig {
+        TrainConfig {
+            steps: self.steps.unwrap_or(10),
+            warmup_steps: self.warmup_steps.unwrap_or(2),
+            lr: self.lr.unwrap_or(3e-4),
+            weight_decay: self.weight_decay.unwrap_or(0.0),
+            optimizer: self.optimizer.unwrap_or(OptimizerKind::Adamw),
+            seed: self.seed.unwrap_or(42),
+            eval_batches: self.eval_batches.unwrap_or(4),
+        }
+    }
+}
+
+/// Resolved data settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DataConfig {
+    /// Corpus: TinyStories plain text (stories separated by `<|endoftext|>`) or Parquet with a
+    /// `text` column.
+    pub path: PathBuf,
+    /// Fraction of stories held out for evaluation (chosen by a hash of the story text).
+    pub eval_fraction: f64,
+    /// Use at most this many stories (in file order), if set.
+    pub max_stories: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataOverride {
+    path: Option<String>,
+    eval_fraction: Option<f64>,
+    max_stories: Option<usize>,
+}
+
+impl DataOverride {
+    fn or(self, base: DataOverride) -> DataOverride {
+        DataOverride {
+            path: self.path.or(base.path),
+            eval_fraction: self.eval_fraction.or(base.eval_fraction),
+            max_stories: self.max_stories.or(base.max_stories),
+        }
+    }
+}
+
+/// Numeric precision of parameters and activations.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    /// IEEE 754 single precision: 4 bytes per element.
+    F32,
+    /// IEEE 754 half precision: 2 bytes per element (5 exponent, 10 mantissa bits).
+    F16,
+    /// bfloat16: 2 bytes per element (f32's 8 exponent bits, 7 mantissa bits).
+    Bf16,
+}
+
+impl Precision {
+    /// The lowercase name used in experiment files and reports: "f32", "f16" or "bf16".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 | Precision::Bf16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Segment activation checkpointing: which block inputs the forward pass keeps.
+///
+/// In a file: `checkpoint = "none"`, `checkpoint = K` (keep the input of every K-th block;
+/// backward recomputes one K-block segment at a time), or `checkpoint = "sqrt"`
+/// (K = ceil(sqrt(layers)), Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost").
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(try_from = "RawCheckpoint", into = "RawCheckpoint")]
+pub enum CheckpointSpec {
+    #[default]
+    /// No activation checkpointing: the forward pass keeps every block's activations.
+    None,
+    /// Keep the input of every K-th block; backward recomputes one K-block segment at a time.
+    Every(usize),
+    /// K = ceil(sqrt(layers)) (Chen et al. 2016).
+    Sqrt,
+}
+
+impl CheckpointSpec {
+    /// Blocks per segment for a model of `layers` blocks, or `None` without checkpointing.
+    pub fn segment_len(self, layers: usize) -> Option<usize> {
+        match self {
+            CheckpointSpec::None => None,
+            CheckpointSpec::Every(k) => Some(k.clamp(1, layers.max(1))),
+            CheckpointSpec::Sqrt => Some(((layers as f64).sqrt().ceil() as usize).max(1)),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointSpec::None => f.write_str("none"),
+            CheckpointSpec::Every(k) => write!(f, "{k}"),
+            CheckpointSpec::Sqrt => f.write_str("sqrt"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawCheckpoint {
+    Int(i64),
+    Str(String),
+}
+
+impl TryFrom<RawCheckpoint> for CheckpointSpec {
+    type Error = String;
+    fn try_from(raw: RawCheckpoint) -> std::result::Result<Self, String> {
+        match raw {
+            RawCheckpoint::Int(k) if k >= 1 => Ok(CheckpointSpec::Every(k as usize)),
+            RawCheckpoint::Int(k) => Err(format!(
+                "checkpoint interval {k} is not positive: use an integer K >= 1, \"sqrt\" or \"none\""
+            )),
+            RawCheckpoint::Str(s) => match s.as_str() {
+                "none" => Ok(CheckpointSpec::None),
+                "sqrt" => Ok(CheckpointSpec::Sqrt),
+                other => Err(format!(
+                    "unknown checkpoint `{other}`: use an integer K >= 1, \"sqrt\" or \"none\""
+                )),
+            },
+        }
+    }
+}
+
+impl From<CheckpointSpec> for RawCheckpoint {
+    fn from(c: CheckpointSpec) -> Self {
+        match c {
+            CheckpointSpec::None => RawCheckpoint::Str("none".into()),
+            CheckpointSpec::Every(k) => RawCheckpoint::Int(k as i64),
+            CheckpointSpec::Sqrt => RawCheckpoint::Str("sqrt".into()),
+        }
+    }
+}
+
+/// Loss scaling for 16-bit training: multiply the loss by S before backward so that small
+/// gradients stay above the 16-bit underflow threshold, then divide the gradients by S in f32
+/// (Micikevicius et al. 2018, "Mixed Precision Training", ICLR, §3.2).
+///
+/// In a file: `loss_scale = 1024.0` (static S), `loss_scale = "dynamic"` (S starts at 2^16,
+/// halves and skips the step whenever a gradient is inf/NaN, doubles after 2000 clean steps: the
+/// defaults of PyTorch's `GradScaler`), or `loss_scale = { init = 65536.0, growth_interval = 50 }`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(try_from = "RawLossScale", into = "RawLossScale")]
+pub enum LossScale {
+    /// A fixed scale S > 0.
+    Static(f64),
+    /// Dynamic scaling: initial S, and clean steps before S doubles.
+    Dynamic {
+        /// Initial loss scale S.
+        init: f64,
+        /// Consecutive steps without an inf/NaN gradient after which S doubles.
+        growth_interval: usize,
+    },
+}
+
+impl LossScale {
+    /// PyTorch `GradScaler`'s defaults: init 2^16, growth interval 2000.
+    pub const DYNAMIC_DEFAULT: LossScale = LossScale::Dynamic {
+        init: 65536.0,
+        growth_interval: 2000,
+    };
+}
+
+impl fmt::Display for LossScale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossScale::Static(s) => write!(f, "static {s}"),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => write!(
+                f,
+                "dynamic (init {init}, growth every {growth_interval} steps)"
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a positive number (static scale), \"dynamic\", or a table { init = 65536.0, growth_interval = 2000 } with a positive init and an integer growth_interval >= 1"
+)]
+enum RawLossScale {
+    Num(f64),
+    Str(String),
+    Table(RawDynamic),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDynamic {
+    init: Option<f64>,
+    growth_interval: Option<usize>,
+}
+
+impl TryFrom<RawLossScale> for LossScale {
+    type Error = String;
+    fn try_from(raw: RawLossScale) -> std::result::Result<Self, String> {
+        let LossScale::Dynamic {
+            init: d_init,
+            growth_interval: d_gi,
+        } = LossScale::DYNAMIC_DEFAULT
+        else {
+            unreachable!("the default is dynamic")
+        };
+        match raw {
+            RawLossScale::Num(s) if s.is_finite() && s > 0.0 => Ok(LossScale::Static(s)),
+            RawLossScale::Num(s) => Err(format!(
+                "loss scale {s} is not a positive finite number: use e.g. 1024.0 or \"dynamic\""
+            )),
+            RawLossScale::Str(s) if s == "dynamic" => Ok(LossScale::DYNAMIC_DEFAULT),
+            RawLossScale::Str(s) => Err(format!(
+                "unknown loss scale `{s}`: use a number, \"dynamic\" or {{ init = 65536.0, growth_interval = 2000 }}"
+            )),
+            RawLossScale::Table(RawDynamic {
+                init,
+                growth_interval,
+            }) => {
+                let init = init.unwrap_or(d_init);
+                let growth_interval = growth_interval.unwrap_or(d_gi);
+                if !(init.is_finite() && init > 0.0) || growth_interval == 0 {
+                    return Err(format!(
+                        "dynamic loss scale needs init > 0 and growth_interval >= 1 (got {init}, {growth_interval})"
+                    ));
+                }
+                Ok(LossScale::Dynamic {
+                    init,
+                    growth_interval,
+                })
+            }
+        }
+    }
+}
+
+impl From<LossScale> for RawLossScale {
+    fn from(l: LossScale) -> Self {
+        match l {
+            LossScale::Static(s) => RawLossScale::Num(s),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => RawLossScale::Table(RawDynamic {
+                init: Some(init),
+                growth_interval: Some(growth_interval),
+            }),
+        }
+    }
+}
+
+/// A source document's numbers for one configuration (shown beside ours in the report).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Peak allocated memory, GiB.
+    pub peak_gib: Option<f64>,
+    /// Peak-memory reduction against the control, percent.
+    pub reduction_pct: Option<f64>,
+    /// Training throughput, sequences per second.
+    pub samples_per_s: Option<f64>,
+    /// Wall time as printed in the source (e.g. "1m 40s").
+    pub time: Option<String>,
+    /// Evaluation perplexity (compared with our `eval_perplexity`).
+    pub perplexity: Option<f64>,
+}
+
+/// `attention = ...` of a configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionOption {
+    /// The tiled, online-softmax attention with its own backward (FlashAttention-2).
+    #[default]
+    MemoryEfficient,
+    /// Burn's attention (the naive composition under autodiff).
+    Naive,
+}
+
+impl ConfigSpec {
+    /// The attention this configuration runs.
+    pub fn attention(&self) -> Attention {
+        match self.attention {
+            AttentionOption::Naive => Attention::Naive,
+            AttentionOption::MemoryEfficient => Attention::MemoryEfficient {
+                tiles: match self.attention_tile {
+                    Some(t) => Tiles { query: t, key: t },
+                    None => Tiles::default(),
+                },
+            },
+        }
+    }
+}
+
+/// `[[configs]]`: one configuration (a row of the study's table).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Identifier (letters, digits, `_`, `-`), unique in the study.
+    pub name: String,
+    /// Display name; defaults to `name`.
+    #[serde(default)]
+    pub label: String,
+    #[serde(default)]
+    /// Precision of parameters and activations (default f32).
+    pub precision: Precision,
+    #[serde(default)]
+    /// Segment activation checkpointing (default none).
+    pub checkpoint: CheckpointSpec,
+    /// Activation memory budget in [0, 1] (0 = full checkpointing, 1 = none).
+    #[serde(default)]
+    pub budget: Option<f64>,
+    /// Step each segment's parameters as soon as their gradients exist.
+    #[serde(default)]
+    pub fused_optimizer: bool,
+    /// Burn's kernel-fusion backend (CUDA only).
+    #[serde(default)]
+    pub fusion: bool,
+    /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
+    #[serde(default)]
+    pub balanced_checkpointing: bool,
+    /// Which attention the blocks run: `"memory_efficient"` (default; the tiled attention of
+    /// `model::attention`, which rematerializes score tiles in backward) or `"naive"` (Burn's,
+    /// which keeps `[batch, heads, seq, seq]` scores and probabilities per layer).
+    #[serde(default)]
+    pub attention: AttentionOption,
+    /// Tile size in tokens (query rows and key columns) of the memory-efficient attention;
+    /// default 1024 (see `model::attention::Tiles`).
+    #[serde(default)]
+    pub attention_tile: Option<usize>,
+    /// CUDA: CubeCL's autotune level (`"minimal"`, the default, `"balanced"`, `"extensive"`,
+    /// `"full"`).
+    #[serde(default)]
+    pub autotune_level: super::job::AutotuneLevel,
+    /// CUDA: release the memory pool's free pages at every step boundary.
+    #[serde(default)]
+    pub memory_cleanup: bool,
+    /// CUDA: how the memory pool places allocations (`"exact_size"`, the default, or
+    /// `"sliced"`, CubeCL's own default).
+    #[serde(default)]
+    pub memory_pool: super::job::MemoryPool,
+    /// Mixed precision with f32 master weights: the optimizer keeps f32 parameters and state;
+    /// each step runs forward and backward on a `precision` (f16/bf16) copy, and the gradients
+    /// are cast back to f32 before the step (Micikevicius et al. 2018, §3.1; apex "O2").
+    #[serde(default)]
+    pub master_weights: bool,
+    /// Loss scaling for the 16-bit backward pass (needs `master_weights`).
+    #[serde(default)]
+    pub loss_scale: Option<LossScale>,
+    /// Plan with the Checkmate MILP at this fraction (0, 1] of the no-recomputation peak of the
+    /// blocks' activations, from per-block costs measured by an earlier configuration of the
+    /// study, and run that plan.
+    #[serde(default)]
+    pub checkmate: Option<f64>,
+    /// The configuration is the baseline the others are compared with.
+    #[serde(default)]
+    pub control: bool,
+    /// How the source's configuration maps to memwall options (free text for the report).
+    #[serde(default)]
+    pub maps_to: String,
+    /// The source document's numbers for this configuration.
+    #[serde(default)]
+    pub claim: Option<Claim>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileSection {
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    train: TrainOverride,
+    #[serde(default)]
+    data: DataOverride,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+/// `[grid]`: configurations as the cross product of strategy options (appended after the
+/// explicit `[[configs]]`). Names are `ck<K>-<precision>[-fusion][-fusedopt]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Grid {
+    #[serde(default)]
+    checkpoint: Vec<CheckpointSpec>,
+    #[serde(default)]
+    precision: Vec<Precision>,
+    #[serde(default)]
+    fusion: Vec<bool>,
+    #[serde(default)]
+    fused_optimizer: Vec<bool>,
+}
+
+impl Grid {
+    fn expand(&self) -> Vec<ConfigSpec> {
+        let or = |v: &Vec<bool>| if v.is_empty() { vec![false] } else { v.clone() };
+        let ck = if self.checkpoint.is_empty() {
+            vec![CheckpointSpec::None]
+        } else {
+            self.checkpoint.clone()
+        };
+        let pr = if self.precision.is_empty() {
+            vec![Precision::F32]
+        } else {
+            self.precision.clone()
+        };
+        let mut out = Vec::new();
+        for &fusion in &or(&self.fusion) {
+            for &p in &pr {
+                for &c in &ck {
+                    for &fo in &or(&self.fused_optimizer) {
+                        let mut name = format!("ck{c}-{p}");
+                        if fusion {
+                            name.push_str("-fusion");
+                        }
+                        if fo {
+                            name.push_str("-fusedopt");
+                        }
+                        out.push(ConfigSpec {
+                            label: name.clone(),
+                            name,
+                            precision: p,
+                            checkpoint: c,
+                            budget: None,
+                            fused_optimizer: fo,
+                            fusion,
+                            balanced_checkpointing: false,
+                            attention: AttentionOption::default(),
+                            attention_tile: None,
+                            autotune_level: Default::default(),
+                            memory_cleanup: false,
+                            memory_pool: Default::default(),
+                            master_weights: false,
+                            loss_scale: None,
+                            checkmate: None,
+                            control: false,
+                            maps_to: String::new(),
+                            claim: None,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    study: StudyHeader,
+    #[serde(default)]
+    train: TrainOverride,
+    #[serde(default)]
+    data: DataOverride,
+    #[serde(default)]
+    profiles: BTreeMap<String, ProfileSection>,
+    #[serde(default)]
+    configs: Vec<ConfigSpec>,
+    #[serde(default)]
+    grid: Option<Grid>,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+pub(super) fn base_dir(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    dir.parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    profile: Profile,
+    data_override: Option<&Path>,
+) -> Result<Study> {
+    let mut file: ExperimentFile = toml::from_str(text).map_err(|e| Error::Spec {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if let Some(grid) = file.grid.take() {
+        file.configs.extend(grid.expand());
+    }
+    let field_err = |field: &str, message: String| Error::SpecField {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message,
+    };
+    if !valid_name(&file.study.name) {
+        return Err(field_err(
+            "study.name",
+            format!(
+                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
+                file.study.name
+            ),
+        ));
+    }
+    for key in file.profiles.keys() {
+        key.parse::<Profile>()
+            .map_err(|m| field_err(&format!("profiles.{key}"), m))?;
+    }
+    let section = file
+        .profiles
+        .get(profile.as_str())
+        .cloned()
+        .unwrap_or_default();
+    let train = section.train.or(file.train).resolve();
+    if train.steps == 0 {
+        return Err(field_err(
+            "train.steps",
+            "must be at least 1 measured step".into(),
+        ));
+    }
+    let mut params = file.params.clone();
+    for (k, v) in section.params {
+        params.insert(k, v);
+    }
+
+    let (model, data) = match file.study.kind {
+        StudyKind::Training => {
+            let model = section.model.ok_or_else(|| {
+                field_err(
+                    &format!("profiles.{profile}.model"),
+                    format!(
+                        "a training study needs a model for profile `{profile}`: add a \
+                         [profiles.{profile}.model] table (layers, d_model, heads, d_ff, seq_len, batch, vocab)"
+                    ),
+                )
+            })?;
+            validate_model(&model)
+                .map_err(|m| field_err(&format!("profiles.{profile}.model"), m))?;
+            let d = section.data.or(file.data);
+            let path_str = d.path.ok_or_else(|| {
+                field_err(
+                    "data.path",
+                    "a training study needs a corpus: set data.path (TinyStories .txt or .parquet)"
+                        .into(),
+                )
+            })?;
+            let data_path = match data_override {
+                Some(p) => p.to_path_buf(),
+                None => {
+                    let p = PathBuf::from(&path_str);
+                    if p.is_absolute() {
+                        p
+                    } else {
+                        base_dir(path).join(p)
+                    }
+                }
+            };
+            let eval_fraction = d.eval_fraction.unwrap_or(0.1);
+            if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
+                return Err(field_err(
+                    "data.eval_fraction",
+                    format!("{eval_fraction} is not in (0, 1)"),
+                ));
+            }
+            (
+                Some(model),
+                Some(DataConfig {
+                    path: data_path,
+                    eval_fraction,
+                    max_stories: d.max_stories,
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+
+    if file.configs.is_empty() && file.study.kind == StudyKind::Training {
+        return Err(field_err(
+            "configs",
+            "a training study needs at least one [[configs]] entry".into(),
+        ));
+    }
+    let mut configs = Vec::with_capacity(file.configs.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, mut c) in file.configs.into_iter().enumerate() {
+        let at = format!("configs[{i}]");
+        if !valid_name(&c.name) {
+            return Err(field_err(
+                &format!("{at}.name"),
+                format!("`{}` must use only letters, digits, `_` and `-`", c.name),
+            ));
+        }
+        if !seen.insert(c.name.clone()) {
+            return Err(field_err(
+                &format!("{at}.name"),
+                format!("`{}` appears twice; names must be unique", c.name),
+            ));
+        }
+        if let Some(b) = c.budget {
+            if !(0.0..=1.0).contains(&b) {
+                return Err(field_err(
+                    &format!("{at}.budget"),
+                    format!("{b} is not in [0, 1] (0 = checkpoint everything, 1 = none)"),
+                ));
+            }
+            if c.checkpoint != CheckpointSpec::None {
+                return Err(field_err(
+                    &format!("{at}.budget"),
+                    "set either `budget` or `checkpoint`, not both".into(),
+                ));
+            }
+        }
+        if let Some(f) = c.checkmate {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(field_err(
+                    &format!("{at}.checkmate"),
+                    format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
+                ));
+            }
+            if c.checkpoint != CheckpointSpec::None || c.budget.is_some() {
+                return Err(field_err(
+                    &format!("{at}.checkmate"),
+                    "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
+                ));
+            }
+        }
+        if c.master_weights && c.precision == Precision::F32 {
+            return Err(field_err(
+                &format!("{at}.master_weights"),
+                "f32 master weights keep f32 copies of f16/bf16 parameters: set precision = \"f16\" or \"bf16\"".into(),
+            ));
+        }
+        if c.loss_scale.is_some() && !c.master_weights {
+            return Err(field_err(
+                &format!("{at}.loss_scale"),
+                "loss scaling unscales gradients into f32 master weights: set master_weights = true".into(),
+            ));
+        }
+        if c.master_weights
+            && (c.checkpoint != CheckpointSpec::None
+                || c.budget.is_some()
+                || c.checkmate.is_some()
+                || c.fused_optimizer
+                || c.balanced_checkpointing)
+        {
+            return Err(field_err(
+                &format!("{at}.master_weights"),
+                "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
+            ));
+        }
+        if let Some(t) = c.attention_tile {
+            if t == 0 {
+                return Err(field_err(
+                    &format!("{at}.attention_tile"),
+                    "the tile size must be at least 1 token (default 1024)".into(),
+                ));
+            }
+            if c.attention == AttentionOption::Naive {
+                return Err(field_err(
+                    &format!("{at}.attention_tile"),
+                    "the naive attention has no tiles: remove attention_tile or set attention = \"memory_efficient\"".into(),
+                ));
+            }
+        }
+        if c.label.is_empty() {
+            c.label = c.name.clone();
+        }
+        configs.push(c);
+    }
+    if file.study.kind == StudyKind::Training && !configs.iter().any(|c| c.control) {
+        if let Some(first) = configs.first_mut() {
+            first.control = true;
+        }
+    }
+
+    Ok(Study {
+        path: path.to_path_buf(),
+        header: file.study,
+        profile,
+        model,
+        train,
+        data,
+        configs,
+        params,
+    })
+}
+
+fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {
+    let positive = [
+        ("layers", m.layers),
+        ("d_model", m.d_model),
+        ("heads", m.heads),
+        ("d_ff", m.d_ff),
+        ("seq_len", m.seq_len),
+        ("batch", m.batch),
+        ("vocab", m.vocab),
+    ];
+    for (name, v) in positive {
+        if v == 0 {
+            return Err(format!("`{name}` must be at least 1"));
+        }
+    }
+    if !m.d_model.is_multiple_of(m.heads) {
+        return Err(format!(
+            "`heads` ({}) must divide `d_model` ({})",
+            m.heads, m.d_model
+        ));
+    }
+    if m.vocab < 260 {
+        return Err(format!(
+            "`vocab` ({}) must be at least 260 (256 byte tokens plus specials and merges)",
+            m.vocab
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! Experiment files -> validated studies -> jobs.
+//!
+//! An experiment file (TOML, one per study, in `experiments/`) names its source document, the
+//! model and training settings per [`Profile`], and the configurations to run. Unknown fields are
+//! errors. [`Study::load`] validates a file for one profile; [`Study::jobs`] expands it into
+//! [`JobSpec`]s, each identified by a content hash of everything that affects its result
+//! ([`JobSpec::key`]), so a rerun skips finished jobs.
+//!
+//! File layout (see `experiments/peak_memory.toml` for a complete example):
+//!
+//! ```toml
+//! [study]
+//! name = "peak_memory"          # folder name under reports/ and runs/
+//! title = "..."
+//! source = "004_cef2fa4595315230.txt"
+//! kind = "training"
+//!
+//! [train]                       # defaults for every profile
+//! steps = 10
+//!
+//! [profiles.cpu.model]          # the model per profile (smoke, cpu, full)
+//! layers = 8
+//! ...
+//!
+//! [[configs]]                   # one row of the study's table
+//! name = "control"
+//! precision = "f32"
+//! ```
+
+mod file;
+mod job;
+
+pub use file::{
+    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, LossScale, ModelConfig,
+    OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
+};
+pub use job::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Strategy};
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Size profile of a study (DESIGN.md section 5).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Seconds: for tests and CI.
+    Smoke,
+    /// The studies scaled so the whole suite finishes in minutes on 2 CPU cores.
+    Cpu,
+    /// The source documents' sizes (for GPUs).
+    Full,
+}
+
+impl Profile {
+    /// All profiles, smallest first.
+    pub const ALL: [Profile; 3] = [Profile::Smoke, Profile::Cpu, Profile::Full];
+
+    /// The lowercase name used in files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Smoke => "smoke",
+            Profile::Cpu => "cpu",
+            Profile::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "smoke" => Ok(Profile::Smoke),
+            "cpu" => Ok(Profile::Cpu),
+            "full" => Ok(Profile::Full),
+            other => Err(format!(
+                "unknown profile `{other}`: expected smoke, cpu or full"
+            )),
+        }
+    }
+}
+
+/// A study validated for one profile: what the experiment file asks for, resolved.
+#[derive(Debug, Clone)]
+pub struct Study {
+    /// The experiment file it came from.
+    pub path: PathBuf,
+    /// The `[study]` table: name, title, source document, kind.
+    pub header: StudyHeader,
+    /// The profile the study was resolved for.
+    pub profile: Profile,
+    /// The model of this profile (training studies only).
+    pub model: Option<ModelConfig>,
+    /// Training settings: the file's `[train]` defaults overridden by
+    /// `[profiles.<profile>.train]`.
+    pub train: TrainConfig,
+    /// The corpus (training studies only), its path resolved against the base directory or
+    /// replaced by the data override.
+    pub data: Option<DataConfig>,
+    /// The configurations, in file order, grid expanded.
+    pub configs: Vec<ConfigSpec>,
+    /// Study-specific parameters of non-training studies (`[params]` merged with
+    /// `[profiles.<profile>.params]`), deserialized by the study itself.
+    pub params: toml::Table,
+}
+
+impl Study {
+    /// Reads and validates the experiment file at `path` for `profile`.
+    ///
+    /// `data_override` (the `--data` flag or `MEMWALL_DATA`) replaces the file's data path.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be read; [`Error::Spec`] for syntax errors, unknown
+    /// fields and wrong types (with the line); [`Error::SpecField`] for invalid values, naming
+    /// the field and the fix.
+    pub fn load(path: &Path, profile: Profile, data_override: Option<&Path>) -> Result<Study> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        file::parse(path, &text, profile, data_override)
+    }
+
+    /// The directory relative paths in the file are resolved against: the parent of the
+    /// directory holding the file (the workspace root for files in `experiments/`).
+    pub fn base_dir(path: &Path) -> PathBuf {
+        file::base_dir(path)
+    }
+
+    /// Every `*.toml` file in `dir`, sorted by name.
+    pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io("listing", dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+}
+
+impl ModelConfig {
+    /// Exact parameter count of `InitModel::init` (in `memwall-runner`)'s model.
+    pub fn parameter_count(&self) -> u64 {
+        let (d, f, v, t) = (
+            self.d_model as u64,
+            self.d_ff as u64,
+            self.vocab as u64,
+            self.seq_len as u64,
+        );
+        let block = 4 * d * d + 2 * d * f + 4 * d;
+        let head = if self.tie_embeddings { 0 } else { v * d };
+        self.layers as u64 * block + v * d + t * d + 2 * d + head
+    }
+
+    /// Training FLOPs per token, `6 N` (Kaplan et al. 2020, "Scaling Laws for Neural Language
+    /// Models", section 2.1) with N the non-embedding parameters plus the head, plus the
+    /// attention term `6 * 2 * layers * seq * d_model` (forward `2 n_layer n_ctx d_model`
+    /// halved by the causal mask, times 3 for backward).
+    pub fn train_flops_per_token(&self) -> f64 {
+        let (d, f, v, l, t) = (
+            self.d_model as f64,
+            self.d_ff as f64,
+            self.vocab as f64,
+            self.layers as f64,
+            self.seq_len as f64,
+        );
+        let n = l * (4.0 * d * d + 2.0 * d * f) + v * d;
+        6.0 * n + 6.0 * l * t * d
+    }
+}

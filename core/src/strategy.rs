@@ -1,0 +1,147 @@
+//! Memory strategies as data: what a job is asked to do (the attention variant, the segments of
+//! activation checkpointing) and the plans that planners hand to the executor. The runner's
+//! executors (`memwall_runner::train::segment`, `memwall_runner::model::attention`) carry them
+//! out; the planners (`memwall_remat`, the runner's budget knapsack) produce them.
+//!
+//! May import: serde only.
+
+use serde::{Deserialize, Serialize};
+
+/// A run of consecutive blocks `[start, end)` and whether its activations are recomputed in
+/// backward (true) or kept from the forward pass (false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Segment {
+    /// Index of the segment's first block.
+    pub start: usize,
+    /// One past the index of the segment's last block (exclusive).
+    pub end: usize,
+    /// Whether backward recomputes the segment's activations from its input (true) or keeps
+    /// them from the forward pass (false).
+    pub recompute: bool,
+}
+
+impl Segment {
+    /// The segment's block indices, `start..end`.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// Segments of `k` blocks (the last may be shorter), all recomputed: checkpoint every `k`.
+pub fn every_k(layers: usize, k: usize) -> Vec<Segment> {
+    let k = k.max(1);
+    (0..layers)
+        .step_by(k)
+        .map(|start| Segment {
+            start,
+            end: (start + k).min(layers),
+            recompute: true,
+        })
+        .collect()
+}
+
+/// One stored segment per block: no recomputation, but per-block backward (for the fused
+/// optimizer step without checkpointing).
+pub fn per_block_stored(layers: usize) -> Vec<Segment> {
+    (0..layers)
+        .map(|i| Segment {
+            start: i,
+            end: i + 1,
+            recompute: false,
+        })
+        .collect()
+}
+
+/// Measured cost of one transformer block.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BlockCost {
+    /// Bytes kept alive by the block's autodiff graph after its forward pass.
+    pub activation_bytes: u64,
+    /// Bytes of the block's input (the checkpoint when recomputed).
+    pub boundary_bytes: u64,
+    /// Forward time of the block, seconds (the recomputation cost).
+    pub forward_s: f64,
+}
+
+/// A Checkmate plan for the transformer, with what the solver predicted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransformerPlan {
+    /// The segment plan the job runs.
+    pub segments: Vec<Segment>,
+    /// Budget fraction of the no-recomputation (checkpoint-all) peak of the graph.
+    pub budget_fraction: f64,
+    /// Budget, bytes.
+    pub budget_bytes: u64,
+    /// The schedule's simulated peak, bytes (activations of the chain graph).
+    pub predicted_peak_bytes: u64,
+    /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
+    pub predicted_cost_ratio: f64,
+    /// HiGHS model status of the MILP solve (e.g. "Optimal", "ReachedTimeLimit").
+    pub solver_status: String,
+    /// Wall time of the MILP's build and solve, seconds.
+    pub solve_time_s: f64,
+}
+
+/// Tile sizes of the memory-efficient attention, in tokens: `query` rows (FlashAttention's
+/// `B_r`) by `key` columns (`B_c`). Transient memory per tile is about
+/// `4 * batch * heads * query * key` bytes per f32 tile tensor (a few at once); what is kept for
+/// backward does not depend on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tiles {
+    /// Query rows per tile (at least 1).
+    pub query: usize,
+    /// Key columns per tile (at least 1).
+    pub key: usize,
+}
+
+impl Default for Tiles {
+    /// 1024 x 1024: one tile for sequences up to 1024 tokens (the `full` profile's 768). What
+    /// the graph keeps does not depend on the tile size; the tile bounds only the transient
+    /// memory of the one layer being computed (at seq 768, batch 4, 16 heads: 151 MB per f32
+    /// score tile), while every tile pair costs about fifteen kernel launches on a GPU and each
+    /// distinct tile shape its own autotuning. Smaller tiles trade launches for transient
+    /// memory at longer sequences.
+    fn default() -> Self {
+        Tiles {
+            query: 1024,
+            key: 1024,
+        }
+    }
+}
+
+/// Which attention the transformer's blocks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Attention {
+    /// Burn's `attention` (under autodiff the naive composition that keeps the scores and the
+    /// probabilities, `[batch, heads, seq, seq]`, of every layer).
+    Naive,
+    /// The tiled attention of this module, with its tile sizes.
+    MemoryEfficient {
+        /// Tile sizes.
+        #[serde(flatten)]
+        tiles: Tiles,
+    },
+}
+
+impl Default for Attention {
+    fn default() -> Self {
+        Attention::MemoryEfficient {
+            tiles: Tiles::default(),
+        }
+    }
+}
+
+impl Attention {
+    /// Whether this is [`Attention::Naive`] (the attention of records written before the
+    /// option existed).
+    pub fn is_naive(&self) -> bool {
+        *self == Attention::Naive
+    }
+
+    /// The attention of a record whose job file predates the option: naive.
+    pub fn legacy() -> Self {
+        Attention::Naive
+    }
+}

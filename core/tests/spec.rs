@@ -1,0 +1,195 @@
+//! Experiment files: validation errors name the file, the field and the fix.
+
+use memwall_core::spec::{CheckpointSpec, Profile, Study};
+use std::path::Path;
+
+fn write(dir: &Path, text: &str) -> std::path::PathBuf {
+    let exp = dir.join("experiments");
+    std::fs::create_dir_all(&exp).unwrap();
+    let p = exp.join("study.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const GOOD: &str = r#"
+[study]
+name = "s"
+title = "t"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[data]
+path = "corpus.txt"
+[profiles.smoke]
+model = { layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 16, batch = 2, vocab = 300 }
+[[configs]]
+name = "a"
+[[configs]]
+name = "b"
+checkpoint = "sqrt"
+"#;
+
+#[test]
+fn the_repository_experiments_are_valid_for_every_profile() {
+    let files = Study::discover(&root().join("experiments")).unwrap();
+    assert!(!files.is_empty());
+    for f in files {
+        for p in Profile::ALL {
+            Study::load(&f, p, None).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+    }
+}
+
+#[test]
+fn a_valid_file_resolves_paths_and_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), GOOD);
+    let s = Study::load(&p, Profile::Smoke, None).unwrap();
+    assert_eq!(s.configs.len(), 2);
+    assert!(
+        s.configs[0].control,
+        "the first configuration is the control by default"
+    );
+    assert_eq!(s.configs[1].checkpoint, CheckpointSpec::Sqrt);
+    // relative data paths are resolved against the workspace root (parent of experiments/)
+    assert_eq!(s.data.unwrap().path, dir.path().join("corpus.txt"));
+    assert_eq!(CheckpointSpec::Sqrt.segment_len(32), Some(6));
+    assert_eq!(CheckpointSpec::Every(4).segment_len(32), Some(4));
+}
+
+#[test]
+fn unknown_field_is_an_error_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        &GOOD.replace("name = \"a\"", "name = \"a\"\nprecison = \"bf16\""),
+    );
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("study.toml"), "{msg}");
+    assert!(msg.contains("precison"), "{msg}");
+}
+
+#[test]
+fn unknown_strategy_value_is_an_error_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        &GOOD.replace("checkpoint = \"sqrt\"", "checkpoint = \"log\""),
+    );
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("log") && msg.contains("sqrt"), "{msg}");
+}
+
+#[test]
+fn missing_profile_model_names_the_table_to_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), GOOD);
+    let msg = Study::load(&p, Profile::Full, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("profiles.full.model"), "{msg}");
+}
+
+#[test]
+fn invalid_values_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), &GOOD.replace("heads = 2", "heads = 3"));
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("heads") && msg.contains("divide"), "{msg}");
+    let p = write(dir.path(), &GOOD.replace("name = \"b\"", "name = \"a\""));
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("twice"), "{msg}");
+    let p = write(
+        dir.path(),
+        &GOOD.replace(
+            "[[configs]]\nname = \"b\"",
+            "[[configs]]\nname = \"b\"\nbudget = 1.5",
+        ),
+    );
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("budget"), "{msg}");
+}
+
+#[test]
+fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
+    use memwall_core::spec::{LossScale, Precision};
+    let dir = tempfile::tempdir().unwrap();
+    let with_b = |extra: &str| {
+        GOOD.replace(
+            "[[configs]]\nname = \"b\"\ncheckpoint = \"sqrt\"",
+            &format!("[[configs]]\nname = \"b\"\n{extra}"),
+        )
+    };
+    let cases = [
+        ("loss_scale = \"dynamic\"", LossScale::DYNAMIC_DEFAULT),
+        ("loss_scale = 512.0", LossScale::Static(512.0)),
+        (
+            "loss_scale = { growth_interval = 7 }",
+            LossScale::Dynamic {
+                init: 65536.0,
+                growth_interval: 7,
+            },
+        ),
+    ];
+    for (line, want) in cases {
+        let text = with_b(&format!(
+            "precision = \"f16\"\nmaster_weights = true\n{line}"
+        ));
+        let s = Study::load(&write(dir.path(), &text), Profile::Smoke, None).unwrap();
+        let b = &s.configs[1];
+        assert!(b.master_weights && b.precision == Precision::F16);
+        assert_eq!(b.loss_scale, Some(want), "{line}");
+    }
+    let bad = [
+        ("master_weights = true", "master_weights", "precision"),
+        (
+            "precision = \"f16\"\nloss_scale = \"dynamic\"",
+            "loss_scale",
+            "master_weights = true",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\ncheckpoint = 2",
+            "master_weights",
+            "plain backward",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = \"auto\"",
+            "auto",
+            "dynamic",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = -1.0",
+            "loss scale",
+            "positive",
+        ),
+        (
+            "precision = \"f16\"\nmaster_weights = true\nloss_scale = { initial = 1024.0 }",
+            "loss_scale",
+            "growth_interval",
+        ),
+    ];
+    for (lines, field, fix) in bad {
+        let p = write(dir.path(), &with_b(lines));
+        let msg = Study::load(&p, Profile::Smoke, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(field) && msg.contains(fix) && msg.contains("study.toml"),
+            "{lines}: {msg}"
+        );
+    }
+}
+
+/// The workspace root (parent of this crate's folder).
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}

@@ -1,0 +1,73 @@
+//! memwall-remat: tensor rematerialization planning after Checkmate (Jain et al., "Checkmate: Breaking the
+//! Memory Wall with Optimal Tensor Rematerialization", MLSys 2020).
+//!
+//! * [`graph`]: the data-flow graph IR (forward and backward ops, compute cost in the graph's
+//!   cost units, output sizes in bytes) and readers for the benchmark graph files.
+//! * [`sim`]: the schedule simulator: checks a schedule `(R, S)` against the constraints of the
+//!   paper's Section 4 and computes its compute cost (eq. 1a) and peak memory (eq. 2–4).
+//! * [`baselines`]: checkpoint-all, Chen et al. sqrt(n) and greedy, Griewank's revolve.
+//! * [`milp`]: the Checkmate MILP (Section 4) and its LP relaxation with two-phase rounding
+//!   (Section 5), solved with HiGHS.
+//! * [`execute`]: the transformer's chain of blocks as a Checkmate graph, and its schedule as the
+//!   segments the runner executes.
+//!
+//! May import: `memwall-core` (plan types), serde, HiGHS. The study that runs these solvers and
+//! its report live in `memwall` (`remat::study`).
+
+#![warn(missing_docs)]
+// The schedule code indexes stage x node matrices (R, S, U) by the paper's `t`, `i`, `k`.
+#![allow(clippy::needless_range_loop)]
+
+pub mod baselines;
+pub mod graph;
+pub mod milp;
+pub mod sim;
+
+pub mod execute;
+pub use graph::{Graph, Node};
+pub use sim::{simulate, Schedule, SimResult};
+
+use std::path::PathBuf;
+
+/// Errors of the rematerialization planner. File errors name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RematError {
+    /// The graph file could not be read.
+    #[error("cannot read graph file {path}: {source}")]
+    Io {
+        /// The graph file that could not be read.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The graph file is not valid JSON or does not match either node-link schema.
+    #[error("cannot parse graph file {path}: {source}")]
+    Parse {
+        /// The graph file that could not be parsed.
+        path: PathBuf,
+        /// The JSON parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The graph file parsed but its content is inconsistent (unknown node ids, cycles, ...).
+    #[error("invalid graph in {path}: {msg}")]
+    Schema {
+        /// The graph file whose content is inconsistent.
+        path: PathBuf,
+        /// What is inconsistent (e.g. an unknown node id, a cycle).
+        msg: String,
+    },
+    /// A graph built in code is inconsistent.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+    /// A schedule violates a constraint of the Checkmate formulation.
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(String),
+    /// The MILP/LP solver failed (HiGHS error status).
+    #[error("solver error: {0}")]
+    Solver(String),
+    /// Study parameters are unusable.
+    #[error("invalid parameters: {0}")]
+    Params(String),
+}

@@ -1,0 +1,471 @@
+//! The Checkmate MILP (Jain et al. 2020, Section 4, eq. 1a–1e, 2–4 with the frontier-advancing
+//! partial order of eq. 8) and its LP relaxation with two-phase rounding (Section 5), solved
+//! with HiGHS.
+//!
+//! Variables (lower triangular by eq. 8): binary `R[t][i]` (`i <= t`, `R[t][t] = 1`), binary
+//! `S[t][i]` (`i < t`), binary `FREE[t][i][k]` for `i in DEPS[k] ∪ {k}`, `k < t` (the free after
+//! the stage's last step never affects `U`), continuous `U[t][k]` in `[0, budget]`.
+//! Memory is scaled by the largest output size for numerical conditioning; costs are used as is.
+//!
+//! Warm start: the best feasible baseline is passed to HiGHS as a full primal solution
+//! (`Highs_setSolution`, with `FREE` and `U` computed by the simulator's formulas).
+
+use super::baselines::solve_r_given_s;
+use super::graph::Graph;
+use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
+use super::RematError;
+use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use std::time::Instant;
+
+/// Solver options.
+#[derive(Debug, Clone)]
+pub struct MilpOptions {
+    /// Wall-clock limit for HiGHS, seconds.
+    pub time_limit_s: f64,
+    /// Relative MIP gap at which HiGHS stops (e.g. 0.01 = 1%).
+    pub mip_gap: f64,
+    /// HiGHS thread count.
+    pub threads: u32,
+    /// Feasible schedule passed to HiGHS as the incumbent (must fit the budget to help).
+    pub warm_start: Option<Schedule>,
+    /// HiGHS `mip_heuristic_effort` (fraction of effort on primal heuristics, HiGHS default
+    /// 0.05); more effort finds first feasible schedules at tight budgets sooner.
+    pub heuristic_effort: f64,
+    /// Only schedules with cost at most this (cost units) are of interest: passed to HiGHS as
+    /// `objective_bound`, which prunes the search (used by the batch-size search).
+    pub cost_cutoff: Option<f64>,
+}
+
+impl Default for MilpOptions {
+    fn default() -> Self {
+        MilpOptions {
+            time_limit_s: 60.0,
+            mip_gap: 0.01,
+            threads: 2,
+            warm_start: None,
+            heuristic_effort: 0.05,
+            cost_cutoff: None,
+        }
+    }
+}
+
+/// Result of a MILP solve.
+#[derive(Debug, Clone)]
+pub struct MilpOutcome {
+    /// The best schedule found (validated by the simulator) and its simulation.
+    pub best: Option<(Schedule, SimResult)>,
+    /// Objective of HiGHS' incumbent (cost units), if any.
+    pub objective: Option<f64>,
+    /// HiGHS' proven lower bound on the optimal cost (cost units).
+    pub dual_bound: f64,
+    /// Relative gap `(objective - dual_bound) / objective` reported by HiGHS.
+    pub mip_gap: f64,
+    /// HiGHS model status, e.g. "Optimal", "ReachedTimeLimit", "Infeasible".
+    pub status: String,
+    /// Wall time of model build + solve, seconds.
+    pub solve_time_s: f64,
+}
+
+/// Result of the LP relaxation with two-phase rounding.
+#[derive(Debug, Clone)]
+pub struct LpOutcome {
+    /// Optimal LP objective: a lower bound on the MILP optimum (cost units); `None` if the LP is
+    /// infeasible at this budget or the budget is below [`Graph::working_set_bound`].
+    pub lp_bound: Option<f64>,
+    /// Best rounded schedule that fits the budget, with its simulation and the `S` threshold
+    /// (`None` if no rounding fits).
+    pub rounded: Option<(Schedule, SimResult, f64)>,
+    /// Wall time, seconds.
+    pub solve_time_s: f64,
+}
+
+struct Vars {
+    r: Vec<Vec<Col>>,
+    s: Vec<Vec<Col>>,
+    free: Vec<(usize, usize, usize, Col)>,
+    u: Vec<Vec<Col>>,
+    ncols: usize,
+    scale: f64,
+}
+
+fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
+    let n = g.len();
+    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
+    let m = |i: usize| g.nodes[i].mem as f64 / scale;
+    let cap = budget as f64 / scale;
+    let mut pb = RowProblem::default();
+    let mut r = Vec::with_capacity(n);
+    let mut s = Vec::with_capacity(n);
+    let mut u = Vec::with_capacity(n);
+    let mut free = Vec::new();
+    for t in 0..n {
+        r.push(
+            (0..=t)
+                .map(|i| {
+                    let lo = if i == t { 1.0 } else { 0.0 };
+                    pb.add_column_with_integrality(g.nodes[i].cost, lo..=1.0, integer)
+                })
+                .collect::<Vec<_>>(),
+        );
+        s.push(
+            (0..t)
+                .map(|_| pb.add_column_with_integrality(0.0, 0.0..=1.0, integer))
+                .collect::<Vec<_>>(),
+        );
+        u.push(
+            (0..=t)
+                .map(|_| pb.add_column(0.0, 0.0..=cap))
+                .collect::<Vec<_>>(),
+        );
+    }
+    for t in 0..n {
+        for k in 0..t {
+            for &i in g.deps[k].iter().chain(std::iter::once(&k)) {
+                let c = pb.add_column_with_integrality(0.0, 0.0..=1.0, integer);
+                free.push((t, i, k, c));
+            }
+        }
+    }
+    let ncols = pb.num_cols();
+    // (1b) dependencies: R[t][k] <= R[t][i] + S[t][i].
+    for t in 0..n {
+        for k in 0..=t {
+            for &i in &g.deps[k] {
+                pb.add_row(..=0.0, [(r[t][k], 1.0), (r[t][i], -1.0), (s[t][i], -1.0)]);
+            }
+        }
+    }
+    // (1c) S[t+1][i] <= S[t][i] + R[t][i].
+    for t in 0..n.saturating_sub(1) {
+        for i in 0..=t {
+            let mut row = vec![(s[t + 1][i], 1.0), (r[t][i], -1.0)];
+            if i < t {
+                row.push((s[t][i], -1.0));
+            }
+            pb.add_row(..=0.0, row);
+        }
+    }
+    // (2) U[t][0] = M_static + sum_i M_i S[t][i] + M_0 R[t][0].
+    let fixed = g.fixed_mem as f64 / scale;
+    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = vec![Vec::new(); n];
+    for t in 0..n {
+        free_at[t] = vec![Vec::new(); t];
+    }
+    for &(t, i, k, c) in &free {
+        free_at[t][k].push((i, c));
+    }
+    for t in 0..n {
+        let mut row = vec![(u[t][0], 1.0), (r[t][0], -m(0))];
+        row.extend((0..t).map(|i| (s[t][i], -m(i))));
+        pb.add_row(fixed..=fixed, row);
+        // U[t][k] = U[t][k-1] + M_k R[t][k] - sum_i M_i FREE[t][i][k-1].
+        for k in 1..=t {
+            let mut row = vec![(u[t][k], 1.0), (u[t][k - 1], -1.0), (r[t][k], -m(k))];
+            row.extend(free_at[t][k - 1].iter().map(|&(i, c)| (c, m(i))));
+            pb.add_row(0.0..=0.0, row);
+        }
+    }
+    // (3) FREE linearization with hazards h = (1 - R[t][k]) + S[t+1][i] + sum_{j in USERS[i],
+    // k < j <= t} R[t][j]:  1 - FREE <= h  and  kappa (1 - FREE) >= h, kappa = max hazards.
+    for &(t, i, k, c) in &free {
+        let mut hz: Vec<(Col, f64)> = vec![(r[t][k], -1.0)];
+        if t + 1 < n {
+            hz.push((s[t + 1][i], 1.0));
+        }
+        let later: Vec<usize> = g.users[i]
+            .iter()
+            .copied()
+            .filter(|&j| j > k && j <= t)
+            .collect();
+        hz.extend(later.iter().map(|&j| (r[t][j], 1.0)));
+        let kappa = 2.0 + later.len() as f64;
+        let mut a = hz.clone();
+        a.push((c, 1.0));
+        pb.add_row(0.0.., a);
+        let mut b = hz;
+        b.push((c, kappa));
+        pb.add_row(..=kappa - 1.0, b);
+    }
+    (
+        pb,
+        Vars {
+            r,
+            s,
+            free,
+            u,
+            ncols,
+            scale,
+        },
+    )
+}
+
+fn warm_vector(g: &Graph, v: &Vars, sch: &Schedule) -> Vec<f64> {
+    let mut x = vec![0.0; v.ncols];
+    let b = |f: bool| if f { 1.0 } else { 0.0 };
+    let mem = stage_memory(g, sch);
+    for t in 0..g.len() {
+        for i in 0..=t {
+            x[v.r[t][i].index()] = b(sch.r[t][i]);
+            x[v.u[t][i].index()] = mem[t][i] as f64 / v.scale;
+        }
+        for i in 0..t {
+            x[v.s[t][i].index()] = b(sch.s[t][i]);
+        }
+    }
+    for &(t, i, k, c) in &v.free {
+        x[c.index()] = b(frees(g, sch, t, i, k));
+    }
+    x
+}
+
+fn extract(g: &Graph, v: &Vars, cols: &[f64], threshold: f64) -> Vec<Vec<bool>> {
+    let n = g.len();
+    let mut s = vec![vec![false; n]; n];
+    for t in 0..n {
+        for i in 0..t {
+            s[t][i] = cols[v.s[t][i].index()] > threshold;
+        }
+    }
+    s
+}
+
+fn configure(model: &mut highs::Model, opts: &MilpOptions) {
+    model.make_quiet();
+    model.set_option("time_limit", opts.time_limit_s.max(0.01));
+    model.set_option("mip_rel_gap", opts.mip_gap.max(0.0));
+    model.set_option("threads", opts.threads.max(1) as i32);
+    model.set_option("random_seed", 0);
+    model.set_option(
+        "mip_heuristic_effort",
+        opts.heuristic_effort.clamp(0.0, 1.0),
+    );
+    if let Some(c) = opts.cost_cutoff {
+        // Small slack so that a schedule of exactly the cutoff cost is kept.
+        model.set_option("objective_bound", c + 1e-6 * c.abs().max(1.0));
+    }
+}
+
+/// Solves the Checkmate MILP at `budget` bytes (total, including `g.fixed_mem`), minimizing
+/// total compute cost (eq. 1a). The returned schedule is re-validated by the simulator; if the
+/// incumbent has numerical slack, its `S` is kept and `R` recomputed minimally. A budget below
+/// [`Graph::working_set_bound`] is reported infeasible without calling HiGHS (status
+/// "Infeasible (working-set bound)"), since HiGHS may not prove it within the time limit.
+pub fn solve_milp(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<MilpOutcome, RematError> {
+    let start = Instant::now();
+    if budget < g.working_set_bound() {
+        return Ok(MilpOutcome {
+            best: None,
+            objective: None,
+            dual_bound: f64::INFINITY,
+            mip_gap: f64::NAN,
+            status: "Infeasible (working-set bound)".into(),
+            solve_time_s: start.elapsed().as_secs_f64(),
+        });
+    }
+    let (pb, v) = build(g, budget, true);
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(&mut model, opts);
+    if let Some(ws) = &opts.warm_start {
+        if simulate(g, ws).is_ok_and(|r| r.peak_mem <= budget) {
+            let x = warm_vector(g, &v, ws);
+            model
+                .try_set_solution(Some(&x), None, None, None)
+                .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
+        }
+    }
+    let solved = model
+        .try_solve()
+        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let status = solved.status();
+    let dual_bound = solved
+        .double_info_value(c"mip_dual_bound")
+        .unwrap_or(f64::NAN);
+    let gap = solved.mip_gap();
+    let mut out = MilpOutcome {
+        best: None,
+        objective: None,
+        dual_bound,
+        mip_gap: gap,
+        status: format!("{status:?}"),
+        solve_time_s: 0.0,
+    };
+    if solved.primal_solution_status() == HighsSolutionStatus::Feasible
+        && !matches!(status, HighsModelStatus::Infeasible)
+    {
+        out.objective = Some(solved.objective_value());
+        let sol = solved.get_solution();
+        let cols = sol.columns();
+        let n = g.len();
+        let mut sch = Schedule::empty(n);
+        sch.s = extract(g, &v, cols, 0.5);
+        for t in 0..n {
+            for i in 0..=t {
+                sch.r[t][i] = cols[v.r[t][i].index()] > 0.5;
+            }
+        }
+        let raw = simulate(g, &sch).ok().filter(|r| r.peak_mem <= budget);
+        let minimal = solve_r_given_s(g, &sch.s);
+        let min_sim = simulate(g, &minimal).ok().filter(|r| r.peak_mem <= budget);
+        out.best = match (raw, min_sim) {
+            (Some(a), Some(b)) if b.cost <= a.cost => Some((minimal, b)),
+            (Some(a), _) => Some((sch, a)),
+            (None, Some(b)) => Some((minimal, b)),
+            (None, None) => None,
+        };
+    }
+    out.solve_time_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// LP relaxation of the MILP plus two-phase rounding (Section 5.1): solve the relaxation, round
+/// `S` at each threshold in `thresholds`, compute the minimal `R` for the rounded `S`
+/// ([`solve_r_given_s`]), simulate, and keep the cheapest schedule within `budget` bytes.
+///
+/// Rounding can break the budget (recomputed values occupy memory too). If no threshold gives a
+/// fitting schedule, the relaxation is re-solved at tighter budgets `budget * f` for each `f` in
+/// `tighten` (in order) and rounded against the original budget, until one fits. `lp_bound` is
+/// always the relaxation at the original budget.
+pub fn solve_lp_rounding(
+    g: &Graph,
+    budget: u64,
+    opts: &MilpOptions,
+    thresholds: &[f64],
+    tighten: &[f64],
+) -> Result<LpOutcome, RematError> {
+    let start = Instant::now();
+    let mut out = LpOutcome {
+        lp_bound: None,
+        rounded: None,
+        solve_time_s: 0.0,
+    };
+    let floor = g.working_set_bound();
+    let factors: Vec<f64> = std::iter::once(1.0)
+        .chain(tighten.iter().copied())
+        .collect();
+    for (x, &f) in factors.iter().enumerate() {
+        let lp_budget = (budget as f64 * f).floor() as u64;
+        if lp_budget < floor {
+            break;
+        }
+        let (pb, v) = build(g, lp_budget, false);
+        let mut model = pb.optimise(Sense::Minimise);
+        configure(&mut model, opts);
+        let solved = model
+            .try_solve()
+            .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+        if solved.status() != HighsModelStatus::Optimal {
+            break;
+        }
+        if x == 0 {
+            out.lp_bound = Some(solved.objective_value());
+        }
+        let sol = solved.get_solution();
+        for &th in thresholds {
+            let s = extract(g, &v, sol.columns(), th);
+            let sch = solve_r_given_s(g, &s);
+            if let Ok(sim) = simulate(g, &sch) {
+                let better = out
+                    .rounded
+                    .as_ref()
+                    .is_none_or(|(_, b, _)| sim.cost < b.cost);
+                if sim.peak_mem <= budget && better {
+                    out.rounded = Some((sch, sim, th));
+                }
+            }
+        }
+        if out.rounded.is_some() {
+            break;
+        }
+    }
+    out.solve_time_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baselines::*;
+
+    fn baselines_all(g: &Graph) -> Vec<Schedule> {
+        let mut v = vec![checkpoint_all(g), chen_sqrt(g)];
+        v.extend(
+            greedy_thresholds(g, 5)
+                .into_iter()
+                .map(|th| chen_greedy(g, th)),
+        );
+        v.extend((0..=g.forward_nodes().len()).map(|s| revolve(g, s)));
+        v
+    }
+
+    #[test]
+    fn milp_dominates_baselines_and_lp_bounds_it() {
+        for g in [
+            Graph::linear_chain(5).unwrap(),
+            Graph::from_layers(
+                "mixed",
+                &[(2.0, 4), (1.0, 8), (3.0, 2), (1.0, 6)],
+                2.0,
+                (1.0, 1),
+                3,
+            )
+            .unwrap(),
+        ] {
+            let base: Vec<SimResult> = baselines_all(&g)
+                .iter()
+                .map(|s| simulate(&g, s).unwrap())
+                .collect();
+            let all_peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
+            let min_peak = base.iter().map(|r| r.peak_mem).min().unwrap();
+            let mut budgets: Vec<u64> = vec![all_peak, min_peak, (all_peak + min_peak) / 2];
+            budgets.dedup();
+            for &budget in &budgets {
+                let opts = MilpOptions {
+                    time_limit_s: 20.0,
+                    mip_gap: 0.0,
+                    ..Default::default()
+                };
+                let milp = solve_milp(&g, budget, &opts).unwrap();
+                let (sch, sim) = milp.best.clone().expect("feasible at a baseline's peak");
+                assert!(sim.peak_mem <= budget);
+                assert_eq!(simulate(&g, &sch).unwrap(), sim);
+                for b in base.iter().filter(|b| b.peak_mem <= budget) {
+                    assert!(
+                        sim.cost <= b.cost + 1e-9,
+                        "{}: budget {budget}: milp {} > baseline {}",
+                        g.name,
+                        sim.cost,
+                        b.cost
+                    );
+                }
+                let lp = solve_lp_rounding(&g, budget, &opts, &[0.5, 0.9], &[0.9, 0.8]).unwrap();
+                let bound = lp.lp_bound.unwrap();
+                assert!(
+                    bound <= sim.cost + 1e-6,
+                    "LP bound {bound} > MILP {}",
+                    sim.cost
+                );
+                if let Some((s, r, _)) = lp.rounded {
+                    assert!(r.cost >= sim.cost - 1e-9);
+                    assert_eq!(simulate(&g, &s).unwrap(), r);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn warm_start_and_infeasible_budget() {
+        let g = Graph::linear_chain(4).unwrap();
+        let ws = chen_sqrt(&g);
+        let peak = simulate(&g, &ws).unwrap().peak_mem;
+        let opts = MilpOptions {
+            warm_start: Some(ws),
+            mip_gap: 0.0,
+            ..Default::default()
+        };
+        let out = solve_milp(&g, peak, &opts).unwrap();
+        assert!(out.best.is_some());
+        // Below the largest single-op working set nothing fits.
+        let out = solve_milp(&g, 1, &MilpOptions::default()).unwrap();
+        assert!(out.best.is_none(), "{}", out.status);
+    }
+}

@@ -1,0 +1,40 @@
+//! memwall-runner: the training job. One job (a [`memwall_core::spec::JobSpec`]) trains the
+//! transformer on Burn with its memory strategy and measures it, in its own process, and
+//! writes one [`memwall_core::record::JobRecord`].
+//!
+//! - [`model`]: the decoder-only transformer and its memory-efficient attention (an autodiff
+//!   operation with its own backward);
+//! - [`train`]: the training loop and the strategies' executors (segment checkpointing, the
+//!   fused optimizer step, mixed precision, the budget knapsack);
+//! - [`measure`]: peak-memory probes (counting allocator, CUDA pool) and device faults;
+//! - [`device`]: detecting a GPU before Burn's CUDA backend is touched;
+//! - [`data`]: token streams and batches (the corpus is tokenized by the driver);
+//! - [`job`]: running a job file, in this process or in a child process.
+//!
+//! May import: `memwall-core` and Burn (with CubeCL for CUDA) only. No solver, no polars, no
+//! renderer: this crate's `memwall-job` binary is what travels to GPU machines.
+
+pub mod data;
+pub mod device;
+pub mod job;
+pub mod measure;
+pub mod model;
+pub mod train;
+
+pub use memwall_core::error::{Error, Result};
+
+/// The Burn version memwall is built against (pinned in the workspace `Cargo.toml`).
+pub const BURN_VERSION: &str = "0.21.0";
+
+/// Sends `tracing` logs to stderr (stdout carries the commands' results), with colors only on
+/// a terminal; the filter comes from `MEMWALL_LOG` (default `info`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MEMWALL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+}

@@ -1,0 +1,505 @@
+//! Causal self-attention as an op-level rematerialization: the memory-efficient (tiled,
+//! online-softmax) attention of FlashAttention-2 as a custom Burn autodiff operation.
+//!
+//! Burn 0.21's `attention` under autodiff is the naive composition (`attention_fallback`), which
+//! keeps the `[batch, heads, seq, seq]` scores and probabilities of every layer for backward
+//! (`4 * batch * heads * seq^2` bytes per tensor in f32). This operation instead computes
+//! `softmax(Q K^T / sqrt(d)) V` with the causal mask tile by tile:
+//!
+//! - **forward** (Dao 2023, "FlashAttention-2", Algorithm 1): for each query tile, the key tiles
+//!   at or below the diagonal are visited in order with the online softmax (running row maximum
+//!   `m`, running normalizer `l`, rescaled accumulator), and only the output `O` and the per-row
+//!   log-sum-exp `L = m + ln l` are produced;
+//! - **backward** (Algorithm 2): with `D = rowsum(dO ∘ O)`, each score tile is recomputed from
+//!   `Q` and `K`, `P = exp(S - L)`, and `dV += P^T dO`, `dS = P ∘ (dO V^T - D)`,
+//!   `dQ += dS K / sqrt(d)`, `dK += dS^T Q / sqrt(d)` are accumulated tile by tile.
+//!
+//! What the autodiff graph keeps per layer is `Q`, `K`, `V`, `O` (the operation's inputs and
+//! output, `[batch, heads, seq, d_head]` each) and `L` (`[batch, heads, seq, 1]`, f32): no
+//! `seq x seq` tensor outlives one tile. The score tiles are recomputed in backward: an extra
+//! `Q K^T` per tile, the op-level rematerialization trade.
+//!
+//! The operation is written with Burn tensor operations, so it is generic over the backend and
+//! the float dtype: matrix products run in the tensors' dtype (f32, f16 or bf16), the softmax
+//! statistics (`m`, `l`, `L`, `D`), the probabilities and the accumulators in f32, as
+//! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
+//! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Bool, DType, Int, Tensor, TensorPrimitive};
+pub use memwall_core::strategy::{Attention, Tiles};
+
+/// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
+/// provided tiled forward; [`Autodiff`] registers the operation with its own backward.
+pub trait AttentionBackend: Backend {
+    /// Causal `softmax(Q K^T / sqrt(d_head)) V` computed tile by tile.
+    ///
+    /// Shapes: `q`, `k`, `v` are `[batch, heads, seq, d_head]` of one float dtype; the result has
+    /// the same shape and dtype. Panics (as Burn's tensor operations do) on mismatched shapes.
+    fn memory_efficient_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> FloatTensor<Self> {
+        let (out, _) = flash_forward::<Self>(float(q), float(k), float(v), tiles);
+        primitive(out)
+    }
+}
+
+impl AttentionBackend for burn::backend::Flex {}
+impl AttentionBackend for burn::backend::NdArray {}
+#[cfg(feature = "cuda")]
+impl AttentionBackend for burn::backend::Cuda {}
+#[cfg(feature = "cuda")]
+impl AttentionBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+
+/// The backward step of the operation; its state is what the graph keeps.
+#[derive(Debug)]
+struct FlashBackward;
+
+/// `(q, k, v, out, lse, tiles)`: the inputs, the output and the per-row log-sum-exp.
+type FlashState<B> = (
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    Tiles,
+);
+
+impl<B: Backend> Backward<B, 3> for FlashBackward {
+    type State = FlashState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let (q, k, v, out, lse, tiles) = ops.state;
+        let grad_out = float::<B, 4>(grads.consume::<B>(&ops.node));
+        let (dq, dk, dv) = flash_backward::<B>(
+            float(q),
+            float(k),
+            float(v),
+            float(out),
+            float(lse),
+            grad_out,
+            tiles,
+        );
+        let [pq, pk, pv] = ops.parents;
+        for (parent, grad) in [(pq, dq), (pk, dk), (pv, dv)] {
+            if let Some(node) = parent {
+                grads.register::<B>(node.id, primitive(grad));
+            }
+        }
+    }
+}
+
+impl<B: AttentionBackend, C: CheckpointStrategy> AttentionBackend for Autodiff<B, C> {
+    fn memory_efficient_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> FloatTensor<Self> {
+        let nodes = [q.node.clone(), k.node.clone(), v.node.clone()];
+        match FlashBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (out, lse) = flash_forward::<B>(
+                    float(q.primitive.clone()),
+                    float(k.primitive.clone()),
+                    float(v.primitive.clone()),
+                    tiles,
+                );
+                let out = primitive(out);
+                let state = (
+                    q.primitive,
+                    k.primitive,
+                    v.primitive,
+                    out.clone(),
+                    primitive(lse),
+                    tiles,
+                );
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::memory_efficient_attention(
+                q.primitive,
+                k.primitive,
+                v.primitive,
+                tiles,
+            )),
+        }
+    }
+}
+
+/// Memory-efficient causal attention on Burn tensors (see [`AttentionBackend`]).
+pub fn memory_efficient_attention<B: AttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    tiles: Tiles,
+) -> Tensor<B, 4> {
+    float(B::memory_efficient_attention(
+        primitive(q),
+        primitive(k),
+        primitive(v),
+        tiles,
+    ))
+}
+
+fn float<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(p))
+}
+
+fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+/// Starts of the tiles of `size` over `0..len`, with their lengths.
+fn tiles_of(len: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
+    let size = size.max(1);
+    (0..len).step_by(size).map(move |s| (s, size.min(len - s)))
+}
+
+/// The causal mask of the tile `rows r0..r0+nr` x `cols c0..c0+nc` (`true` where the key comes
+/// after the query), broadcast to `[batch, heads, nr, nc]`; `None` when the whole tile is at or
+/// below the diagonal.
+fn causal_mask<B: Backend>(
+    (r0, nr): (usize, usize),
+    (c0, nc): (usize, usize),
+    [b, h]: [usize; 2],
+    device: &B::Device,
+) -> Option<Tensor<B, 4, Bool>> {
+    if c0 + nc <= r0 + 1 {
+        return None;
+    }
+    let rows = Tensor::<B, 1, Int>::arange(r0 as i64..(r0 + nr) as i64, device)
+        .reshape([nr, 1])
+        .expand([nr, nc]);
+    let cols = Tensor::<B, 1, Int>::arange(c0 as i64..(c0 + nc) as i64, device)
+        .reshape([1, nc])
+        .expand([nr, nc]);
+    Some(
+        cols.greater(rows)
+            .unsqueeze_dims::<4>(&[0, 1])
+            .expand([b, h, nr, nc]),
+    )
+}
+
+/// Scaled, causally masked f32 scores of one tile: `Q_i K_j^T / sqrt(d)`, `[b, h, nr, nc]`.
+fn scores<B: Backend>(
+    qi: Tensor<B, 4>,
+    kj: Tensor<B, 4>,
+    rows: (usize, usize),
+    cols: (usize, usize),
+    scale: f64,
+) -> Tensor<B, 4> {
+    let [b, h, _, _] = qi.dims();
+    let device = qi.device();
+    let s = qi
+        .matmul(kj.swap_dims(2, 3))
+        .cast(DType::F32)
+        .mul_scalar(scale);
+    match causal_mask::<B>(rows, cols, [b, h], &device) {
+        Some(mask) => s.mask_fill(mask, f32::NEG_INFINITY),
+        None => s,
+    }
+}
+
+/// FlashAttention-2 forward (Dao 2023, Algorithm 1) with the causal mask.
+///
+/// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
+/// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
+pub fn flash_forward<B: Backend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    tiles: Tiles,
+) -> (Tensor<B, 4>, Tensor<B, 4>) {
+    let [_, _, t, dh] = q.dims();
+    let dtype = q.dtype();
+    let scale = 1.0 / (dh as f64).sqrt();
+    let mut outs = Vec::new();
+    let mut lses = Vec::new();
+    for rows @ (r0, nr) in tiles_of(t, tiles.query) {
+        let qi = q.clone().narrow(2, r0, nr);
+        // Running maximum m, normalizer l and unnormalized output acc, all f32.
+        let mut state: Option<(Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>)> = None;
+        // Key tiles past the last row of this query tile are fully masked: skip them.
+        for cols @ (c0, nc) in tiles_of(r0 + nr, tiles.key) {
+            let s = scores(qi.clone(), k.clone().narrow(2, c0, nc), rows, cols, scale);
+            let vj = v.clone().narrow(2, c0, nc);
+            let tile_max = s.clone().max_dim(3);
+            let m_new = match &state {
+                Some((m, _, _)) => m.clone().max_pair(tile_max),
+                None => tile_max,
+            };
+            let p = (s - m_new.clone()).exp();
+            let p_sum = p.clone().sum_dim(3);
+            let pv = p.cast(dtype).matmul(vj).cast(DType::F32);
+            state = Some(match state {
+                Some((m, l, acc)) => {
+                    let alpha = (m - m_new.clone()).exp();
+                    (m_new, alpha.clone() * l + p_sum, alpha * acc + pv)
+                }
+                None => (m_new, p_sum, pv),
+            });
+        }
+        let (m, l, acc) = state.expect("every query row sees at least its own key");
+        outs.push((acc / l.clone()).cast(dtype));
+        lses.push(m + l.log());
+    }
+    (Tensor::cat(outs, 2), Tensor::cat(lses, 2))
+}
+
+/// FlashAttention-2 backward (Dao 2023, Algorithm 2) with the causal mask.
+///
+/// Shapes: `q`, `k`, `v`, `out`, `grad_out` `[batch, heads, seq, d_head]`, `lse`
+/// `[batch, heads, seq, 1]` (f32, from [`flash_forward`]). Returns `(dq, dk, dv)` in the dtype of
+/// `q`, accumulated in f32.
+pub fn flash_backward<B: Backend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    out: Tensor<B, 4>,
+    lse: Tensor<B, 4>,
+    grad_out: Tensor<B, 4>,
+    tiles: Tiles,
+) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) {
+    let [_, _, t, dh] = q.dims();
+    let dtype = q.dtype();
+    let scale = 1.0 / (dh as f64).sqrt();
+    let grad_out = grad_out.cast(dtype);
+    // D = rowsum(dO ∘ O), f32.
+    let d = (grad_out.clone().cast(DType::F32) * out.cast(DType::F32)).sum_dim(3);
+    let row_tiles: Vec<(usize, usize)> = tiles_of(t, tiles.query).collect();
+    let mut dq: Vec<Option<Tensor<B, 4>>> = vec![None; row_tiles.len()];
+    let mut dks = Vec::new();
+    let mut dvs = Vec::new();
+    for cols @ (c0, nc) in tiles_of(t, tiles.key) {
+        let kj = k.clone().narrow(2, c0, nc);
+        let vj = v.clone().narrow(2, c0, nc);
+        let mut dk_j: Option<Tensor<B, 4>> = None;
+        let mut dv_j: Option<Tensor<B, 4>> = None;
+        // Only query tiles with a row at or after c0 see these keys.
+        for (i, &rows @ (r0, nr)) in row_tiles.iter().enumerate() {
+            if r0 + nr <= c0 {
+                continue;
+            }
+            let qi = q.clone().narrow(2, r0, nr);
+            let doi = grad_out.clone().narrow(2, r0, nr);
+            let s = scores(qi.clone(), kj.clone(), rows, cols, scale);
+            let p = (s - lse.clone().narrow(2, r0, nr)).exp();
+            let dv_part = p.clone().cast(dtype).swap_dims(2, 3).matmul(doi.clone());
+            let dp = doi.matmul(vj.clone().swap_dims(2, 3)).cast(DType::F32);
+            let ds = (p * (dp - d.clone().narrow(2, r0, nr))).cast(dtype);
+            let dq_part = ds.clone().matmul(kj.clone()).cast(DType::F32);
+            let dk_part = ds.swap_dims(2, 3).matmul(qi).cast(DType::F32);
+            dq[i] = Some(add_opt(dq[i].take(), dq_part));
+            dk_j = Some(add_opt(dk_j, dk_part));
+            dv_j = Some(add_opt(dv_j, dv_part.cast(DType::F32)));
+        }
+        let zeros = || Tensor::<B, 4>::zeros(kj.shape(), (&kj.device(), DType::F32));
+        dks.push(dk_j.unwrap_or_else(zeros).mul_scalar(scale).cast(dtype));
+        dvs.push(dv_j.unwrap_or_else(zeros).cast(dtype));
+    }
+    let dq: Vec<Tensor<B, 4>> = dq
+        .into_iter()
+        .map(|g| {
+            g.expect("every query tile sees the key tile of its first row")
+                .mul_scalar(scale)
+                .cast(dtype)
+        })
+        .collect();
+    (Tensor::cat(dq, 2), Tensor::cat(dks, 2), Tensor::cat(dvs, 2))
+}
+
+fn add_opt<B: Backend>(acc: Option<Tensor<B, 4>>, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    match acc {
+        Some(a) => a + x,
+        None => x,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+    use burn::tensor::module::attention;
+    use burn::tensor::ops::AttentionModuleOptions;
+    use burn::tensor::{Distribution, TensorData};
+
+    type Ad = Autodiff<Flex>;
+
+    fn naive<B: Backend>(q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>) -> Tensor<B, 4> {
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: true,
+        };
+        attention(q, k, v, None, None, options)
+    }
+
+    /// Deterministic pseudo-random values in about [-2, 2] (a 64-bit LCG), independent of the
+    /// backend's process-wide RNG, which tests running in parallel threads share.
+    fn random(shape: [usize; 4], seed: u64) -> Tensor<Ad, 4> {
+        let n: usize = shape.iter().product();
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let values: Vec<f32> = (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect();
+        Tensor::from_data(TensorData::new(values, shape), &Default::default())
+    }
+
+    fn values<B: Backend>(t: Tensor<B, 4>) -> Vec<f32> {
+        t.cast(DType::F32).into_data().to_vec::<f32>().unwrap()
+    }
+
+    /// max |a - b| / max |b|.
+    fn rel_err(a: &[f32], b: &[f32]) -> f32 {
+        let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        diff / scale
+    }
+
+    /// Output and the gradients of `sum(out * w)` w.r.t. q, k, v, for one attention.
+    fn run([q, k, v, w]: [Tensor<Ad, 4>; 4], dtype: DType, tiles: Option<Tiles>) -> [Vec<f32>; 4] {
+        let leaf = |t: Tensor<Ad, 4>| t.cast(dtype).detach().require_grad();
+        let (q, k, v) = (leaf(q), leaf(k), leaf(v));
+        let out = match tiles {
+            Some(tiles) => memory_efficient_attention(q.clone(), k.clone(), v.clone(), tiles),
+            None => naive(q.clone(), k.clone(), v.clone()),
+        };
+        let grads = (out.clone().cast(DType::F32) * w).sum().backward();
+        let g = |t: &Tensor<Ad, 4>| values(t.grad(&grads).expect("gradient"));
+        [values(out.inner()), g(&q), g(&k), g(&v)]
+    }
+
+    fn inputs(shape: [usize; 4]) -> [Tensor<Ad, 4>; 4] {
+        [
+            random(shape, 1),
+            random(shape, 2),
+            random(shape, 3),
+            random(shape, 4),
+        ]
+    }
+
+    #[test]
+    fn f32_output_and_gradients_equal_the_naive_attention() {
+        // Tiles that divide the sequence, that do not, and one tile for everything.
+        let shape = [2, 3, 37, 8];
+        let reference = run(inputs(shape), DType::F32, None);
+        for (query, key) in [(8, 8), (5, 16), (16, 5), (64, 64), (1, 37)] {
+            let ours = run(inputs(shape), DType::F32, Some(Tiles { query, key }));
+            assert_within(
+                &ours,
+                &reference,
+                1e-5,
+                &format!("f32, tiles {query}x{key}"),
+            );
+        }
+    }
+
+    /// Asserts that output and gradients are within `tol` relative error of `reference`.
+    fn assert_within(ours: &[Vec<f32>; 4], reference: &[Vec<f32>; 4], tol: f32, what: &str) {
+        for (name, (a, b)) in ["out", "dq", "dk", "dv"]
+            .iter()
+            .zip(ours.iter().zip(reference))
+        {
+            let e = rel_err(a, b);
+            assert!(e <= tol, "{what}: {name} relative error {e:e} > {tol:e}");
+        }
+    }
+
+    #[test]
+    fn bf16_output_and_gradients_are_within_bf16_rounding_of_f32() {
+        // bf16 keeps 8 significant bits (unit roundoff 2^-8 = 3.9e-3); products in bf16 with f32
+        // softmax statistics stay within 2e-2 of the f32 result, relative to its largest entry,
+        // as the naive bf16 attention does.
+        let shape = [1, 2, 40, 16];
+        let reference = run(inputs(shape), DType::F32, None);
+        let ours = run(
+            inputs(shape),
+            DType::BF16,
+            Some(Tiles { query: 16, key: 8 }),
+        );
+        assert_within(&ours, &reference, 2e-2, "bf16, tiles 16x8");
+        // Burn's naive attention in bf16 is held to the same tolerance.
+        let naive_bf16 = run(inputs(shape), DType::BF16, None);
+        assert_within(&naive_bf16, &reference, 2e-2, "naive bf16");
+    }
+
+    #[test]
+    fn causal_masking_is_exact() {
+        // Changing keys and values after position p changes no output row at or before p.
+        let shape = [1, 2, 24, 4];
+        let [q, k, v, _] = inputs(shape);
+        let tiles = Tiles { query: 5, key: 7 };
+        let p = 10;
+        let before = values(memory_efficient_attention(
+            q.clone().inner(),
+            k.clone().inner(),
+            v.clone().inner(),
+            tiles,
+        ));
+        let noise = |t: Tensor<Ad, 4>| {
+            let device = t.device();
+            let future = Tensor::<Flex, 4>::random(
+                [1, 2, 24 - p - 1, 4],
+                Distribution::Normal(0.0, 100.0),
+                &device,
+            );
+            Tensor::cat(vec![t.inner().narrow(2, 0, p + 1), future], 2)
+        };
+        let after = values(memory_efficient_attention(
+            q.inner(),
+            noise(k),
+            noise(v),
+            tiles,
+        ));
+        let row = 4; // d_head
+        for h in 0..2 {
+            let at = |x: &[f32]| x[h * 24 * row..h * 24 * row + (p + 1) * row].to_vec();
+            assert_eq!(at(&before), at(&after), "head {h}: rows up to {p} changed");
+        }
+        // The first row attends to itself only: its output is v[0] exactly.
+        let one = memory_efficient_attention(
+            Tensor::<Flex, 4>::from_data(
+                TensorData::new(vec![1.0f32; 8], [1, 1, 2, 4]),
+                &Default::default(),
+            ),
+            Tensor::<Flex, 4>::from_data(
+                TensorData::new(vec![0.5f32; 8], [1, 1, 2, 4]),
+                &Default::default(),
+            ),
+            Tensor::<Flex, 4>::from_data(
+                TensorData::new(
+                    vec![1.0f32, 2.0, 3.0, 4.0, 9.0, 9.0, 9.0, 9.0],
+                    [1, 1, 2, 4],
+                ),
+                &Default::default(),
+            ),
+            Tiles { query: 1, key: 1 },
+        );
+        assert_eq!(&values(one)[..4], &[1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn spec_form_round_trips() {
+        let a = Attention::MemoryEfficient {
+            tiles: Tiles { query: 64, key: 32 },
+        };
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(json, r#"{"kind":"memory_efficient","query":64,"key":32}"#);
+        assert_eq!(serde_json::from_str::<Attention>(&json).unwrap(), a);
+        assert!(Attention::Naive.is_naive() && !a.is_naive());
+    }
+}

@@ -1,0 +1,572 @@
+//! The training job: one process runs one [`JobSpec`] and returns its [`JobRecord`].
+//!
+//! The loop is generic over the Burn backend. Per step: draw a batch, reset the memory probe,
+//! run forward and backward under the job's strategy (plain, segment checkpointing, fused
+//! optimizer step), step the optimizer, synchronize the device, and record loss, time and
+//! peak memory. Warm-up steps are run first and excluded from timing. At the end the model is
+//! evaluated on held-out stories (eval loss and perplexity).
+
+pub mod budget;
+pub mod mixed;
+pub mod segment;
+#[cfg(test)]
+mod tests;
+
+#[cfg(feature = "cuda")]
+mod cuda;
+
+use crate::data::{Batch, Batcher, TokenStream};
+use crate::device::BackendKind;
+use crate::measure::fault::{self, OutOfMemory};
+use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
+use crate::model::attention::AttentionBackend;
+use crate::model::{cast_model, dtype_of, InitModel, TransformerLm};
+use budget::BlockCost;
+use burn::module::AutodiffModule;
+use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use memwall_core::error::{Error, Result};
+use memwall_core::record::{JobRecord, JobStatus, StepRecord, Summary};
+use memwall_core::spec::{JobSpec, OptimizerKind};
+use segment::Segment;
+use std::time::Instant;
+
+/// The autodiff backends a training job runs on: both they and their inner backend run the
+/// memory-efficient attention ([`AttentionBackend`]).
+pub trait TrainBackend: AutodiffBackend<InnerBackend: AttentionBackend> + AttentionBackend {}
+
+impl<B> TrainBackend for B
+where
+    B: AutodiffBackend + AttentionBackend,
+    B::InnerBackend: AttentionBackend,
+{
+}
+
+/// A batch on the device: `[batch, seq]` token ids, document positions and targets.
+pub struct Inputs<B: Backend> {
+    pub tokens: Tensor<B, 2, Int>,
+    pub positions: Tensor<B, 2, Int>,
+    pub targets: Tensor<B, 2, Int>,
+}
+
+impl<B: Backend> Inputs<B> {
+    /// Uploads `batch` to `device`.
+    pub fn new(batch: &Batch, device: &B::Device) -> Self {
+        let shape = [batch.batch, batch.seq_len];
+        let up = |v: &Vec<i64>| {
+            Tensor::<B, 2, Int>::from_data(TensorData::new(v.clone(), shape), device)
+        };
+        Inputs {
+            tokens: up(&batch.inputs),
+            positions: up(&batch.positions),
+            targets: up(&batch.targets),
+        }
+    }
+
+    /// `model`'s mean token cross-entropy (nats) on this batch: a `[1]` tensor.
+    pub fn loss(&self, model: &TransformerLm<B>) -> Tensor<B, 1>
+    where
+        B: AttentionBackend,
+    {
+        model.forward_loss(
+            self.tokens.clone(),
+            self.positions.clone(),
+            self.targets.clone(),
+        )
+    }
+}
+
+/// The segment plan of a strategy, or `None` for plain backward.
+///
+/// Checkpointing every K blocks gives recomputed K-block segments; the fused optimizer step
+/// without checkpointing gives one stored segment per block (backward block by block).
+pub fn plan_for(spec: &JobSpec, blocks: &[BlockCost]) -> Option<Vec<Segment>> {
+    let layers = spec.model.layers;
+    if let Some(segments) = &spec.strategy.segments {
+        return Some(segments.clone());
+    }
+    if let Some(b) = spec.strategy.budget {
+        return Some(budget::plan_budget(blocks, b).segments);
+    }
+    match spec.strategy.checkpoint.segment_len(layers) {
+        Some(k) => Some(segment::every_k(layers, k)),
+        None if spec.strategy.fused_optimizer => Some(segment::per_block_stored(layers)),
+        None => None,
+    }
+}
+
+/// Measures each block's cost on the job's device: the bytes its autodiff graph keeps after a
+/// forward pass (live bytes after minus before, holding the output), its input's bytes, and the
+/// time of its forward pass without autodiff (device synchronized, after one warm-up pass).
+pub fn profile_blocks<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    device: &B::Device,
+    probe: &mut dyn MemoryProbe,
+) -> Vec<BlockCost> {
+    let inner = model.valid();
+    let mut h = inner.embed(
+        inputs.tokens.clone().inner(),
+        inputs.positions.clone().inner(),
+    );
+    let bytes_per = h.dtype().size() as u64;
+    let mut costs = Vec::with_capacity(model.blocks.len());
+    for (i, block) in model.blocks.iter().enumerate() {
+        let boundary_bytes = h.shape().num_elements() as u64 * bytes_per;
+        let before = probe.live_bytes();
+        let x = Tensor::<B, 3>::from_inner(h.clone()).require_grad();
+        let y = block.forward(x);
+        let _ = B::sync(device);
+        let activation_bytes = probe.live_bytes().saturating_sub(before);
+        drop(y);
+        let warm = inner.blocks[i].forward(h.clone());
+        let _ = B::sync(device);
+        drop(warm);
+        let t0 = Instant::now();
+        let next = inner.blocks[i].forward(h);
+        let _ = B::sync(device);
+        let forward_s = t0.elapsed().as_secs_f64();
+        costs.push(BlockCost {
+            activation_bytes,
+            boundary_bytes,
+            forward_s,
+        });
+        h = next;
+    }
+    costs
+}
+
+/// Reasons a strategy cannot run on a backend, checked before any work.
+fn unsupported(spec: &JobSpec) -> Option<String> {
+    let s = &spec.strategy;
+    if s.fusion && spec.backend != BackendKind::Cuda {
+        return Some(format!(
+            "kernel fusion: Burn's fusion backend applies to the CubeCL backends (CUDA here); the {} CPU backend has none",
+            spec.backend
+        ));
+    }
+    if s.checkmate.is_some() && s.segments.is_none() {
+        return Some("a Checkmate configuration needs its plan from the driver (`memwall run`), which solves the MILP from block costs measured by an earlier configuration".into());
+    }
+    if s.balanced_checkpointing
+        && (s.fused_optimizer
+            || s.budget.is_some()
+            || s.checkpoint != memwall_core::spec::CheckpointSpec::None)
+    {
+        return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; combine it with neither segments nor budgets".into());
+    }
+    None
+}
+
+/// Runs `spec` on its backend and returns the record. Never panics out: a panic inside the
+/// backend (CUDA out of memory, a kernel failure) becomes a `failed` or `out_of_memory` record.
+pub fn run_job(spec: &JobSpec) -> JobRecord {
+    let mut env = crate::measure::host_environment();
+    env.backend = spec.backend.to_string();
+    env.dtype = spec.strategy.precision.to_string();
+    env.device_name = match spec.backend {
+        BackendKind::Cuda => crate::device::probe_cuda()
+            .ok()
+            .and_then(|i| i.names.get(spec.device_index).cloned())
+            .unwrap_or_else(|| format!("CUDA device {}", spec.device_index)),
+        _ => crate::device::cpu_model(),
+    };
+    if let Some(reason) = unsupported(spec) {
+        return JobRecord::unfinished(spec, JobStatus::Unsupported, reason, env);
+    }
+    fault::install_panic_hook();
+    let spec2 = spec.clone();
+    let env2 = env.clone();
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || dispatch(&spec2, env2)));
+    let outcome = match result {
+        Ok(Ok(record)) => Ok(record),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into())),
+    };
+    classify_outcome(spec, env, outcome, fault::first_fault())
+}
+
+/// The record of a job from how it ended and the first device allocation failure recorded
+/// in its process (see [`crate::measure::fault`]).
+///
+/// An allocation failure makes the job `out_of_memory`, whatever came after it: an error, a
+/// panic, a non-finite loss, or even a run to the end (CubeCL does not retry a failed
+/// allocation: the tensor is never bound, later kernels fail on it and reads return garbage,
+/// so such a run's numbers are not measurements; its steps are kept for diagnosis, its summary
+/// is dropped). A NaN loss is "diverged" only when no allocation failure came first.
+pub fn classify_outcome(
+    spec: &JobSpec,
+    env: Environment,
+    outcome: std::result::Result<JobRecord, String>,
+    fault: Option<OutOfMemory>,
+) -> JobRecord {
+    let oom_reason = |oom: &OutOfMemory, after: &str| {
+        let bytes = oom
+            .requested_bytes
+            .map(|b| format!(" of {b} bytes ({:.1} MiB)", b as f64 / (1u64 << 20) as f64))
+            .unwrap_or_default();
+        format!(
+            "out of device memory: an allocation{bytes} failed (`{}`); {after}",
+            oom.message.lines().next().unwrap_or_default()
+        )
+    };
+    match (outcome, fault) {
+        (Ok(record), None) => record,
+        (Ok(mut record), Some(oom)) => {
+            record.status = JobStatus::OutOfMemory;
+            record.reason = Some(oom_reason(
+                &oom,
+                "the job ran on with a poisoned device, so its measurements are void",
+            ));
+            record.summary = None;
+            record.out_of_memory = Some(oom);
+            record
+        }
+        (Err(message), Some(oom)) => {
+            let reason = oom_reason(&oom, &format!("the job then ended with: {message}"));
+            let mut record = JobRecord::unfinished(spec, JobStatus::OutOfMemory, reason, env);
+            record.out_of_memory = Some(oom);
+            record
+        }
+        (Err(message), None) => {
+            let oom = fault::from_lines([message.as_str()]);
+            let status = if oom.is_some() {
+                JobStatus::OutOfMemory
+            } else {
+                JobStatus::Failed
+            };
+            let mut record = JobRecord::unfinished(spec, status, message, env);
+            record.out_of_memory = oom;
+            record
+        }
+    }
+}
+
+fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
+    use burn::backend::{Flex, NdArray};
+    match spec.backend {
+        BackendKind::Flex => {
+            env.numerics =
+                "CPU f32 matmuls (gemm); f16/bf16 are storage and arithmetic dtypes of flex".into();
+            run_cpu::<Flex>(spec, env)
+        }
+        BackendKind::Ndarray => {
+            env.numerics = "CPU f32 matmuls (ndarray)".into();
+            run_cpu::<NdArray>(spec, env)
+        }
+        BackendKind::Cuda => {
+            #[cfg(feature = "cuda")]
+            {
+                cuda::run(spec, env)
+            }
+            #[cfg(not(feature = "cuda"))]
+            {
+                let _ = env;
+                Err(Error::Device {
+                    requested: "cuda".into(),
+                    message: "this binary was built without the `cuda` feature".into(),
+                })
+            }
+        }
+    }
+}
+
+/// A CPU job on backend `B` (plain autodiff, or Burn's `BalancedCheckpointing` strategy),
+/// measured with the counting allocator.
+fn run_cpu<B: AttentionBackend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
+where
+    B::Device: Default,
+{
+    use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+    use burn::backend::Autodiff;
+    if spec.strategy.balanced_checkpointing {
+        run_on::<Autodiff<B, BalancedCheckpointing>>(
+            spec,
+            Default::default(),
+            &mut HeapProbe,
+            env,
+            None,
+        )
+    } else {
+        run_on::<Autodiff<B>>(spec, Default::default(), &mut HeapProbe, env, None)
+    }
+}
+
+fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
+    t.into_data().iter::<f64>().next().unwrap_or(f64::NAN)
+}
+
+/// The training loop on backend `B` with the memory probe `probe`. `peak_flops` (FLOP/s) is
+/// the device's peak for the job's precision, when known, for MFU.
+pub(crate) fn run_on<B: TrainBackend>(
+    spec: &JobSpec,
+    device: B::Device,
+    probe: &mut dyn MemoryProbe,
+    env: Environment,
+    peak_flops: Option<f64>,
+) -> Result<JobRecord> {
+    let dtype = dtype_of(spec.strategy.precision);
+    if !B::supports_dtype(&device, dtype) {
+        return Ok(JobRecord::unfinished(
+            spec,
+            JobStatus::Unsupported,
+            format!(
+                "the {} backend does not support {} tensors",
+                spec.backend, spec.strategy.precision
+            ),
+            env,
+        ));
+    }
+    match spec.train.optimizer {
+        OptimizerKind::Adamw => {
+            let optim = AdamWConfig::new()
+                .with_weight_decay(spec.train.weight_decay as f32)
+                .init::<B, TransformerLm<B>>();
+            train_loop::<B, _>(spec, device, probe, env, peak_flops, optim)
+        }
+    }
+}
+
+/// One training step under the job's strategy; returns the updated model and the loss tensor.
+pub fn train_step<B, O>(
+    model: TransformerLm<B>,
+    optim: &mut O,
+    lr: f64,
+    inputs: &Inputs<B>,
+    plan: Option<&[Segment]>,
+    fused: bool,
+    probe: &mut dyn MemoryProbe,
+) -> (TransformerLm<B>, Tensor<B::InnerBackend, 1>)
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    match plan {
+        None => {
+            let loss = inputs.loss(&model);
+            probe.phase();
+            let loss_inner = loss.clone().inner();
+            let grads = loss.backward();
+            let grads = GradientsParams::from_grads(grads, &model);
+            probe.phase();
+            let model = optim.step(lr, model, grads);
+            (model, loss_inner)
+        }
+        Some(plan) => {
+            let mut phase = || probe.phase();
+            let out = if fused {
+                segment::segmented_step(model, inputs, plan, Some((&mut *optim, lr)), &mut phase)
+            } else {
+                segment::segmented_step::<B, O>(model, inputs, plan, None, &mut phase)
+            };
+            let model = optim.step(lr, out.model, out.grads);
+            (model, out.loss)
+        }
+    }
+}
+
+fn train_loop<B, O>(
+    spec: &JobSpec,
+    device: B::Device,
+    probe: &mut dyn MemoryProbe,
+    env: Environment,
+    peak_flops: Option<f64>,
+    mut optim: O,
+) -> Result<JobRecord>
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    let started = Instant::now();
+    let m = &spec.model;
+    let t = &spec.train;
+    let data_dir = &spec.data.dir;
+    let train_stream = TokenStream::read(&data_dir.join("train.tokens"), spec.data.eos_id)?;
+    let eval_stream = TokenStream::read(&data_dir.join("eval.tokens"), spec.data.eos_id)?;
+    let mut batcher = Batcher::new(train_stream, m.batch, m.seq_len, t.seed)?;
+    let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, t.seed)?;
+
+    B::seed(&device, t.seed);
+    let model = m.init::<B>(&device).with_attention(spec.strategy.attention);
+    // With master weights the model stays f32 and each step computes on a 16-bit copy.
+    let mixed = spec.strategy.master_weights;
+    let precision = spec.strategy.precision;
+    let mut model = if mixed {
+        model
+    } else {
+        cast_model(model, precision)
+    };
+    let mut scaler = mixed::LossScaler::new(spec.strategy.loss_scale);
+    let parameters = m.parameter_count();
+    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), &device);
+    let block_costs = if mixed {
+        profile_blocks(
+            &cast_model(model.clone(), precision),
+            &profile_inputs,
+            &device,
+            probe,
+        )
+    } else {
+        profile_blocks(&model, &profile_inputs, &device, probe)
+    };
+    drop(profile_inputs);
+    let plan = plan_for(spec, &block_costs);
+    let estimated_activation_bytes = match &plan {
+        Some(p) => budget::estimate_plan(&block_costs, p),
+        None => block_costs.iter().map(|b| b.activation_bytes).sum(),
+    };
+    let fused = spec.strategy.fused_optimizer;
+    let baseline_bytes = measure::allocated_bytes();
+
+    // Probes that must synchronize to sample (CUDA) get one untimed memory step after the
+    // warm-up, sampled at every phase; the timed steps then run without phase probes.
+    let memory_steps = usize::from(probe.wants_memory_step());
+    let total = t.warmup_steps + memory_steps + t.steps;
+    let mut steady_bytes = 0;
+    let mut first_timed_at = None;
+    let mut steps = Vec::with_capacity(total);
+    for step in 0..total {
+        let warmup = step < t.warmup_steps;
+        let memory_step = !warmup && step < t.warmup_steps + memory_steps;
+        // Release the pool pages that warm-up and profiling left wholly free, so that the
+        // measured steps' reserved bytes start from their own demand; with `memory_cleanup`,
+        // at every step boundary.
+        if spec.device_settings.memory_cleanup || step == t.warmup_steps {
+            B::memory_cleanup(&device);
+        }
+        probe.set_phase_sampling(memory_step);
+        if step == t.warmup_steps + memory_steps {
+            first_timed_at = Some(started.elapsed().as_secs_f64());
+        }
+        let batch = batcher.next_random();
+        let inputs = Inputs::<B>::new(&batch, &device);
+        steady_bytes = probe.live_bytes();
+        probe.begin_step();
+        let t0 = Instant::now();
+        let (next, loss, info) = if mixed {
+            let (m, l, info) = mixed::mixed_step(
+                model,
+                &mut optim,
+                t.lr,
+                &inputs,
+                precision,
+                &mut scaler,
+                probe,
+            );
+            (m, l, Some(info))
+        } else {
+            let (m, l) = train_step(
+                model,
+                &mut optim,
+                t.lr,
+                &inputs,
+                plan.as_deref(),
+                fused,
+                probe,
+            );
+            (m, l, None)
+        };
+        model = next;
+        B::sync(&device).map_err(|e| Error::Job {
+            job: spec.config.clone(),
+            message: format!("device synchronization failed: {e:?}"),
+        })?;
+        let loss = scalar(loss);
+        let time_s = t0.elapsed().as_secs_f64();
+        let mem = probe.end_step();
+        drop(inputs);
+        if !loss.is_finite() {
+            return Err(Error::Job {
+                job: spec.config.clone(),
+                message: format!("training loss is {loss} at step {step} (diverged)"),
+            });
+        }
+        tracing::debug!(step, loss, time_s, peak = mem.peak_allocated_bytes, "step");
+        steps.push(StepRecord {
+            step,
+            warmup,
+            memory_step,
+            loss,
+            time_s,
+            peak_allocated_bytes: mem.peak_allocated_bytes,
+            peak_reserved_bytes: mem.peak_reserved_bytes,
+            loss_scale: info
+                .filter(|_| spec.strategy.loss_scale.is_some())
+                .map(|i| i.scale),
+            skipped: info.is_some_and(|i| i.skipped),
+            grad_zero_fraction: info.map(|i| i.zero_fraction),
+        });
+    }
+
+    // Evaluation on held-out stories (in the compute precision for master-weight jobs).
+    let inner = if mixed {
+        cast_model(model.valid(), precision)
+    } else {
+        model.valid()
+    };
+    let mut eval_sum = 0.0;
+    for i in 0..t.eval_batches.max(1) {
+        let inputs = Inputs::<B::InnerBackend>::new(&eval_batcher.sequential(i), &device);
+        eval_sum += scalar(inner.forward_loss(inputs.tokens, inputs.positions, inputs.targets));
+    }
+    let eval_loss = eval_sum / t.eval_batches.max(1) as f64;
+
+    // Peaks over the memory step and the timed steps; times over the timed steps only.
+    let measured: Vec<&StepRecord> = steps.iter().filter(|s| !s.warmup).collect();
+    let timed: Vec<f64> = measured
+        .iter()
+        .filter(|s| !s.memory_step)
+        .map(|s| s.time_s)
+        .collect();
+    let median_step_s = measure::median(&timed);
+    let samples_per_s = m.batch as f64 / median_step_s;
+    let tokens_per_s = samples_per_s * m.seq_len as f64;
+    let mfu = peak_flops.map(|p| m.train_flops_per_token() * tokens_per_s / p);
+    let summary = Summary {
+        parameters,
+        median_step_s,
+        samples_per_s,
+        tokens_per_s,
+        peak_allocated_bytes: measured
+            .iter()
+            .map(|s| s.peak_allocated_bytes)
+            .max()
+            .unwrap_or(0),
+        peak_reserved_bytes: measured
+            .iter()
+            .map(|s| s.peak_reserved_bytes)
+            .max()
+            .unwrap_or(0),
+        baseline_bytes,
+        final_train_loss: steps.last().map(|s| s.loss).unwrap_or(f64::NAN),
+        eval_loss,
+        eval_perplexity: eval_loss.exp(),
+        mfu,
+        peak_flops,
+        wall_s: started.elapsed().as_secs_f64(),
+        steady_bytes,
+        estimated_activation_bytes,
+        time_to_first_measured_step_s: first_timed_at,
+    };
+    Ok(JobRecord {
+        key: spec.key(),
+        spec: spec.clone(),
+        status: JobStatus::Ok,
+        reason: None,
+        env,
+        memory_probe: probe.describe().to_string(),
+        steps,
+        summary: Some(summary),
+        plan,
+        block_costs,
+        peak_bounds: Some(probe.bounds()),
+        out_of_memory: None,
+        finished_at: chrono::Utc::now().to_rfc3339(),
+    })
+}

@@ -1,0 +1,217 @@
+//! Segment activation checkpointing and the optimizer step fused into backward, built on Burn's
+//! public autodiff API (Burn 0.21 has no checkpoint-a-module API).
+//!
+//! The blocks are cut into [`Segment`]s. In the forward pass a *recomputed* segment runs on the
+//! inner (non-autodiff) backend and keeps only its input (the checkpoint); a *stored* segment
+//! runs with autodiff from a detached input and keeps its graph. Backward then walks the
+//! segments in reverse: the head's gradient w.r.t. the last hidden state is the first
+//! `upstream`; for each segment (recomputed now if needed) `(out * upstream).sum().backward()`
+//! yields the gradients of the segment's parameters and, w.r.t. its input, the next upstream.
+//! This is Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost", section 4.1)
+//! and `torch.utils.checkpoint` at block granularity.
+//!
+//! With `fused`, each segment's parameters are stepped as soon as their gradients exist and the
+//! gradients are dropped (PyTorch's "optimizer step in backward" tutorial), so at most one
+//! segment's gradients are alive. Tied parameters (the token embedding shared with the head)
+//! are stepped once, after their last contribution.
+
+use super::Inputs;
+use crate::model::TransformerLm;
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Tensor;
+pub use memwall_core::strategy::{every_k, per_block_stored, Segment};
+
+/// Moves the gradients of `module`'s parameters from `grads` into `out`, adding to a gradient
+/// already there (tied parameters receive several contributions).
+struct Collect<'a, B: AutodiffBackend> {
+    grads: &'a mut B::Gradients,
+    out: &'a mut GradientsParams,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Collect<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        if let Some(g) = param.val().grad_remove(self.grads) {
+            let g = match self.out.remove::<B::InnerBackend, D>(param.id) {
+                Some(prev) => prev + g,
+                None => g,
+            };
+            self.out.register::<B::InnerBackend, D>(param.id, g);
+        }
+    }
+}
+
+/// Moves `module`'s gradients from `grads` into `out` (see [`Collect`]).
+pub fn collect<B: AutodiffBackend, M: Module<B>>(
+    grads: &mut B::Gradients,
+    module: &M,
+    out: &mut GradientsParams,
+) {
+    module.visit(&mut Collect::<B> { grads, out });
+}
+
+enum Saved<B: AutodiffBackend> {
+    /// The segment input on the inner backend; the segment is recomputed in backward.
+    Checkpoint(Tensor<B::InnerBackend, 3>),
+    /// Detached input and output with the segment's autodiff graph.
+    Graph(Tensor<B, 3>, Tensor<B, 3>),
+}
+
+/// Result of a segmented forward + backward.
+pub struct SegmentedStep<B: AutodiffBackend> {
+    pub model: TransformerLm<B>,
+    /// Loss on the inner backend (read after the step to avoid an early sync).
+    pub loss: Tensor<B::InnerBackend, 1>,
+    /// Gradients not yet applied (all of them unless `fused`).
+    pub grads: GradientsParams,
+}
+
+/// One training step with the blocks cut into `plan`.
+///
+/// With `fused = Some((optim, lr))` the parameters of each segment (and of the head) are
+/// stepped during backward and the returned `grads` holds only the embeddings' gradients, still
+/// to be applied; otherwise nothing is stepped and `grads` holds every gradient.
+/// `phase` is called at each phase boundary (for memory probes that sample).
+pub fn segmented_step<B, O>(
+    model: TransformerLm<B>,
+    inputs: &Inputs<B>,
+    plan: &[Segment],
+    mut fused: Option<(&mut O, f64)>,
+    phase: &mut dyn FnMut(),
+) -> SegmentedStep<B>
+where
+    B: super::TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    let mut model = model;
+    // Forward. The embedding keeps its (small) graph: its output is the first checkpoint.
+    let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
+    let mut h = embedded.clone().inner();
+    let mut saved: Vec<Saved<B>> = Vec::with_capacity(plan.len());
+    {
+        let inner = model.valid();
+        for seg in plan {
+            if seg.recompute {
+                saved.push(Saved::Checkpoint(h.clone()));
+                h = inner.forward_blocks(h, seg.range());
+            } else {
+                let x = Tensor::<B, 3>::from_inner(h).require_grad();
+                let y = model.forward_blocks(x.clone(), seg.range());
+                h = y.clone().inner();
+                saved.push(Saved::Graph(x, y));
+            }
+        }
+    }
+    phase();
+
+    // Head: loss and the gradient w.r.t. the last hidden state.
+    let last = Tensor::<B, 3>::from_inner(h).require_grad();
+    let loss = model.loss(last.clone(), inputs.targets.clone());
+    let loss_inner = loss.clone().inner();
+    let mut g = loss.backward();
+    let mut upstream = last
+        .grad_remove(&mut g)
+        .expect("the loss depends on the last hidden state");
+    let mut pending = GradientsParams::new();
+    let mut head = GradientsParams::new();
+    collect(&mut g, &model.norm_final, &mut head);
+    if let Some(lm_head) = &model.head {
+        collect(&mut g, lm_head, &mut head);
+    }
+    // A tied head contributes to the token embedding, which is stepped last.
+    collect(&mut g, &model.token_embedding, &mut pending);
+    drop(g);
+    match fused.as_mut() {
+        Some((optim, lr)) => model = optim.step(*lr, model, head),
+        None => merge_into(&mut pending, head, &model),
+    }
+    phase();
+
+    // Segments in reverse.
+    for (seg, s) in plan.iter().zip(saved).rev() {
+        let (x, y) = match s {
+            Saved::Checkpoint(input) => {
+                let x = Tensor::<B, 3>::from_inner(input).require_grad();
+                let y = model.forward_blocks(x.clone(), seg.range());
+                (x, y)
+            }
+            Saved::Graph(x, y) => (x, y),
+        };
+        let mut g = (y * Tensor::from_inner(upstream)).sum().backward();
+        upstream = x
+            .grad_remove(&mut g)
+            .expect("a segment's output depends on its input");
+        match fused.as_mut() {
+            Some((optim, lr)) => {
+                let mut seg_grads = GradientsParams::new();
+                for block in &model.blocks[seg.range()] {
+                    collect(&mut g, block, &mut seg_grads);
+                }
+                drop(g);
+                model = optim.step(*lr, model, seg_grads);
+            }
+            None => {
+                for block in &model.blocks[seg.range()] {
+                    collect(&mut g, block, &mut pending);
+                }
+            }
+        }
+        phase();
+    }
+
+    // Embeddings.
+    let mut g = (embedded * Tensor::from_inner(upstream)).sum().backward();
+    collect(&mut g, &model.token_embedding, &mut pending);
+    collect(&mut g, &model.position_embedding, &mut pending);
+    SegmentedStep {
+        model,
+        loss: loss_inner,
+        grads: pending,
+    }
+}
+
+/// Moves every gradient of `from` (for parameters of `model`) into `into`, adding on overlap.
+fn merge_into<B: AutodiffBackend>(
+    into: &mut GradientsParams,
+    mut from: GradientsParams,
+    model: &TransformerLm<B>,
+) {
+    struct Merge<'a> {
+        from: &'a mut GradientsParams,
+        into: &'a mut GradientsParams,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Merge<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if let Some(g) = self.from.remove::<B::InnerBackend, D>(param.id) {
+                let g = match self.into.remove::<B::InnerBackend, D>(param.id) {
+                    Some(prev) => prev + g,
+                    None => g,
+                };
+                self.into.register::<B::InnerBackend, D>(param.id, g);
+            }
+        }
+    }
+    model.visit(&mut Merge {
+        from: &mut from,
+        into,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_k_covers_all_blocks_once() {
+        for layers in 1..12 {
+            for k in 1..=layers {
+                let plan = every_k(layers, k);
+                let covered: Vec<usize> = plan.iter().flat_map(|s| s.range()).collect();
+                assert_eq!(covered, (0..layers).collect::<Vec<_>>());
+                assert_eq!(plan.len(), layers.div_ceil(k));
+                assert!(plan.iter().all(|s| s.recompute));
+            }
+        }
+    }
+}
