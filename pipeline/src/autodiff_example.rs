@@ -167,6 +167,26 @@ pub fn run() -> Result<Vec<Section>> {
     }])
 }
 
+/// The autodiff worked example ([`crate::demos::InProcessStudy`]). TEMPORARY: its output is still the rendered sections.
+pub struct AutodiffExample;
+
+/// The example has no parameters.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+impl crate::demos::InProcessStudy for AutodiffExample {
+    type Params = NoParams;
+    type Output = Vec<Section>;
+    type Error = crate::Error;
+    fn run(_: &NoParams, _data_dir: &std::path::Path) -> Result<Vec<Section>> {
+        run()
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

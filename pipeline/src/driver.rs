@@ -274,7 +274,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     let header = &study.header;
     if header.kind != StudyKind::Training {
         let stored = crate::studies::stored(&paths.runs, &header.name)?;
-        let Some(rec) = stored.first() else {
+        let Some((rec, rec_path)) = stored.first() else {
             return Err(no_records(paths, &header.name, study_path));
         };
         let e = &rec.env;
@@ -292,7 +292,8 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
                 vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
             ],
         }];
-        let doc = ReportDoc::new(header, rec.sections.clone(), environment);
+        let sections = crate::studies::render(rec, rec_path)?;
+        let doc = ReportDoc::new(header, sections, environment);
         return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
     }
     results::ingest_all(&paths.runs, &header.name)?;

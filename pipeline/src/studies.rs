@@ -1,71 +1,107 @@
-//! Studies that are not training sweeps: each runs in-process from its `[params]` table and
-//! returns report sections, stored as a record (`runs/<study>/<profile>.sections.json`) so
-//! `memwall report` re-renders without re-running.
+//! Studies that are not training sweeps: each runs in-process from its `[params]` table
+//! ([`InProcessStudy`]) and returns a typed result, stored as a record
+//! (`runs/<study>/<profile>.result.json`); its renderer turns the stored result into report
+//! sections, so `memwall report` re-renders without re-running.
 
-use crate::demos;
+use crate::demos::{self, InProcessStudy};
 use crate::error::{Error, Result};
 use crate::measure::Environment;
 use crate::report::model::Section;
 use crate::spec::{Study, StudyKind};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The stored result of a non-training study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SectionsRecord {
+pub struct StudyRecord {
+    /// The study's name (its folder under `runs/` and `reports/`).
     pub study: String,
+    /// The profile it ran at.
     pub profile: String,
-    /// Hash of the study's resolved parameters: a changed file reruns the study.
+    /// The study's kind (which renderer reads `result`).
+    pub kind: StudyKind,
+    /// Hash of the study's resolved parameters and build: a changed file reruns the study.
     pub params_hash: String,
+    /// Where it ran.
     pub env: Environment,
-    pub sections: Vec<Section>,
+    /// The study's typed result ([`InProcessStudy::Output`]) as JSON.
+    pub result: serde_json::Value,
     /// Wall time of the study, seconds.
     pub wall_s: f64,
+    /// RFC 3339 time the study finished.
     pub finished_at: String,
 }
 
-fn params<P: DeserializeOwned>(study: &Study) -> Result<P> {
-    P::deserialize(toml::Value::Table(study.params.clone())).map_err(|e| Error::SpecField {
-        path: study.path.clone(),
-        field: "params".into(),
-        message: e.to_string(),
+/// A study kind's two steps, type-erased: run to a JSON result, render a JSON result.
+struct Entry {
+    run: fn(&Study, &Path) -> Result<serde_json::Value>,
+    render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
+}
+
+fn entry<S: InProcessStudy>() -> Entry {
+    Entry {
+        run: run_typed::<S>,
+        render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
+    }
+}
+
+/// The in-process study of each kind (`None` for training studies, which are sweeps of jobs).
+fn registry(kind: StudyKind) -> Option<Entry> {
+    Some(match kind {
+        StudyKind::Training => return None,
+        StudyKind::ScalarCheckpoint => entry::<demos::checkpoint::ScalarCheckpoint>(),
+        StudyKind::FusionIr => entry::<demos::fusion::FusionIr>(),
+        StudyKind::StaticPlanning => entry::<demos::planner::StaticPlanning>(),
+        StudyKind::TwoBufferInference => entry::<demos::inference::TwoBufferInference>(),
+        StudyKind::SixteenBit => entry::<demos::precision::SixteenBit>(),
+        StudyKind::Fsdp => entry::<demos::fsdp::Fsdp>(),
+        StudyKind::AutodiffExample => entry::<crate::autodiff_example::AutodiffExample>(),
+        StudyKind::Checkmate => entry::<crate::remat::study::Checkmate>(),
     })
 }
 
-fn demo_err(study: &Study) -> impl Fn(demos::DemoError) -> Error + '_ {
-    move |e| Error::SpecField {
+/// Parses the study's `[params]`, runs it and returns its result as JSON.
+fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_json::Value> {
+    let invalid = |message: String| Error::SpecField {
         path: study.path.clone(),
         field: "params".into(),
-        message: e.to_string(),
+        message,
+    };
+    let params = S::Params::deserialize(toml::Value::Table(study.params.clone()))
+        .map_err(|e| invalid(e.to_string()))?;
+    let output = S::run(&params, data_dir).map_err(|e| invalid(e.to_string()))?;
+    serde_json::to_value(&output).map_err(|e| invalid(format!("result does not serialize: {e}")))
+}
+
+/// Runs a non-training study and returns its result as JSON.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params` for invalid parameters or the study's own failures.
+pub fn run(study: &Study) -> Result<serde_json::Value> {
+    match registry(study.header.kind) {
+        Some(e) => (e.run)(study, &shared_data_dir(study)),
+        None => Ok(serde_json::Value::Null),
     }
 }
 
-/// Runs a non-training study and returns its sections.
+/// Renders a stored study record as report sections.
 ///
 /// # Errors
-/// [`Error::SpecField`] naming `params` for invalid parameters; the study's own failures.
-pub fn run(study: &Study) -> Result<Vec<Section>> {
-    let e = demo_err(study);
-    match study.header.kind {
-        StudyKind::Training => Ok(Vec::new()),
-        StudyKind::ScalarCheckpoint => demos::checkpoint::run(&params(study)?).map_err(e),
-        StudyKind::FusionIr => demos::fusion::run(&params(study)?).map_err(e),
-        StudyKind::StaticPlanning => demos::planner::run(&params(study)?).map_err(e),
-        StudyKind::TwoBufferInference => demos::inference::run(&params(study)?).map_err(e),
-        StudyKind::SixteenBit => demos::precision::run(&params(study)?).map_err(e),
-        StudyKind::Fsdp => demos::fsdp::run(&params(study)?).map_err(e),
-        StudyKind::AutodiffExample => crate::autodiff_example::run(),
-        StudyKind::Checkmate => {
-            let data = shared_data_dir(study);
-            crate::remat::run_study(&params(study)?, &data).map_err(|e| Error::SpecField {
-                path: study.path.clone(),
-                field: "params".into(),
-                message: e.to_string(),
-            })
-        }
-    }
+/// [`Error::Records`] when the record's result does not match its kind's result type (a record
+/// written by another version of memwall: rerun the study).
+pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+    let Some(e) = registry(record.kind) else {
+        return Ok(Vec::new());
+    };
+    (e.render)(&record.result).map_err(|err| Error::Records {
+        path: path.to_path_buf(),
+        message: format!(
+            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
+             the study again with --force",
+            record.study, record.kind
+        ),
+    })
 }
 
 /// The data directory of a study: its `params.data_dir` resolved against the workspace root,
@@ -77,10 +113,13 @@ fn shared_data_dir(study: &Study) -> PathBuf {
     Study::base_dir(&study.path).join("../shared/data")
 }
 
-/// Where a study's sections record lives.
+/// The file name suffix of stored study results.
+const RESULT_SUFFIX: &str = ".result.json";
+
+/// Where a study's record lives.
 pub fn record_path(runs: &Path, study: &Study) -> PathBuf {
     runs.join(&study.header.name)
-        .join(format!("{}.sections.json", study.profile))
+        .join(format!("{}{RESULT_SUFFIX}", study.profile))
 }
 
 /// SHA-256 (16 hex digits) of the running executable, read once: a stored study computed by
@@ -112,12 +151,12 @@ fn params_hash(study: &Study) -> String {
 /// Runs the study unless a record with the same parameters and build exists (or `force`), and
 /// stores it.
 /// Returns the record and whether it was computed now.
-pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(SectionsRecord, bool)> {
+pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRecord, bool)> {
     let path = record_path(runs, study);
     let hash = params_hash(study);
     if !force {
         if let Ok(text) = std::fs::read_to_string(&path) {
-            if let Ok(rec) = serde_json::from_str::<SectionsRecord>(&text) {
+            if let Ok(rec) = serde_json::from_str::<StudyRecord>(&text) {
                 if rec.params_hash == hash {
                     return Ok((rec, false));
                 }
@@ -125,13 +164,14 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(Section
         }
     }
     let t = std::time::Instant::now();
-    let sections = run(study)?;
-    let rec = SectionsRecord {
+    let result = run(study)?;
+    let rec = StudyRecord {
         study: study.header.name.clone(),
         profile: study.profile.to_string(),
+        kind: study.header.kind,
         params_hash: hash,
         env: memwall_runner::measure::host_environment(),
-        sections,
+        result,
         wall_s: t.elapsed().as_secs_f64(),
         finished_at: chrono::Utc::now().to_rfc3339(),
     };
@@ -143,24 +183,24 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(Section
     Ok((rec, true))
 }
 
-/// Every stored sections record of `study_name` (all profiles), newest first.
-pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<SectionsRecord>> {
+/// Every stored record of `study_name` (all profiles) with its path, newest first.
+pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<(StudyRecord, PathBuf)>> {
     let dir = runs.join(study_name);
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for e in entries.flatten() {
             let p = e.path();
-            if p.to_string_lossy().ends_with(".sections.json") {
+            if p.to_string_lossy().ends_with(RESULT_SUFFIX) {
                 let text = std::fs::read_to_string(&p).map_err(|e| Error::io("reading", &p, e))?;
-                out.push(serde_json::from_str::<SectionsRecord>(&text).map_err(|e| {
-                    Error::Records {
+                let rec =
+                    serde_json::from_str::<StudyRecord>(&text).map_err(|e| Error::Records {
                         path: p.clone(),
-                        message: format!("malformed sections record: {e}"),
-                    }
-                })?);
+                        message: format!("malformed study record: {e}"),
+                    })?;
+                out.push((rec, p));
             }
         }
     }
-    out.sort_by(|a, b| b.finished_at.cmp(&a.finished_at));
+    out.sort_by(|a, b| b.0.finished_at.cmp(&a.0.finished_at));
     Ok(out)
 }

@@ -458,6 +458,24 @@ pub fn run(p: &CheckpointParams) -> Result<Vec<Section>, DemoError> {
     Ok(vec![sec1, sec2])
 }
 
+/// The scalar checkpoint study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
+pub struct ScalarCheckpoint;
+
+impl super::InProcessStudy for ScalarCheckpoint {
+    type Params = CheckpointParams;
+    type Output = Vec<Section>;
+    type Error = DemoError;
+    fn run(
+        params: &CheckpointParams,
+        _data_dir: &std::path::Path,
+    ) -> Result<Vec<Section>, DemoError> {
+        run(params)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

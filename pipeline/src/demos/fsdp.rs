@@ -566,6 +566,21 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
     Ok(vec![mem_sec, ring_sec])
 }
 
+/// The FSDP study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
+pub struct Fsdp;
+
+impl super::InProcessStudy for Fsdp {
+    type Params = FsdpParams;
+    type Output = Vec<Section>;
+    type Error = DemoError;
+    fn run(params: &FsdpParams, _data_dir: &std::path::Path) -> Result<Vec<Section>, DemoError> {
+        run(params)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

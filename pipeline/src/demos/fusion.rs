@@ -809,6 +809,21 @@ fn fmt_opt_bytes(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into())
 }
 
+/// The fusion IR study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
+pub struct FusionIr;
+
+impl super::InProcessStudy for FusionIr {
+    type Params = FusionParams;
+    type Output = Vec<Section>;
+    type Error = DemoError;
+    fn run(params: &FusionParams, _data_dir: &std::path::Path) -> Result<Vec<Section>, DemoError> {
+        run(params)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,16 +6,17 @@
 //! static planner of [`super::planner`] on an N-layer MLP graph, and by actually running an N-layer
 //! ReLU MLP with two buffers versus storing every activation.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use super::planner::{inference_schedule, plan, training_schedule, FwdGraph, OpKind, Strategy};
-use super::{ensure, fmt_bytes, median_time, DemoError, XorShift};
+use super::{ensure, fmt_bytes, median_time, DemoError, InProcessStudy, XorShift};
 use crate::report::model::{Figure, Mark, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
 /// Parameters of the two-buffer inference study.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InferenceParams {
     /// Network depths N (number of FC+ReLU layers).
@@ -112,8 +113,60 @@ impl Mlp {
     }
 }
 
-/// Runs the study.
-pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
+/// What the study measured at one depth N. Bytes are activation bytes (weights excluded);
+/// times are medians over `repeats`, seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DepthResult {
+    /// Number of FC+ReLU layers N.
+    pub depth: usize,
+    /// The static planner's forward-only plan (in-place + sharing), bytes.
+    pub planner_inference_bytes: u64,
+    /// Buffers of that plan.
+    pub planner_inference_buffers: usize,
+    /// The static planner's training plan (in-place + sharing), bytes.
+    pub planner_training_bytes: u64,
+    /// Bytes held by the two ping-pong buffers of the real forward pass.
+    pub two_buffers_bytes: u64,
+    /// Bytes held when every activation is stored.
+    pub store_all_bytes: u64,
+    /// Median time of the two-buffer forward pass, seconds.
+    pub two_buffers_s: f64,
+    /// Median time of the store-all forward pass, seconds.
+    pub store_all_s: f64,
+}
+
+/// The result of the two-buffer inference study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InferenceResult {
+    /// The parameters it ran with.
+    pub params: InferenceParams,
+    /// Bytes of one activation tensor (`batch * width * 4`).
+    pub tensor_bytes: u64,
+    /// One entry per depth, in the order of `params.depths`.
+    pub depths: Vec<DepthResult>,
+}
+
+/// The two-buffer inference study ([`InProcessStudy`]).
+pub struct TwoBufferInference;
+
+impl InProcessStudy for TwoBufferInference {
+    type Params = InferenceParams;
+    type Output = InferenceResult;
+    type Error = DemoError;
+    fn run(params: &InferenceParams, _data_dir: &Path) -> Result<InferenceResult, DemoError> {
+        measure(params)
+    }
+    fn render(output: &InferenceResult) -> Vec<Section> {
+        vec![render(output)]
+    }
+}
+
+/// Plans and runs the MLP at every depth of `p`.
+///
+/// # Errors
+/// [`DemoError::InvalidParam`] for empty or zero depths, width or batch; [`DemoError::Check`]
+/// when the two-buffer output differs from the store-all output.
+pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
     ensure(
         !p.depths.is_empty() && p.depths.iter().all(|&d| d > 0),
         "depths",
@@ -124,21 +177,20 @@ pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
         "width",
         "width and batch must be positive",
     )?;
-    let tbytes = (p.batch * p.width * 4) as u64;
+    let tensor_bytes = (p.batch * p.width * 4) as u64;
     let both = Strategy {
         inplace: true,
         sharing: true,
     };
-    let mut rows = Vec::new();
-    let (mut s_inf, mut s_train, mut s_two, mut s_all) = (vec![], vec![], vec![], vec![]);
     let mut rng = XorShift(42);
     let input: Vec<f32> = (0..p.batch * p.width)
         .map(|_| rng.unit_f64() as f32)
         .collect();
     let dmax = *p.depths.iter().max().unwrap_or(&1);
     let net = Mlp::new(dmax, p.width, 7);
+    let mut depths = Vec::with_capacity(p.depths.len());
     for &n in &p.depths {
-        let g = mlp_chain(n, tbytes);
+        let g = mlp_chain(n, tensor_bytes);
         let pi = plan(&inference_schedule(&g), both);
         let pt = plan(&training_schedule(&g, None), both);
         let sub = Mlp {
@@ -152,21 +204,38 @@ pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
                 "N={n}: two-buffer output differs from store-all output"
             )));
         }
-        rows.push(vec![
-            n.to_string(),
-            pi.static_bytes.to_string(),
-            pi.buffers.to_string(),
-            pt.static_bytes.to_string(),
-            b2.to_string(),
-            ba.to_string(),
-            format!("{:.2}", t2 * 1e3),
-            format!("{:.2}", ta * 1e3),
-        ]);
-        s_inf.push((n as f64, pi.static_bytes as f64));
-        s_train.push((n as f64, pt.static_bytes as f64));
-        s_two.push((n as f64, b2 as f64));
-        s_all.push((n as f64, ba as f64));
+        depths.push(DepthResult {
+            depth: n,
+            planner_inference_bytes: pi.static_bytes,
+            planner_inference_buffers: pi.buffers,
+            planner_training_bytes: pt.static_bytes,
+            two_buffers_bytes: b2,
+            store_all_bytes: ba,
+            two_buffers_s: t2,
+            store_all_s: ta,
+        });
     }
+    Ok(InferenceResult {
+        params: p.clone(),
+        tensor_bytes,
+        depths,
+    })
+}
+
+/// The study's section: the lecture's O(1) versus O(N) claims beside the planner's and the
+/// measured bytes.
+pub fn render(r: &InferenceResult) -> Section {
+    let p = &r.params;
+    let series = |f: fn(&DepthResult) -> u64| -> Vec<(f64, f64)> {
+        r.depths
+            .iter()
+            .map(|d| (d.depth as f64, f(d) as f64))
+            .collect()
+    };
+    let s_inf = series(|d| d.planner_inference_bytes);
+    let s_train = series(|d| d.planner_training_bytes);
+    let s_two = series(|d| d.two_buffers_bytes);
+    let s_all = series(|d| d.store_all_bytes);
     let first = |v: &Vec<(f64, f64)>| v.first().map(|p| p.1).unwrap_or(0.0);
     let last = |v: &Vec<(f64, f64)>| v.last().map(|p| p.1).unwrap_or(0.0);
     let line = |label: &str, pts: Vec<(f64, f64)>| Series {
@@ -175,8 +244,25 @@ pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
         mark: Mark::Line,
         point_labels: vec![],
     };
-    let (n0, n1) = (p.depths[0], *p.depths.last().unwrap_or(&1));
-    let sec = Section {
+    let n0 = r.depths.first().map_or(0, |d| d.depth);
+    let n1 = r.depths.last().map_or(0, |d| d.depth);
+    let rows = r
+        .depths
+        .iter()
+        .map(|d| {
+            vec![
+                d.depth.to_string(),
+                d.planner_inference_bytes.to_string(),
+                d.planner_inference_buffers.to_string(),
+                d.planner_training_bytes.to_string(),
+                d.two_buffers_bytes.to_string(),
+                d.store_all_bytes.to_string(),
+                format!("{:.2}", d.two_buffers_s * 1e3),
+                format!("{:.2}", d.store_all_s * 1e3),
+            ]
+        })
+        .collect();
+    Section {
         title: "Inference with two buffers versus training activations".into(),
         claim: format!(
             "{SRC}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need O(1) memory for computing the final output of a N layer deep network by cycling \
@@ -186,7 +272,7 @@ pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
             "For an MLP of FC+ReLU layers (batch {}, width {}, fp32, {} per activation), the planner's forward-only plan stays at {} from N = {n0} to N = {n1} while the \
              training plan (in-place + sharing) grows from {} to {}; running the network, two ping-pong buffers hold {} at every depth versus {} to {} when every \
              activation is stored, with bit-identical outputs.",
-            p.batch, p.width, fmt_bytes(tbytes as f64), fmt_bytes(last(&s_inf)), fmt_bytes(first(&s_train)), fmt_bytes(last(&s_train)),
+            p.batch, p.width, fmt_bytes(r.tensor_bytes as f64), fmt_bytes(last(&s_inf)), fmt_bytes(first(&s_train)), fmt_bytes(last(&s_train)),
             fmt_bytes(last(&s_two)), fmt_bytes(first(&s_all)), fmt_bytes(last(&s_all)),
         ),
         notes: vec![
@@ -223,8 +309,7 @@ pub fn run(p: &InferenceParams) -> Result<Vec<Section>, DemoError> {
             ],
             ..Default::default()
         }],
-    };
-    Ok(vec![sec])
+    }
 }
 
 #[cfg(test)]
@@ -259,13 +344,14 @@ mod tests {
 
     #[test]
     fn run_small() {
-        let s = run(&InferenceParams {
+        let r = measure(&InferenceParams {
             depths: vec![1, 2, 4],
             width: 8,
             batch: 2,
             repeats: 1,
         })
         .unwrap();
+        let s = TwoBufferInference::render(&r);
         assert_eq!(s[0].tables[0].rows.len(), 3);
     }
 }

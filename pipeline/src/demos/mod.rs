@@ -1,8 +1,14 @@
 //! Pure-Rust studies from the lecture and blog sources (no deep-learning framework).
 //!
-//! Every study has a `XParams` struct (serde, `deny_unknown_fields`, `Default` sized to run in
-//! seconds on a 2-core CPU) and a `run(&XParams) -> Result<Vec<Section>, DemoError>` that returns
-//! report [`Section`](crate::report::model::Section)s pairing the source's claim with our numbers.
+//! Every study implements [`InProcessStudy`]: a `XParams` struct (serde, `deny_unknown_fields`,
+//! `Default` sized to run in seconds on a 2-core CPU), a `run` that measures and returns a typed,
+//! serializable result (numbers, not sentences; stored as the study's record), and a `render`
+//! that presents a result as report [`Section`]s pairing the source's claim with our numbers.
+//! Measurement and presentation are separate steps, as in criterion.rs (measurement ->
+//! analysis -> report), so `memwall report` re-renders a stored result without re-running it.
+//!
+//! May import: [`crate::report::model`] (the sections renderers build), `memwall-remat`,
+//! Burn; never the driver or the report renderers.
 //!
 //! Sources (in `/work/shared/sources/`):
 //! - `000_8cbb5ca41b7f2c4a.txt`: blog post "Memory Optimization Demo" (kernel fusion, gradient
@@ -19,7 +25,34 @@ pub mod inference;
 pub mod planner;
 pub mod precision;
 
+use crate::report::model::Section;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::path::Path;
 use std::time::Instant;
+
+/// An in-process study: parameters -> a typed result -> report sections.
+///
+/// [`run`](InProcessStudy::run) measures and returns an [`Output`](InProcessStudy::Output) that
+/// holds numbers only (and the parameters it ran with, so that it renders alone);
+/// [`render`](InProcessStudy::render) is the renderer: it turns an output, fresh or read back
+/// from the record store, into sections. A renderer never measures.
+pub trait InProcessStudy {
+    /// The experiment file's `[params]` table.
+    type Params: DeserializeOwned;
+    /// What the study measured.
+    type Output: Serialize + DeserializeOwned;
+    /// Why a run failed (reported against the experiment file's `params`).
+    type Error: std::fmt::Display;
+    /// Runs the study. `data_dir` is the shared data folder (`../shared/data` or
+    /// `MEMWALL_SHARED_DATA`) for studies that read files.
+    ///
+    /// # Errors
+    /// Parameters out of range (e.g. [`DemoError::InvalidParam`]); the study's own failures.
+    fn run(params: &Self::Params, data_dir: &Path) -> Result<Self::Output, Self::Error>;
+    /// Presents `output` as report sections (claim, our numbers, tables, figures).
+    fn render(output: &Self::Output) -> Vec<Section>;
+}
 
 /// Errors of the demo studies.
 #[derive(Debug, thiserror::Error)]

@@ -757,6 +757,21 @@ pub fn run(p: &PlannerParams) -> Result<Vec<Section>, DemoError> {
     Ok(vec![mlp_sec, cmp_sec, deep_sec])
 }
 
+/// The static planning study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
+pub struct StaticPlanning;
+
+impl super::InProcessStudy for StaticPlanning {
+    type Params = PlannerParams;
+    type Output = Vec<Section>;
+    type Error = DemoError;
+    fn run(params: &PlannerParams, _data_dir: &std::path::Path) -> Result<Vec<Section>, DemoError> {
+        run(params)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,6 +347,24 @@ pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
     Ok(vec![sec1, sec2])
 }
 
+/// The 16-bit study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
+pub struct SixteenBit;
+
+impl super::InProcessStudy for SixteenBit {
+    type Params = PrecisionParams;
+    type Output = Vec<Section>;
+    type Error = DemoError;
+    fn run(
+        params: &PrecisionParams,
+        _data_dir: &std::path::Path,
+    ) -> Result<Vec<Section>, DemoError> {
+        run(params)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -598,6 +598,21 @@ fn batch_section(
     })
 }
 
+/// The Checkmate study ([`crate::demos::InProcessStudy`]). TEMPORARY: its output is still the rendered sections.
+pub struct Checkmate;
+
+impl crate::demos::InProcessStudy for Checkmate {
+    type Params = CheckmateParams;
+    type Output = Vec<Section>;
+    type Error = RematError;
+    fn run(params: &CheckmateParams, data_dir: &Path) -> Result<Vec<Section>, RematError> {
+        run_study(params, data_dir)
+    }
+    fn render(output: &Vec<Section>) -> Vec<Section> {
+        output.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
