@@ -120,6 +120,39 @@ fn invalid_values_are_errors() {
 }
 
 #[test]
+fn goals_parse_and_bad_thresholds_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let goal = "\n[[goals]]\nlabel = \"sqrt / none\"\nnumerator = { checkpoint = \"sqrt\" }\ndenominator = { checkpoint = \"none\" }\nat_most = 1.35\n";
+    let p = write(dir.path(), &format!("{GOOD}{goal}"));
+    let s = Study::load(&p, Profile::Smoke, None).unwrap();
+    assert_eq!(s.goals.len(), 1);
+    assert_eq!(s.goals[0].numerator.checkpoint, CheckpointSpec::Sqrt);
+    assert!(!s.goals[0].numerator.fused_optimizer);
+    assert_eq!(s.goals[0].at_most, 1.35);
+    for bad in ["0.0", "-1.0", "nan", "inf"] {
+        let p = write(
+            dir.path(),
+            &format!(
+                "{GOOD}{}",
+                goal.replace("at_most = 1.35", &format!("at_most = {bad}"))
+            ),
+        );
+        let msg = Study::load(&p, Profile::Smoke, None)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("goals[0].at_most"), "{bad}: {msg}");
+    }
+    let p = write(
+        dir.path(),
+        &format!(
+            "{GOOD}{}",
+            goal.replace("checkpoint = \"sqrt\"", "checkpoint = \"often\"")
+        ),
+    );
+    assert!(Study::load(&p, Profile::Smoke, None).is_err());
+}
+
+#[test]
 fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
     use memwall_core::spec::{LossScale, Precision};
     let dir = tempfile::tempdir().unwrap();

@@ -308,7 +308,8 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     if !has_records {
         return Err(no_records(paths, &header.name, study_path));
     }
-    let (sections, environment) = report::training::sections(&paths.runs, header, &study.configs)?;
+    let (sections, environment) =
+        report::training::sections(&paths.runs, header, &study.configs, &study.goals)?;
     let doc = ReportDoc::new(header, sections, environment);
     report::render(&doc, &paths.templates, &paths.reports.join(&header.name))
 }

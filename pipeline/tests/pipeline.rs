@@ -70,6 +70,11 @@ name = "mixed"
 precision = "f16"
 master_weights = true
 loss_scale = { init = 1024.0, growth_interval = 2 }
+[[goals]]
+label = "fused checkpointed step / plain step"
+numerator = { checkpoint = 1, fused_optimizer = true }
+denominator = { checkpoint = "none" }
+at_most = 1000.0
 "#,
     );
     let p = paths(dir.path());
@@ -157,6 +162,36 @@ loss_scale = { init = 1024.0, growth_interval = 2 }
             f.display()
         );
     }
+    // the experiment file's goal is evaluated on the records
+    assert!(
+        md.contains("| fused checkpointed step / plain step | f32 |")
+            && md.contains("<= 1000x | yes |"),
+        "{md}"
+    );
+    assert!(!md.contains("Records not in the experiment file"), "{md}");
+
+    // a configuration removed from the file: its record is listed, not dropped
+    let exp = setup(
+        dir.path(),
+        r#"
+[[configs]]
+name = "control"
+control = true
+"#,
+    );
+    let r = driver::report(&exp, &p).unwrap();
+    let md = std::fs::read_to_string(&r.markdown).unwrap();
+    let stale = md
+        .split("## Records not in the experiment file")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no stale-record section: {md}"));
+    for name in ["checkpoint", "bf16", "compile", "checkmate", "mixed"] {
+        assert!(
+            stale.contains(&format!("| {name} | smoke | flex |")),
+            "{name}: {stale}"
+        );
+    }
+    assert!(!stale.contains("| control |"), "{stale}");
 }
 
 #[test]

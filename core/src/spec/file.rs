@@ -525,6 +525,60 @@ pub struct ConfigSpec {
     pub claim: Option<Claim>,
 }
 
+/// `[[goals]]`: a ratio the report evaluates against a threshold, e.g. "checkpointing every
+/// block costs at most 1.4x the step time of no checkpointing". For each precision, the report
+/// takes the first finished configuration matching `numerator` and the first matching
+/// `denominator` (both without kernel fusion or a memory budget, so that only the compared
+/// option differs) and states `metric(numerator) / metric(denominator)` beside `at_most`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Goal {
+    /// What is compared, as the report's row label.
+    pub label: String,
+    /// The metric whose ratio is taken (default: the median step time).
+    #[serde(default)]
+    pub metric: GoalMetric,
+    /// The configuration in the numerator.
+    pub numerator: GoalSelector,
+    /// The configuration in the denominator.
+    pub denominator: GoalSelector,
+    /// The goal is met when the ratio is at most this (finite, positive).
+    pub at_most: f64,
+}
+
+/// The metric of a [`Goal`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalMetric {
+    /// Median step time over the measured steps, seconds.
+    #[default]
+    MedianStepS,
+    /// Peak allocated bytes of a step.
+    PeakAllocatedBytes,
+}
+
+impl GoalMetric {
+    /// The study table's column of the metric.
+    pub fn column(self) -> &'static str {
+        match self {
+            GoalMetric::MedianStepS => "median_step_s",
+            GoalMetric::PeakAllocatedBytes => "peak_allocated_bytes",
+        }
+    }
+}
+
+/// Which configuration a [`Goal`] side picks, besides the precision (goals compare configurations
+/// of the same precision).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalSelector {
+    /// Activation checkpointing of the configuration (`"none"`, `K`, `"sqrt"`).
+    pub checkpoint: CheckpointSpec,
+    /// Whether the optimizer step is fused into backward (default false).
+    #[serde(default)]
+    pub fused_optimizer: bool,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProfileSection {
@@ -620,6 +674,8 @@ struct ExperimentFile {
     configs: Vec<ConfigSpec>,
     #[serde(default)]
     grid: Option<Grid>,
+    #[serde(default)]
+    goals: Vec<Goal>,
     #[serde(default)]
     params: toml::Table,
 }
@@ -841,6 +897,20 @@ pub(super) fn parse(
         }
     }
 
+    for (i, g) in file.goals.iter().enumerate() {
+        if g.label.trim().is_empty() {
+            return Err(field_err(
+                &format!("goals[{i}].label"),
+                "must name the comparison (it is the report's row label)".into(),
+            ));
+        }
+        if !(g.at_most.is_finite() && g.at_most > 0.0) {
+            return Err(field_err(
+                &format!("goals[{i}].at_most"),
+                format!("{} is not a ratio: use a finite number above 0", g.at_most),
+            ));
+        }
+    }
     Ok(Study {
         path: path.to_path_buf(),
         header: file.study,
@@ -849,6 +919,7 @@ pub(super) fn parse(
         train,
         data,
         configs,
+        goals: file.goals,
         params,
     })
 }

@@ -31,8 +31,8 @@ mod file;
 mod job;
 
 pub use file::{
-    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, LossScale, ModelConfig,
-    OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
+    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
+    LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
 pub use job::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Strategy};
 
@@ -108,6 +108,8 @@ pub struct Study {
     pub data: Option<DataConfig>,
     /// The configurations, in file order, grid expanded.
     pub configs: Vec<ConfigSpec>,
+    /// The goals the report evaluates (`[[goals]]`).
+    pub goals: Vec<Goal>,
     /// Study-specific parameters of non-training studies (`[params]` merged with
     /// `[profiles.<profile>.params]`), deserialized by the study itself.
     pub params: toml::Table,

@@ -4,7 +4,7 @@
 use super::model::{Figure, Mark, Section, Series, Table};
 use crate::error::{Error, Result};
 use crate::results::{read_record, steps_table, study_table};
-use crate::spec::{Claim, ConfigSpec, StudyHeader};
+use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, GoalSelector, StudyHeader};
 use polars::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -137,7 +137,7 @@ fn source_relative_time(claim: Option<&Claim>, control: Option<&Claim>) -> Optio
 /// Checkmate-planned configurations: what the MILP predicted (activation peak of the chain
 /// graph, compute over plain forward+backward) beside what the job measured (peak − steady
 /// state, step time over the control's).
-fn planned_vs_measured(rows: &[Row]) -> Table {
+fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
     let mut table = Table {
         caption: "Checkmate plans executed: planned vs measured".into(),
         columns: [
@@ -153,7 +153,11 @@ fn planned_vs_measured(rows: &[Row]) -> Table {
         .to_vec(),
         rows: Vec::new(),
     };
-    for r in rows.iter().filter(|r| r.f64("checkmate").is_some()) {
+    for r in rows
+        .iter()
+        .map(|c| &c.r)
+        .filter(|r| r.f64("checkmate").is_some())
+    {
         let measured = match (r.f64("peak_allocated_bytes"), r.f64("steady_bytes")) {
             (Some(p), Some(s)) => format_bytes((p - s).max(0.0)),
             _ => format!("{}: {}", r.str("status"), r.str("reason")),
@@ -173,67 +177,48 @@ fn planned_vs_measured(rows: &[Row]) -> Table {
     table
 }
 
-/// Step-time ratios against the performance goals of the memory-strategies work: full
-/// checkpointing (K = 1) at most 1.4x plain backward (the floor is one extra forward pass,
-/// about 1.33x), sqrt(n) at most 1.35x, and the fused optimizer step within 5% of the unfused
-/// step. Compares rows of the same precision without kernel fusion or budget.
-fn performance_goals(rows: &[Row]) -> Table {
-    let find = |prec: &str, ck: &str, fused: bool| {
-        rows.iter().find(|r| {
-            r.str("status") == "ok"
-                && r.str("precision") == prec
-                && r.str("checkpoint") == ck
-                && r.bool("fused_optimizer") == fused
-                && !r.bool("fusion")
-                && r.f64("budget").is_none()
+/// The `[[goals]]` of the experiment file evaluated on a group's rows: for each precision and
+/// goal, the ratio of the goal's metric between the first finished configuration matching its
+/// numerator and the first matching its denominator (same precision, no kernel fusion, no
+/// budget). A goal whose configurations are missing gives no row.
+fn goals_table(rows: &[ConfigRow], goals: &[Goal]) -> Table {
+    let find = |prec: &str, sel: &GoalSelector| {
+        rows.iter().find(|c| {
+            c.ok && c.r.str("precision") == prec
+                && c.r.str("checkpoint") == sel.checkpoint.to_string()
+                && c.r.bool("fused_optimizer") == sel.fused_optimizer
+                && !c.r.bool("fusion")
+                && c.r.f64("budget").is_none()
         })
     };
+    let step_time_only = goals.iter().all(|g| g.metric == GoalMetric::MedianStepS);
     let mut table = Table {
-        caption: "Performance goals: median step-time ratios (same precision, no kernel fusion)"
-            .into(),
+        caption: if step_time_only {
+            "Performance goals: median step-time ratios (same precision, no kernel fusion)".into()
+        } else {
+            "Goals: ratios between configurations (same precision, no kernel fusion)".into()
+        },
         columns: ["comparison", "precision", "ratio", "goal", "met"]
             .map(String::from)
             .to_vec(),
         rows: Vec::new(),
     };
-    let mut push = |what: String, prec: &str, a: Option<&Row>, b: Option<&Row>, goal: f64| {
-        if let (Some(a), Some(b)) = (a, b) {
-            if let (Some(x), Some(y)) = (a.f64("median_step_s"), b.f64("median_step_s")) {
+    for prec in ["f32", "f16", "bf16"] {
+        for g in goals {
+            let (Some(a), Some(b)) = (find(prec, &g.numerator), find(prec, &g.denominator)) else {
+                continue;
+            };
+            let col = g.metric.column();
+            if let (Some(x), Some(y)) = (a.r.f64(col), b.r.f64(col)) {
                 let ratio = x / y;
                 table.rows.push(vec![
-                    what,
+                    g.label.clone(),
                     prec.to_string(),
                     format!("{ratio:.3}x"),
-                    format!("<= {goal}x"),
-                    if ratio <= goal { "yes" } else { "no" }.into(),
+                    format!("<= {}x", g.at_most),
+                    if ratio <= g.at_most { "yes" } else { "no" }.into(),
                 ]);
             }
-        }
-    };
-    for prec in ["f32", "f16", "bf16"] {
-        let none = find(prec, "none", false);
-        push(
-            "checkpoint every block (K = 1) / none".into(),
-            prec,
-            find(prec, "1", false),
-            none,
-            1.4,
-        );
-        push(
-            "checkpoint sqrt(n) / none".into(),
-            prec,
-            find(prec, "sqrt", false),
-            none,
-            1.35,
-        );
-        for ck in ["none", "1", "sqrt"] {
-            push(
-                format!("fused optimizer step / unfused (checkpoint {ck})"),
-                prec,
-                find(prec, ck, true),
-                find(prec, ck, false),
-                1.05,
-            );
         }
     }
     table
@@ -244,40 +229,15 @@ fn performance_goals(rows: &[Row]) -> Table {
 /// 16-bit gradient entries that are exactly zero, loss and perplexity. Aggregated with polars
 /// from the per-step rows. `None` unless a configuration uses master weights.
 fn mixed_precision(
-    rows: &[Row],
-    by_name: &BTreeMap<&str, &ConfigSpec>,
+    inputs: &StudyInputs,
+    g: &Group,
     steps_df: &DataFrame,
 ) -> Result<Option<(Table, Option<Figure>)>> {
-    if !by_name.values().any(|c| c.master_weights) {
+    if !inputs.by_name.values().any(|c| c.master_weights) {
         return Ok(None);
     }
-    let has = |c: &str| steps_df.column(c).is_ok();
-    let agg = if steps_df.height() > 0 && has("skipped") && has("grad_zero_fraction") {
-        steps_df
-            .clone()
-            .lazy()
-            .group_by([col("config")])
-            .agg([
-                col("skipped")
-                    .cast(DataType::UInt32)
-                    .sum()
-                    .alias("skipped_steps"),
-                col("grad_zero_fraction").mean().alias("zero_fraction"),
-                col("loss_scale").last().alias("final_scale"),
-                col("loss_scale").min().alias("min_scale"),
-            ])
-            .collect()
-            .map_err(rerr)?
-    } else {
-        DataFrame::empty()
-    };
-    let lookup = |config: &str, c: &str| -> Option<f64> {
-        let names = agg.column("config").ok()?.str().ok()?.clone();
-        let i = (0..agg.height()).find(|&i| names.get(i) == Some(config))?;
-        let s = agg.column(c).ok()?.cast(&DataType::Float64).ok()?;
-        s.f64().ok()?.get(i).filter(|v| v.is_finite())
-    };
-    let mut table = Table {
+    let agg = scaling_per_config(steps_df)?;
+    let table = Table {
         caption: "Mixed precision: loss scaling and gradient underflow".into(),
         columns: [
             "Configuration",
@@ -294,82 +254,11 @@ fn mixed_precision(
         ]
         .map(String::from)
         .to_vec(),
-        rows: Vec::new(),
+        rows: g.rows.iter().map(|c| mixed_row(c, &agg)).collect(),
     };
     let mut scale_series = Vec::new();
-    for r in rows {
-        let name = r.str("config");
-        let Some(cfg) = by_name.get(name.as_str()) else {
-            continue;
-        };
-        let ok = r.str("status") == "ok";
-        let status = if ok {
-            String::new()
-        } else {
-            format!(" ({}: {})", r.str("status"), r.str("reason"))
-        };
-        table.rows.push(vec![
-            format!("{}{status}", cfg.label),
-            cfg.precision.to_string(),
-            if cfg.master_weights { "f32" } else { "–" }.into(),
-            cfg.loss_scale
-                .map(|l| l.to_string())
-                .unwrap_or_else(|| "none".into()),
-            fmt_opt(
-                lookup(&name, "skipped_steps").filter(|_| cfg.master_weights),
-                0,
-                "",
-            ),
-            match (lookup(&name, "final_scale"), lookup(&name, "min_scale")) {
-                (Some(f), Some(m)) => format!("{f} / {m}"),
-                _ => "–".into(),
-            },
-            fmt_opt(lookup(&name, "zero_fraction").map(|z| 100.0 * z), 3, "%"),
-            fmt_opt(r.f64("final_train_loss").filter(|_| ok), 3, ""),
-            fmt_ppl(r.f64("eval_perplexity").filter(|_| ok)),
-            r.f64("peak_allocated_bytes")
-                .filter(|_| ok)
-                .map(format_bytes)
-                .unwrap_or_else(|| "–".into()),
-            fmt_opt(r.f64("relative_step_time").filter(|_| ok), 2, "x"),
-        ]);
-        if cfg.loss_scale.is_some() && has("loss_scale") {
-            let part = steps_df
-                .clone()
-                .lazy()
-                .filter(col("config").eq(lit(name.clone())))
-                .select([
-                    col("step").cast(DataType::Float64),
-                    col("loss_scale").cast(DataType::Float64),
-                ])
-                .collect()
-                .map_err(rerr)?;
-            let xs = part
-                .column("step")
-                .map_err(rerr)?
-                .f64()
-                .map_err(rerr)?
-                .clone();
-            let ys = part
-                .column("loss_scale")
-                .map_err(rerr)?
-                .f64()
-                .map_err(rerr)?
-                .clone();
-            let points: Vec<(f64, f64)> = xs
-                .iter()
-                .zip(ys.iter())
-                .filter_map(|(x, y)| Some((x?, y?.log2())))
-                .collect();
-            if !points.is_empty() {
-                scale_series.push(Series {
-                    label: cfg.label.clone(),
-                    points,
-                    mark: Mark::Line,
-                    point_labels: Vec::new(),
-                });
-            }
-        }
+    for c in g.rows.iter().filter(|c| c.cfg.loss_scale.is_some()) {
+        scale_series.extend(loss_scale_series(c, steps_df)?);
     }
     let figure = (!scale_series.is_empty()).then(|| Figure {
         name: "loss_scale".into(),
@@ -382,7 +271,181 @@ fn mixed_precision(
     Ok(Some((table, figure)))
 }
 
-/// Builds the sections and environment tables of a training study from its records.
+/// Per configuration: steps skipped, mean zero-gradient fraction, final and minimum loss
+/// scale (a lazy polars aggregation of the per-step rows; empty without those columns).
+fn scaling_per_config(steps_df: &DataFrame) -> Result<DataFrame> {
+    let has = |c: &str| steps_df.column(c).is_ok();
+    if steps_df.height() == 0 || !has("skipped") || !has("grad_zero_fraction") {
+        return Ok(DataFrame::empty());
+    }
+    steps_df
+        .clone()
+        .lazy()
+        .group_by([col("config")])
+        .agg([
+            col("skipped")
+                .cast(DataType::UInt32)
+                .sum()
+                .alias("skipped_steps"),
+            col("grad_zero_fraction").mean().alias("zero_fraction"),
+            col("loss_scale").last().alias("final_scale"),
+            col("loss_scale").min().alias("min_scale"),
+        ])
+        .collect()
+        .map_err(rerr)
+}
+
+/// The value of column `c` for `config` in the aggregation of [`scaling_per_config`].
+fn lookup(agg: &DataFrame, config: &str, c: &str) -> Option<f64> {
+    let names = agg.column("config").ok()?.str().ok()?.clone();
+    let i = (0..agg.height()).find(|&i| names.get(i) == Some(config))?;
+    let s = agg.column(c).ok()?.cast(&DataType::Float64).ok()?;
+    s.f64().ok()?.get(i).filter(|v| v.is_finite())
+}
+
+fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
+    let (r, cfg, ok) = (&c.r, c.cfg, c.ok);
+    let name = r.str("config");
+    let status = if ok {
+        String::new()
+    } else {
+        format!(" ({}: {})", c.status, r.str("reason"))
+    };
+    vec![
+        format!("{}{status}", cfg.label),
+        cfg.precision.to_string(),
+        if cfg.master_weights { "f32" } else { "–" }.into(),
+        cfg.loss_scale
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "none".into()),
+        fmt_opt(
+            lookup(agg, &name, "skipped_steps").filter(|_| cfg.master_weights),
+            0,
+            "",
+        ),
+        match (
+            lookup(agg, &name, "final_scale"),
+            lookup(agg, &name, "min_scale"),
+        ) {
+            (Some(f), Some(m)) => format!("{f} / {m}"),
+            _ => "–".into(),
+        },
+        fmt_opt(
+            lookup(agg, &name, "zero_fraction").map(|z| 100.0 * z),
+            3,
+            "%",
+        ),
+        fmt_opt(r.f64("final_train_loss").filter(|_| ok), 3, ""),
+        fmt_ppl(r.f64("eval_perplexity").filter(|_| ok)),
+        c.peak
+            .filter(|_| ok)
+            .map(format_bytes)
+            .unwrap_or_else(|| "–".into()),
+        fmt_opt(c.rel.filter(|_| ok), 2, "x"),
+    ]
+}
+
+/// log2 of the loss scale per step of one configuration (`None` without the column or
+/// points).
+fn loss_scale_series(c: &ConfigRow, steps_df: &DataFrame) -> Result<Option<Series>> {
+    if steps_df.column("loss_scale").is_err() {
+        return Ok(None);
+    }
+    let part = steps_df
+        .clone()
+        .lazy()
+        .filter(col("config").eq(lit(c.r.str("config"))))
+        .select([
+            col("step").cast(DataType::Float64),
+            col("loss_scale").cast(DataType::Float64),
+        ])
+        .collect()
+        .map_err(rerr)?;
+    let column = |name: &str| -> Result<Float64Chunked> {
+        Ok(part
+            .column(name)
+            .map_err(rerr)?
+            .f64()
+            .map_err(rerr)?
+            .clone())
+    };
+    let (xs, ys) = (column("step")?, column("loss_scale")?);
+    let points: Vec<(f64, f64)> = xs
+        .iter()
+        .zip(ys.iter())
+        .filter_map(|(x, y)| Some((x?, y?.log2())))
+        .collect();
+    Ok((!points.is_empty()).then(|| Series {
+        label: c.cfg.label.clone(),
+        points,
+        mark: Mark::Line,
+        point_labels: Vec::new(),
+    }))
+}
+
+/// What every group's section of a study uses: the experiment file's configurations, claims and
+/// goals, and where the records are.
+struct StudyInputs<'a> {
+    runs_root: &'a Path,
+    header: &'a StudyHeader,
+    configs: &'a [ConfigSpec],
+    goals: &'a [Goal],
+    by_name: BTreeMap<&'a str, &'a ConfigSpec>,
+    control_claim: Option<&'a Claim>,
+}
+
+/// One row of the study table with its configuration and the numbers derived from it.
+struct ConfigRow<'a> {
+    r: Row<'a>,
+    cfg: &'a ConfigSpec,
+    claim: Option<&'a Claim>,
+    status: String,
+    ok: bool,
+    /// Peak allocated bytes.
+    peak: Option<f64>,
+    /// Peak-memory reduction against the control, percent.
+    red: Option<f64>,
+    /// Median step time over the control's.
+    rel: Option<f64>,
+    /// The source's step time over its control's.
+    src_rel: Option<f64>,
+}
+
+/// The rows that ran with one (profile, backend, device, GPU runtime settings): one section of
+/// the report.
+struct Group<'a> {
+    profile: String,
+    device: String,
+    /// "cuda" or "cuda, exact_size pool": where and how the group ran.
+    backend_label: String,
+    gpu: bool,
+    rows: Vec<ConfigRow<'a>>,
+    /// The figure-name suffix of the group.
+    slug: String,
+}
+
+impl Group<'_> {
+    /// ", lower bound" (the bound named by the column `c` of the first row) or "".
+    fn bound(&self, c: &str) -> String {
+        let b = self.rows.first().map(|r| r.r.str(c)).unwrap_or_default();
+        if b.is_empty() {
+            String::new()
+        } else {
+            format!(", {b}")
+        }
+    }
+    /// The peak-allocated axis label, naming the bound: "peak allocated, lower bound (MiB)".
+    fn peak_axis(&self) -> String {
+        format!("peak allocated{} (MiB)", self.bound("peak_allocated_bound"))
+    }
+    fn first_f64(&self, c: &str) -> Option<f64> {
+        self.rows.first().and_then(|r| r.r.f64(c))
+    }
+}
+
+/// Builds the sections and environment tables of a training study from its records: one
+/// section per (profile, backend, device, runtime) group, evaluating the file's `goals`, and a
+/// last section listing records whose configuration is no longer in the experiment file.
 ///
 /// # Errors
 /// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
@@ -390,479 +453,606 @@ pub fn sections(
     runs_root: &Path,
     header: &StudyHeader,
     configs: &[ConfigSpec],
+    goals: &[Goal],
 ) -> Result<(Vec<Section>, Vec<Table>)> {
     let df = study_table(runs_root, &header.name)?;
-    let by_name: BTreeMap<&str, &ConfigSpec> =
-        configs.iter().map(|c| (c.name.as_str(), c)).collect();
-    let control_claim = configs
-        .iter()
-        .find(|c| c.control)
-        .and_then(|c| c.claim.as_ref());
-
-    // Group rows by (profile, backend, device, GPU runtime settings).
-    let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
-    for i in 0..df.height() {
-        let r = Row { df: &df, i };
-        if !by_name.contains_key(r.str("config").as_str()) {
-            continue; // a configuration no longer in the experiment file
-        }
-        groups
-            .entry((
-                r.str("profile"),
-                r.str("backend"),
-                r.str("device_name"),
-                r.str("runtime"),
-            ))
-            .or_default()
-            .push(i);
-    }
+    let inputs = StudyInputs {
+        runs_root,
+        header,
+        configs,
+        goals,
+        by_name: configs.iter().map(|c| (c.name.as_str(), c)).collect(),
+        control_claim: configs
+            .iter()
+            .find(|c| c.control)
+            .and_then(|c| c.claim.as_ref()),
+    };
     let mut sections = Vec::new();
     let mut envs = Vec::new();
-    for ((profile, backend, device, runtime), rows) in &groups {
-        let rows: Vec<Row> = rows.iter().map(|&i| Row { df: &df, i }).collect();
-        // "cuda" or "cuda, exact_size pool": where and how the group ran.
-        let backend_label = if runtime.is_empty() {
-            backend.clone()
-        } else {
-            format!("{backend}, {runtime}")
+    for group in groups(&inputs, &df) {
+        sections.push(group_section(&inputs, &group)?);
+        envs.extend(environment_table(&inputs, &group)?);
+    }
+    sections.extend(stale_records_section(&inputs, &df));
+    Ok((sections, envs))
+}
+
+/// The study table's rows grouped by (profile, backend, device, runtime), configurations of the
+/// experiment file only, in table order.
+fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
+    let mut by_key: BTreeMap<(String, String, String, String), Vec<ConfigRow<'a>>> =
+        BTreeMap::new();
+    for i in 0..df.height() {
+        let r = Row { df, i };
+        let Some(cfg) = inputs.by_name.get(r.str("config").as_str()).copied() else {
+            continue; // listed by stale_records_section
         };
-        let gpu = backend == "cuda";
-        let bound = |c: &str| {
-            let b = rows.first().map(|r| r.str(c)).unwrap_or_default();
-            if b.is_empty() {
-                String::new()
+        let key = (
+            r.str("profile"),
+            r.str("backend"),
+            r.str("device_name"),
+            r.str("runtime"),
+        );
+        by_key
+            .entry(key)
+            .or_default()
+            .push(config_row(inputs, r, cfg));
+    }
+    by_key
+        .into_iter()
+        .map(|((profile, backend, device, runtime), rows)| {
+            let backend_label = if runtime.is_empty() {
+                backend.clone()
             } else {
-                format!(", {b}")
+                format!("{backend}, {runtime}")
+            };
+            Group {
+                slug: slug(&format!("{profile}_{backend_label}")),
+                gpu: backend == "cuda",
+                profile,
+                device,
+                backend_label,
+                rows,
             }
+        })
+        .collect()
+}
+
+fn config_row<'a>(inputs: &StudyInputs<'a>, r: Row<'a>, cfg: &'a ConfigSpec) -> ConfigRow<'a> {
+    let claim = cfg.claim.as_ref();
+    let status = r.str("status");
+    ConfigRow {
+        ok: status == "ok",
+        status,
+        peak: r.f64("peak_allocated_bytes"),
+        red: r.f64("reduction_pct"),
+        rel: r.f64("relative_step_time"),
+        src_rel: source_relative_time(claim, inputs.control_claim),
+        claim,
+        cfg,
+        r,
+    }
+}
+
+/// `text` with every run of non-alphanumeric characters replaced by one `_`, trimmed.
+fn slug(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect::<String>()
+        .split('_')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// One group's section: the results table, the optional mixed-precision, goals and Checkmate
+/// tables, and the figures.
+fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
+    let keys: Vec<String> = g
+        .rows
+        .iter()
+        .filter(|c| c.ok)
+        .map(|c| c.r.str("key"))
+        .collect();
+    let steps_df = steps_table(inputs.runs_root, &inputs.header.name, &keys)?;
+    let mut figures = bar_figures(g);
+    figures.extend(pareto_figure(g));
+    figures.extend(interval_figures(g));
+    figures.extend(estimate_figure(g));
+    figures.extend(loss_figure(g, &steps_df)?);
+    let mut table_mixed = None;
+    if let Some((t, fig)) = mixed_precision(inputs, g, &steps_df)? {
+        table_mixed = Some(t);
+        if let Some(mut fig) = fig {
+            fig.name = format!("loss_scale_{}", g.slug);
+            figures.push(fig);
+        }
+    }
+    let non_empty = |t: Table| (!t.rows.is_empty()).then_some(t);
+    Ok(Section {
+        title: format!(
+            "Results: {} profile on {} ({})",
+            g.profile, g.device, g.backend_label
+        ),
+        claim: claim_text(inputs.header, inputs.configs),
+        ours: summary(g),
+        notes: inputs
+            .configs
+            .iter()
+            .filter(|c| !c.maps_to.is_empty())
+            .map(|c| format!("*{}*: {}", c.label, c.maps_to))
+            .collect(),
+        tables: std::iter::once(results_table(inputs, g))
+            .chain(table_mixed)
+            .chain(non_empty(goals_table(&g.rows, inputs.goals)))
+            .chain(non_empty(planned_vs_measured(&g.rows)))
+            .collect(),
+        figures,
+    })
+}
+
+/// The "Ours." paragraph: parameters, measured steps, and per configuration its peak,
+/// throughput and reduction against the control.
+fn summary(g: &Group) -> String {
+    let sentences: Vec<String> = g
+        .rows
+        .iter()
+        .map(|c| {
+            if !c.ok {
+                return format!("{}: {}", c.cfg.label, c.status);
+            }
+            let vs_control = c
+                .red
+                .filter(|_| !c.r.bool("control"))
+                .map(|v| {
+                    if v >= 0.0 {
+                        format!(" ({v:.1}% less than the control)")
+                    } else {
+                        format!(" ({:.1}% more than the control)", -v)
+                    }
+                })
+                .unwrap_or_default();
+            format!(
+                "{} {} at {} samples/s{vs_control}",
+                c.cfg.label,
+                c.peak.map(format_bytes).unwrap_or_default(),
+                fmt_opt(c.r.f64("samples_per_s"), 2, ""),
+            )
+        })
+        .collect();
+    format!(
+        "{} parameters, median of {} measured steps per configuration; peak allocated \
+         memory{}: {}.",
+        g.first_f64("parameters")
+            .map(|p| format!("{p:.0}"))
+            .unwrap_or_default(),
+        g.first_f64("measured_steps")
+            .map(|s| format!("{s:.0}"))
+            .unwrap_or_default(),
+        g.bound("peak_allocated_bound")
+            .strip_prefix(", ")
+            .map(|b| format!(" ({b})"))
+            .unwrap_or_default(),
+        sentences.join("; ")
+    )
+}
+
+/// The main table: per configuration, ours beside the source's (peak, reduction, samples/s,
+/// relative step time, perplexity), the activation estimate and the measured peak over the
+/// steady state; on a GPU also peak reserved and the time to the first timed step.
+fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
+    let allocated_header = format!("Peak allocated (ours{})", g.bound("peak_allocated_bound"));
+    let mut columns: Vec<String> = [
+        "Configuration",
+        "Status",
+        allocated_header.as_str(),
+        "Peak GiB (source)",
+        "Reduction (ours)",
+        "Reduction (source)",
+        "Samples/s (ours)",
+        "Samples/s (source)",
+        "Rel. step time (ours)",
+        "Rel. step time (source)",
+        "Eval ppl (ours)",
+        "Eval ppl (source)",
+        "Activations est.",
+        "Peak − steady (measured)",
+    ]
+    .map(String::from)
+    .to_vec();
+    if g.gpu {
+        let reserved = format!("Peak reserved (ours{})", g.bound("peak_reserved_bound"));
+        columns.insert(3, reserved);
+        columns.push("First timed step after (s)".to_string());
+    }
+    Table {
+        caption: format!(
+            "{} profile on {} ({}); ours vs the source (`{}`)",
+            g.profile, g.device, g.backend_label, inputs.header.source
+        ),
+        columns,
+        rows: g.rows.iter().map(|c| results_row(c, g.gpu)).collect(),
+    }
+}
+
+fn results_row(c: &ConfigRow, gpu: bool) -> Vec<String> {
+    let (r, claim) = (&c.r, c.claim);
+    let bytes = |v: Option<f64>| v.map(format_bytes).unwrap_or_else(|| "–".into());
+    let status_cell = if c.ok {
+        "ok".to_string()
+    } else {
+        format!("{}: {}", c.status, r.str("reason"))
+    };
+    let mut row = vec![
+        c.cfg.label.clone(),
+        status_cell,
+        bytes(c.peak),
+        fmt_opt(claim.and_then(|c| c.peak_gib), 3, ""),
+        fmt_opt(c.red, 1, "%"),
+        fmt_opt(claim.and_then(|c| c.reduction_pct), 1, "%"),
+        fmt_opt(r.f64("samples_per_s"), 2, ""),
+        fmt_opt(claim.and_then(|c| c.samples_per_s), 3, ""),
+        fmt_opt(c.rel, 2, "x"),
+        fmt_opt(c.src_rel, 2, "x"),
+        fmt_ppl(r.f64("eval_perplexity")),
+        fmt_opt(claim.and_then(|c| c.perplexity), 1, ""),
+        bytes(r.f64("estimated_activation_bytes")),
+        match (c.peak, r.f64("steady_bytes")) {
+            (Some(p), Some(s)) if c.ok => format_bytes((p - s).max(0.0)),
+            _ => "–".into(),
+        },
+    ];
+    if gpu {
+        row.insert(3, bytes(r.f64("peak_reserved_bytes")));
+        row.push(fmt_opt(r.f64("time_to_first_measured_step_s"), 1, ""));
+    }
+    row
+}
+
+/// A bar series over the group's configurations (NaN where a value is missing).
+fn bars(g: &Group, label: &str, value: impl Fn(&ConfigRow) -> Option<f64>) -> Series {
+    Series {
+        label: label.into(),
+        mark: Mark::Bars,
+        points: g
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(x, c)| (x as f64, value(c).unwrap_or(f64::NAN)))
+            .collect(),
+        point_labels: g.rows.iter().map(|c| c.cfg.name.clone()).collect(),
+    }
+}
+
+/// Peak allocated per configuration, and the reduction and relative step time beside the
+/// source's.
+fn bar_figures(g: &Group) -> Vec<Figure> {
+    let source_reduction = |c: &ConfigRow| c.claim.and_then(|cl| cl.reduction_pct);
+    vec![
+        Figure {
+            name: format!("peak_{}", g.slug),
+            title: "Peak allocated memory per step (ours)".into(),
+            x_label: "configuration".into(),
+            y_label: g.peak_axis(),
+            series: vec![bars(g, "peak allocated", |c| c.peak.map(|p| p / MIB))],
+            ..Default::default()
+        },
+        Figure {
+            name: format!("reduction_{}", g.slug),
+            title: "Peak-memory reduction vs the control: ours and the source's".into(),
+            x_label: "configuration".into(),
+            y_label: "reduction of peak allocated memory (%)".into(),
+            series: vec![
+                bars(g, "ours", |c| c.red),
+                bars(g, "source", source_reduction),
+            ],
+            ..Default::default()
+        },
+        Figure {
+            name: format!("step_time_{}", g.slug),
+            title: "Step time relative to the control: ours and the source's".into(),
+            x_label: "configuration".into(),
+            y_label: "step time / control step time".into(),
+            series: vec![bars(g, "ours", |c| c.rel), bars(g, "source", |c| c.src_rel)],
+            ..Default::default()
+        },
+    ]
+}
+
+/// Peak allocated against median step time, one labelled point per finished configuration.
+fn pareto_figure(g: &Group) -> Option<Figure> {
+    let pareto: Vec<(f64, f64, String)> = g
+        .rows
+        .iter()
+        .filter(|c| c.ok)
+        .filter_map(|c| Some((c.r.f64("median_step_s")?, c.peak? / MIB, c.cfg.name.clone())))
+        .collect();
+    (!pareto.is_empty()).then(|| Figure {
+        name: format!("pareto_{}", g.slug),
+        title: "Memory vs time: peak allocated against median step time".into(),
+        x_label: "median step time (s)".into(),
+        y_label: g.peak_axis(),
+        series: vec![Series {
+            label: "configurations".into(),
+            points: pareto.iter().map(|(t, m, _)| (*t, *m)).collect(),
+            mark: Mark::Points,
+            point_labels: pareto.into_iter().map(|(_, _, n)| n).collect(),
+        }],
+        ..Default::default()
+    })
+}
+
+/// (K, peak MiB, median step s) per "precision[, fusion]" for checkpointing every K blocks,
+/// and (peak MiB, step s) of no checkpointing, from finished configurations without the fused
+/// step or a budget.
+#[allow(clippy::type_complexity)]
+fn interval_points(
+    g: &Group,
+) -> (
+    BTreeMap<String, Vec<(f64, f64, f64)>>,
+    BTreeMap<String, (f64, f64)>,
+) {
+    let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut none_level = BTreeMap::new();
+    for c in g.rows.iter().filter(|c| c.ok) {
+        let r = &c.r;
+        if r.bool("fused_optimizer") || r.f64("budget").is_some() {
+            continue;
+        }
+        let (Some(p), Some(t)) = (c.peak, r.f64("median_step_s")) else {
+            continue;
         };
-        let allocated_header = format!("Peak allocated (ours{})", bound("peak_allocated_bound"));
-        // The figures' axis names the bound too: "peak allocated, lower bound (MiB)".
-        let peak_axis = format!("peak allocated{} (MiB)", bound("peak_allocated_bound"));
-        let reserved_header = format!("Peak reserved (ours{})", bound("peak_reserved_bound"));
-        let mut table = Table {
-            caption: format!(
-                "{profile} profile on {device} ({backend_label}); ours vs the source (`{}`)",
-                header.source
+        let fusion = if r.bool("fusion") { ", fusion" } else { "" };
+        let key = format!("{}{fusion}", r.str("precision"));
+        match r.str("checkpoint").as_str() {
+            "none" => {
+                none_level.insert(key, (p / MIB, t));
+            }
+            "sqrt" => {
+                if let Some(k) = r.f64("layers").map(|l| l.sqrt().ceil()) {
+                    by_k.entry(key).or_default().push((k, p / MIB, t));
+                }
+            }
+            other => {
+                if let Ok(k) = other.parse::<f64>() {
+                    by_k.entry(key).or_default().push((k, p / MIB, t));
+                }
+            }
+        }
+    }
+    (by_k, none_level)
+}
+
+/// Peak and median step time against the checkpoint interval K, with no checkpointing as a
+/// level line; only when some precision has at least two intervals.
+fn interval_figures(g: &Group) -> Vec<Figure> {
+    let (by_k, none_level) = interval_points(g);
+    if !by_k.values().any(|v| v.len() >= 2) {
+        return Vec::new();
+    }
+    let layers = g.first_f64("layers").unwrap_or(1.0);
+    let line = |label: String, points: Vec<(f64, f64)>| Series {
+        label,
+        points,
+        ..Default::default()
+    };
+    let (mut mem, mut time) = (Vec::new(), Vec::new());
+    for (key, pts) in &by_k {
+        let mut pts = pts.clone();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts.dedup_by(|a, b| a.0 == b.0);
+        mem.push(line(
+            format!("{key}, every K"),
+            pts.iter().map(|p| (p.0, p.1)).collect(),
+        ));
+        time.push(line(
+            format!("{key}, every K"),
+            pts.iter().map(|p| (p.0, p.2)).collect(),
+        ));
+        if let Some((m, t)) = none_level.get(key) {
+            mem.push(line(format!("{key}, none"), vec![(1.0, *m), (layers, *m)]));
+            time.push(line(format!("{key}, none"), vec![(1.0, *t), (layers, *t)]));
+        }
+    }
+    vec![
+        Figure {
+            name: format!("peak_vs_k_{}", g.slug),
+            title: "Peak allocated memory vs checkpoint interval K".into(),
+            x_label: "K (blocks per segment)".into(),
+            y_label: g.peak_axis(),
+            log_x: true,
+            series: mem,
+            ..Default::default()
+        },
+        Figure {
+            name: format!("time_vs_k_{}", g.slug),
+            title: "Median step time vs checkpoint interval K".into(),
+            x_label: "K (blocks per segment)".into(),
+            y_label: "median step time (s)".into(),
+            log_x: true,
+            series: time,
+            ..Default::default()
+        },
+    ]
+}
+
+/// The activation estimate against the measured peak over the steady state, with y = x.
+fn estimate_figure(g: &Group) -> Option<Figure> {
+    let pts: Vec<(f64, f64, String)> = g
+        .rows
+        .iter()
+        .filter(|c| c.ok)
+        .filter_map(|c| {
+            let est = c.r.f64("estimated_activation_bytes")?;
+            let above = (c.peak? - c.r.f64("steady_bytes")?).max(0.0);
+            Some((est / MIB, above / MIB, c.cfg.name.clone()))
+        })
+        .collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let max = pts.iter().map(|p| p.0.max(p.1)).fold(0.0, f64::max);
+    Some(Figure {
+        name: format!("estimated_vs_measured_{}", g.slug),
+        title: "Estimated activation memory vs measured (peak − steady state)".into(),
+        x_label: "estimated activations (MiB)".into(),
+        y_label: "measured peak − steady (MiB)".into(),
+        series: vec![
+            Series {
+                label: "configurations".into(),
+                points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                mark: Mark::Points,
+                point_labels: pts.into_iter().map(|p| p.2).collect(),
+            },
+            Series {
+                label: "y = x".into(),
+                points: vec![(0.0, 0.0), (max, max)],
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    })
+}
+
+/// Training loss per step of each finished configuration, in the group's order.
+fn loss_figure(g: &Group, steps_df: &DataFrame) -> Result<Option<Figure>> {
+    if steps_df.height() == 0 {
+        return Ok(None);
+    }
+    let configs = steps_df
+        .column("config")
+        .map_err(rerr)?
+        .str()
+        .map_err(rerr)?
+        .clone();
+    let steps = steps_df
+        .column("step")
+        .map_err(rerr)?
+        .cast(&DataType::Float64)
+        .map_err(rerr)?;
+    let steps = steps.f64().map_err(rerr)?;
+    let losses = steps_df
+        .column("loss")
+        .map_err(rerr)?
+        .f64()
+        .map_err(rerr)?
+        .clone();
+    let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for i in 0..steps_df.height() {
+        if let (Some(c), Some(s), Some(l)) = (configs.get(i), steps.get(i), losses.get(i)) {
+            curves.entry(c.to_string()).or_default().push((s, l));
+        }
+    }
+    let series = g
+        .rows
+        .iter()
+        .map(|c| c.r.str("config"))
+        .filter_map(|name| {
+            curves.get(&name).map(|points| Series {
+                label: name.clone(),
+                points: points.clone(),
+                mark: Mark::Line,
+                point_labels: Vec::new(),
+            })
+        })
+        .collect();
+    Ok(Some(Figure {
+        name: format!("loss_{}", g.slug),
+        title: "Training loss per step".into(),
+        x_label: "step".into(),
+        y_label: "train loss (nats/token)".into(),
+        series,
+        ..Default::default()
+    }))
+}
+
+/// The environment of a group, read from its first record: device, backend, numerics, host,
+/// revision, model and training settings, and the memory probe.
+fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
+    let Some(key) = g.rows.first().map(|c| c.r.str("key")) else {
+        return Ok(None);
+    };
+    let dir = inputs.runs_root.join(&inputs.header.name).join(&key);
+    let Some(rec) = read_record(&dir)? else {
+        return Ok(None);
+    };
+    let (e, m, t) = (&rec.env, &rec.spec.model, &rec.spec.train);
+    let row = |field: &str, value: String| vec![field.to_string(), value];
+    Ok(Some(Table {
+        caption: format!(
+            "{} profile on {} ({})",
+            g.profile, g.device, g.backend_label
+        ),
+        columns: vec!["field".into(), "value".into()],
+        rows: vec![
+            row("device", e.device_name.clone()),
+            row("backend", format!("burn {} {}", e.burn_version, e.backend)),
+            row("numerics", e.numerics.clone()),
+            row(
+                "CPU",
+                format!("{} ({} threads)", e.cpu_model, e.cpu_threads),
             ),
+            row("OS", e.os.clone()),
+            row("git revision", e.git_revision.clone()),
+            row(
+                "model",
+                format!(
+                    "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
+                    m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
+                ),
+            ),
+            row(
+                "training",
+                format!(
+                    "{:?}, lr {}, {} warm-up + {} measured steps, {} eval batches, seed {}",
+                    t.optimizer, t.lr, t.warmup_steps, t.steps, t.eval_batches, t.seed
+                ),
+            ),
+            row("memory probe", rec.memory_probe.clone()),
+        ],
+    }))
+}
+
+/// Records whose configuration is no longer in the experiment file: listed, not dropped.
+fn stale_records_section(inputs: &StudyInputs, df: &DataFrame) -> Option<Section> {
+    let rows: Vec<Vec<String>> = (0..df.height())
+        .map(|i| Row { df, i })
+        .filter(|r| !inputs.by_name.contains_key(r.str("config").as_str()))
+        .map(|r| {
+            ["config", "profile", "backend", "status", "key"]
+                .map(|c| r.str(c))
+                .to_vec()
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Section {
+        title: "Records not in the experiment file".into(),
+        claim: "None: these configurations are no longer in the experiment file.".into(),
+        ours: format!(
+            "{} record(s) in `runs/{}/` belong to configurations the experiment file no longer \
+             defines; they are not in the tables and figures above. Delete their folders or \
+             restore the configurations.",
+            rows.len(),
+            inputs.header.name
+        ),
+        notes: Vec::new(),
+        tables: vec![Table {
+            caption: "Records not in the experiment file".into(),
             columns: [
-                "Configuration",
-                "Status",
-                allocated_header.as_str(),
-                "Peak GiB (source)",
-                "Reduction (ours)",
-                "Reduction (source)",
-                "Samples/s (ours)",
-                "Samples/s (source)",
-                "Rel. step time (ours)",
-                "Rel. step time (source)",
-                "Eval ppl (ours)",
-                "Eval ppl (source)",
-                "Activations est.",
-                "Peak − steady (measured)",
+                "configuration",
+                "profile",
+                "backend",
+                "status",
+                "record key",
             ]
             .map(String::from)
             .to_vec(),
-            rows: Vec::new(),
-        };
-        if gpu {
-            table.columns.insert(3, reserved_header);
-            table.columns.push("First timed step after (s)".to_string());
-        }
-        let mut red_ours = Series {
-            label: "ours".into(),
-            mark: Mark::Bars,
-            ..Default::default()
-        };
-        let mut red_src = Series {
-            label: "source".into(),
-            mark: Mark::Bars,
-            ..Default::default()
-        };
-        let mut time_ours = red_ours.clone();
-        let mut peak_bars = Series {
-            label: "peak allocated".into(),
-            mark: Mark::Bars,
-            ..Default::default()
-        };
-        let mut time_src = red_src.clone();
-        let mut pareto = Vec::new();
-        let mut table_goals: Option<Table> = None;
-        let mut table_planned: Option<Table> = None;
-        let mut est_vs_measured: Vec<(f64, f64, String)> = Vec::new();
-        let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
-        let mut none_level: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        let mut keys = Vec::new();
-        let mut sentences = Vec::new();
-        for (x, r) in rows.iter().enumerate() {
-            let name = r.str("config");
-            let cfg = by_name[name.as_str()];
-            let claim = cfg.claim.as_ref();
-            let status = r.str("status");
-            let ok = status == "ok";
-            let peak = r.f64("peak_allocated_bytes");
-            let red = r.f64("reduction_pct");
-            let rel = r.f64("relative_step_time");
-            let src_rel = source_relative_time(claim, control_claim);
-            let status_cell = if ok {
-                "ok".to_string()
-            } else {
-                format!("{status}: {}", r.str("reason"))
-            };
-            table.rows.push(vec![
-                cfg.label.clone(),
-                status_cell,
-                peak.map(format_bytes).unwrap_or_else(|| "–".into()),
-                fmt_opt(claim.and_then(|c| c.peak_gib), 3, ""),
-                fmt_opt(red, 1, "%"),
-                fmt_opt(claim.and_then(|c| c.reduction_pct), 1, "%"),
-                fmt_opt(r.f64("samples_per_s"), 2, ""),
-                fmt_opt(claim.and_then(|c| c.samples_per_s), 3, ""),
-                fmt_opt(rel, 2, "x"),
-                fmt_opt(src_rel, 2, "x"),
-                fmt_ppl(r.f64("eval_perplexity")),
-                fmt_opt(claim.and_then(|c| c.perplexity), 1, ""),
-                r.f64("estimated_activation_bytes")
-                    .map(format_bytes)
-                    .unwrap_or_else(|| "–".into()),
-                match (peak, r.f64("steady_bytes")) {
-                    (Some(p), Some(s)) if ok => format_bytes((p - s).max(0.0)),
-                    _ => "–".into(),
-                },
-            ]);
-            if gpu {
-                let row = table.rows.last_mut().expect("row just pushed");
-                row.insert(
-                    3,
-                    r.f64("peak_reserved_bytes")
-                        .map(format_bytes)
-                        .unwrap_or_else(|| "–".into()),
-                );
-                row.push(fmt_opt(r.f64("time_to_first_measured_step_s"), 1, ""));
-            }
-            if ok {
-                if let (Some(est), Some(p), Some(s)) = (
-                    r.f64("estimated_activation_bytes"),
-                    peak,
-                    r.f64("steady_bytes"),
-                ) {
-                    est_vs_measured.push((est / MIB, (p - s).max(0.0) / MIB, cfg.name.clone()));
-                }
-                let k = match r.str("checkpoint").as_str() {
-                    "none" => None,
-                    "sqrt" => r.f64("layers").map(|l| l.sqrt().ceil()),
-                    other => other.parse::<f64>().ok(),
-                };
-                let fusion = if r.bool("fusion") { ", fusion" } else { "" };
-                let key = format!("{}{fusion}", r.str("precision"));
-                if !r.bool("fused_optimizer") && r.f64("budget").is_none() {
-                    if let (Some(p), Some(t)) = (peak, r.f64("median_step_s")) {
-                        match k {
-                            Some(k) => by_k.entry(key).or_default().push((k, p / MIB, t)),
-                            None => {
-                                none_level.insert(key, (p / MIB, t));
-                            }
-                        }
-                    }
-                }
-            }
-            peak_bars.point_labels.push(cfg.name.clone());
-            peak_bars
-                .points
-                .push((x as f64, peak.map(|p| p / MIB).unwrap_or(f64::NAN)));
-            red_ours.point_labels.push(cfg.name.clone());
-            red_src.point_labels.push(cfg.name.clone());
-            time_ours.point_labels.push(cfg.name.clone());
-            time_src.point_labels.push(cfg.name.clone());
-            let xf = x as f64;
-            red_ours.points.push((xf, red.unwrap_or(f64::NAN)));
-            red_src
-                .points
-                .push((xf, claim.and_then(|c| c.reduction_pct).unwrap_or(f64::NAN)));
-            time_ours.points.push((xf, rel.unwrap_or(f64::NAN)));
-            time_src.points.push((xf, src_rel.unwrap_or(f64::NAN)));
-            if ok {
-                keys.push(r.str("key"));
-                if let (Some(p), Some(t)) = (peak, r.f64("median_step_s")) {
-                    pareto.push((t, p / (1024.0 * 1024.0), cfg.name.clone()));
-                }
-                sentences.push(format!(
-                    "{} {} at {} samples/s{}",
-                    cfg.label,
-                    peak.map(format_bytes).unwrap_or_default(),
-                    fmt_opt(r.f64("samples_per_s"), 2, ""),
-                    red.filter(|_| !r.bool("control"))
-                        .map(|v| {
-                            if v >= 0.0 {
-                                format!(" ({v:.1}% less than the control)")
-                            } else {
-                                format!(" ({:.1}% more than the control)", -v)
-                            }
-                        })
-                        .unwrap_or_default()
-                ));
-            } else {
-                sentences.push(format!("{}: {status}", cfg.label));
-            }
-        }
-        let params = rows.first().and_then(|r| r.f64("parameters"));
-        let steps = rows.first().and_then(|r| r.f64("measured_steps"));
-        let slug: String = format!("{profile}_{backend_label}")
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect::<String>()
-            .split('_')
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("_");
-        let mut figures = vec![
-            Figure {
-                name: format!("peak_{slug}"),
-                title: "Peak allocated memory per step (ours)".into(),
-                x_label: "configuration".into(),
-                y_label: peak_axis.clone(),
-                series: vec![peak_bars],
-                ..Default::default()
-            },
-            Figure {
-                name: format!("reduction_{slug}"),
-                title: "Peak-memory reduction vs the control: ours and the source's".into(),
-                x_label: "configuration".into(),
-                y_label: "reduction of peak allocated memory (%)".into(),
-                series: vec![red_ours, red_src],
-                ..Default::default()
-            },
-            Figure {
-                name: format!("step_time_{slug}"),
-                title: "Step time relative to the control: ours and the source's".into(),
-                x_label: "configuration".into(),
-                y_label: "step time / control step time".into(),
-                series: vec![time_ours, time_src],
-                ..Default::default()
-            },
-        ];
-        if !pareto.is_empty() {
-            figures.push(Figure {
-                name: format!("pareto_{slug}"),
-                title: "Memory vs time: peak allocated against median step time".into(),
-                x_label: "median step time (s)".into(),
-                y_label: peak_axis.clone(),
-                series: vec![Series {
-                    label: "configurations".into(),
-                    points: pareto.iter().map(|(t, m, _)| (*t, *m)).collect(),
-                    mark: Mark::Points,
-                    point_labels: pareto.iter().map(|(_, _, n)| n.clone()).collect(),
-                }],
-                ..Default::default()
-            });
-        }
-        let planned = planned_vs_measured(&rows);
-        if !planned.rows.is_empty() {
-            table_planned = Some(planned);
-        }
-        let goals = performance_goals(&rows);
-        if !goals.rows.is_empty() {
-            table_goals = Some(goals);
-        }
-        if by_k.values().any(|v| v.len() >= 2) {
-            let layers = rows.first().and_then(|r| r.f64("layers")).unwrap_or(1.0);
-            let mut mem = Vec::new();
-            let mut time = Vec::new();
-            for (key, pts) in &by_k {
-                let mut pts = pts.clone();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                pts.dedup_by(|a, b| a.0 == b.0);
-                mem.push(Series {
-                    label: format!("{key}, every K"),
-                    points: pts.iter().map(|p| (p.0, p.1)).collect(),
-                    ..Default::default()
-                });
-                time.push(Series {
-                    label: format!("{key}, every K"),
-                    points: pts.iter().map(|p| (p.0, p.2)).collect(),
-                    ..Default::default()
-                });
-                if let Some((m, t)) = none_level.get(key) {
-                    mem.push(Series {
-                        label: format!("{key}, none"),
-                        points: vec![(1.0, *m), (layers, *m)],
-                        ..Default::default()
-                    });
-                    time.push(Series {
-                        label: format!("{key}, none"),
-                        points: vec![(1.0, *t), (layers, *t)],
-                        ..Default::default()
-                    });
-                }
-            }
-            figures.push(Figure {
-                name: format!("peak_vs_k_{slug}"),
-                title: "Peak allocated memory vs checkpoint interval K".into(),
-                x_label: "K (blocks per segment)".into(),
-                y_label: peak_axis.clone(),
-                log_x: true,
-                series: mem,
-                ..Default::default()
-            });
-            figures.push(Figure {
-                name: format!("time_vs_k_{slug}"),
-                title: "Median step time vs checkpoint interval K".into(),
-                x_label: "K (blocks per segment)".into(),
-                y_label: "median step time (s)".into(),
-                log_x: true,
-                series: time,
-                ..Default::default()
-            });
-        }
-        if !est_vs_measured.is_empty() {
-            let max = est_vs_measured
-                .iter()
-                .map(|p| p.0.max(p.1))
-                .fold(0.0, f64::max);
-            figures.push(Figure {
-                name: format!("estimated_vs_measured_{slug}"),
-                title: "Estimated activation memory vs measured (peak − steady state)".into(),
-                x_label: "estimated activations (MiB)".into(),
-                y_label: "measured peak − steady (MiB)".into(),
-                series: vec![
-                    Series {
-                        label: "configurations".into(),
-                        points: est_vs_measured.iter().map(|p| (p.0, p.1)).collect(),
-                        mark: Mark::Points,
-                        point_labels: est_vs_measured.iter().map(|p| p.2.clone()).collect(),
-                    },
-                    Series {
-                        label: "y = x".into(),
-                        points: vec![(0.0, 0.0), (max, max)],
-                        ..Default::default()
-                    },
-                ],
-                ..Default::default()
-            });
-        }
-        let steps_df = steps_table(runs_root, &header.name, &keys)?;
-        if steps_df.height() > 0 {
-            let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-            let cfg_col = steps_df
-                .column("config")
-                .map_err(rerr)?
-                .str()
-                .map_err(rerr)?
-                .clone();
-            let step_col = steps_df
-                .column("step")
-                .map_err(rerr)?
-                .cast(&DataType::Float64)
-                .map_err(rerr)?;
-            let step_col = step_col.f64().map_err(rerr)?;
-            let loss_col = steps_df
-                .column("loss")
-                .map_err(rerr)?
-                .f64()
-                .map_err(rerr)?
-                .clone();
-            for i in 0..steps_df.height() {
-                if let (Some(c), Some(s), Some(l)) =
-                    (cfg_col.get(i), step_col.get(i), loss_col.get(i))
-                {
-                    curves.entry(c.to_string()).or_default().push((s, l));
-                }
-            }
-            let order: Vec<&String> = rows
-                .iter()
-                .map(|r| r.str("config"))
-                .filter_map(|c| curves.keys().find(|k| **k == c))
-                .collect();
-            figures.push(Figure {
-                name: format!("loss_{slug}"),
-                title: "Training loss per step".into(),
-                x_label: "step".into(),
-                y_label: "train loss (nats/token)".into(),
-                series: order
-                    .iter()
-                    .map(|c| Series {
-                        label: (*c).clone(),
-                        points: curves[*c].clone(),
-                        mark: Mark::Line,
-                        point_labels: Vec::new(),
-                    })
-                    .collect(),
-                ..Default::default()
-            });
-        }
-        let mut table_mixed = None;
-        if let Some((t, fig)) = mixed_precision(&rows, &by_name, &steps_df)? {
-            table_mixed = Some(t);
-            if let Some(mut fig) = fig {
-                fig.name = format!("loss_scale_{slug}");
-                figures.push(fig);
-            }
-        }
-        sections.push(Section {
-            title: format!("Results: {profile} profile on {device} ({backend_label})"),
-            claim: claim_text(header, configs),
-            ours: format!(
-                "{} parameters, median of {} measured steps per configuration; peak allocated \
-                 memory{}: {}.",
-                params.map(|p| format!("{p:.0}")).unwrap_or_default(),
-                steps.map(|s| format!("{s:.0}")).unwrap_or_default(),
-                bound("peak_allocated_bound")
-                    .strip_prefix(", ")
-                    .map(|b| format!(" ({b})"))
-                    .unwrap_or_default(),
-                sentences.join("; ")
-            ),
-            notes: configs
-                .iter()
-                .filter(|c| !c.maps_to.is_empty())
-                .map(|c| format!("*{}*: {}", c.label, c.maps_to))
-                .collect(),
-            tables: std::iter::once(table)
-                .chain(table_mixed)
-                .chain(table_goals)
-                .chain(table_planned)
-                .collect(),
-            figures,
-        });
-        if let Some(key) = rows.first().map(|r| r.str("key")) {
-            if let Some(rec) = read_record(&runs_root.join(&header.name).join(&key))? {
-                let e = &rec.env;
-                let m = &rec.spec.model;
-                envs.push(Table {
-                    caption: format!("{profile} profile on {device} ({backend_label})"),
-                    columns: vec!["field".into(), "value".into()],
-                    rows: vec![
-                        vec!["device".into(), e.device_name.clone()],
-                        vec!["backend".into(), format!("burn {} {}", e.burn_version, e.backend)],
-                        vec!["numerics".into(), e.numerics.clone()],
-                        vec!["CPU".into(), format!("{} ({} threads)", e.cpu_model, e.cpu_threads)],
-                        vec!["OS".into(), e.os.clone()],
-                        vec!["git revision".into(), e.git_revision.clone()],
-                        vec![
-                            "model".into(),
-                            format!(
-                                "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
-                                m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
-                            ),
-                        ],
-                        vec![
-                            "training".into(),
-                            format!(
-                                "{:?}, lr {}, {} warm-up + {} measured steps, {} eval batches, seed {}",
-                                rec.spec.train.optimizer,
-                                rec.spec.train.lr,
-                                rec.spec.train.warmup_steps,
-                                rec.spec.train.steps,
-                                rec.spec.train.eval_batches,
-                                rec.spec.train.seed
-                            ),
-                        ],
-                        vec!["memory probe".into(), rec.memory_probe.clone()],
-                    ],
-                });
-            }
-        }
-    }
-    Ok((sections, envs))
+            rows,
+        }],
+        figures: Vec::new(),
+    })
 }
 
 #[cfg(test)]
