@@ -3,17 +3,34 @@
 //!
 //! A table of f32, f16 (IEEE 754 binary16) and bf16 (bfloat16) properties computed from the
 //! `half` crate and from the bit layout, plus overflow, underflow and accumulation demos.
+//!
+//! The study ([`SixteenBit`]) measures with [`measure`] into a [`PrecisionResult`] and presents
+//! it with [`render`]. Values that overflow (an f16 square of 300 is +inf) are stored with
+//! [`nonfinite`].
+//!
+//! May import: [`super`] (the study trait and helpers), [`crate::report::model`], the `half`
+//! crate; no deep-learning framework, never the driver or the report renderers.
 
 use half::{bf16, f16};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
-use super::{ensure, DemoError, XorShift};
+use super::{ensure, DemoError, InProcessStudy, XorShift};
 use crate::report::model::{Figure, Mark, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
+/// Label of the data set of `sum_entries` copies of 0.01 (the one plotted).
+const REPEATED: &str = "0.01 repeated";
+/// Label of the data set of `sum_entries` uniform values in [0, 1).
+const UNIFORM: &str = "uniform [0,1)";
+/// The accumulator formats, in table order.
+const ACCUMULATORS: [&str; 3] = ["f16", "bf16", "f32"];
+/// Running-sum points sampled per accumulation.
+const RUNNING_SUM_SAMPLES: usize = 200;
+
 /// Parameters of the 16-bit formats study.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrecisionParams {
     /// Number of entries summed in the accumulation demo.
@@ -37,11 +54,91 @@ impl Default for PrecisionParams {
     }
 }
 
+/// Serde for floats that may be infinite or NaN, for `#[serde(with = "nonfinite")]` on an `f64`
+/// or `f32` field. JSON has no such numbers (serde_json writes them as `null`, which does not
+/// read back as a float), so finite values are stored as numbers and the others as the strings
+/// `"inf"`, `"-inf"` and `"NaN"`.
+pub mod nonfinite {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// A float stored through `f64` (an `f32` widens exactly and narrows back to itself).
+    pub trait Float: Copy {
+        /// The value as `f64`.
+        fn to_f64(self) -> f64;
+        /// The value of this type nearest to `x`.
+        fn from_f64(x: f64) -> Self;
+    }
+
+    impl Float for f64 {
+        fn to_f64(self) -> f64 {
+            self
+        }
+        fn from_f64(x: f64) -> Self {
+            x
+        }
+    }
+
+    impl Float for f32 {
+        fn to_f64(self) -> f64 {
+            self as f64
+        }
+        fn from_f64(x: f64) -> Self {
+            x as f32
+        }
+    }
+
+    /// Writes a finite `x` as a number, else as `"inf"`, `"-inf"` or `"NaN"`.
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub fn serialize<T: Float, S: Serializer>(x: &T, s: S) -> Result<S::Ok, S::Error> {
+        let x = x.to_f64();
+        if x.is_finite() {
+            s.serialize_f64(x)
+        } else if x.is_nan() {
+            s.serialize_str("NaN")
+        } else if x > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_str("-inf")
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Number(f64),
+        Text(String),
+    }
+
+    /// Reads what [`serialize`] wrote.
+    ///
+    /// # Errors
+    /// Neither a number nor one of the three strings.
+    pub fn deserialize<'de, T: Float, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let x = match Repr::deserialize(d)? {
+            Repr::Number(x) => x,
+            Repr::Text(t) => match t.as_str() {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                "NaN" => f64::NAN,
+                other => {
+                    return Err(D::Error::custom(format!(
+                        "expected a number, \"inf\", \"-inf\" or \"NaN\", found {other:?}"
+                    )))
+                }
+            },
+        };
+        Ok(T::from_f64(x))
+    }
+}
+
 /// Properties of a binary floating-point format.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FormatInfo {
-    /// Name.
-    pub name: &'static str,
+    /// Name ("f32", "f16", "bf16").
+    pub name: String,
     /// Exponent bits.
     pub exp_bits: u32,
     /// Stored mantissa (fraction) bits.
@@ -63,12 +160,12 @@ impl FormatInfo {
     }
 
     /// Values derived from the bit layout alone (IEEE 754 rules with bias 2^(e-1) - 1).
-    pub fn from_layout(name: &'static str, exp_bits: u32, man_bits: u32) -> Self {
+    pub fn from_layout(name: &str, exp_bits: u32, man_bits: u32) -> Self {
         let bias = (1i32 << (exp_bits - 1)) - 1;
         let emax = bias; // largest unbiased exponent of a finite number
         let emin = 1 - bias;
         Self {
-            name,
+            name: name.into(),
             exp_bits,
             man_bits,
             max: (2.0 - 2f64.powi(-(man_bits as i32))) * 2f64.powi(emax),
@@ -87,7 +184,7 @@ pub fn formats() -> [FormatInfo; 3] {
     let bf_exp = bf16::INFINITY.to_bits().count_ones();
     [
         FormatInfo {
-            name: "f32",
+            name: "f32".into(),
             exp_bits: f32_exp,
             man_bits: 31 - f32_exp,
             max: f32::MAX as f64,
@@ -96,7 +193,7 @@ pub fn formats() -> [FormatInfo; 3] {
             eps: f32::EPSILON as f64,
         },
         FormatInfo {
-            name: "f16",
+            name: "f16".into(),
             exp_bits: f16_exp,
             man_bits: 15 - f16_exp,
             max: f16::MAX.to_f64(),
@@ -105,7 +202,7 @@ pub fn formats() -> [FormatInfo; 3] {
             eps: f16::EPSILON.to_f64(),
         },
         FormatInfo {
-            name: "bf16",
+            name: "bf16".into(),
             exp_bits: bf_exp,
             man_bits: 15 - bf_exp,
             max: bf16::MAX.to_f64(),
@@ -147,21 +244,123 @@ pub fn accumulate(xs: &[f32], acc: &str, samples: usize) -> (f64, Vec<(f64, f64)
     (cur, pts)
 }
 
-fn sci(x: f64) -> String {
-    format!("{x:.6e}")
+/// Exact (f64) sum of `xs` after rounding each value to the format `fmt` ("f16", "bf16", else
+/// f32).
+pub fn exact_sum(xs: &[f32], fmt: &str) -> f64 {
+    xs.iter()
+        .map(|&x| match fmt {
+            "f16" => f16::from_f32(x).to_f64(),
+            "bf16" => bf16::from_f32(x).to_f64(),
+            _ => x as f64,
+        })
+        .sum()
 }
 
-/// Runs the study.
-pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
+/// Overflow and underflow of realistic values: each quantity computed in (or rounded to) each
+/// format, widened to `f32`. Values may be infinite (stored as "inf").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeResult {
+    /// `activation^2` in f32.
+    #[serde(with = "nonfinite")]
+    pub activation_squared_f32: f32,
+    /// `activation^2` computed in f16.
+    #[serde(with = "nonfinite")]
+    pub activation_squared_f16: f32,
+    /// `activation^2` computed in bf16.
+    #[serde(with = "nonfinite")]
+    pub activation_squared_bf16: f32,
+    /// `small_gradient` rounded to f16.
+    #[serde(with = "nonfinite")]
+    pub gradient_f16: f32,
+    /// `small_gradient` rounded to bf16.
+    #[serde(with = "nonfinite")]
+    pub gradient_bf16: f32,
+    /// `small_gradient * loss_scale` in f32.
+    #[serde(with = "nonfinite")]
+    pub scaled_gradient_f32: f32,
+    /// `small_gradient * loss_scale` rounded to f16.
+    #[serde(with = "nonfinite")]
+    pub scaled_gradient_f16: f32,
+    /// The f16 scaled gradient divided by `loss_scale` in f32 (what loss scaling recovers).
+    #[serde(with = "nonfinite")]
+    pub unscaled_gradient_f16: f32,
+    /// `small_gradient * loss_scale` rounded to bf16.
+    #[serde(with = "nonfinite")]
+    pub scaled_gradient_bf16: f32,
+}
+
+/// A sequential sum in one accumulator format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccumulatorSum {
+    /// Accumulator format ("f16", "bf16", "f32").
+    pub accumulator: String,
+    /// Final sum (the accumulator widened to f64).
+    pub sum: f64,
+    /// Exact f64 sum of the same inputs rounded to the accumulator's format.
+    pub exact: f64,
+    /// Running sum: (entries summed, sum) at evenly spaced points.
+    pub running_sums: Vec<(f64, f64)>,
+}
+
+/// The sums of one data set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataSetSums {
+    /// Data set label ("0.01 repeated", "uniform [0,1)").
+    pub data: String,
+    /// One sum per accumulator, in the order f16, bf16, f32.
+    pub accumulators: Vec<AccumulatorSum>,
+    /// Mixed precision: f16 inputs summed in an f32 accumulator.
+    pub mixed_sum: f32,
+    /// Exact f64 sum of the f16-rounded inputs.
+    pub mixed_exact: f64,
+}
+
+/// The result of the 16-bit formats study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrecisionResult {
+    /// The parameters it ran with.
+    pub params: PrecisionParams,
+    /// f32, f16 and bf16, each checked equal to the values derived from its bit layout.
+    pub formats: [FormatInfo; 3],
+    /// The overflow and underflow demo.
+    pub range: RangeResult,
+    /// `sum_entries` copies of 0.01.
+    pub repeated: DataSetSums,
+    /// `sum_entries` uniform values in [0, 1) (fixed seed).
+    pub uniform: DataSetSums,
+}
+
+/// The 16-bit study ([`InProcessStudy`]).
+pub struct SixteenBit;
+
+impl InProcessStudy for SixteenBit {
+    type Params = PrecisionParams;
+    type Output = PrecisionResult;
+    type Error = DemoError;
+    fn run(params: &PrecisionParams, _data_dir: &Path) -> Result<PrecisionResult, DemoError> {
+        measure(params)
+    }
+    fn render(output: &PrecisionResult) -> Vec<Section> {
+        render(output)
+    }
+}
+
+/// Runs the study: the format table (checked against the bit layouts), the overflow and
+/// underflow demo, and the accumulation demo.
+///
+/// # Errors
+/// [`DemoError::InvalidParam`] for zero entries or non-finite values; [`DemoError::Check`] when
+/// a crate constant differs from its bit layout.
+pub fn measure(p: &PrecisionParams) -> Result<PrecisionResult, DemoError> {
     ensure(p.sum_entries > 0, "sum_entries", "must be positive")?;
     ensure(
         p.activation.is_finite() && p.small_gradient.is_finite() && p.loss_scale.is_finite(),
         "activation",
         "must be finite",
     )?;
-    let fs = formats();
-    for f in &fs {
-        let d = FormatInfo::from_layout(f.name, f.exp_bits, f.man_bits);
+    let formats = formats();
+    for f in &formats {
+        let d = FormatInfo::from_layout(&f.name, f.exp_bits, f.man_bits);
         if d != *f {
             return Err(DemoError::Check(format!(
                 "{}: crate constants {f:?} != layout {d:?}",
@@ -169,122 +368,85 @@ pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
             )));
         }
     }
-    let fmt_table = Table {
-        caption: "Floating-point formats (computed from the half crate / f32 constants; equal to the values derived from the bit layout)".into(),
-        columns: vec!["Format".into(), "Sign/exponent/mantissa bits".into(), "Largest finite".into(), "Smallest normal".into(), "Smallest subnormal".into(), "Machine epsilon".into(), "Decimal digits".into()],
-        rows: fs
-            .iter()
-            .map(|f| vec![f.name.into(), format!("1/{}/{}", f.exp_bits, f.man_bits), sci(f.max), sci(f.min_normal), sci(f.min_subnormal), format!("{} = 2^{}", sci(f.eps), f.eps.log2()), format!("{:.2}", f.decimal_digits())])
-            .collect(),
-    };
-
-    // Overflow / underflow.
-    let a = p.activation;
-    let sq32 = a * a;
-    let sq16 = f16::from_f32(a) * f16::from_f32(a);
-    let sqb = bf16::from_f32(a) * bf16::from_f32(a);
-    let g = p.small_gradient;
-    let g16 = f16::from_f32(g);
-    let gb = bf16::from_f32(g);
-    let gs16 = f16::from_f32(g * p.loss_scale);
-    let demo_rows = vec![
-        vec![
-            format!("activation^2, x = {a}"),
-            format!("{sq32}"),
-            format!("{}", sq16.to_f32()),
-            format!("{}", sqb.to_f32()),
-        ],
-        vec![
-            format!("gradient {g:e}"),
-            format!("{g:e}"),
-            format!("{:e}", g16.to_f32()),
-            format!("{:e}", gb.to_f32()),
-        ],
-        vec![
-            format!("gradient x loss scale {}", p.loss_scale),
-            format!("{:e}", g * p.loss_scale),
-            format!(
-                "{:e} (/{} = {:e})",
-                gs16.to_f32(),
-                p.loss_scale,
-                gs16.to_f32() / p.loss_scale
-            ),
-            format!("{:e}", bf16::from_f32(g * p.loss_scale).to_f32()),
-        ],
-    ];
-
-    // Accumulation.
     let n = p.sum_entries;
     let mut rng = XorShift(2024);
     let small: Vec<f32> = vec![0.01; n];
     let unif: Vec<f32> = (0..n).map(|_| rng.unit_f64() as f32).collect();
-    let exact = |xs: &[f32], fmt: &str| -> f64 {
-        xs.iter()
-            .map(|&x| match fmt {
-                "f16" => f16::from_f32(x).to_f64(),
-                "bf16" => bf16::from_f32(x).to_f64(),
-                _ => x as f64,
-            })
-            .sum()
-    };
-    let mut acc_rows = Vec::new();
-    let mut series = Vec::new();
-    let mut summary = Vec::new();
-    for (dname, xs) in [("0.01 repeated", &small), ("uniform [0,1)", &unif)] {
-        for acc in ["f16", "bf16", "f32"] {
-            let (s, pts) = accumulate(xs, acc, 200);
-            // Exact sum of the same (input-rounded) values, in f64.
-            let ex = exact(xs, acc);
-            let rel = (s - ex).abs() / ex;
-            acc_rows.push(vec![
-                dname.into(),
-                format!("{acc} accumulator"),
-                format!("{s:.4}"),
-                format!("{ex:.4}"),
-                format!("{:.2}%", rel * 100.0),
-            ]);
-            if dname == "0.01 repeated" {
-                series.push(Series {
-                    label: format!("{acc} accumulator"),
-                    points: pts,
-                    mark: Mark::Line,
-                    point_labels: vec![],
-                });
-                summary.push(format!("{acc} {s:.2}"));
-            }
-        }
-        // Mixed precision: f16 inputs, f32 accumulator.
-        let mut s = 0f32;
-        for &x in xs.iter() {
-            s += f16::from_f32(x).to_f32();
-        }
-        let ex = exact(xs, "f16");
-        acc_rows.push(vec![
-            dname.into(),
-            "f16 inputs, f32 accumulator".into(),
-            format!("{s:.4}"),
-            format!("{ex:.4}"),
-            format!("{:.4}%", ((s as f64 - ex).abs() / ex) * 100.0),
-        ]);
-    }
-    let exact_small = exact(&small, "f16");
-    series.push(Series {
-        label: "exact".into(),
-        points: vec![(1.0, exact_small / n as f64), (n as f64, exact_small)],
-        mark: Mark::Line,
-        point_labels: vec![],
-    });
+    Ok(PrecisionResult {
+        params: p.clone(),
+        formats,
+        range: measure_range(p),
+        repeated: sum_data_set(REPEATED, &small),
+        uniform: sum_data_set(UNIFORM, &unif),
+    })
+}
 
-    let f16i = fs[1];
-    let bfi = fs[2];
-    let sec1 = Section {
+/// The squared activation, the small gradient and the loss-scaled gradient in each format.
+fn measure_range(p: &PrecisionParams) -> RangeResult {
+    let a = p.activation;
+    let g = p.small_gradient;
+    let scaled_f16 = f16::from_f32(g * p.loss_scale).to_f32();
+    RangeResult {
+        activation_squared_f32: a * a,
+        activation_squared_f16: (f16::from_f32(a) * f16::from_f32(a)).to_f32(),
+        activation_squared_bf16: (bf16::from_f32(a) * bf16::from_f32(a)).to_f32(),
+        gradient_f16: f16::from_f32(g).to_f32(),
+        gradient_bf16: bf16::from_f32(g).to_f32(),
+        scaled_gradient_f32: g * p.loss_scale,
+        scaled_gradient_f16: scaled_f16,
+        unscaled_gradient_f16: scaled_f16 / p.loss_scale,
+        scaled_gradient_bf16: bf16::from_f32(g * p.loss_scale).to_f32(),
+    }
+}
+
+/// Sums `xs` in every accumulator format and with f16 inputs in an f32 accumulator.
+fn sum_data_set(data: &str, xs: &[f32]) -> DataSetSums {
+    let accumulators = ACCUMULATORS
+        .iter()
+        .map(|&acc| {
+            let (sum, running_sums) = accumulate(xs, acc, RUNNING_SUM_SAMPLES);
+            AccumulatorSum {
+                accumulator: acc.into(),
+                sum,
+                exact: exact_sum(xs, acc),
+                running_sums,
+            }
+        })
+        .collect();
+    let mut mixed_sum = 0f32;
+    for &x in xs {
+        mixed_sum += f16::from_f32(x).to_f32();
+    }
+    DataSetSums {
+        data: data.into(),
+        accumulators,
+        mixed_sum,
+        mixed_exact: exact_sum(xs, "f16"),
+    }
+}
+
+/// The study's sections: the formats and their range, then accumulation.
+pub fn render(r: &PrecisionResult) -> Vec<Section> {
+    vec![formats_section(r), accumulation_section(r)]
+}
+
+fn sci(x: f64) -> String {
+    format!("{x:.6e}")
+}
+
+/// The lecture's fp16-versus-bf16 claim beside the formats' properties and the range demo.
+fn formats_section(r: &PrecisionResult) -> Section {
+    let (p, q) = (&r.params, &r.range);
+    let (a, g) = (p.activation, p.small_gradient);
+    let (f16i, bfi) = (&r.formats[1], &r.formats[2]);
+    Section {
         title: "16-bit floating-point formats".into(),
         claim: format!("{SRC}, slide \"16bit Floating Points\": fp16 has \"more fraction bits\" while bf16 is \"less easy to overflow\"."),
         ours: format!(
             "f16 has 1/{}/{} bits, max {}, epsilon 2^{} ({:.2} digits); bf16 has 1/{}/{} bits, max {:.4e} (the f32 range), epsilon 2^{} ({:.2} digits). \
              {a}^2 = {} in f16 and {} in bf16; a gradient of {g:e} becomes {:e} in f16 and {:e} in bf16.",
             f16i.exp_bits, f16i.man_bits, f16i.max, f16i.eps.log2(), f16i.decimal_digits(), bfi.exp_bits, bfi.man_bits, bfi.max, bfi.eps.log2(), bfi.decimal_digits(),
-            sq16.to_f32(), sqb.to_f32(), g16.to_f32(), gb.to_f32()
+            q.activation_squared_f16, q.activation_squared_bf16, q.gradient_f16, q.gradient_bf16
         ),
         notes: vec![
             "Each row is checked against the value derived from the bit layout (bias 2^(e-1) - 1; max = (2 - 2^-m) 2^bias; smallest normal 2^(1-bias); smallest subnormal \
@@ -294,25 +456,87 @@ pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
              hence every gradient, by a constant before the 16-bit backward and divides afterwards in f32."
                 .into(),
         ],
-        tables: vec![
-            fmt_table,
-            Table { caption: "Overflow and underflow of realistic values".into(), columns: vec!["Quantity".into(), "f32".into(), "f16".into(), "bf16".into()], rows: demo_rows },
+        tables: vec![formats_table(&r.formats), range_table(r)],
+        figures: vec![formats_figure(&r.formats)],
+    }
+}
+
+/// Bits, range, epsilon and digits per format.
+fn formats_table(fs: &[FormatInfo]) -> Table {
+    Table {
+        caption: "Floating-point formats (computed from the half crate / f32 constants; equal to the values derived from the bit layout)".into(),
+        columns: vec!["Format".into(), "Sign/exponent/mantissa bits".into(), "Largest finite".into(), "Smallest normal".into(), "Smallest subnormal".into(), "Machine epsilon".into(), "Decimal digits".into()],
+        rows: fs
+            .iter()
+            .map(|f| vec![f.name.clone(), format!("1/{}/{}", f.exp_bits, f.man_bits), sci(f.max), sci(f.min_normal), sci(f.min_subnormal), format!("{} = 2^{}", sci(f.eps), f.eps.log2()), format!("{:.2}", f.decimal_digits())])
+            .collect(),
+    }
+}
+
+/// The squared activation, the small gradient and the loss-scaled gradient per format.
+fn range_table(r: &PrecisionResult) -> Table {
+    let (p, q) = (&r.params, &r.range);
+    let (a, g) = (p.activation, p.small_gradient);
+    let rows = vec![
+        vec![
+            format!("activation^2, x = {a}"),
+            format!("{}", q.activation_squared_f32),
+            format!("{}", q.activation_squared_f16),
+            format!("{}", q.activation_squared_bf16),
         ],
-        figures: vec![Figure::grouped_bars(
-            "format_range",
-            "Range and precision of f32, f16 and bf16 (log2)",
-            "format",
-            "log2 of the value",
-            &fs.iter().map(|f| f.name.to_string()).collect::<Vec<_>>(),
-            vec![
-                ("largest finite".into(), fs.iter().map(|f| f.max.log2()).collect()),
-                ("smallest normal".into(), fs.iter().map(|f| f.min_normal.log2()).collect()),
-                ("smallest subnormal".into(), fs.iter().map(|f| f.min_subnormal.log2()).collect()),
-                ("machine epsilon".into(), fs.iter().map(|f| f.eps.log2()).collect()),
-            ],
-        )],
-    };
-    let sec2 = Section {
+        vec![
+            format!("gradient {g:e}"),
+            format!("{g:e}"),
+            format!("{:e}", q.gradient_f16),
+            format!("{:e}", q.gradient_bf16),
+        ],
+        vec![
+            format!("gradient x loss scale {}", p.loss_scale),
+            format!("{:e}", q.scaled_gradient_f32),
+            format!(
+                "{:e} (/{} = {:e})",
+                q.scaled_gradient_f16, p.loss_scale, q.unscaled_gradient_f16
+            ),
+            format!("{:e}", q.scaled_gradient_bf16),
+        ],
+    ];
+    Table {
+        caption: "Overflow and underflow of realistic values".into(),
+        columns: vec!["Quantity".into(), "f32".into(), "f16".into(), "bf16".into()],
+        rows,
+    }
+}
+
+/// log2 of the largest finite, smallest normal and subnormal values and epsilon, per format.
+fn formats_figure(fs: &[FormatInfo]) -> Figure {
+    let log2_of =
+        |v: fn(&FormatInfo) -> f64| -> Vec<f64> { fs.iter().map(|f| v(f).log2()).collect() };
+    Figure::grouped_bars(
+        "format_range",
+        "Range and precision of f32, f16 and bf16 (log2)",
+        "format",
+        "log2 of the value",
+        &fs.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+        vec![
+            ("largest finite".into(), log2_of(|f| f.max)),
+            ("smallest normal".into(), log2_of(|f| f.min_normal)),
+            ("smallest subnormal".into(), log2_of(|f| f.min_subnormal)),
+            ("machine epsilon".into(), log2_of(|f| f.eps)),
+        ],
+    )
+}
+
+/// The lecture's aggregation claim beside the sums of 0.01 per accumulator.
+fn accumulation_section(r: &PrecisionResult) -> Section {
+    let n = r.params.sum_entries;
+    let exact_small = r.repeated.mixed_exact;
+    let summary: Vec<String> = r
+        .repeated
+        .accumulators
+        .iter()
+        .map(|s| format!("{} {:.2}", s.accumulator, s.sum))
+        .collect();
+    Section {
         title: "Aggregation of many entries in 16-bit accumulators".into(),
         claim: format!(
             "{SRC}, slide \"Mixed Precision\": \"Some layers are more sensitive to dynamic range. Common issues: aggregation of a lot of entries. Mixed precision: different \
@@ -328,40 +552,81 @@ pub fn run(p: &PrecisionParams) -> Result<Vec<Section>, DemoError> {
              the accumulator's format) in f64."
                 .into(),
         ],
-        tables: vec![Table {
-            caption: format!("Sequential sums of {n} entries"),
-            columns: vec!["Data".into(), "Accumulation".into(), "Result".into(), "Exact".into(), "Relative error".into()],
-            rows: acc_rows,
-        }],
-        figures: vec![Figure {
-            name: "accumulator_running_sum".into(),
-            title: format!("Running sum of {n} x 0.01 by accumulator type"),
-            x_label: "entries summed".into(),
-            y_label: "running sum".into(),
-            log_x: true,
-            log_y: true,
-            series,
-            ..Default::default()
-        }],
-    };
-    Ok(vec![sec1, sec2])
+        tables: vec![accumulation_table(r)],
+        figures: vec![running_sum_figure(r)],
+    }
 }
 
-/// The 16-bit study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
-pub struct SixteenBit;
-
-impl super::InProcessStudy for SixteenBit {
-    type Params = PrecisionParams;
-    type Output = Vec<Section>;
-    type Error = DemoError;
-    fn run(
-        params: &PrecisionParams,
-        _data_dir: &std::path::Path,
-    ) -> Result<Vec<Section>, DemoError> {
-        run(params)
+/// Result, exact sum and relative error per data set and accumulation.
+fn accumulation_table(r: &PrecisionResult) -> Table {
+    let mut rows = Vec::new();
+    for ds in [&r.repeated, &r.uniform] {
+        for s in &ds.accumulators {
+            let rel = (s.sum - s.exact).abs() / s.exact;
+            rows.push(vec![
+                ds.data.clone(),
+                format!("{} accumulator", s.accumulator),
+                format!("{:.4}", s.sum),
+                format!("{:.4}", s.exact),
+                format!("{:.2}%", rel * 100.0),
+            ]);
+        }
+        let (s, ex) = (ds.mixed_sum, ds.mixed_exact);
+        rows.push(vec![
+            ds.data.clone(),
+            "f16 inputs, f32 accumulator".into(),
+            format!("{s:.4}"),
+            format!("{ex:.4}"),
+            format!("{:.4}%", ((s as f64 - ex).abs() / ex) * 100.0),
+        ]);
     }
-    fn render(output: &Vec<Section>) -> Vec<Section> {
-        output.clone()
+    Table {
+        caption: format!("Sequential sums of {} entries", r.params.sum_entries),
+        columns: vec![
+            "Data".into(),
+            "Accumulation".into(),
+            "Result".into(),
+            "Exact".into(),
+            "Relative error".into(),
+        ],
+        rows,
+    }
+}
+
+/// Running sum of the 0.01 entries per accumulator, beside the exact line.
+fn running_sum_figure(r: &PrecisionResult) -> Figure {
+    let n = r.params.sum_entries;
+    let exact_small = r.repeated.mixed_exact;
+    let line = |label: String, points: Vec<(f64, f64)>| Series {
+        label,
+        points,
+        mark: Mark::Line,
+        point_labels: vec![],
+    };
+    let mut series: Vec<Series> = r
+        .repeated
+        .accumulators
+        .iter()
+        .map(|s| {
+            line(
+                format!("{} accumulator", s.accumulator),
+                s.running_sums.clone(),
+            )
+        })
+        .collect();
+    series.push(line(
+        "exact".into(),
+        vec![(1.0, exact_small / n as f64), (n as f64, exact_small)],
+    ));
+    Figure {
+        name: "accumulator_running_sum".into(),
+        title: format!("Running sum of {n} x 0.01 by accumulator type"),
+        x_label: "entries summed".into(),
+        y_label: "running sum".into(),
+        log_x: true,
+        log_y: true,
+        series,
+        ..Default::default()
     }
 }
 
@@ -384,7 +649,7 @@ mod tests {
         assert_eq!(bfi.max, 3.3895313892515355e38);
         assert_eq!(f32i.eps, 2f64.powi(-23));
         for f in [f32i, f16i, bfi] {
-            assert_eq!(FormatInfo::from_layout(f.name, f.exp_bits, f.man_bits), f);
+            assert_eq!(FormatInfo::from_layout(&f.name, f.exp_bits, f.man_bits), f);
         }
     }
 
@@ -405,7 +670,48 @@ mod tests {
 
     #[test]
     fn run_default() {
-        let s = run(&PrecisionParams::default()).unwrap();
+        let s = render(&measure(&PrecisionParams::default()).unwrap());
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn result_survives_json_and_renders_the_same() {
+        let r = measure(&PrecisionParams::default()).unwrap();
+        // 300^2 overflows f16: the stored value is +inf.
+        assert!(r.range.activation_squared_f16.is_infinite());
+        // Through a serde_json::Value, as the study runner stores it. (The record file's text
+        // reads floats back exactly only with serde_json's `float_roundtrip` feature.)
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["range"]["activation_squared_f16"], "inf");
+        let back: PrecisionResult = serde_json::from_value(json).unwrap();
+        assert_eq!(back.formats, r.formats);
+        assert_eq!(back.range, r.range);
+        assert_eq!(back.repeated, r.repeated);
+        assert_eq!(back.uniform, r.uniform);
+        assert_eq!(SixteenBit::render(&back), SixteenBit::render(&r));
+    }
+
+    #[test]
+    fn nonfinite_floats_round_trip() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Both {
+            #[serde(with = "nonfinite")]
+            a: f64,
+            #[serde(with = "nonfinite")]
+            b: f32,
+        }
+        for (a, b) in [
+            (f64::INFINITY, f32::NEG_INFINITY),
+            (-0.0, 0.01),
+            (1e308, f32::MAX),
+        ] {
+            let v = Both { a, b };
+            let back: Both = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+            assert_eq!(back, v);
+        }
+        let nan: Both = serde_json::from_str(r#"{"a": "NaN", "b": 1}"#).unwrap();
+        assert!(nan.a.is_nan() && nan.b == 1.0);
+        assert!(serde_json::from_str::<Both>(r#"{"a": "infinity", "b": 1}"#).is_err());
+        assert!(serde_json::from_str::<Both>(r#"{"a": null, "b": 1}"#).is_err());
     }
 }
