@@ -1,11 +1,18 @@
 //! The UIUC lecture's reverse-mode AD worked example (`002_0a85d22a30039616.txt`):
 //! y = ln(x1) + x1*x2 - sin(x2) at (x1, x2) = (2, 5), through Burn's autodiff, with the
 //! forward (primal) and reverse (adjoint) trace of the evaluation graph.
+//!
+//! [`measure`] computes the gradients with Burn and the f64 trace and returns an
+//! [`AutodiffResult`]; [`render`] presents it beside the lecture's numbers.
+//!
+//! May import: [`crate::report::model`], [`crate::demos::InProcessStudy`] and Burn.
 
-use crate::error::Result;
+use crate::demos::InProcessStudy;
 use crate::report::model::{Figure, Section, Table};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 type B = Autodiff<Flex<f32>>;
 
@@ -26,11 +33,15 @@ pub fn burn_gradients(x1: f32, x2: f32) -> (f64, f64, f64) {
 }
 
 /// One node of the evaluation trace: name, definition, primal value and adjoint dy/dnode.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRow {
-    pub node: &'static str,
-    pub definition: &'static str,
+    /// The node's name, e.g. "v1".
+    pub node: String,
+    /// How the node is computed, e.g. "ln(x1)".
+    pub definition: String,
+    /// Primal (forward) value.
     pub value: f64,
+    /// Adjoint dy/dnode (reverse sweep).
     pub adjoint: f64,
 }
 
@@ -53,55 +64,134 @@ pub fn trace(x1: f64, x2: f64) -> Vec<TraceRow> {
     let bx1 = b1 / x1 + b2 * x2;
     vec![
         TraceRow {
-            node: "x1",
-            definition: "input",
+            node: "x1".into(),
+            definition: "input".into(),
             value: x1,
             adjoint: bx1,
         },
         TraceRow {
-            node: "x2",
-            definition: "input",
+            node: "x2".into(),
+            definition: "input".into(),
             value: x2,
             adjoint: bx2,
         },
         TraceRow {
-            node: "v1",
-            definition: "ln(x1)",
+            node: "v1".into(),
+            definition: "ln(x1)".into(),
             value: v1,
             adjoint: b1,
         },
         TraceRow {
-            node: "v2",
-            definition: "x1 * x2",
+            node: "v2".into(),
+            definition: "x1 * x2".into(),
             value: v2,
             adjoint: b2,
         },
         TraceRow {
-            node: "v3",
-            definition: "sin(x2)",
+            node: "v3".into(),
+            definition: "sin(x2)".into(),
             value: v3,
             adjoint: b3,
         },
         TraceRow {
-            node: "v4",
-            definition: "v1 + v2",
+            node: "v4".into(),
+            definition: "v1 + v2".into(),
             value: v4,
             adjoint: b4,
         },
         TraceRow {
-            node: "y = v5",
-            definition: "v4 - v3",
+            node: "y = v5".into(),
+            definition: "v4 - v3".into(),
             value: v5,
             adjoint: b5,
         },
     ]
 }
 
-/// The report section.
-pub fn run() -> Result<Vec<Section>> {
-    let (y, g1, g2) = burn_gradients(2.0, 5.0);
-    let rows = trace(2.0, 5.0);
-    let table = Table {
+/// y, dy/dx1 and dy/dx2 as Burn's autodiff computed them (f32, widened to f64).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BurnGradients {
+    /// y = ln(x1) + x1*x2 - sin(x2).
+    pub y: f64,
+    /// dy/dx1.
+    pub dy_dx1: f64,
+    /// dy/dx2.
+    pub dy_dx2: f64,
+}
+
+/// The result of the autodiff worked example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AutodiffResult {
+    /// The evaluation point (x1, x2): the lecture's (2, 5).
+    pub point: (f64, f64),
+    /// Burn's reverse-mode autodiff at the point.
+    pub burn: BurnGradients,
+    /// The f64 forward and reverse trace at the point ([`trace`]).
+    pub trace: Vec<TraceRow>,
+}
+
+/// The autodiff worked example ([`InProcessStudy`]).
+pub struct AutodiffExample;
+
+/// The example has no parameters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+impl InProcessStudy for AutodiffExample {
+    type Params = NoParams;
+    type Output = AutodiffResult;
+    type Error = crate::Error;
+    fn run(_: &NoParams, _data_dir: &Path) -> crate::Result<AutodiffResult> {
+        Ok(measure())
+    }
+    fn render(output: &AutodiffResult) -> Vec<Section> {
+        render(output)
+    }
+}
+
+/// Burn's gradients and the f64 trace at the lecture's point (2, 5).
+pub fn measure() -> AutodiffResult {
+    let (x1, x2) = (2.0, 5.0);
+    let (y, dy_dx1, dy_dx2) = burn_gradients(x1 as f32, x2 as f32);
+    AutodiffResult {
+        point: (x1, x2),
+        burn: BurnGradients { y, dy_dx1, dy_dx2 },
+        trace: trace(x1, x2),
+    }
+}
+
+/// The example's section: the lecture's numbers beside Burn's, the trace and the graph.
+pub fn render(r: &AutodiffResult) -> Vec<Section> {
+    let BurnGradients {
+        y,
+        dy_dx1: g1,
+        dy_dx2: g2,
+    } = r.burn;
+    let burn_table = Table {
+        caption: "Burn 0.21 autodiff (flex backend, f32) against the lecture".into(),
+        columns: vec!["quantity".into(), "lecture".into(), "Burn".into()],
+        rows: vec![
+            vec!["y".into(), "11.652".into(), format!("{y:.3}")],
+            vec!["dy/dx1".into(), "5.5".into(), format!("{g1:.3}")],
+            vec!["dy/dx2".into(), "1.716".into(), format!("{g2:.3}")],
+        ],
+    };
+    vec![Section {
+        title: "Reverse-mode AD worked example".into(),
+        claim: "`002_0a85d22a30039616.txt` (reverse-mode AD slides): for y = ln(x1) + x1*x2 - sin(x2) at (2, 5), y = 11.652, dy/dx1 = 5.5 and dy/dx2 = 1.716.".into(),
+        ours: format!(
+            "Burn's autodiff gives y = {y:.3}, dy/dx1 = {g1:.3}, dy/dx2 = {g2:.3} (f32 on the CPU); the f64 trace below gives the same to 3 decimals."
+        ),
+        notes: vec!["The adjoint of x2 sums two paths: v2 contributes x1 = 2 and v3 contributes -cos(5) = -0.284.".into()],
+        tables: vec![burn_table, trace_table(&r.trace)],
+        figures: vec![graph_figure()],
+    }]
+}
+
+/// The forward (primal) and reverse (adjoint) trace, to 3 decimals.
+fn trace_table(rows: &[TraceRow]) -> Table {
+    Table {
         caption: "Forward (primal) and reverse (adjoint) trace at (x1, x2) = (2, 5), f64".into(),
         columns: vec![
             "node".into(),
@@ -113,23 +203,18 @@ pub fn run() -> Result<Vec<Section>> {
             .iter()
             .map(|r| {
                 vec![
-                    r.node.into(),
-                    r.definition.into(),
+                    r.node.clone(),
+                    r.definition.clone(),
                     format!("{:.3}", r.value),
                     format!("{:.3}", r.adjoint),
                 ]
             })
             .collect(),
-    };
-    let burn_table = Table {
-        caption: "Burn 0.21 autodiff (flex backend, f32) against the lecture".into(),
-        columns: vec!["quantity".into(), "lecture".into(), "Burn".into()],
-        rows: vec![
-            vec!["y".into(), "11.652".into(), format!("{y:.3}")],
-            vec!["dy/dx1".into(), "5.5".into(), format!("{g1:.3}")],
-            vec!["dy/dx2".into(), "1.716".into(), format!("{g2:.3}")],
-        ],
-    };
+    }
+}
+
+/// The evaluation graph of y = ln(x1) + x1*x2 - sin(x2).
+fn graph_figure() -> Figure {
     let names = [
         "x1",
         "x2",
@@ -139,7 +224,7 @@ pub fn run() -> Result<Vec<Section>> {
         "v4 = +",
         "y = v5 = -",
     ];
-    let graph = Figure {
+    Figure {
         name: "ad_graph".into(),
         title: "Evaluation graph of y = ln(x1) + x1*x2 - sin(x2)".into(),
         nodes: names.iter().map(|s| s.to_string()).collect(),
@@ -154,36 +239,6 @@ pub fn run() -> Result<Vec<Section>> {
             (4, 6),
         ],
         ..Default::default()
-    };
-    Ok(vec![Section {
-        title: "Reverse-mode AD worked example".into(),
-        claim: "`002_0a85d22a30039616.txt` (reverse-mode AD slides): for y = ln(x1) + x1*x2 - sin(x2) at (2, 5), y = 11.652, dy/dx1 = 5.5 and dy/dx2 = 1.716.".into(),
-        ours: format!(
-            "Burn's autodiff gives y = {y:.3}, dy/dx1 = {g1:.3}, dy/dx2 = {g2:.3} (f32 on the CPU); the f64 trace below gives the same to 3 decimals."
-        ),
-        notes: vec!["The adjoint of x2 sums two paths: v2 contributes x1 = 2 and v3 contributes -cos(5) = -0.284.".into()],
-        tables: vec![burn_table, table],
-        figures: vec![graph],
-    }])
-}
-
-/// The autodiff worked example ([`crate::demos::InProcessStudy`]). TEMPORARY: its output is still the rendered sections.
-pub struct AutodiffExample;
-
-/// The example has no parameters.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
-
-impl crate::demos::InProcessStudy for AutodiffExample {
-    type Params = NoParams;
-    type Output = Vec<Section>;
-    type Error = crate::Error;
-    fn run(_: &NoParams, _data_dir: &std::path::Path) -> Result<Vec<Section>> {
-        run()
-    }
-    fn render(output: &Vec<Section>) -> Vec<Section> {
-        output.clone()
     }
 }
 
@@ -206,5 +261,17 @@ mod tests {
         assert!((rows[6].value - y).abs() < 1e-4);
         assert!((rows[0].adjoint - g1).abs() < 1e-4);
         assert!((rows[1].adjoint - g2).abs() < 1e-4);
+    }
+
+    #[test]
+    fn result_round_trips_through_json_and_renders_the_same() {
+        let r = measure();
+        assert_eq!(r.trace.len(), 7);
+        let back: AutodiffResult =
+            serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let s = render(&back);
+        assert_eq!(s, render(&r));
+        assert_eq!(s[0].tables[1].rows[2], ["v1", "ln(x1)", "0.693", "1.000"]);
     }
 }

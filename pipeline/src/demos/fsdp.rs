@@ -7,19 +7,25 @@
 //! (activations are not), and a real ring all-reduce (reduce-scatter + all-gather) across N worker
 //! threads exchanging chunks over channels, with bytes sent per device counted, checked against
 //! Burn's collective API (`burn-collective`'s ring all-reduce on flex CPU peers).
+//!
+//! [`measure`] evaluates the memory model and runs the collectives, returning an [`FsdpResult`]
+//! (bytes, bytes sent, seconds); [`render`] presents a result as the study's two sections.
+//!
+//! May import: [`crate::report::model`], Burn and `burn-collective`.
 
+use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{ensure, fmt_bytes, DemoError};
+use super::{ensure, fmt_bytes, DemoError, InProcessStudy};
 use crate::report::model::{Figure, Mark, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
 /// Optimizer-state model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Optimizer {
     /// Adam: two states (first and second moment) per parameter, each `state_bytes`.
@@ -30,7 +36,7 @@ pub enum Optimizer {
 }
 
 /// Parameters of the FSDP study.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FsdpParams {
     /// Model parameter count (default 1.6e9).
@@ -85,15 +91,15 @@ impl Default for FsdpParams {
 }
 
 /// Per-device memory breakdown in bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DeviceMemory {
-    /// Parameter shard (working copy).
+    /// Parameter shard (working copy), bytes.
     pub params: f64,
-    /// Gradient shard.
+    /// Gradient shard, bytes.
     pub grads: f64,
-    /// Optimizer state shard, master weights included.
+    /// Optimizer state shard, master weights included, bytes.
     pub optimizer: f64,
-    /// Activations (not sharded).
+    /// Activations (not sharded), bytes.
     pub activations: f64,
 }
 
@@ -266,8 +272,7 @@ pub fn all_reduce(inputs: Vec<Vec<f32>>) -> Result<Vec<(Vec<f32>, u64)>, DemoErr
 /// collective does not finish in time.
 pub fn burn_ring_all_reduce(inputs: Vec<Vec<f32>>) -> Result<(Vec<Vec<f32>>, f64), DemoError> {
     use burn::backend::Flex;
-    use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-    use burn_collective::{AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation};
+    use burn_collective::{AllReduceStrategy, CollectiveConfig};
     use std::sync::{Arc, Barrier, Mutex};
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -277,68 +282,25 @@ pub fn burn_ring_all_reduce(inputs: Vec<Vec<f32>>) -> Result<(Vec<Vec<f32>>, f64
         .with_num_devices(n)
         .with_local_all_reduce_strategy(AllReduceStrategy::Ring);
     let registered = Arc::new(Barrier::new(n));
-    let (tx, rx) = channel::<(usize, Result<(Vec<f32>, Instant, Instant), DemoError>)>();
+    let (tx, rx) = channel::<(usize, Result<BurnPeerResult, DemoError>)>();
     for (i, buf) in inputs.into_iter().enumerate() {
         let (config, registered, tx) = (config.clone(), registered.clone(), tx.clone());
         std::thread::spawn(move || {
-            let run = || -> Result<(Vec<f32>, Instant, Instant), DemoError> {
-                let err = |e: burn_collective::CollectiveError| {
-                    DemoError::Worker(format!("burn-collective peer {i}: {e:?}"))
-                };
-                let id = PeerId(i as u32);
-                let device = Default::default();
-                let len = buf.len();
-                let t = Tensor::<Flex, 1>::from_data(TensorData::new(buf, [len]), &device);
-                burn_collective::register::<Flex>(id, device, config).map_err(err)?;
-                registered.wait();
-                let start = Instant::now();
-                let out = burn_collective::all_reduce::<Flex>(
-                    id,
-                    t.into_primitive().tensor(),
-                    ReduceOperation::Sum,
-                )
-                .map_err(err)?;
-                let end = Instant::now();
-                let out = Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(out));
-                let values = out
-                    .into_data()
-                    .to_vec::<f32>()
-                    .map_err(|e| DemoError::Worker(format!("burn-collective peer {i}: {e:?}")))?;
-                burn_collective::finish_collective::<Flex>(id).map_err(err)?;
-                Ok((values, start, end))
-            };
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                .unwrap_or_else(|_| {
-                    Err(DemoError::Worker(format!(
-                        "burn-collective peer {i} panicked"
-                    )))
-                });
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                burn_peer_all_reduce(i, buf, config, &registered)
+            }))
+            .unwrap_or_else(|_| {
+                Err(DemoError::Worker(format!(
+                    "burn-collective peer {i} panicked"
+                )))
+            });
             let _ = tx.send((i, result));
         });
     }
     drop(tx);
-    let mut results: Vec<Option<(Vec<f32>, Instant, Instant)>> = (0..n).map(|_| None).collect();
-    let mut failure = None;
-    for _ in 0..n {
-        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
-            Ok((i, Ok(r))) => results[i] = Some(r),
-            Ok((_, Err(e))) => {
-                failure = Some(e);
-                break;
-            }
-            Err(_) => {
-                failure = Some(DemoError::Worker(format!(
-                    "Burn's ring all-reduce over {n} peers did not finish within 120 s"
-                )));
-                break;
-            }
-        }
-    }
+    let collected = collect_burn_peers(&rx, n);
     burn_collective::reset_collective::<Flex>();
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    let results: Vec<(Vec<f32>, Instant, Instant)> = results.into_iter().flatten().collect();
+    let results = collected?;
     let start = results.iter().map(|r| r.1).min();
     let end = results.iter().map(|r| r.2).max();
     let secs = match (start, end) {
@@ -346,6 +308,64 @@ pub fn burn_ring_all_reduce(inputs: Vec<Vec<f32>>) -> Result<(Vec<Vec<f32>>, f64
         _ => 0.0,
     };
     Ok((results.into_iter().map(|r| r.0).collect(), secs))
+}
+
+/// One Burn peer's all-reduced values, and when its all-reduce started and ended.
+type BurnPeerResult = (Vec<f32>, Instant, Instant);
+
+/// The body of Burn peer `i` of [`burn_ring_all_reduce`]: registers `buf` on the flex CPU
+/// device, waits until every peer is registered, all-reduces (sum) and reads the result back.
+fn burn_peer_all_reduce(
+    i: usize,
+    buf: Vec<f32>,
+    config: burn_collective::CollectiveConfig,
+    registered: &std::sync::Barrier,
+) -> Result<BurnPeerResult, DemoError> {
+    use burn::backend::Flex;
+    use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+    use burn_collective::{PeerId, ReduceOperation};
+    let err = |e: burn_collective::CollectiveError| {
+        DemoError::Worker(format!("burn-collective peer {i}: {e:?}"))
+    };
+    let id = PeerId(i as u32);
+    let device = Default::default();
+    let len = buf.len();
+    let t = Tensor::<Flex, 1>::from_data(TensorData::new(buf, [len]), &device);
+    burn_collective::register::<Flex>(id, device, config).map_err(err)?;
+    registered.wait();
+    let start = Instant::now();
+    let out =
+        burn_collective::all_reduce::<Flex>(id, t.into_primitive().tensor(), ReduceOperation::Sum)
+            .map_err(err)?;
+    let end = Instant::now();
+    let out = Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(out));
+    let values = out
+        .into_data()
+        .to_vec::<f32>()
+        .map_err(|e| DemoError::Worker(format!("burn-collective peer {i}: {e:?}")))?;
+    burn_collective::finish_collective::<Flex>(id).map_err(err)?;
+    Ok((values, start, end))
+}
+
+/// Receives the results of the `n` Burn peers, in rank order; the first failure, or a peer
+/// that does not answer within 120 s, ends the wait with an error.
+fn collect_burn_peers(
+    rx: &Receiver<(usize, Result<BurnPeerResult, DemoError>)>,
+    n: usize,
+) -> Result<Vec<BurnPeerResult>, DemoError> {
+    let mut results: Vec<Option<BurnPeerResult>> = (0..n).map(|_| None).collect();
+    for _ in 0..n {
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok((i, Ok(r))) => results[i] = Some(r),
+            Ok((_, Err(e))) => return Err(e),
+            Err(_) => {
+                return Err(DemoError::Worker(format!(
+                    "Burn's ring all-reduce over {n} peers did not finish within 120 s"
+                )))
+            }
+        }
+    }
+    Ok(results.into_iter().flatten().collect())
 }
 
 /// Reduce-scatter (sum): worker i gets the reduced chunk i.
@@ -381,8 +401,82 @@ pub fn all_gather(inputs: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, DemoError> {
         .collect())
 }
 
-/// Runs the study.
-pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
+/// Per-device memory at one device count N.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DevicesMemory {
+    /// Number of devices N.
+    pub devices: usize,
+    /// Per-device bytes under FSDP on `devices` devices ([`fsdp_memory`]).
+    pub memory: DeviceMemory,
+}
+
+/// The lecture's three slide examples as our ring computed them (each worker's result, in
+/// rank order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlideExamples {
+    /// All-reduce (sum) of [1, 2, 3] and [1, 0, 1].
+    pub all_reduce: Vec<Vec<f32>>,
+    /// Reduce-scatter (sum) of [1, 2, 3, 4] and [1, 0, 1, 1]: worker i's reduced chunk i.
+    pub reduce_scatter: Vec<Vec<f32>>,
+    /// All-gather of [1, 2] and [3, 4].
+    pub all_gather: Vec<Vec<f32>>,
+}
+
+/// One ring all-reduce of `ring_elems` f32 over `workers` workers, by our ring and by Burn's
+/// collective API; both results were checked against the exact sum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingResult {
+    /// Number of workers N.
+    pub workers: usize,
+    /// Size of the buffer each worker all-reduces, bytes (4 per f32).
+    pub buffer_bytes: u64,
+    /// Bytes each worker of our ring sent, in rank order.
+    pub bytes_sent: Vec<u64>,
+    /// Wall time of our ring's whole all-reduce call (threads, channels), seconds.
+    pub our_ring_s: f64,
+    /// Wall time of Burn's ring all-reduce, from every peer registered to the last result,
+    /// seconds ([`burn_ring_all_reduce`]).
+    pub burn_s: f64,
+}
+
+/// The result of the FSDP study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FsdpResult {
+    /// The parameters it ran with.
+    pub params: FsdpParams,
+    /// Activation bytes per device (not sharded), [`activation_bytes`].
+    pub activation_bytes: f64,
+    /// The memory model at each device count of `params.devices`, in that order.
+    pub memory: Vec<DevicesMemory>,
+    /// The lecture's slide examples, run on our ring.
+    pub slides: SlideExamples,
+    /// One all-reduce per worker count of `params.ring_workers`, in that order.
+    pub ring: Vec<RingResult>,
+}
+
+/// The FSDP study ([`InProcessStudy`]).
+pub struct Fsdp;
+
+impl InProcessStudy for Fsdp {
+    type Params = FsdpParams;
+    type Output = FsdpResult;
+    type Error = DemoError;
+    fn run(params: &FsdpParams, _data_dir: &Path) -> Result<FsdpResult, DemoError> {
+        measure(params)
+    }
+    fn render(output: &FsdpResult) -> Vec<Section> {
+        render(output)
+    }
+}
+
+/// Evaluates the memory model at every device count and runs the slide examples and the ring
+/// all-reduces (ours and Burn's) of `p`.
+///
+/// # Errors
+/// [`DemoError::InvalidParam`] for non-positive parameters, device counts or elements, or worker
+/// counts outside 1..=256; [`DemoError::Check`] when a collective gives a wrong result;
+/// [`DemoError::Worker`] when a worker fails.
+pub fn measure(p: &FsdpParams) -> Result<FsdpResult, DemoError> {
     ensure(
         p.params > 0.0 && !p.devices.is_empty() && p.devices.iter().all(|&n| n > 0),
         "devices",
@@ -393,70 +487,34 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
         "ring_workers",
         "1..=256 workers, positive elements",
     )?;
-    let mut rows = Vec::new();
-    let (mut tot, mut sharded) = (vec![], vec![]);
-    let act = activation_bytes(p);
-    for &n in &p.devices {
-        let m = fsdp_memory(p, n);
-        rows.push(vec![
-            n.to_string(),
-            format!("{:.3}", m.params / 1e9),
-            format!("{:.3}", m.grads / 1e9),
-            format!("{:.3}", m.optimizer / 1e9),
-            format!("{:.3}", m.activations / 1e9),
-            format!("{:.3}", m.total() / 1e9),
-        ]);
-        tot.push((n as f64, m.total() / 1e9));
-        sharded.push((n as f64, (m.total() - m.activations) / 1e9));
-    }
-    let m1 = fsdp_memory(p, p.devices[0]);
-    let mlast = fsdp_memory(p, *p.devices.last().unwrap_or(&1));
-    let mem_sec = Section {
-        title: "FSDP per-device memory".into(),
-        claim: format!(
-            "{SRC}, slides \"Sources of memory consumption\" (model weights, optimizer states, intermediate activation values) and \"FSDP: Fully Sharded Data Parallel\": \
-             parameters, gradients and optimizer state are sharded across the data-parallel devices."
-        ),
-        ours: format!(
-            "For {:.2e} parameters ({} B params, {} B grads, {} B master, {:?} states of {} B), per-device memory falls from {} on {} device(s) to {} on {}; the \
-             unsharded activations ({}) then dominate.",
-            p.params, p.param_bytes, p.grad_bytes, p.master_bytes, p.optimizer, p.state_bytes, fmt_bytes(m1.total()), p.devices[0], fmt_bytes(mlast.total()),
-            p.devices.last().unwrap_or(&1), fmt_bytes(act)
-        ),
-        notes: vec![
-            format!(
-                "Bytes per parameter: {} (working copy) + {} (gradient) + {} (fp32 master) + {} x {} (optimizer states; Adam keeps 2, an Adafactor-like optimizer \
-                 keeps factored second moments, modelled as 0 per parameter) = {} B, all divided by N.",
-                p.param_bytes, p.grad_bytes, p.master_bytes, if p.optimizer == Optimizer::Adam { 2 } else { 0 }, p.state_bytes,
-                p.param_bytes + p.grad_bytes + p.master_bytes + if p.optimizer == Optimizer::Adam { 2.0 * p.state_bytes } else { 0.0 }
-            ),
-            format!(
-                "Activations per device (not sharded): Korthikanti et al. 2022 Eq. 1, L s b h (34 + 5 a s / h) bytes for 16-bit activations without recomputation, with \
-                 L = {}, h = {}, a = {}, s = {}, b = {} (GPT-2 XL-like shape for a ~1.6B model). The transient all-gathered layer weights of FSDP are not counted.",
-                p.layers, p.hidden, p.heads, p.seq, p.micro_batch
-            ),
-        ],
-        tables: vec![Table {
-            caption: "Per-device memory (GB) versus number of devices N".into(),
-            columns: vec!["N".into(), "Params (GB)".into(), "Grads (GB)".into(), "Optimizer + master (GB)".into(), "Activations (GB)".into(), "Total (GB)".into()],
-            rows,
-        }],
-        figures: vec![Figure {
-            name: "fsdp_memory_vs_devices".into(),
-            title: format!("Per-device memory of a {:.2e}-parameter model under FSDP", p.params),
-            x_label: "devices N".into(),
-            y_label: "memory per device (GB)".into(),
-            log_x: true,
-            log_y: true,
-            series: vec![
-                Series { label: "total".into(), points: tot, mark: Mark::Line, point_labels: vec![] },
-                Series { label: "sharded states (params + grads + optimizer)".into(), points: sharded, mark: Mark::Line, point_labels: vec![] },
-            ],
-            ..Default::default()
-        }],
-    };
+    let memory = p
+        .devices
+        .iter()
+        .map(|&n| DevicesMemory {
+            devices: n,
+            memory: fsdp_memory(p, n),
+        })
+        .collect();
+    let slides = slide_examples()?;
+    let ring = p
+        .ring_workers
+        .iter()
+        .map(|&n| measure_ring(n, p.ring_elems))
+        .collect::<Result<_, _>>()?;
+    Ok(FsdpResult {
+        params: p.clone(),
+        activation_bytes: activation_bytes(p),
+        memory,
+        slides,
+        ring,
+    })
+}
 
-    // Ring collectives.
+/// Runs the lecture's three slide examples on our ring and checks them against the slides.
+///
+/// # Errors
+/// [`DemoError::Check`] when a result differs from the slide; [`DemoError::Worker`].
+pub fn slide_examples() -> Result<SlideExamples, DemoError> {
     let slide_ar = all_reduce(vec![vec![1.0, 2.0, 3.0], vec![1.0, 0.0, 1.0]])?;
     let slide_rs = reduce_scatter(vec![vec![1.0, 2.0, 3.0, 4.0], vec![1.0, 0.0, 1.0, 1.0]])?;
     let slide_ag = all_gather(vec![vec![1.0, 2.0], vec![3.0, 4.0]])?;
@@ -468,56 +526,221 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
             "slide examples failed: {slide_ar:?} {slide_rs:?} {slide_ag:?}"
         )));
     }
-    let mut ring_rows = Vec::new();
-    let mut ratio_pts = Vec::new();
-    let mut theory_pts = Vec::new();
-    for &n in &p.ring_workers {
-        // Integer-valued inputs: sums are exact in f32, whatever the addition order.
-        let inputs: Vec<Vec<f32>> = (0..n)
-            .map(|w| {
-                (0..p.ring_elems)
-                    .map(|i| ((i * 7 + w * 13) % 101) as f32)
-                    .collect()
-            })
-            .collect();
-        let expect: Vec<f32> = (0..p.ring_elems)
-            .map(|i| (0..n).map(|w| ((i * 7 + w * 13) % 101) as f32).sum())
-            .collect();
-        let burn_inputs = inputs.clone();
-        let t0 = Instant::now();
-        let res = all_reduce(inputs)?;
-        let dt = t0.elapsed().as_secs_f64();
-        let correct = res.iter().all(|(b, _)| b == &expect);
-        if !correct {
-            return Err(DemoError::Check(format!(
-                "ring all-reduce with {n} workers gave a wrong sum"
-            )));
-        }
-        let (burn_res, burn_dt) = burn_ring_all_reduce(burn_inputs)?;
-        if burn_res.len() != n || burn_res.iter().any(|b| b != &expect) {
-            return Err(DemoError::Check(format!(
-                "Burn's ring all-reduce with {n} peers gave a wrong sum"
-            )));
-        }
-        let buf_bytes = (p.ring_elems * 4) as f64;
-        let max_sent = res.iter().map(|r| r.1).max().unwrap_or(0) as f64;
-        let mean_sent = res.iter().map(|r| r.1 as f64).sum::<f64>() / n as f64;
-        let theory = 2.0 * (n as f64 - 1.0) / n as f64 * buf_bytes;
-        ring_rows.push(vec![
-            n.to_string(),
-            format!("{buf_bytes:.0}"),
-            format!("{mean_sent:.0}"),
-            format!("{max_sent:.0}"),
-            format!("{theory:.0}"),
-            format!("{:.4}", mean_sent / theory),
-            format!("{:.2}", dt * 1e3),
-            format!("{:.2}", burn_dt * 1e3),
-            "yes (both)".into(),
-        ]);
-        ratio_pts.push((n as f64, mean_sent / buf_bytes));
-        theory_pts.push((n as f64, 2.0 * (n as f64 - 1.0) / n as f64));
+    Ok(SlideExamples {
+        all_reduce: slide_ar.into_iter().map(|(b, _)| b).collect(),
+        reduce_scatter: slide_rs,
+        all_gather: slide_ag,
+    })
+}
+
+/// All-reduces `elems` integer-valued f32 over `workers` workers with our ring (timed, bytes
+/// counted) and with Burn's collective API, and checks both against the exact sum.
+///
+/// # Errors
+/// [`DemoError::Check`] when either sum is wrong; [`DemoError::Worker`].
+pub fn measure_ring(workers: usize, elems: usize) -> Result<RingResult, DemoError> {
+    let n = workers;
+    // Integer-valued inputs: sums are exact in f32, whatever the addition order.
+    let inputs: Vec<Vec<f32>> = (0..n)
+        .map(|w| {
+            (0..elems)
+                .map(|i| ((i * 7 + w * 13) % 101) as f32)
+                .collect()
+        })
+        .collect();
+    let expect: Vec<f32> = (0..elems)
+        .map(|i| (0..n).map(|w| ((i * 7 + w * 13) % 101) as f32).sum())
+        .collect();
+    let burn_inputs = inputs.clone();
+    let t0 = Instant::now();
+    let res = all_reduce(inputs)?;
+    let dt = t0.elapsed().as_secs_f64();
+    let correct = res.iter().all(|(b, _)| b == &expect);
+    if !correct {
+        return Err(DemoError::Check(format!(
+            "ring all-reduce with {n} workers gave a wrong sum"
+        )));
     }
-    let ring_sec = Section {
+    let (burn_res, burn_dt) = burn_ring_all_reduce(burn_inputs)?;
+    if burn_res.len() != n || burn_res.iter().any(|b| b != &expect) {
+        return Err(DemoError::Check(format!(
+            "Burn's ring all-reduce with {n} peers gave a wrong sum"
+        )));
+    }
+    Ok(RingResult {
+        workers: n,
+        buffer_bytes: (elems * 4) as u64,
+        bytes_sent: res.iter().map(|r| r.1).collect(),
+        our_ring_s: dt,
+        burn_s: burn_dt,
+    })
+}
+
+/// The study's sections: per-device memory under FSDP, then the ring collectives.
+pub fn render(r: &FsdpResult) -> Vec<Section> {
+    vec![memory_section(r), ring_section(r)]
+}
+
+/// A line series without point labels.
+fn line(label: &str, points: Vec<(f64, f64)>, mark: Mark) -> Series {
+    Series {
+        label: label.into(),
+        points,
+        mark,
+        point_labels: vec![],
+    }
+}
+
+/// Bytes per parameter of the sharded states: working copy + gradient + master + optimizer
+/// states.
+fn bytes_per_param(p: &FsdpParams) -> f64 {
+    p.param_bytes
+        + p.grad_bytes
+        + p.master_bytes
+        + if p.optimizer == Optimizer::Adam {
+            2.0 * p.state_bytes
+        } else {
+            0.0
+        }
+}
+
+/// The lecture's sharding claim beside the per-device memory at each device count.
+fn memory_section(r: &FsdpResult) -> Section {
+    let p = &r.params;
+    let gb =
+        |m: &DevicesMemory, f: fn(&DeviceMemory) -> f64| (m.devices as f64, f(&m.memory) / 1e9);
+    let tot: Vec<_> = r
+        .memory
+        .iter()
+        .map(|m| gb(m, DeviceMemory::total))
+        .collect();
+    let sharded: Vec<_> = r
+        .memory
+        .iter()
+        .map(|m| gb(m, |d| d.total() - d.activations))
+        .collect();
+    let (n1, t1) = r
+        .memory
+        .first()
+        .map_or((0, 0.0), |m| (m.devices, m.memory.total()));
+    let (nlast, tlast) = r
+        .memory
+        .last()
+        .map_or((1, 0.0), |m| (m.devices, m.memory.total()));
+    Section {
+        title: "FSDP per-device memory".into(),
+        claim: format!(
+            "{SRC}, slides \"Sources of memory consumption\" (model weights, optimizer states, intermediate activation values) and \"FSDP: Fully Sharded Data Parallel\": \
+             parameters, gradients and optimizer state are sharded across the data-parallel devices."
+        ),
+        ours: format!(
+            "For {:.2e} parameters ({} B params, {} B grads, {} B master, {:?} states of {} B), per-device memory falls from {} on {} device(s) to {} on {}; the \
+             unsharded activations ({}) then dominate.",
+            p.params, p.param_bytes, p.grad_bytes, p.master_bytes, p.optimizer, p.state_bytes, fmt_bytes(t1), n1, fmt_bytes(tlast),
+            nlast, fmt_bytes(r.activation_bytes)
+        ),
+        notes: vec![
+            format!(
+                "Bytes per parameter: {} (working copy) + {} (gradient) + {} (fp32 master) + {} x {} (optimizer states; Adam keeps 2, an Adafactor-like optimizer \
+                 keeps factored second moments, modelled as 0 per parameter) = {} B, all divided by N.",
+                p.param_bytes, p.grad_bytes, p.master_bytes, if p.optimizer == Optimizer::Adam { 2 } else { 0 }, p.state_bytes,
+                bytes_per_param(p)
+            ),
+            format!(
+                "Activations per device (not sharded): Korthikanti et al. 2022 Eq. 1, L s b h (34 + 5 a s / h) bytes for 16-bit activations without recomputation, with \
+                 L = {}, h = {}, a = {}, s = {}, b = {} (GPT-2 XL-like shape for a ~1.6B model). The transient all-gathered layer weights of FSDP are not counted.",
+                p.layers, p.hidden, p.heads, p.seq, p.micro_batch
+            ),
+        ],
+        tables: vec![memory_table(r)],
+        figures: vec![Figure {
+            name: "fsdp_memory_vs_devices".into(),
+            title: format!("Per-device memory of a {:.2e}-parameter model under FSDP", p.params),
+            x_label: "devices N".into(),
+            y_label: "memory per device (GB)".into(),
+            log_x: true,
+            log_y: true,
+            series: vec![
+                line("total", tot, Mark::Line),
+                line("sharded states (params + grads + optimizer)", sharded, Mark::Line),
+            ],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Per-device memory (GB) versus the number of devices.
+fn memory_table(r: &FsdpResult) -> Table {
+    let rows = r
+        .memory
+        .iter()
+        .map(|DevicesMemory { devices, memory: m }| {
+            vec![
+                devices.to_string(),
+                format!("{:.3}", m.params / 1e9),
+                format!("{:.3}", m.grads / 1e9),
+                format!("{:.3}", m.optimizer / 1e9),
+                format!("{:.3}", m.activations / 1e9),
+                format!("{:.3}", m.total() / 1e9),
+            ]
+        })
+        .collect();
+    Table {
+        caption: "Per-device memory (GB) versus number of devices N".into(),
+        columns: vec![
+            "N".into(),
+            "Params (GB)".into(),
+            "Grads (GB)".into(),
+            "Optimizer + master (GB)".into(),
+            "Activations (GB)".into(),
+            "Total (GB)".into(),
+        ],
+        rows,
+    }
+}
+
+/// What one ring all-reduce shows: bytes sent per worker (mean, max) against 2(N-1)/N x buffer.
+struct RingTraffic {
+    /// Number of workers N.
+    n: f64,
+    /// Buffer size, bytes.
+    buf_bytes: f64,
+    /// Mean bytes sent per worker.
+    mean_sent: f64,
+    /// Max bytes sent by a worker.
+    max_sent: f64,
+    /// 2(N-1)/N x buffer bytes.
+    theory: f64,
+}
+
+impl RingTraffic {
+    fn of(r: &RingResult) -> Self {
+        let n = r.workers as f64;
+        let buf_bytes = r.buffer_bytes as f64;
+        Self {
+            n,
+            buf_bytes,
+            mean_sent: r.bytes_sent.iter().map(|&b| b as f64).sum::<f64>() / n,
+            max_sent: r.bytes_sent.iter().copied().max().unwrap_or(0) as f64,
+            theory: 2.0 * (n - 1.0) / n * buf_bytes,
+        }
+    }
+}
+
+/// The lecture's collective slides beside our ring's and Burn's results and bytes sent.
+fn ring_section(r: &FsdpResult) -> Section {
+    let p = &r.params;
+    let traffic: Vec<RingTraffic> = r.ring.iter().map(RingTraffic::of).collect();
+    let ratio_pts: Vec<(f64, f64)> = traffic
+        .iter()
+        .map(|t| (t.n, t.mean_sent / t.buf_bytes))
+        .collect();
+    let theory_pts: Vec<(f64, f64)> = traffic
+        .iter()
+        .map(|t| (t.n, 2.0 * (t.n - 1.0) / t.n))
+        .collect();
+    let first = |v: &[Vec<f32>]| v.first().cloned().unwrap_or_default();
+    Section {
         title: "Ring all-reduce = reduce-scatter + all-gather".into(),
         claim: format!(
             "{SRC}, slides \"Recap: AllReduce Abstraction\" (workers [1, 2, 3] and [1, 0, 1] -> [2, 2, 4]), \"Reduce Scatter Abstraction\" ([1, 2, 3, 4], [1, 0, 1, 1] -> [2, 2], \
@@ -528,7 +751,7 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
             "Our channel-based ring on OS threads reproduces all three slide examples ({:?}, {:?}, {:?}) and all-reduces {} f32 across {:?} workers exactly, as does \
              Burn's collective API (burn-collective, AllReduceStrategy::Ring, one flex CPU peer per thread); each worker of our ring sends {} of the buffer size on \
              average, matching 2(N-1)/N.",
-            slide_ar[0].0, slide_rs, slide_ag[0], p.ring_elems, p.ring_workers,
+            first(&r.slides.all_reduce), r.slides.reduce_scatter, first(&r.slides.all_gather), p.ring_elems, p.ring_workers,
             ratio_pts.iter().zip(&theory_pts).map(|(a, b)| format!("{:.4} (theory {:.4})", a.1, b.1)).collect::<Vec<_>>().join(", ")
         ),
         notes: vec![
@@ -544,11 +767,7 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
              slice transfers and additions itself, one after another, on flex tensors."
                 .into(),
         ],
-        tables: vec![Table {
-            caption: format!("Ring all-reduce of {} f32 elements", p.ring_elems),
-            columns: vec!["Workers N".into(), "Buffer (bytes)".into(), "Mean bytes sent/worker".into(), "Max bytes sent/worker".into(), "2(N-1)/N x buffer".into(), "Mean / theory".into(), "Time, our ring (ms)".into(), "Time, Burn collective (ms)".into(), "Exact result".into()],
-            rows: ring_rows,
-        }],
+        tables: vec![ring_table(r, &traffic)],
         figures: vec![Figure {
             name: "ring_bytes_per_worker".into(),
             title: "Bytes sent per worker / buffer size, ring all-reduce".into(),
@@ -556,28 +775,46 @@ pub fn run(p: &FsdpParams) -> Result<Vec<Section>, DemoError> {
             y_label: "bytes sent / buffer bytes".into(),
             log_x: true,
             log_y: false,
-            series: vec![
-                Series { label: "measured".into(), points: ratio_pts, mark: Mark::Points, point_labels: vec![] },
-                Series { label: "2(N-1)/N".into(), points: theory_pts, mark: Mark::Line, point_labels: vec![] },
-            ],
+            series: vec![line("measured", ratio_pts, Mark::Points), line("2(N-1)/N", theory_pts, Mark::Line)],
             ..Default::default()
         }],
-    };
-    Ok(vec![mem_sec, ring_sec])
+    }
 }
 
-/// The FSDP study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
-pub struct Fsdp;
-
-impl super::InProcessStudy for Fsdp {
-    type Params = FsdpParams;
-    type Output = Vec<Section>;
-    type Error = DemoError;
-    fn run(params: &FsdpParams, _data_dir: &std::path::Path) -> Result<Vec<Section>, DemoError> {
-        run(params)
-    }
-    fn render(output: &Vec<Section>) -> Vec<Section> {
-        output.clone()
+/// Bytes sent per worker and times of each ring all-reduce.
+fn ring_table(r: &FsdpResult, traffic: &[RingTraffic]) -> Table {
+    let rows = r
+        .ring
+        .iter()
+        .zip(traffic)
+        .map(|(ring, t)| {
+            vec![
+                ring.workers.to_string(),
+                format!("{:.0}", t.buf_bytes),
+                format!("{:.0}", t.mean_sent),
+                format!("{:.0}", t.max_sent),
+                format!("{:.0}", t.theory),
+                format!("{:.4}", t.mean_sent / t.theory),
+                format!("{:.2}", ring.our_ring_s * 1e3),
+                format!("{:.2}", ring.burn_s * 1e3),
+                "yes (both)".into(),
+            ]
+        })
+        .collect();
+    Table {
+        caption: format!("Ring all-reduce of {} f32 elements", r.params.ring_elems),
+        columns: vec![
+            "Workers N".into(),
+            "Buffer (bytes)".into(),
+            "Mean bytes sent/worker".into(),
+            "Max bytes sent/worker".into(),
+            "2(N-1)/N x buffer".into(),
+            "Mean / theory".into(),
+            "Time, our ring (ms)".into(),
+            "Time, Burn collective (ms)".into(),
+            "Exact result".into(),
+        ],
+        rows,
     }
 }
 
@@ -651,12 +888,32 @@ mod tests {
 
     #[test]
     fn run_small() {
-        let s = run(&FsdpParams {
-            ring_elems: 1000,
-            ring_workers: vec![2, 4],
+        let s = render(
+            &measure(&FsdpParams {
+                ring_elems: 1000,
+                ring_workers: vec![2, 4],
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn result_round_trips_through_json_and_renders_the_same() {
+        let r = measure(&FsdpParams {
+            ring_elems: 1001,
+            ring_workers: vec![2, 3],
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(s.len(), 2);
+        let back: FsdpResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.ring, r.ring);
+        assert_eq!(back.memory, r.memory);
+        assert_eq!(render(&back), render(&r));
+        // 1001 elements over 3 workers: chunks of 333, 334 and 334 elements.
+        assert_eq!(r.ring[1].bytes_sent.iter().sum::<u64>(), 2 * 2 * 1001 * 4);
+        // 2 workers: each sends one chunk of each half in each phase, 500 + 501 elements.
+        assert_eq!(r.ring[0].bytes_sent, vec![1001 * 4, 1001 * 4]);
     }
 }

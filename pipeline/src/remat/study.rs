@@ -1,17 +1,25 @@
 //! The Checkmate study: compute overhead vs memory budget, maximum batch size at a fixed
 //! memory, and MILP solve times and gaps (Jain et al. 2020, Sections 6.2–6.4).
+//!
+//! [`run_study`] simulates the baselines and runs the solvers (MILP, LP relaxation with
+//! rounding) and returns a [`CheckmateResult`]: each solve's status, cost, peak bytes and wall
+//! time. [`render`] presents a result as the study's three sections.
+//!
+//! May import: `memwall-remat` (through [`crate::remat`]), the report model
+//! ([`crate::report::model`]) and the study trait ([`crate::demos::InProcessStudy`]).
 
 use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
 use super::graph::Graph;
-use super::milp::{solve_lp_rounding, solve_milp, MilpOptions};
+use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
 use super::sim::{simulate, Schedule, SimResult};
 use super::RematError;
+use crate::demos::InProcessStudy;
 use crate::report::model::{Figure, Mark, Section, Series, Table};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Parameters of [`run_study`].
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CheckmateParams {
     /// Graph files for the overhead and solve-time sections, relative to
@@ -104,7 +112,9 @@ impl CheckmateParams {
     }
 }
 
-const BASELINES: [&str; 4] = ["checkpoint all", "Chen sqrt(n)", "Chen greedy", "revolve"];
+/// The baseline families, in the order of [`BudgetResult::baselines`] and
+/// [`BatchResult::baselines`].
+pub const BASELINES: [&str; 4] = ["checkpoint all", "Chen sqrt(n)", "Chen greedy", "revolve"];
 
 /// All baseline schedules of one family, simulated.
 fn family(g: &Graph, name: &str, greedy_count: usize) -> Vec<(Schedule, SimResult)> {
@@ -144,21 +154,211 @@ fn gb(b: u64) -> f64 {
     b as f64 / 1e9
 }
 
-struct Row {
-    graph: String,
-    n: usize,
-    frac: f64,
-    budget: u64,
-    base: Vec<Option<f64>>,
-    milp: Option<super::milp::MilpOutcome>,
-    lp_bound: Option<f64>,
-    lp_cost: Option<f64>,
-    lp_time: f64,
+/// Cost and peak memory of one schedule, as the simulator measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleStats {
+    /// Total compute cost (eq. 1a), in the graph's cost units.
+    pub cost: f64,
+    /// Peak memory over all stages, bytes (graph memory units), fixed memory included.
+    pub peak_bytes: u64,
+    /// Node evaluations beyond the first of each node.
+    pub recomputations: usize,
 }
 
-/// Runs the study and returns its report sections. Graph files are read from
+impl From<&SimResult> for ScheduleStats {
+    fn from(r: &SimResult) -> Self {
+        Self {
+            cost: r.cost,
+            peak_bytes: r.peak_mem,
+            recomputations: r.recomputations,
+        }
+    }
+}
+
+/// One MILP solve (HiGHS).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MilpSolve {
+    /// HiGHS model status, e.g. "Optimal", "ReachedTimeLimit", or "Infeasible (working-set
+    /// bound)" when the budget is below the largest single-op working set (HiGHS not called).
+    pub status: String,
+    /// Wall time of model build + solve, seconds.
+    pub solve_time_s: f64,
+    /// The best schedule found, validated by the simulator.
+    pub best: Option<ScheduleStats>,
+    /// Objective of HiGHS' incumbent, cost units.
+    pub objective: Option<f64>,
+    /// HiGHS' proven lower bound on the optimal cost, cost units (infinite when HiGHS was not
+    /// called, NaN when it reported none; stored as text in JSON when not finite).
+    #[serde(with = "non_finite")]
+    pub dual_bound: f64,
+    /// Relative gap `(objective - dual_bound) / objective` reported by HiGHS, a fraction (not
+    /// finite when there is no incumbent; stored as text in JSON then).
+    #[serde(with = "non_finite")]
+    pub mip_gap: f64,
+}
+
+impl From<&MilpOutcome> for MilpSolve {
+    fn from(m: &MilpOutcome) -> Self {
+        Self {
+            status: m.status.clone(),
+            solve_time_s: m.solve_time_s,
+            best: m.best.as_ref().map(|(_, r)| r.into()),
+            objective: m.objective,
+            dual_bound: m.dual_bound,
+            mip_gap: m.mip_gap,
+        }
+    }
+}
+
+/// The LP relaxation with two-phase rounding at one budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LpSolve {
+    /// Optimal LP objective, a lower bound on the MILP optimum, cost units (`None`: the LP is
+    /// infeasible at this budget).
+    pub lp_bound: Option<f64>,
+    /// The best rounded schedule that fits the budget (`None`: no rounding fits).
+    pub rounded: Option<ScheduleStats>,
+    /// The `S` threshold of that rounding, in (0, 1).
+    pub rounding_threshold: Option<f64>,
+    /// Wall time of the LP solves and roundings, seconds.
+    pub solve_time_s: f64,
+}
+
+impl From<&LpOutcome> for LpSolve {
+    fn from(lp: &LpOutcome) -> Self {
+        Self {
+            lp_bound: lp.lp_bound,
+            rounded: lp.rounded.as_ref().map(|(_, r, _)| r.into()),
+            rounding_threshold: lp.rounded.as_ref().map(|(_, _, t)| *t),
+            solve_time_s: lp.solve_time_s,
+        }
+    }
+}
+
+/// Every strategy at one memory budget of one graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetResult {
+    /// The budget as a fraction of the graph's checkpoint-all peak.
+    pub fraction: f64,
+    /// The budget, bytes (graph memory units): `floor(peak * fraction)`.
+    pub budget_bytes: u64,
+    /// The cheapest fitting schedule of each baseline family, in the order of [`BASELINES`]
+    /// (`None`: no schedule of the family fits).
+    pub baselines: Vec<Option<ScheduleStats>>,
+    /// The MILP solve (`None`: the graph has more than `milp_max_nodes` nodes).
+    pub milp: Option<MilpSolve>,
+    /// The LP relaxation with rounding.
+    pub lp: LpSolve,
+}
+
+/// One graph of the overhead and solve-time sections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphResult {
+    /// The graph's name (from its file).
+    pub name: String,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Compute cost of one plain forward+backward pass, cost units (overheads divide by it).
+    pub forward_backward_cost: f64,
+    /// Peak memory of the checkpoint-all schedule, bytes (graph memory units).
+    pub checkpoint_all_peak_bytes: u64,
+    /// One entry per budget fraction, in the order of the parameters.
+    pub budgets: Vec<BudgetResult>,
+}
+
+/// One MILP solve of the batch-size bisection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchProbe {
+    /// The batch size tried.
+    pub batch: u32,
+    /// The solve at the fixed memory, with the compute limit as cost cutoff.
+    pub milp: MilpSolve,
+    /// Whether it found a schedule within the compute limit.
+    pub fits: bool,
+}
+
+/// The maximum-batch-size search on the batch graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// The graph's name (from its file).
+    pub graph: String,
+    /// Compute limit, cost units at the profiled batch size: one forward+backward plus one
+    /// forward.
+    pub compute_limit: f64,
+    /// Largest batch size of each baseline family, in the order of [`BASELINES`] (0: none).
+    pub baselines: Vec<u32>,
+    /// Largest batch size of the Checkmate MILP.
+    pub milp: u32,
+    /// Batch size above which the largest single-op working set alone exceeds the memory.
+    pub working_set_cap: u32,
+    /// The MILP solves of the bisection, in the order they ran.
+    pub milp_probes: Vec<BatchProbe>,
+}
+
+/// The result of the Checkmate study.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckmateResult {
+    /// The parameters it ran with.
+    pub params: CheckmateParams,
+    /// One entry per graph of `params.graphs`, in that order.
+    pub graphs: Vec<GraphResult>,
+    /// The batch-size search (`None` when `params.batch_graph` is `None`).
+    pub batch: Option<BatchResult>,
+}
+
+/// Serde for an `f64` that may be infinite or NaN: a JSON number when finite, else the text
+/// Rust prints for it ("inf", "-inf", "NaN"), which JSON numbers cannot hold.
+mod non_finite {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if x.is_finite() {
+            s.serialize_f64(*x)
+        } else {
+            s.serialize_str(&x.to_string())
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Number(f64),
+            Text(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Number(x) => Ok(x),
+            Repr::Text(t) => t
+                .parse()
+                .map_err(|_| D::Error::custom(format!("not a number: {t:?}"))),
+        }
+    }
+}
+
+/// The Checkmate study ([`InProcessStudy`]).
+pub struct Checkmate;
+
+impl InProcessStudy for Checkmate {
+    type Params = CheckmateParams;
+    type Output = CheckmateResult;
+    type Error = RematError;
+    fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
+        run_study(params, data_dir)
+    }
+    fn render(output: &CheckmateResult) -> Vec<Section> {
+        render(output)
+    }
+}
+
+/// Runs the study: for every graph and budget, the baselines, the LP relaxation with rounding
+/// and the MILP; then the batch-size search. Graph files are read from
 /// `<data_dir>/remat-graphs`.
-pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<Vec<Section>, RematError> {
+///
+/// # Errors
+/// [`RematError::Params`] for budget fractions outside (0, 1]; a graph file that cannot be read
+/// or parsed; a solver failure.
+pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
     if params
         .budget_fractions
         .iter()
@@ -177,129 +377,191 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<Vec<Sectio
         heuristic_effort: params.heuristic_effort,
         cost_cutoff: None,
     };
-    let mut figures = Vec::new();
-    let mut rows: Vec<Row> = Vec::new();
-    for file in &params.graphs {
-        let g = Graph::read_node_link(&dir.join(file))?;
-        let fams: Vec<Vec<(Schedule, SimResult)>> = BASELINES
-            .iter()
-            .map(|b| family(&g, b, params.greedy_thresholds))
-            .collect();
-        let all_peak = fams[0][0].1.peak_mem;
-        let base_cost = g.total_cost();
-        let mut series: Vec<Series> = BASELINES
-            .iter()
-            .chain(["Checkmate MILP", "LP + rounding"].iter())
-            .map(|l| Series {
-                label: l.to_string(),
-                mark: Mark::Line,
-                ..Default::default()
-            })
-            .collect();
-        for &frac in &params.budget_fractions {
-            let budget = (all_peak as f64 * frac).floor() as u64;
-            let base: Vec<Option<f64>> = fams
-                .iter()
-                .map(|f| best_within(f, budget, f64::INFINITY).map(|x| x.1.cost))
-                .collect();
-            let lp = solve_lp_rounding(
-                &g,
-                budget,
-                &opts,
-                &params.rounding_thresholds,
-                &params.lp_tighten,
-            )?;
-            // Warm start: the cheapest fitting baseline or LP-rounded schedule.
-            let warm = fams
-                .iter()
-                .filter_map(|f| best_within(f, budget, f64::INFINITY).cloned())
-                .chain(lp.rounded.as_ref().map(|(s, r, _)| (s.clone(), *r)))
-                .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
-                .map(|x| x.0);
-            let milp = if g.len() <= params.milp_max_nodes {
-                let o = MilpOptions {
-                    warm_start: warm,
-                    ..opts.clone()
-                };
-                let out = solve_milp(&g, budget, &o)?;
-                tracing::info!(graph = %g.name, frac, status = %out.status, time_s = out.solve_time_s, "checkmate milp");
-                Some(out)
-            } else {
-                None
-            };
-            for (k, c) in base.iter().enumerate() {
-                if let Some(c) = c {
-                    series[k].points.push((gb(budget), c / base_cost));
-                }
-            }
-            if let Some((_, r)) = milp.as_ref().and_then(|m| m.best.as_ref()) {
-                series[4].points.push((gb(budget), r.cost / base_cost));
-            }
-            if let Some((_, r, _)) = &lp.rounded {
-                series[5].points.push((gb(budget), r.cost / base_cost));
-            }
-            rows.push(Row {
-                graph: g.name.clone(),
-                n: g.len(),
-                frac,
-                budget,
-                base,
-                milp,
-                lp_bound: lp.lp_bound,
-                lp_cost: lp.rounded.as_ref().map(|x| x.1.cost),
-                lp_time: lp.solve_time_s,
-            });
-        }
-        series.retain(|s| !s.points.is_empty());
-        figures.push(Figure {
-            name: format!(
-                "remat_overhead_{}",
-                g.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-            ),
-            title: format!("{}: compute overhead vs memory budget", g.name),
-            x_label: "memory budget (GB)".into(),
-            y_label: "compute / one forward+backward".into(),
-            series,
-            ..Default::default()
-        });
-    }
-
-    let mut sections = vec![
-        overhead_section(&rows, figures),
-        solve_section(params, &rows),
-    ];
-    if let Some(bg) = &params.batch_graph {
-        sections.push(batch_section(params, &dir.join(bg), &opts)?);
-    }
-    Ok(sections)
+    let graphs = params
+        .graphs
+        .iter()
+        .map(|file| measure_graph(&Graph::read_node_link(&dir.join(file))?, params, &opts))
+        .collect::<Result<Vec<_>, RematError>>()?;
+    let batch = match &params.batch_graph {
+        Some(bg) => Some(measure_batch(params, &dir.join(bg), &opts)?),
+        None => None,
+    };
+    Ok(CheckmateResult {
+        params: params.clone(),
+        graphs,
+        batch,
+    })
 }
 
-fn overhead_section(rows: &[Row], figures: Vec<Figure>) -> Section {
-    let mut table = Table {
-        caption: "Slowdown of each baseline relative to the Checkmate MILP schedule (cost ratio), over the \
-                  budgets where both have a schedule"
-            .into(),
-        columns: vec!["baseline".into(), "budgets compared".into(), "geo-mean slowdown".into(), "max slowdown".into(), "budgets infeasible for baseline".into()],
-        rows: Vec::new(),
+/// Every budget fraction of `params` on graph `g`.
+fn measure_graph(
+    g: &Graph,
+    params: &CheckmateParams,
+    opts: &MilpOptions,
+) -> Result<GraphResult, RematError> {
+    let fams: Vec<Vec<(Schedule, SimResult)>> = BASELINES
+        .iter()
+        .map(|b| family(g, b, params.greedy_thresholds))
+        .collect();
+    let all_peak = fams[0][0].1.peak_mem;
+    let budgets = params
+        .budget_fractions
+        .iter()
+        .map(|&frac| {
+            let budget = (all_peak as f64 * frac).floor() as u64;
+            measure_budget(g, &fams, frac, budget, params, opts)
+        })
+        .collect::<Result<Vec<_>, RematError>>()?;
+    Ok(GraphResult {
+        name: g.name.clone(),
+        nodes: g.len(),
+        forward_backward_cost: g.total_cost(),
+        checkpoint_all_peak_bytes: all_peak,
+        budgets,
+    })
+}
+
+/// The baselines' cheapest fitting schedules, the LP relaxation with rounding and (for graphs
+/// of at most `milp_max_nodes` nodes) the MILP, warm-started from the cheapest fitting
+/// baseline or rounded schedule, at one budget.
+fn measure_budget(
+    g: &Graph,
+    fams: &[Vec<(Schedule, SimResult)>],
+    frac: f64,
+    budget: u64,
+    params: &CheckmateParams,
+    opts: &MilpOptions,
+) -> Result<BudgetResult, RematError> {
+    let baselines = fams
+        .iter()
+        .map(|f| best_within(f, budget, f64::INFINITY).map(|x| (&x.1).into()))
+        .collect();
+    let lp = solve_lp_rounding(
+        g,
+        budget,
+        opts,
+        &params.rounding_thresholds,
+        &params.lp_tighten,
+    )?;
+    // Warm start: the cheapest fitting baseline or LP-rounded schedule.
+    let warm = fams
+        .iter()
+        .filter_map(|f| best_within(f, budget, f64::INFINITY).cloned())
+        .chain(lp.rounded.as_ref().map(|(s, r, _)| (s.clone(), *r)))
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+        .map(|x| x.0);
+    let milp = if g.len() <= params.milp_max_nodes {
+        let o = MilpOptions {
+            warm_start: warm,
+            ..opts.clone()
+        };
+        let out = solve_milp(g, budget, &o)?;
+        tracing::info!(graph = %g.name, frac, status = %out.status, time_s = out.solve_time_s, "checkmate milp");
+        Some((&out).into())
+    } else {
+        None
     };
-    let mut summary = Vec::new();
-    for (k, name) in BASELINES.iter().enumerate() {
-        let mut logs = Vec::new();
-        let mut max: f64 = 0.0;
-        let mut infeasible = 0;
-        for r in rows {
-            let Some((_, m)) = r.milp.as_ref().and_then(|m| m.best.as_ref()) else {
-                continue;
-            };
-            match r.base[k] {
-                Some(c) => {
-                    let x = c / m.cost;
-                    logs.push(x.ln());
-                    max = max.max(x);
-                }
-                None => infeasible += 1,
+    Ok(BudgetResult {
+        fraction: frac,
+        budget_bytes: budget,
+        baselines,
+        milp,
+        lp: (&lp).into(),
+    })
+}
+
+/// The study's sections: compute overhead vs budget, MILP solve times and gaps, and (when the
+/// batch search ran) the maximum batch size.
+pub fn render(r: &CheckmateResult) -> Vec<Section> {
+    let mut sections = vec![overhead_section(r), solve_section(r)];
+    if let Some(b) = &r.batch {
+        sections.push(batch_section(&r.params, b));
+    }
+    sections
+}
+
+/// Every (graph, budget) pair, graphs in order.
+fn budgets(r: &CheckmateResult) -> impl Iterator<Item = (&GraphResult, &BudgetResult)> {
+    r.graphs
+        .iter()
+        .flat_map(|g| g.budgets.iter().map(move |b| (g, b)))
+}
+
+/// Cost of the MILP's best schedule, if it found one.
+fn milp_cost(b: &BudgetResult) -> Option<f64> {
+    b.milp.as_ref().and_then(|m| m.best).map(|s| s.cost)
+}
+
+/// One graph's figure: compute overhead (cost / one forward+backward) of every strategy
+/// versus the budget in GB; strategies without a fitting schedule at any budget are left out.
+fn overhead_figure(g: &GraphResult) -> Figure {
+    let mut series: Vec<Series> = BASELINES
+        .iter()
+        .chain(["Checkmate MILP", "LP + rounding"].iter())
+        .map(|l| Series {
+            label: l.to_string(),
+            mark: Mark::Line,
+            ..Default::default()
+        })
+        .collect();
+    let base_cost = g.forward_backward_cost;
+    for b in &g.budgets {
+        let x = gb(b.budget_bytes);
+        for (k, c) in b.baselines.iter().enumerate() {
+            if let Some(c) = c {
+                series[k].points.push((x, c.cost / base_cost));
             }
         }
+        if let Some(c) = milp_cost(b) {
+            series[4].points.push((x, c / base_cost));
+        }
+        if let Some(c) = &b.lp.rounded {
+            series[5].points.push((x, c.cost / base_cost));
+        }
+    }
+    series.retain(|s| !s.points.is_empty());
+    Figure {
+        name: format!(
+            "remat_overhead_{}",
+            g.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        ),
+        title: format!("{}: compute overhead vs memory budget", g.name),
+        x_label: "memory budget (GB)".into(),
+        y_label: "compute / one forward+backward".into(),
+        series,
+        ..Default::default()
+    }
+}
+
+/// Slowdown of baseline `k` against the MILP over the budgets where the MILP found a
+/// schedule: (ln of each cost ratio where the baseline fits, the largest ratio, the number of
+/// budgets where it does not fit).
+fn slowdowns(r: &CheckmateResult, k: usize) -> (Vec<f64>, f64, usize) {
+    let mut logs = Vec::new();
+    let mut max: f64 = 0.0;
+    let mut infeasible = 0;
+    for (_, b) in budgets(r) {
+        let Some(m) = milp_cost(b) else {
+            continue;
+        };
+        match b.baselines.get(k).copied().flatten() {
+            Some(c) => {
+                let x = c.cost / m;
+                logs.push(x.ln());
+                max = max.max(x);
+            }
+            None => infeasible += 1,
+        }
+    }
+    (logs, max, infeasible)
+}
+
+/// The overhead table's rows (one per baseline) and the summary phrase of each.
+fn slowdown_rows(r: &CheckmateResult) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut summary = Vec::new();
+    for (k, name) in BASELINES.iter().enumerate() {
+        let (logs, max, infeasible) = slowdowns(r, k);
         let (geo, max) = if logs.is_empty() {
             ("-".to_string(), "-".to_string())
         } else {
@@ -314,7 +576,7 @@ fn overhead_section(rows: &[Row], figures: Vec<Figure>) -> Section {
                 logs.len()
             )
         });
-        table.rows.push(vec![
+        rows.push(vec![
             name.to_string(),
             logs.len().to_string(),
             geo,
@@ -322,10 +584,23 @@ fn overhead_section(rows: &[Row], figures: Vec<Figure>) -> Section {
             infeasible.to_string(),
         ]);
     }
-    let lp_only: Vec<String> = rows
-        .iter()
-        .filter(|r| r.milp.is_none())
-        .map(|r| format!("{} (n = {})", r.graph, r.n))
+    (rows, summary)
+}
+
+/// Section 6.2's claim beside the baselines' slowdown against the MILP, with one overhead
+/// figure per graph.
+fn overhead_section(r: &CheckmateResult) -> Section {
+    let (rows, summary) = slowdown_rows(r);
+    let table = Table {
+        caption: "Slowdown of each baseline relative to the Checkmate MILP schedule (cost ratio), over the \
+                  budgets where both have a schedule"
+            .into(),
+        columns: vec!["baseline".into(), "budgets compared".into(), "geo-mean slowdown".into(), "max slowdown".into(), "budgets infeasible for baseline".into()],
+        rows,
+    };
+    let lp_only: Vec<String> = budgets(r)
+        .filter(|(_, b)| b.milp.is_none())
+        .map(|(g, _)| format!("{} (n = {})", g.name, g.nodes))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -356,12 +631,63 @@ fn overhead_section(rows: &[Row], figures: Vec<Figure>) -> Section {
         ours: format!("Geometric-mean slowdown of the baselines against our HiGHS-solved MILP: {}.", summary.join(", ")),
         notes,
         tables: vec![table],
-        figures,
+        figures: r.graphs.iter().map(overhead_figure).collect(),
     }
 }
 
-fn solve_section(params: &CheckmateParams, rows: &[Row]) -> Section {
-    let mut t = Table {
+/// Formats a cost or bound to one decimal, "-" when absent.
+fn one_decimal(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// The solve table's row of one (graph, budget): the MILP's status, time, cost, dual bound
+/// and gaps, and the LP's bound, rounded cost and time.
+fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
+    let (status, time, cost, dual, gap) = match &b.milp {
+        Some(m) => (
+            m.status.clone(),
+            format!("{:.2}", m.solve_time_s),
+            m.best.map(|x| x.cost),
+            Some(m.dual_bound),
+            if m.mip_gap.is_finite() {
+                format!("{:.2}", m.mip_gap * 100.0)
+            } else {
+                "-".into()
+            },
+        ),
+        None => (
+            "skipped (too large)".into(),
+            "-".into(),
+            None,
+            None,
+            "-".into(),
+        ),
+    };
+    let lp_gap = match (cost, b.lp.lp_bound) {
+        (Some(c), Some(l)) if c > 0.0 => format!("{:.2}", (c - l) / c * 100.0),
+        _ => "-".into(),
+    };
+    vec![
+        g.name.clone(),
+        g.nodes.to_string(),
+        format!("{:.2}", b.fraction),
+        format!("{:.4e}", b.budget_bytes as f64),
+        status,
+        time,
+        one_decimal(cost),
+        one_decimal(dual),
+        gap,
+        one_decimal(b.lp.lp_bound),
+        lp_gap,
+        one_decimal(b.lp.rounded.map(|x| x.cost)),
+        format!("{:.2}", b.lp.solve_time_s),
+    ]
+}
+
+/// Section 6.4's claim beside every MILP and LP solve.
+fn solve_section(r: &CheckmateResult) -> Section {
+    let params = &r.params;
+    let t = Table {
         caption: format!(
             "MILP solve (HiGHS, {} thread(s), limit {} s, target gap {:.1}%) and LP relaxation",
             params.threads,
@@ -386,54 +712,11 @@ fn solve_section(params: &CheckmateParams, rows: &[Row]) -> Section {
         .iter()
         .map(|s| s.to_string())
         .collect(),
-        rows: Vec::new(),
+        rows: budgets(r).map(|(g, b)| solve_row(g, b)).collect(),
     };
-    let f = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
-    let mut times = Vec::new();
-    for r in rows {
-        let (status, time, cost, dual, gap) = match &r.milp {
-            Some(m) => {
-                times.push(m.solve_time_s);
-                (
-                    m.status.clone(),
-                    format!("{:.2}", m.solve_time_s),
-                    m.best.as_ref().map(|x| x.1.cost),
-                    Some(m.dual_bound),
-                    if m.mip_gap.is_finite() {
-                        format!("{:.2}", m.mip_gap * 100.0)
-                    } else {
-                        "-".into()
-                    },
-                )
-            }
-            None => (
-                "skipped (too large)".into(),
-                "-".into(),
-                None,
-                None,
-                "-".into(),
-            ),
-        };
-        let lp_gap = match (cost, r.lp_bound) {
-            (Some(c), Some(l)) if c > 0.0 => format!("{:.2}", (c - l) / c * 100.0),
-            _ => "-".into(),
-        };
-        t.rows.push(vec![
-            r.graph.clone(),
-            r.n.to_string(),
-            format!("{:.2}", r.frac),
-            format!("{:.4e}", r.budget as f64),
-            status,
-            time,
-            f(cost),
-            f(dual),
-            gap,
-            f(r.lp_bound),
-            lp_gap,
-            f(r.lp_cost),
-            format!("{:.2}", r.lp_time),
-        ]);
-    }
+    let times: Vec<f64> = budgets(r)
+        .filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s))
+        .collect();
     let max_t = times.iter().copied().fold(0.0, f64::max);
     Section {
         title: "Checkmate: MILP solve time and optimality gap".into(),
@@ -480,11 +763,14 @@ fn bisect(
     Ok(good)
 }
 
-fn batch_section(
+/// The largest batch size that fits `params.batch_memory_bytes` within one extra forward pass
+/// of compute: bisection for each baseline family, then for the MILP from the best baseline's
+/// batch up.
+fn measure_batch(
     params: &CheckmateParams,
     path: &Path,
     opts: &MilpOptions,
-) -> Result<Section, RematError> {
+) -> Result<BatchResult, RematError> {
     let g0 = Graph::read_node_link(path)?;
     let b0 = params.batch_graph_batch.max(1) as f64;
     let mem = params.batch_memory_bytes;
@@ -492,15 +778,16 @@ fn batch_section(
     // ratio to one forward+backward is batch-independent and the limit is checked at any scale.
     let limit = g0.total_cost() + g0.forward_cost();
     let at = |b: u32| g0.scale_memory(b as f64 / b0);
-    let mut ours = Vec::new();
-    for name in BASELINES {
-        let found = bisect(1, params.batch_max, |b| {
-            let g = at(b);
-            Ok(best_within(&family(&g, name, params.greedy_thresholds), mem, limit).is_some())
-        })?;
-        ours.push(found);
-    }
-    let lo = ours.iter().copied().max().unwrap_or(1).max(1);
+    let baselines = BASELINES
+        .iter()
+        .map(|name| {
+            bisect(1, params.batch_max, |b| {
+                let g = at(b);
+                Ok(best_within(&family(&g, name, params.greedy_thresholds), mem, limit).is_some())
+            })
+        })
+        .collect::<Result<Vec<u32>, RematError>>()?;
+    let lo = baselines.iter().copied().max().unwrap_or(1).max(1);
     // No schedule fits once one op's working set exceeds the memory.
     let ws = g0.working_set_bound().max(1) as f64;
     let ws_cap = (mem as f64 * b0 / ws).floor() as u32;
@@ -510,59 +797,65 @@ fn batch_section(
         cost_cutoff: Some(limit),
         ..opts.clone()
     };
+    let mut milp_probes = Vec::new();
     let milp = bisect(lo, hi, |b| {
-        let g = at(b);
-        let warm = BASELINES
-            .iter()
-            .filter_map(|n| {
-                best_within(&family(&g, n, params.greedy_thresholds), mem, f64::INFINITY).cloned()
-            })
-            .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
-            .map(|x| x.0);
-        let out = solve_milp(
-            &g,
-            mem,
-            &MilpOptions {
-                warm_start: warm,
-                ..bo.clone()
-            },
-        )?;
-        Ok(out.best.is_some_and(|(_, r)| r.cost <= limit + 1e-9))
+        let probe = batch_probe(&at(b), b, params, limit, &bo)?;
+        let fits = probe.fits;
+        milp_probes.push(probe);
+        Ok(fits)
     })?;
-    ours.push(milp);
-    let paper = [167, 197, 266, 289];
-    let labels = [
-        "checkpoint all",
-        "Chen sqrt(n)",
-        "Chen greedy",
-        "revolve",
-        "Checkmate MILP",
-    ];
-    let paper_of = |l: &str| match l {
-        "checkpoint all" => paper[0].to_string(),
-        "Chen sqrt(n)" => paper[1].to_string(),
-        "Chen greedy" => paper[2].to_string(),
-        "Checkmate MILP" => paper[3].to_string(),
-        _ => "-".into(),
-    };
-    let table = Table {
-        caption: format!(
-            "Largest batch size of {} fitting {:.2} GiB with at most one extra forward pass",
-            g0.name,
-            mem as f64 / (1u64 << 30) as f64
-        ),
-        columns: vec![
-            "strategy".into(),
-            "paper (VGG19, V100 16 GB)".into(),
-            "ours".into(),
-        ],
-        rows: labels
-            .iter()
-            .zip(&ours)
-            .map(|(l, o)| vec![l.to_string(), paper_of(l), o.to_string()])
-            .collect(),
-    };
-    Ok(Section {
+    Ok(BatchResult {
+        graph: g0.name.clone(),
+        compute_limit: limit,
+        baselines,
+        milp,
+        working_set_cap: ws_cap,
+        milp_probes,
+    })
+}
+
+/// The MILP at batch size `batch` (graph `g`, memory already scaled) and the fixed memory,
+/// warm-started from the cheapest fitting baseline; it fits when it finds a schedule within
+/// `limit`.
+fn batch_probe(
+    g: &Graph,
+    batch: u32,
+    params: &CheckmateParams,
+    limit: f64,
+    opts: &MilpOptions,
+) -> Result<BatchProbe, RematError> {
+    let mem = params.batch_memory_bytes;
+    let warm = BASELINES
+        .iter()
+        .filter_map(|n| {
+            best_within(&family(g, n, params.greedy_thresholds), mem, f64::INFINITY).cloned()
+        })
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+        .map(|x| x.0);
+    let out = solve_milp(
+        g,
+        mem,
+        &MilpOptions {
+            warm_start: warm,
+            ..opts.clone()
+        },
+    )?;
+    Ok(BatchProbe {
+        batch,
+        fits: out
+            .best
+            .as_ref()
+            .is_some_and(|(_, r)| r.cost <= limit + 1e-9),
+        milp: (&out).into(),
+    })
+}
+
+/// Section 6.3's claim beside the largest batch size of every strategy.
+fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Section {
+    let ours: Vec<u32> = b.baselines.iter().copied().chain([b.milp]).collect();
+    let o = |i: usize| ours.get(i).map_or_else(|| "-".to_string(), u32::to_string);
+    let mem = params.batch_memory_bytes;
+    Section {
         title: "Checkmate: maximum batch size at fixed memory".into(),
         claim: "Checkmate (Section 6.3, Fig. 6): for VGG19 at a fixed 16 GB of memory and at most one extra \
                 forward pass of compute, the maximum batch size is 167 with checkpoint-all, 197 with Chen's \
@@ -570,9 +863,9 @@ fn batch_section(
             .into(),
         ours: format!(
             "On {} at {:.1} GiB: checkpoint all {}, sqrt(n) {}, greedy {}, revolve {}, Checkmate MILP {}.",
-            g0.name,
+            b.graph,
             mem as f64 / (1u64 << 30) as f64,
-            ours[0], ours[1], ours[2], ours[3], ours[4]
+            o(0), o(1), o(2), o(3), o(4)
         ),
         notes: vec![
             format!(
@@ -589,27 +882,50 @@ fn batch_section(
                 params.batch_max, params.batch_time_limit_s
             ),
             format!(
-                "No schedule of any strategy fits above batch {ws_cap}: beyond it the largest single-op working \
-                 set (an op's output plus its inputs) alone fills the memory."
+                "No schedule of any strategy fits above batch {}: beyond it the largest single-op working \
+                 set (an op's output plus its inputs) alone fills the memory.",
+                b.working_set_cap
             ),
         ],
-        tables: vec![table],
+        tables: vec![batch_table(params, b, &ours)],
         figures: Vec::new(),
-    })
+    }
 }
 
-/// The Checkmate study ([`crate::demos::InProcessStudy`]). TEMPORARY: its output is still the rendered sections.
-pub struct Checkmate;
-
-impl crate::demos::InProcessStudy for Checkmate {
-    type Params = CheckmateParams;
-    type Output = Vec<Section>;
-    type Error = RematError;
-    fn run(params: &CheckmateParams, data_dir: &Path) -> Result<Vec<Section>, RematError> {
-        run_study(params, data_dir)
-    }
-    fn render(output: &Vec<Section>) -> Vec<Section> {
-        output.clone()
+/// The paper's and our largest batch size of every strategy.
+fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table {
+    let paper = [167, 197, 266, 289];
+    let labels = [
+        "checkpoint all",
+        "Chen sqrt(n)",
+        "Chen greedy",
+        "revolve",
+        "Checkmate MILP",
+    ];
+    let paper_of = |l: &str| match l {
+        "checkpoint all" => paper[0].to_string(),
+        "Chen sqrt(n)" => paper[1].to_string(),
+        "Chen greedy" => paper[2].to_string(),
+        "Checkmate MILP" => paper[3].to_string(),
+        _ => "-".into(),
+    };
+    let mem = params.batch_memory_bytes;
+    Table {
+        caption: format!(
+            "Largest batch size of {} fitting {:.2} GiB with at most one extra forward pass",
+            b.graph,
+            mem as f64 / (1u64 << 30) as f64
+        ),
+        columns: vec![
+            "strategy".into(),
+            "paper (VGG19, V100 16 GB)".into(),
+            "ours".into(),
+        ],
+        rows: labels
+            .iter()
+            .zip(ours)
+            .map(|(l, o)| vec![l.to_string(), paper_of(l), o.to_string()])
+            .collect(),
     }
 }
 
@@ -624,15 +940,20 @@ mod tests {
         assert!(serde_json::from_value::<CheckmateParams>(v).is_err());
     }
 
-    #[test]
-    fn smoke_study() {
-        let dir = match std::env::var_os("MEMWALL_SHARED_DATA") {
+    /// The shared data folder (`MEMWALL_SHARED_DATA` or `../shared/data` beside the workspace).
+    fn data_dir() -> std::path::PathBuf {
+        match std::env::var_os("MEMWALL_SHARED_DATA") {
             Some(d) => std::path::PathBuf::from(d),
             None => {
                 std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
             }
-        };
-        let secs = run_study(&CheckmateParams::smoke(), &dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn smoke_study() {
+        let dir = data_dir();
+        let secs = render(&run_study(&CheckmateParams::smoke(), &dir).unwrap());
         assert_eq!(secs.len(), 3);
         assert!(!secs[0].figures.is_empty());
         assert!(secs[2].claim.contains("289"));
@@ -642,5 +963,59 @@ mod tests {
         };
         let e = run_study(&missing, &dir).unwrap_err().to_string();
         assert!(e.contains("nope.json"), "{e}");
+    }
+
+    #[test]
+    fn non_finite_bounds_survive_json() {
+        let m = MilpSolve {
+            status: "Infeasible (working-set bound)".into(),
+            solve_time_s: 0.0,
+            best: None,
+            objective: None,
+            dual_bound: f64::INFINITY,
+            mip_gap: f64::NAN,
+        };
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["dual_bound"], "inf");
+        assert_eq!(v["mip_gap"], "NaN");
+        let back: MilpSolve = serde_json::from_value(v).unwrap();
+        assert_eq!(back.dual_bound, f64::INFINITY);
+        assert!(back.mip_gap.is_nan());
+        let finite: MilpSolve = serde_json::from_value(
+            serde_json::to_value(MilpSolve {
+                dual_bound: 1.5,
+                mip_gap: 0.25,
+                ..m
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!((finite.dual_bound, finite.mip_gap), (1.5, 0.25));
+    }
+
+    #[test]
+    fn result_round_trips_through_json_and_renders_the_same() {
+        // 0.8 of VGG16's checkpoint-all peak is below its largest working set (the MILP is not
+        // called: infinite dual bound, NaN gap); 0.9 is solved.
+        let params = CheckmateParams {
+            budget_fractions: vec![0.8, 0.9],
+            batch_graph: None,
+            ..CheckmateParams::smoke()
+        };
+        let r = run_study(&params, &data_dir()).unwrap();
+        let low = r.graphs[0].budgets[0].milp.as_ref().unwrap();
+        assert_eq!(low.status, "Infeasible (working-set bound)");
+        assert_eq!(low.dual_bound, f64::INFINITY);
+        let high = r.graphs[0].budgets[1].milp.as_ref().unwrap();
+        let best = high.best.unwrap();
+        assert!(best.peak_bytes <= r.graphs[0].budgets[1].budget_bytes);
+        let back: CheckmateResult =
+            serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back.graphs[0].budgets[1], r.graphs[0].budgets[1]);
+        assert_eq!(back.params, r.params);
+        let (fresh, stored) = (render(&r), render(&back));
+        assert_eq!(fresh.len(), 2);
+        assert_eq!(stored, fresh);
+        assert_eq!(fresh[1].tables[0].rows[0][7], "inf");
     }
 }
