@@ -6,18 +6,40 @@
 //! evaluation over vectors, and a plain-Rust measurement of unfused (each intermediate array
 //! materialized) versus fused (one loop) elementwise kernels, and the same chains as Burn tensor
 //! ops: flex on the CPU (one kernel per op), and CUDA with and without Burn's fusion backend
-//! when a GPU is present.
+//! when a GPU is present. [`measure`] runs all three parts into a [`FusionResult`]; [`render`]
+//! presents one as three sections.
+//!
+//! Why this module has its own [`Graph`] and not memwall-remat's `Graph`: the remat graph is a
+//! data-flow graph of forward and backward ops, each with a compute cost and an output size in
+//! bytes, which the simulator and the Checkmate MILP schedule (which outputs to keep, which to
+//! recompute). This one is an expression DAG: element-wise expressions over vectors (Var, Const,
+//! Add, Mul nodes that evaluate to values) that the fusion pass rewrites into fused kernels, and
+//! whose evaluation counts kernels and the bytes each moves. It has no costs to schedule, and
+//! the remat graph has no expression bodies to fuse.
+//!
+//! May import: [`super`] (the study trait, errors, timing, test data), [`crate::report::model`]
+//! (the sections the renderers build), `crate::measure` (the counting allocator, medians),
+//! `crate::device` (the CUDA probe, `cuda` feature), Burn (flex; CUDA, `burn-cubecl` and
+//! `cubecl` with the `cuda` feature), serde.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
 
-use super::{ensure, median_time, DemoError, XorShift};
+use super::{ensure, median_time, DemoError, InProcessStudy, XorShift};
 use crate::report::model::{Figure, Section, Table};
 
 const SRC: &str =
     "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Kernel Fusion";
 
+/// Bytes of one f32 load or store.
+const F32_BYTES: usize = 4;
+
+/// The floor of bytes moved per element by both chains: three 4-byte inputs read once and one
+/// 4-byte output written once.
+const FLOOR_BYTES_PER_ELEMENT: usize = 4 * F32_BYTES;
+
 /// Parameters of the fusion study.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FusionParams {
     /// Elements per f32 array in the timing (default 2^24 = 16.8 M elements, 67 MB per array,
@@ -43,7 +65,7 @@ impl Default for FusionParams {
 pub type NodeId = usize;
 
 /// Body of a fused operation: an expression tree over the fused node's inputs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     /// The i-th input of the fused node.
     Input(usize),
@@ -71,7 +93,7 @@ impl Expr {
 }
 
 /// A node of the tiny IR (the post's `VarA/VarB/VarC`, `Const`, `Add`, `Mult`, `FusedOp`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Node {
     /// A named input vector.
     Var(String),
@@ -91,7 +113,7 @@ pub enum Node {
 }
 
 /// A DAG of nodes in topological order (inputs before users) with one output.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Graph {
     /// Nodes; children always have smaller ids.
     pub nodes: Vec<Node>,
@@ -185,6 +207,38 @@ impl Graph {
         }
     }
 
+    /// The expression of node `id` inside a fused op: absorbed Add/Mul nodes inline their
+    /// children; any other node becomes (or reuses) an input of the fused op, by its new id.
+    fn fused_expr(
+        &self,
+        id: NodeId,
+        absorbed: &[bool],
+        inputs: &mut Vec<NodeId>,
+        map: &[Option<NodeId>],
+    ) -> Expr {
+        match &self.nodes[id] {
+            Node::Add(l, r) | Node::Mul(l, r) if absorbed[id] => {
+                let (le, re) = (
+                    self.fused_expr(*l, absorbed, inputs, map),
+                    self.fused_expr(*r, absorbed, inputs, map),
+                );
+                if matches!(self.nodes[id], Node::Add(..)) {
+                    Expr::Add(Box::new(le), Box::new(re))
+                } else {
+                    Expr::Mul(Box::new(le), Box::new(re))
+                }
+            }
+            _ => {
+                let m = map[id].expect("child mapped before parent");
+                let pos = inputs.iter().position(|&x| x == m).unwrap_or_else(|| {
+                    inputs.push(m);
+                    inputs.len() - 1
+                });
+                Expr::Input(pos)
+            }
+        }
+    }
+
     /// Fusion pass: every Add/Mul node whose result is consumed outside the elementwise tree (or
     /// is the output) becomes a root; the root absorbs, recursively, child Add/Mul nodes that have
     /// exactly one consumer (so no intermediate is needed elsewhere). Vars, consts and shared nodes
@@ -205,35 +259,6 @@ impl Graph {
         }
         let mut new_nodes: Vec<Node> = Vec::new();
         let mut map: Vec<Option<NodeId>> = vec![None; self.nodes.len()];
-        fn build(
-            g: &Graph,
-            id: NodeId,
-            absorbed: &[bool],
-            inputs: &mut Vec<NodeId>,
-            map: &[Option<NodeId>],
-        ) -> Expr {
-            match &g.nodes[id] {
-                Node::Add(l, r) | Node::Mul(l, r) if absorbed[id] => {
-                    let (le, re) = (
-                        build(g, *l, absorbed, inputs, map),
-                        build(g, *r, absorbed, inputs, map),
-                    );
-                    if matches!(g.nodes[id], Node::Add(..)) {
-                        Expr::Add(Box::new(le), Box::new(re))
-                    } else {
-                        Expr::Mul(Box::new(le), Box::new(re))
-                    }
-                }
-                _ => {
-                    let m = map[id].expect("child mapped before parent");
-                    let pos = inputs.iter().position(|&x| x == m).unwrap_or_else(|| {
-                        inputs.push(m);
-                        inputs.len() - 1
-                    });
-                    Expr::Input(pos)
-                }
-            }
-        }
         for (i, n) in self.nodes.iter().enumerate() {
             if absorbed[i] {
                 continue;
@@ -242,8 +267,8 @@ impl Graph {
                 Node::Var(_) | Node::Const(_) => n.clone(),
                 Node::Add(l, r) | Node::Mul(l, r) => {
                     let mut inputs = Vec::new();
-                    let le = build(self, *l, &absorbed, &mut inputs, &map);
-                    let re = build(self, *r, &absorbed, &mut inputs, &map);
+                    let le = self.fused_expr(*l, &absorbed, &mut inputs, &map);
+                    let re = self.fused_expr(*r, &absorbed, &mut inputs, &map);
                     let body = if matches!(n, Node::Add(..)) {
                         Expr::Add(Box::new(le), Box::new(re))
                     } else {
@@ -372,11 +397,58 @@ fn random_vec(rng: &mut XorShift, n: usize) -> Vec<f32> {
         .collect()
 }
 
+/// The two elementwise chains of the study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Chain {
+    /// `(a+b)*c`, the post's first example.
+    #[serde(rename = "(a+b)*c")]
+    APlusBTimesC,
+    /// `a+b*c+1`, the post's fusion example.
+    #[serde(rename = "a+b*c+1")]
+    APlusBTimesCPlus1,
+}
+
+impl Chain {
+    /// Both chains, in the order of the tables and figures.
+    pub const ALL: [Chain; 2] = [Chain::APlusBTimesC, Chain::APlusBTimesCPlus1];
+
+    /// The chain as written in the tables: `(a+b)*c` or `a+b*c+1`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Chain::APlusBTimesC => "(a+b)*c",
+            Chain::APlusBTimesCPlus1 => "a+b*c+1",
+        }
+    }
+
+    /// f32 loads and stores per element of the unfused loops ([`apb_c_unfused`],
+    /// [`a_bc_1_unfused`]): `(a+b)*c` is `t = a+b` (2 loads, 1 store) and `out = t*c` (2 loads,
+    /// 1 store); `a+b*c+1` is `b*c` (2 loads, 1 store), `a + t1` (2 loads, 1 store) and `t2 + 1`
+    /// (1 load, 1 store).
+    pub fn unfused_accesses(self) -> usize {
+        match self {
+            Chain::APlusBTimesC => 6,
+            Chain::APlusBTimesCPlus1 => 8,
+        }
+    }
+
+    /// f32 loads and stores per element of the fused loops: three inputs read, one output
+    /// written.
+    pub fn fused_accesses(self) -> usize {
+        4
+    }
+}
+
+impl std::fmt::Display for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// One elementwise chain run as Burn tensor ops on one backend.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BurnChain {
     /// `(a+b)*c` or `a+b*c+1`.
-    pub expr: &'static str,
+    pub expr: Chain,
     /// Median wall time of the chain (device synchronized after it), seconds; a warm-up run
     /// (kernel compilation on CUDA) is excluded.
     pub time_s: f64,
@@ -384,12 +456,16 @@ pub struct BurnChain {
     /// per element (output included); `None` where the counting allocator does not see the
     /// device's memory (CUDA).
     pub alloc_bytes_per_element: Option<f64>,
-    /// Largest absolute difference between Burn's result and the fused loop's.
+    /// Largest absolute difference between Burn's result and the fused loop's (same units as
+    /// the elements; dimensionless here).
     pub max_abs_diff: f64,
 }
 
 /// Runs `(a+b)*c` and `a+b*c+1` as Burn tensor ops on backend `B` (one op at a time unless the
 /// backend fuses them) and compares each result with the fused loop's `expect`.
+///
+/// # Errors
+/// [`DemoError::Worker`] when the device cannot be synchronized or a result cannot be read.
 pub fn burn_chains<B: burn::tensor::backend::Backend>(
     device: &B::Device,
     inputs: [&[f32]; 3],
@@ -404,11 +480,14 @@ pub fn burn_chains<B: burn::tensor::backend::Backend>(
     let sync =
         || B::sync(device).map_err(|e| DemoError::Worker(format!("device synchronization: {e:?}")));
     sync()?;
-    type Chain<'a, B> = (&'static str, Box<dyn Fn() -> Tensor<B, 1> + 'a>);
-    let chains: [Chain<B>; 2] = [
-        ("(a+b)*c", Box::new(|| (a.clone() + b.clone()) * c.clone())),
+    type Ops<'a, B> = (Chain, Box<dyn Fn() -> Tensor<B, 1> + 'a>);
+    let chains: [Ops<B>; 2] = [
         (
-            "a+b*c+1",
+            Chain::APlusBTimesC,
+            Box::new(|| (a.clone() + b.clone()) * c.clone()),
+        ),
+        (
+            Chain::APlusBTimesCPlus1,
             Box::new(|| a.clone() + b.clone() * c.clone() + 1.0),
         ),
     ];
@@ -453,14 +532,25 @@ pub fn burn_chains<B: burn::tensor::backend::Backend>(
     Ok(out)
 }
 
+/// Burn on CUDA: both chains with Burn's fusion backend and without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CudaChains {
+    /// Name of the GPU (device 0).
+    pub device: String,
+    /// With the fusion backend (`burn::backend::Cuda`), one per chain.
+    pub fused: Vec<BurnChain>,
+    /// Without it (`CubeBackend`: one kernel per op), one per chain.
+    pub unfused: Vec<BurnChain>,
+}
+
 /// Burn's CUDA backend with its fusion backend (`Cuda`) and without it (`CubeBackend`), when
-/// a GPU is present: `(fused, unfused, device name)`, or the reason it was not measured.
+/// a GPU is present, or the reason it was not measured.
 #[cfg(feature = "cuda")]
 fn burn_cuda_chains(
     inputs: [&[f32]; 3],
     expect: [&[f32]; 2],
     repeats: usize,
-) -> Result<(Vec<BurnChain>, Vec<BurnChain>, String), String> {
+) -> Result<CudaChains, String> {
     use burn::backend::cuda::CudaDevice;
     type Unfused = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
     let info = crate::device::probe_cuda()?;
@@ -477,32 +567,135 @@ fn burn_cuda_chains(
         ))
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok((f, u))) => Ok((f, u, name)),
+        Ok(Ok((fused, unfused))) => Ok(CudaChains {
+            device: name,
+            fused,
+            unfused,
+        }),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the CUDA backend panicked".into()),
     }
 }
 
 #[cfg(not(feature = "cuda"))]
-fn burn_cuda_chains(
-    _: [&[f32]; 3],
-    _: [&[f32]; 2],
-    _: usize,
-) -> Result<(Vec<BurnChain>, Vec<BurnChain>, String), String> {
+fn burn_cuda_chains(_: [&[f32]; 3], _: [&[f32]; 2], _: usize) -> Result<CudaChains, String> {
     Err("this binary was built without the `cuda` feature".into())
 }
 
-/// Runs the study.
-pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
+/// The result of the fusion study: the three parts it measured, and the parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FusionResult {
+    /// The parameters it ran with.
+    pub params: FusionParams,
+    /// The fusion pass on the tiny IR.
+    pub ir: IrResult,
+    /// The plain-Rust loops, unfused versus fused.
+    pub loops: LoopsResult,
+    /// The same chains as Burn tensor ops.
+    pub burn: BurnResult,
+}
+
+/// What the fusion pass did to `a + b*c + 1` and `(a + b)*c`, evaluated over `ir_n` elements.
+/// The graphs are the pass's output (structure, not text); the renderer labels and draws them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IrResult {
+    /// `a + b*c + 1` as parsed, before fusion.
+    pub unfused_graph: Graph,
+    /// `a + b*c + 1` after the fusion pass.
+    pub fused_graph: Graph,
+    /// Elementwise kernels (passes over the vectors) of the unfused graph's evaluation.
+    pub unfused_kernels: usize,
+    /// Elementwise kernels of the fused graph's evaluation.
+    pub fused_kernels: usize,
+    /// Elements whose fused and unfused values differ bitwise (0: the study fails otherwise).
+    pub mismatches: usize,
+    /// `(a + b)*c` after the fusion pass.
+    pub fused_apb_c_graph: Graph,
+}
+
+/// The plain-Rust loops over `n` elements: one entry per chain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoopsResult {
+    /// Logical CPU cores of the machine (the loops run on one thread).
+    pub cores: usize,
+    /// `(a+b)*c`, then `a+b*c+1`.
+    pub chains: Vec<LoopChain>,
+}
+
+/// One chain as unfused loops (each intermediate array materialized) and as one fused loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoopChain {
+    /// Which chain.
+    pub chain: Chain,
+    /// Bytes loaded and stored per element by the unfused loops (4 B per f32 access).
+    pub unfused_bytes_per_element: usize,
+    /// Bytes loaded and stored per element by the fused loop (the 16 B floor).
+    pub fused_bytes_per_element: usize,
+    /// Median wall time of the unfused loops, seconds.
+    pub unfused_s: f64,
+    /// Median wall time of the fused loop, seconds.
+    pub fused_s: f64,
+}
+
+/// The chains as Burn tensor ops.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BurnResult {
+    /// Burn flex (CPU, one kernel per op), one per chain.
+    pub flex: Vec<BurnChain>,
+    /// Burn on CUDA with and without fusion, or why it was not measured (no GPU, no driver,
+    /// built without the `cuda` feature).
+    pub cuda: Result<CudaChains, String>,
+}
+
+/// The fusion IR study ([`InProcessStudy`]).
+pub struct FusionIr;
+
+impl InProcessStudy for FusionIr {
+    type Params = FusionParams;
+    type Output = FusionResult;
+    type Error = DemoError;
+    fn run(params: &FusionParams, _data_dir: &Path) -> Result<FusionResult, DemoError> {
+        measure(params)
+    }
+    fn render(output: &FusionResult) -> Vec<Section> {
+        render(output)
+    }
+}
+
+/// Runs the study: the fusion pass, the loop timings, the Burn chains (in this order, from one
+/// seeded generator).
+///
+/// # Errors
+/// [`DemoError::InvalidParam`] for zero `n` or `ir_n`; [`DemoError::Check`] when a fused result
+/// differs from the unfused one; [`DemoError::Worker`] when Burn fails on the CPU.
+pub fn measure(p: &FusionParams) -> Result<FusionResult, DemoError> {
     ensure(p.n > 0 && p.ir_n > 0, "n", "array lengths must be positive")?;
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    // IR part.
+    let ir = measure_ir(p, &mut rng)?;
+    let (loops, arrays) = measure_loops(p, &mut rng)?;
+    let burn = measure_burn(p, &arrays)?;
+    Ok(FusionResult {
+        params: p.clone(),
+        ir,
+        loops,
+        burn,
+    })
+}
+
+/// Whether two arrays are equal bit for bit.
+fn bit_equal(x: &[f32], y: &[f32]) -> bool {
+    x.iter().zip(y).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Fuses `a + b*c + 1` and `(a + b)*c` and checks, over `ir_n` random elements, that the fused
+/// graphs evaluate bit-identically to the unfused ones.
+fn measure_ir(p: &FusionParams, rng: &mut XorShift) -> Result<IrResult, DemoError> {
     let g = Graph::a_plus_b_times_c_plus_1();
     let f = g.fuse();
     let (a, b, c) = (
-        random_vec(&mut rng, p.ir_n),
-        random_vec(&mut rng, p.ir_n),
-        random_vec(&mut rng, p.ir_n),
+        random_vec(rng, p.ir_n),
+        random_vec(rng, p.ir_n),
+        random_vec(rng, p.ir_n),
     );
     let vars = [
         ("a", a.as_slice()),
@@ -525,10 +718,99 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
     let f2 = g2.fuse();
     let (u2, _) = g2.eval(&vars, p.ir_n)?;
     let (fv2, _) = f2.eval(&vars, p.ir_n)?;
-    if u2.iter().zip(&fv2).any(|(x, y)| x.to_bits() != y.to_bits()) {
+    if !bit_equal(&u2, &fv2) {
         return Err(DemoError::Check("fused (a+b)*c differs".into()));
     }
-    let ir_sec = Section {
+    Ok(IrResult {
+        unfused_graph: g,
+        fused_graph: f,
+        unfused_kernels: ku,
+        fused_kernels: kf,
+        mismatches,
+        fused_apb_c_graph: f2,
+    })
+}
+
+/// The loop timing's arrays, kept for the Burn part: the inputs and the fused `a+b*c+1` output.
+struct ChainArrays {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+    a_bc_1: Vec<f32>,
+}
+
+/// Times both chains as unfused and fused loops over `n` random elements (buffers allocated
+/// before timing) and checks that the variants agree bit for bit.
+fn measure_loops(
+    p: &FusionParams,
+    rng: &mut XorShift,
+) -> Result<(LoopsResult, ChainArrays), DemoError> {
+    let n = p.n;
+    let (a, b, c) = (random_vec(rng, n), random_vec(rng, n), random_vec(rng, n));
+    let (mut t1, mut t2, mut out_u, mut out_f) =
+        (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+    let (tu1, _) = median_time(p.repeats, || apb_c_unfused(&a, &b, &c, &mut t1, &mut out_u));
+    let (tf1, _) = median_time(p.repeats, || apb_c_fused(&a, &b, &c, &mut out_f));
+    let eq1 = bit_equal(&out_u, &out_f);
+    let (tu2, _) = median_time(p.repeats, || {
+        a_bc_1_unfused(&a, &b, &c, &mut t1, &mut t2, &mut out_u)
+    });
+    let (tf2, _) = median_time(p.repeats, || a_bc_1_fused(&a, &b, &c, &mut out_f));
+    let eq2 = bit_equal(&out_u, &out_f);
+    if !eq1 || !eq2 {
+        return Err(DemoError::Check(
+            "fused loop result differs from unfused".into(),
+        ));
+    }
+    let chains = Chain::ALL
+        .into_iter()
+        .zip([(tu1, tf1), (tu2, tf2)])
+        .map(|(chain, (unfused_s, fused_s))| LoopChain {
+            chain,
+            unfused_bytes_per_element: F32_BYTES * chain.unfused_accesses(),
+            fused_bytes_per_element: F32_BYTES * chain.fused_accesses(),
+            unfused_s,
+            fused_s,
+        })
+        .collect();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let arrays = ChainArrays {
+        a,
+        b,
+        c,
+        a_bc_1: out_f,
+    };
+    Ok((LoopsResult { cores, chains }, arrays))
+}
+
+/// Runs both chains as Burn tensor ops on flex and, when a GPU is present, on CUDA, checked
+/// against the fused loops' outputs.
+fn measure_burn(p: &FusionParams, arrays: &ChainArrays) -> Result<BurnResult, DemoError> {
+    let ChainArrays { a, b, c, a_bc_1 } = arrays;
+    // a_bc_1 holds a+b*c+1 from the last timed fused loop; (a+b)*c needs its own buffer.
+    let mut apb_c = vec![0f32; a.len()];
+    apb_c_fused(a, b, c, &mut apb_c);
+    let inputs = [a.as_slice(), b.as_slice(), c.as_slice()];
+    let expect = [apb_c.as_slice(), a_bc_1.as_slice()];
+    let flex =
+        burn_chains::<burn::backend::Flex>(&Default::default(), inputs, expect, p.repeats, true)?;
+    let cuda = burn_cuda_chains(inputs, expect, p.repeats);
+    Ok(BurnResult { flex, cuda })
+}
+
+/// The study's sections: the fusion pass, the loops, the Burn chains.
+pub fn render(r: &FusionResult) -> Vec<Section> {
+    vec![render_ir(r), render_loops(r), render_burn(r)]
+}
+
+/// The fusion pass: the post's claim beside the graphs before and after our pass.
+fn render_ir(r: &FusionResult) -> Section {
+    let ir = &r.ir;
+    let (g, f, f2) = (&ir.unfused_graph, &ir.fused_graph, &ir.fused_apb_c_graph);
+    let (ku, kf, mismatches) = (ir.unfused_kernels, ir.fused_kernels, ir.mismatches);
+    Section {
         title: "Fusion pass on a tiny IR".into(),
         claim: format!(
             "{SRC}: parsing a + b * c + 1 into a DAG of Var/Const/Add/Mult nodes and \"recursively travers[ing] the tree\" transforms the graph into one FusedOp; \
@@ -538,7 +820,7 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
         ours: format!(
             "Our pass turns the {}-node graph of a + b*c + 1 ({ku} elementwise kernels) into {} nodes with one FusedOp ({kf} kernel): `{}`. Evaluated over {} random f32 \
              elements, fused and unfused outputs are bit-identical ({mismatches} mismatches); the same holds for (a + b)*c (`{}`).",
-            g.nodes.len(), f.nodes.len(), f.label(f.output), p.ir_n, f2.label(f2.output)
+            g.nodes.len(), f.nodes.len(), f.label(f.output), r.params.ir_n, f2.label(f2.output)
         ),
         notes: vec![
             "Fusion rule: an Add/Mul child is absorbed into its consumer when it is elementwise and has exactly one consumer; a node with several consumers stays \
@@ -551,49 +833,20 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
             g.figure("fusion_dag_before", "a + b*c + 1 before fusion"),
             f.figure("fusion_dag_after", "a + b*c + 1 after fusion"),
         ],
-    };
-
-    // Measurement part.
-    let n = p.n;
-    let (a, b, c) = (
-        random_vec(&mut rng, n),
-        random_vec(&mut rng, n),
-        random_vec(&mut rng, n),
-    );
-    let (mut t1, mut t2, mut out_u, mut out_f) =
-        (vec![0f32; n], vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-    let (tu1, _) = median_time(p.repeats, || apb_c_unfused(&a, &b, &c, &mut t1, &mut out_u));
-    let (tf1, _) = median_time(p.repeats, || apb_c_fused(&a, &b, &c, &mut out_f));
-    let eq1 = out_u
-        .iter()
-        .zip(&out_f)
-        .all(|(x, y)| x.to_bits() == y.to_bits());
-    let (tu2, _) = median_time(p.repeats, || {
-        a_bc_1_unfused(&a, &b, &c, &mut t1, &mut t2, &mut out_u)
-    });
-    let (tf2, _) = median_time(p.repeats, || a_bc_1_fused(&a, &b, &c, &mut out_f));
-    let eq2 = out_u
-        .iter()
-        .zip(&out_f)
-        .all(|(x, y)| x.to_bits() == y.to_bits());
-    if !eq1 || !eq2 {
-        return Err(DemoError::Check(
-            "fused loop result differs from unfused".into(),
-        ));
     }
-    // Bytes per element (f32 = 4 B): (reads, writes) per kernel as written above.
-    // (a+b)*c unfused: t=a+b (2R 1W), out=t*c (2R 1W); fused: 3R 1W. Floor: 3 inputs read once, output written once.
-    // a+b*c+1 unfused: b*c (2R 1W), a+t1 (2R 1W), t2+1 (1R 1W); fused 3R 1W.
-    let cases = [
-        ("(a+b)*c", 6usize, 4usize, tu1, tf1),
-        ("a+b*c+1", 8, 4, tu2, tf2),
-    ];
+}
+
+/// The loops' table rows (unfused, fused per chain) and the summary phrase of each chain.
+fn loop_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
+    let n = r.params.n;
+    let floor = FLOOR_BYTES_PER_ELEMENT;
+    let gbs = |bytes: usize, t: f64| bytes as f64 * n as f64 / t / 1e9;
     let mut rows = Vec::new();
     let mut summary = Vec::new();
-    for (name, acc_u, acc_f, tu, tf) in cases {
-        let floor = 4 * 4;
-        let (bu, bf) = (4 * acc_u, 4 * acc_f);
-        let gbs = |bytes: usize, t: f64| bytes as f64 * n as f64 / t / 1e9;
+    for l in &r.loops.chains {
+        let name = l.chain.label();
+        let (bu, bf) = (l.unfused_bytes_per_element, l.fused_bytes_per_element);
+        let (tu, tf) = (l.unfused_s, l.fused_s);
         rows.push(vec![
             name.into(),
             "unfused".into(),
@@ -619,10 +872,17 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
             tu / tf
         ));
     }
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let meas = Section {
+    (rows, summary)
+}
+
+/// The loops: the post's claim beside our timings and bytes per element.
+fn render_loops(r: &FusionResult) -> Section {
+    let (p, n, cores) = (&r.params, r.params.n, r.loops.cores);
+    let (rows, summary) = loop_rows(r);
+    let bytes = |f: fn(&LoopChain) -> usize| -> Vec<f64> {
+        r.loops.chains.iter().map(|l| f(l) as f64).collect()
+    };
+    Section {
         title: "Fused versus unfused elementwise loops".into(),
         claim: format!(
             "{SRC} (Background / Kernel Fusion): fusion \"combines multiple operations into a single environment or context, instead of executing them sequentially \
@@ -648,69 +908,77 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
             rows,
         }],
         figures: vec![bar_figure(
+            r,
             "fusion_bytes_per_element",
             "Bytes moved per element: unfused kernels vs one fused kernel",
             "bytes per element",
-            &[("unfused", [24.0, 32.0]), ("fused (floor)", [16.0, 16.0])],
+            vec![
+                ("unfused", bytes(|l| l.unfused_bytes_per_element)),
+                ("fused (floor)", bytes(|l| l.fused_bytes_per_element)),
+            ],
         )],
-    };
+    }
+}
 
-    // Burn: the same chains as tensor ops.
-    // out_f holds a+b*c+1 from the last timed fused loop; (a+b)*c needs its own buffer.
-    let mut expect1 = vec![0f32; n];
-    apb_c_fused(&a, &b, &c, &mut expect1);
-    let inputs = [a.as_slice(), b.as_slice(), c.as_slice()];
-    let expect = [expect1.as_slice(), out_f.as_slice()];
-    let flex =
-        burn_chains::<burn::backend::Flex>(&Default::default(), inputs, expect, p.repeats, true)?;
-    let cuda = burn_cuda_chains(inputs, expect, p.repeats);
-    let floor = 16.0;
-    let mut burn_rows = Vec::new();
-    let mut burn_summary = Vec::new();
-    for (i, (name, ops_bytes, loop_t)) in [("(a+b)*c", 24.0, tf1), ("a+b*c+1", 32.0, tf2)]
-        .into_iter()
-        .enumerate()
-    {
-        let f = &flex[i];
-        burn_rows.push(vec![
-            name.into(),
-            "Burn flex (CPU), one kernel per op".into(),
+/// The Burn table's row for one chain on flex.
+fn flex_row(l: &LoopChain, f: &BurnChain) -> Vec<String> {
+    let ops_bytes = l.unfused_bytes_per_element as f64;
+    vec![
+        l.chain.label().into(),
+        "Burn flex (CPU), one kernel per op".into(),
+        format!("{ops_bytes:.0}"),
+        format!("{:.2}", ops_bytes / FLOOR_BYTES_PER_ELEMENT as f64),
+        fmt_opt_bytes(f.alloc_bytes_per_element),
+        format!("{:.2}", f.time_s * 1e3),
+        format!("{:.2}", f.time_s / l.fused_s),
+        format!("{:.1e}", f.max_abs_diff),
+    ]
+}
+
+/// The Burn table's rows for one chain on CUDA: without fusion, then with it.
+fn cuda_rows(l: &LoopChain, dev: &str, fused: &BurnChain, unfused: &BurnChain) -> [Vec<String>; 2] {
+    let ops_bytes = l.unfused_bytes_per_element as f64;
+    [
+        vec![
+            l.chain.label().into(),
+            format!("Burn CUDA without fusion ({dev})"),
             format!("{ops_bytes:.0}"),
-            format!("{:.2}", ops_bytes / floor),
-            fmt_opt_bytes(f.alloc_bytes_per_element),
-            format!("{:.2}", f.time_s * 1e3),
-            format!("{:.2}", f.time_s / loop_t),
-            format!("{:.1e}", f.max_abs_diff),
-        ]);
-        burn_summary.push(format!(
+            format!("{:.2}", ops_bytes / FLOOR_BYTES_PER_ELEMENT as f64),
+            "–".into(),
+            format!("{:.3}", unfused.time_s * 1e3),
+            "–".into(),
+            format!("{:.1e}", unfused.max_abs_diff),
+        ],
+        vec![
+            l.chain.label().into(),
+            format!("Burn CUDA with fusion ({dev})"),
+            format!("{FLOOR_BYTES_PER_ELEMENT} (floor, if fully fused)"),
+            "1.00".into(),
+            "–".into(),
+            format!("{:.3}", fused.time_s * 1e3),
+            "–".into(),
+            format!("{:.1e}", fused.max_abs_diff),
+        ],
+    ]
+}
+
+/// The Burn table's rows (flex, then CUDA when measured, per chain) and the summary phrases.
+fn burn_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut summary = Vec::new();
+    for (i, (l, f)) in r.loops.chains.iter().zip(&r.burn.flex).enumerate() {
+        let name = l.chain.label();
+        rows.push(flex_row(l, f));
+        summary.push(format!(
             "{name} on flex {:.2} ms ({:.2}x our fused loop, {} B/element allocated)",
             f.time_s * 1e3,
-            f.time_s / loop_t,
+            f.time_s / l.fused_s,
             fmt_opt_bytes(f.alloc_bytes_per_element)
         ));
-        if let Ok((fused, unfused, dev)) = &cuda {
-            let (fu, un) = (&fused[i], &unfused[i]);
-            burn_rows.push(vec![
-                name.into(),
-                format!("Burn CUDA without fusion ({dev})"),
-                format!("{ops_bytes:.0}"),
-                format!("{:.2}", ops_bytes / floor),
-                "–".into(),
-                format!("{:.3}", un.time_s * 1e3),
-                "–".into(),
-                format!("{:.1e}", un.max_abs_diff),
-            ]);
-            burn_rows.push(vec![
-                name.into(),
-                format!("Burn CUDA with fusion ({dev})"),
-                format!("{floor:.0} (floor, if fully fused)"),
-                "1.00".into(),
-                "–".into(),
-                format!("{:.3}", fu.time_s * 1e3),
-                "–".into(),
-                format!("{:.1e}", fu.max_abs_diff),
-            ]);
-            burn_summary.push(format!(
+        let Ok(cuda) = &r.burn.cuda else { continue };
+        if let (Some(fu), Some(un)) = (cuda.fused.get(i), cuda.unfused.get(i)) {
+            rows.extend(cuda_rows(l, &cuda.device, fu, un));
+            summary.push(format!(
                 "{name} on CUDA {:.3} ms unfused vs {:.3} ms fused ({:.2}x)",
                 un.time_s * 1e3,
                 fu.time_s * 1e3,
@@ -718,34 +986,47 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
             ));
         }
     }
+    (rows, summary)
+}
+
+/// The Burn section's figures: CPU time per chain, and Burn on CUDA when measured.
+fn burn_figures(r: &FusionResult) -> Vec<Figure> {
+    let n = r.params.n;
+    fn ms(seconds: impl Iterator<Item = f64>) -> Vec<f64> {
+        seconds.map(|s| s * 1e3).collect()
+    }
+    let loops = &r.loops.chains;
     let mut figures = vec![bar_figure(
+        r,
         "fusion_cpu_time",
         &format!("CPU time per chain over {n} elements"),
         "time (ms)",
-        &[
-            ("unfused loops", [tu1 * 1e3, tu2 * 1e3]),
-            ("fused loop", [tf1 * 1e3, tf2 * 1e3]),
-            ("Burn flex", [flex[0].time_s * 1e3, flex[1].time_s * 1e3]),
+        vec![
+            ("unfused loops", ms(loops.iter().map(|l| l.unfused_s))),
+            ("fused loop", ms(loops.iter().map(|l| l.fused_s))),
+            ("Burn flex", ms(r.burn.flex.iter().map(|f| f.time_s))),
         ],
     )];
-    if let Ok((fused, unfused, dev)) = &cuda {
+    if let Ok(cuda) = &r.burn.cuda {
         figures.push(bar_figure(
+            r,
             "fusion_cuda_time",
-            &format!("Burn on {dev}: time per chain over {n} elements"),
+            &format!("Burn on {}: time per chain over {n} elements", cuda.device),
             "time (ms)",
-            &[
-                (
-                    "without fusion",
-                    [unfused[0].time_s * 1e3, unfused[1].time_s * 1e3],
-                ),
-                (
-                    "with fusion",
-                    [fused[0].time_s * 1e3, fused[1].time_s * 1e3],
-                ),
+            vec![
+                ("without fusion", ms(cuda.unfused.iter().map(|c| c.time_s))),
+                ("with fusion", ms(cuda.fused.iter().map(|c| c.time_s))),
             ],
         ));
     }
-    let burn_sec = Section {
+    figures
+}
+
+/// The Burn chains: the post's claim beside Burn's times on flex (and CUDA when measured).
+fn render_burn(r: &FusionResult) -> Section {
+    let (p, n) = (&r.params, r.params.n);
+    let (rows, summary) = burn_rows(r);
+    Section {
         title: "Elementwise chains as Burn tensor ops".into(),
         claim: format!(
             "{SRC}: the unfused chain writes each temporary to memory and reads it back; fusing the chain into one kernel leaves one read of each input \
@@ -754,8 +1035,8 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
         ours: format!(
             "The same arrays ({n} f32 each) through Burn 0.21, median of {}: {}. {}",
             p.repeats,
-            burn_summary.join("; "),
-            match &cuda {
+            summary.join("; "),
+            match &r.burn.cuda {
                 Ok(_) => "On CUDA, Burn's fusion backend may run each chain as one kernel (16 B/element); the times show how close it comes.".to_string(),
                 Err(why) => format!(
                     "Burn's kernel fusion exists only for its CubeCL backends (CUDA here); no GPU measurement in this run: {why}."
@@ -783,50 +1064,55 @@ pub fn run(p: &FusionParams) -> Result<Vec<Section>, DemoError> {
                 "x our fused loop".into(),
                 "Max abs. difference".into(),
             ],
-            rows: burn_rows,
+            rows,
         }],
-        figures,
-    };
-    Ok(vec![ir_sec, meas, burn_sec])
+        figures: burn_figures(r),
+    }
 }
 
-/// Grouped bars over the two expressions, one series per variant.
-fn bar_figure(name: &str, title: &str, y_label: &str, series: &[(&str, [f64; 2])]) -> Figure {
+/// Grouped bars over the chains of `r` (one group per chain), one series per variant.
+fn bar_figure(
+    r: &FusionResult,
+    name: &str,
+    title: &str,
+    y_label: &str,
+    series: Vec<(&str, Vec<f64>)>,
+) -> Figure {
+    let groups: Vec<String> = r
+        .loops
+        .chains
+        .iter()
+        .map(|l| l.chain.label().into())
+        .collect();
     Figure::grouped_bars(
         name,
         title,
         "expression",
         y_label,
-        &["(a+b)*c".into(), "a+b*c+1".into()],
+        &groups,
         series
-            .iter()
-            .map(|(label, ys)| (label.to_string(), ys.to_vec()))
+            .into_iter()
+            .map(|(label, ys)| (label.to_string(), ys))
             .collect(),
     )
 }
 
+/// An optional per-element byte count with one decimal, or a dash.
 fn fmt_opt_bytes(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into())
-}
-
-/// The fusion IR study ([`InProcessStudy`]). TEMPORARY: its output is still the rendered sections; typed result to come.
-pub struct FusionIr;
-
-impl super::InProcessStudy for FusionIr {
-    type Params = FusionParams;
-    type Output = Vec<Section>;
-    type Error = DemoError;
-    fn run(params: &FusionParams, _data_dir: &std::path::Path) -> Result<Vec<Section>, DemoError> {
-        run(params)
-    }
-    fn render(output: &Vec<Section>) -> Vec<Section> {
-        output.clone()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn small() -> FusionParams {
+        FusionParams {
+            n: 10_000,
+            repeats: 1,
+            ir_n: 100,
+        }
+    }
 
     #[test]
     fn fusion_makes_one_fused_op_with_same_value() {
@@ -904,12 +1190,7 @@ mod tests {
 
     #[test]
     fn run_small() {
-        let s = run(&FusionParams {
-            n: 10_000,
-            repeats: 1,
-            ir_n: 100,
-        })
-        .unwrap();
+        let s = render(&measure(&small()).unwrap());
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].figures[1].nodes.len(), 5);
         assert_eq!(s[1].figures.len(), 1);
@@ -955,5 +1236,60 @@ mod tests {
         )
         .unwrap();
         assert!(wrong[0].max_abs_diff > 1e-3 && wrong[0].alloc_bytes_per_element.is_none());
+    }
+
+    #[test]
+    fn result_survives_json_and_renders_the_same() {
+        let fresh = measure(&small()).unwrap();
+        let sections = render(&fresh);
+        // Through a JSON value, as the study record holds it: exact.
+        let value = serde_json::to_value(&fresh).unwrap();
+        let stored: FusionResult = serde_json::from_value(value).unwrap();
+        assert_eq!(render(&stored), sections);
+        // Through JSON text: serde_json (without its `float_roundtrip` feature) may read an f64
+        // one unit in the last place off, so figure points are compared to that precision.
+        let text = serde_json::to_string(&fresh).unwrap();
+        let stored: FusionResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(stored.params, fresh.params);
+        assert_eq!(stored.ir.fused_graph, fresh.ir.fused_graph);
+        assert_eq!(stored.loops.chains.len(), 2);
+        let mut again = render(&stored);
+        assert_eq!(again.len(), sections.len());
+        for (a, b) in again.iter_mut().zip(&sections) {
+            for (fa, fb) in a.figures.iter_mut().zip(&b.figures) {
+                for (sa, sb) in fa.series.iter_mut().zip(&fb.series) {
+                    for (pa, pb) in sa.points.iter_mut().zip(&sb.points) {
+                        assert!((pa.1 - pb.1).abs() <= 4.0 * f64::EPSILON * pb.1.abs());
+                        *pa = *pb;
+                    }
+                }
+            }
+        }
+        assert_eq!(again, sections);
+    }
+
+    #[test]
+    fn cuda_rows_and_figure_render_when_measured() {
+        let mut r = measure(&small()).unwrap();
+        let flex = r.burn.flex.clone();
+        if let Err(why) = &r.burn.cuda {
+            let s = render(&r);
+            assert_eq!(s[2].tables[0].rows.len(), 2);
+            assert_eq!(s[2].figures.len(), 1);
+            assert!(s[2].ours.contains(why.as_str()), "{}", s[2].ours);
+        }
+        r.burn.cuda = Ok(CudaChains {
+            device: "Test GPU".into(),
+            fused: flex.clone(),
+            unfused: flex,
+        });
+        let s = render(&r);
+        let rows = &s[2].tables[0].rows;
+        assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
+        assert_eq!(rows[1][1], "Burn CUDA without fusion (Test GPU)");
+        assert_eq!(rows[2][2], "16 (floor, if fully fused)");
+        assert_eq!(s[2].figures.len(), 2);
+        assert_eq!(s[2].figures[1].series.len(), 2);
+        assert!(s[2].ours.contains("a+b*c+1 on CUDA"), "{}", s[2].ours);
     }
 }
