@@ -22,7 +22,7 @@
 //! The study ([`ScalarCheckpoint`]) measures with [`measure`] into a [`CheckpointResult`] and
 //! presents it with [`render`].
 //!
-//! May import: [`super`] (the study trait and helpers, [`super::precision::nonfinite`]),
+//! May import: [`super`] (the study trait and helpers, `memwall_core::record::nonfinite`),
 //! [`crate::report::model`], `memwall_core::strategy`; no deep-learning framework, never the
 //! driver or the report renderers.
 
@@ -30,9 +30,9 @@ use memwall_core::strategy::every_k;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-use super::precision::nonfinite;
 use super::{ensure, fmt_bytes, median_time, DemoError, InProcessStudy};
 use crate::report::model::{Figure, Mark, Section, Series, Table};
+use memwall_core::record::nonfinite;
 
 const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Gradient Checkpointing";
 

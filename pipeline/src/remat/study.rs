@@ -189,11 +189,11 @@ pub struct MilpSolve {
     pub objective: Option<f64>,
     /// HiGHS' proven lower bound on the optimal cost, cost units (infinite when HiGHS was not
     /// called, NaN when it reported none; stored as text in JSON when not finite).
-    #[serde(with = "non_finite")]
+    #[serde(with = "memwall_core::record::nonfinite")]
     pub dual_bound: f64,
     /// Relative gap `(objective - dual_bound) / objective` reported by HiGHS, a fraction (not
     /// finite when there is no incumbent; stored as text in JSON then).
-    #[serde(with = "non_finite")]
+    #[serde(with = "memwall_core::record::nonfinite")]
     pub mip_gap: f64,
 }
 
@@ -304,36 +304,6 @@ pub struct CheckmateResult {
     pub graphs: Vec<GraphResult>,
     /// The batch-size search (`None` when `params.batch_graph` is `None`).
     pub batch: Option<BatchResult>,
-}
-
-/// Serde for an `f64` that may be infinite or NaN: a JSON number when finite, else the text
-/// Rust prints for it ("inf", "-inf", "NaN"), which JSON numbers cannot hold.
-mod non_finite {
-    use serde::de::Error;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if x.is_finite() {
-            s.serialize_f64(*x)
-        } else {
-            s.serialize_str(&x.to_string())
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Number(f64),
-            Text(String),
-        }
-        match Repr::deserialize(d)? {
-            Repr::Number(x) => Ok(x),
-            Repr::Text(t) => t
-                .parse()
-                .map_err(|_| D::Error::custom(format!("not a number: {t:?}"))),
-        }
-    }
 }
 
 /// The Checkmate study ([`InProcessStudy`]).

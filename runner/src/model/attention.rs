@@ -54,6 +54,7 @@ pub trait AttentionBackend: Backend {
 }
 
 impl AttentionBackend for burn::backend::Flex {}
+#[cfg(feature = "ndarray")]
 impl AttentionBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl AttentionBackend for burn::backend::Cuda {}

@@ -249,7 +249,7 @@ pub fn classify_outcome(
 }
 
 fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
-    use burn::backend::{Flex, NdArray};
+    use burn::backend::Flex;
     match spec.backend {
         BackendKind::Flex => {
             env.numerics =
@@ -257,8 +257,20 @@ fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
             run_cpu::<Flex>(spec, env)
         }
         BackendKind::Ndarray => {
-            env.numerics = "CPU f32 matmuls (ndarray)".into();
-            run_cpu::<NdArray>(spec, env)
+            #[cfg(feature = "ndarray")]
+            {
+                env.numerics = "CPU f32 matmuls (ndarray)".into();
+                run_cpu::<burn::backend::NdArray>(spec, env)
+            }
+            #[cfg(not(feature = "ndarray"))]
+            {
+                Err(Error::Device {
+                    requested: "ndarray".into(),
+                    message: "this runner was built without the `ndarray` feature (the slim \
+                              runner carried to GPU machines): use `--cpu-backend flex`"
+                        .into(),
+                })
+            }
         }
         BackendKind::Cuda => {
             #[cfg(feature = "cuda")]
