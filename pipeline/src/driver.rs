@@ -1,5 +1,5 @@
-//! The study driver: experiment file -> prepared data -> one process per job -> records ->
-//! Parquet -> report. A finished job's record is never recomputed unless asked (`force`), a
+//! The study driver: experiment file -> prepared data -> plan stage -> one process per job ->
+//! records -> analysis -> report. A finished job's record is never recomputed unless asked (`force`), a
 //! crashed job costs only itself, and a killed sweep resumes where it stopped.
 
 use crate::data;
@@ -39,7 +39,9 @@ impl Default for Paths {
 pub struct RunOptions {
     /// `None`: `full` on a GPU, `cpu` otherwise.
     pub profile: Option<Profile>,
+    /// The device to run on (`--device`: auto, cpu, cuda:N).
     pub device: DeviceRequest,
+    /// The CPU backend when the device is the CPU (`--cpu-backend`: flex or ndarray).
     pub cpu_backend: BackendKind,
     /// Replaces the experiment file's data path (`--data`, `MEMWALL_DATA`).
     pub data: Option<PathBuf>,
@@ -62,14 +64,20 @@ pub struct RunOptions {
 /// What a sweep did.
 #[derive(Debug, Clone, Default)]
 pub struct SweepOutcome {
+    /// Jobs run now (their plan stage included).
     pub ran: usize,
+    /// Jobs skipped because their record was already in the store.
     pub skipped: usize,
     /// (configuration, status, reason) of jobs that did not finish.
     pub unfinished: Vec<(String, JobStatus, String)>,
+    /// The profile the study ran at (`None` before the study was resolved).
     pub profile: Option<Profile>,
 }
 
 /// Resolves the device and the profile of a run.
+///
+/// # Errors
+/// [`Error::Device`] when the requested device is not available (e.g. `cuda:0` without a GPU).
 pub fn resolve(opts: &RunOptions) -> Result<(ResolvedDevice, Profile)> {
     let dev = device::resolve(opts.device, opts.cpu_backend)?;
     let profile = opts.profile.unwrap_or(if dev.backend.is_gpu() {
@@ -82,6 +90,10 @@ pub fn resolve(opts: &RunOptions) -> Result<(ResolvedDevice, Profile)> {
 
 /// Loads a study and expands its jobs for the resolved device (tokenizing the corpus if
 /// needed).
+///
+/// # Errors
+/// Invalid experiment files and data (naming file and field), an unavailable device, and an
+/// `--only` name that is not a configuration of the file.
 pub fn plan_jobs(
     study_path: &Path,
     paths: &Paths,
@@ -127,7 +139,12 @@ pub fn plan_jobs(
     Ok((study, dev, jobs))
 }
 
-/// Runs the jobs of a training study, one process each, skipping jobs that have a record.
+/// Runs the jobs of a training study, one process each, skipping jobs that have a record (an
+/// in-process study runs in this process and stores its typed result).
+///
+/// # Errors
+/// Those of [`plan_jobs`], I/O errors on the record store, and a job runner that cannot be
+/// started. A job that fails, crashes or runs out of memory is a record, not an error.
 pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<SweepOutcome> {
     let (study, dev, jobs) = plan_jobs(study_path, paths, opts)?;
     let mut out = SweepOutcome {
@@ -190,7 +207,8 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
     Ok(out)
 }
 
-/// Runs (or skips) one job and returns its record, ingested into Parquet.
+/// Runs (or skips) one job and returns its record: the plan stage first where the job needs one
+/// ([`plan_stage`]), then the job in its own process.
 fn run_one(
     job: &JobSpec,
     paths: &Paths,
@@ -200,38 +218,33 @@ fn run_one(
     let key = job.key();
     let dir = results::record_dir(&paths.runs, &job.study, &key);
     if !opts.force {
-        if let Some(record) = results::read_record(&dir)? {
-            tracing::info!(
-                "{}: finished before ({}), skipped",
-                job.config,
-                record.status.as_str()
-            );
-            if !dir.join(results::SUMMARY_FILE).exists() {
-                results::ingest(&dir, &record)?;
+        match results::read_record(&dir) {
+            Ok(Some(record)) => {
+                tracing::info!(
+                    "{}: finished before ({}), skipped",
+                    job.config,
+                    record.status.as_str()
+                );
+                out.skipped += 1;
+                return Ok(record);
             }
-            out.skipped += 1;
-            return Ok(record);
+            Ok(None) => {}
+            // A damaged record or one of another memwall version: the job runs again and its
+            // new record replaces the file.
+            Err(e) => tracing::warn!("{}: {e}; running the job again", job.config),
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
-    let mut planned_job;
-    let job = if job.strategy.checkmate.is_some() && job.strategy.segments.is_none() {
-        planned_job = job.clone();
-        if let Err(reason) = plan_checkmate(&mut planned_job, paths) {
-            let mut env = memwall_runner::measure::host_environment();
-            env.backend = job.backend.to_string();
-            let r = JobRecord::unfinished(job, JobStatus::Failed, reason, env);
-            results::write_record(&dir, &r)?;
-            results::ingest(&dir, &r)?;
-            out.ran += 1;
-            return Ok(r);
+    out.ran += 1;
+    let job = match plan_stage(job, &dir, opts)? {
+        Planned::Job(job) => job,
+        Planned::Failed(record) => {
+            results::write_record(&dir, &record)?;
+            return Ok(record);
         }
-        &planned_job
-    } else {
-        job
     };
     let job_file = dir.join("job.json");
-    let json = serde_json::to_vec_pretty(job).expect("job spec serializes");
+    let json = serde_json::to_vec_pretty(&job).expect("job spec serializes");
     results::write_atomic(&job_file, &json)?;
     let _ = std::fs::remove_file(dir.join(results::RECORD_FILE));
     tracing::info!(
@@ -239,31 +252,95 @@ fn run_one(
         job.config,
         dir.join("job.log").display()
     );
-    let record = memwall_runner::job::run_in_process(job, &dir, &opts.runner)?;
-    out.ran += 1;
-    results::ingest(&dir, &record)?;
-    if record.status == JobStatus::Ok {
-        if let Some(s) = &record.summary {
-            tracing::info!(
-                "{}: peak {} MiB, {:.2} samples/s, eval ppl {:.1}",
-                job.config,
-                s.peak_allocated_bytes / (1 << 20),
-                s.samples_per_s,
-                s.eval_perplexity
-            );
-        }
-    } else {
-        tracing::warn!(
-            "{}: {} ({})",
-            job.config,
-            record.status.as_str(),
-            record.reason.as_deref().unwrap_or("")
-        );
-    }
+    let record = memwall_runner::job::run_in_process(&job, &dir, &opts.runner)?;
+    log_outcome(&record);
     Ok(record)
 }
 
-/// Renders the report of a study from its records (re-ingesting records without Parquet).
+fn log_outcome(record: &JobRecord) {
+    let config = &record.spec.config;
+    match (&record.status, &record.summary) {
+        (JobStatus::Ok, Some(s)) => tracing::info!(
+            "{config}: peak {} MiB, {:.2} samples/s, eval ppl {:.1}",
+            s.peak_allocated_bytes / (1 << 20),
+            s.samples_per_s,
+            s.eval_perplexity
+        ),
+        _ => tracing::warn!(
+            "{config}: {} ({})",
+            record.status.as_str(),
+            record.reason.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+/// What the plan stage made of a job.
+enum Planned {
+    /// The job to run, with its plan where it needs one.
+    Job(JobSpec),
+    /// The job cannot run: its record (the profiling pass failed, or no plan fits).
+    Failed(JobRecord),
+}
+
+/// The plan stage: a Checkmate configuration (`checkmate = F` without segments) is planned from
+/// its own inputs. The job's profiling pass runs in its own process on the job's device and
+/// precision (`<job dir>/profile/`, [`JobSpec::profile_only`]), and the Checkmate MILP is
+/// solved over the transformer chain with those block costs at the budget fraction `F`. Other
+/// jobs pass through unchanged. No other job's record is read.
+///
+/// # Errors
+/// I/O errors on the job folder, or a runner that cannot be started.
+fn plan_stage(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<Planned> {
+    let Some(fraction) = job.strategy.checkmate else {
+        return Ok(Planned::Job(job.clone()));
+    };
+    if job.strategy.segments.is_some() {
+        return Ok(Planned::Job(job.clone()));
+    }
+    let profile = profile_pass(job, dir, opts)?;
+    if profile.status != JobStatus::Ok || profile.block_costs.is_empty() {
+        let reason = format!(
+            "plan stage: the profiling pass ended {} ({}); log {}",
+            profile.status.as_str(),
+            profile.reason.as_deref().unwrap_or("no block costs"),
+            dir.join("profile").join("job.log").display()
+        );
+        return Ok(Planned::Failed(unplanned(job, profile.status, reason)));
+    }
+    match plan_checkmate(job, fraction, &profile.block_costs) {
+        Ok(planned) => Ok(Planned::Job(planned)),
+        Err(reason) => Ok(Planned::Failed(unplanned(job, JobStatus::Failed, reason))),
+    }
+}
+
+/// Runs `job`'s profiling pass in `dir/profile/` and returns its record.
+fn profile_pass(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<JobRecord> {
+    let profile_dir = dir.join("profile");
+    let profile_job = JobSpec {
+        profile_only: true,
+        ..job.clone()
+    };
+    let json = serde_json::to_vec_pretty(&profile_job).expect("job spec serializes");
+    results::write_atomic(&profile_dir.join("job.json"), &json)?;
+    let _ = std::fs::remove_file(profile_dir.join(results::RECORD_FILE));
+    tracing::info!("{}: profiling pass for the plan", job.config);
+    memwall_runner::job::run_in_process(&profile_job, &profile_dir, &opts.runner)
+}
+
+/// The record of a job that did not run because its plan could not be made.
+fn unplanned(job: &JobSpec, status: JobStatus, reason: String) -> JobRecord {
+    let mut env = memwall_runner::measure::host_environment();
+    env.backend = job.backend.to_string();
+    let status = if status == JobStatus::Ok {
+        JobStatus::Failed
+    } else {
+        status
+    };
+    JobRecord::unfinished(job, status, reason, env)
+}
+
+/// Renders the report of a study from its records: Markdown, HTML, figures and, for training
+/// studies, the Parquet tables. Reads `runs/`, writes only `reports/<study>/`.
 ///
 /// # Errors
 /// [`Error::Records`] when the study has no records yet.
@@ -296,60 +373,34 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         let doc = ReportDoc::new(header, sections, environment);
         return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
     }
-    results::ingest_all(&paths.runs, &header.name)?;
-    let has_records = std::fs::read_dir(paths.runs.join(&header.name))
-        .map(|mut d| {
-            d.any(|e| {
-                e.map(|e| e.path().join(results::SUMMARY_FILE).exists())
-                    .unwrap_or(false)
-            })
-        })
-        .unwrap_or(false);
-    if !has_records {
+    let records = results::StudyRecords::load(&paths.runs, &header.name)?;
+    if records.is_empty() {
         return Err(no_records(paths, &header.name, study_path));
     }
     let (sections, environment) =
-        report::training::sections(&paths.runs, header, &study.configs, &study.goals)?;
+        report::training::sections(&records, header, &study.configs, &study.goals)?;
     let doc = ReportDoc::new(header, sections, environment);
-    report::render(&doc, &paths.templates, &paths.reports.join(&header.name))
+    let out_dir = paths.reports.join(&header.name);
+    let rendered = report::render(&doc, &paths.templates, &out_dir)?;
+    results::write_parquet_tables(&records, &out_dir)?;
+    Ok(rendered)
 }
 
-/// Plans a Checkmate configuration: the MILP over the transformer's chain graph, with per-block
-/// costs measured by the newest finished job of the same study, profile, backend, model and
-/// precision (an earlier configuration in the file).
-fn plan_checkmate(job: &mut JobSpec, paths: &Paths) -> std::result::Result<(), String> {
-    let fraction = job.strategy.checkmate.unwrap_or(1.0);
-    let dir = paths.runs.join(&job.study);
-    let mut best: Option<JobRecord> = None;
-    for entry in std::fs::read_dir(&dir)
-        .map_err(|e| format!("reading {}: {e}", dir.display()))?
-        .flatten()
-    {
-        let Ok(Some(r)) = results::read_record(&entry.path()) else {
-            continue;
-        };
-        let s = &r.spec;
-        if r.status == JobStatus::Ok
-            && !r.block_costs.is_empty()
-            && s.profile == job.profile
-            && s.backend == job.backend
-            && s.model == job.model
-            && s.strategy.precision == job.strategy.precision
-            && s.strategy.attention == job.strategy.attention
-            && best.as_ref().is_none_or(|b| r.finished_at > b.finished_at)
-        {
-            best = Some(r);
-        }
-    }
-    let costs = best
-        .map(|r| r.block_costs)
-        .ok_or("no measured block costs for this model: put a configuration without `checkmate` (same precision) before it in the experiment file")?;
+/// `job` with its Checkmate plan: the MILP over the transformer's chain of blocks with the
+/// job's own measured `costs` (one per block), at `fraction` of the checkpoint-all peak
+/// (Jain et al., "Checkmate", MLSys 2020, Section 4; the chain model in
+/// `memwall_remat::execute`).
+fn plan_checkmate(
+    job: &JobSpec,
+    fraction: f64,
+    costs: &[memwall_core::strategy::BlockCost],
+) -> std::result::Result<JobSpec, String> {
     let opts = crate::remat::milp::MilpOptions {
         time_limit_s: 30.0,
         ..Default::default()
     };
-    let plan = crate::remat::execute::plan_transformer(&costs, fraction, &opts)
-        .map_err(|e| e.to_string())?;
+    let plan = crate::remat::execute::plan_transformer(costs, fraction, &opts)
+        .map_err(|e| format!("plan stage: {e}"))?;
     tracing::info!(
         "{}: Checkmate plan at {fraction} of the peak: {} recomputed of {} blocks, predicted cost {:.3}x ({} in {:.2} s)",
         job.config,
@@ -359,9 +410,10 @@ fn plan_checkmate(job: &mut JobSpec, paths: &Paths) -> std::result::Result<(), S
         plan.solver_status,
         plan.solve_time_s
     );
-    job.strategy.segments = Some(plan.segments.clone());
-    job.planned = Some(plan);
-    Ok(())
+    let mut planned = job.clone();
+    planned.strategy.segments = Some(plan.segments.clone());
+    planned.planned = Some(plan);
+    Ok(planned)
 }
 
 fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {

@@ -5,7 +5,7 @@ mod common;
 
 use memwall::device::DeviceRequest;
 use memwall::driver::{self, Paths, RunOptions};
-use memwall::results::{read_record, record_dir, JobStatus};
+use memwall::results::{read_record, record_dir, JobStatus, STEPS_FILE, SUMMARY_FILE};
 use std::path::PathBuf;
 
 fn setup(dir: &std::path::Path, configs: &str) -> PathBuf {
@@ -37,6 +37,20 @@ train = {{ steps = 3, warmup_steps = 1, eval_batches = 1 }}
 
 fn opts() -> RunOptions {
     common::smoke_options()
+}
+
+/// Every file below `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 fn paths(dir: &std::path::Path) -> Paths {
@@ -117,6 +131,13 @@ at_most = 1000.0
     let planned = rec.spec.planned.expect("the driver planned it");
     assert_eq!(rec.plan.as_ref(), Some(&planned.segments));
     assert!(planned.predicted_peak_bytes <= planned.budget_bytes);
+    // ... solved from the job's own profiling pass, recorded in the job's folder
+    let profile = read_record(&record_dir(&p.runs, "smoke_e2e", &cm.key()).join("profile"))
+        .unwrap()
+        .expect("the plan stage's profiling record");
+    assert!(profile.spec.profile_only && profile.status == JobStatus::Ok);
+    assert_eq!(profile.block_costs.len(), cm.model.layers);
+    assert!(profile.block_costs.iter().all(|b| b.activation_bytes > 0));
 
     // the mixed-precision job recorded its loss scale and gradient underflow per step
     let mx = jobs.iter().find(|j| j.config == "mixed").unwrap();
@@ -153,6 +174,22 @@ at_most = 1000.0
     );
     let html = std::fs::read_to_string(&r.html).unwrap();
     assert!(html.contains("<svg") && html.contains("<table>"));
+    // the Parquet sink writes the study's tables beside the report, never into the store
+    let out = r.markdown.parent().unwrap();
+    for file in [SUMMARY_FILE, STEPS_FILE] {
+        assert!(
+            out.join(file).exists(),
+            "{file} missing in {}",
+            out.display()
+        );
+    }
+    assert!(
+        files_under(&p.runs)
+            .iter()
+            .all(|f| f.extension().is_none_or(|e| e != "parquet")),
+        "{:?}",
+        files_under(&p.runs)
+    );
     assert!(!r.figures.is_empty());
     for f in &r.figures {
         let svg = std::fs::read_to_string(f).unwrap();
@@ -211,6 +248,38 @@ fn missing_data_and_unknown_configuration_are_clear_errors() {
     o.only = vec!["contrl".into()];
     let msg = driver::sweep(&exp, &p, &o).unwrap_err().to_string();
     assert!(msg.contains("contrl") && msg.contains("control"), "{msg}");
+}
+
+/// A Checkmate configuration alone in an empty record store plans itself: its block costs come
+/// from its own profiling pass, not from an earlier configuration's record.
+#[test]
+fn a_checkmate_job_plans_from_its_own_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(
+        dir.path(),
+        "[[configs]]\nname = \"control\"\ncontrol = true\n[[configs]]\nname = \"checkmate\"\ncheckmate = 0.9\n",
+    );
+    let p = paths(dir.path());
+    let mut o = opts();
+    o.only = vec!["checkmate".into()];
+    let out = driver::sweep(&exp, &p, &o).unwrap();
+    assert_eq!(
+        (out.ran, out.unfinished.len()),
+        (1, 0),
+        "{:?}",
+        out.unfinished
+    );
+    let (_, _, jobs) = driver::plan_jobs(&exp, &p, &o).unwrap();
+    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &jobs[0].key()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.status, JobStatus::Ok, "{:?}", rec.reason);
+    assert!(rec.spec.planned.is_some());
+    // only the checkmate job's folder exists: no other job ran or was read
+    let folders: Vec<_> = std::fs::read_dir(p.runs.join("smoke_e2e"))
+        .unwrap()
+        .collect();
+    assert_eq!(folders.len(), 1);
 }
 
 #[test]

@@ -183,6 +183,11 @@ pub struct JobSpec {
     /// GPU runtime settings (autotune level, pool cleanup, cache directory).
     #[serde(default, skip_serializing_if = "DeviceSettings::is_default")]
     pub device_settings: DeviceSettings,
+    /// Run only the job's profiling pass (per-block activation bytes and forward time on the
+    /// job's own device and precision) and record it, without training: the plan stage of a
+    /// Checkmate configuration runs the job this way before solving its plan. Not in the key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile_only: bool,
 }
 
 impl JobSpec {
@@ -282,6 +287,7 @@ impl Study {
                     memory_pool: c.memory_pool,
                     cache_dir: None,
                 },
+                profile_only: false,
             })
             .collect()
     }

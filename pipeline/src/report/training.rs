@@ -3,11 +3,10 @@
 
 use super::model::{Figure, Mark, Section, Series, Table};
 use crate::error::{Error, Result};
-use crate::results::{read_record, steps_table, study_table};
+use crate::results::{steps_table, study_table, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, GoalSelector, StudyHeader};
 use polars::prelude::*;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Formats a byte count with a binary unit (KiB, MiB, GiB).
 pub fn format_bytes(b: f64) -> String {
@@ -386,7 +385,7 @@ fn loss_scale_series(c: &ConfigRow, steps_df: &DataFrame) -> Result<Option<Serie
 /// What every group's section of a study uses: the experiment file's configurations, claims and
 /// goals, and where the records are.
 struct StudyInputs<'a> {
-    runs_root: &'a Path,
+    records: &'a StudyRecords,
     header: &'a StudyHeader,
     configs: &'a [ConfigSpec],
     goals: &'a [Goal],
@@ -450,14 +449,14 @@ impl Group<'_> {
 /// # Errors
 /// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
 pub fn sections(
-    runs_root: &Path,
+    records: &StudyRecords,
     header: &StudyHeader,
     configs: &[ConfigSpec],
     goals: &[Goal],
 ) -> Result<(Vec<Section>, Vec<Table>)> {
-    let df = study_table(runs_root, &header.name)?;
+    let df = study_table(records)?;
     let inputs = StudyInputs {
-        runs_root,
+        records,
         header,
         configs,
         goals,
@@ -474,6 +473,7 @@ pub fn sections(
         envs.extend(environment_table(&inputs, &group)?);
     }
     sections.extend(stale_records_section(&inputs, &df));
+    sections.extend(unreadable_records_section(records));
     Ok((sections, envs))
 }
 
@@ -554,7 +554,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         .filter(|c| c.ok)
         .map(|c| c.r.str("key"))
         .collect();
-    let steps_df = steps_table(inputs.runs_root, &inputs.header.name, &keys)?;
+    let steps_df = steps_table(inputs.records, &keys)?;
     let mut figures = bar_figures(g);
     figures.extend(pareto_figure(g));
     figures.extend(interval_figures(g));
@@ -972,8 +972,7 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
     let Some(key) = g.rows.first().map(|c| c.r.str("key")) else {
         return Ok(None);
     };
-    let dir = inputs.runs_root.join(&inputs.header.name).join(&key);
-    let Some(rec) = read_record(&dir)? else {
+    let Some(rec) = inputs.records.get(&key) else {
         return Ok(None);
     };
     let (e, m, t) = (&rec.env, &rec.spec.model, &rec.spec.train);
@@ -1049,6 +1048,36 @@ fn stale_records_section(inputs: &StudyInputs, df: &DataFrame) -> Option<Section
             ]
             .map(String::from)
             .to_vec(),
+            rows,
+        }],
+        figures: Vec::new(),
+    })
+}
+
+/// The records of the study that could not be read (named with their file and the reason), so
+/// that a damaged or foreign record is seen, not silently dropped.
+fn unreadable_records_section(records: &StudyRecords) -> Option<Section> {
+    if records.unreadable.is_empty() {
+        return None;
+    }
+    let rows = records
+        .unreadable
+        .iter()
+        .map(|(path, why)| vec![path.display().to_string(), why.clone()])
+        .collect();
+    Some(Section {
+        title: "Records that could not be read".into(),
+        claim: "None: these files are in the record store but do not read as records.".into(),
+        ours: format!(
+            "{} file(s) under `{}` were left out of every table and figure. Rerun their \
+             configurations with `--force`, or delete the folders.",
+            records.unreadable.len(),
+            records.dir.display()
+        ),
+        notes: Vec::new(),
+        tables: vec![Table {
+            caption: "Records that could not be read".into(),
+            columns: vec!["file".into(), "error".into()],
             rows,
         }],
         figures: Vec::new(),

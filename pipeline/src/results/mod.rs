@@ -1,5 +1,5 @@
-//! Job records, the record store (one folder per job under `runs/<study>/`), the Parquet
-//! files derived from records, and polars aggregation.
+//! Job records, the record store (one folder per job under `runs/<study>/`, read-only here), and
+//! the analysis: polars tables built from a study's records, and their Parquet sink.
 
 mod table;
 
@@ -7,4 +7,7 @@ pub use memwall_core::record::{
     read_record, record_dir, write_atomic, write_record, JobRecord, JobStatus, StepRecord, Summary,
     RECORD_FILE,
 };
-pub use table::{ingest, ingest_all, steps_table, study_table, STEPS_FILE, SUMMARY_FILE};
+pub use table::{
+    runtime_label, steps_table, study_table, write_parquet_tables, StudyRecords, STEPS_FILE,
+    SUMMARY_FILE,
+};

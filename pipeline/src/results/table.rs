@@ -1,19 +1,24 @@
-//! Parquet files derived from records, and the study tables aggregated with polars' lazy API.
+//! The analysis of training studies: polars frames built from the job records of a study
+//! (one summary row per record, one row per step) and the study table, a lazy query over them.
 //!
-//! Each job folder gets `steps.parquet` (one row per step) and `summary.parquet` (one row),
-//! written by the driver from the job's `record.json`. A study's table is a lazy query over
-//! `runs/<study>/*/summary.parquet`: the newest record per (profile, backend, device,
-//! configuration), joined with the control row of its group for the reduction and relative
-//! step time.
+//! The record store (`runs/<study>/<key>/record.json`) is the source of truth and is only read
+//! here; the derived tables go out through the report's Parquet sink ([`write_parquet_tables`],
+//! into `reports/<study>/`), never back into `runs/`. A record that cannot be read is named with
+//! its path and left out, so one bad file does not stop a report.
+//!
+//! May import: `memwall_core` (records, specs), polars.
 
 use super::{read_record, JobRecord, RECORD_FILE};
 use crate::error::{Error, Result};
 use polars::prelude::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// File names of the derived Parquet files in a job folder.
-pub const STEPS_FILE: &str = "steps.parquet";
+/// File name of the study table written by the Parquet sink (one row per configuration and
+/// group, with the derived columns of [`study_table`]).
 pub const SUMMARY_FILE: &str = "summary.parquet";
+/// File name of the per-step table written by the Parquet sink (one row per step of every job
+/// in the study table).
+pub const STEPS_FILE: &str = "steps.parquet";
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -24,22 +29,69 @@ fn perr(path: &Path) -> impl Fn(PolarsError) -> Error + '_ {
     }
 }
 
-fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
-    let tmp = path.with_extension("parquet.tmp");
-    let file = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
-    ParquetWriter::new(file).finish(df).map_err(perr(path))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming into", path, e))
+/// The job records of one study, read from the record store.
+#[derive(Debug, Clone, Default)]
+pub struct StudyRecords {
+    /// The study's folder in the record store (`runs/<study>`).
+    pub dir: PathBuf,
+    /// Every readable record, in folder-name (job key) order.
+    pub records: Vec<JobRecord>,
+    /// Records that could not be read: the file and why (a record of another memwall version,
+    /// a damaged file). They are left out of every table.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
-/// Writes `steps.parquet` and `summary.parquet` for `record` into `dir`.
-///
-/// # Errors
-/// [`Error::Records`] or [`Error::Io`] naming the file.
-pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
+impl StudyRecords {
+    /// Reads every `runs_root/<study>/*/record.json`. A missing study folder gives no records.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the study folder exists but cannot be listed.
+    pub fn load(runs_root: &Path, study: &str) -> Result<StudyRecords> {
+        let dir = runs_root.join(study);
+        let mut out = StudyRecords {
+            dir: dir.clone(),
+            ..Default::default()
+        };
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(Error::io("listing", &dir, e)),
+        };
+        let mut job_dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        job_dirs.sort();
+        for job_dir in job_dirs {
+            match read_record(&job_dir) {
+                Ok(Some(record)) => out.records.push(record),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!("leaving out {}: {e}", job_dir.join(RECORD_FILE).display());
+                    out.unreadable
+                        .push((job_dir.join(RECORD_FILE), e.to_string()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The record of job `key`, if it was read.
+    pub fn get(&self, key: &str) -> Option<&JobRecord> {
+        self.records.iter().find(|r| r.key == key)
+    }
+
+    /// Whether no record was read.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// One row per step of `record`: key, profile, backend, device, configuration, step, warm-up
+/// flag, loss (nats/token), time (s), peak allocated and reserved bytes, loss scale, skipped
+/// flag and the fraction of exactly-zero 16-bit gradient entries.
+fn steps_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
     let s = &record.spec;
     let n = record.steps.len();
     let rep = |v: &str| vec![v.to_string(); n];
-    let mut steps = df!(
+    df!(
         "key" => rep(&record.key),
         "profile" => rep(s.profile.as_str()),
         "backend" => rep(s.backend.as_str()),
@@ -55,9 +107,12 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "skipped" => record.steps.iter().map(|x| x.skipped).collect::<Vec<_>>(),
         "grad_zero_fraction" => record.steps.iter().map(|x| x.grad_zero_fraction).collect::<Vec<_>>(),
     )
-    .map_err(perr(dir))?;
-    write_parquet(&dir.join(STEPS_FILE), &mut steps)?;
+}
 
+/// One summary row of `record`: its configuration and strategy, status, the measured summary
+/// (null where the job did not finish), the bounds its peaks are, and the plan it ran.
+fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
+    let s = &record.spec;
     let m = record.summary;
     let f = |g: fn(&super::Summary) -> f64| m.as_ref().map(g);
     let bounds = record.peak_bounds.unwrap_or(crate::measure::PeakBounds {
@@ -70,7 +125,7 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         },
         reserved: crate::measure::Bound::Exact,
     });
-    let mut summary = df!(
+    df!(
         "key" => [record.key.clone()],
         "study" => [s.study.clone()],
         "profile" => [s.profile.as_str()],
@@ -120,8 +175,26 @@ pub fn ingest(dir: &Path, record: &JobRecord) -> Result<()> {
         "finished_at" => [record.finished_at.clone()],
         "git_revision" => [record.env.git_revision.clone()],
     )
-    .map_err(perr(dir))?;
-    write_parquet(&dir.join(SUMMARY_FILE), &mut summary)
+}
+
+/// The frames of every record of `records` (built by `frame`), concatenated lazily.
+fn records_frame(
+    records: &StudyRecords,
+    frame: fn(&JobRecord) -> PolarsResult<DataFrame>,
+) -> Result<LazyFrame> {
+    let frames = records
+        .records
+        .iter()
+        .map(|r| frame(r).map(IntoLazy::lazy))
+        .collect::<PolarsResult<Vec<_>>>()
+        .map_err(perr(&records.dir))?;
+    if frames.is_empty() {
+        return Err(Error::Records {
+            path: records.dir.clone(),
+            message: "no readable record".into(),
+        });
+    }
+    concat(frames, UnionArgs::default()).map_err(perr(&records.dir))
 }
 
 /// The GPU runtime settings of a job as a short label (`"exact_size pool"`, `"sliced pool,
@@ -146,35 +219,6 @@ pub fn runtime_label(spec: &crate::spec::JobSpec) -> String {
     label
 }
 
-/// Re-derives the Parquet files of every job folder of `study` from its `record.json` (the
-/// source of truth), so all summaries share this version's schema, records brought back from a
-/// GPU machine included. Returns how many were ingested.
-pub fn ingest_all(runs_root: &Path, study: &str) -> Result<usize> {
-    let dir = runs_root.join(study);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(0);
-    };
-    let mut n = 0;
-    for entry in entries.flatten() {
-        let job_dir = entry.path();
-        if job_dir.join(RECORD_FILE).exists() {
-            match read_record(&job_dir) {
-                Ok(Some(record)) => {
-                    ingest(&job_dir, &record)?;
-                    n += 1;
-                }
-                Ok(None) => {}
-                // A record from an incompatible memwall version: leave it out, say so.
-                Err(e) => {
-                    tracing::warn!("skipping {}: {e}", job_dir.display());
-                    let _ = std::fs::remove_file(job_dir.join(SUMMARY_FILE));
-                }
-            }
-        }
-    }
-    Ok(n)
-}
-
 /// The study table: the newest record per (profile, backend, device, runtime settings,
 /// configuration), with
 /// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group, percent),
@@ -182,17 +226,10 @@ pub fn ingest_all(runs_root: &Path, study: &str) -> Result<usize> {
 /// sorted by profile, backend and the configuration's position in the experiment file.
 ///
 /// # Errors
-/// [`Error::Records`] when no summary exists or the query fails.
-pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
-    let dir = runs_root.join(study);
-    let glob = dir.join("*").join(SUMMARY_FILE);
-    let glob_str = glob.to_string_lossy().to_string();
-    let args = ScanArgsParquet {
-        allow_missing_columns: true,
-        ..Default::default()
-    };
-    let lf =
-        LazyFrame::scan_parquet(PlRefPath::new(glob_str.as_str()), args).map_err(perr(&dir))?;
+/// [`Error::Records`] naming the study folder when the query fails.
+pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
+    let dir = &records.dir;
+    let lf = records_frame(records, summary_frame)?;
     let group = [
         col("profile"),
         col("backend"),
@@ -246,27 +283,61 @@ pub fn study_table(runs_root: &Path, study: &str) -> Result<DataFrame> {
             Default::default(),
         )
         .collect()
-        .map_err(perr(&dir))
+        .map_err(perr(dir))
 }
 
-/// Per-step rows of the jobs `keys` of `study` (for loss curves).
-pub fn steps_table(runs_root: &Path, study: &str, keys: &[String]) -> Result<DataFrame> {
-    let dir = runs_root.join(study);
-    let mut frames = Vec::new();
-    for key in keys {
-        let path = dir.join(key).join(STEPS_FILE);
-        if path.exists() {
-            let p = path.to_string_lossy().to_string();
-            frames.push(
-                LazyFrame::scan_parquet(PlRefPath::new(p.as_str()), Default::default())
-                    .map_err(perr(&path))?,
-            );
-        }
-    }
-    if frames.is_empty() {
+/// Per-step rows of the jobs `keys` of the study (for loss curves), sorted by configuration and
+/// step; empty when none of them has a record.
+///
+/// # Errors
+/// [`Error::Records`] naming the study folder when a frame cannot be built.
+pub fn steps_table(records: &StudyRecords, keys: &[String]) -> Result<DataFrame> {
+    let chosen = StudyRecords {
+        dir: records.dir.clone(),
+        records: records
+            .records
+            .iter()
+            .filter(|r| keys.contains(&r.key))
+            .cloned()
+            .collect(),
+        unreadable: Vec::new(),
+    };
+    if chosen.is_empty() {
         return Ok(DataFrame::empty());
     }
-    concat(frames, UnionArgs::default())
-        .and_then(|lf| lf.sort(["config", "step"], Default::default()).collect())
-        .map_err(perr(&dir))
+    records_frame(&chosen, steps_frame)?
+        .sort(["config", "step"], Default::default())
+        .collect()
+        .map_err(perr(&records.dir))
+}
+
+/// The Parquet sink of a training report: writes the study table ([`SUMMARY_FILE`]) and the
+/// steps of its jobs ([`STEPS_FILE`]) into `out_dir` (`reports/<study>/`), atomically.
+///
+/// # Errors
+/// [`Error::Records`] or [`Error::Io`] naming the file.
+pub fn write_parquet_tables(records: &StudyRecords, out_dir: &Path) -> Result<()> {
+    let mut summary = study_table(records)?;
+    let keys: Vec<String> = summary
+        .column("key")
+        .ok()
+        .and_then(|c| {
+            c.str().ok().map(|s| {
+                (0..s.len())
+                    .filter_map(|i| s.get(i).map(String::from))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let mut steps = steps_table(records, &keys)?;
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io("creating", out_dir, e))?;
+    write_parquet(&out_dir.join(SUMMARY_FILE), &mut summary)?;
+    write_parquet(&out_dir.join(STEPS_FILE), &mut steps)
+}
+
+fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
+    let tmp = path.with_extension("parquet.tmp");
+    let file = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
+    ParquetWriter::new(file).finish(df).map_err(perr(path))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming into", path, e))
 }

@@ -137,6 +137,30 @@ pub fn profile_blocks<B: TrainBackend>(
     costs
 }
 
+/// The profiling pass of `spec` alone ([`JobSpec::profile_only`]): the model as the job
+/// initializes it (seed, attention, precision; the 16-bit copy under master weights), one
+/// held-out batch, and [`profile_blocks`] on the job's device. The record has status `ok`, the
+/// block costs and no summary. This is what a Checkmate configuration's plan is solved from.
+fn profile_record<B: TrainBackend>(
+    spec: &JobSpec,
+    device: &B::Device,
+    probe: &mut dyn MemoryProbe,
+    env: Environment,
+) -> Result<JobRecord> {
+    let m = &spec.model;
+    let eval_stream = TokenStream::read(&spec.data.dir.join("eval.tokens"), spec.data.eos_id)?;
+    let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, spec.train.seed)?;
+    B::seed(device, spec.train.seed);
+    let model = m.init::<B>(device).with_attention(spec.strategy.attention);
+    let model = cast_model(model, spec.strategy.precision);
+    let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+    let block_costs = profile_blocks(&model, &inputs, device, probe);
+    let mut record = JobRecord::unfinished(spec, JobStatus::Ok, String::new(), env);
+    record.reason = None;
+    record.block_costs = block_costs;
+    Ok(record)
+}
+
 /// Reasons a strategy cannot run on a backend, checked before any work.
 fn unsupported(spec: &JobSpec) -> Option<String> {
     let s = &spec.strategy;
@@ -146,8 +170,8 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
             spec.backend
         ));
     }
-    if s.checkmate.is_some() && s.segments.is_none() {
-        return Some("a Checkmate configuration needs its plan from the driver (`memwall run`), which solves the MILP from block costs measured by an earlier configuration".into());
+    if s.checkmate.is_some() && s.segments.is_none() && !spec.profile_only {
+        return Some("a Checkmate configuration needs its plan from the plan stage of `memwall run` (the job's profiling pass, then the MILP), which this job file lacks".into());
     }
     if s.balanced_checkpointing
         && (s.fused_optimizer
@@ -334,6 +358,9 @@ pub(crate) fn run_on<B: TrainBackend>(
             ),
             env,
         ));
+    }
+    if spec.profile_only {
+        return profile_record::<B>(spec, &device, probe, env);
     }
     match spec.train.optimizer {
         OptimizerKind::Adamw => {
