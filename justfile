@@ -44,8 +44,8 @@ data:
     curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
     ls -l data
 
-# Strip the slim runner for carrying to a GPU machine (target/carry/memwall-job) and show sizes.
-carry: build
-    mkdir -p target/carry
-    strip -o target/carry/memwall-job target/release/memwall-job
-    ls -l target/release/memwall target/release/memwall-job target/carry/memwall-job
+# Build the slim runner carried to GPU machines: `memwall-job` with the CUDA and flex backends
+# only, size-optimized with fat LTO (the `carry` profile), stripped: target/carry/memwall-job.
+carry:
+    cargo build --profile carry --locked -p memwall-runner --bin memwall-job --no-default-features --features cuda
+    ls -l target/carry/memwall-job
