@@ -11,6 +11,8 @@
 //! (planners) and `memwall-runner` (the Burn training job), and re-exports their modules under
 //! the names the pipeline uses; none of them depends on this crate.
 
+#![warn(missing_docs)]
+
 pub mod autodiff_example;
 pub mod data;
 pub mod demos;

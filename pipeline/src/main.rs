@@ -4,7 +4,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use memwall::device::{self, BackendKind, DeviceRequest};
 use memwall::driver::{self, Paths, RunOptions};
-use memwall::spec::{Profile, Study};
+use memwall::results::JobStatus;
+use memwall::spec::{MemoryPool, Profile, Study};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
@@ -145,17 +146,15 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
             runner: (exe, vec!["run-job".into()]),
             progress: true,
             memory_cleanup: a.memory_cleanup,
-            memory_pool: a
-                .memory_pool
-                .as_deref()
-                .map(|p| {
-                    serde_json::from_value(serde_json::Value::String(p.into())).map_err(|_| {
-                        anyhow::anyhow!("--memory-pool {p}: expected `sliced` or `exact_size`")
-                    })
-                })
-                .transpose()?,
+            memory_pool: a.memory_pool.as_deref().map(memory_pool).transpose()?,
         },
     ))
+}
+
+/// Parses `--memory-pool` (`sliced` or `exact_size`).
+fn memory_pool(p: &str) -> Result<MemoryPool> {
+    serde_json::from_value(serde_json::Value::String(p.into()))
+        .map_err(|_| anyhow::anyhow!("--memory-pool {p}: expected `sliced` or `exact_size`"))
 }
 
 fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Result<()> {
@@ -166,32 +165,36 @@ fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Res
         path.display(),
         outcome.ran,
         outcome.skipped,
-        if outcome.unfinished.is_empty() {
-            String::new()
-        } else {
-            {
-                // One line per distinct (status, reason), naming its configurations.
-                let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
-                for (c, s, r) in &outcome.unfinished {
-                    let key = format!("{}: {r}", s.as_str());
-                    match groups.iter_mut().find(|g| g.0 == key) {
-                        Some(g) => g.1.push(c),
-                        None => groups.push((key, vec![c])),
-                    }
-                }
-                groups
-                    .iter()
-                    .map(|(k, cs)| format!("\n  not finished ({k}): {}", cs.join(", ")))
-                    .collect::<String>()
-            }
-        }
+        unfinished_lines(&outcome.unfinished)
     );
     if render {
-        let r =
-            driver::report(path, paths).with_context(|| format!("reporting {}", path.display()))?;
-        println!("{}", r.markdown.display());
-        println!("{}", r.html.display());
+        report_study(path, paths)?;
     }
+    Ok(())
+}
+
+/// One line per distinct (status, reason) of the jobs that did not finish, naming their
+/// configurations; empty when every job finished.
+fn unfinished_lines(unfinished: &[(String, JobStatus, String)]) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (c, s, r) in unfinished {
+        let key = format!("{}: {r}", s.as_str());
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(c),
+            None => groups.push((key, vec![c])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(k, cs)| format!("\n  not finished ({k}): {}", cs.join(", ")))
+        .collect::<String>()
+}
+
+/// Renders one study's report from its records and prints the Markdown and HTML paths.
+fn report_study(path: &Path, paths: &Paths) -> Result<()> {
+    let r = driver::report(path, paths).with_context(|| format!("reporting {}", path.display()))?;
+    println!("{}", r.markdown.display());
+    println!("{}", r.html.display());
     Ok(())
 }
 
@@ -199,35 +202,14 @@ fn main() -> Result<()> {
     memwall::init_logging();
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Reproduce { experiments, run } => {
-            let (paths, opts) = options(&run)?;
-            let files = Study::discover(&experiments)?;
-            if files.is_empty() {
-                bail!("no experiment files (*.toml) in {}", experiments.display());
-            }
-            let mut failed = Vec::new();
-            for f in &files {
-                if let Err(e) = run_study(f, &paths, &opts, true) {
-                    eprintln!("error: {e:#}");
-                    failed.push(f.display().to_string());
-                }
-            }
-            if !failed.is_empty() {
-                bail!(
-                    "{} of {} studies failed: {}",
-                    failed.len(),
-                    files.len(),
-                    failed.join(", ")
-                );
-            }
-        }
+        Cmd::Reproduce { experiments, run } => reproduce(&experiments, &run),
         Cmd::Run { experiment, run } => {
             let (paths, opts) = options(&run)?;
-            run_study(&experiment, &paths, &opts, true)?;
+            run_study(&experiment, &paths, &opts, true)
         }
         Cmd::Sweep { experiment, run } => {
             let (paths, opts) = options(&run)?;
-            run_study(&experiment, &paths, &opts, false)?;
+            run_study(&experiment, &paths, &opts, false)
         }
         Cmd::Report {
             experiments,
@@ -235,76 +217,19 @@ fn main() -> Result<()> {
             reports,
             templates,
         } => {
-            let files = if experiments.is_empty() {
-                Study::discover(Path::new("experiments"))?
-            } else {
-                experiments
-            };
             let paths = Paths {
                 runs,
                 reports,
                 templates,
                 ..Paths::default()
             };
-            for f in &files {
-                let r = driver::report(f, &paths)
-                    .with_context(|| format!("reporting {}", f.display()))?;
-                println!("{}", r.markdown.display());
-                println!("{}", r.html.display());
-            }
+            report(experiments, &paths)
         }
         Cmd::List {
             experiments,
             profile,
-        } => {
-            for f in Study::discover(&experiments)? {
-                let s = Study::load(&f, profile, None)?;
-                println!(
-                    "{} ({}) — {}  [source {}]",
-                    s.header.name,
-                    f.display(),
-                    s.header.title,
-                    s.header.source
-                );
-                if let Some(m) = s.model {
-                    println!(
-                        "  {profile} model: {} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {} ({} parameters)",
-                        m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab, m.parameter_count()
-                    );
-                }
-                for c in &s.configs {
-                    println!(
-                        "  - {:<24} precision {:<4} checkpoint {:<5} fused_optimizer {:<5} fusion {}",
-                        c.name, c.precision, c.checkpoint, c.fused_optimizer, c.fusion
-                    );
-                }
-            }
-        }
-        Cmd::Doctor => {
-            println!(
-                "memwall {} (burn {})",
-                env!("CARGO_PKG_VERSION"),
-                memwall::BURN_VERSION
-            );
-            println!(
-                "CPU: {} ({} threads)",
-                device::cpu_model(),
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-            );
-            println!("cuda feature compiled: {}", device::CUDA_COMPILED);
-            match device::probe_cuda() {
-                Ok(info) => println!(
-                    "CUDA: {} device(s): {}",
-                    info.device_count,
-                    info.names.join(", ")
-                ),
-                Err(e) => println!("CUDA: unavailable ({e})"),
-            }
-            let dev = device::resolve(DeviceRequest::Auto, BackendKind::Flex)?;
-            println!("--device auto resolves to: {} ({})", dev.backend, dev.name);
-        }
+        } => list(&experiments, profile),
+        Cmd::Doctor => doctor(),
         Cmd::ExportJobs {
             experiment,
             target,
@@ -315,12 +240,107 @@ fn main() -> Result<()> {
             let backend: BackendKind = target.parse()?;
             let n = export_jobs(&experiment, backend, &out, &paths, &opts)?;
             println!("wrote {n} job files under {}", out.display());
+            Ok(())
         }
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
+            Ok(())
         }
     }
+}
+
+/// `memwall reproduce`: every study in `experiments`, going on past a failed one.
+fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
+    let (paths, opts) = options(run)?;
+    let files = Study::discover(experiments)?;
+    if files.is_empty() {
+        bail!("no experiment files (*.toml) in {}", experiments.display());
+    }
+    let mut failed = Vec::new();
+    for f in &files {
+        if let Err(e) = run_study(f, &paths, &opts, true) {
+            eprintln!("error: {e:#}");
+            failed.push(f.display().to_string());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} studies failed: {}",
+            failed.len(),
+            files.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `memwall report`: re-renders the reports of `experiments` (default: every file in
+/// `experiments/`).
+fn report(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
+    let files = if experiments.is_empty() {
+        Study::discover(Path::new("experiments"))?
+    } else {
+        experiments
+    };
+    for f in &files {
+        report_study(f, paths)?;
+    }
+    Ok(())
+}
+
+/// `memwall list`: each study, its model under `profile` and its configurations.
+fn list(experiments: &Path, profile: Profile) -> Result<()> {
+    for f in Study::discover(experiments)? {
+        let s = Study::load(&f, profile, None)?;
+        println!(
+            "{} ({}) — {}  [source {}]",
+            s.header.name,
+            f.display(),
+            s.header.title,
+            s.header.source
+        );
+        if let Some(m) = s.model {
+            println!(
+                "  {profile} model: {} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {} ({} parameters)",
+                m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab, m.parameter_count()
+            );
+        }
+        for c in &s.configs {
+            println!(
+                "  - {:<24} precision {:<4} checkpoint {:<5} fused_optimizer {:<5} fusion {}",
+                c.name, c.precision, c.checkpoint, c.fused_optimizer, c.fusion
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `memwall doctor`: versions, CPU, CUDA and what `--device auto` resolves to.
+fn doctor() -> Result<()> {
+    println!(
+        "memwall {} (burn {})",
+        env!("CARGO_PKG_VERSION"),
+        memwall::BURN_VERSION
+    );
+    println!(
+        "CPU: {} ({} threads)",
+        device::cpu_model(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    println!("cuda feature compiled: {}", device::CUDA_COMPILED);
+    match device::probe_cuda() {
+        Ok(info) => println!(
+            "CUDA: {} device(s): {}",
+            info.device_count,
+            info.names.join(", ")
+        ),
+        Err(e) => println!("CUDA: unavailable ({e})"),
+    }
+    let dev = device::resolve(DeviceRequest::Auto, BackendKind::Flex)?;
+    println!("--device auto resolves to: {} ({})", dev.backend, dev.name);
     Ok(())
 }
 

@@ -7,7 +7,9 @@ use std::path::Path;
 /// A stream of token ids (stories joined, each followed by `<|endoftext|>`).
 #[derive(Debug, Clone)]
 pub struct TokenStream {
+    /// Token ids, in corpus order.
     pub tokens: Vec<u32>,
+    /// Id of `<|endoftext|>`, which ends each story.
     pub eos_id: u32,
 }
 
@@ -32,7 +34,9 @@ impl TokenStream {
 /// One batch, row-major `[batch, seq_len]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
+    /// Rows (sequences) in the batch.
     pub batch: usize,
+    /// Tokens per row.
     pub seq_len: usize,
     /// Input token ids.
     pub inputs: Vec<i64>,

@@ -11,6 +11,7 @@ use memwall_core::error::{Error, Result};
 /// A device chosen for a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedDevice {
+    /// The backend that runs the jobs.
     pub backend: BackendKind,
     /// GPU ordinal (0 on the CPU).
     pub index: usize,
@@ -21,6 +22,7 @@ pub struct ResolvedDevice {
 /// What the CUDA driver reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CudaInfo {
+    /// Number of CUDA devices the driver sees.
     pub device_count: usize,
     /// Names of the devices, by ordinal.
     pub names: Vec<String>,

@@ -14,6 +14,8 @@
 //! May import: `memwall-core` and Burn (with CubeCL for CUDA) only. No solver, no polars, no
 //! renderer: this crate's `memwall-job` binary is what travels to GPU machines.
 
+#![warn(missing_docs)]
+
 pub mod data;
 pub mod device;
 pub mod job;

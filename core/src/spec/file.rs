@@ -5,7 +5,7 @@ use super::{Profile, Study};
 use crate::error::{Error, Result};
 use crate::strategy::{Attention, Tiles};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -699,218 +699,50 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Builds the [`Error::SpecField`]s of one experiment file.
+#[derive(Clone, Copy)]
+struct Fields<'a> {
+    path: &'a Path,
+}
+
+impl Fields<'_> {
+    /// The error for `field` (a dotted path such as `configs[2].budget`).
+    fn err(self, field: &str, message: String) -> Error {
+        Error::SpecField {
+            path: self.path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        }
+    }
+}
+
 pub(super) fn parse(
     path: &Path,
     text: &str,
     profile: Profile,
     data_override: Option<&Path>,
 ) -> Result<Study> {
-    let mut file: ExperimentFile = toml::from_str(text).map_err(|e| Error::Spec {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    if let Some(grid) = file.grid.take() {
-        file.configs.extend(grid.expand());
-    }
-    let field_err = |field: &str, message: String| Error::SpecField {
-        path: path.to_path_buf(),
-        field: field.to_string(),
-        message,
-    };
-    if !valid_name(&file.study.name) {
-        return Err(field_err(
-            "study.name",
-            format!(
-                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
-                file.study.name
-            ),
-        ));
-    }
-    for key in file.profiles.keys() {
-        key.parse::<Profile>()
-            .map_err(|m| field_err(&format!("profiles.{key}"), m))?;
-    }
+    let fields = Fields { path };
+    let file = read_experiment(path, text)?;
+    check_header(&file, fields)?;
     let section = file
         .profiles
         .get(profile.as_str())
         .cloned()
         .unwrap_or_default();
-    let train = section.train.or(file.train).resolve();
-    if train.steps == 0 {
-        return Err(field_err(
-            "train.steps",
-            "must be at least 1 measured step".into(),
-        ));
-    }
-    let mut params = file.params.clone();
-    for (k, v) in section.params {
-        params.insert(k, v);
-    }
-
-    let (model, data) = match file.study.kind {
-        StudyKind::Training => {
-            let model = section.model.ok_or_else(|| {
-                field_err(
-                    &format!("profiles.{profile}.model"),
-                    format!(
-                        "a training study needs a model for profile `{profile}`: add a \
-                         [profiles.{profile}.model] table (layers, d_model, heads, d_ff, seq_len, batch, vocab)"
-                    ),
-                )
-            })?;
-            validate_model(&model)
-                .map_err(|m| field_err(&format!("profiles.{profile}.model"), m))?;
-            let d = section.data.or(file.data);
-            let path_str = d.path.ok_or_else(|| {
-                field_err(
-                    "data.path",
-                    "a training study needs a corpus: set data.path (TinyStories .txt or .parquet)"
-                        .into(),
-                )
-            })?;
-            let data_path = match data_override {
-                Some(p) => p.to_path_buf(),
-                None => {
-                    let p = PathBuf::from(&path_str);
-                    if p.is_absolute() {
-                        p
-                    } else {
-                        base_dir(path).join(p)
-                    }
-                }
-            };
-            let eval_fraction = d.eval_fraction.unwrap_or(0.1);
-            if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
-                return Err(field_err(
-                    "data.eval_fraction",
-                    format!("{eval_fraction} is not in (0, 1)"),
-                ));
-            }
-            (
-                Some(model),
-                Some(DataConfig {
-                    path: data_path,
-                    eval_fraction,
-                    max_stories: d.max_stories,
-                }),
-            )
-        }
-        _ => (None, None),
+    let train = resolve_train(section.train.or(file.train), fields)?;
+    let params = merge_params(file.params, section.params);
+    let training = file.study.kind == StudyKind::Training;
+    let (model, data) = if training {
+        let model = resolve_model(section.model, profile, fields)?;
+        let data = section.data.or(file.data);
+        let data = resolve_data(data, path, data_override, fields)?;
+        (Some(model), Some(data))
+    } else {
+        (None, None)
     };
-
-    if file.configs.is_empty() && file.study.kind == StudyKind::Training {
-        return Err(field_err(
-            "configs",
-            "a training study needs at least one [[configs]] entry".into(),
-        ));
-    }
-    let mut configs = Vec::with_capacity(file.configs.len());
-    let mut seen = std::collections::HashSet::new();
-    for (i, mut c) in file.configs.into_iter().enumerate() {
-        let at = format!("configs[{i}]");
-        if !valid_name(&c.name) {
-            return Err(field_err(
-                &format!("{at}.name"),
-                format!("`{}` must use only letters, digits, `_` and `-`", c.name),
-            ));
-        }
-        if !seen.insert(c.name.clone()) {
-            return Err(field_err(
-                &format!("{at}.name"),
-                format!("`{}` appears twice; names must be unique", c.name),
-            ));
-        }
-        if let Some(b) = c.budget {
-            if !(0.0..=1.0).contains(&b) {
-                return Err(field_err(
-                    &format!("{at}.budget"),
-                    format!("{b} is not in [0, 1] (0 = checkpoint everything, 1 = none)"),
-                ));
-            }
-            if c.checkpoint != CheckpointSpec::None {
-                return Err(field_err(
-                    &format!("{at}.budget"),
-                    "set either `budget` or `checkpoint`, not both".into(),
-                ));
-            }
-        }
-        if let Some(f) = c.checkmate {
-            if !(f > 0.0 && f <= 1.0) {
-                return Err(field_err(
-                    &format!("{at}.checkmate"),
-                    format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
-                ));
-            }
-            if c.checkpoint != CheckpointSpec::None || c.budget.is_some() {
-                return Err(field_err(
-                    &format!("{at}.checkmate"),
-                    "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
-                ));
-            }
-        }
-        if c.master_weights && c.precision == Precision::F32 {
-            return Err(field_err(
-                &format!("{at}.master_weights"),
-                "f32 master weights keep f32 copies of f16/bf16 parameters: set precision = \"f16\" or \"bf16\"".into(),
-            ));
-        }
-        if c.loss_scale.is_some() && !c.master_weights {
-            return Err(field_err(
-                &format!("{at}.loss_scale"),
-                "loss scaling unscales gradients into f32 master weights: set master_weights = true".into(),
-            ));
-        }
-        if c.master_weights
-            && (c.checkpoint != CheckpointSpec::None
-                || c.budget.is_some()
-                || c.checkmate.is_some()
-                || c.fused_optimizer
-                || c.balanced_checkpointing)
-        {
-            return Err(field_err(
-                &format!("{at}.master_weights"),
-                "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
-            ));
-        }
-        if let Some(t) = c.attention_tile {
-            if t == 0 {
-                return Err(field_err(
-                    &format!("{at}.attention_tile"),
-                    "the tile size must be at least 1 token (default 1024)".into(),
-                ));
-            }
-            if c.attention == AttentionOption::Naive {
-                return Err(field_err(
-                    &format!("{at}.attention_tile"),
-                    "the naive attention has no tiles: remove attention_tile or set attention = \"memory_efficient\"".into(),
-                ));
-            }
-        }
-        if c.label.is_empty() {
-            c.label = c.name.clone();
-        }
-        configs.push(c);
-    }
-    if file.study.kind == StudyKind::Training && !configs.iter().any(|c| c.control) {
-        if let Some(first) = configs.first_mut() {
-            first.control = true;
-        }
-    }
-
-    for (i, g) in file.goals.iter().enumerate() {
-        if g.label.trim().is_empty() {
-            return Err(field_err(
-                &format!("goals[{i}].label"),
-                "must name the comparison (it is the report's row label)".into(),
-            ));
-        }
-        if !(g.at_most.is_finite() && g.at_most > 0.0) {
-            return Err(field_err(
-                &format!("goals[{i}].at_most"),
-                format!("{} is not a ratio: use a finite number above 0", g.at_most),
-            ));
-        }
-    }
+    let configs = resolve_configs(file.configs, training, fields)?;
+    check_goals(&file.goals, fields)?;
     Ok(Study {
         path: path.to_path_buf(),
         header: file.study,
@@ -922,6 +754,282 @@ pub(super) fn parse(
         goals: file.goals,
         params,
     })
+}
+
+/// Deserializes the file and appends the `[grid]`'s configurations to `[[configs]]`.
+fn read_experiment(path: &Path, text: &str) -> Result<ExperimentFile> {
+    let mut file: ExperimentFile = toml::from_str(text).map_err(|e| Error::Spec {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if let Some(grid) = file.grid.take() {
+        file.configs.extend(grid.expand());
+    }
+    Ok(file)
+}
+
+/// Checks the study's name and the names of its `[profiles.*]` sections.
+fn check_header(file: &ExperimentFile, fields: Fields) -> Result<()> {
+    if !valid_name(&file.study.name) {
+        return Err(fields.err(
+            "study.name",
+            format!(
+                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
+                file.study.name
+            ),
+        ));
+    }
+    for key in file.profiles.keys() {
+        key.parse::<Profile>()
+            .map_err(|m| fields.err(&format!("profiles.{key}"), m))?;
+    }
+    Ok(())
+}
+
+/// The training settings with defaults filled in; at least one measured step.
+fn resolve_train(train: TrainOverride, fields: Fields) -> Result<TrainConfig> {
+    let train = train.resolve();
+    if train.steps == 0 {
+        return Err(fields.err("train.steps", "must be at least 1 measured step".into()));
+    }
+    Ok(train)
+}
+
+/// The file's `[params]` overridden key by key by the profile's.
+fn merge_params(mut params: toml::Table, profile: toml::Table) -> toml::Table {
+    for (k, v) in profile {
+        params.insert(k, v);
+    }
+    params
+}
+
+/// The profile's model (a training study needs one), validated.
+fn resolve_model(
+    model: Option<ModelConfig>,
+    profile: Profile,
+    fields: Fields,
+) -> Result<ModelConfig> {
+    let field = format!("profiles.{profile}.model");
+    let model = model.ok_or_else(|| {
+        fields.err(
+            &field,
+            format!(
+                "a training study needs a model for profile `{profile}`: add a \
+                 [profiles.{profile}.model] table (layers, d_model, heads, d_ff, seq_len, batch, vocab)"
+            ),
+        )
+    })?;
+    validate_model(&model).map_err(|m| fields.err(&field, m))?;
+    Ok(model)
+}
+
+/// The corpus (relative paths are relative to the study's base folder, `data_override` wins)
+/// and its held-out fraction in (0, 1) (default 0.1).
+fn resolve_data(
+    d: DataOverride,
+    path: &Path,
+    data_override: Option<&Path>,
+    fields: Fields,
+) -> Result<DataConfig> {
+    let path_str = d.path.ok_or_else(|| {
+        fields.err(
+            "data.path",
+            "a training study needs a corpus: set data.path (TinyStories .txt or .parquet)".into(),
+        )
+    })?;
+    let data_path = match data_override {
+        Some(p) => p.to_path_buf(),
+        None => corpus_path(path, &path_str),
+    };
+    let eval_fraction = d.eval_fraction.unwrap_or(0.1);
+    if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
+        return Err(fields.err(
+            "data.eval_fraction",
+            format!("{eval_fraction} is not in (0, 1)"),
+        ));
+    }
+    Ok(DataConfig {
+        path: data_path,
+        eval_fraction,
+        max_stories: d.max_stories,
+    })
+}
+
+/// `data.path` as written if absolute, else under the base folder of the experiment file.
+fn corpus_path(path: &Path, path_str: &str) -> PathBuf {
+    let p = PathBuf::from(path_str);
+    if p.is_absolute() {
+        p
+    } else {
+        base_dir(path).join(p)
+    }
+}
+
+/// Checks every configuration, fills in default labels and, in a training study without a
+/// `control`, makes the first configuration the control.
+fn resolve_configs(
+    specs: Vec<ConfigSpec>,
+    training: bool,
+    fields: Fields,
+) -> Result<Vec<ConfigSpec>> {
+    if specs.is_empty() && training {
+        return Err(fields.err(
+            "configs",
+            "a training study needs at least one [[configs]] entry".into(),
+        ));
+    }
+    let mut configs = Vec::with_capacity(specs.len());
+    let mut seen = HashSet::new();
+    for (i, mut c) in specs.into_iter().enumerate() {
+        let at = format!("configs[{i}]");
+        check_config_name(&c, &at, &mut seen, fields)?;
+        check_config(&c, &at, fields)?;
+        if c.label.is_empty() {
+            c.label = c.name.clone();
+        }
+        configs.push(c);
+    }
+    if training && !configs.iter().any(|c| c.control) {
+        if let Some(first) = configs.first_mut() {
+            first.control = true;
+        }
+    }
+    Ok(configs)
+}
+
+/// A configuration's name is valid and not in `seen` (which it joins).
+fn check_config_name(
+    c: &ConfigSpec,
+    at: &str,
+    seen: &mut HashSet<String>,
+    fields: Fields,
+) -> Result<()> {
+    if !valid_name(&c.name) {
+        return Err(fields.err(
+            &format!("{at}.name"),
+            format!("`{}` must use only letters, digits, `_` and `-`", c.name),
+        ));
+    }
+    if !seen.insert(c.name.clone()) {
+        return Err(fields.err(
+            &format!("{at}.name"),
+            format!("`{}` appears twice; names must be unique", c.name),
+        ));
+    }
+    Ok(())
+}
+
+/// A configuration's options are in range and do not contradict each other.
+fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    check_budget(c, at, fields)?;
+    check_checkmate(c, at, fields)?;
+    check_master_weights(c, at, fields)?;
+    check_attention_tile(c, at, fields)
+}
+
+/// `budget` is in [0, 1] and not set together with `checkpoint`.
+fn check_budget(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(b) = c.budget else { return Ok(()) };
+    if !(0.0..=1.0).contains(&b) {
+        return Err(fields.err(
+            &format!("{at}.budget"),
+            format!("{b} is not in [0, 1] (0 = checkpoint everything, 1 = none)"),
+        ));
+    }
+    if c.checkpoint != CheckpointSpec::None {
+        return Err(fields.err(
+            &format!("{at}.budget"),
+            "set either `budget` or `checkpoint`, not both".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `checkmate` is a fraction in (0, 1] and replaces `checkpoint` and `budget`.
+fn check_checkmate(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(f) = c.checkmate else { return Ok(()) };
+    if !(f > 0.0 && f <= 1.0) {
+        return Err(fields.err(
+            &format!("{at}.checkmate"),
+            format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
+        ));
+    }
+    if c.checkpoint != CheckpointSpec::None || c.budget.is_some() {
+        return Err(fields.err(
+            &format!("{at}.checkmate"),
+            "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// f32 master weights need a 16-bit precision, loss scaling needs master weights, and mixed
+/// precision runs plain backward (no checkpointing, budget, Checkmate or fused optimizer).
+fn check_master_weights(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if c.master_weights && c.precision == Precision::F32 {
+        return Err(fields.err(
+            &format!("{at}.master_weights"),
+            "f32 master weights keep f32 copies of f16/bf16 parameters: set precision = \"f16\" or \"bf16\"".into(),
+        ));
+    }
+    if c.loss_scale.is_some() && !c.master_weights {
+        return Err(fields.err(
+            &format!("{at}.loss_scale"),
+            "loss scaling unscales gradients into f32 master weights: set master_weights = true"
+                .into(),
+        ));
+    }
+    let reshapes_backward = c.checkpoint != CheckpointSpec::None
+        || c.budget.is_some()
+        || c.checkmate.is_some()
+        || c.fused_optimizer
+        || c.balanced_checkpointing;
+    if c.master_weights && reshapes_backward {
+        return Err(fields.err(
+            &format!("{at}.master_weights"),
+            "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `attention_tile` is at least 1 token and only set for the memory-efficient attention.
+fn check_attention_tile(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(t) = c.attention_tile else {
+        return Ok(());
+    };
+    if t == 0 {
+        return Err(fields.err(
+            &format!("{at}.attention_tile"),
+            "the tile size must be at least 1 token (default 1024)".into(),
+        ));
+    }
+    if c.attention == AttentionOption::Naive {
+        return Err(fields.err(
+            &format!("{at}.attention_tile"),
+            "the naive attention has no tiles: remove attention_tile or set attention = \"memory_efficient\"".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Every goal names its comparison and has a finite positive threshold.
+fn check_goals(goals: &[Goal], fields: Fields) -> Result<()> {
+    for (i, g) in goals.iter().enumerate() {
+        if g.label.trim().is_empty() {
+            return Err(fields.err(
+                &format!("goals[{i}].label"),
+                "must name the comparison (it is the report's row label)".into(),
+            ));
+        }
+        if !(g.at_most.is_finite() && g.at_most > 0.0) {
+            return Err(fields.err(
+                &format!("goals[{i}].at_most"),
+                format!("{} is not a ratio: use a finite number above 0", g.at_most),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {

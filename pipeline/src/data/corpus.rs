@@ -85,7 +85,9 @@ fn read_parquet(path: &Path) -> Result<Vec<String>> {
 /// Stories split into training and evaluation sets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
+    /// Training stories, in file order.
     pub train: Vec<String>,
+    /// Held-out stories, in file order.
     pub eval: Vec<String>,
 }
 

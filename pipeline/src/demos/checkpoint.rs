@@ -28,10 +28,9 @@
 
 use memwall_core::strategy::every_k;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
-use super::{ensure, fmt_bytes, median_time, DemoError, InProcessStudy};
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use super::{demo_study, ensure, fmt_bytes, median_time, DemoError};
+use crate::report::model::{Figure, Section, Series, Table};
 use memwall_core::record::nonfinite;
 
 const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Gradient Checkpointing";
@@ -323,20 +322,10 @@ pub struct CheckpointResult {
     pub derivative: DerivativeResult,
 }
 
-/// The scalar checkpoint study ([`InProcessStudy`]).
+/// The scalar checkpoint study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct ScalarCheckpoint;
 
-impl InProcessStudy for ScalarCheckpoint {
-    type Params = CheckpointParams;
-    type Output = CheckpointResult;
-    type Error = DemoError;
-    fn run(params: &CheckpointParams, _data_dir: &Path) -> Result<CheckpointResult, DemoError> {
-        measure(params)
-    }
-    fn render(output: &CheckpointResult) -> Vec<Section> {
-        render(output)
-    }
-}
+demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, measure, render);
 
 /// Runs the study: memory/time per K versus full storage, the overflow step, and the
 /// checkpointed reverse-mode derivative.
@@ -614,22 +603,12 @@ fn forward_table(r: &CheckpointResult) -> Table {
     }
 }
 
-/// A line of `points`.
-fn line(label: &str, points: Vec<(f64, f64)>) -> Series {
-    Series {
-        label: label.into(),
-        points,
-        mark: Mark::Line,
-        point_labels: vec![],
-    }
-}
-
 /// Memory and time versus K, each beside the full-storage baseline.
 fn forward_figures(r: &CheckpointResult) -> Vec<Figure> {
     let (p, f) = (&r.params, &r.forward);
     let kmin = *p.ks.iter().min().unwrap_or(&1) as f64;
     let kmax = *p.ks.iter().max().unwrap_or(&1) as f64;
-    let baseline = |y: f64| line("full storage (baseline)", vec![(kmin, y), (kmax, y)]);
+    let baseline = |y: f64| Series::line("full storage (baseline)", vec![(kmin, y), (kmax, y)]);
     let per_k = |y: fn(&IntervalResult) -> f64| -> Vec<(f64, f64)> {
         f.intervals.iter().map(|i| (i.k as f64, y(i))).collect()
     };
@@ -645,7 +624,7 @@ fn forward_figures(r: &CheckpointResult) -> Vec<Figure> {
             log_x: true,
             log_y: true,
             series: vec![
-                line("checkpoints", per_k(|i| i.bytes as f64 / 1e6)),
+                Series::line("checkpoints", per_k(|i| i.bytes as f64 / 1e6)),
                 baseline(f.storage_bytes as f64 / 1e6),
             ],
             ..Default::default()
@@ -661,7 +640,7 @@ fn forward_figures(r: &CheckpointResult) -> Vec<Figure> {
             log_x: true,
             log_y: false,
             series: vec![
-                line("checkpoints", per_k(|i| i.seconds)),
+                Series::line("checkpoints", per_k(|i| i.seconds)),
                 baseline(f.storage_seconds),
             ],
             ..Default::default()
@@ -767,6 +746,7 @@ fn derivative_table(r: &CheckpointResult) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::InProcessStudy;
 
     #[test]
     fn checkpoint_memory_is_depth_over_k() {

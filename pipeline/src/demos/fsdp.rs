@@ -13,14 +13,13 @@
 //!
 //! May import: [`crate::report::model`], Burn and `burn-collective`.
 
-use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ensure, fmt_bytes, DemoError, InProcessStudy};
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use super::{demo_study, ensure, fmt_bytes, DemoError};
+use crate::report::model::{Figure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -454,20 +453,10 @@ pub struct FsdpResult {
     pub ring: Vec<RingResult>,
 }
 
-/// The FSDP study ([`InProcessStudy`]).
+/// The FSDP study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct Fsdp;
 
-impl InProcessStudy for Fsdp {
-    type Params = FsdpParams;
-    type Output = FsdpResult;
-    type Error = DemoError;
-    fn run(params: &FsdpParams, _data_dir: &Path) -> Result<FsdpResult, DemoError> {
-        measure(params)
-    }
-    fn render(output: &FsdpResult) -> Vec<Section> {
-        render(output)
-    }
-}
+demo_study!(Fsdp: FsdpParams => FsdpResult, measure, render);
 
 /// Evaluates the memory model at every device count and runs the slide examples and the ring
 /// all-reduces (ours and Burn's) of `p`.
@@ -581,16 +570,6 @@ pub fn render(r: &FsdpResult) -> Vec<Section> {
     vec![memory_section(r), ring_section(r)]
 }
 
-/// A line series without point labels.
-fn line(label: &str, points: Vec<(f64, f64)>, mark: Mark) -> Series {
-    Series {
-        label: label.into(),
-        points,
-        mark,
-        point_labels: vec![],
-    }
-}
-
 /// Bytes per parameter of the sharded states: working copy + gradient + master + optimizer
 /// states.
 fn bytes_per_param(p: &FsdpParams) -> f64 {
@@ -661,8 +640,8 @@ fn memory_section(r: &FsdpResult) -> Section {
             log_x: true,
             log_y: true,
             series: vec![
-                line("total", tot, Mark::Line),
-                line("sharded states (params + grads + optimizer)", sharded, Mark::Line),
+                Series::line("total", tot),
+                Series::line("sharded states (params + grads + optimizer)", sharded),
             ],
             ..Default::default()
         }],
@@ -775,7 +754,7 @@ fn ring_section(r: &FsdpResult) -> Section {
             y_label: "bytes sent / buffer bytes".into(),
             log_x: true,
             log_y: false,
-            series: vec![line("measured", ratio_pts, Mark::Points), line("2(N-1)/N", theory_pts, Mark::Line)],
+            series: vec![Series::scatter("measured", ratio_pts), Series::line("2(N-1)/N", theory_pts)],
             ..Default::default()
         }],
     }

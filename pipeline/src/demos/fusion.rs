@@ -23,9 +23,8 @@
 //! `cubecl` with the `cuda` feature), serde.
 
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
-use super::{ensure, median_time, DemoError, InProcessStudy, XorShift};
+use super::{demo_study, ensure, median_time, DemoError, XorShift};
 use crate::report::model::{Figure, Section, Table};
 
 const SRC: &str =
@@ -647,20 +646,10 @@ pub struct BurnResult {
     pub cuda: Result<CudaChains, String>,
 }
 
-/// The fusion IR study ([`InProcessStudy`]).
+/// The fusion IR study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct FusionIr;
 
-impl InProcessStudy for FusionIr {
-    type Params = FusionParams;
-    type Output = FusionResult;
-    type Error = DemoError;
-    fn run(params: &FusionParams, _data_dir: &Path) -> Result<FusionResult, DemoError> {
-        measure(params)
-    }
-    fn render(output: &FusionResult) -> Vec<Section> {
-        render(output)
-    }
-}
+demo_study!(FusionIr: FusionParams => FusionResult, measure, render);
 
 /// Runs the study: the fusion pass, the loop timings, the Burn chains (in this order, from one
 /// seeded generator).

@@ -7,11 +7,10 @@
 //! ReLU MLP with two buffers versus storing every activation.
 
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 use super::planner::{inference_schedule, plan, training_schedule, FwdGraph, OpKind, Strategy};
-use super::{ensure, fmt_bytes, median_time, DemoError, InProcessStudy, XorShift};
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
+use crate::report::model::{Figure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -146,20 +145,10 @@ pub struct InferenceResult {
     pub depths: Vec<DepthResult>,
 }
 
-/// The two-buffer inference study ([`InProcessStudy`]).
+/// The two-buffer inference study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct TwoBufferInference;
 
-impl InProcessStudy for TwoBufferInference {
-    type Params = InferenceParams;
-    type Output = InferenceResult;
-    type Error = DemoError;
-    fn run(params: &InferenceParams, _data_dir: &Path) -> Result<InferenceResult, DemoError> {
-        measure(params)
-    }
-    fn render(output: &InferenceResult) -> Vec<Section> {
-        vec![render(output)]
-    }
-}
+demo_study!(TwoBufferInference: InferenceParams => InferenceResult, measure, |r| vec![render(r)]);
 
 /// Plans and runs the MLP at every depth of `p`.
 ///
@@ -226,55 +215,14 @@ pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
 /// measured bytes.
 pub fn render(r: &InferenceResult) -> Section {
     let p = &r.params;
-    let series = |f: fn(&DepthResult) -> u64| -> Vec<(f64, f64)> {
-        r.depths
-            .iter()
-            .map(|d| (d.depth as f64, f(d) as f64))
-            .collect()
-    };
-    let s_inf = series(|d| d.planner_inference_bytes);
-    let s_train = series(|d| d.planner_training_bytes);
-    let s_two = series(|d| d.two_buffers_bytes);
-    let s_all = series(|d| d.store_all_bytes);
-    let first = |v: &Vec<(f64, f64)>| v.first().map(|p| p.1).unwrap_or(0.0);
-    let last = |v: &Vec<(f64, f64)>| v.last().map(|p| p.1).unwrap_or(0.0);
-    let line = |label: &str, pts: Vec<(f64, f64)>| Series {
-        label: label.into(),
-        points: pts,
-        mark: Mark::Line,
-        point_labels: vec![],
-    };
-    let n0 = r.depths.first().map_or(0, |d| d.depth);
-    let n1 = r.depths.last().map_or(0, |d| d.depth);
-    let rows = r
-        .depths
-        .iter()
-        .map(|d| {
-            vec![
-                d.depth.to_string(),
-                d.planner_inference_bytes.to_string(),
-                d.planner_inference_buffers.to_string(),
-                d.planner_training_bytes.to_string(),
-                d.two_buffers_bytes.to_string(),
-                d.store_all_bytes.to_string(),
-                format!("{:.2}", d.two_buffers_s * 1e3),
-                format!("{:.2}", d.store_all_s * 1e3),
-            ]
-        })
-        .collect();
+    let curves = Curves::of(r);
     Section {
         title: "Inference with two buffers versus training activations".into(),
         claim: format!(
             "{SRC}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need O(1) memory for computing the final output of a N layer deep network by cycling \
              through two buffers\"; slide \"Activation Memory Cost for Training\": \"Training a N-layer neural network would require O(N) memory\"."
         ),
-        ours: format!(
-            "For an MLP of FC+ReLU layers (batch {}, width {}, fp32, {} per activation), the planner's forward-only plan stays at {} from N = {n0} to N = {n1} while the \
-             training plan (in-place + sharing) grows from {} to {}; running the network, two ping-pong buffers hold {} at every depth versus {} to {} when every \
-             activation is stored, with bit-identical outputs.",
-            p.batch, p.width, fmt_bytes(r.tensor_bytes as f64), fmt_bytes(last(&s_inf)), fmt_bytes(first(&s_train)), fmt_bytes(last(&s_train)),
-            fmt_bytes(last(&s_two)), fmt_bytes(first(&s_all)), fmt_bytes(last(&s_all)),
-        ),
+        ours: ours(r, &curves),
         notes: vec![
             "Planner rows: static plan with in-place + sharing of the graph data -> (FC -> ReLU) x N -> softmax (the input batch counts as one pinned tensor, so the \
              forward-only plan is the input plus two buffers). Measured rows: capacity of the Vecs actually allocated for activations (weights excluded)."
@@ -292,9 +240,43 @@ pub fn render(r: &InferenceResult) -> Section {
                 "Time two buffers (ms)".into(),
                 "Time store all (ms)".into(),
             ],
-            rows,
+            rows: r.depths.iter().map(depth_row).collect(),
         }],
-        figures: vec![Figure {
+        figures: vec![curves.figure()],
+    }
+}
+
+/// Activation bytes versus depth N: `(N, bytes)` per depth, planned and measured.
+struct Curves {
+    /// The planner's forward-only plan.
+    inference: Vec<(f64, f64)>,
+    /// The planner's training plan (in-place + sharing).
+    training: Vec<(f64, f64)>,
+    /// Measured: two ping-pong buffers.
+    two_buffers: Vec<(f64, f64)>,
+    /// Measured: every activation stored.
+    store_all: Vec<(f64, f64)>,
+}
+
+impl Curves {
+    fn of(r: &InferenceResult) -> Curves {
+        let series = |f: fn(&DepthResult) -> u64| -> Vec<(f64, f64)> {
+            r.depths
+                .iter()
+                .map(|d| (d.depth as f64, f(d) as f64))
+                .collect()
+        };
+        Curves {
+            inference: series(|d| d.planner_inference_bytes),
+            training: series(|d| d.planner_training_bytes),
+            two_buffers: series(|d| d.two_buffers_bytes),
+            store_all: series(|d| d.store_all_bytes),
+        }
+    }
+
+    /// The four curves on log-log axes.
+    fn figure(self) -> Figure {
+        Figure {
             name: "activation_memory_vs_depth".into(),
             title: "Activation memory versus number of layers".into(),
             x_label: "layers N".into(),
@@ -302,19 +284,59 @@ pub fn render(r: &InferenceResult) -> Section {
             log_x: true,
             log_y: true,
             series: vec![
-                line("planner: inference", s_inf),
-                line("planner: training (in-place + sharing)", s_train),
-                line("measured: two buffers", s_two),
-                line("measured: all activations stored", s_all),
+                Series::line("planner: inference", self.inference),
+                Series::line("planner: training (in-place + sharing)", self.training),
+                Series::line("measured: two buffers", self.two_buffers),
+                Series::line("measured: all activations stored", self.store_all),
             ],
             ..Default::default()
-        }],
+        }
     }
+}
+
+/// Bytes at the smallest depth of a curve (0 without depths).
+fn first(v: &[(f64, f64)]) -> f64 {
+    v.first().map(|p| p.1).unwrap_or(0.0)
+}
+
+/// Bytes at the largest depth of a curve (0 without depths).
+fn last(v: &[(f64, f64)]) -> f64 {
+    v.last().map(|p| p.1).unwrap_or(0.0)
+}
+
+/// Our numbers in words: the planner's constant forward plan and growing training plan, and
+/// the measured two buffers versus storing everything.
+fn ours(r: &InferenceResult, c: &Curves) -> String {
+    let p = &r.params;
+    let n0 = r.depths.first().map_or(0, |d| d.depth);
+    let n1 = r.depths.last().map_or(0, |d| d.depth);
+    format!(
+        "For an MLP of FC+ReLU layers (batch {}, width {}, fp32, {} per activation), the planner's forward-only plan stays at {} from N = {n0} to N = {n1} while the \
+         training plan (in-place + sharing) grows from {} to {}; running the network, two ping-pong buffers hold {} at every depth versus {} to {} when every \
+         activation is stored, with bit-identical outputs.",
+        p.batch, p.width, fmt_bytes(r.tensor_bytes as f64), fmt_bytes(last(&c.inference)), fmt_bytes(first(&c.training)), fmt_bytes(last(&c.training)),
+        fmt_bytes(last(&c.two_buffers)), fmt_bytes(first(&c.store_all)), fmt_bytes(last(&c.store_all)),
+    )
+}
+
+/// One table row: depth, planned and measured bytes, times (ms).
+fn depth_row(d: &DepthResult) -> Vec<String> {
+    vec![
+        d.depth.to_string(),
+        d.planner_inference_bytes.to_string(),
+        d.planner_inference_buffers.to_string(),
+        d.planner_training_bytes.to_string(),
+        d.two_buffers_bytes.to_string(),
+        d.store_all_bytes.to_string(),
+        format!("{:.2}", d.two_buffers_s * 1e3),
+        format!("{:.2}", d.store_all_s * 1e3),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::InProcessStudy;
 
     #[test]
     fn inference_plan_is_constant_training_linear() {

@@ -54,6 +54,30 @@ pub trait InProcessStudy {
     fn render(output: &Self::Output) -> Vec<Section>;
 }
 
+/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `run` returns
+/// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns `$render(output)`.
+///
+/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, measure, render);`
+macro_rules! demo_study {
+    ($study:ty: $params:ty => $output:ty, $measure:expr, $render:expr) => {
+        impl $crate::demos::InProcessStudy for $study {
+            type Params = $params;
+            type Output = $output;
+            type Error = $crate::demos::DemoError;
+            fn run(
+                params: &$params,
+                _data_dir: &::std::path::Path,
+            ) -> ::std::result::Result<$output, $crate::demos::DemoError> {
+                $measure(params)
+            }
+            fn render(output: &$output) -> ::std::vec::Vec<$crate::report::model::Section> {
+                $render(output)
+            }
+        }
+    };
+}
+pub(crate) use demo_study;
+
 /// Errors of the demo studies.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {

@@ -14,10 +14,9 @@
 use half::{bf16, f16};
 use memwall_core::record::nonfinite;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
-use super::{ensure, DemoError, InProcessStudy, XorShift};
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use super::{demo_study, ensure, DemoError, XorShift};
+use crate::report::model::{Figure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -251,20 +250,10 @@ pub struct PrecisionResult {
     pub uniform: DataSetSums,
 }
 
-/// The 16-bit study ([`InProcessStudy`]).
+/// The 16-bit study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct SixteenBit;
 
-impl InProcessStudy for SixteenBit {
-    type Params = PrecisionParams;
-    type Output = PrecisionResult;
-    type Error = DemoError;
-    fn run(params: &PrecisionParams, _data_dir: &Path) -> Result<PrecisionResult, DemoError> {
-        measure(params)
-    }
-    fn render(output: &PrecisionResult) -> Vec<Section> {
-        render(output)
-    }
-}
+demo_study!(SixteenBit: PrecisionParams => PrecisionResult, measure, render);
 
 /// Runs the study: the format table (checked against the bit layouts), the overflow and
 /// underflow demo, and the accumulation demo.
@@ -518,25 +507,19 @@ fn accumulation_table(r: &PrecisionResult) -> Table {
 fn running_sum_figure(r: &PrecisionResult) -> Figure {
     let n = r.params.sum_entries;
     let exact_small = r.repeated.mixed_exact;
-    let line = |label: String, points: Vec<(f64, f64)>| Series {
-        label,
-        points,
-        mark: Mark::Line,
-        point_labels: vec![],
-    };
     let mut series: Vec<Series> = r
         .repeated
         .accumulators
         .iter()
         .map(|s| {
-            line(
+            Series::line(
                 format!("{} accumulator", s.accumulator),
                 s.running_sums.clone(),
             )
         })
         .collect();
-    series.push(line(
-        "exact".into(),
+    series.push(Series::line(
+        "exact",
         vec![(1.0, exact_small / n as f64), (n as f64, exact_small)],
     ));
     Figure {
@@ -554,6 +537,7 @@ fn running_sum_figure(r: &PrecisionResult) -> Figure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::InProcessStudy;
 
     #[test]
     fn formats_match_ieee_and_bfloat16_definitions() {

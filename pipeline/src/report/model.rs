@@ -19,14 +19,18 @@ pub struct Section {
     pub ours: String,
     /// Free Markdown paragraphs (method, caveats, explanations), rendered after `ours`.
     pub notes: Vec<String>,
+    /// Tables, rendered after the notes in this order.
     pub tables: Vec<Table>,
+    /// Figures, rendered after the tables in this order.
     pub figures: Vec<Figure>,
 }
 
 /// A table with string cells (numbers already formatted with their units in the header).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Table {
+    /// One line above the table.
     pub caption: String,
+    /// Column headers (with units, e.g. "Peak allocated (MiB)").
     pub columns: Vec<String>,
     /// Each row has `columns.len()` cells.
     pub rows: Vec<Vec<String>>,
@@ -48,11 +52,34 @@ pub enum Mark {
 /// A named series of (x, y) points.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Series {
+    /// Name of the series in the legend.
     pub label: String,
+    /// `(x, y)` in the figure's axis units; non-finite points are skipped when drawn.
     pub points: Vec<(f64, f64)>,
+    /// How the points are drawn.
     pub mark: Mark,
     /// Per-point labels for `Mark::Points` (empty, or one per point).
     pub point_labels: Vec<String>,
+}
+
+impl Series {
+    /// `points` joined by a line, in their order, named `label` in the legend.
+    pub fn line(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            label: label.into(),
+            points,
+            mark: Mark::Line,
+            point_labels: vec![],
+        }
+    }
+
+    /// Unjoined, unlabelled `points` (a scatter), named `label` in the legend.
+    pub fn scatter(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            mark: Mark::Points,
+            ..Series::line(label, points)
+        }
+    }
 }
 
 /// An x/y figure, drawn as SVG. Kind `Dag` figures are drawn as graphs instead (see `edges`).
@@ -60,15 +87,22 @@ pub struct Series {
 pub struct Figure {
     /// File stem, unique within a report, e.g. "peak_memory_vs_k" (becomes `peak_memory_vs_k.svg`).
     pub name: String,
+    /// Caption drawn above the plot.
     pub title: String,
+    /// Description of the x axis, with its unit.
     pub x_label: String,
+    /// Description of the y axis, with its unit.
     pub y_label: String,
+    /// Logarithmic x axis (points with x <= 0 are not drawn).
     pub log_x: bool,
+    /// Logarithmic y axis (points with y <= 0 are not drawn).
     pub log_y: bool,
+    /// The series, in legend order (colours by position).
     pub series: Vec<Series>,
     /// For graph figures (a DAG drawn as layered boxes): node labels and edges (from, to) by
     /// index. Empty for x/y figures.
     pub nodes: Vec<String>,
+    /// Graph edges `(from, to)` as indices into `nodes`.
     pub edges: Vec<(usize, usize)>,
 }
 

@@ -7,8 +7,9 @@ use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// The template files memwall reads from the templates directory.
+/// The Markdown template memwall reads from the templates directory.
 pub const MARKDOWN_TEMPLATE: &str = "report.md.j2";
+/// The HTML template memwall reads from the templates directory.
 pub const HTML_TEMPLATE: &str = "report.html.j2";
 
 /// A report: the study's header, its sections and the environment it ran in.
@@ -16,14 +17,19 @@ pub const HTML_TEMPLATE: &str = "report.html.j2";
 pub struct ReportDoc {
     /// Folder name under `reports/`.
     pub name: String,
+    /// The study's title (the page's heading).
     pub title: String,
     /// Date of rendering (YYYY-MM-DD), for the front matter.
     pub date: String,
     /// The source document whose claims are checked.
     pub source: String,
+    /// The introduction (Markdown).
     pub description: String,
+    /// Notes printed under the introduction (Markdown).
     pub notes: Vec<String>,
+    /// Front-matter tags.
     pub tags: Vec<String>,
+    /// The study's sections, in order.
     pub sections: Vec<Section>,
     /// Environment tables (one per device the study ran on).
     pub environment: Vec<Table>,
@@ -68,8 +74,11 @@ struct SectionCtx<'a> {
 /// Paths written by [`render`].
 #[derive(Debug, Clone)]
 pub struct Rendered {
+    /// `report.md`.
     pub markdown: PathBuf,
+    /// `index.html`.
     pub html: PathBuf,
+    /// `figures/<name>.svg`, one per figure.
     pub figures: Vec<PathBuf>,
 }
 

@@ -26,14 +26,23 @@ use memwall_core::spec::{ModelConfig, Precision};
 /// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
 #[derive(Module, Debug)]
 pub struct Block<B: Backend> {
+    /// Layer norm before attention, over `d_model`.
     pub norm_attn: LayerNorm<B>,
+    /// Query projection, `d_model -> d_model` (no bias).
     pub query: Linear<B>,
+    /// Key projection, `d_model -> d_model` (no bias).
     pub key: Linear<B>,
+    /// Value projection, `d_model -> d_model` (no bias).
     pub value: Linear<B>,
+    /// Attention output projection, `d_model -> d_model` (no bias).
     pub attn_out: Linear<B>,
+    /// Layer norm before the MLP, over `d_model`.
     pub norm_mlp: LayerNorm<B>,
+    /// MLP input projection, `d_model -> d_ff` (no bias), followed by GELU.
     pub mlp_in: Linear<B>,
+    /// MLP output projection, `d_ff -> d_model` (no bias).
     pub mlp_out: Linear<B>,
+    /// Attention heads (each of `d_model / heads` features).
     pub heads: usize,
     /// Which attention the block runs.
     #[module(skip)]
@@ -72,9 +81,13 @@ impl<B: AttentionBackend> Block<B> {
 /// The language model.
 #[derive(Module, Debug)]
 pub struct TransformerLm<B: Backend> {
+    /// Token embedding, `[vocab, d_model]` (also the head's weight when tied).
     pub token_embedding: Embedding<B>,
+    /// Document-position embedding, `[seq_len, d_model]`.
     pub position_embedding: Embedding<B>,
+    /// The transformer blocks, in order.
     pub blocks: Vec<Block<B>>,
+    /// Layer norm before the head, over `d_model`.
     pub norm_final: LayerNorm<B>,
     /// `None` when the head is tied to the token embedding.
     pub head: Option<Linear<B>>,

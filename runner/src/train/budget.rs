@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 /// A plan for a budget, with its estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetPlan {
+    /// The blocks cut into stored and recomputed segments.
     pub segments: Vec<Segment>,
     /// Estimated activation bytes of the plan (model above).
     pub estimated_activation_bytes: u64,

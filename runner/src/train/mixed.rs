@@ -29,9 +29,10 @@ pub struct LossScaler {
 }
 
 impl LossScaler {
-    /// Halving factor after an overflow and doubling factor after `growth_interval` clean
-    /// steps (PyTorch `GradScaler` defaults).
+    /// Halving factor of S after an overflow (PyTorch `GradScaler`'s default).
     pub const BACKOFF: f64 = 0.5;
+    /// Doubling factor of S after `growth_interval` clean steps (PyTorch `GradScaler`'s
+    /// default).
     pub const GROWTH: f64 = 2.0;
 
     /// The scaler of a configuration: `None` means S = 1 and every update applied.

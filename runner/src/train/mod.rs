@@ -45,8 +45,11 @@ where
 
 /// A batch on the device: `[batch, seq]` token ids, document positions and targets.
 pub struct Inputs<B: Backend> {
+    /// Input token ids, `[batch, seq]`.
     pub tokens: Tensor<B, 2, Int>,
+    /// Document positions of the inputs, `[batch, seq]`.
     pub positions: Tensor<B, 2, Int>,
+    /// Next-token targets, `[batch, seq]`.
     pub targets: Tensor<B, 2, Int>,
 }
 
@@ -423,49 +426,153 @@ where
     O: Optimizer<TransformerLm<B>, B>,
 {
     let started = Instant::now();
-    let m = &spec.model;
-    let t = &spec.train;
+    let (model, mut job) = prepare::<B>(spec, &device, probe)?;
+    let mut stepper = Stepper {
+        spec,
+        device: &device,
+        plan: job.plan.as_deref(),
+        optim: &mut optim,
+        scaler: mixed::LossScaler::new(spec.strategy.loss_scale),
+        probe: &mut *probe,
+    };
+    let trained = run_steps(&mut stepper, model, &mut job.batcher, started)?;
+    let eval_loss = evaluate(spec, &trained.model, &job.eval_batcher, &device);
+    let summary = summarize(spec, &job, &trained, eval_loss, peak_flops, started);
+    Ok(JobRecord {
+        key: spec.key(),
+        spec: spec.clone(),
+        status: JobStatus::Ok,
+        reason: None,
+        env,
+        memory_probe: probe.describe().to_string(),
+        steps: trained.steps,
+        summary: Some(summary),
+        plan: job.plan,
+        block_costs: job.block_costs,
+        peak_bounds: Some(probe.bounds()),
+        out_of_memory: None,
+        finished_at: chrono::Utc::now().to_rfc3339(),
+    })
+}
+
+/// What a job builds before its first step (besides the model).
+struct Prepared {
+    /// Random training batches.
+    batcher: Batcher,
+    /// Sequential held-out batches (profiling and evaluation).
+    eval_batcher: Batcher,
+    /// Each block's measured cost.
+    block_costs: Vec<BlockCost>,
+    /// The segment plan, or `None` for plain backward.
+    plan: Option<Vec<Segment>>,
+    /// The plan's activation bytes estimated from `block_costs`.
+    estimated_activation_bytes: u64,
+    /// Bytes allocated once the job is prepared, before its steps.
+    baseline_bytes: u64,
+}
+
+/// Reads the token streams, initializes the model, profiles its blocks and plans segments.
+fn prepare<B: TrainBackend>(
+    spec: &JobSpec,
+    device: &B::Device,
+    probe: &mut dyn MemoryProbe,
+) -> Result<(TransformerLm<B>, Prepared)> {
+    let (m, t) = (&spec.model, &spec.train);
     let data_dir = &spec.data.dir;
     let train_stream = TokenStream::read(&data_dir.join("train.tokens"), spec.data.eos_id)?;
     let eval_stream = TokenStream::read(&data_dir.join("eval.tokens"), spec.data.eos_id)?;
-    let mut batcher = Batcher::new(train_stream, m.batch, m.seq_len, t.seed)?;
+    let batcher = Batcher::new(train_stream, m.batch, m.seq_len, t.seed)?;
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, t.seed)?;
-
-    B::seed(&device, t.seed);
-    let model = m.init::<B>(&device).with_attention(spec.strategy.attention);
-    // With master weights the model stays f32 and each step computes on a 16-bit copy.
-    let mixed = spec.strategy.master_weights;
-    let precision = spec.strategy.precision;
-    let mut model = if mixed {
-        model
-    } else {
-        cast_model(model, precision)
-    };
-    let mut scaler = mixed::LossScaler::new(spec.strategy.loss_scale);
-    let parameters = m.parameter_count();
-    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), &device);
-    let block_costs = if mixed {
-        profile_blocks(
-            &cast_model(model.clone(), precision),
-            &profile_inputs,
-            &device,
-            probe,
-        )
-    } else {
-        profile_blocks(&model, &profile_inputs, &device, probe)
-    };
-    drop(profile_inputs);
+    let model = init_model::<B>(spec, device);
+    let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
     let plan = plan_for(spec, &block_costs);
     let estimated_activation_bytes = match &plan {
         Some(p) => budget::estimate_plan(&block_costs, p),
         None => block_costs.iter().map(|b| b.activation_bytes).sum(),
     };
-    let fused = spec.strategy.fused_optimizer;
-    let baseline_bytes = measure::allocated_bytes();
+    let prepared = Prepared {
+        batcher,
+        eval_batcher,
+        block_costs,
+        plan,
+        estimated_activation_bytes,
+        baseline_bytes: measure::allocated_bytes(),
+    };
+    Ok((model, prepared))
+}
 
+/// The seeded model in the job's precision; with master weights it stays f32 and each step
+/// computes on a 16-bit copy.
+fn init_model<B: TrainBackend>(spec: &JobSpec, device: &B::Device) -> TransformerLm<B> {
+    B::seed(device, spec.train.seed);
+    let model = spec
+        .model
+        .init::<B>(device)
+        .with_attention(spec.strategy.attention);
+    if spec.strategy.master_weights {
+        model
+    } else {
+        cast_model(model, spec.strategy.precision)
+    }
+}
+
+/// [`profile_blocks`] on the first held-out batch, in the compute precision.
+fn profile_model<B: TrainBackend>(
+    spec: &JobSpec,
+    model: &TransformerLm<B>,
+    eval_batcher: &Batcher,
+    device: &B::Device,
+    probe: &mut dyn MemoryProbe,
+) -> Vec<BlockCost> {
+    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+    if spec.strategy.master_weights {
+        profile_blocks(
+            &cast_model(model.clone(), spec.strategy.precision),
+            &profile_inputs,
+            device,
+            probe,
+        )
+    } else {
+        profile_blocks(model, &profile_inputs, device, probe)
+    }
+}
+
+/// What every step of one job uses: the spec, device, plan, optimizer, loss scaler and probe.
+struct Stepper<'a, B: TrainBackend, O> {
+    spec: &'a JobSpec,
+    device: &'a B::Device,
+    plan: Option<&'a [Segment]>,
+    optim: &'a mut O,
+    scaler: mixed::LossScaler,
+    probe: &'a mut dyn MemoryProbe,
+}
+
+/// What the step loop leaves: the trained model, its step records and probe readings.
+struct Trained<B: TrainBackend> {
+    model: TransformerLm<B>,
+    steps: Vec<StepRecord>,
+    /// Bytes live before the last step began (model, optimizer state, batch).
+    steady_bytes: u64,
+    /// Seconds from the job's start to the first timed step.
+    first_timed_at: Option<f64>,
+}
+
+/// Runs the warm-up steps, the probe's untimed memory step (if it wants one) and the timed
+/// steps, recording each.
+fn run_steps<B, O>(
+    stepper: &mut Stepper<'_, B, O>,
+    mut model: TransformerLm<B>,
+    batcher: &mut Batcher,
+    started: Instant,
+) -> Result<Trained<B>>
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    let t = &stepper.spec.train;
     // Probes that must synchronize to sample (CUDA) get one untimed memory step after the
     // warm-up, sampled at every phase; the timed steps then run without phase probes.
-    let memory_steps = usize::from(probe.wants_memory_step());
+    let memory_steps = usize::from(stepper.probe.wants_memory_step());
     let total = t.warmup_steps + memory_steps + t.steps;
     let mut steady_bytes = 0;
     let mut first_timed_at = None;
@@ -473,61 +580,65 @@ where
     for step in 0..total {
         let warmup = step < t.warmup_steps;
         let memory_step = !warmup && step < t.warmup_steps + memory_steps;
-        // Release the pool pages that warm-up and profiling left wholly free, so that the
-        // measured steps' reserved bytes start from their own demand; with `memory_cleanup`,
-        // at every step boundary.
-        if spec.device_settings.memory_cleanup || step == t.warmup_steps {
-            B::memory_cleanup(&device);
-        }
-        probe.set_phase_sampling(memory_step);
+        stepper.boundary(step, memory_step);
         if step == t.warmup_steps + memory_steps {
             first_timed_at = Some(started.elapsed().as_secs_f64());
         }
         let batch = batcher.next_random();
-        let inputs = Inputs::<B>::new(&batch, &device);
-        steady_bytes = probe.live_bytes();
-        probe.begin_step();
-        let t0 = Instant::now();
-        let (next, loss, info) = if mixed {
-            let (m, l, info) = mixed::mixed_step(
-                model,
-                &mut optim,
-                t.lr,
-                &inputs,
-                precision,
-                &mut scaler,
-                probe,
-            );
-            (m, l, Some(info))
-        } else {
-            let (m, l) = train_step(
-                model,
-                &mut optim,
-                t.lr,
-                &inputs,
-                plan.as_deref(),
-                fused,
-                probe,
-            );
-            (m, l, None)
-        };
+        let inputs = Inputs::<B>::new(&batch, stepper.device);
+        steady_bytes = stepper.probe.live_bytes();
+        let (next, record) = stepper.step(model, inputs, step, warmup, memory_step)?;
         model = next;
-        B::sync(&device).map_err(|e| Error::Job {
-            job: spec.config.clone(),
-            message: format!("device synchronization failed: {e:?}"),
-        })?;
+        steps.push(record);
+    }
+    Ok(Trained {
+        model,
+        steps,
+        steady_bytes,
+        first_timed_at,
+    })
+}
+
+impl<B, O> Stepper<'_, B, O>
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    /// Before step `step`: releases the pool pages that warm-up and profiling left wholly
+    /// free, so that the measured steps' reserved bytes start from their own demand (with
+    /// `memory_cleanup`, at every step boundary); samples phases only in the memory step.
+    fn boundary(&mut self, step: usize, memory_step: bool) {
+        if self.spec.device_settings.memory_cleanup || step == self.spec.train.warmup_steps {
+            B::memory_cleanup(self.device);
+        }
+        self.probe.set_phase_sampling(memory_step);
+    }
+
+    /// Runs and measures step `step` on `inputs`: time (device synchronized), peak memory and
+    /// loss. Errors if the device fails to synchronize or the loss is not finite (diverged).
+    fn step(
+        &mut self,
+        model: TransformerLm<B>,
+        inputs: Inputs<B>,
+        step: usize,
+        warmup: bool,
+        memory_step: bool,
+    ) -> Result<(TransformerLm<B>, StepRecord)> {
+        self.probe.begin_step();
+        let t0 = Instant::now();
+        let (model, loss, info) = self.update(model, &inputs);
+        B::sync(self.device)
+            .map_err(|e| self.job_error(format!("device synchronization failed: {e:?}")))?;
         let loss = scalar(loss);
         let time_s = t0.elapsed().as_secs_f64();
-        let mem = probe.end_step();
+        let mem = self.probe.end_step();
         drop(inputs);
         if !loss.is_finite() {
-            return Err(Error::Job {
-                job: spec.config.clone(),
-                message: format!("training loss is {loss} at step {step} (diverged)"),
-            });
+            let message = format!("training loss is {loss} at step {step} (diverged)");
+            return Err(self.job_error(message));
         }
         tracing::debug!(step, loss, time_s, peak = mem.peak_allocated_bytes, "step");
-        steps.push(StepRecord {
+        let record = StepRecord {
             step,
             warmup,
             memory_step,
@@ -536,28 +647,91 @@ where
             peak_allocated_bytes: mem.peak_allocated_bytes,
             peak_reserved_bytes: mem.peak_reserved_bytes,
             loss_scale: info
-                .filter(|_| spec.strategy.loss_scale.is_some())
+                .filter(|_| self.spec.strategy.loss_scale.is_some())
                 .map(|i| i.scale),
             skipped: info.is_some_and(|i| i.skipped),
             grad_zero_fraction: info.map(|i| i.zero_fraction),
-        });
+        };
+        Ok((model, record))
     }
 
-    // Evaluation on held-out stories (in the compute precision for master-weight jobs).
-    let inner = if mixed {
-        cast_model(model.valid(), precision)
+    /// Forward, backward and optimizer step under the job's strategy: a mixed-precision step
+    /// on master weights, or [`train_step`]. Returns the model, the `[1]` loss and, for mixed
+    /// precision, what the step did.
+    fn update(
+        &mut self,
+        model: TransformerLm<B>,
+        inputs: &Inputs<B>,
+    ) -> (
+        TransformerLm<B>,
+        Tensor<B::InnerBackend, 1>,
+        Option<mixed::MixedStepInfo>,
+    ) {
+        let (s, lr) = (&self.spec.strategy, self.spec.train.lr);
+        if s.master_weights {
+            let precision = s.precision;
+            let (m, l, info) = mixed::mixed_step(
+                model,
+                &mut *self.optim,
+                lr,
+                inputs,
+                precision,
+                &mut self.scaler,
+                &mut *self.probe,
+            );
+            (m, l, Some(info))
+        } else {
+            let probe = &mut *self.probe;
+            let fused = s.fused_optimizer;
+            let (m, l) = train_step(model, &mut *self.optim, lr, inputs, self.plan, fused, probe);
+            (m, l, None)
+        }
+    }
+
+    /// The job's error with `message`.
+    fn job_error(&self, message: String) -> Error {
+        Error::Job {
+            job: self.spec.config.clone(),
+            message,
+        }
+    }
+}
+
+/// Mean token cross-entropy (nats) over the held-out batches (at least one), in the compute
+/// precision for master-weight jobs.
+fn evaluate<B: TrainBackend>(
+    spec: &JobSpec,
+    model: &TransformerLm<B>,
+    eval_batcher: &Batcher,
+    device: &B::Device,
+) -> f64 {
+    let inner = if spec.strategy.master_weights {
+        cast_model(model.valid(), spec.strategy.precision)
     } else {
         model.valid()
     };
+    let batches = spec.train.eval_batches.max(1);
     let mut eval_sum = 0.0;
-    for i in 0..t.eval_batches.max(1) {
-        let inputs = Inputs::<B::InnerBackend>::new(&eval_batcher.sequential(i), &device);
+    for i in 0..batches {
+        let inputs = Inputs::<B::InnerBackend>::new(&eval_batcher.sequential(i), device);
         eval_sum += scalar(inner.forward_loss(inputs.tokens, inputs.positions, inputs.targets));
     }
-    let eval_loss = eval_sum / t.eval_batches.max(1) as f64;
+    eval_sum / batches as f64
+}
 
-    // Peaks over the memory step and the timed steps; times over the timed steps only.
-    let measured: Vec<&StepRecord> = steps.iter().filter(|s| !s.warmup).collect();
+/// The job's summary: peaks over the memory step and the timed steps, times over the timed
+/// steps only; throughput from the median step time, and MFU when `peak_flops` (FLOP/s) is
+/// known.
+fn summarize<B: TrainBackend>(
+    spec: &JobSpec,
+    job: &Prepared,
+    trained: &Trained<B>,
+    eval_loss: f64,
+    peak_flops: Option<f64>,
+    started: Instant,
+) -> Summary {
+    let m = &spec.model;
+    let measured: Vec<&StepRecord> = trained.steps.iter().filter(|s| !s.warmup).collect();
     let timed: Vec<f64> = measured
         .iter()
         .filter(|s| !s.memory_step)
@@ -566,46 +740,23 @@ where
     let median_step_s = measure::median(&timed);
     let samples_per_s = m.batch as f64 / median_step_s;
     let tokens_per_s = samples_per_s * m.seq_len as f64;
-    let mfu = peak_flops.map(|p| m.train_flops_per_token() * tokens_per_s / p);
-    let summary = Summary {
-        parameters,
+    let peak = |bytes: fn(&StepRecord) -> u64| measured.iter().map(|s| bytes(s)).max();
+    Summary {
+        parameters: m.parameter_count(),
         median_step_s,
         samples_per_s,
         tokens_per_s,
-        peak_allocated_bytes: measured
-            .iter()
-            .map(|s| s.peak_allocated_bytes)
-            .max()
-            .unwrap_or(0),
-        peak_reserved_bytes: measured
-            .iter()
-            .map(|s| s.peak_reserved_bytes)
-            .max()
-            .unwrap_or(0),
-        baseline_bytes,
-        final_train_loss: steps.last().map(|s| s.loss).unwrap_or(f64::NAN),
+        peak_allocated_bytes: peak(|s| s.peak_allocated_bytes).unwrap_or(0),
+        peak_reserved_bytes: peak(|s| s.peak_reserved_bytes).unwrap_or(0),
+        baseline_bytes: job.baseline_bytes,
+        final_train_loss: trained.steps.last().map(|s| s.loss).unwrap_or(f64::NAN),
         eval_loss,
         eval_perplexity: eval_loss.exp(),
-        mfu,
+        mfu: peak_flops.map(|p| m.train_flops_per_token() * tokens_per_s / p),
         peak_flops,
         wall_s: started.elapsed().as_secs_f64(),
-        steady_bytes,
-        estimated_activation_bytes,
-        time_to_first_measured_step_s: first_timed_at,
-    };
-    Ok(JobRecord {
-        key: spec.key(),
-        spec: spec.clone(),
-        status: JobStatus::Ok,
-        reason: None,
-        env,
-        memory_probe: probe.describe().to_string(),
-        steps,
-        summary: Some(summary),
-        plan,
-        block_costs,
-        peak_bounds: Some(probe.bounds()),
-        out_of_memory: None,
-        finished_at: chrono::Utc::now().to_rfc3339(),
-    })
+        steady_bytes: trained.steady_bytes,
+        estimated_activation_bytes: job.estimated_activation_bytes,
+        time_to_first_measured_step_s: trained.first_timed_at,
+    }
 }

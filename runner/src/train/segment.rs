@@ -60,6 +60,7 @@ enum Saved<B: AutodiffBackend> {
 
 /// Result of a segmented forward + backward.
 pub struct SegmentedStep<B: AutodiffBackend> {
+    /// The model, stepped where `fused` stepped segments during backward.
     pub model: TransformerLm<B>,
     /// Loss on the inner backend (read after the step to avoid an early sync).
     pub loss: Tensor<B::InnerBackend, 1>,
@@ -87,78 +88,30 @@ where
     let mut model = model;
     // Forward. The embedding keeps its (small) graph: its output is the first checkpoint.
     let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
-    let mut h = embedded.clone().inner();
-    let mut saved: Vec<Saved<B>> = Vec::with_capacity(plan.len());
-    {
-        let inner = model.valid();
-        for seg in plan {
-            if seg.recompute {
-                saved.push(Saved::Checkpoint(h.clone()));
-                h = inner.forward_blocks(h, seg.range());
-            } else {
-                let x = Tensor::<B, 3>::from_inner(h).require_grad();
-                let y = model.forward_blocks(x.clone(), seg.range());
-                h = y.clone().inner();
-                saved.push(Saved::Graph(x, y));
-            }
-        }
-    }
+    let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan);
     phase();
 
     // Head: loss and the gradient w.r.t. the last hidden state.
     let last = Tensor::<B, 3>::from_inner(h).require_grad();
     let loss = model.loss(last.clone(), inputs.targets.clone());
     let loss_inner = loss.clone().inner();
-    let mut g = loss.backward();
-    let mut upstream = last
-        .grad_remove(&mut g)
-        .expect("the loss depends on the last hidden state");
     let mut pending = GradientsParams::new();
-    let mut head = GradientsParams::new();
-    collect(&mut g, &model.norm_final, &mut head);
-    if let Some(lm_head) = &model.head {
-        collect(&mut g, lm_head, &mut head);
-    }
-    // A tied head contributes to the token embedding, which is stepped last.
-    collect(&mut g, &model.token_embedding, &mut pending);
-    drop(g);
+    let (upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
     match fused.as_mut() {
         Some((optim, lr)) => model = optim.step(*lr, model, head),
         None => merge_into(&mut pending, head, &model),
     }
     phase();
 
-    // Segments in reverse.
-    for (seg, s) in plan.iter().zip(saved).rev() {
-        let (x, y) = match s {
-            Saved::Checkpoint(input) => {
-                let x = Tensor::<B, 3>::from_inner(input).require_grad();
-                let y = model.forward_blocks(x.clone(), seg.range());
-                (x, y)
-            }
-            Saved::Graph(x, y) => (x, y),
-        };
-        let mut g = (y * Tensor::from_inner(upstream)).sum().backward();
-        upstream = x
-            .grad_remove(&mut g)
-            .expect("a segment's output depends on its input");
-        match fused.as_mut() {
-            Some((optim, lr)) => {
-                let mut seg_grads = GradientsParams::new();
-                for block in &model.blocks[seg.range()] {
-                    collect(&mut g, block, &mut seg_grads);
-                }
-                drop(g);
-                model = optim.step(*lr, model, seg_grads);
-            }
-            None => {
-                for block in &model.blocks[seg.range()] {
-                    collect(&mut g, block, &mut pending);
-                }
-            }
-        }
-        phase();
-    }
+    let (model, upstream) = backward_segments(
+        model,
+        plan,
+        saved,
+        upstream,
+        &mut fused,
+        &mut pending,
+        phase,
+    );
 
     // Embeddings.
     let mut g = (embedded * Tensor::from_inner(upstream)).sum().backward();
@@ -168,6 +121,117 @@ where
         model,
         loss: loss_inner,
         grads: pending,
+    }
+}
+
+/// The forward pass through the blocks from the embedded `h` (`[batch, seq, d_model]`):
+/// returns the last hidden state and what each segment of `plan` saved for backward.
+fn forward_segments<B: super::TrainBackend>(
+    model: &TransformerLm<B>,
+    mut h: Tensor<B::InnerBackend, 3>,
+    plan: &[Segment],
+) -> (Tensor<B::InnerBackend, 3>, Vec<Saved<B>>) {
+    let mut saved: Vec<Saved<B>> = Vec::with_capacity(plan.len());
+    let inner = model.valid();
+    for seg in plan {
+        if seg.recompute {
+            saved.push(Saved::Checkpoint(h.clone()));
+            h = inner.forward_blocks(h, seg.range());
+        } else {
+            let x = Tensor::<B, 3>::from_inner(h).require_grad();
+            let y = model.forward_blocks(x.clone(), seg.range());
+            h = y.clone().inner();
+            saved.push(Saved::Graph(x, y));
+        }
+    }
+    (h, saved)
+}
+
+/// Backward through the head from `loss`: returns the gradient w.r.t. the `last` hidden state
+/// (the first upstream) and the gradients of the final norm and the untied head; the token
+/// embedding's (tied head) contribution goes to `pending`, to be stepped last.
+fn head_gradients<B: super::TrainBackend>(
+    model: &TransformerLm<B>,
+    loss: &Tensor<B, 1>,
+    last: &Tensor<B, 3>,
+    pending: &mut GradientsParams,
+) -> (Tensor<B::InnerBackend, 3>, GradientsParams) {
+    let mut g = loss.backward();
+    let upstream = last
+        .grad_remove(&mut g)
+        .expect("the loss depends on the last hidden state");
+    let mut head = GradientsParams::new();
+    collect(&mut g, &model.norm_final, &mut head);
+    if let Some(lm_head) = &model.head {
+        collect(&mut g, lm_head, &mut head);
+    }
+    // A tied head contributes to the token embedding, which is stepped last.
+    collect(&mut g, &model.token_embedding, pending);
+    (upstream, head)
+}
+
+/// Backward through the segments in reverse, recomputing checkpointed ones, from the head's
+/// `upstream`: with `fused`, steps each segment's blocks at once, else adds their gradients to
+/// `pending`. Returns the model and the gradient w.r.t. the first block's input.
+fn backward_segments<B, O>(
+    mut model: TransformerLm<B>,
+    plan: &[Segment],
+    saved: Vec<Saved<B>>,
+    mut upstream: Tensor<B::InnerBackend, 3>,
+    fused: &mut Option<(&mut O, f64)>,
+    pending: &mut GradientsParams,
+    phase: &mut dyn FnMut(),
+) -> (TransformerLm<B>, Tensor<B::InnerBackend, 3>)
+where
+    B: super::TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    for (seg, s) in plan.iter().zip(saved).rev() {
+        let (x, y) = segment_graph(&model, seg, s);
+        let mut g = (y * Tensor::from_inner(upstream)).sum().backward();
+        upstream = x
+            .grad_remove(&mut g)
+            .expect("a segment's output depends on its input");
+        match fused.as_mut() {
+            Some((optim, lr)) => {
+                let mut seg_grads = GradientsParams::new();
+                collect_blocks(&mut g, &model, seg, &mut seg_grads);
+                drop(g);
+                model = optim.step(*lr, model, seg_grads);
+            }
+            None => collect_blocks(&mut g, &model, seg, pending),
+        }
+        phase();
+    }
+    (model, upstream)
+}
+
+/// A segment's input (requiring its gradient) and its output with the autodiff graph between
+/// them: recomputed now from a checkpoint, or as stored in forward.
+fn segment_graph<B: super::TrainBackend>(
+    model: &TransformerLm<B>,
+    seg: &Segment,
+    saved: Saved<B>,
+) -> (Tensor<B, 3>, Tensor<B, 3>) {
+    match saved {
+        Saved::Checkpoint(input) => {
+            let x = Tensor::<B, 3>::from_inner(input).require_grad();
+            let y = model.forward_blocks(x.clone(), seg.range());
+            (x, y)
+        }
+        Saved::Graph(x, y) => (x, y),
+    }
+}
+
+/// Moves the gradients of the blocks of `seg` from `grads` into `out`.
+fn collect_blocks<B: AutodiffBackend>(
+    grads: &mut B::Gradients,
+    model: &TransformerLm<B>,
+    seg: &Segment,
+    out: &mut GradientsParams,
+) {
+    for block in &model.blocks[seg.range()] {
+        collect(grads, block, out);
     }
 }
 
