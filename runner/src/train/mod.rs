@@ -153,11 +153,8 @@ fn profile_record<B: TrainBackend>(
     let m = &spec.model;
     let eval_stream = TokenStream::read(&spec.data.dir.join("eval.tokens"), spec.data.eos_id)?;
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, spec.train.seed)?;
-    B::seed(device, spec.train.seed);
-    let model = m.init::<B>(device).with_attention(spec.strategy.attention);
-    let model = cast_model(model, spec.strategy.precision);
-    let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
-    let block_costs = profile_blocks(&model, &inputs, device, probe);
+    let model = init_model::<B>(spec, device);
+    let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
     let mut record = JobRecord::unfinished(spec, JobStatus::Ok, String::new(), env);
     record.reason = None;
     record.block_costs = block_costs;
