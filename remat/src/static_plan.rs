@@ -126,12 +126,17 @@ pub fn segment_order(g: &Graph, segments: &[Segment]) -> Result<Vec<usize>, Rema
     Ok(order)
 }
 
+/// Every evaluation's reads and in-place candidate as execution-order positions.
+struct Resolved {
+    /// Positions of the tensors each evaluation reads.
+    reads: Vec<Vec<usize>>,
+    /// Position of each evaluation's in-place candidate, if it has one.
+    candidate: Vec<Option<usize>>,
+}
+
 /// Resolves every evaluation's reads to execution-order positions (the newest copy of each
 /// dependency) and its in-place candidate.
-fn resolve(
-    g: &Graph,
-    order: &[usize],
-) -> Result<(Vec<Vec<usize>>, Vec<Option<usize>>), RematError> {
+fn resolve(g: &Graph, order: &[usize]) -> Result<Resolved, RematError> {
     let mut newest: Vec<Option<usize>> = vec![None; g.len()];
     let mut reads = Vec::with_capacity(order.len());
     let mut candidate = Vec::with_capacity(order.len());
@@ -153,7 +158,7 @@ fn resolve(
         candidate.push(g.nodes[k].inplace.map(at).transpose()?);
         newest[k] = Some(t);
     }
-    Ok((reads, candidate))
+    Ok(Resolved { reads, candidate })
 }
 
 /// Buffers and the free list of memory sharing.
@@ -206,7 +211,7 @@ impl Buffers {
 /// # Errors
 /// [`RematError::InvalidSchedule`] if an evaluation reads a node not evaluated before it.
 pub fn plan(g: &Graph, order: &[usize], st: Strategy) -> Result<StaticPlan, RematError> {
-    let (reads, candidate) = resolve(g, order)?;
+    let Resolved { reads, candidate } = resolve(g, order)?;
     let n = order.len();
     let bytes: Vec<u64> = order.iter().map(|&k| g.nodes[k].mem).collect();
     let pinned: Vec<bool> = order

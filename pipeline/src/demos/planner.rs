@@ -530,4 +530,3 @@ mod tests {
         assert!(measure(&p).is_err());
     }
 }
-
