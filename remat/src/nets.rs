@@ -93,7 +93,8 @@ pub fn backward_reads(g: &Graph, j: usize) -> Option<Vec<usize>> {
 /// gradient node reads the gradients of `i`'s readers and the forward tensors their backward
 /// reads ([`backward_reads`]); its output (`dL/d out_i`, same size as `out_i`) may overwrite the
 /// gradient of `i`'s only reader when that reader is elementwise (in-place). Gradient nodes are
-/// in decreasing order of their forward op.
+/// in decreasing order of their forward op. Unlike the Checkmate graph files, the loss head
+/// ([`OpKind::Loss`]) is a forward node: its output is a forward feature map the planner counts.
 ///
 /// # Errors
 /// [`RematError::InvalidGraph`] if `fwd` has backward nodes or ops without op semantics.
