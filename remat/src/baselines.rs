@@ -11,9 +11,12 @@
 //! Chen et al. Once recomputed in the backward pass, a value is kept while a later stage could
 //! need it (Chen et al. recompute each segment once). Backward outputs are kept until their last
 //! user.
+//!
+//! May import: the graph IR, the simulator's [`Schedule`], `memwall_core::strategy` (segments).
 
 use super::graph::Graph;
 use super::sim::Schedule;
+use memwall_core::strategy::{every_k, Segment};
 
 /// Computes the minimal `R` for stage `t` given the resident set `s_t` and the nodes `must`
 /// that have to be computed in the stage (closure over non-resident dependencies).
@@ -133,20 +136,30 @@ pub fn checkpoint_all(g: &Graph) -> Schedule {
     from_checkpoints(g, &vec![true; g.len()])
 }
 
-/// Chen et al. 2016 sqrt(n): checkpoint every `floor(sqrt(m))`-th node of the linearized
-/// forward (`m` forward nodes), recompute segments in the backward pass. Graphs without
+/// Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost", arXiv:1604.06174,
+/// Sec. 4.1): cut a chain of `m` ops into segments of `k = floor(sqrt(m))` ops (the shared
+/// [`every_k`]; the last segment may be shorter). Keeping only segment boundaries costs
+/// O(m / k) memory and recomputing one segment during backward O(k), both O(sqrt(m)), for one
+/// extra forward pass. The one sqrt(n) rule of memwall: [`chen_sqrt`] and the static planner's
+/// segment recomputation ([`crate::static_plan::segment_order`]) both use it.
+pub fn sqrt_segments(m: usize) -> Vec<Segment> {
+    every_k(m, ((m as f64).sqrt().floor() as usize).max(1))
+}
+
+/// Chen et al. 2016 sqrt(n): cut the linearized forward ops ([`Graph::forward_ops`], `m` of
+/// them) into [`sqrt_segments`] and checkpoint the last node of every full segment (every
+/// `floor(sqrt(m))`-th node); segments are recomputed in the backward pass. Graphs without
 /// backward nodes get checkpoint-all (nothing is ever re-read late).
 pub fn chen_sqrt(g: &Graph) -> Schedule {
     if g.first_backward() >= g.len() {
         return checkpoint_all(g);
     }
-    let fwd = g.forward_nodes();
-    let k = ((fwd.len() as f64).sqrt().floor() as usize).max(1);
+    let fwd = g.forward_ops();
+    let segments = sqrt_segments(fwd.len());
+    let k = segments.first().map_or(1, |s| s.end - s.start);
     let mut ckpt = vec![false; g.len()];
-    for (j, &v) in fwd.iter().enumerate() {
-        if (j + 1) % k == 0 {
-            ckpt[v] = true;
-        }
+    for s in segments.iter().filter(|s| s.end - s.start == k) {
+        ckpt[fwd[s.end - 1]] = true;
     }
     from_checkpoints(g, &ckpt)
 }
@@ -264,68 +277,8 @@ pub fn revolve(g: &Graph, slots: usize) -> Schedule {
     let (_, split) = revolve_table(m, slots);
     let mut ev = Vec::new();
     revolve_events(0, m, slots, &split, &mut ev);
-    // Frontier of each backward stage.
-    let frontier: Vec<Option<usize>> = (0..n)
-        .map(|t| {
-            if t < b {
-                return None;
-            }
-            (0..m).rev().find(|&p| {
-                g.users[fwd[p]]
-                    .iter()
-                    .any(|&j| g.nodes[j].backward && j >= t)
-            })
-        })
-        .collect();
-    let visit_stage = |p: usize| -> usize {
-        (b..n)
-            .rev()
-            .find(|&t| frontier[t].is_some_and(|f| f >= p))
-            .unwrap_or(b)
-    };
-    // Stage of every event.
-    let mut stage = vec![0usize; ev.len()];
-    let mut seen_visit = false;
-    let mut last_visit_stage = b;
-    for (x, e) in ev.iter().enumerate() {
-        stage[x] = match *e {
-            Ev::Visit(p) => {
-                seen_visit = true;
-                last_visit_stage = visit_stage(p).max(last_visit_stage);
-                last_visit_stage
-            }
-            Ev::Release(_) => last_visit_stage,
-            Ev::Adv(p) | Ev::Snap(p) if !seen_visit => fwd[p],
-            Ev::Adv(_) | Ev::Snap(_) => ev[x..]
-                .iter()
-                .find_map(|e| {
-                    if let Ev::Visit(q) = e {
-                        Some(visit_stage(*q))
-                    } else {
-                        None
-                    }
-                })
-                .unwrap_or(last_visit_stage)
-                .max(last_visit_stage),
-        };
-    }
-    // Snapshot intervals: stored from snap stage + 1 through release stage.
-    let mut want: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut open: Vec<(usize, usize)> = Vec::new();
-    for (x, e) in ev.iter().enumerate() {
-        match *e {
-            Ev::Snap(p) => open.push((p, stage[x])),
-            Ev::Release(p) => {
-                if let Some(pos) = open.iter().rposition(|&(q, _)| q == p) {
-                    let (_, st) = open.remove(pos);
-                    for tt in (st + 1)..=stage[x].min(n - 1) {
-                        want[tt - 1].push(fwd[p]);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    let stage = event_stages(g, &fwd, &ev);
+    let want = snapshot_wants(n, &fwd, &ev, &stage);
     let e_end = sweep_end(g);
     let last_user: Vec<usize> = (0..n)
         .map(|i| g.users[i].last().copied().unwrap_or(i))
@@ -343,6 +296,88 @@ pub fn revolve(g: &Graph, slots: usize) -> Schedule {
         },
         |t| want[t].clone(),
     )
+}
+
+/// The stage in which revolve visits forward position `p`: the last backward stage whose
+/// frontier (highest forward position read by a backward node at or after it) is `>= p`.
+fn visit_stages(g: &Graph, fwd: &[usize]) -> Vec<usize> {
+    let (n, b, m) = (g.len(), g.first_backward(), fwd.len());
+    let frontier: Vec<Option<usize>> = (0..n)
+        .map(|t| {
+            if t < b {
+                return None;
+            }
+            (0..m).rev().find(|&p| {
+                g.users[fwd[p]]
+                    .iter()
+                    .any(|&j| g.nodes[j].backward && j >= t)
+            })
+        })
+        .collect();
+    (0..m)
+        .map(|p| {
+            (b..n)
+                .rev()
+                .find(|&t| frontier[t].is_some_and(|f| f >= p))
+                .unwrap_or(b)
+        })
+        .collect()
+}
+
+/// The stage of every revolve event: advances and snapshots before the first visit run in the
+/// forward sweep (stage of the node); later ones run in the stage of the next visit; visits
+/// and releases never move backwards in time.
+fn event_stages(g: &Graph, fwd: &[usize], ev: &[Ev]) -> Vec<usize> {
+    let visit_stage = visit_stages(g, fwd);
+    let b = g.first_backward();
+    let mut stage = vec![0usize; ev.len()];
+    let mut seen_visit = false;
+    let mut last_visit_stage = b;
+    for (x, e) in ev.iter().enumerate() {
+        stage[x] = match *e {
+            Ev::Visit(p) => {
+                seen_visit = true;
+                last_visit_stage = visit_stage[p].max(last_visit_stage);
+                last_visit_stage
+            }
+            Ev::Release(_) => last_visit_stage,
+            Ev::Adv(p) | Ev::Snap(p) if !seen_visit => fwd[p],
+            Ev::Adv(_) | Ev::Snap(_) => ev[x..]
+                .iter()
+                .find_map(|e| {
+                    if let Ev::Visit(q) = e {
+                        Some(visit_stage[*q])
+                    } else {
+                        None
+                    }
+                })
+                .unwrap_or(last_visit_stage)
+                .max(last_visit_stage),
+        };
+    }
+    stage
+}
+
+/// `want[t]`: the snapshots that must be resident at stage `t + 1`; a snapshot is stored from
+/// the stage after it is taken through the stage that releases it.
+fn snapshot_wants(n: usize, fwd: &[usize], ev: &[Ev], stage: &[usize]) -> Vec<Vec<usize>> {
+    let mut want: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for (x, e) in ev.iter().enumerate() {
+        match *e {
+            Ev::Snap(p) => open.push((p, stage[x])),
+            Ev::Release(p) => {
+                if let Some(pos) = open.iter().rposition(|&(q, _)| q == p) {
+                    let (_, st) = open.remove(pos);
+                    for tt in (st + 1)..=stage[x].min(n - 1) {
+                        want[tt - 1].push(fwd[p]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    want
 }
 
 #[cfg(test)]

@@ -24,26 +24,26 @@ pub fn transformer_graph(blocks: &[BlockCost]) -> Result<Graph, RematError> {
     }
     let mut nodes = Vec::with_capacity(2 * l + 1);
     for (i, b) in blocks.iter().enumerate() {
-        nodes.push(Node {
-            name: format!("f{i}"),
-            cost: b.forward_s.max(1e-9),
-            mem: b.activation_bytes.max(1),
-            backward: false,
-        });
+        nodes.push(Node::new(
+            format!("f{i}"),
+            b.forward_s.max(1e-9),
+            b.activation_bytes.max(1),
+            false,
+        ));
     }
-    nodes.push(Node {
-        name: "loss".into(),
-        cost: 1e-9,
-        mem: blocks[l - 1].boundary_bytes.max(1),
-        backward: true,
-    });
+    nodes.push(Node::new(
+        "loss",
+        1e-9,
+        blocks[l - 1].boundary_bytes.max(1),
+        true,
+    ));
     for i in (0..l).rev() {
-        nodes.push(Node {
-            name: format!("g{i}"),
-            cost: 2.0 * blocks[i].forward_s.max(1e-9),
-            mem: blocks[i].boundary_bytes.max(1),
-            backward: true,
-        });
+        nodes.push(Node::new(
+            format!("g{i}"),
+            2.0 * blocks[i].forward_s.max(1e-9),
+            blocks[i].boundary_bytes.max(1),
+            true,
+        ));
     }
     let mut edges: Vec<(usize, usize)> = (0..2 * l).map(|j| (j, j + 1)).collect();
     edges.extend((0..l).map(|i| (i, 2 * l - i)));

@@ -1,10 +1,62 @@
-//! Graph IR for rematerialization: a DAG of forward and backward ops in topological order
-//! (Checkmate, Section 4.1: nodes `v_1..v_n`, cost `C_i`, output memory `M_i`).
+//! Graph IR for rematerialization and static memory planning: a DAG of forward and backward ops
+//! in topological order (Checkmate, Section 4.1: nodes `v_1..v_n`, cost `C_i`, output memory
+//! `M_i`). Every graph of memwall is this type: the Checkmate benchmark graphs read from files,
+//! the transformer chain ([`crate::execute`]), and the training graphs of ResNet, LSTM and MLPs
+//! built op by op ([`crate::nets`]) for the static planner ([`crate::static_plan`]).
+//!
+//! May import: serde, serde_json (the node-link readers); nothing else of the workspace.
 
 use super::RematError;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
+
+/// What an op computes, as far as the passes over the IR need it: the training-graph builder
+/// ([`crate::nets::training_graph`]) derives from it which forward tensors an op's backward
+/// reads, and the static planner ([`crate::static_plan`]) pins graph inputs for the whole step.
+/// Graphs read from files and chains built from layer costs carry no op semantics
+/// ([`OpKind::Opaque`], the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpKind {
+    /// No op semantics (the Checkmate and random layered graphs, layer chains).
+    #[default]
+    Opaque,
+    /// Graph input (data, initial recurrent states): resident for the whole step, no gradient.
+    Input,
+    /// Convolution (its backward reads its input, for the weight gradient).
+    Conv,
+    /// Fully connected layer (its backward reads its input).
+    Fc,
+    /// Batch normalization (its backward reads its input).
+    BatchNorm,
+    /// ReLU (elementwise; its backward reads its output).
+    Relu,
+    /// Sigmoid (elementwise; its backward reads its output).
+    Sigmoid,
+    /// Tanh (elementwise; its backward reads its output).
+    Tanh,
+    /// Elementwise sum (its backward reads nothing).
+    Add,
+    /// Elementwise product (its backward reads both inputs).
+    Mul,
+    /// Pooling (its backward reads its input and its output).
+    Pool,
+    /// Softmax / loss head (its backward reads its input).
+    Loss,
+    /// Gradient `dL/d out_i` of forward node `i` (same size as that output).
+    Grad(usize),
+}
+
+impl OpKind {
+    /// Elementwise ops, whose output may overwrite an input of the same size (in-place; UIUC
+    /// CS 498 lecture, slide "Inplace / Normal Sharing").
+    pub fn elementwise(self) -> bool {
+        matches!(
+            self,
+            OpKind::Relu | OpKind::Sigmoid | OpKind::Tanh | OpKind::Add | OpKind::Mul
+        )
+    }
+}
 
 /// One op of the training graph.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +71,27 @@ pub struct Node {
     /// Whether the op belongs to the backward pass (the loss counts as backward, as in the
     /// Checkmate graph files).
     pub backward: bool,
+    /// What the op computes ([`OpKind::Opaque`] when unknown).
+    pub op: OpKind,
+    /// In-place candidate: the dependency whose buffer this op's output may overwrite when that
+    /// tensor dies at this op and has the same size (an elementwise op's first input in op
+    /// order, since `deps` are sorted). `None`: the output always needs its own buffer.
+    pub inplace: Option<usize>,
+}
+
+impl Node {
+    /// A node without op semantics ([`OpKind::Opaque`], no in-place candidate): `cost` in the
+    /// graph's cost units, `mem` the output size in bytes.
+    pub fn new(name: impl Into<String>, cost: f64, mem: u64, backward: bool) -> Node {
+        Node {
+            name: name.into(),
+            cost,
+            mem,
+            backward,
+            op: OpKind::Opaque,
+            inplace: None,
+        }
+    }
 }
 
 /// A computation graph with nodes in topological order: every dependency `i` of node `k`
@@ -71,7 +144,24 @@ impl Graph {
             l.sort_unstable();
             l.dedup();
         }
-        for nd in &nodes {
+        for (k, nd) in nodes.iter().enumerate() {
+            if nd
+                .inplace
+                .is_some_and(|d| deps[k].binary_search(&d).is_err())
+            {
+                return Err(RematError::InvalidGraph(format!(
+                    "node {} may run in place of a tensor it does not read",
+                    nd.name
+                )));
+            }
+            if let OpKind::Grad(i) = nd.op {
+                if i >= k {
+                    return Err(RematError::InvalidGraph(format!(
+                        "gradient node {} comes before its forward node {i}",
+                        nd.name
+                    )));
+                }
+            }
             if !(nd.cost.is_finite() && nd.cost >= 0.0) {
                 return Err(RematError::InvalidGraph(format!(
                     "node {} has invalid cost {}",
@@ -116,6 +206,15 @@ impl Graph {
     pub fn forward_nodes(&self) -> Vec<usize> {
         (0..self.len())
             .filter(|&i| !self.nodes[i].backward)
+            .collect()
+    }
+
+    /// Forward nodes that compute something, in topological order: [`Graph::forward_nodes`]
+    /// without graph inputs ([`OpKind::Input`]), which are resident throughout and never
+    /// recomputed. Equal to `forward_nodes` for graphs without op semantics.
+    pub fn forward_ops(&self) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| !self.nodes[i].backward && self.nodes[i].op != OpKind::Input)
             .collect()
     }
 
@@ -171,27 +270,12 @@ impl Graph {
         }
         let mut nodes = Vec::with_capacity(2 * l + 1);
         for (i, &(c, m)) in layers.iter().enumerate() {
-            nodes.push(Node {
-                name: format!("f{i}"),
-                cost: c,
-                mem: m,
-                backward: false,
-            });
+            nodes.push(Node::new(format!("f{i}"), c, m, false));
         }
-        nodes.push(Node {
-            name: "loss".into(),
-            cost: loss.0,
-            mem: loss.1,
-            backward: true,
-        });
+        nodes.push(Node::new("loss", loss.0, loss.1, true));
         for i in (0..l).rev() {
             let (c, m) = layers[i];
-            nodes.push(Node {
-                name: format!("g{i}"),
-                cost: backward_factor * c,
-                mem: m,
-                backward: true,
-            });
+            nodes.push(Node::new(format!("g{i}"), backward_factor * c, m, true));
         }
         let mut edges: Vec<(usize, usize)> = (0..2 * l).map(|j| (j, j + 1)).collect();
         for i in 0..l {
@@ -220,128 +304,167 @@ impl Graph {
             path: path.to_path_buf(),
             source,
         })?;
-        let schema = |msg: String| RematError::Schema {
-            path: path.to_path_buf(),
-            msg,
-        };
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().trim_end_matches("_nx").to_string())
             .unwrap_or_default();
-        let first = raw.nodes.first().ok_or_else(|| schema("no nodes".into()))?;
-        let checkmate = first.get("cost_cpu").is_some();
-        let num = |v: &serde_json::Value, key: &str, what: &str| -> Result<f64, RematError> {
-            v.get(key)
-                .and_then(|x| x.as_f64())
-                .ok_or_else(|| schema(format!("{what}: missing or non-numeric `{key}`")))
-        };
-        let int = |v: &serde_json::Value, key: &str, what: &str| -> Result<i64, RematError> {
-            v.get(key)
-                .and_then(|x| x.as_i64())
-                .ok_or_else(|| schema(format!("{what}: missing or non-integer `{key}`")))
-        };
-        if checkmate {
-            let n = raw.nodes.len();
-            let mut nodes: Vec<Option<Node>> = vec![None; n];
-            for (pos, v) in raw.nodes.iter().enumerate() {
-                let what = format!("node #{pos}");
-                let id = int(v, "id", &what)?;
-                if id < 0 || id as usize >= n {
-                    return Err(schema(format!("{what}: id {id} out of range 0..{n}")));
-                }
-                let mem = num(v, "cost_ram", &what)?;
-                let node = Node {
-                    name: v
-                        .get("name")
-                        .and_then(|x| x.as_str())
-                        .unwrap_or("")
-                        .to_string(),
-                    cost: num(v, "cost_cpu", &what)?,
-                    mem: if mem >= 0.0 {
-                        mem as u64
-                    } else {
-                        return Err(schema(format!("{what}: negative cost_ram")));
-                    },
-                    backward: v
-                        .get("backward")
-                        .and_then(|x| x.as_bool())
-                        .ok_or_else(|| schema(format!("{what}: missing boolean `backward`")))?,
-                };
-                if nodes[id as usize].replace(node).is_some() {
-                    return Err(schema(format!("duplicate node id {id}")));
-                }
-            }
-            let nodes: Vec<Node> = nodes
-                .into_iter()
-                .map(|n| n.expect("all ids seen"))
-                .collect();
-            let mut edges = Vec::with_capacity(raw.links.len());
-            for (pos, e) in raw.links.iter().enumerate() {
-                let what = format!("link #{pos}");
-                edges.push((
-                    int(e, "source", &what)? as usize,
-                    int(e, "target", &what)? as usize,
-                ));
-            }
-            Graph::new(name, nodes, &edges, 0).map_err(|e| schema(e.to_string()))
+        let rd = NodeLinkReader { path };
+        let first = raw.nodes.first().ok_or_else(|| rd.schema("no nodes"))?;
+        let (nodes, edges, fixed) = if first.get("cost_cpu").is_some() {
+            rd.checkmate(&raw)?
         } else {
-            let order: Vec<i64> = raw
-                .graph
-                .get("order")
-                .and_then(|o| o.as_array())
-                .ok_or_else(|| schema("random layered graph without `graph.order`".into()))?
-                .iter()
-                .map(|x| {
-                    x.as_i64()
-                        .ok_or_else(|| schema("non-integer in graph.order".into()))
-                })
-                .collect::<Result<_, _>>()?;
-            let mut by_name: HashMap<i64, &serde_json::Value> = HashMap::new();
-            for (pos, v) in raw.nodes.iter().enumerate() {
-                by_name.insert(int(v, "name", &format!("node #{pos}"))?, v);
-            }
-            if order.len() != by_name.len() {
-                return Err(schema(format!(
-                    "graph.order has {} entries but there are {} nodes",
-                    order.len(),
-                    by_name.len()
-                )));
-            }
-            let index: HashMap<i64, usize> = order
-                .iter()
-                .enumerate()
-                .map(|(i, &name)| (name, i))
-                .collect();
-            let mut nodes = Vec::with_capacity(order.len());
-            let mut fixed = 0u64;
-            for name in &order {
-                let v = by_name
-                    .get(name)
-                    .ok_or_else(|| schema(format!("graph.order names unknown node {name}")))?;
-                let what = format!("node {name}");
-                fixed += num(v, "param_cost", &what)?.max(0.0) as u64;
-                nodes.push(Node {
-                    name: name.to_string(),
-                    cost: num(v, "duration", &what)?,
-                    mem: num(v, "out_cost", &what)?.max(0.0) as u64,
-                    backward: false,
-                });
-            }
-            let mut edges = Vec::with_capacity(raw.links.len());
-            for (pos, e) in raw.links.iter().enumerate() {
-                let what = format!("link #{pos}");
-                let u = int(e, "0", &what)?;
-                let v = int(e, "1", &what)?;
-                let iu = *index
-                    .get(&u)
-                    .ok_or_else(|| schema(format!("{what}: unknown node {u}")))?;
-                let iv = *index
-                    .get(&v)
-                    .ok_or_else(|| schema(format!("{what}: unknown node {v}")))?;
-                edges.push((iu, iv));
-            }
-            Graph::new(name, nodes, &edges, fixed).map_err(|e| schema(e.to_string()))
+            rd.random_layered(&raw)?
+        };
+        Graph::new(name, nodes, &edges, fixed).map_err(|e| rd.schema(e.to_string()))
+    }
+}
+
+/// Nodes, edges `(source, target)` by node index, and fixed memory in bytes, as read from a
+/// node-link file.
+type NodeLinkParts = (Vec<Node>, Vec<(usize, usize)>, u64);
+
+/// Field readers for one node-link file; every error names the file.
+struct NodeLinkReader<'a> {
+    path: &'a Path,
+}
+
+impl NodeLinkReader<'_> {
+    fn schema(&self, msg: impl Into<String>) -> RematError {
+        RematError::Schema {
+            path: self.path.to_path_buf(),
+            msg: msg.into(),
         }
+    }
+
+    fn num(&self, v: &serde_json::Value, key: &str, what: &str) -> Result<f64, RematError> {
+        v.get(key)
+            .and_then(|x| x.as_f64())
+            .ok_or_else(|| self.schema(format!("{what}: missing or non-numeric `{key}`")))
+    }
+
+    fn int(&self, v: &serde_json::Value, key: &str, what: &str) -> Result<i64, RematError> {
+        v.get(key)
+            .and_then(|x| x.as_i64())
+            .ok_or_else(|| self.schema(format!("{what}: missing or non-integer `{key}`")))
+    }
+
+    /// The Checkmate schema: nodes `id`, `name`, `backward`, `cost_cpu`, `cost_ram` (bytes);
+    /// links `source`/`target`; no fixed memory.
+    fn checkmate(&self, raw: &RawGraph) -> Result<NodeLinkParts, RematError> {
+        let n = raw.nodes.len();
+        let mut nodes: Vec<Option<Node>> = vec![None; n];
+        for (pos, v) in raw.nodes.iter().enumerate() {
+            let what = format!("node #{pos}");
+            let id = self.int(v, "id", &what)?;
+            if id < 0 || id as usize >= n {
+                return Err(self.schema(format!("{what}: id {id} out of range 0..{n}")));
+            }
+            if nodes[id as usize]
+                .replace(self.checkmate_node(v, &what)?)
+                .is_some()
+            {
+                return Err(self.schema(format!("duplicate node id {id}")));
+            }
+        }
+        let nodes: Vec<Node> = nodes
+            .into_iter()
+            .map(|n| n.expect("all ids seen"))
+            .collect();
+        let mut edges = Vec::with_capacity(raw.links.len());
+        for (pos, e) in raw.links.iter().enumerate() {
+            let what = format!("link #{pos}");
+            edges.push((
+                self.int(e, "source", &what)? as usize,
+                self.int(e, "target", &what)? as usize,
+            ));
+        }
+        Ok((nodes, edges, 0))
+    }
+
+    fn checkmate_node(&self, v: &serde_json::Value, what: &str) -> Result<Node, RematError> {
+        let mem = self.num(v, "cost_ram", what)?;
+        let cost = self.num(v, "cost_cpu", what)?;
+        if mem < 0.0 {
+            return Err(self.schema(format!("{what}: negative cost_ram")));
+        }
+        let backward = v
+            .get("backward")
+            .and_then(|x| x.as_bool())
+            .ok_or_else(|| self.schema(format!("{what}: missing boolean `backward`")))?;
+        let name = v.get("name").and_then(|x| x.as_str()).unwrap_or("");
+        Ok(Node::new(name, cost, mem as u64, backward))
+    }
+
+    /// The random layered schema: nodes `name`, `duration`, `out_cost`, `param_cost`; links
+    /// `{"0": u, "1": v}`; node order `graph.order`. Fixed memory is the sum of `param_cost`
+    /// (bytes); all nodes are forward.
+    fn random_layered(&self, raw: &RawGraph) -> Result<NodeLinkParts, RematError> {
+        let order = self.order(raw)?;
+        let mut by_name: HashMap<i64, &serde_json::Value> = HashMap::new();
+        for (pos, v) in raw.nodes.iter().enumerate() {
+            by_name.insert(self.int(v, "name", &format!("node #{pos}"))?, v);
+        }
+        if order.len() != by_name.len() {
+            return Err(self.schema(format!(
+                "graph.order has {} entries but there are {} nodes",
+                order.len(),
+                by_name.len()
+            )));
+        }
+        let mut nodes = Vec::with_capacity(order.len());
+        let mut fixed = 0u64;
+        for name in &order {
+            let v = by_name
+                .get(name)
+                .ok_or_else(|| self.schema(format!("graph.order names unknown node {name}")))?;
+            let what = format!("node {name}");
+            fixed += self.num(v, "param_cost", &what)?.max(0.0) as u64;
+            let cost = self.num(v, "duration", &what)?;
+            let mem = self.num(v, "out_cost", &what)?.max(0.0) as u64;
+            nodes.push(Node::new(name.to_string(), cost, mem, false));
+        }
+        let edges = self.layered_edges(raw, &order)?;
+        Ok((nodes, edges, fixed))
+    }
+
+    /// `graph.order`: the node names in topological order.
+    fn order(&self, raw: &RawGraph) -> Result<Vec<i64>, RematError> {
+        raw.graph
+            .get("order")
+            .and_then(|o| o.as_array())
+            .ok_or_else(|| self.schema("random layered graph without `graph.order`"))?
+            .iter()
+            .map(|x| {
+                x.as_i64()
+                    .ok_or_else(|| self.schema("non-integer in graph.order"))
+            })
+            .collect()
+    }
+
+    /// Links `{"0": u, "1": v}` of the random layered schema as node indices in `order`.
+    fn layered_edges(
+        &self,
+        raw: &RawGraph,
+        order: &[i64],
+    ) -> Result<Vec<(usize, usize)>, RematError> {
+        let index: HashMap<i64, usize> = order
+            .iter()
+            .enumerate()
+            .map(|(i, &name)| (name, i))
+            .collect();
+        let mut edges = Vec::with_capacity(raw.links.len());
+        for (pos, e) in raw.links.iter().enumerate() {
+            let what = format!("link #{pos}");
+            let (u, v) = (self.int(e, "0", &what)?, self.int(e, "1", &what)?);
+            let at = |x: i64| -> Result<usize, RematError> {
+                index
+                    .get(&x)
+                    .copied()
+                    .ok_or_else(|| self.schema(format!("{what}: unknown node {x}")))
+            };
+            edges.push((at(u)?, at(v)?));
+        }
+        Ok(edges)
     }
 }
 
@@ -415,20 +538,7 @@ mod tests {
 
     #[test]
     fn rejects_backward_edge() {
-        let nodes = vec![
-            Node {
-                name: "a".into(),
-                cost: 1.0,
-                mem: 1,
-                backward: false,
-            },
-            Node {
-                name: "b".into(),
-                cost: 1.0,
-                mem: 1,
-                backward: false,
-            },
-        ];
+        let nodes = vec![Node::new("a", 1.0, 1, false), Node::new("b", 1.0, 1, false)];
         assert!(Graph::new("x", nodes, &[(1, 0)], 0).is_err());
     }
 }

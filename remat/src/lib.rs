@@ -10,9 +10,14 @@
 //!   (Section 5), solved with HiGHS.
 //! * [`execute`]: the transformer's chain of blocks as a Checkmate graph, and its schedule as the
 //!   segments the runner executes.
+//! * [`nets`]: ResNet, LSTM and MLP forward graphs built op by op, and the training graph of a
+//!   forward graph (one gradient node per op, reading what the op's backward needs).
+//! * [`static_plan`]: static memory planning over an execution order of a graph (liveness
+//!   reference counters, in-place, memory sharing; plain, segment-recomputation or Checkmate
+//!   orders).
 //!
-//! May import: `memwall-core` (plan types), serde, HiGHS. The study that runs these solvers and
-//! its report live in `memwall` (`remat::study`).
+//! May import: `memwall-core` (plan types), serde, HiGHS. The studies that run these solvers and
+//! planners and their reports live in `memwall` (`remat::study`, `demos::planner`).
 
 #![warn(missing_docs)]
 // The schedule code indexes stage x node matrices (R, S, U) by the paper's `t`, `i`, `k`.
@@ -24,7 +29,9 @@ pub mod milp;
 pub mod sim;
 
 pub mod execute;
-pub use graph::{Graph, Node};
+pub mod nets;
+pub mod static_plan;
+pub use graph::{Graph, Node, OpKind};
 pub use sim::{simulate, Schedule, SimResult};
 
 use std::path::PathBuf;

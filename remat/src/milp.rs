@@ -88,12 +88,29 @@ struct Vars {
     scale: f64,
 }
 
+/// Builds the MILP (or, with `integer = false`, its LP relaxation) for `budget` bytes. Columns
+/// and rows are added in a fixed order (per stage `R`, `S`, `U`, then `FREE`; rows 1b, 1c, 2, 3).
 fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
+    let mut pb = RowProblem::default();
+    let v = add_columns(&mut pb, g, budget, integer);
+    add_dependency_rows(&mut pb, g, &v);
+    add_memory_rows(&mut pb, g, &v);
+    add_free_rows(&mut pb, g, &v);
+    (pb, v)
+}
+
+/// Output size of node `i` in units of the largest output (numerical conditioning).
+fn scaled_mem(g: &Graph, v: &Vars, i: usize) -> f64 {
+    g.nodes[i].mem as f64 / v.scale
+}
+
+/// Columns: per stage `t`, `R[t][0..=t]` (cost `C_i`, `R[t][t] = 1`), `S[t][0..t]`,
+/// `U[t][0..=t]` in `[0, budget]` (scaled), then `FREE[t][i][k]` for `i in DEPS[k] ∪ {k}`,
+/// `k < t`.
+fn add_columns(pb: &mut RowProblem, g: &Graph, budget: u64, integer: bool) -> Vars {
     let n = g.len();
     let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-    let m = |i: usize| g.nodes[i].mem as f64 / scale;
     let cap = budget as f64 / scale;
-    let mut pb = RowProblem::default();
     let mut r = Vec::with_capacity(n);
     let mut s = Vec::with_capacity(n);
     let mut u = Vec::with_capacity(n);
@@ -126,8 +143,20 @@ fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
             }
         }
     }
-    let ncols = pb.num_cols();
-    // (1b) dependencies: R[t][k] <= R[t][i] + S[t][i].
+    Vars {
+        r,
+        s,
+        free,
+        u,
+        ncols: pb.num_cols(),
+        scale,
+    }
+}
+
+/// (1b) dependencies `R[t][k] <= R[t][i] + S[t][i]`; (1c) `S[t+1][i] <= S[t][i] + R[t][i]`.
+fn add_dependency_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
+    let n = g.len();
+    let (r, s) = (&v.r, &v.s);
     for t in 0..n {
         for k in 0..=t {
             for &i in &g.deps[k] {
@@ -135,7 +164,6 @@ fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
             }
         }
     }
-    // (1c) S[t+1][i] <= S[t][i] + R[t][i].
     for t in 0..n.saturating_sub(1) {
         for i in 0..=t {
             let mut row = vec![(s[t + 1][i], 1.0), (r[t][i], -1.0)];
@@ -145,29 +173,37 @@ fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
             pb.add_row(..=0.0, row);
         }
     }
-    // (2) U[t][0] = M_static + sum_i M_i S[t][i] + M_0 R[t][0].
-    let fixed = g.fixed_mem as f64 / scale;
-    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = vec![Vec::new(); n];
-    for t in 0..n {
-        free_at[t] = vec![Vec::new(); t];
-    }
-    for &(t, i, k, c) in &free {
+}
+
+/// (2) `U[t][0] = M_static + sum_i M_i S[t][i] + M_0 R[t][0]` and
+/// `U[t][k] = U[t][k-1] + M_k R[t][k] - sum_i M_i FREE[t][i][k-1]` (bytes, scaled).
+fn add_memory_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
+    let n = g.len();
+    let (r, s, u) = (&v.r, &v.s, &v.u);
+    let m = |i: usize| scaled_mem(g, v, i);
+    let fixed = g.fixed_mem as f64 / v.scale;
+    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = (0..n).map(|t| vec![Vec::new(); t]).collect();
+    for &(t, i, k, c) in &v.free {
         free_at[t][k].push((i, c));
     }
     for t in 0..n {
         let mut row = vec![(u[t][0], 1.0), (r[t][0], -m(0))];
         row.extend((0..t).map(|i| (s[t][i], -m(i))));
         pb.add_row(fixed..=fixed, row);
-        // U[t][k] = U[t][k-1] + M_k R[t][k] - sum_i M_i FREE[t][i][k-1].
         for k in 1..=t {
             let mut row = vec![(u[t][k], 1.0), (u[t][k - 1], -1.0), (r[t][k], -m(k))];
             row.extend(free_at[t][k - 1].iter().map(|&(i, c)| (c, m(i))));
             pb.add_row(0.0..=0.0, row);
         }
     }
-    // (3) FREE linearization with hazards h = (1 - R[t][k]) + S[t+1][i] + sum_{j in USERS[i],
-    // k < j <= t} R[t][j]:  1 - FREE <= h  and  kappa (1 - FREE) >= h, kappa = max hazards.
-    for &(t, i, k, c) in &free {
+}
+
+/// (3) FREE linearization with hazards h = (1 - R[t][k]) + S[t+1][i] + sum_{j in USERS[i],
+/// k < j <= t} R[t][j]:  1 - FREE <= h  and  kappa (1 - FREE) >= h, kappa = max hazards.
+fn add_free_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
+    let n = g.len();
+    let (r, s) = (&v.r, &v.s);
+    for &(t, i, k, c) in &v.free {
         let mut hz: Vec<(Col, f64)> = vec![(r[t][k], -1.0)];
         if t + 1 < n {
             hz.push((s[t + 1][i], 1.0));
@@ -186,17 +222,6 @@ fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
         b.push((c, kappa));
         pb.add_row(..=kappa - 1.0, b);
     }
-    (
-        pb,
-        Vars {
-            r,
-            s,
-            free,
-            u,
-            ncols,
-            scale,
-        },
-    )
 }
 
 fn warm_vector(g: &Graph, v: &Vars, sch: &Schedule) -> Vec<f64> {

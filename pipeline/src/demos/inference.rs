@@ -8,8 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::planner::{inference_schedule, plan, training_schedule, FwdGraph, OpKind, Strategy};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
+pub use crate::remat::nets::mlp_chain;
+use crate::remat::nets::training_graph;
+use crate::remat::static_plan::{plain_order, plan, StaticPlan, Strategy};
+use crate::remat::{Graph, RematError};
 use crate::report::model::{Figure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
@@ -39,16 +42,13 @@ impl Default for InferenceParams {
     }
 }
 
-/// N-layer chain data -> (FC -> ReLU) x N -> softmax, tensors of `bytes` each.
-pub fn mlp_chain(n: usize, bytes: u64) -> FwdGraph {
-    let mut g = FwdGraph::default();
-    let mut x = g.add("data", OpKind::Input, &[], bytes);
-    for i in 0..n {
-        let f = g.add(format!("fc{i}"), OpKind::Fc, &[x], bytes);
-        x = g.add(format!("relu{i}"), OpKind::Relu, &[f], bytes);
-    }
-    g.add("softmax", OpKind::Loss, &[x], bytes);
-    g
+/// The static plans of `g` forward only (inference) and of its training graph, under `st`.
+fn plans(g: &Graph, st: Strategy) -> Result<(StaticPlan, StaticPlan), RematError> {
+    let t = training_graph(g)?;
+    Ok((
+        plan(g, &plain_order(g), st)?,
+        plan(&t, &plain_order(&t), st)?,
+    ))
 }
 
 /// A dense ReLU MLP with square `width x width` layers (He-uniform weights, deterministic).
@@ -180,8 +180,7 @@ pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
     let mut depths = Vec::with_capacity(p.depths.len());
     for &n in &p.depths {
         let g = mlp_chain(n, tensor_bytes);
-        let pi = plan(&inference_schedule(&g), both);
-        let pt = plan(&training_schedule(&g, None), both);
+        let (pi, pt) = plans(&g, both).map_err(|e| DemoError::Check(e.to_string()))?;
         let sub = Mlp {
             weights: net.weights[..n].to_vec(),
             width: p.width,
@@ -344,12 +343,11 @@ mod tests {
             inplace: true,
             sharing: true,
         };
-        let a = plan(&inference_schedule(&mlp_chain(4, 10)), both);
-        let b = plan(&inference_schedule(&mlp_chain(64, 10)), both);
+        let (a, t4) = plans(&mlp_chain(4, 10), both).unwrap();
+        let (b, t64) = plans(&mlp_chain(64, 10), both).unwrap();
         assert_eq!(a.static_bytes, b.static_bytes);
         assert_eq!(b.static_bytes, 30); // input + two buffers
-        let t4 = plan(&training_schedule(&mlp_chain(4, 10), None), both).static_bytes;
-        let t64 = plan(&training_schedule(&mlp_chain(64, 10), None), both).static_bytes;
+        let (t4, t64) = (t4.static_bytes, t64.static_bytes);
         assert!(t64 >= 64 * 10 && t64 > 8 * t4, "{t4} {t64}");
     }
 
