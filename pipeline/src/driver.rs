@@ -274,7 +274,9 @@ fn log_outcome(record: &JobRecord) {
     }
 }
 
-/// What the plan stage made of a job.
+/// What the plan stage made of a job (one short-lived value per job, so its size is no
+/// concern).
+#[allow(clippy::large_enum_variant)]
 enum Planned {
     /// The job to run, with its plan where it needs one.
     Job(JobSpec),
