@@ -498,6 +498,12 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
             .or_default()
             .push(config_row(inputs, r, cfg));
     }
+    // Rows follow the experiment file as it is now: records of one group may carry other
+    // positions from the file as it was when they ran (ties included).
+    let position = |c: &ConfigRow| inputs.configs.iter().position(|x| x.name == c.cfg.name);
+    for rows in by_key.values_mut() {
+        rows.sort_by_key(|c| position(c));
+    }
     by_key
         .into_iter()
         .map(|((profile, backend, device, runtime), rows)| {
