@@ -57,6 +57,8 @@ fn paths(dir: &std::path::Path) -> Paths {
     common::temp_paths(dir)
 }
 
+/// One scenario on purpose (over 80 lines): the sweep of real training jobs is the expensive
+/// part, so the resume, report, goal and stale-record checks share it in order.
 #[test]
 fn smoke_study_runs_resumes_and_reports() {
     let dir = tempfile::tempdir().unwrap();
