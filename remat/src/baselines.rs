@@ -40,6 +40,14 @@ fn closure(g: &Graph, t: usize, s_t: &[bool], must: &[usize]) -> Vec<bool> {
     r
 }
 
+/// `last_users(g)[i]`: the last node that reads node `i`'s output (`i` itself when none does),
+/// the stage after which a kept output can be freed.
+fn last_users(g: &Graph) -> Vec<usize> {
+    (0..g.len())
+        .map(|i| g.users[i].last().copied().unwrap_or(i))
+        .collect()
+}
+
 /// Minimal compute matrix for a given storage matrix (the second phase of two-phase rounding,
 /// Section 5.1): `S` is first masked to its lower triangle; stage `t` computes node `t`, every
 /// node stored in `S[t+1]` but not in `S[t]`, and their non-resident dependencies. The result
@@ -112,9 +120,7 @@ pub fn from_checkpoints(g: &Graph, ckpt: &[bool]) -> Schedule {
             need[i] = need[i].max(h);
         }
     }
-    let last_user: Vec<usize> = (0..n)
-        .map(|i| g.users[i].last().copied().unwrap_or(i))
-        .collect();
+    let last_user = last_users(g);
     build(
         g,
         |i, t| {
@@ -280,9 +286,7 @@ pub fn revolve(g: &Graph, slots: usize) -> Schedule {
     let stage = event_stages(g, &fwd, &ev);
     let want = snapshot_wants(n, &fwd, &ev, &stage);
     let e_end = sweep_end(g);
-    let last_user: Vec<usize> = (0..n)
-        .map(|i| g.users[i].last().copied().unwrap_or(i))
-        .collect();
+    let last_user = last_users(g);
     build(
         g,
         |i, t| {
