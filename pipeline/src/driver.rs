@@ -5,6 +5,7 @@
 use crate::data;
 use crate::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
 use crate::error::{Error, Result};
+use crate::measure::Environment;
 use crate::report::{self, Rendered, ReportDoc};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{JobSpec, Profile, Study, StudyKind};
@@ -307,11 +308,16 @@ fn plan_stage(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<Planned> {
             profile.reason.as_deref().unwrap_or("no block costs"),
             dir.join("profile").join("job.log").display()
         );
-        return Ok(Planned::Failed(unplanned(job, profile.status, reason)));
+        return Ok(Planned::Failed(unplanned(
+            job,
+            profile.status,
+            reason,
+            profile.env,
+        )));
     }
     match plan_checkmate(job, fraction, &profile.block_costs) {
         Ok(planned) => Ok(Planned::Job(planned)),
-        Err(reason) => Ok(Planned::Failed(unplanned(job, JobStatus::Failed, reason))),
+        Err((status, reason)) => Ok(Planned::Failed(unplanned(job, status, reason, profile.env))),
     }
 }
 
@@ -329,10 +335,9 @@ fn profile_pass(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<JobRecor
     memwall_runner::job::run_in_process(&profile_job, &profile_dir, &opts.runner)
 }
 
-/// The record of a job that did not run because its plan could not be made.
-fn unplanned(job: &JobSpec, status: JobStatus, reason: String) -> JobRecord {
-    let mut env = memwall_runner::measure::host_environment();
-    env.backend = job.backend.to_string();
+/// The record of a job that did not run because its plan could not be made, in the environment
+/// its profiling pass ran in (so it joins its study's group in the report).
+fn unplanned(job: &JobSpec, status: JobStatus, reason: String, env: Environment) -> JobRecord {
     let status = if status == JobStatus::Ok {
         JobStatus::Failed
     } else {
@@ -396,13 +401,19 @@ fn plan_checkmate(
     job: &JobSpec,
     fraction: f64,
     costs: &[memwall_core::strategy::BlockCost],
-) -> std::result::Result<JobSpec, String> {
+) -> std::result::Result<JobSpec, (JobStatus, String)> {
     let opts = crate::remat::milp::MilpOptions {
         time_limit_s: 30.0,
         ..Default::default()
     };
-    let plan = crate::remat::execute::plan_transformer(costs, fraction, &opts)
-        .map_err(|e| format!("plan stage: {e}"))?;
+    let plan =
+        crate::remat::execute::plan_transformer(costs, fraction, &opts).map_err(|e| match e {
+            crate::remat::RematError::Infeasible { .. } => (
+                JobStatus::Infeasible,
+                format!("budget {fraction} of the checkpoint-all peak: {e}"),
+            ),
+            e => (JobStatus::Failed, format!("plan stage: {e}")),
+        })?;
     tracing::info!(
         "{}: Checkmate plan at {fraction} of the peak: {} recomputed of {} blocks, predicted cost {:.3}x ({} in {:.2} s)",
         job.config,

@@ -253,35 +253,49 @@ fn missing_data_and_unknown_configuration_are_clear_errors() {
 }
 
 /// A Checkmate configuration alone in an empty record store plans itself: its block costs come
-/// from its own profiling pass, not from an earlier configuration's record.
+/// from its own profiling pass, not from an earlier configuration's record. A budget below what
+/// any schedule needs is an `infeasible` record naming the bound, and the sweep goes on.
 #[test]
 fn a_checkmate_job_plans_from_its_own_profile() {
     let dir = tempfile::tempdir().unwrap();
     let exp = setup(
         dir.path(),
-        "[[configs]]\nname = \"control\"\ncontrol = true\n[[configs]]\nname = \"checkmate\"\ncheckmate = 0.9\n",
+        "[[configs]]\nname = \"control\"\ncontrol = true\n[[configs]]\nname = \"checkmate\"\ncheckmate = 0.9\n[[configs]]\nname = \"tight\"\ncheckmate = 0.05\n",
     );
     let p = paths(dir.path());
     let mut o = opts();
-    o.only = vec!["checkmate".into()];
+    o.only = vec!["checkmate".into(), "tight".into()];
     let out = driver::sweep(&exp, &p, &o).unwrap();
-    assert_eq!(
-        (out.ran, out.unfinished.len()),
-        (1, 0),
+    assert_eq!(out.ran, 2);
+    assert_eq!(out.unfinished.len(), 1, "{:?}", out.unfinished);
+    assert_eq!(out.unfinished[0].0, "tight");
+    assert_eq!(out.unfinished[0].1, JobStatus::Infeasible);
+    assert!(
+        out.unfinished[0].2.contains("lower bound"),
         "{:?}",
         out.unfinished
     );
     let (_, _, jobs) = driver::plan_jobs(&exp, &p, &o).unwrap();
-    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &jobs[0].key()))
+    let cm = jobs.iter().find(|j| j.config == "checkmate").unwrap();
+    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &cm.key()))
         .unwrap()
         .unwrap();
     assert_eq!(rec.status, JobStatus::Ok, "{:?}", rec.reason);
     assert!(rec.spec.planned.is_some());
-    // only the checkmate job's folder exists: no other job ran or was read
+    // only the two Checkmate jobs' folders exist: no other job ran or was read
     let folders: Vec<_> = std::fs::read_dir(p.runs.join("smoke_e2e"))
         .unwrap()
         .collect();
-    assert_eq!(folders.len(), 1);
+    assert_eq!(folders.len(), 2);
+    // the infeasible record joins its study's group (device named) and the report renders
+    let tight = jobs.iter().find(|j| j.config == "tight").unwrap();
+    let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &tight.key()))
+        .unwrap()
+        .unwrap();
+    assert!(!rec.env.device_name.is_empty());
+    let r = driver::report(&exp, &p).unwrap();
+    let md = std::fs::read_to_string(&r.markdown).unwrap();
+    assert!(md.contains("| infeasible: budget 0.05"), "{md}");
 }
 
 #[test]

@@ -89,7 +89,8 @@ pub fn schedule_to_segments(layers: usize, sch: &Schedule) -> Vec<Segment> {
 /// Plans the transformer with the Checkmate MILP at `fraction` of the checkpoint-all peak.
 ///
 /// # Errors
-/// [`RematError`] when the graph is invalid, the solver fails, or no schedule fits.
+/// [`RematError::Infeasible`] when no schedule fits the budget; other [`RematError`]s when the
+/// graph is invalid or the solver fails.
 pub fn plan_transformer(
     blocks: &[BlockCost],
     fraction: f64,
@@ -99,11 +100,11 @@ pub fn plan_transformer(
     let all = simulate(&g, &checkpoint_all(&g))?;
     let budget = (all.peak_mem as f64 * fraction).round() as u64;
     let out = solve_milp(&g, budget, opts)?;
-    let (sch, sim) = out.best.ok_or_else(|| {
-        RematError::Solver(format!(
-            "no schedule fits {budget} bytes ({fraction} of the checkpoint-all peak {}): {}",
-            all.peak_mem, out.status
-        ))
+    let (sch, sim) = out.best.ok_or_else(|| RematError::Infeasible {
+        budget_bytes: budget,
+        working_set_bytes: g.working_set_bound(),
+        checkpoint_all_bytes: all.peak_mem,
+        status: out.status.clone(),
     })?;
     Ok(TransformerPlan {
         segments: schedule_to_segments(blocks.len(), &sch),

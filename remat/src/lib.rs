@@ -71,6 +71,24 @@ pub enum RematError {
     /// A schedule violates a constraint of the Checkmate formulation.
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// No schedule fits the budget: `budget_bytes` is below what the graph needs.
+    #[error(
+        "no schedule fits {budget_bytes} bytes; every schedule needs at least \
+         {working_set_bytes} bytes (the largest op's working set, a lower bound) and \
+         checkpoint-all peaks at {checkpoint_all_bytes} bytes: {status}"
+    )]
+    Infeasible {
+        /// The budget asked for, bytes.
+        budget_bytes: u64,
+        /// [`Graph::working_set_bound`]: no schedule peaks below it (a lower bound of the
+        /// smallest feasible budget), bytes.
+        working_set_bytes: u64,
+        /// Peak of the checkpoint-all schedule (no recomputation), bytes: a budget this large
+        /// always fits.
+        checkpoint_all_bytes: u64,
+        /// The solver's status (e.g. "Infeasible (working-set bound)").
+        status: String,
+    },
     /// The MILP/LP solver failed (HiGHS error status).
     #[error("solver error: {0}")]
     Solver(String),

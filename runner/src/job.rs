@@ -4,7 +4,7 @@
 //!
 //! May import: [`crate::train`], [`crate::measure`], `memwall_core`.
 
-use crate::measure::{fault, host_environment};
+use crate::measure::fault;
 use memwall_core::error::{Error, Result};
 use memwall_core::record::{self as results, JobRecord, JobStatus};
 use memwall_core::spec::JobSpec;
@@ -56,8 +56,7 @@ pub fn run_in_process(
     let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     let oom = fault::from_lines(log_text.lines());
-    let mut env = host_environment();
-    env.backend = job.backend.to_string();
+    let env = crate::train::job_environment(job);
     let mut r = JobRecord::unfinished(
         job,
         if oom.is_some() {

@@ -17,16 +17,21 @@ pub enum JobStatus {
     Unsupported,
     /// The job crashed or failed; `reason` holds the error.
     Failed,
+    /// No plan fits the configuration's memory budget (a result, not an error: the budget is
+    /// below what any schedule of the model needs); `reason` gives the budget and the bound.
+    Infeasible,
 }
 
 impl JobStatus {
-    /// The snake_case name used in records: "ok", "out_of_memory", "unsupported" or "failed".
+    /// The snake_case name used in records: "ok", "out_of_memory", "unsupported", "failed" or
+    /// "infeasible".
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Ok => "ok",
             JobStatus::OutOfMemory => "out_of_memory",
             JobStatus::Unsupported => "unsupported",
             JobStatus::Failed => "failed",
+            JobStatus::Infeasible => "infeasible",
         }
     }
 }

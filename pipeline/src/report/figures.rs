@@ -65,6 +65,13 @@ pub fn svg(fig: &Figure) -> Result<String> {
     chart_svg(fig, axis_bounds(fig, &pts, bars), bars)
 }
 
+/// Whether `fig` has anything to draw: a DAG, or at least one finite point (positive on a log
+/// axis). A figure of a group whose jobs all failed, or that has no control to compare with,
+/// has none.
+pub fn is_drawable(fig: &Figure) -> bool {
+    !fig.nodes.is_empty() || !drawable_points(fig).is_empty()
+}
+
 /// Every series' finite points (positive on a log axis).
 fn drawable_points(fig: &Figure) -> Vec<(f64, f64)> {
     fig.series

@@ -109,6 +109,11 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
     for section in &doc.sections {
         let mut rendered = Vec::new();
         for fig in &section.figures {
+            if !figures::is_drawable(fig) {
+                // e.g. reductions in a group without a finished control: the table says why.
+                tracing::warn!("figure `{}` has no finite point: left out", fig.name);
+                continue;
+            }
             let svg = figures::svg(fig)?;
             let path = fig_dir.join(format!("{}.svg", fig.name));
             crate::results::write_atomic(&path, svg.as_bytes())?;

@@ -561,11 +561,15 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         .map(|c| c.r.str("key"))
         .collect();
     let steps_df = steps_table(inputs.records, &keys)?;
-    let mut figures = bar_figures(g);
-    figures.extend(pareto_figure(g));
-    figures.extend(interval_figures(g));
-    figures.extend(estimate_figure(g));
-    figures.extend(loss_figure(g, &steps_df)?);
+    // A group in which no job finished gets no figure (its rows say why; nothing to draw).
+    let mut figures = Vec::new();
+    if !keys.is_empty() {
+        figures = bar_figures(g);
+        figures.extend(pareto_figure(g));
+        figures.extend(interval_figures(g));
+        figures.extend(estimate_figure(g));
+        figures.extend(loss_figure(g, &steps_df)?);
+    }
     let mut table_mixed = None;
     if let Some((t, fig)) = mixed_precision(inputs, g, &steps_df)? {
         table_mixed = Some(t);

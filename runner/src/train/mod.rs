@@ -183,9 +183,10 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
     None
 }
 
-/// Runs `spec` on its backend and returns the record. Never panics out: a panic inside the
-/// backend (CUDA out of memory, a kernel failure) becomes a `failed` or `out_of_memory` record.
-pub fn run_job(spec: &JobSpec) -> JobRecord {
+/// The environment of `spec` before it runs: the host's, with the job's backend, dtype and
+/// device name (the GPU's name from the driver, the CPU model otherwise). Records of jobs that
+/// never ran carry it too, so they fall in the same report group as their study's other jobs.
+pub fn job_environment(spec: &JobSpec) -> Environment {
     let mut env = crate::measure::host_environment();
     env.backend = spec.backend.to_string();
     env.dtype = spec.strategy.precision.to_string();
@@ -196,6 +197,13 @@ pub fn run_job(spec: &JobSpec) -> JobRecord {
             .unwrap_or_else(|| format!("CUDA device {}", spec.device_index)),
         _ => crate::device::cpu_model(),
     };
+    env
+}
+
+/// Runs `spec` on its backend and returns the record. Never panics out: a panic inside the
+/// backend (CUDA out of memory, a kernel failure) becomes a `failed` or `out_of_memory` record.
+pub fn run_job(spec: &JobSpec) -> JobRecord {
+    let env = job_environment(spec);
     if let Some(reason) = unsupported(spec) {
         return JobRecord::unfinished(spec, JobStatus::Unsupported, reason, env);
     }
