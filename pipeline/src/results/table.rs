@@ -178,23 +178,22 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
 }
 
 /// The frames of every record of `records` (built by `frame`), concatenated lazily.
-fn records_frame(
-    records: &StudyRecords,
+fn records_frame<'a>(
+    dir: &Path,
+    records: impl Iterator<Item = &'a JobRecord>,
     frame: fn(&JobRecord) -> PolarsResult<DataFrame>,
 ) -> Result<LazyFrame> {
     let frames = records
-        .records
-        .iter()
         .map(|r| frame(r).map(IntoLazy::lazy))
         .collect::<PolarsResult<Vec<_>>>()
-        .map_err(perr(&records.dir))?;
+        .map_err(perr(dir))?;
     if frames.is_empty() {
         return Err(Error::Records {
-            path: records.dir.clone(),
+            path: dir.to_path_buf(),
             message: "no readable record".into(),
         });
     }
-    concat(frames, UnionArgs::default()).map_err(perr(&records.dir))
+    concat(frames, UnionArgs::default()).map_err(perr(dir))
 }
 
 /// The GPU runtime settings of a job as a short label (`"exact_size pool"`, `"sliced pool,
@@ -229,7 +228,7 @@ pub fn runtime_label(spec: &crate::spec::JobSpec) -> String {
 /// [`Error::Records`] naming the study folder when the query fails.
 pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
     let dir = &records.dir;
-    let lf = records_frame(records, summary_frame)?;
+    let lf = records_frame(dir, records.records.iter(), summary_frame)?;
     let group = [
         col("profile"),
         col("backend"),
@@ -292,20 +291,15 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
 /// # Errors
 /// [`Error::Records`] naming the study folder when a frame cannot be built.
 pub fn steps_table(records: &StudyRecords, keys: &[String]) -> Result<DataFrame> {
-    let chosen = StudyRecords {
-        dir: records.dir.clone(),
-        records: records
-            .records
-            .iter()
-            .filter(|r| keys.contains(&r.key))
-            .cloned()
-            .collect(),
-        unreadable: Vec::new(),
-    };
-    if chosen.is_empty() {
+    let mut chosen = records
+        .records
+        .iter()
+        .filter(|r| keys.contains(&r.key))
+        .peekable();
+    if chosen.peek().is_none() {
         return Ok(DataFrame::empty());
     }
-    records_frame(&chosen, steps_frame)?
+    records_frame(&records.dir, chosen, steps_frame)?
         .sort(["config", "step"], Default::default())
         .collect()
         .map_err(perr(&records.dir))
