@@ -2,6 +2,8 @@
 //!
 //! - [`spec`]: experiment files (TOML) -> validated studies -> jobs, each with a content key;
 //! - [`strategy`]: memory strategies and plans as data (segments, attention, block costs);
+//! - [`segment_memory`]: the segment executor's memory model (what a plan holds, predicted from
+//!   measured per-block costs);
 //! - [`record`]: the job record schema and the record store (`runs/<study>/<key>/`);
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
@@ -17,6 +19,7 @@ pub mod device;
 pub mod error;
 pub mod measure;
 pub mod record;
+pub mod segment_memory;
 pub mod spec;
 pub mod strategy;
 

@@ -63,22 +63,23 @@ pub struct BlockCost {
     pub forward_s: f64,
 }
 
-/// A Checkmate plan for the transformer, with what the solver predicted.
+/// A budget plan for the transformer (`memwall_remat::execute`), with what the planner predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransformerPlan {
     /// The segment plan the job runs.
     pub segments: Vec<Segment>,
-    /// Budget fraction of the no-recomputation (checkpoint-all) peak of the graph.
+    /// Budget fraction of the no-recomputation plan's predicted peak above the steady state.
     pub budget_fraction: f64,
     /// Budget, bytes.
     pub budget_bytes: u64,
-    /// The schedule's simulated peak, bytes (activations of the chain graph).
+    /// The plan's predicted peak above the steady state, bytes
+    /// ([`crate::segment_memory::predict`] with margin).
     pub predicted_peak_bytes: u64,
     /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
     pub predicted_cost_ratio: f64,
-    /// HiGHS model status of the MILP solve (e.g. "Optimal", "ReachedTimeLimit").
+    /// How the planner ended (e.g. "Optimal (exact dynamic program ...)").
     pub solver_status: String,
-    /// Wall time of the MILP's build and solve, seconds.
+    /// Wall time of the planner, seconds.
     pub solve_time_s: f64,
 }
 

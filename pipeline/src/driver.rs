@@ -301,21 +301,24 @@ fn plan_stage(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<Planned> {
         return Ok(Planned::Job(job.clone()));
     }
     let profile = profile_pass(job, dir, opts)?;
-    if profile.status != JobStatus::Ok || profile.block_costs.is_empty() {
-        let reason = format!(
-            "plan stage: the profiling pass ended {} ({}); log {}",
-            profile.status.as_str(),
-            profile.reason.as_deref().unwrap_or("no block costs"),
-            dir.join("profile").join("job.log").display()
-        );
-        return Ok(Planned::Failed(unplanned(
-            job,
-            profile.status,
-            reason,
-            profile.env,
-        )));
-    }
-    match plan_checkmate(job, fraction, &profile.block_costs) {
+    let executor = match (&profile.status, &profile.executor_profile) {
+        (JobStatus::Ok, Some(executor)) if !executor.blocks.is_empty() => executor,
+        _ => {
+            let reason = format!(
+                "plan stage: the profiling pass ended {} ({}); log {}",
+                profile.status.as_str(),
+                profile.reason.as_deref().unwrap_or("no executor profile"),
+                dir.join("profile").join("job.log").display()
+            );
+            return Ok(Planned::Failed(unplanned(
+                job,
+                profile.status,
+                reason,
+                profile.env,
+            )));
+        }
+    };
+    match plan_checkmate(job, fraction, executor) {
         Ok(planned) => Ok(Planned::Job(planned)),
         Err((status, reason)) => Ok(Planned::Failed(unplanned(job, status, reason, profile.env))),
     }
@@ -393,34 +396,29 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     Ok(rendered)
 }
 
-/// `job` with its Checkmate plan: the MILP over the transformer's chain of blocks with the
-/// job's own measured `costs` (one per block), at `fraction` of the checkpoint-all peak
-/// (Jain et al., "Checkmate", MLSys 2020, Section 4; the chain model in
-/// `memwall_remat::execute`).
+/// `job` with its Checkmate plan: the least recomputation whose predicted peak fits `fraction`
+/// of the no-recomputation peak, over the segment plans the executor runs, with the job's own
+/// measured executor profile (Jain et al., "Checkmate", MLSys 2020, eq. 1a and 1e; the model and
+/// solver in `memwall_remat::execute`).
 fn plan_checkmate(
     job: &JobSpec,
     fraction: f64,
-    costs: &[memwall_core::strategy::BlockCost],
+    profile: &memwall_core::segment_memory::ExecutorProfile,
 ) -> std::result::Result<JobSpec, (JobStatus, String)> {
-    let opts = crate::remat::milp::MilpOptions {
-        time_limit_s: 30.0,
-        ..Default::default()
-    };
-    let plan =
-        crate::remat::execute::plan_transformer(costs, fraction, &opts).map_err(|e| match e {
-            crate::remat::RematError::Infeasible { .. } => (
-                JobStatus::Infeasible,
-                format!("budget {fraction} of the checkpoint-all peak: {e}"),
-            ),
-            e => (JobStatus::Failed, format!("plan stage: {e}")),
-        })?;
+    let plan = crate::remat::execute::plan_transformer(profile, fraction).map_err(|e| match e {
+        crate::remat::RematError::Infeasible { .. } => (
+            JobStatus::Infeasible,
+            format!("budget {fraction} of the no-recomputation peak: {e}"),
+        ),
+        e => (JobStatus::Failed, format!("plan stage: {e}")),
+    })?;
     tracing::info!(
-        "{}: Checkmate plan at {fraction} of the peak: {} recomputed of {} blocks, predicted cost {:.3}x ({} in {:.2} s)",
+        "{}: plan at {fraction} of the no-recomputation peak: {} recomputed of {} blocks, predicted peak {} bytes above steady state, cost {:.3}x ({:.3} s)",
         job.config,
         plan.segments.iter().filter(|s| s.recompute).map(|s| s.end - s.start).sum::<usize>(),
-        costs.len(),
+        profile.blocks.len(),
+        plan.predicted_peak_bytes,
         plan.predicted_cost_ratio,
-        plan.solver_status,
         plan.solve_time_s
     );
     let mut planned = job.clone();

@@ -17,6 +17,7 @@ pub mod autodiff_example;
 pub mod data;
 pub mod demos;
 pub mod driver;
+pub mod plan_cmd;
 pub mod report;
 pub mod results;
 pub mod studies;

@@ -115,6 +115,36 @@ enum Cmd {
         #[command(flatten)]
         run: RunArgs,
     },
+    /// Plan rematerialization for a graph file at a memory budget (Checkmate MILP, LP rounding,
+    /// greedy, sqrt(n), revolve): prints cost, overhead, peak, status, gap and solve time, and
+    /// writes the cheapest schedule (R and S per stage, the recomputations) as JSON.
+    Plan {
+        /// Graph file: memwall's format or a networkx node-link file (Checkmate's graphs, the
+        /// random layered graphs).
+        #[arg(long)]
+        graph: PathBuf,
+        /// Budget in bytes (fixed memory included).
+        #[arg(long, conflicts_with = "budget_fraction")]
+        budget: Option<u64>,
+        /// Budget as a fraction of the checkpoint-all peak, in (0, 1] (default 0.8).
+        #[arg(long)]
+        budget_fraction: Option<f64>,
+        /// milp, lp-rounding, greedy, sqrt, revolve, checkpoint-all, or all.
+        #[arg(long, default_value = "milp")]
+        solver: String,
+        /// Time limit per MILP or LP solve, seconds.
+        #[arg(long, default_value_t = 60.0)]
+        time_limit: f64,
+        /// Relative MIP gap at which the MILP stops (0.01 = 1%).
+        #[arg(long, default_value_t = 0.01)]
+        gap: f64,
+        /// HiGHS threads.
+        #[arg(long, default_value_t = 2)]
+        threads: u32,
+        /// Write the schedule as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
     RunJob {
@@ -240,6 +270,33 @@ fn main() -> Result<()> {
             let backend: BackendKind = target.parse()?;
             let n = export_jobs(&experiment, backend, &out, &paths, &opts)?;
             println!("wrote {n} job files under {}", out.display());
+            Ok(())
+        }
+        Cmd::Plan {
+            graph,
+            budget,
+            budget_fraction,
+            solver,
+            time_limit,
+            gap,
+            threads,
+            out,
+        } => {
+            let req = memwall::plan_cmd::PlanRequest {
+                graph,
+                budget: match budget {
+                    Some(b) => memwall::remat::plan::Budget::Bytes(b),
+                    None => memwall::remat::plan::Budget::Fraction(budget_fraction.unwrap_or(0.8)),
+                },
+                solver,
+                options: memwall::remat::plan::PlanOptions {
+                    time_limit_s: time_limit,
+                    gap,
+                    threads,
+                },
+                out,
+            };
+            print!("{}", memwall::plan_cmd::run(&req)?);
             Ok(())
         }
         Cmd::RunJob { job, out } => {

@@ -125,7 +125,7 @@ at_most = 1000.0
         assert_eq!(rec.env.dtype, job.strategy.precision.as_str());
     }
 
-    // the Checkmate configuration ran the MILP's plan, from the control's measured block costs
+    // the Checkmate configuration ran its plan, solved from its own profiling pass
     let cm = jobs.iter().find(|j| j.config == "checkmate").unwrap();
     let rec = read_record(&record_dir(&p.runs, "smoke_e2e", &cm.key()))
         .unwrap()
@@ -140,6 +140,10 @@ at_most = 1000.0
     assert!(profile.spec.profile_only && profile.status == JobStatus::Ok);
     assert_eq!(profile.block_costs.len(), cm.model.layers);
     assert!(profile.block_costs.iter().all(|b| b.activation_bytes > 0));
+    let executor = profile.executor_profile.expect("the executor profile");
+    assert_eq!(executor.blocks.len(), cm.model.layers);
+    assert_eq!(executor.calibration.len(), 3, "three calibration steps");
+    assert!(executor.tail_peak_bytes > 0 && executor.head_peak_bytes > 0);
 
     // the mixed-precision job recorded its loss scale and gradient underflow per step
     let mx = jobs.iter().find(|j| j.config == "mixed").unwrap();
@@ -254,7 +258,8 @@ fn missing_data_and_unknown_configuration_are_clear_errors() {
 
 /// A Checkmate configuration alone in an empty record store plans itself: its block costs come
 /// from its own profiling pass, not from an earlier configuration's record. A budget below what
-/// any schedule needs is an `infeasible` record naming the bound, and the sweep goes on.
+/// any plan needs is an `infeasible` record naming the smallest feasible budget, and the sweep
+/// goes on.
 #[test]
 fn a_checkmate_job_plans_from_its_own_profile() {
     let dir = tempfile::tempdir().unwrap();
@@ -271,7 +276,7 @@ fn a_checkmate_job_plans_from_its_own_profile() {
     assert_eq!(out.unfinished[0].0, "tight");
     assert_eq!(out.unfinished[0].1, JobStatus::Infeasible);
     assert!(
-        out.unfinished[0].2.contains("lower bound"),
+        out.unfinished[0].2.contains("smallest feasible budget"),
         "{:?}",
         out.unfinished
     );

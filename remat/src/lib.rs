@@ -8,10 +8,12 @@
 //! * [`baselines`]: checkpoint-all, Chen et al. sqrt(n) and greedy, Griewank's revolve.
 //! * [`milp`]: the Checkmate MILP (Section 4) and its LP relaxation with two-phase rounding
 //!   (Section 5), solved with HiGHS.
-//! * [`execute`]: the transformer's chain of blocks as a Checkmate graph, and its schedule as the
-//!   segments the runner executes.
+//! * [`execute`]: the transformer planned for a memory budget over the segment plans the runner
+//!   executes, with the executor's memory model (exact dynamic program).
 //! * [`nets`]: ResNet, LSTM and MLP forward graphs built op by op, and the training graph of a
 //!   forward graph (one gradient node per op, reading what the op's backward needs).
+//! * [`plan`]: one graph, one budget, any solver: what `memwall plan` runs (schedule JSON,
+//!   smallest feasible budget).
 //! * [`static_plan`]: static memory planning over an execution order of a graph (liveness
 //!   reference counters, in-place, memory sharing; plain, segment-recomputation or Checkmate
 //!   orders).
@@ -25,11 +27,13 @@
 
 pub mod baselines;
 pub mod graph;
+pub mod graph_file;
 pub mod milp;
 pub mod sim;
 
 pub mod execute;
 pub mod nets;
+pub mod plan;
 pub mod static_plan;
 pub use graph::{Graph, Node, OpKind};
 pub use sim::{simulate, Schedule, SimResult};
@@ -71,22 +75,17 @@ pub enum RematError {
     /// A schedule violates a constraint of the Checkmate formulation.
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
-    /// No schedule fits the budget: `budget_bytes` is below what the graph needs.
+    /// No schedule fits the budget: `budget_bytes` is below the smallest feasible budget.
     #[error(
-        "no schedule fits {budget_bytes} bytes; every schedule needs at least \
-         {working_set_bytes} bytes (the largest op's working set, a lower bound) and \
-         checkpoint-all peaks at {checkpoint_all_bytes} bytes: {status}"
+        "no schedule fits {budget_bytes} bytes; the smallest feasible budget is \
+         {smallest_feasible_bytes} bytes ({status})"
     )]
     Infeasible {
         /// The budget asked for, bytes.
         budget_bytes: u64,
-        /// [`Graph::working_set_bound`]: no schedule peaks below it (a lower bound of the
-        /// smallest feasible budget), bytes.
-        working_set_bytes: u64,
-        /// Peak of the checkpoint-all schedule (no recomputation), bytes: a budget this large
-        /// always fits.
-        checkpoint_all_bytes: u64,
-        /// The solver's status (e.g. "Infeasible (working-set bound)").
+        /// The smallest budget any schedule of the planner's schedule space fits, bytes.
+        smallest_feasible_bytes: u64,
+        /// How the solver established it.
         status: String,
     },
     /// The MILP/LP solver failed (HiGHS error status).

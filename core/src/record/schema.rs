@@ -134,6 +134,10 @@ pub struct JobRecord {
     /// Measured per-block costs (bytes kept by each block's graph, its input, forward time).
     #[serde(default)]
     pub block_costs: Vec<crate::strategy::BlockCost>,
+    /// The profiling pass's measurements of the segment executor (a `profile_only` record:
+    /// what a Checkmate configuration's plan is solved from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_profile: Option<crate::segment_memory::ExecutorProfile>,
     /// The first device allocation failure of the job's process, if one happened (what made
     /// the record `out_of_memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +164,7 @@ impl JobRecord {
             summary: None,
             plan: None,
             block_costs: Vec::new(),
+            executor_profile: None,
             out_of_memory: None,
             peak_bounds: None,
             finished_at: chrono::Utc::now().to_rfc3339(),

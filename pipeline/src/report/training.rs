@@ -133,18 +133,19 @@ fn source_relative_time(claim: Option<&Claim>, control: Option<&Claim>) -> Optio
     }
 }
 
-/// Checkmate-planned configurations: what the MILP predicted (activation peak of the chain
-/// graph, compute over plain forward+backward) beside what the job measured (peak − steady
-/// state, step time over the control's).
+/// Checkmate-planned configurations: what the planner predicted (peak above the steady state
+/// from the executor's memory model, compute over plain forward+backward) beside what the job
+/// measured (peak − steady state, step time over the control's).
 fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
     let mut table = Table {
-        caption: "Checkmate plans executed: planned vs measured".into(),
+        caption: "Budget plans executed: planned vs measured".into(),
         columns: [
             "configuration",
             "budget (fraction of no-recompute peak)",
             "recomputed blocks",
-            "planned activation peak",
+            "planned peak − steady",
             "measured peak − steady",
+            "measured / planned",
             "planned compute ratio",
             "measured step-time ratio",
         ]
@@ -157,9 +158,16 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
         .map(|c| &c.r)
         .filter(|r| r.f64("checkmate").is_some())
     {
-        let measured = match (r.f64("peak_allocated_bytes"), r.f64("steady_bytes")) {
-            (Some(p), Some(s)) => format_bytes((p - s).max(0.0)),
-            _ => format!("{}: {}", r.str("status"), r.str("reason")),
+        let measured_bytes = match (r.f64("peak_allocated_bytes"), r.f64("steady_bytes")) {
+            (Some(p), Some(s)) => Some((p - s).max(0.0)),
+            _ => None,
+        };
+        let measured = measured_bytes
+            .map(format_bytes)
+            .unwrap_or_else(|| format!("{}: {}", r.str("status"), r.str("reason")));
+        let ratio = match (measured_bytes, r.f64("planned_peak_bytes")) {
+            (Some(m), Some(p)) if p > 0.0 => format!("{:.3}", m / p),
+            _ => "–".into(),
         };
         table.rows.push(vec![
             r.str("config"),
@@ -169,6 +177,7 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
                 .map(format_bytes)
                 .unwrap_or_else(|| "–".into()),
             measured,
+            ratio,
             fmt_opt(r.f64("planned_cost_ratio"), 3, "x"),
             fmt_opt(r.f64("relative_step_time"), 3, "x"),
         ]);

@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod mixed;
+pub mod profile;
 pub mod segment;
 #[cfg(test)]
 mod tests;
@@ -141,23 +142,39 @@ pub fn profile_blocks<B: TrainBackend>(
 }
 
 /// The profiling pass of `spec` alone ([`JobSpec::profile_only`]): the model as the job
-/// initializes it (seed, attention, precision; the 16-bit copy under master weights), one
-/// held-out batch, and [`profile_blocks`] on the job's device. The record has status `ok`, the
-/// block costs and no summary. This is what a Checkmate configuration's plan is solved from.
-fn profile_record<B: TrainBackend>(
+/// initializes it (seed, attention, precision), one held-out batch, and
+/// [`profile::profile_executor`] on the job's device with the job's optimizer (from
+/// `make_optim`). The record has status `ok`, the block costs, the executor profile and no
+/// summary. This is what a Checkmate configuration's plan is solved from.
+fn profile_record<B, O>(
     spec: &JobSpec,
     device: &B::Device,
     probe: &mut dyn MemoryProbe,
     env: Environment,
-) -> Result<JobRecord> {
+    make_optim: impl Fn() -> O,
+) -> Result<JobRecord>
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
     let m = &spec.model;
     let eval_stream = TokenStream::read(&spec.data.dir.join("eval.tokens"), spec.data.eos_id)?;
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, spec.train.seed)?;
     let model = init_model::<B>(spec, device);
-    let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
+    let model = if spec.strategy.master_weights {
+        cast_model(model, spec.strategy.precision)
+    } else {
+        model
+    };
+    let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+    let fused = spec.strategy.fused_optimizer;
+    let profile = profile::profile_executor(&model, &inputs, device, probe, fused, make_optim);
     let mut record = JobRecord::unfinished(spec, JobStatus::Ok, String::new(), env);
     record.reason = None;
-    record.block_costs = block_costs;
+    record.memory_probe = probe.describe().to_string();
+    record.peak_bounds = Some(probe.bounds());
+    record.block_costs = profile.block_costs();
+    record.executor_profile = Some(profile);
     Ok(record)
 }
 
@@ -367,15 +384,17 @@ pub(crate) fn run_on<B: TrainBackend>(
             env,
         ));
     }
-    if spec.profile_only {
-        return profile_record::<B>(spec, &device, probe, env);
-    }
     match spec.train.optimizer {
         OptimizerKind::Adamw => {
-            let optim = AdamWConfig::new()
-                .with_weight_decay(spec.train.weight_decay as f32)
-                .init::<B, TransformerLm<B>>();
-            train_loop::<B, _>(spec, device, probe, env, peak_flops, optim)
+            let make_optim = || {
+                AdamWConfig::new()
+                    .with_weight_decay(spec.train.weight_decay as f32)
+                    .init::<B, TransformerLm<B>>()
+            };
+            if spec.profile_only {
+                return profile_record::<B, _>(spec, &device, probe, env, make_optim);
+            }
+            train_loop::<B, _>(spec, device, probe, env, peak_flops, make_optim())
         }
     }
 }
@@ -454,6 +473,7 @@ where
         summary: Some(summary),
         plan: job.plan,
         block_costs: job.block_costs,
+        executor_profile: None,
         peak_bounds: Some(probe.bounds()),
         out_of_memory: None,
         finished_at: chrono::Utc::now().to_rfc3339(),

@@ -1,0 +1,175 @@
+//! `memwall plan`: the rematerialization planners on a user's graph file (memwall's format or a
+//! Checkmate / random-layered networkx node-link file), at one budget, with one or all solvers.
+//! Prints cost, overhead, simulated peak, status, lower bound, gap and solve time per solver and
+//! writes the cheapest schedule found as JSON ([`memwall_remat::plan::schedule_json`]).
+
+use crate::remat::graph_file::read_graph;
+use crate::remat::plan::{
+    checkpoint_all_peak, plan, schedule_json, smallest_feasible_budget, Budget, PlanOptions,
+    PlanOutcome, Solver,
+};
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What `memwall plan` was asked.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// The graph file.
+    pub graph: PathBuf,
+    /// The budget (bytes or a fraction of the checkpoint-all peak).
+    pub budget: Budget,
+    /// `--solver`: a solver name or `all`.
+    pub solver: String,
+    /// Solver options (time limit, gap, threads).
+    pub options: PlanOptions,
+    /// Where to write the schedule JSON.
+    pub out: Option<PathBuf>,
+}
+
+/// Checks the numeric options (each error names the flag and the accepted range).
+fn check_options(o: &PlanOptions) -> Result<()> {
+    if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0) {
+        bail!(
+            "--time-limit {}: give a positive number of seconds",
+            o.time_limit_s
+        );
+    }
+    if !(o.gap.is_finite() && (0.0..=1.0).contains(&o.gap)) {
+        bail!(
+            "--gap {}: give a relative gap in [0, 1], e.g. 0.01 for 1%",
+            o.gap
+        );
+    }
+    if o.threads == 0 {
+        bail!("--threads 0: give at least 1 thread");
+    }
+    Ok(())
+}
+
+fn opt<T: std::fmt::Display>(x: Option<T>) -> String {
+    x.map_or_else(|| "–".into(), |v| v.to_string())
+}
+
+/// One line of the solver table.
+fn row(o: &PlanOutcome) -> String {
+    format!(
+        "{:<15} {:<22} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9.2}",
+        o.solver.name(),
+        o.status,
+        opt(o.cost.map(|c| format!("{c:.4}"))),
+        opt(o.overhead.map(|c| format!("{c:.4}x"))),
+        opt(o.peak_bytes),
+        opt(o.recomputations),
+        opt(o.lower_bound.map(|c| format!("{c:.4}"))),
+        opt(o.gap.map(|g| format!("{:.2}%", 100.0 * g))),
+        o.solve_time_s
+    )
+}
+
+/// Runs the request and returns what `memwall plan` prints.
+///
+/// # Errors
+/// Unreadable or invalid graph files (naming the file and field), bad options (naming the
+/// flag), solver failures, and an unwritable `--out` file.
+pub fn run(req: &PlanRequest) -> Result<String> {
+    check_options(&req.options)?;
+    let solvers = Solver::parse_list(&req.solver)?;
+    let g = read_graph(&req.graph)?;
+    let reference = checkpoint_all_peak(&g)?;
+    let budget = req.budget.bytes(&g)?;
+    let mut text = String::new();
+    writeln!(
+        text,
+        "graph {} ({}): {} nodes, {} edges, total cost {:.4}, checkpoint-all peak {} bytes",
+        g.name,
+        req.graph.display(),
+        g.len(),
+        g.deps.iter().map(Vec::len).sum::<usize>(),
+        g.total_cost(),
+        reference
+    )?;
+    writeln!(
+        text,
+        "budget {budget} bytes ({:.3} of the checkpoint-all peak)\n",
+        budget as f64 / reference as f64
+    )?;
+    writeln!(
+        text,
+        "{:<15} {:<22} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9}",
+        "solver",
+        "status",
+        "cost",
+        "overhead",
+        "peak bytes",
+        "recomp.",
+        "lower bound",
+        "gap",
+        "time (s)"
+    )?;
+    let mut outcomes = Vec::with_capacity(solvers.len());
+    for s in solvers {
+        let o = plan(&g, s, budget, &req.options)?;
+        writeln!(text, "{}", row(&o))?;
+        outcomes.push(o);
+    }
+    let best = outcomes
+        .iter()
+        .filter(|o| o.schedule.is_some())
+        .min_by(|a, b| {
+            a.cost
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.cost.unwrap_or(f64::INFINITY))
+        });
+    let mut json = match best {
+        Some(o) => {
+            writeln!(
+                text,
+                "\ncheapest: {} at cost {:.4} ({:.4}x), peak {} bytes, {} recomputations",
+                o.solver.name(),
+                o.cost.unwrap_or(f64::NAN),
+                o.overhead.unwrap_or(f64::NAN),
+                opt(o.peak_bytes),
+                opt(o.recomputations)
+            )?;
+            schedule_json(&g, o)
+        }
+        None => {
+            let fb = smallest_feasible_budget(&g, &req.options)?;
+            if fb.exact() {
+                writeln!(
+                    text,
+                    "\ninfeasible: no schedule fits {budget} bytes; the smallest feasible budget is {} bytes ({:.3} of the checkpoint-all peak)",
+                    fb.upper_bytes,
+                    fb.upper_bytes as f64 / reference as f64
+                )?;
+            } else {
+                writeln!(
+                    text,
+                    "\ninfeasible: no schedule fits {budget} bytes; the smallest feasible budget is between {} and {} bytes (not settled within --time-limit)",
+                    fb.lower_bytes, fb.upper_bytes
+                )?;
+            }
+            serde_json::json!({
+                "graph": g.name,
+                "nodes": g.len(),
+                "budget_bytes": budget,
+                "status": "infeasible",
+                "smallest_feasible_budget": fb,
+                "outcomes": outcomes,
+            })
+        }
+    };
+    if let Some(out) = &req.out {
+        json["budget_bytes"] = budget.into();
+        json["checkpoint_all_peak_bytes"] = reference.into();
+        write_json(out, &json)?;
+        writeln!(text, "schedule written to {}", out.display())?;
+    }
+    Ok(text)
+}
+
+fn write_json(path: &Path, json: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(json).expect("JSON values serialize");
+    std::fs::write(path, text).with_context(|| format!("cannot write --out {}", path.display()))
+}

@@ -1,0 +1,487 @@
+//! The planners on any graph: what `memwall plan` runs. One graph, one budget, one or all
+//! solvers; each gives a schedule checked by the simulator, its cost, overhead and peak, the
+//! solver's status, lower bound, gap and solve time, and the schedule as JSON (R and S per
+//! stage and the list of recomputations, Jain et al. 2020, Section 4).
+
+use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
+use super::milp::{solve_lp_rounding, solve_milp, MilpOptions};
+use super::sim::{simulate, Schedule, SimResult};
+use super::{Graph, RematError};
+use serde::Serialize;
+use std::time::Instant;
+
+/// A rematerialization planner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Solver {
+    /// The Checkmate MILP (Section 4), warm-started from the cheapest fitting baseline.
+    Milp,
+    /// The LP relaxation with two-phase rounding (Section 5).
+    LpRounding,
+    /// Chen et al. 2016's greedy segmentation, the cheapest of its memory thresholds.
+    Greedy,
+    /// Chen et al. 2016's sqrt(n) segments.
+    Sqrt,
+    /// Griewank and Walther's revolve, the cheapest slot count that fits.
+    Revolve,
+    /// Keep every output until its last use (no recomputation).
+    CheckpointAll,
+}
+
+impl Solver {
+    /// Every solver, in the order `--solver all` runs them.
+    pub const ALL: [Solver; 6] = [
+        Solver::CheckpointAll,
+        Solver::Sqrt,
+        Solver::Greedy,
+        Solver::Revolve,
+        Solver::LpRounding,
+        Solver::Milp,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Solver::Milp => "milp",
+            Solver::LpRounding => "lp-rounding",
+            Solver::Greedy => "greedy",
+            Solver::Sqrt => "sqrt",
+            Solver::Revolve => "revolve",
+            Solver::CheckpointAll => "checkpoint-all",
+        }
+    }
+
+    /// Parses a `--solver` value: one name, or `all`.
+    ///
+    /// # Errors
+    /// [`RematError::Params`] naming the accepted values.
+    pub fn parse_list(s: &str) -> Result<Vec<Solver>, RematError> {
+        if s == "all" {
+            return Ok(Solver::ALL.to_vec());
+        }
+        Solver::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .map(|x| vec![x])
+            .ok_or_else(|| {
+                let names: Vec<&str> = Solver::ALL.iter().map(|x| x.name()).collect();
+                RematError::Params(format!(
+                    "--solver {s:?} is not a solver; use one of {} or all",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// The budget of a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Budget {
+    /// Bytes, including the graph's fixed memory.
+    Bytes(u64),
+    /// Fraction of the checkpoint-all schedule's peak, in (0, 1].
+    Fraction(f64),
+}
+
+impl Budget {
+    /// The budget in bytes for graph `g`.
+    ///
+    /// # Errors
+    /// [`RematError::Params`] for a fraction outside (0, 1] or a zero byte budget.
+    pub fn bytes(self, g: &Graph) -> Result<u64, RematError> {
+        match self {
+            Budget::Bytes(0) => Err(RematError::Params(
+                "--budget 0: a budget is a positive number of bytes".into(),
+            )),
+            Budget::Bytes(b) => Ok(b),
+            Budget::Fraction(f) if f > 0.0 && f <= 1.0 => {
+                Ok((checkpoint_all_peak(g)? as f64 * f).floor() as u64)
+            }
+            Budget::Fraction(f) => Err(RematError::Params(format!(
+                "--budget-fraction {f} is not in (0, 1] (a fraction of the checkpoint-all peak)"
+            ))),
+        }
+    }
+}
+
+/// Peak of the checkpoint-all schedule (no recomputation), bytes.
+///
+/// # Errors
+/// [`RematError::InvalidSchedule`] if the graph is inconsistent.
+pub fn checkpoint_all_peak(g: &Graph) -> Result<u64, RematError> {
+    Ok(simulate(g, &checkpoint_all(g))?.peak_mem)
+}
+
+/// Solver options of `memwall plan`.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Wall-clock limit per MILP or LP solve, seconds.
+    pub time_limit_s: f64,
+    /// Relative MIP gap at which the MILP stops.
+    pub gap: f64,
+    /// HiGHS threads.
+    pub threads: u32,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            time_limit_s: 60.0,
+            gap: 0.01,
+            threads: 2,
+        }
+    }
+}
+
+impl PlanOptions {
+    fn milp(&self) -> MilpOptions {
+        MilpOptions {
+            time_limit_s: self.time_limit_s,
+            mip_gap: self.gap,
+            threads: self.threads,
+            ..Default::default()
+        }
+    }
+}
+
+/// One solver's answer at one budget.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanOutcome {
+    /// The solver.
+    pub solver: Solver,
+    /// The budget, bytes.
+    pub budget_bytes: u64,
+    /// "feasible", "infeasible", or the MILP's HiGHS status (e.g. "Optimal",
+    /// "ReachedTimeLimit").
+    pub status: String,
+    /// Total compute cost of the schedule (eq. 1a), graph cost units.
+    pub cost: Option<f64>,
+    /// Cost over one evaluation of every node (1.0 = no recomputation).
+    pub overhead: Option<f64>,
+    /// Simulated peak memory of the schedule, bytes (fixed memory included).
+    pub peak_bytes: Option<u64>,
+    /// Node evaluations beyond the first of each node.
+    pub recomputations: Option<usize>,
+    /// A proven lower bound on the optimal cost at this budget (MILP dual bound or LP
+    /// relaxation), graph cost units.
+    pub lower_bound: Option<f64>,
+    /// `(cost - lower_bound) / cost`.
+    pub gap: Option<f64>,
+    /// Wall time, seconds.
+    pub solve_time_s: f64,
+    /// The schedule (not serialized here; see [`schedule_json`]).
+    #[serde(skip)]
+    pub schedule: Option<Schedule>,
+}
+
+/// The cheapest of `schedules` whose simulated peak fits `budget`.
+fn cheapest_fitting(
+    g: &Graph,
+    schedules: impl IntoIterator<Item = Schedule>,
+    budget: u64,
+) -> Result<Option<(Schedule, SimResult)>, RematError> {
+    let mut best: Option<(Schedule, SimResult)> = None;
+    for s in schedules {
+        let r = simulate(g, &s)?;
+        if r.peak_mem <= budget && best.as_ref().is_none_or(|b| r.cost < b.1.cost) {
+            best = Some((s, r));
+        }
+    }
+    Ok(best)
+}
+
+/// The baseline schedules of `solver` (empty for the MILP and LP solvers).
+fn baseline_schedules(g: &Graph, solver: Solver) -> Vec<Schedule> {
+    match solver {
+        Solver::CheckpointAll => vec![checkpoint_all(g)],
+        Solver::Sqrt => vec![chen_sqrt(g)],
+        Solver::Greedy => greedy_thresholds(g, 32)
+            .into_iter()
+            .map(|t| chen_greedy(g, t))
+            .collect(),
+        Solver::Revolve => (0..=g.forward_nodes().len())
+            .map(|s| revolve(g, s))
+            .collect(),
+        Solver::Milp | Solver::LpRounding => Vec::new(),
+    }
+}
+
+/// The cheapest fitting schedule of every baseline (the MILP's warm start).
+fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>, RematError> {
+    let all = [
+        Solver::CheckpointAll,
+        Solver::Sqrt,
+        Solver::Greedy,
+        Solver::Revolve,
+    ]
+    .into_iter()
+    .flat_map(|s| baseline_schedules(g, s));
+    cheapest_fitting(g, all, budget)
+}
+
+/// Runs `solver` on `g` at `budget` bytes.
+///
+/// # Errors
+/// Solver errors (HiGHS) and invalid graphs.
+pub fn plan(
+    g: &Graph,
+    solver: Solver,
+    budget: u64,
+    opts: &PlanOptions,
+) -> Result<PlanOutcome, RematError> {
+    let start = Instant::now();
+    let (best, status, lower_bound) = match solver {
+        Solver::Milp => {
+            let warm = best_baseline(g, budget)?.map(|b| b.0);
+            let out = solve_milp(
+                g,
+                budget,
+                &MilpOptions {
+                    warm_start: warm,
+                    ..opts.milp()
+                },
+            )?;
+            let lb = out.dual_bound.is_finite().then_some(out.dual_bound);
+            (out.best, out.status, lb)
+        }
+        Solver::LpRounding => {
+            let out = solve_lp_rounding(
+                g,
+                budget,
+                &opts.milp(),
+                &[0.1, 0.3, 0.5, 0.7, 0.9],
+                &[0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5],
+            )?;
+            let best = out.rounded.map(|(s, r, _)| (s, r));
+            let status = if best.is_some() {
+                "feasible"
+            } else {
+                "infeasible"
+            };
+            (best, status.to_string(), out.lp_bound)
+        }
+        _ => {
+            let best = cheapest_fitting(g, baseline_schedules(g, solver), budget)?;
+            let status = if best.is_some() {
+                "feasible"
+            } else {
+                "infeasible"
+            };
+            (best, status.to_string(), None)
+        }
+    };
+    let total = g.total_cost();
+    let (schedule, sim) = match best {
+        Some((s, r)) => (Some(s), Some(r)),
+        None => (None, None),
+    };
+    let cost = sim.map(|r| r.cost);
+    Ok(PlanOutcome {
+        solver,
+        budget_bytes: budget,
+        status,
+        cost,
+        overhead: cost.map(|c| c / total),
+        peak_bytes: sim.map(|r| r.peak_mem),
+        recomputations: sim.map(|r| r.recomputations),
+        lower_bound,
+        gap: match (cost, lower_bound) {
+            (Some(c), Some(lb)) if c > 0.0 => Some(((c - lb) / c).max(0.0)),
+            _ => None,
+        },
+        solve_time_s: start.elapsed().as_secs_f64(),
+        schedule,
+    })
+}
+
+/// The smallest feasible budget of a graph, as far as it was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FeasibleBudget {
+    /// No schedule fits below this, bytes (proven: the working set, or a MILP proved infeasible).
+    pub lower_bytes: u64,
+    /// A schedule fits this budget, bytes (found by a baseline or the MILP).
+    pub upper_bytes: u64,
+}
+
+impl FeasibleBudget {
+    /// Whether the bounds meet: `upper_bytes` is the exact smallest feasible budget.
+    pub fn exact(&self) -> bool {
+        self.lower_bytes >= self.upper_bytes
+    }
+}
+
+/// The smallest feasible budget of `g` (min over schedules of the simulated peak): the
+/// working-set lower bound and the best baseline's peak, then bisection with MILP feasibility
+/// solves until the bounds meet, a solve proves nothing in its time, or `opts.time_limit_s`
+/// (all solves together) is spent.
+///
+/// # Errors
+/// Solver errors (HiGHS) and invalid graphs.
+pub fn smallest_feasible_budget(
+    g: &Graph,
+    opts: &PlanOptions,
+) -> Result<FeasibleBudget, RematError> {
+    let start = Instant::now();
+    let mut lower = g.working_set_bound();
+    let mut upper = checkpoint_all_peak(g)?;
+    for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
+        for sch in baseline_schedules(g, s) {
+            upper = upper.min(simulate(g, &sch)?.peak_mem);
+        }
+    }
+    while lower < upper {
+        let left = opts.time_limit_s - start.elapsed().as_secs_f64();
+        if left <= 0.0 {
+            break;
+        }
+        let mid = lower + (upper - lower) / 2;
+        let out = solve_milp(
+            g,
+            mid,
+            &MilpOptions {
+                mip_gap: 1.0,
+                time_limit_s: left,
+                ..opts.milp()
+            },
+        )?;
+        match (&out.best, out.status.as_str()) {
+            (Some((_, r)), _) => upper = r.peak_mem.min(mid),
+            (None, status) if status.starts_with("Infeasible") => lower = mid + 1,
+            _ => break,
+        }
+    }
+    Ok(FeasibleBudget {
+        lower_bytes: lower.min(upper),
+        upper_bytes: upper,
+    })
+}
+
+/// One recomputation: node `node` evaluated again in stage `stage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Recomputation {
+    /// Stage index `t`.
+    pub stage: usize,
+    /// Node index `i`.
+    pub node: usize,
+    /// Node name.
+    pub name: String,
+}
+
+/// Every evaluation of a node after its first, in stage order.
+pub fn recomputations(g: &Graph, sch: &Schedule) -> Vec<Recomputation> {
+    let mut seen = vec![false; g.len()];
+    let mut out = Vec::new();
+    for (t, row) in sch.r.iter().enumerate() {
+        for (i, &computed) in row.iter().enumerate() {
+            if computed {
+                if seen[i] {
+                    out.push(Recomputation {
+                        stage: t,
+                        node: i,
+                        name: g.nodes[i].name.clone(),
+                    });
+                }
+                seen[i] = true;
+            }
+        }
+    }
+    out
+}
+
+/// The schedule file of `memwall plan --out`: the graph, the outcome, and per stage the
+/// nodes computed (`R[t]`) and the outputs resident at its start (`S[t]`) as node index lists,
+/// plus the recomputations.
+pub fn schedule_json(g: &Graph, out: &PlanOutcome) -> serde_json::Value {
+    let ones = |row: &Vec<bool>| -> Vec<usize> {
+        row.iter()
+            .enumerate()
+            .filter(|(_, &b)| b)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let stages: Vec<serde_json::Value> = out
+        .schedule
+        .as_ref()
+        .map(|s| {
+            (0..g.len())
+                .map(|t| serde_json::json!({"stage": t, "compute": ones(&s.r[t]), "resident": ones(&s.s[t])}))
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "graph": g.name,
+        "nodes": g.len(),
+        "total_cost": g.total_cost(),
+        "outcome": out,
+        "stages": stages,
+        "recomputations": out.schedule.as_ref().map(|s| recomputations(g, s)).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::validate;
+
+    #[test]
+    fn every_solver_fits_a_generous_budget_and_milp_is_cheapest() {
+        let g = Graph::linear_chain(8).unwrap();
+        let budget = Budget::Fraction(0.7).bytes(&g).unwrap();
+        let mut milp_cost = None;
+        let mut costs = Vec::new();
+        for s in Solver::ALL {
+            let o = plan(&g, s, budget, &PlanOptions::default()).unwrap();
+            if let Some(sch) = &o.schedule {
+                validate(&g, sch).unwrap();
+                assert!(o.peak_bytes.unwrap() <= budget, "{s:?}");
+                costs.push(o.cost.unwrap());
+            }
+            if s == Solver::Milp {
+                milp_cost = o.cost;
+            }
+        }
+        let milp = milp_cost.expect("the MILP fits 70% of the checkpoint-all peak");
+        assert!(
+            costs.iter().all(|c| milp <= c + 1e-6 * c),
+            "{milp} vs {costs:?}"
+        );
+    }
+
+    #[test]
+    fn recomputations_list_second_evaluations() {
+        let g = Graph::linear_chain(6).unwrap();
+        let budget = Budget::Fraction(0.5).bytes(&g).unwrap();
+        let o = plan(&g, Solver::Milp, budget, &PlanOptions::default()).unwrap();
+        let sch = o.schedule.as_ref().expect("feasible");
+        let list = recomputations(&g, sch);
+        assert_eq!(list.len(), o.recomputations.unwrap());
+        let json = schedule_json(&g, &o);
+        assert_eq!(json["stages"].as_array().unwrap().len(), g.len());
+        assert_eq!(json["recomputations"].as_array().unwrap().len(), list.len());
+    }
+
+    #[test]
+    fn smallest_feasible_budget_is_tight_on_a_chain() {
+        let g = Graph::linear_chain(6).unwrap();
+        let fb = smallest_feasible_budget(&g, &PlanOptions::default()).unwrap();
+        assert!(fb.exact(), "{fb:?}");
+        let at = plan(&g, Solver::Milp, fb.upper_bytes, &PlanOptions::default()).unwrap();
+        assert!(at.schedule.is_some());
+        let below = plan(
+            &g,
+            Solver::Milp,
+            fb.upper_bytes - 1,
+            &PlanOptions::default(),
+        )
+        .unwrap();
+        assert!(below.schedule.is_none(), "{}", below.status);
+    }
+
+    #[test]
+    fn bad_solver_and_budget_are_named() {
+        let e = Solver::parse_list("milps").unwrap_err().to_string();
+        assert!(e.contains("--solver") && e.contains("lp-rounding"), "{e}");
+        let g = Graph::linear_chain(4).unwrap();
+        let e = Budget::Fraction(1.5).bytes(&g).unwrap_err().to_string();
+        assert!(e.contains("--budget-fraction"), "{e}");
+    }
+}

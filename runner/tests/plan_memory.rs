@@ -1,0 +1,109 @@
+//! Plans execute as planned: the executor's memory model, measured by the profiling pass,
+//! planned at three budgets, then the plans run as real training steps on the CPU. The
+//! counting allocator is process-wide, so this file holds a single test.
+
+use burn::backend::{Autodiff, Flex};
+use burn::optim::AdamWConfig;
+use burn::tensor::backend::Backend;
+use memwall_core::spec::ModelConfig;
+use memwall_core::strategy::Segment;
+use memwall_remat::execute::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
+use memwall_runner::data::Batch;
+use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
+use memwall_runner::model::{InitModel, TransformerLm};
+use memwall_runner::train::profile::profile_executor;
+use memwall_runner::train::{train_step, Inputs};
+
+type B = Autodiff<Flex>;
+
+/// Peak above the steady state (bytes) of the second of two steps under `plan`.
+fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, plan: &[Segment]) -> u64 {
+    let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
+    let mut probe = HeapProbe;
+    let (m, _) = train_step(
+        model.clone(),
+        &mut optim,
+        1e-3,
+        inputs,
+        Some(plan),
+        false,
+        &mut probe,
+    );
+    reset_peak();
+    let steady = allocated_bytes();
+    let (m, loss) = train_step(m, &mut optim, 1e-3, inputs, Some(plan), false, &mut probe);
+    let peak = peak_allocated_bytes() - steady;
+    drop((m, loss));
+    peak
+}
+
+#[test]
+fn measured_peaks_follow_the_plans_at_three_budgets() {
+    let cfg = ModelConfig {
+        layers: 6,
+        d_model: 32,
+        heads: 2,
+        d_ff: 64,
+        seq_len: 128,
+        batch: 8,
+        vocab: 300,
+        tie_embeddings: true,
+    };
+    let n = cfg.batch * cfg.seq_len;
+    let ids: Vec<i64> = (0..n as i64 + 1).map(|i| (i * 37 + 11) % 300).collect();
+    let batch = Batch {
+        batch: cfg.batch,
+        seq_len: cfg.seq_len,
+        inputs: ids[..n].to_vec(),
+        targets: ids[1..].to_vec(),
+        positions: (0..n as i64).map(|i| i % cfg.seq_len as i64).collect(),
+    };
+    let device = Default::default();
+    B::seed(&device, 5);
+    let model = cfg.init::<B>(&device);
+    let inputs = Inputs::<B>::new(&batch, &device);
+    let profile = profile_executor(&model, &inputs, &device, &mut HeapProbe, false, || {
+        AdamWConfig::new().init::<B, TransformerLm<B>>()
+    });
+    let top = no_recompute_peak(&profile);
+    let low = smallest_feasible_budget(&profile);
+    assert!(
+        low < top,
+        "some recomputation must save memory: {low} vs {top}"
+    );
+    let mut rows = Vec::new();
+    for k in [2.0, 1.0, 0.0] {
+        let budget = low as f64 + k / 3.0 * (top - low) as f64;
+        let plan = plan_transformer(&profile, (budget / top as f64).min(1.0)).unwrap();
+        let measured = step_peak(&model, &inputs, &plan.segments);
+        rows.push((
+            plan.budget_bytes,
+            plan.predicted_peak_bytes,
+            measured,
+            plan.segments,
+        ));
+    }
+    let table: Vec<String> = rows
+        .iter()
+        .map(|(b, p, m, s)| format!("budget {b} planned {p} measured {m} segments {s:?}"))
+        .collect();
+    let table = table.join("\n");
+    for (budget, planned, measured, _) in &rows {
+        assert!(planned <= budget, "{table}");
+        assert!(
+            (*measured as f64) <= *planned as f64 * 1.10,
+            "measured above planned + 10%:\n{table}"
+        );
+    }
+    for w in rows.windows(2) {
+        assert!(
+            w[1].2 <= w[0].2,
+            "measured peaks must not grow as the budget tightens:\n{table}"
+        );
+    }
+    assert_ne!(
+        rows[0].3, rows[2].3,
+        "the budgets must give different plans:\n{table}"
+    );
+    eprintln!("{table}");
+}
