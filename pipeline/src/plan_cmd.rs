@@ -54,7 +54,7 @@ fn opt<T: std::fmt::Display>(x: Option<T>) -> String {
 /// One line of the solver table.
 fn row(o: &PlanOutcome) -> String {
     format!(
-        "{:<15} {:<22} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9.2}",
+        "{:<15} {:<30} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9.2}",
         o.solver.name(),
         o.status,
         opt(o.cost.map(|c| format!("{c:.4}"))),
@@ -96,7 +96,7 @@ pub fn run(req: &PlanRequest) -> Result<String> {
     )?;
     writeln!(
         text,
-        "{:<15} {:<22} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9}",
+        "{:<15} {:<30} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9}",
         "solver",
         "status",
         "cost",
@@ -113,8 +113,10 @@ pub fn run(req: &PlanRequest) -> Result<String> {
         writeln!(text, "{}", row(&o))?;
         outcomes.push(o);
     }
+    // Ties go to the solver listed last (the MILP, whose optimality is proven).
     let best = outcomes
         .iter()
+        .rev()
         .filter(|o| o.schedule.is_some())
         .min_by(|a, b| {
             a.cost

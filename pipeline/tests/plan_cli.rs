@@ -42,15 +42,15 @@ fn schedule_of(json: &serde_json::Value, n: usize) -> Schedule {
     s
 }
 
-/// Plans `graph` with `solver` at `fraction`, then checks the written schedule with the
+/// Plans `graph` with `solver` at `budget` (`--budget-fraction F` or `--budget BYTES`), then checks the written schedule with the
 /// simulator: valid, within the budget, and with the cost and peak the command printed.
-fn plan_and_check(graph: &Path, solver: &str, fraction: &str, dir: &Path) -> serde_json::Value {
+fn plan_and_check(graph: &Path, solver: &str, budget: [&str; 2], dir: &Path) -> serde_json::Value {
     let out = dir.join("schedule.json");
     let (ok, stdout, stderr) = plan(&[
         "--graph",
         graph.to_str().unwrap(),
-        "--budget-fraction",
-        fraction,
+        budget[0],
+        budget[1],
         "--solver",
         solver,
         "--time-limit",
@@ -61,6 +61,15 @@ fn plan_and_check(graph: &Path, solver: &str, fraction: &str, dir: &Path) -> ser
     assert!(ok, "{}: {stderr}", graph.display());
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    if json["status"] == "infeasible" {
+        // The stated smallest feasible budget must be feasible: plan there instead.
+        assert!(stdout.contains("smallest feasible budget"), "{stdout}");
+        let upper = json["smallest_feasible_budget"]["upper_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(upper > json["budget_bytes"].as_u64().unwrap(), "{json}");
+        return plan_and_check(graph, solver, ["--budget", &upper.to_string()], dir);
+    }
     let g = read_graph(graph).unwrap();
     let sch = schedule_of(&json, g.len());
     validate(&g, &sch).unwrap_or_else(|e| panic!("{}: {e}", graph.display()));
@@ -95,7 +104,7 @@ fn plan_on_every_shared_graph_through_the_simulator() {
     files.sort();
     assert!(files.len() >= 12, "{files:?}");
     for f in &files {
-        let json = plan_and_check(f, "milp", "0.9", dir.path());
+        let json = plan_and_check(f, "milp", ["--budget-fraction", "0.9"], dir.path());
         let status = json["outcome"]["status"].as_str().unwrap();
         assert!(!status.is_empty(), "{}", f.display());
     }
@@ -143,8 +152,8 @@ fn plan_on_graphs_written_by_the_test() {
     let nx_path = dir.path().join("diamond_nx.json");
     std::fs::write(&nx_path, nx.to_string()).unwrap();
 
-    let a = plan_and_check(&own_path, "all", "0.75", dir.path());
-    let b = plan_and_check(&nx_path, "milp", "0.75", dir.path());
+    let a = plan_and_check(&own_path, "all", ["--budget-fraction", "0.75"], dir.path());
+    let b = plan_and_check(&nx_path, "milp", ["--budget-fraction", "0.75"], dir.path());
     let cost = |j: &serde_json::Value| j["outcome"]["cost"].as_f64().unwrap();
     assert!((cost(&a) - cost(&b)).abs() < 1e-9, "{a} vs {b}");
     assert_eq!(Graph::read_node_link(&nx_path).unwrap().deps, g.deps);

@@ -218,7 +218,8 @@ fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>
     cheapest_fitting(g, all, budget)
 }
 
-/// Runs `solver` on `g` at `budget` bytes.
+/// Runs `solver` on `g` at `budget` bytes. The MILP is warm-started from the cheapest fitting
+/// baseline or LP-rounded schedule (its time includes finding them).
 ///
 /// # Errors
 /// Solver errors (HiGHS) and invalid graphs.
@@ -231,7 +232,21 @@ pub fn plan(
     let start = Instant::now();
     let (best, status, lower_bound) = match solver {
         Solver::Milp => {
-            let warm = best_baseline(g, budget)?.map(|b| b.0);
+            // Warm start: the cheapest fitting baseline or LP-rounded schedule.
+            let rounded = solve_lp_rounding(
+                g,
+                budget,
+                &opts.milp(),
+                &[0.1, 0.3, 0.5, 0.7, 0.9],
+                &[0.95, 0.9, 0.8, 0.7],
+            )?
+            .rounded
+            .map(|(s, r, _)| (s, r));
+            let warm = best_baseline(g, budget)?
+                .into_iter()
+                .chain(rounded)
+                .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+                .map(|b| b.0);
             let out = solve_milp(
                 g,
                 budget,
