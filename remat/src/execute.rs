@@ -179,7 +179,7 @@ pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<Transforme
             budget_bytes: budget,
             smallest_feasible_bytes: smallest,
             status: format!(
-                "the smallest feasible budget is {:.3} of the no-recomputation peak ({reference} bytes)",
+                "{:.3} of the no-recomputation peak of {reference} bytes; exact, by bisection",
                 smallest as f64 / reference as f64
             ),
         });
