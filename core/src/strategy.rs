@@ -60,6 +60,7 @@ pub struct BlockCost {
     /// Bytes of the block's input (the checkpoint when recomputed).
     pub boundary_bytes: u64,
     /// Forward time of the block, seconds (the recomputation cost).
+    #[serde(with = "crate::record::nonfinite")]
     pub forward_s: f64,
 }
 
@@ -69,16 +70,19 @@ pub struct TransformerPlan {
     /// The segment plan the job runs.
     pub segments: Vec<Segment>,
     /// Budget fraction of the no-recomputation (checkpoint-all) peak of the graph.
+    #[serde(with = "crate::record::nonfinite")]
     pub budget_fraction: f64,
     /// Budget, bytes.
     pub budget_bytes: u64,
     /// The schedule's simulated peak, bytes (activations of the chain graph).
     pub predicted_peak_bytes: u64,
     /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
+    #[serde(with = "crate::record::nonfinite")]
     pub predicted_cost_ratio: f64,
     /// HiGHS model status of the MILP solve (e.g. "Optimal", "ReachedTimeLimit").
     pub solver_status: String,
     /// Wall time of the MILP's build and solve, seconds.
+    #[serde(with = "crate::record::nonfinite")]
     pub solve_time_s: f64,
 }
 
