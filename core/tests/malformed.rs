@@ -370,7 +370,9 @@ fn read_damaged(damage: impl Fn(&str) -> String) -> (String, PathBuf) {
 
 #[test]
 fn every_malformed_record_is_named_with_its_path_and_field() {
-    let cases: Vec<(&str, Box<dyn Fn(&str) -> String>, &str)> = vec![
+    /// What happened to the file, the damage, and what the error must name.
+    type Damage = (&'static str, Box<dyn Fn(&str) -> String>, &'static str);
+    let cases: Vec<Damage> = vec![
         (
             "truncated by a full disk",
             Box::new(|t: &str| t[..t.len() / 2].to_string()),

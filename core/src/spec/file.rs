@@ -1106,7 +1106,9 @@ fn check_claim(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
     let Some(claim) = &c.claim else {
         return Ok(());
     };
-    let checks: [(&str, Option<f64>, fn(f64) -> bool, &str); 4] = [
+    /// A claimed number: its key, value, range test and the range in words.
+    type ClaimCheck<'a> = (&'a str, Option<f64>, fn(f64) -> bool, &'a str);
+    let checks: [ClaimCheck; 4] = [
         (
             "peak_gib",
             claim.peak_gib,
