@@ -60,6 +60,7 @@ pub struct BlockCost {
     /// Bytes of the block's input (the checkpoint when recomputed).
     pub boundary_bytes: u64,
     /// Forward time of the block, seconds (the recomputation cost).
+    #[serde(with = "crate::record::nonfinite")]
     pub forward_s: f64,
 }
 
@@ -69,6 +70,7 @@ pub struct TransformerPlan {
     /// The segment plan the job runs.
     pub segments: Vec<Segment>,
     /// Budget fraction of the no-recomputation plan's predicted peak above the steady state.
+    #[serde(with = "crate::record::nonfinite")]
     pub budget_fraction: f64,
     /// Budget, bytes.
     pub budget_bytes: u64,
@@ -76,10 +78,12 @@ pub struct TransformerPlan {
     /// ([`crate::segment_memory::predict`] with margin).
     pub predicted_peak_bytes: u64,
     /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
+    #[serde(with = "crate::record::nonfinite")]
     pub predicted_cost_ratio: f64,
     /// How the planner ended (e.g. "Optimal (exact dynamic program ...)").
     pub solver_status: String,
     /// Wall time of the planner, seconds.
+    #[serde(with = "crate::record::nonfinite")]
     pub solve_time_s: f64,
 }
 

@@ -108,7 +108,9 @@ pub fn plan_jobs(
     let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
         return Ok((study, dev, Vec::new()));
     };
+    check_fits(&study, &dev)?;
     let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
+    check_windows(&study, &prepared, &model)?;
     let mut jobs = study.jobs(dev.backend, dev.index, &prepared);
     for job in &mut jobs {
         job.device_settings.cache_dir = Some(paths.cache.join("cubecl"));
@@ -138,6 +140,57 @@ pub fn plan_jobs(
         jobs.retain(|j| opts.only.contains(&j.config));
     }
     Ok((study, dev, jobs))
+}
+
+/// Refuses, before the corpus is tokenized or any job starts, a study whose model cannot fit the
+/// device under any of its configurations, or whose tokenizer cannot be trained in host RAM
+/// ([`Study::check_fits`]). Where a memory cannot be known, it is not checked.
+///
+/// # Errors
+/// [`Error::SpecField`] naming the model field, the estimate and the largest value that fits.
+pub fn check_fits(study: &Study, dev: &ResolvedDevice) -> Result<()> {
+    let unknown = || crate::spec::DeviceMemory {
+        total_bytes: u64::MAX,
+        what: "unknown memory".into(),
+    };
+    let host = device::host_memory().unwrap_or_else(unknown);
+    let memory = device::device_memory(dev.backend, dev.index).unwrap_or_else(unknown);
+    study.check_fits(&memory, &host)
+}
+
+/// Refuses a `seq_len` longer than the tokenized corpus's held-out or training split (every
+/// batch is `seq_len + 1` consecutive tokens), naming the field and the longest that fits.
+fn check_windows(
+    study: &Study,
+    prepared: &crate::spec::PreparedData,
+    model: &crate::spec::ModelConfig,
+) -> Result<()> {
+    for split in ["train", "eval"] {
+        let file = prepared.dir.join(format!("{split}.tokens"));
+        let tokens = std::fs::metadata(&file)
+            .map_err(|e| Error::io("reading", &file, e))?
+            .len()
+            / 4;
+        if tokens < model.seq_len as u64 + 1 {
+            let corpus = study
+                .data
+                .as_ref()
+                .map(|d| d.path.display().to_string())
+                .unwrap_or_default();
+            return Err(Error::SpecField {
+                path: study.path.clone(),
+                field: format!("profiles.{}.model.seq_len", study.profile),
+                message: format!(
+                    "{} tokens per sequence (+1 target) is longer than the {tokens} tokens of the \
+                     {split} split of {corpus}: use seq_len <= {}, a larger corpus, or (for the \
+                     held-out split) a larger `data.eval_fraction`",
+                    model.seq_len,
+                    tokens.saturating_sub(1)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Runs the jobs of a training study, one process each, skipping jobs that have a record (an
@@ -230,9 +283,16 @@ fn run_one(
                 return Ok(record);
             }
             Ok(None) => {}
-            // A damaged record or one of another memwall version: the job runs again and its
-            // new record replaces the file.
-            Err(e) => tracing::warn!("{}: {e}; running the job again", job.config),
+            // A damaged record or one of another memwall version: moved aside (kept for
+            // diagnosis) and the job runs again.
+            Err(e) => {
+                let aside = results::set_aside(&dir)?;
+                tracing::warn!(
+                    "{}: {e}; moved to {} and running the job again",
+                    job.config,
+                    aside.display()
+                );
+            }
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
@@ -384,6 +444,23 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
     }
     let records = results::StudyRecords::load(&paths.runs, &header.name)?;
+    if records.is_empty() && !records.unreadable.is_empty() {
+        return Err(Error::Records {
+            path: paths.runs.join(&header.name),
+            message: format!(
+                "no readable record for study `{}`: {}; `memwall run {}` moves them aside and \
+                 reruns their jobs",
+                header.name,
+                records
+                    .unreadable
+                    .iter()
+                    .map(|(p, e)| format!("{} ({e})", p.display()))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                study_path.display()
+            ),
+        });
+    }
     if records.is_empty() {
         return Err(no_records(paths, &header.name, study_path));
     }

@@ -179,6 +179,12 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRe
         path: path.clone(),
         message: e.to_string(),
     })?;
+    // Checked before it is stored: a record that would not read back is not written.
+    let text = String::from_utf8_lossy(&json);
+    crate::results::parse_json::<StudyRecord>(&text).map_err(|e| Error::Records {
+        path: path.clone(),
+        message: format!("study record not written: it would not read back ({e})"),
+    })?;
     crate::results::write_atomic(&path, &json)?;
     Ok((rec, true))
 }
@@ -191,13 +197,17 @@ pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<(StudyRecord, PathBuf
         for e in entries.flatten() {
             let p = e.path();
             if p.to_string_lossy().ends_with(RESULT_SUFFIX) {
-                let text = std::fs::read_to_string(&p).map_err(|e| Error::io("reading", &p, e))?;
-                let rec =
-                    serde_json::from_str::<StudyRecord>(&text).map_err(|e| Error::Records {
-                        path: p.clone(),
-                        message: format!("malformed study record: {e}"),
-                    })?;
-                out.push((rec, p));
+                // A record that cannot be read is named and left out; the study reruns it.
+                let read = std::fs::read_to_string(&p)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| crate::results::parse_json::<StudyRecord>(&text));
+                match read {
+                    Ok(rec) => out.push((rec, p)),
+                    Err(e) => tracing::warn!(
+                        "leaving out {}: malformed study record ({e}); `memwall run` computes it again",
+                        p.display()
+                    ),
+                }
             }
         }
     }

@@ -7,6 +7,7 @@
 
 pub use memwall_core::device::{BackendKind, DeviceRequest};
 use memwall_core::error::{Error, Result};
+use memwall_core::spec::DeviceMemory;
 
 /// A device chosen for a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,9 @@ pub struct CudaInfo {
     pub device_count: usize,
     /// Names of the devices, by ordinal.
     pub names: Vec<String>,
+    /// Total memory of the devices, bytes, by ordinal (`cuDeviceTotalMem_v2`; 0 where the
+    /// driver did not say).
+    pub total_bytes: Vec<u64>,
 }
 
 /// Probes the CUDA driver without touching Burn.
@@ -38,6 +42,7 @@ pub fn probe_cuda() -> std::result::Result<CudaInfo, String> {
     type CuDeviceGetCount = unsafe extern "C" fn(*mut i32) -> i32;
     type CuDeviceGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
     type CuDeviceGetName = unsafe extern "C" fn(*mut std::ffi::c_char, i32, i32) -> i32;
+    type CuDeviceTotalMem = unsafe extern "C" fn(*mut usize, i32) -> i32;
     // SAFETY: loading the system CUDA driver library; the symbols are called with the
     // signatures of the CUDA driver API (cuda.h), with valid out-pointers.
     unsafe {
@@ -69,8 +74,19 @@ pub fn probe_cuda() -> std::result::Result<CudaInfo, String> {
         let get: Option<libloading::Symbol<CuDeviceGet>> = lib.get(b"cuDeviceGet\0").ok();
         let name_fn: Option<libloading::Symbol<CuDeviceGetName>> =
             lib.get(b"cuDeviceGetName\0").ok();
+        let total_fn: Option<libloading::Symbol<CuDeviceTotalMem>> =
+            lib.get(b"cuDeviceTotalMem_v2\0").ok();
         let mut names = Vec::new();
+        let mut total_bytes = Vec::new();
         for i in 0..count {
+            let mut total = 0usize;
+            if let (Some(get), Some(total_fn)) = (&get, &total_fn) {
+                let mut dev = 0i32;
+                if get(&mut dev, i) != 0 || total_fn(&mut total, dev) != 0 {
+                    total = 0;
+                }
+            }
+            total_bytes.push(total as u64);
             let mut name = format!("CUDA device {i}");
             if let (Some(get), Some(name_fn)) = (&get, &name_fn) {
                 let mut dev = 0i32;
@@ -86,6 +102,7 @@ pub fn probe_cuda() -> std::result::Result<CudaInfo, String> {
         Ok(CudaInfo {
             device_count: count as usize,
             names,
+            total_bytes,
         })
     }
 }
@@ -159,6 +176,41 @@ pub fn resolve(request: DeviceRequest, cpu_backend: BackendKind) -> Result<Resol
             })
         }
     }
+}
+
+/// The host's RAM: `MemTotal` of `/proc/meminfo` (Linux; `None` elsewhere or when unreadable).
+pub fn host_memory() -> Option<DeviceMemory> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(DeviceMemory {
+        total_bytes: kib * 1024,
+        what: "host RAM (MemTotal)".into(),
+    })
+}
+
+/// The memory of the device jobs of `backend` run on: the host's RAM for the CPU backends, the
+/// GPU's total memory for CUDA device `index`. `None` when it cannot be known (then no size is
+/// refused for not fitting).
+pub fn device_memory(backend: BackendKind, index: usize) -> Option<DeviceMemory> {
+    if !backend.is_gpu() {
+        return host_memory();
+    }
+    let info = probe_cuda().ok()?;
+    let total = *info.total_bytes.get(index).filter(|&&b| b > 0)?;
+    Some(DeviceMemory {
+        total_bytes: total,
+        what: format!(
+            "memory of GPU {index} ({})",
+            info.names.get(index).map(String::as_str).unwrap_or("CUDA")
+        ),
+    })
 }
 
 /// The CPU model name from `/proc/cpuinfo` (or the architecture where that is unavailable).

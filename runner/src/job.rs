@@ -49,9 +49,19 @@ pub fn run_in_process(
             job: job.config.clone(),
             message: format!("could not start the job runner {}: {e}", program.display()),
         })?;
-    if let Some(r) = results::read_record(dir)? {
-        return Ok(r);
-    }
+    let unreadable = match results::read_record(dir) {
+        Ok(Some(r)) => return Ok(r),
+        Ok(None) => String::new(),
+        // A record this memwall cannot read (a runner of another version): kept aside, and
+        // the job's record says why.
+        Err(e) => {
+            let aside = results::set_aside(dir)?;
+            format!(
+                "its record could not be read ({e}; moved to {}); ",
+                aside.display()
+            )
+        }
+    };
     let log_text = std::fs::read_to_string(&log_path).unwrap_or_default();
     let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
@@ -65,7 +75,7 @@ pub fn run_in_process(
             JobStatus::Failed
         },
         format!(
-            "job process exited with {status} and no record; log: {}",
+            "{unreadable}job process exited with {status} and no record; log: {}",
             tail.join(" | ")
         ),
         env,
@@ -73,4 +83,26 @@ pub fn run_in_process(
     r.out_of_memory = oom;
     results::write_record(dir, &r)?;
     Ok(r)
+}
+
+/// The record of a job whose sizes cannot fit its device, refused before anything is
+/// allocated: status `out_of_memory` (the configuration did not fit, a result) with the
+/// estimate and the model field to lower ([`memwall_core::spec::check_fits`]). `None` when the
+/// estimate fits or the device's memory is unknown.
+pub fn too_large(spec: &JobSpec, env: &memwall_core::measure::Environment) -> Option<JobRecord> {
+    let device = crate::device::device_memory(spec.backend, spec.device_index)?;
+    let too = memwall_core::spec::check_fits(&spec.model, &spec.strategy, &device).err()?;
+    let reason = format!(
+        "not run: the estimate exceeds the device (model field `{}`): {}",
+        too.field, too.message
+    );
+    let mut record = JobRecord::unfinished(spec, JobStatus::OutOfMemory, reason, env.clone());
+    record.out_of_memory = Some(memwall_core::measure::OutOfMemory {
+        requested_bytes: Some(too.estimate.total().min(u64::MAX as f64) as u64),
+        message: format!("memory estimate {} before allocation", too.estimate),
+        follow_on_failures: 0,
+        pool_in_use_bytes: None,
+        pool_reserved_bytes: None,
+    });
+    Some(record)
 }

@@ -8,4 +8,7 @@ mod schema;
 mod store;
 
 pub use schema::{JobRecord, JobStatus, StepRecord, Summary};
-pub use store::{read_record, record_dir, write_atomic, write_record, RECORD_FILE};
+pub use store::{
+    parse_json, read_record, record_dir, set_aside, write_atomic, write_record, RECORD_FILE,
+    UNREADABLE_PREFIX,
+};

@@ -48,8 +48,10 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory_step: bool,
     /// Training loss (mean token cross-entropy, nats) of the step's batch.
+    #[serde(with = "crate::record::nonfinite")]
     pub loss: f64,
     /// Wall time of the step (device synchronized), seconds.
+    #[serde(with = "crate::record::nonfinite")]
     pub time_s: f64,
     /// Peak allocated bytes of the step: high-water mark of live tensor bytes (see
     /// [`MemorySample`](crate::measure::MemorySample)).
@@ -57,14 +59,22 @@ pub struct StepRecord {
     /// Peak reserved bytes of the step: bytes the allocator holds from the system.
     pub peak_reserved_bytes: u64,
     /// Loss scale S the step's backward pass used (loss-scaled jobs only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::record::nonfinite::option"
+    )]
     pub loss_scale: Option<f64>,
     /// The optimizer step was skipped because a gradient was inf/NaN (dynamic loss scaling).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
     /// Fraction of the 16-bit gradient entries that are exactly zero before unscaling
     /// (master-weight jobs only): the underflow that loss scaling exists to prevent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::record::nonfinite::option"
+    )]
     pub grad_zero_fraction: Option<f64>,
 }
 
@@ -74,10 +84,13 @@ pub struct Summary {
     /// Number of trainable parameters of the model (elements, not bytes).
     pub parameters: u64,
     /// Median step time over the measured steps, seconds.
+    #[serde(with = "crate::record::nonfinite")]
     pub median_step_s: f64,
     /// Throughput, sequences per second (batch over the median step time).
+    #[serde(with = "crate::record::nonfinite")]
     pub samples_per_s: f64,
     /// Throughput, tokens per second (`samples_per_s` times `seq_len`).
+    #[serde(with = "crate::record::nonfinite")]
     pub tokens_per_s: f64,
     /// Largest per-step peak over the measured steps, bytes.
     pub peak_allocated_bytes: u64,
@@ -87,16 +100,22 @@ pub struct Summary {
     /// lazily at the first step).
     pub baseline_bytes: u64,
     /// Training loss of the last step (mean token cross-entropy, nats).
+    #[serde(with = "crate::record::nonfinite")]
     pub final_train_loss: f64,
     /// Mean token cross-entropy on the held-out stories, nats.
+    #[serde(with = "crate::record::nonfinite")]
     pub eval_loss: f64,
     /// exp(eval_loss).
+    #[serde(with = "crate::record::nonfinite")]
     pub eval_perplexity: f64,
     /// Model FLOPs utilization against `peak_flops` (None where no peak is known).
+    #[serde(default, with = "crate::record::nonfinite::option")]
     pub mfu: Option<f64>,
     /// Peak FLOP/s used for MFU.
+    #[serde(default, with = "crate::record::nonfinite::option")]
     pub peak_flops: Option<f64>,
     /// Wall time of the whole job (warm-up, measured steps, eval), seconds.
+    #[serde(with = "crate::record::nonfinite")]
     pub wall_s: f64,
     /// Bytes live at the start of the last measured step (parameters, optimizer state, data).
     pub steady_bytes: u64,
@@ -106,7 +125,7 @@ pub struct Summary {
     /// Seconds from the start of the training loop (device initialization, model, per-block
     /// profiling, warm-up and memory steps with their kernel compilation and autotuning) to
     /// the start of the first timed step. Absent in older records.
-    #[serde(default)]
+    #[serde(default, with = "crate::record::nonfinite::option")]
     pub time_to_first_measured_step_s: Option<f64>,
 }
 

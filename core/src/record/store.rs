@@ -1,7 +1,13 @@
 //! The record store: `runs/<study>/<job key>/record.json` (+ Parquet written by the driver).
+//!
+//! A record is checked before it is written (it must read back as a [`JobRecord`], with the key
+//! of its job and a summary when it finished), so no job can leave an unreadable record; a record
+//! that still cannot be read (another memwall version, a damaged disk, a hand edit) is reported
+//! with its path and the JSON field at fault, and can be moved aside ([`set_aside`]).
 
-use super::JobRecord;
+use super::{JobRecord, JobStatus};
 use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -33,26 +39,102 @@ pub fn record_dir(runs_root: &Path, study: &str, key: &str) -> PathBuf {
     runs_root.join(study).join(key)
 }
 
-/// Writes `record` as `<dir>/record.json`, atomically.
-pub fn write_record(dir: &Path, record: &JobRecord) -> Result<()> {
-    let json = serde_json::to_vec_pretty(record).map_err(|e| Error::Records {
-        path: dir.to_path_buf(),
-        message: e.to_string(),
+/// Parses `text` as a `T`, naming the JSON field at fault (e.g. `summary.eval_perplexity`) and
+/// the line and column in the error message.
+///
+/// # Errors
+/// The message, for the caller to wrap with the file's path.
+pub fn parse_json<T: DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
+    if text.trim().is_empty() {
+        return Err("the file is empty".to_string());
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        if at.is_empty() || at == "." {
+            inner.to_string()
+        } else {
+            format!("field `{at}`: {inner}")
+        }
     })?;
-    write_atomic(&dir.join(RECORD_FILE), &json)
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}
+
+/// Checks `record` before it is stored: it reads back from its JSON `json` (no float written
+/// as `null`), its key is its job's, and a finished (`ok`) record has a summary.
+fn check_record(record: &JobRecord, json: &[u8]) -> std::result::Result<(), String> {
+    let text = std::str::from_utf8(json).map_err(|e| e.to_string())?;
+    parse_json::<JobRecord>(text).map_err(|e| format!("it would not read back: {e}"))?;
+    if record.key != record.spec.key() {
+        return Err(format!(
+            "field `key`: {} is not the key of its job ({})",
+            record.key,
+            record.spec.key()
+        ));
+    }
+    if record.status == JobStatus::Ok && record.summary.is_none() && !record.spec.profile_only {
+        return Err("field `summary`: a finished (`ok`) record needs its summary".into());
+    }
+    Ok(())
+}
+
+/// Writes `record` as `<dir>/record.json`, atomically, after checking that it reads back.
+///
+/// # Errors
+/// [`Error::Records`] naming the file and the field when the record would not read back;
+/// [`Error::Io`] when it cannot be written.
+pub fn write_record(dir: &Path, record: &JobRecord) -> Result<()> {
+    let path = dir.join(RECORD_FILE);
+    let bad = |message: String| Error::Records {
+        path: path.clone(),
+        message: format!("record not written: {message}"),
+    };
+    let json = serde_json::to_vec_pretty(record).map_err(|e| bad(e.to_string()))?;
+    check_record(record, &json).map_err(bad)?;
+    write_atomic(&path, &json)
 }
 
 /// Reads `<dir>/record.json`; `Ok(None)` when there is none.
+///
+/// # Errors
+/// [`Error::Records`] naming the file, the JSON field at fault and the line when the file is not
+/// a record; [`Error::Io`] when it cannot be read.
 pub fn read_record(dir: &Path) -> Result<Option<JobRecord>> {
     let path = dir.join(RECORD_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::Records {
-                path,
-                message: format!("malformed record: {e}"),
-            }),
+        Ok(text) => parse_json(&text).map(Some).map_err(|e| Error::Records {
+            path,
+            message: format!(
+                "malformed record ({e}); it is left out: move it aside or rerun the job \
+                 (`memwall run` moves it to {UNREADABLE_PREFIX}<time>.json and reruns the job)"
+            ),
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::Records {
+            path,
+            message: format!("malformed record (not UTF-8 text: {e}); it is left out"),
+        }),
         Err(e) => Err(Error::io("reading", path, e)),
     }
+}
+
+/// File-name prefix of records moved aside by [`set_aside`].
+pub const UNREADABLE_PREFIX: &str = "record.unreadable-";
+
+/// Moves `<dir>/record.json` aside to `<dir>/record.unreadable-<unix seconds>.json` (kept for
+/// diagnosis, never read as a record) and returns the new path.
+///
+/// # Errors
+/// [`Error::Io`] when it cannot be renamed.
+pub fn set_aside(dir: &Path) -> Result<PathBuf> {
+    let from = dir.join(RECORD_FILE);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let to = dir.join(format!("{UNREADABLE_PREFIX}{secs}.json"));
+    std::fs::rename(&from, &to).map_err(|e| Error::io("moving aside", &from, e))?;
+    Ok(to)
 }

@@ -106,9 +106,11 @@ pub struct TrainConfig {
     pub steps: usize,
     /// Steps run first and excluded from timing (kernel compilation, allocator warm-up).
     pub warmup_steps: usize,
-    /// Learning rate (default 3e-4).
+    /// Learning rate (default 3e-4), in (0, 1].
+    #[serde(with = "crate::record::nonfinite")]
     pub lr: f64,
-    /// Decoupled weight decay of AdamW (default 0).
+    /// Decoupled weight decay of AdamW (default 0), at least 0 with `lr * weight_decay < 1`.
+    #[serde(with = "crate::record::nonfinite")]
     pub weight_decay: f64,
     /// The optimizer (default AdamW).
     pub optimizer: OptimizerKind,
@@ -730,18 +732,24 @@ pub(super) fn parse(
         .get(profile.as_str())
         .cloned()
         .unwrap_or_default();
-    let train = resolve_train(section.train.or(file.train), fields)?;
+    let train = resolve_train(section.train, file.train, profile, fields)?;
     let params = merge_params(file.params, section.params);
     let training = file.study.kind == StudyKind::Training;
     let (model, data) = if training {
         let model = resolve_model(section.model, profile, fields)?;
-        let data = section.data.or(file.data);
-        let data = resolve_data(data, path, data_override, fields)?;
+        let data = resolve_data(
+            section.data,
+            file.data,
+            profile,
+            path,
+            data_override,
+            fields,
+        )?;
         (Some(model), Some(data))
     } else {
         (None, None)
     };
-    let configs = resolve_configs(file.configs, training, fields)?;
+    let configs = resolve_configs(file.configs, model.as_ref(), profile, fields)?;
     check_goals(&file.goals, fields)?;
     Ok(Study {
         path: path.to_path_buf(),
@@ -786,13 +794,119 @@ fn check_header(file: &ExperimentFile, fields: Fields) -> Result<()> {
     Ok(())
 }
 
-/// The training settings with defaults filled in; at least one measured step.
-fn resolve_train(train: TrainOverride, fields: Fields) -> Result<TrainConfig> {
-    let train = train.resolve();
-    if train.steps == 0 {
-        return Err(fields.err("train.steps", "must be at least 1 measured step".into()));
+/// Most steps (warm-up or measured) a job may run: the record keeps one row per step, and no
+/// study of memwall needs more than a few hundred.
+pub const MAX_STEPS: usize = 1_000_000;
+
+/// Most held-out batches a job may evaluate (each is one forward pass over `batch x seq_len`
+/// tokens).
+pub const MAX_EVAL_BATCHES: usize = 100_000;
+
+/// The dotted path of a setting that a profile may override: `profiles.<p>.<table>.<key>` when
+/// the profile's own table sets it, `<table>.<key>` otherwise.
+fn origin(in_profile: bool, profile: Profile, table: &str, key: &str) -> String {
+    if in_profile {
+        format!("profiles.{profile}.{table}.{key}")
+    } else {
+        format!("{table}.{key}")
     }
+}
+
+/// The training settings (the profile's `train` over the file's `[train]`) with defaults
+/// filled in, each number checked: `steps` in [1, MAX_STEPS], `warmup_steps` in
+/// [0, MAX_STEPS], `lr` finite in (0, 1], `weight_decay` finite, at least 0 and with
+/// `lr * weight_decay < 1` (AdamW multiplies each weight by `1 - lr * weight_decay` per step,
+/// Loshchilov and Hutter 2019, Algorithm 2, line 12), `eval_batches` in [1, MAX_EVAL_BATCHES].
+fn resolve_train(
+    own: TrainOverride,
+    base: TrainOverride,
+    profile: Profile,
+    fields: Fields,
+) -> Result<TrainConfig> {
+    let in_profile = |key: &str| match key {
+        "steps" => own.steps.is_some(),
+        "warmup_steps" => own.warmup_steps.is_some(),
+        "lr" => own.lr.is_some(),
+        "weight_decay" => own.weight_decay.is_some(),
+        _ => own.eval_batches.is_some(),
+    };
+    let set_in_profile: Vec<(&str, bool)> = [
+        "steps",
+        "warmup_steps",
+        "lr",
+        "weight_decay",
+        "eval_batches",
+    ]
+    .into_iter()
+    .map(|k| (k, in_profile(k)))
+    .collect();
+    let train = own.or(base).resolve();
+    check_train(&train).map_err(|(key, message)| {
+        let set = set_in_profile.iter().any(|&(k, p)| k == key && p);
+        fields.err(&origin(set, profile, "train", key), message)
+    })?;
     Ok(train)
+}
+
+/// The numbers of resolved training settings (see [`resolve_train`]); the key at fault and the
+/// message otherwise.
+pub(super) fn check_train(train: &TrainConfig) -> std::result::Result<(), (&'static str, String)> {
+    if !(1..=MAX_STEPS).contains(&train.steps) {
+        return Err((
+            "steps",
+            format!(
+                "{} is not in the accepted range [1, {MAX_STEPS}] of measured steps",
+                train.steps
+            ),
+        ));
+    }
+    if train.warmup_steps > MAX_STEPS {
+        return Err((
+            "warmup_steps",
+            format!(
+                "{} is not in the accepted range [0, {MAX_STEPS}] of warm-up steps",
+                train.warmup_steps
+            ),
+        ));
+    }
+    if !(train.lr.is_finite() && train.lr > 0.0 && train.lr <= 1.0) {
+        return Err((
+            "lr",
+            format!(
+                "{} is not a learning rate: use a finite number in (0, 1], e.g. 3e-4",
+                train.lr
+            ),
+        ));
+    }
+    let wd = train.weight_decay;
+    if !(wd.is_finite() && wd >= 0.0) {
+        return Err((
+            "weight_decay",
+            format!("{wd} is not a weight decay: use a finite number >= 0, e.g. 0.01 (0 = none)"),
+        ));
+    }
+    if train.lr * wd >= 1.0 {
+        return Err((
+            "weight_decay",
+            format!(
+                "{wd} with lr {} decays every weight to zero or below in one step \
+                 (AdamW scales weights by 1 - lr * weight_decay): use weight_decay < {}",
+                train.lr,
+                1.0 / train.lr
+            ),
+        ));
+    }
+    if !(1..=MAX_EVAL_BATCHES).contains(&train.eval_batches) {
+        return Err((
+            "eval_batches",
+            format!(
+                "{} is not in the accepted range [1, {MAX_EVAL_BATCHES}] of held-out batches \
+                 (eval loss and perplexity need at least one)",
+                train.eval_batches
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The file's `[params]` overridden key by key by the profile's.
@@ -819,24 +933,40 @@ fn resolve_model(
             ),
         )
     })?;
-    validate_model(&model).map_err(|m| fields.err(&field, m))?;
+    validate_model(&model).map_err(|(name, m)| fields.err(&format!("{field}.{name}"), m))?;
     Ok(model)
 }
 
-/// The corpus (relative paths are relative to the study's base folder, `data_override` wins)
-/// and its held-out fraction in (0, 1) (default 0.1).
+/// The corpus (the profile's `data` over the file's `[data]`; relative paths are relative to
+/// the study's base folder, `data_override` wins), its held-out fraction in (0, 1) (default
+/// 0.1) and `max_stories` of at least 2 (one story to train on, one held out).
 fn resolve_data(
-    d: DataOverride,
+    own: DataOverride,
+    base: DataOverride,
+    profile: Profile,
     path: &Path,
     data_override: Option<&Path>,
     fields: Fields,
 ) -> Result<DataConfig> {
+    let at = |set: bool, key: &str| origin(set, profile, "data", key);
+    let at = (
+        at(own.path.is_some(), "path"),
+        at(own.eval_fraction.is_some(), "eval_fraction"),
+        at(own.max_stories.is_some(), "max_stories"),
+    );
+    let d = own.or(base);
     let path_str = d.path.ok_or_else(|| {
         fields.err(
             "data.path",
             "a training study needs a corpus: set data.path (TinyStories .txt or .parquet)".into(),
         )
     })?;
+    if path_str.trim().is_empty() && data_override.is_none() {
+        return Err(fields.err(
+            &at.0,
+            "is empty: set it to a TinyStories .txt or .parquet file".into(),
+        ));
+    }
     let data_path = match data_override {
         Some(p) => p.to_path_buf(),
         None => corpus_path(path, &path_str),
@@ -844,8 +974,20 @@ fn resolve_data(
     let eval_fraction = d.eval_fraction.unwrap_or(0.1);
     if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
         return Err(fields.err(
-            "data.eval_fraction",
-            format!("{eval_fraction} is not in (0, 1)"),
+            &at.1,
+            format!(
+                "{eval_fraction} is not in the accepted range (0, 1): the fraction of stories \
+                 held out for evaluation, e.g. 0.1"
+            ),
+        ));
+    }
+    if let Some(m) = d.max_stories.filter(|&m| m < 2) {
+        return Err(fields.err(
+            &at.2,
+            format!(
+                "{m} is too few: at least 2 stories are needed (one to train on, one held out \
+                 for evaluation); raise it or remove it to use every story of the corpus"
+            ),
         ));
     }
     Ok(DataConfig {
@@ -869,9 +1011,11 @@ fn corpus_path(path: &Path, path_str: &str) -> PathBuf {
 /// `control`, makes the first configuration the control.
 fn resolve_configs(
     specs: Vec<ConfigSpec>,
-    training: bool,
+    model: Option<&ModelConfig>,
+    profile: Profile,
     fields: Fields,
 ) -> Result<Vec<ConfigSpec>> {
+    let training = model.is_some();
     if specs.is_empty() && training {
         return Err(fields.err(
             "configs",
@@ -884,6 +1028,9 @@ fn resolve_configs(
         let at = format!("configs[{i}]");
         check_config_name(&c, &at, &mut seen, fields)?;
         check_config(&c, &at, fields)?;
+        if let Some(m) = model {
+            check_checkpoint(&c, &at, m, profile, fields)?;
+        }
         if c.label.is_empty() {
             c.label = c.name.clone();
         }
@@ -924,7 +1071,78 @@ fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
     check_budget(c, at, fields)?;
     check_checkmate(c, at, fields)?;
     check_master_weights(c, at, fields)?;
-    check_attention_tile(c, at, fields)
+    check_attention_tile(c, at, fields)?;
+    check_claim(c, at, fields)
+}
+
+/// A checkpoint interval K is at most the model's layer count (K = layers is one segment: the
+/// whole model recomputed once); a larger K would be silently the same as K = layers.
+fn check_checkpoint(
+    c: &ConfigSpec,
+    at: &str,
+    model: &ModelConfig,
+    profile: Profile,
+    fields: Fields,
+) -> Result<()> {
+    if let CheckpointSpec::Every(k) = c.checkpoint {
+        if k > model.layers {
+            return Err(fields.err(
+                &format!("{at}.checkpoint"),
+                format!(
+                    "checkpoint interval K = {k} is larger than the {} layers of the `{profile}` \
+                     model (profiles.{profile}.model.layers): use an integer K in [1, {}], \
+                     \"sqrt\" or \"none\"",
+                    model.layers, model.layers
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The source's numbers of a configuration are finite and in their ranges: `peak_gib` and
+/// `samples_per_s` above 0, `reduction_pct` at most 100, `perplexity` at least 1.
+fn check_claim(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(claim) = &c.claim else {
+        return Ok(());
+    };
+    /// A claimed number: its key, value, range test and the range in words.
+    type ClaimCheck<'a> = (&'a str, Option<f64>, fn(f64) -> bool, &'a str);
+    let checks: [ClaimCheck; 4] = [
+        (
+            "peak_gib",
+            claim.peak_gib,
+            |x| x > 0.0,
+            "a number of GiB above 0",
+        ),
+        (
+            "reduction_pct",
+            claim.reduction_pct,
+            |x| x <= 100.0,
+            "a percentage at most 100 (negative: more memory than the control)",
+        ),
+        (
+            "samples_per_s",
+            claim.samples_per_s,
+            |x| x > 0.0,
+            "a throughput above 0",
+        ),
+        (
+            "perplexity",
+            claim.perplexity,
+            |x| x >= 1.0,
+            "a perplexity of at least 1",
+        ),
+    ];
+    for (name, value, ok, range) in checks {
+        if let Some(x) = value.filter(|&x| !(x.is_finite() && ok(x))) {
+            return Err(fields.err(
+                &format!("{at}.claim.{name}"),
+                format!("{x} is not {range} (finite)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `budget` is in [0, 1] and not set together with `checkpoint`.
@@ -1032,7 +1250,14 @@ fn check_goals(goals: &[Goal], fields: Fields) -> Result<()> {
     Ok(())
 }
 
-fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {
+/// Largest vocabulary: token ids are stored as u32 (`train.tokens`, `eval.tokens`).
+pub const MAX_VOCAB: usize = 1 << 32;
+
+/// Every size of the model is at least 1, `heads` divides `d_model`, and `vocab` is in
+/// [260, 2^32]. Returns the offending field's name and the message. Whether the sizes fit the
+/// device is checked against a memory estimate before any job runs
+/// ([`ModelConfig::memory_estimate`](crate::spec::MemoryEstimate)).
+pub(super) fn validate_model(m: &ModelConfig) -> std::result::Result<(), (&'static str, String)> {
     let positive = [
         ("layers", m.layers),
         ("d_model", m.d_model),
@@ -1044,19 +1269,26 @@ fn validate_model(m: &ModelConfig) -> std::result::Result<(), String> {
     ];
     for (name, v) in positive {
         if v == 0 {
-            return Err(format!("`{name}` must be at least 1"));
+            return Err((name, format!("is 0: `{name}` must be at least 1")));
         }
     }
     if !m.d_model.is_multiple_of(m.heads) {
-        return Err(format!(
-            "`heads` ({}) must divide `d_model` ({})",
-            m.heads, m.d_model
+        return Err((
+            "heads",
+            format!(
+                "`heads` ({}) must divide `d_model` ({}): each head gets d_model / heads dimensions",
+                m.heads, m.d_model
+            ),
         ));
     }
-    if m.vocab < 260 {
-        return Err(format!(
-            "`vocab` ({}) must be at least 260 (256 byte tokens plus specials and merges)",
-            m.vocab
+    if !(260..=MAX_VOCAB).contains(&m.vocab) {
+        return Err((
+            "vocab",
+            format!(
+                "{} is not in the accepted range [260, {MAX_VOCAB}] (256 byte tokens plus \
+                 specials and merges; token ids are u32)",
+                m.vocab
+            ),
         ));
     }
     Ok(())

@@ -18,6 +18,7 @@ pub struct Strategy {
     /// Segment activation checkpointing.
     pub checkpoint: CheckpointSpec,
     /// Activation memory budget in [0, 1], if set.
+    #[serde(default, with = "crate::record::nonfinite::option")]
     pub budget: Option<f64>,
     /// Step each segment's parameters as soon as their gradients exist.
     pub fused_optimizer: bool,
@@ -33,7 +34,7 @@ pub struct Strategy {
     )]
     pub attention: Attention,
     /// Checkmate budget fraction, if the plan comes from the MILP.
-    #[serde(default)]
+    #[serde(default, with = "crate::record::nonfinite::option")]
     pub checkmate: Option<f64>,
     /// An explicit segment plan (filled by the driver for Checkmate plans).
     #[serde(default)]
@@ -243,10 +244,49 @@ impl JobSpec {
     /// Reads a job file written by the driver.
     pub fn read(path: &std::path::Path) -> Result<JobSpec> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
-        serde_json::from_str(&text).map_err(|e| Error::Job {
+        let bad = |message: String| Error::Job {
             job: path.display().to_string(),
-            message: format!("malformed job file: {e}"),
-        })
+            message,
+        };
+        let job: JobSpec = crate::record::parse_json(&text)
+            .map_err(|e| bad(format!("malformed job file ({e})")))?;
+        job.check()
+            .map_err(|(field, m)| bad(format!("field `{field}`: {m}")))?;
+        Ok(job)
+    }
+
+    /// Checks the numbers of a job (as an experiment file's are checked at load time, for job
+    /// files written by hand or by another tool): the model's sizes, the training settings, and
+    /// a checkpoint interval of at most the layer count. Returns the field and the message.
+    pub fn check(&self) -> std::result::Result<(), (String, String)> {
+        // A job's vocabulary is the trained tokenizer's: 256 bytes and `<|endoftext|>` at least.
+        if self.model.vocab < 257 {
+            return Err((
+                "model.vocab".into(),
+                format!(
+                    "{} is below the 257 tokens of any trained tokenizer",
+                    self.model.vocab
+                ),
+            ));
+        }
+        let sizes = ModelConfig {
+            vocab: self.model.vocab.max(260),
+            ..self.model
+        };
+        super::file::validate_model(&sizes).map_err(|(f, m)| (format!("model.{f}"), m))?;
+        super::file::check_train(&self.train).map_err(|(f, m)| (format!("train.{f}"), m))?;
+        if let CheckpointSpec::Every(k) = self.strategy.checkpoint {
+            if k == 0 || k > self.model.layers {
+                return Err((
+                    "strategy.checkpoint".into(),
+                    format!(
+                        "interval {k} is not in [1, {}] (the model's layers)",
+                        self.model.layers
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

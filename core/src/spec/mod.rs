@@ -29,12 +29,17 @@
 
 mod file;
 mod job;
+mod memory;
 
 pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
     LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
+pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_VOCAB};
 pub use job::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Strategy};
+pub use memory::{
+    check_fits, human_bytes, tokenizer_training_bytes, DeviceMemory, MemoryEstimate, TooLarge,
+};
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -145,20 +150,78 @@ impl Study {
         files.sort();
         Ok(files)
     }
+
+    /// Checks, before anything is allocated, that the study's model can run on `device` and
+    /// its tokenizer can be trained in `host` RAM: the tokenizer's tables
+    /// ([`tokenizer_training_bytes`]) must fit the host, and the configuration with the smallest
+    /// [`MemoryEstimate`] must fit the device (a configuration that needs more than another is a
+    /// result, `out_of_memory`, recorded by its job; a model that fits under no configuration is
+    /// an input error). Non-training studies pass.
+    ///
+    /// # Errors
+    /// [`Error::SpecField`] naming `profiles.<profile>.model.<field>`, the estimate, the device
+    /// and the largest value of the field that fits.
+    pub fn check_fits(&self, device: &DeviceMemory, host: &DeviceMemory) -> Result<()> {
+        let Some(model) = &self.model else {
+            return Ok(());
+        };
+        let field = |name: &str| format!("profiles.{}.model.{name}", self.profile);
+        let tokenizer = tokenizer_training_bytes(model.vocab);
+        if tokenizer > host.total_bytes as f64 {
+            return Err(Error::SpecField {
+                path: self.path.clone(),
+                field: field("vocab"),
+                message: format!(
+                    "`vocab` = {} needs {} of tokenizer tables while training the tokenizer, more \
+                     than the {} of {}: use a vocabulary of at most {} tokens",
+                    model.vocab,
+                    human_bytes(tokenizer),
+                    human_bytes(host.total_bytes as f64),
+                    host.what,
+                    (host.total_bytes as f64 / tokenizer_training_bytes(1)) as u64
+                ),
+            });
+        }
+        let cheapest = self
+            .configs
+            .iter()
+            .map(Strategy::from)
+            .map(|s| (MemoryEstimate::of(model, &s).total(), s))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((_, strategy)) = cheapest else {
+            return Ok(());
+        };
+        check_fits(model, &strategy, device)
+            .map(|_| ())
+            .map_err(|too| Error::SpecField {
+                path: self.path.clone(),
+                field: field(too.field),
+                message: format!("no configuration fits: {}", too.message),
+            })
+    }
 }
 
 impl ModelConfig {
-    /// Exact parameter count of `InitModel::init` (in `memwall-runner`)'s model.
+    /// Exact parameter count of `InitModel::init` (in `memwall-runner`)'s model (saturating at
+    /// `u64::MAX` for sizes no device holds).
     pub fn parameter_count(&self) -> u64 {
         let (d, f, v, t) = (
-            self.d_model as u64,
-            self.d_ff as u64,
-            self.vocab as u64,
-            self.seq_len as u64,
+            self.d_model as u128,
+            self.d_ff as u128,
+            self.vocab as u128,
+            self.seq_len as u128,
         );
-        let block = 4 * d * d + 2 * d * f + 4 * d;
-        let head = if self.tie_embeddings { 0 } else { v * d };
-        self.layers as u64 * block + v * d + t * d + 2 * d + head
+        let mul = |a: u128, b: u128| a.saturating_mul(b);
+        let block = mul(4, mul(d, d))
+            .saturating_add(mul(2, mul(d, f)))
+            .saturating_add(mul(4, d));
+        let head = if self.tie_embeddings { 0 } else { mul(v, d) };
+        let n = mul(self.layers as u128, block)
+            .saturating_add(mul(v, d))
+            .saturating_add(mul(t, d))
+            .saturating_add(mul(2, d))
+            .saturating_add(head);
+        n.min(u64::MAX as u128) as u64
     }
 
     /// Training FLOPs per token, `6 N` (Kaplan et al. 2020, "Scaling Laws for Neural Language

@@ -30,7 +30,9 @@ pub fn parse_text(text: &str) -> Vec<String> {
 ///
 /// # Errors
 /// [`Error::MissingData`] if the file does not exist (with where to get it),
-/// [`Error::BadData`] if it holds no story or the Parquet file has no `text` column.
+/// [`Error::BadData`] if it is a directory, empty, not UTF-8, plain text without a
+/// `<|endoftext|>` separator, holds no story, `max_stories` is 0, or the Parquet file has no
+/// `text` column.
 pub fn load_stories(path: &Path, max_stories: Option<usize>) -> Result<Vec<String>> {
     if !path.exists() {
         return Err(Error::MissingData {
@@ -38,23 +40,72 @@ pub fn load_stories(path: &Path, max_stories: Option<usize>) -> Result<Vec<Strin
             hint: missing_hint(),
         });
     }
+    let bad = |message: String| Error::BadData {
+        path: path.to_path_buf(),
+        message,
+    };
+    if path.is_dir() {
+        return Err(bad(
+            "is a directory: point `data.path` (or `--data`) at a TinyStories .txt or .parquet file"
+                .into(),
+        ));
+    }
     let is_parquet = path.extension().is_some_and(|e| e == "parquet");
     let mut stories = if is_parquet {
         read_parquet(path)?
     } else {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
-        parse_text(&text)
+        read_text(path)?
     };
+    if stories.is_empty() {
+        return Err(bad(if is_parquet {
+            "no story: every row of the `text` column is empty or null".into()
+        } else {
+            format!("no story: the file holds only `{EOS}` separators and blank lines")
+        }));
+    }
     if let Some(max) = max_stories {
+        if max == 0 {
+            return Err(bad(
+                "`data.max_stories` = 0 keeps no story: set it to at least 2, or remove it to \
+                 use every story"
+                    .into(),
+            ));
+        }
         stories.truncate(max);
     }
-    if stories.is_empty() {
-        return Err(Error::BadData {
-            path: path.to_path_buf(),
-            message: format!("no story found (expected text blocks separated by `{EOS}`)"),
-        });
-    }
     Ok(stories)
+}
+
+/// The stories of a TinyStories plain-text file: UTF-8, with `<|endoftext|>` between stories.
+fn read_text(path: &Path) -> Result<Vec<String>> {
+    let bad = |message: String| Error::BadData {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        bad(format!(
+            "not UTF-8 text (invalid byte at offset {}): memwall reads TinyStories plain text \
+             (.txt, UTF-8) or Parquet (a file ending in .parquet with a `text` column)",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(bad(format!(
+            "the file is empty: it should hold TinyStories stories separated by `{EOS}` lines \
+             (run `just data`, or point `data.path` or `--data` at another file)"
+        )));
+    }
+    if !text.contains(EOS) {
+        return Err(bad(format!(
+            "no `{EOS}` separator in {} bytes of text: memwall splits a plain-text corpus into \
+             stories at `{EOS}` (the TinyStories format), and needs at least 2 stories (one to \
+             train on, one held out). Put a line `{EOS}` after each story, or use a Parquet \
+             file with one story per row of its `text` column",
+            text.len()
+        )));
+    }
+    Ok(parse_text(&text))
 }
 
 fn read_parquet(path: &Path) -> Result<Vec<String>> {

@@ -128,8 +128,8 @@ fn write_tokens(path: &Path, stories: &[String], bpe: &Bpe) -> Result<usize> {
 /// Missing or unreadable corpus ([`Error::MissingData`], [`Error::BadData`]), tokenizer
 /// failures, and I/O errors writing the cache.
 pub fn prepare(cfg: &DataConfig, vocab_size: usize, cache_root: &Path) -> Result<PreparedData> {
-    if !cfg.path.exists() {
-        // Reports the missing file with where to get it.
+    if !cfg.path.is_file() {
+        // Reports the missing file with where to get it (or that it is a directory).
         load_stories(&cfg.path, None)?;
     }
     let corpus = std::fs::read(&cfg.path).map_err(|e| Error::io("reading", &cfg.path, e))?;
@@ -169,9 +169,18 @@ pub fn prepare(cfg: &DataConfig, vocab_size: usize, cache_root: &Path) -> Result
     let stories = load_stories(&cfg.path, cfg.max_stories)?;
     let split = split_stories(stories, cfg.eval_fraction);
     if split.train.is_empty() || split.eval.is_empty() {
+        let n = split.train.len() + split.eval.len();
+        let cap = cfg
+            .max_stories
+            .filter(|&m| m <= n)
+            .map(|m| format!(", or raise `data.max_stories` (now {m})"))
+            .unwrap_or_default();
         return Err(Error::BadData {
             path: cfg.path.clone(),
-            message: "too few stories to split into training and evaluation sets (need 2+)".into(),
+            message: format!(
+                "{n} story after splitting at `{EOS}`: training and evaluation need at least \
+                 one story each (2 in all); use a corpus with more stories{cap}"
+            ),
         });
     }
     tracing::info!(

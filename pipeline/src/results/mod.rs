@@ -4,8 +4,8 @@
 mod table;
 
 pub use memwall_core::record::{
-    read_record, record_dir, write_atomic, write_record, JobRecord, JobStatus, StepRecord, Summary,
-    RECORD_FILE,
+    parse_json, read_record, record_dir, set_aside, write_atomic, write_record, JobRecord,
+    JobStatus, StepRecord, Summary, RECORD_FILE, UNREADABLE_PREFIX,
 };
 pub use table::{
     runtime_label, steps_table, study_table, write_parquet_tables, StudyRecords, STEPS_FILE,
