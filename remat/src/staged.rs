@@ -484,17 +484,23 @@ pub fn repair(
             return None;
         }
         cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
-        let mut pick: Option<(bool, f64, usize, usize, usize, bool)> = None;
+        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
+        // new worst peak, then the least cost per useful byte.
+        // (preference key, cost per byte, node, run start, run end, tail).
+        type Pick = ((bool, bool), f64, usize, usize, usize, bool);
+        let mut pick: Option<Pick> = None;
         for &(_, i, lo, hi, tail) in cand.iter().take(REPAIR_EXACT) {
             let dc = st.set_run(i, lo, hi, tail, false);
             let ok = st.edge_peak(lo, hi) < p || st.edge_peak(lo, hi) <= budget;
             st.set_run(i, lo, hi, tail, true);
+            let no_cascade = dc <= g.nodes[i].cost + 1e-9;
             // Bytes beyond the excess do not help this stage.
             let useful = (g.nodes[i].mem as i128).min(p - budget).max(1) as f64;
             let per_byte = dc / useful;
-            let better = pick.is_none_or(|b| (ok, -per_byte) > (b.0, -b.1));
+            let key = (ok && no_cascade, ok);
+            let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
             if better {
-                pick = Some((ok, per_byte, i, lo, hi, tail));
+                pick = Some((key, per_byte, i, lo, hi, tail));
             }
         }
         let (_, _, i, lo, hi, tail) = pick.expect("at least one candidate");
@@ -571,8 +577,9 @@ pub struct StagedOutcome {
     /// The best schedule (the MILP's or the warm start's), expanded to Checkmate's matrices and
     /// validated by the simulator, with its simulation.
     pub best: Option<(Schedule, SimResult)>,
-    /// The best heuristic warm start's simulation (greedy eviction, or repair of the
-    /// checkpoint-all or LP-rounded storage), if one fitted.
+    /// The best heuristic schedule's simulation (greedy eviction, or repair of the
+    /// checkpoint-all or LP-rounded storage; with grouped stages, one node per stage when
+    /// nothing fitted at the model's granularity), if one fitted.
     pub greedy: Option<SimResult>,
     /// Optimal objective of the model's LP relaxation, cost units (`None`: not solved to
     /// optimality in its time share). A lower bound on Checkmate's optimum when the model is
@@ -953,6 +960,14 @@ pub fn solve_staged(
         (sim.peak_mem <= budget).then(|| (s.clone(), e, sim))
     };
     let mut warm = greedy_best(g, budget, &stages).and_then(|(s, _)| within(&s));
+    // With grouped stages and no fitting heuristic at that granularity, the heuristics with one
+    // node per stage may still fit: such a schedule cannot warm-start the grouped model but is
+    // reported when HiGHS finds nothing better.
+    let fallback = if warm.is_none() && stages.len() < g.len() && opts.max_computations.is_none() {
+        greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
+    } else {
+        None
+    };
     if stages.len() == g.len() {
         if let Some(w) = opts.milp.warm_start.as_ref().map(from_checkmate) {
             if let Some(c) = within(&w) {
@@ -1001,7 +1016,10 @@ pub fn solve_staged(
             }
         }
     }
-    out.greedy = warm.as_ref().map(|x| x.2);
+    out.greedy = warm
+        .as_ref()
+        .map(|x| x.2)
+        .or(fallback.as_ref().map(|x| x.1));
     let (pb, v) = build(g, budget, &stages, opts.max_computations, true);
     out.size = ModelSize {
         columns: pb.num_cols(),
@@ -1033,7 +1051,7 @@ pub fn solve_staged(
         .double_info_value(c"mip_dual_bound")
         .unwrap_or(f64::NAN);
     out.mip_gap = solved.mip_gap();
-    let mut best = warm.map(|(_, e, sim)| (e, sim));
+    let mut best = warm.map(|(_, e, sim)| (e, sim)).or(fallback);
     if solved.primal_solution_status() == HighsSolutionStatus::Feasible
         && !matches!(status, HighsModelStatus::Infeasible)
     {
