@@ -3,11 +3,14 @@
 //!
 //! * [`graph`]: the data-flow graph IR (forward and backward ops, compute cost in the graph's
 //!   cost units, output sizes in bytes) and readers for the benchmark graph files.
+//! * [`layered`]: seeded random layered DAGs (the Moccasin benchmark family) of any size.
 //! * [`sim`]: the schedule simulator: checks a schedule `(R, S)` against the constraints of the
 //!   paper's Section 4 and computes its compute cost (eq. 1a) and peak memory (eq. 2–4).
 //! * [`baselines`]: checkpoint-all, Chen et al. sqrt(n) and greedy, Griewank's revolve.
 //! * [`milp`]: the Checkmate MILP (Section 4) and its LP relaxation with two-phase rounding
 //!   (Section 5), solved with HiGHS.
+//! * [`staged`]: the scalable MILP: tight `FREE` linearization, optionally fewer stages and
+//!   bounded recomputation, warm-started by greedy eviction; lower bounds valid for Checkmate.
 //! * [`execute`]: the transformer planned for a memory budget over the segment plans the runner
 //!   executes, with the executor's memory model (exact dynamic program).
 //! * [`nets`]: ResNet, LSTM and MLP forward graphs built op by op, and the training graph of a
@@ -18,7 +21,7 @@
 //!   reference counters, in-place, memory sharing; plain, segment-recomputation or Checkmate
 //!   orders).
 //!
-//! May import: `memwall-core` (plan types), serde, HiGHS. The studies that run these solvers and
+//! May import: `memwall-core` (plan types), serde, HiGHS, rand (the seeded graph generator). The studies that run these solvers and
 //! planners and their reports live in `memwall` (`remat::study`, `demos::planner`).
 
 #![warn(missing_docs)]
@@ -28,8 +31,10 @@
 pub mod baselines;
 pub mod graph;
 pub mod graph_file;
+pub mod layered;
 pub mod milp;
 pub mod sim;
+pub mod staged;
 
 pub mod execute;
 pub mod nets;

@@ -10,8 +10,10 @@
 
 use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
 use super::graph::Graph;
+use super::layered::{random_layered, LayeredParams};
 use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
 use super::sim::{simulate, Schedule, SimResult};
+use super::staged::{solve_refined, StagedOptions, StagedOutcome};
 use super::RematError;
 use crate::demos::InProcessStudy;
 use crate::report::model::{Figure, Mark, Section, Series, Table};
@@ -27,8 +29,28 @@ pub struct CheckmateParams {
     pub graphs: Vec<String>,
     /// Memory budgets as fractions of each graph's checkpoint-all peak memory.
     pub budget_fractions: Vec<f64>,
-    /// Graphs with more nodes get no MILP (LP relaxation + rounding only).
+    /// Random layered graphs generated in memory (after Moccasin's benchmark family,
+    /// `memwall_remat::layered`), measured after `graphs`.
+    pub generated: Vec<GeneratedGraph>,
+    /// Graphs with more nodes get the scalable staged MILP (`memwall_remat::staged`) instead
+    /// of Checkmate's MILP.
     pub milp_max_nodes: usize,
+    /// The staged MILP groups `ceil(n / staged_max_stages)` consecutive nodes into one stage
+    /// (1 up to this many nodes: Checkmate's stages, unrestricted).
+    pub staged_max_stages: usize,
+    /// Graphs with at most this many nodes are then refined: the unrestricted model (one node
+    /// per stage) warm-started from the grouped model's schedule, for the rest of the time
+    /// limit; its bounds are valid for Checkmate's problem.
+    pub refine_max_nodes: usize,
+    /// Share of `staged_time_limit_s` given to the grouped model when refining, in [0, 1].
+    pub coarse_share: f64,
+    /// Bound on computations per node in the staged MILP (Moccasin's `C`); `None`: unbounded.
+    pub staged_max_computations: Option<u32>,
+    /// HiGHS time limit of one staged solve (LP relaxation, warm starts and MILP), seconds.
+    pub staged_time_limit_s: f64,
+    /// Graphs with at most this many nodes also get the LP relaxation with two-phase rounding
+    /// of Checkmate's formulation (its LP is slow on larger graphs).
+    pub classic_lp_max_nodes: usize,
     /// HiGHS time limit per MILP solve, seconds.
     pub time_limit_s: f64,
     /// Relative MIP gap at which HiGHS stops (0.01 = 1%).
@@ -72,7 +94,14 @@ impl Default for CheckmateParams {
                 "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json".into(),
             ],
             budget_fractions: vec![0.8, 0.9],
+            generated: Vec::new(),
             milp_max_nodes: 80,
+            staged_max_stages: 50,
+            refine_max_nodes: 300,
+            coarse_share: 0.4,
+            staged_max_computations: None,
+            staged_time_limit_s: 60.0,
+            classic_lp_max_nodes: 100,
             time_limit_s: 60.0,
             mip_gap: 0.01,
             threads: 2,
@@ -95,7 +124,14 @@ impl CheckmateParams {
         CheckmateParams {
             graphs: vec!["VGG16_256_224_224_3_train_nx.json".into()],
             budget_fractions: vec![0.9],
+            generated: Vec::new(),
             milp_max_nodes: 80,
+            staged_max_stages: 50,
+            refine_max_nodes: 300,
+            coarse_share: 0.4,
+            staged_max_computations: None,
+            staged_time_limit_s: 10.0,
+            classic_lp_max_nodes: 100,
             time_limit_s: 10.0,
             mip_gap: 0.05,
             threads: 2,
@@ -108,6 +144,113 @@ impl CheckmateParams {
             batch_memory_bytes: 16 * (1 << 30),
             batch_max: 512,
             batch_time_limit_s: 2.0,
+        }
+    }
+}
+
+/// A random layered graph generated for the study ([`random_layered`]); the field names are
+/// the shared files' name parts.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratedGraph {
+    /// Number of nodes, source and sink included.
+    pub n: usize,
+    /// Width parameter (mean layer width `2 w sqrt(n)` nodes).
+    pub w: f64,
+    /// Relative variation of the layer width, in [0, 1].
+    pub nlv: f64,
+    /// Edge probability between consecutive layers, in [0, 1].
+    pub ed: f64,
+    /// Skip-connection probability per node, in [0, 1].
+    pub scd: f64,
+    /// Generator seed.
+    pub seed: u64,
+}
+
+impl GeneratedGraph {
+    /// The generator's parameters.
+    pub fn params(&self) -> LayeredParams {
+        LayeredParams {
+            n: self.n,
+            width: self.w,
+            width_variation: self.nlv,
+            edge_density: self.ed,
+            skip_density: self.scd,
+            seed: self.seed,
+        }
+    }
+}
+
+/// One solve of the scalable staged MILP (`memwall_remat::staged`): Checkmate's formulation
+/// with a tight `FREE` linearization, `stage_size` nodes per stage and optionally bounded
+/// recomputation, warm-started by greedy eviction and repaired LP rounding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagedSolve {
+    /// Nodes per stage (1: Checkmate's stages; more: a restricted schedule space).
+    pub stage_size: usize,
+    /// Bound on computations per node (`None`: unbounded).
+    pub max_computations: Option<u32>,
+    /// HiGHS model status, or "Infeasible (working-set bound)".
+    pub status: String,
+    /// Wall time of heuristics, LP relaxation, model build and MILP, seconds.
+    pub solve_time_s: f64,
+    /// Columns of the MILP.
+    pub columns: usize,
+    /// Integer columns of the MILP.
+    pub integer_columns: usize,
+    /// Rows of the MILP.
+    pub rows: usize,
+    /// The best heuristic warm start, validated by the simulator.
+    pub heuristic: Option<ScheduleStats>,
+    /// The best schedule found (MILP incumbent or warm start), validated by the simulator.
+    pub best: Option<ScheduleStats>,
+    /// HiGHS' dual bound for the model solved (for the restricted problem when
+    /// `stage_size > 1` or computations are bounded), cost units.
+    #[serde(with = "memwall_core::record::nonfinite")]
+    pub model_dual_bound: f64,
+    /// HiGHS' relative gap for the model solved, a fraction.
+    #[serde(with = "memwall_core::record::nonfinite")]
+    pub model_gap: f64,
+    /// LP relaxation of the model solved, cost units.
+    pub model_lp_bound: Option<f64>,
+    /// LP relaxation of the unrestricted tight model (a lower bound on Checkmate's optimum),
+    /// cost units, when the model solved is unrestricted and its LP was solved first (`None`
+    /// otherwise).
+    pub checkmate_lp_bound: Option<f64>,
+    /// A lower bound valid for Checkmate's unrestricted problem, cost units: `sum_i C_i`, or for
+    /// an unrestricted model the largest of that, its LP bound and HiGHS' dual bound.
+    #[serde(with = "memwall_core::record::nonfinite")]
+    pub valid_bound: f64,
+}
+
+impl StagedSolve {
+    fn new(o: &StagedOutcome, max_computations: Option<u32>) -> Self {
+        let unrestricted = o.stage_size == 1 && max_computations.is_none();
+        let checkmate_lp_bound = if unrestricted { o.lp_bound } else { None };
+        let valid_bound = o.valid_bound;
+        Self {
+            stage_size: o.stage_size,
+            max_computations,
+            status: o.status.clone(),
+            solve_time_s: o.solve_time_s,
+            columns: o.size.columns,
+            integer_columns: o.size.integer_columns,
+            rows: o.size.rows,
+            heuristic: o.greedy.as_ref().map(Into::into),
+            best: o.best.as_ref().map(|(_, r)| r.into()),
+            model_dual_bound: o.dual_bound,
+            model_gap: o.mip_gap,
+            model_lp_bound: o.lp_bound,
+            checkmate_lp_bound,
+            valid_bound,
+        }
+    }
+
+    /// Relative gap of `best` against `valid_bound`, a fraction (NaN without a schedule).
+    pub fn valid_gap(&self) -> f64 {
+        match self.best {
+            Some(b) if b.cost > 0.0 => ((b.cost - self.valid_bound) / b.cost).max(0.0),
+            _ => f64::NAN,
         }
     }
 }
@@ -247,7 +390,13 @@ pub struct BudgetResult {
     pub baselines: Vec<Option<ScheduleStats>>,
     /// The MILP solve (`None`: the graph has more than `milp_max_nodes` nodes).
     pub milp: Option<MilpSolve>,
-    /// The LP relaxation with rounding.
+    /// The staged MILP solve (graphs with more than `milp_max_nodes` nodes).
+    #[serde(default)]
+    pub staged: Option<StagedSolve>,
+    /// Its refinement with one node per stage (graphs up to `refine_max_nodes` nodes).
+    #[serde(default)]
+    pub refined: Option<StagedSolve>,
+    /// The LP relaxation with rounding (empty for graphs above `classic_lp_max_nodes`).
     pub lp: LpSolve,
 }
 
@@ -347,11 +496,18 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
         heuristic_effort: params.heuristic_effort,
         cost_cutoff: None,
     };
-    let graphs = params
+    let mut graphs = params
         .graphs
         .iter()
         .map(|file| measure_graph(&Graph::read_node_link(&dir.join(file))?, params, &opts))
         .collect::<Result<Vec<_>, RematError>>()?;
+    for gen in &params.generated {
+        graphs.push(measure_graph(
+            &random_layered(&gen.params())?,
+            params,
+            &opts,
+        )?);
+    }
     let batch = match &params.batch_graph {
         Some(bg) => Some(measure_batch(params, &dir.join(bg), &opts)?),
         None => None,
@@ -406,13 +562,21 @@ fn measure_budget(
         .iter()
         .map(|f| best_within(f, budget, f64::INFINITY).map(|x| (&x.1).into()))
         .collect();
-    let lp = solve_lp_rounding(
-        g,
-        budget,
-        opts,
-        &params.rounding_thresholds,
-        &params.lp_tighten,
-    )?;
+    let lp = if g.len() <= params.classic_lp_max_nodes {
+        solve_lp_rounding(
+            g,
+            budget,
+            opts,
+            &params.rounding_thresholds,
+            &params.lp_tighten,
+        )?
+    } else {
+        LpOutcome {
+            lp_bound: None,
+            rounded: None,
+            solve_time_s: 0.0,
+        }
+    };
     // Warm start: the cheapest fitting baseline or LP-rounded schedule.
     let warm = fams
         .iter()
@@ -420,24 +584,57 @@ fn measure_budget(
         .chain(lp.rounded.as_ref().map(|(s, r, _)| (s.clone(), *r)))
         .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
         .map(|x| x.0);
-    let milp = if g.len() <= params.milp_max_nodes {
+    let (milp, staged, refined) = if g.len() <= params.milp_max_nodes {
         let o = MilpOptions {
             warm_start: warm,
             ..opts.clone()
         };
         let out = solve_milp(g, budget, &o)?;
         tracing::info!(graph = %g.name, frac, status = %out.status, time_s = out.solve_time_s, "checkmate milp");
-        Some((&out).into())
+        (Some((&out).into()), None, None)
     } else {
-        None
+        let (c, f) = measure_staged(g, budget, warm, params, opts)?;
+        (None, Some(c), f)
     };
     Ok(BudgetResult {
         fraction: frac,
         budget_bytes: budget,
         baselines,
         milp,
+        staged,
+        refined,
         lp: (&lp).into(),
     })
+}
+
+/// The staged MILP at one budget (stage size `ceil(n / staged_max_stages)`) and, for graphs
+/// up to `refine_max_nodes` nodes, its refinement with one node per stage.
+fn measure_staged(
+    g: &Graph,
+    budget: u64,
+    warm: Option<Schedule>,
+    params: &CheckmateParams,
+    opts: &MilpOptions,
+) -> Result<(StagedSolve, Option<StagedSolve>), RematError> {
+    let stage_size = g.len().div_ceil(params.staged_max_stages.max(1));
+    let so = StagedOptions {
+        milp: MilpOptions {
+            time_limit_s: params.staged_time_limit_s,
+            warm_start: warm,
+            ..opts.clone()
+        },
+        stage_size,
+        max_computations: params.staged_max_computations,
+        stop_at_first: false,
+        lp_rounding: true,
+    };
+    let refine = g.len() <= params.refine_max_nodes;
+    let (coarse, fine) = solve_refined(g, budget, &so, params.coarse_share, refine)?;
+    let c = StagedSolve::new(&coarse, params.staged_max_computations);
+    let f = fine.as_ref().map(|f| StagedSolve::new(f, None));
+    tracing::info!(graph = %g.name, budget, stage_size, status = %c.status, time_s = c.solve_time_s,
+        refined = ?f.as_ref().map(|f| (&f.status, f.solve_time_s)), "staged milp");
+    Ok((c, f))
 }
 
 /// The study's sections: compute overhead vs budget, MILP solve times and gaps, and (when the
@@ -457,9 +654,15 @@ fn budgets(r: &CheckmateResult) -> impl Iterator<Item = (&GraphResult, &BudgetRe
         .flat_map(|g| g.budgets.iter().map(move |b| (g, b)))
 }
 
-/// Cost of the MILP's best schedule, if it found one.
+/// Cost of the MILP's best schedule (Checkmate's MILP, or the staged MILP on larger graphs),
+/// if it found one.
 fn milp_cost(b: &BudgetResult) -> Option<f64> {
-    b.milp.as_ref().and_then(|m| m.best).map(|s| s.cost)
+    b.milp
+        .as_ref()
+        .and_then(|m| m.best)
+        .or_else(|| b.refined.as_ref().and_then(|m| m.best))
+        .or_else(|| b.staged.as_ref().and_then(|m| m.best))
+        .map(|s| s.cost)
 }
 
 /// One graph's figure: compute overhead (cost / one forward+backward) of every strategy
@@ -568,8 +771,8 @@ fn overhead_section(r: &CheckmateResult) -> Section {
         columns: vec!["baseline".into(), "budgets compared".into(), "geo-mean slowdown".into(), "max slowdown".into(), "budgets infeasible for baseline".into()],
         rows,
     };
-    let lp_only: Vec<String> = budgets(r)
-        .filter(|(_, b)| b.milp.is_none())
+    let staged: Vec<String> = budgets(r)
+        .filter(|(_, b)| b.staged.is_some())
         .map(|(g, _)| format!("{} (n = {})", g.name, g.nodes))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
@@ -586,10 +789,12 @@ fn overhead_section(r: &CheckmateResult) -> Section {
          LP-rounded schedule (HiGHS `setSolution`)."
             .into(),
     ];
-    if !lp_only.is_empty() {
+    if !staged.is_empty() {
         notes.push(format!(
-            "Too large for the MILP in the time limit (node limit): {}; these have only the LP-rounding schedule.",
-            lp_only.join(", ")
+            "Graphs above {} nodes get the scalable staged MILP instead of Checkmate's (see the solve section; \
+             its schedules are not all proven optimal): {}.",
+            r.params.milp_max_nodes,
+            staged.join(", ")
         ));
     }
     Section {
@@ -626,7 +831,7 @@ fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
             },
         ),
         None => (
-            "skipped (too large)".into(),
+            "staged MILP (next table)".into(),
             "-".into(),
             None,
             None,
@@ -706,9 +911,96 @@ fn solve_section(r: &CheckmateResult) -> Section {
              schedule exists and HiGHS is not called."
                 .into(),
         ],
-        tables: vec![t],
+        tables: std::iter::once(t).chain(staged_table(r)).collect(),
         figures: Vec::new(),
     }
+}
+
+/// Formats a fraction as a percentage to two decimals, "-" when not finite.
+fn percent(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.2}", x * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// The staged MILP's solves (graphs above `milp_max_nodes` nodes), if any: per graph and
+/// budget the model, status, time, heuristic and best cost, the model's own bounds and the
+/// bound valid for Checkmate's problem.
+fn staged_table(r: &CheckmateResult) -> Option<Table> {
+    let rows: Vec<Vec<String>> = budgets(r)
+        .flat_map(|(g, b)| {
+            [&b.staged, &b.refined]
+                .into_iter()
+                .flatten()
+                .map(move |m| (g, b, m))
+        })
+        .map(|(g, b, m)| {
+            let c = |x: Option<ScheduleStats>| one_decimal(x.map(|s| s.cost));
+            vec![
+                g.name.clone(),
+                g.nodes.to_string(),
+                format!("{:.2}", b.fraction),
+                format!(
+                    "{}{}",
+                    m.stage_size,
+                    m.max_computations
+                        .map_or(String::new(), |k| format!(", C = {k}"))
+                ),
+                format!("{} / {} / {}", m.columns, m.integer_columns, m.rows),
+                m.status.clone(),
+                format!("{:.1}", m.solve_time_s),
+                c(m.heuristic),
+                c(m.best),
+                one_decimal(Some(m.model_dual_bound)),
+                percent(m.model_gap),
+                one_decimal(m.checkmate_lp_bound),
+                one_decimal(Some(m.valid_bound)),
+                percent(m.valid_gap()),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let p = &r.params;
+    Some(Table {
+        caption: format!(
+            "Staged MILP (tight FREE, stages of ceil(n / {}) nodes{}; HiGHS, {} thread(s), limit {} s per graph \
+             and budget including LP relaxation, warm starts and, for graphs up to {} nodes, a refinement with one \
+             node per stage warm-started from the grouped schedule, on the row below it). Model gap: against \
+             HiGHS' bound for the model solved (restricted when stage size > 1). Valid gap: against a bound valid \
+             for Checkmate's problem: sum C_i, or for stage size 1 the largest of that, the model's LP relaxation \
+             and HiGHS' bound.",
+            p.staged_max_stages,
+            p.staged_max_computations
+                .map_or(String::new(), |k| format!(", at most {k} computations per node")),
+            p.threads,
+            p.staged_time_limit_s,
+            p.refine_max_nodes
+        ),
+        columns: [
+            "graph",
+            "nodes",
+            "budget (frac)",
+            "stage size",
+            "columns / integer / rows",
+            "status",
+            "time (s)",
+            "heuristic cost",
+            "cost",
+            "model dual bound",
+            "model gap (%)",
+            "Checkmate LP bound",
+            "valid bound",
+            "valid gap (%)",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows,
+    })
 }
 
 /// Largest `b` in `[lo, hi]` with `fits(b)` by bisection, assuming `fits` is monotone
@@ -933,6 +1225,45 @@ mod tests {
         };
         let e = run_study(&missing, &dir).unwrap_err().to_string();
         assert!(e.contains("nope.json"), "{e}");
+    }
+
+    #[test]
+    fn generated_graph_gets_the_staged_milp_and_its_table() {
+        let params = CheckmateParams {
+            graphs: Vec::new(),
+            generated: vec![GeneratedGraph {
+                n: 40,
+                w: 0.27,
+                nlv: 0.75,
+                ed: 0.2,
+                scd: 0.14,
+                seed: 3,
+            }],
+            milp_max_nodes: 20,
+            staged_max_stages: 10,
+            staged_time_limit_s: 5.0,
+            batch_graph: None,
+            ..CheckmateParams::smoke()
+        };
+        let r = run_study(&params, &data_dir()).unwrap();
+        let b = &r.graphs[0].budgets[0];
+        assert!(b.milp.is_none());
+        let coarse = b.staged.as_ref().expect("staged solve");
+        assert_eq!(coarse.stage_size, 4);
+        let fine = b.refined.as_ref().expect("40 nodes are refined");
+        assert_eq!(fine.stage_size, 1);
+        let best = fine
+            .best
+            .expect("a schedule at 0.9 of the checkpoint-all peak");
+        assert!(best.peak_bytes <= b.budget_bytes);
+        assert!(fine.valid_bound <= best.cost + 1e-6);
+        let secs = render(&r);
+        let staged = &secs[1].tables[1];
+        assert_eq!(staged.rows.len(), 2);
+        assert_eq!(staged.rows[0][3], "4");
+        let back: CheckmateResult =
+            serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(render(&back), secs);
     }
 
     #[test]

@@ -1,0 +1,1395 @@
+//! A scalable rematerialization MILP: Checkmate's time-indexed formulation (Jain et al. 2020,
+//! Section 4, eq. 1–4) with (a) a tight linearization of the `FREE` indicators, (b) optionally
+//! fewer stages (consecutive nodes grouped into one stage) and (c) optionally a bound on the
+//! number of computations of each node (Moccasin's bounded recomputation, Bartan et al., ICML
+//! 2023, Section 3), warm-started by a greedy eviction heuristic.
+//!
+//! **Tight `FREE`.** Checkmate linearizes `FREE[t][i][k] = R[t][k] ∧ ¬S[t+1][i] ∧ ¬R[t][j]`
+//! (for every later user `j` of `i` computed in the stage) with one aggregated row
+//! `κ (1 - FREE) >= hazards` (eq. 3 and the paragraph after it). Here `FREE` is continuous in
+//! `[0, 1]` with one upper bound per conjunct (`FREE <= R[t][k]`, `FREE <= 1 - S[t+1][i]`,
+//! `FREE <= 1 - R[t][j]`) and no lower bound. A `FREE` below the conjunction only over-counts
+//! memory (eq. 2), so every integer `(R, S)` feasible here is feasible for Checkmate and vice
+//! versa (set `FREE` to the conjunction): with one node per stage and no computation bound the
+//! model has the same optimum as [`crate::milp::solve_milp`], fewer integer columns, and an LP
+//! relaxation at least as tight (the per-conjunct bounds imply the aggregated one).
+//!
+//! **Stages.** A stage is a range `b..=e` of consecutive nodes (Checkmate: `b = e = t`). Stage
+//! `s` computes all of its nodes (`R[s][i] = 1` for `b <= i <= e`) in topological order,
+//! interleaved with recomputations of earlier nodes (`R[s][i]`, `i < b`); `S[s][i]` (`i < b`)
+//! says that node `i`'s output is resident when the stage starts. Within a stage a value is
+//! computed at most once, so grouping stages restricts the schedule space: the optimum of a
+//! grouped model is an upper bound of Checkmate's optimum, and its MILP gap is a gap for the
+//! restricted problem only. A grouped schedule is expanded to Checkmate's `n x n` matrices
+//! ([`StagedSchedule::expand`]) and validated by the simulator ([`crate::sim::simulate`]).
+//!
+//! **Bounds.** [`StagedOutcome::dual_bound`] is HiGHS' bound for the model solved (restricted
+//! when stages are grouped or computations bounded). [`StagedOutcome::valid_bound`] is a lower
+//! bound for the unrestricted Checkmate problem: the larger of `sum_i C_i` (every node is
+//! computed at least once) and, when the unrestricted model was solved, HiGHS' dual bound.
+//! [`lp_bound`] solves the LP relaxation of the unrestricted tight model, a lower bound on
+//! Checkmate's optimum.
+//!
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
+
+use super::graph::Graph;
+use super::milp::MilpOptions;
+use super::sim::{simulate, Schedule, SimResult};
+use super::RematError;
+use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use std::ops::RangeInclusive;
+use std::time::Instant;
+
+/// Consecutive stages of `size` nodes each (the last may be shorter) covering `0..n`:
+/// `size = 1` is Checkmate's one stage per node. `size = 0` is treated as 1.
+pub fn uniform_stages(n: usize, size: usize) -> Vec<RangeInclusive<usize>> {
+    let size = size.max(1);
+    (0..n)
+        .step_by(size)
+        .map(|b| b..=(b + size - 1).min(n - 1))
+        .collect()
+}
+
+/// A schedule over grouped stages: `r[s][i]` (node `i` computed in stage `s`; true for every
+/// node of the stage) and `s[s][i]` (node `i`'s output resident at the start of stage `s`,
+/// only for `i` before the stage's first node). Vectors have length `n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedSchedule {
+    /// The stages, consecutive node ranges covering `0..n`.
+    pub stages: Vec<RangeInclusive<usize>>,
+    /// Compute matrix, stage x node.
+    pub r: Vec<Vec<bool>>,
+    /// Storage matrix, stage x node.
+    pub s: Vec<Vec<bool>>,
+}
+
+impl StagedSchedule {
+    /// Checkmate's `n x n` schedule of the same execution: Checkmate stage `b` (a stage's first
+    /// node) computes the stage's recomputations and node `b`; stage `t` in `b+1..=e` computes
+    /// `t`; a value is resident at the start of Checkmate stage `t` when it is present in the
+    /// grouped stage and read by a node in `t..=e` or kept into the next grouped stage. The
+    /// expanded schedule's peak is at most the grouped stage's memory (equal except for values
+    /// held through a stage unread, which the grouped accounting keeps to the stage's end).
+    pub fn expand(&self, g: &Graph) -> Schedule {
+        let n = g.len();
+        let mut out = Schedule::empty(n);
+        for (si, st) in self.stages.iter().enumerate() {
+            let (b, e) = (*st.start(), *st.end());
+            let none = vec![false; n];
+            let next = self.s.get(si + 1).unwrap_or(&none);
+            for i in 0..=b {
+                out.r[b][i] = self.r[si][i];
+            }
+            out.s[b][..b].copy_from_slice(&self.s[si][..b]);
+            for t in b + 1..=e {
+                out.r[t][t] = true;
+                for i in 0..t {
+                    let present = self.s[si][i] || self.r[si][i];
+                    let read_later = g.users[i].iter().any(|&j| j >= t && j <= e);
+                    out.s[t][i] = present && (read_later || next[i]);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Last-user index of each node (itself when it has none).
+fn last_users(g: &Graph) -> Vec<usize> {
+    (0..g.len())
+        .map(|i| g.users[i].last().copied().unwrap_or(i))
+        .collect()
+}
+
+/// Minimal compute set of a stage: its nodes and, in reverse topological order, every
+/// dependency of a computed node that is not resident (`s_in`).
+fn closure(g: &Graph, st: &RangeInclusive<usize>, s_in: &[bool]) -> Vec<bool> {
+    let mut r = vec![false; g.len()];
+    for k in st.clone() {
+        r[k] = true;
+    }
+    for k in (0..=*st.end()).rev() {
+        if r[k] {
+            for &d in &g.deps[k] {
+                if !s_in[d] {
+                    r[d] = true;
+                }
+            }
+        }
+    }
+    r
+}
+
+/// Peak memory (bytes, fixed memory included) of one grouped stage ending at node `e`, by the
+/// accounting of eq. 2–4 with `t` replaced by the stage's last node: start with `fixed + sum
+/// M_i s_in[i]`, add `M_k` when `k` is computed, and after computing `k` free each `i in
+/// DEPS[k] ∪ {k}` that is not kept (`s_out[i]`) and has no later user computed in the stage.
+pub fn stage_peak(g: &Graph, e: usize, s_in: &[bool], r: &[bool], s_out: &[bool]) -> i128 {
+    let mut cur: i128 = g.fixed_mem as i128
+        + (0..g.len())
+            .filter(|&i| s_in[i])
+            .map(|i| g.nodes[i].mem as i128)
+            .sum::<i128>();
+    let mut peak = cur;
+    for k in 0..=e {
+        if k > 0 && r[k - 1] {
+            let p = k - 1;
+            for &i in g.deps[p].iter().chain(std::iter::once(&p)) {
+                let later = g.users[i].iter().any(|&j| j > p && j <= e && r[j]);
+                if !s_out[i] && !later {
+                    cur -= g.nodes[i].mem as i128;
+                }
+            }
+        }
+        if r[k] {
+            cur += g.nodes[k].mem as i128;
+        }
+        peak = peak.max(cur);
+    }
+    peak
+}
+
+/// Weights of the eviction score `recompute_cost^alpha / (M_i * distance^beta)` of
+/// [`greedy_evict`]: the lowest score is evicted first (after DTR's heuristic, Kirisame et al.,
+/// ICLR 2021, Section 3: cost over memory times staleness; here the distance is to the next
+/// stage that reads the value).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvictWeights {
+    /// Exponent of the recomputation cost (own cost plus non-resident inputs' costs).
+    pub alpha: f64,
+    /// Exponent of the distance, in nodes, to the value's next reader.
+    pub beta: f64,
+}
+
+/// The weight pairs [`greedy_best`] tries.
+pub const EVICT_WEIGHTS: [EvictWeights; 6] = [
+    EvictWeights {
+        alpha: 1.0,
+        beta: 1.0,
+    },
+    EvictWeights {
+        alpha: 1.0,
+        beta: 0.0,
+    },
+    EvictWeights {
+        alpha: 1.0,
+        beta: 2.0,
+    },
+    EvictWeights {
+        alpha: 0.5,
+        beta: 1.0,
+    },
+    EvictWeights {
+        alpha: 2.0,
+        beta: 1.0,
+    },
+    EvictWeights {
+        alpha: 0.0,
+        beta: 1.0,
+    },
+];
+
+/// Greedy eviction over `stages` at `budget` bytes. Stage by stage: compute the stage's nodes
+/// and their missing inputs (minimal recomputation); keep every present value that a later node
+/// reads; then, while this stage or the next one (computed minimally from the kept set) would
+/// exceed the budget, evict kept values by increasing score (values the next stage does not
+/// read first). Returns `None` when evicting everything does not fit.
+pub fn greedy_evict(
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+    w: EvictWeights,
+) -> Option<StagedSchedule> {
+    let n = g.len();
+    let last = last_users(g);
+    let budget = budget as i128;
+    let mut out = StagedSchedule {
+        stages: stages.to_vec(),
+        r: Vec::with_capacity(stages.len()),
+        s: Vec::with_capacity(stages.len()),
+    };
+    let mut s_in = vec![false; n];
+    for (si, st) in stages.iter().enumerate() {
+        let e = *st.end();
+        let r = closure(g, st, &s_in);
+        let Some(nst) = stages.get(si + 1) else {
+            if stage_peak(g, e, &s_in, &r, &vec![false; n]) > budget {
+                return None;
+            }
+            out.r.push(r);
+            out.s.push(s_in);
+            break;
+        };
+        let e2 = *nst.end();
+        let mut next: Vec<bool> = (0..n)
+            .map(|i| i <= e && (s_in[i] || r[i]) && last[i] > e)
+            .collect();
+        loop {
+            let r2 = closure(g, nst, &next);
+            let next2: Vec<bool> = (0..n)
+                .map(|i| i <= e2 && (next[i] || r2[i]) && last[i] > e2)
+                .collect();
+            let over = (stage_peak(g, e, &s_in, &r, &next) - budget)
+                .max(stage_peak(g, e2, &next, &r2, &next2) - budget);
+            if over <= 0 {
+                break;
+            }
+            // Values read in the next stage (by a node it computes) are evicted last.
+            let mut read2 = vec![false; n];
+            for k in 0..=e2 {
+                if r2[k] {
+                    for &d in &g.deps[k] {
+                        read2[d] = true;
+                    }
+                }
+            }
+            let mut cand: Vec<(bool, f64, usize)> = (0..n)
+                .filter(|&i| next[i])
+                .map(|i| {
+                    let rc = g.nodes[i].cost
+                        + g.deps[i]
+                            .iter()
+                            .filter(|&&d| !next[d])
+                            .map(|&d| g.nodes[d].cost)
+                            .sum::<f64>();
+                    let first = g.users[i]
+                        .iter()
+                        .copied()
+                        .find(|&j| j > e)
+                        .unwrap_or(last[i]);
+                    let dist = (first - e) as f64;
+                    let score = (rc.max(1e-9)).powf(w.alpha)
+                        / ((g.nodes[i].mem.max(1) as f64) * dist.powf(w.beta));
+                    (read2[i], score, i)
+                })
+                .collect();
+            if cand.is_empty() {
+                return None;
+            }
+            cand.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let mut freed: i128 = 0;
+            for &(_, _, i) in &cand {
+                next[i] = false;
+                freed += g.nodes[i].mem as i128;
+                if freed >= over {
+                    break;
+                }
+            }
+        }
+        out.r.push(r);
+        out.s.push(s_in);
+        s_in = next;
+    }
+    Some(out)
+}
+
+/// The cheapest of [`greedy_evict`] over [`EVICT_WEIGHTS`] whose expanded schedule the
+/// simulator accepts within `budget` bytes, with its simulation.
+pub fn greedy_best(
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+) -> Option<(StagedSchedule, SimResult)> {
+    EVICT_WEIGHTS
+        .iter()
+        .filter_map(|&w| greedy_evict(g, budget, stages, w))
+        .chain(repair(g, budget, stages, &keep_all(g, stages)))
+        .filter_map(|s| {
+            let sim = simulate(g, &s.expand(g)).ok()?;
+            (sim.peak_mem <= budget).then_some((s, sim))
+        })
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+}
+
+/// Compute set of one stage for the storage decisions `s_in` (resident at its start) and
+/// `s_next` (kept into the next stage): its nodes, the values first kept into the next stage,
+/// and, in reverse topological order, every non-resident input of a computed node.
+fn stage_r(
+    g: &Graph,
+    st: &RangeInclusive<usize>,
+    s_in: &[bool],
+    s_next: Option<&[bool]>,
+) -> Vec<bool> {
+    let mut r = vec![false; g.len()];
+    for k in st.clone() {
+        r[k] = true;
+    }
+    if let Some(next) = s_next {
+        for i in 0..*st.start() {
+            if next[i] && !s_in[i] {
+                r[i] = true;
+            }
+        }
+    }
+    for k in (0..=*st.end()).rev() {
+        if r[k] {
+            for &d in &g.deps[k] {
+                if !s_in[d] {
+                    r[d] = true;
+                }
+            }
+        }
+    }
+    r
+}
+
+/// Working state of [`repair`]: storage decisions, minimal compute sets, per-stage peaks
+/// (bytes) and costs.
+struct RepairState<'a> {
+    g: &'a Graph,
+    stages: &'a [RangeInclusive<usize>],
+    s: Vec<Vec<bool>>,
+    r: Vec<Vec<bool>>,
+    peak: Vec<i128>,
+    cost: Vec<f64>,
+}
+
+impl RepairState<'_> {
+    fn refresh(&mut self, si: usize) {
+        let (g, st) = (self.g, &self.stages[si]);
+        let next = self.s.get(si + 1).map(|v| v.as_slice());
+        let r = stage_r(g, st, &self.s[si], next);
+        let none = vec![false; g.len()];
+        self.peak[si] = stage_peak(g, *st.end(), &self.s[si], &r, next.unwrap_or(&none));
+        self.cost[si] = (0..g.len())
+            .filter(|&i| r[i])
+            .map(|i| g.nodes[i].cost)
+            .sum();
+        self.r[si] = r;
+    }
+
+    /// Whether stage `si` reads node `i`'s output (an input of a node it computes).
+    fn reads(&self, si: usize, i: usize) -> bool {
+        self.g.users[i]
+            .iter()
+            .any(|&j| j <= *self.stages[si].end() && self.r[si][j])
+    }
+
+    /// The maximal run of stages around `si` that hold `i` without reading it.
+    fn run(&self, si: usize, i: usize) -> (usize, usize) {
+        let (mut lo, mut hi) = (si, si);
+        while lo > 0 && self.s[lo - 1][i] && !self.reads(lo - 1, i) {
+            lo -= 1;
+        }
+        while hi + 1 < self.stages.len() && self.s[hi + 1][i] && !self.reads(hi + 1, i) {
+            hi += 1;
+        }
+        (lo, hi)
+    }
+
+    /// Sets `s[lo..=hi][i] = v` for a run of stages that do not read `i`, and `s[hi+1][i] = v`
+    /// when `tail` (the next stage reads `i`, and recomputes it when it is not resident);
+    /// refreshes the stages it affects (inside the run the compute sets stay and the whole
+    /// memory profile moves by `M_i`; the stages before and after are recomputed). Returns the
+    /// cost change.
+    fn set_run(&mut self, i: usize, lo: usize, hi: usize, tail: bool, v: bool) -> f64 {
+        let m = self.stages.len();
+        let edges = [lo.checked_sub(1), (hi + 1 < m).then_some(hi + 1)];
+        let before: f64 = edges.iter().flatten().map(|&x| self.cost[x]).sum();
+        let mem = self.g.nodes[i].mem as i128;
+        for x in lo..=hi {
+            if self.s[x][i] != v {
+                self.s[x][i] = v;
+                self.peak[x] += if v { mem } else { -mem };
+            }
+        }
+        if tail && hi + 1 < m {
+            self.s[hi + 1][i] = v;
+        }
+        for &x in edges.iter().flatten() {
+            self.refresh(x);
+        }
+        edges.iter().flatten().map(|&x| self.cost[x]).sum::<f64>() - before
+    }
+
+    /// Highest peak of the stages just before and after a run.
+    fn edge_peak(&self, lo: usize, hi: usize) -> i128 {
+        let m = self.stages.len();
+        [lo.checked_sub(1), (hi + 1 < m).then_some(hi + 1)]
+            .iter()
+            .flatten()
+            .map(|&x| self.peak[x])
+            .max()
+            .unwrap_or(i128::MIN)
+    }
+}
+
+/// `S` thresholds at which [`solve_staged`] rounds the LP relaxation before repairing.
+const LP_THRESHOLDS: [f64; 6] = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95];
+
+/// Candidates of one repair step evaluated exactly.
+const REPAIR_EXACT: usize = 64;
+
+/// Peak-driven repair of storage decisions `s0` (stage x node) into a schedule within `budget`
+/// bytes, with minimal recomputation for its storage: while some stage exceeds the budget, drop
+/// from the worst stage the held-but-unread value with the least estimated recomputation cost
+/// per byte (its own cost plus its missing inputs' at the stage that reads it next), for the
+/// whole run of stages that hold it unread; then restore dropped runs, most expensive first,
+/// where the budget still holds. Returns `None` when the worst stage holds nothing it could
+/// drop. Dropping a run is Moccasin's splitting of a value's lifetime into two intervals
+/// (Bartan et al. 2023, Section 3).
+pub fn repair(
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+    s0: &[Vec<bool>],
+) -> Option<StagedSchedule> {
+    let m = stages.len();
+    let budget = budget as i128;
+    let mut st = RepairState {
+        g,
+        stages,
+        s: (0..m)
+            .map(|si| {
+                let b = *stages[si].start();
+                (0..g.len()).map(|i| i < b && s0[si][i]).collect()
+            })
+            .collect(),
+        r: vec![Vec::new(); m],
+        peak: vec![0; m],
+        cost: vec![0.0; m],
+    };
+    for si in 0..m {
+        st.refresh(si);
+    }
+    let mut dropped: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
+    loop {
+        let (worst, &p) = st.peak.iter().enumerate().max_by_key(|x| *x.1)?;
+        if p <= budget {
+            break;
+        }
+        // Candidates by estimated cost per byte; the best few are evaluated exactly and the
+        // cheapest per byte that does not push its neighbours to the current worst peak wins.
+        let mut cand: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
+        for i in 0..g.len() {
+            if !st.s[worst][i] || st.reads(worst, i) {
+                continue;
+            }
+            let (lo, hi) = st.run(worst, i);
+            let tail = st.s.get(hi + 1).is_some_and(|a| a[i]);
+            let est = match st.s.get(hi + 1) {
+                Some(after) if st.reads(hi + 1, i) || after[i] => {
+                    g.nodes[i].cost
+                        + g.deps[i]
+                            .iter()
+                            .filter(|&&d| !after[d] && !st.r[hi + 1][d])
+                            .map(|&d| g.nodes[d].cost)
+                            .sum::<f64>()
+                }
+                _ => 0.0,
+            };
+            cand.push((est / g.nodes[i].mem.max(1) as f64, i, lo, hi, tail));
+        }
+        if cand.is_empty() {
+            return None;
+        }
+        cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
+        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
+        // new worst peak, then the least cost per useful byte.
+        // (preference key, cost per byte, node, run start, run end, tail).
+        type Pick = ((bool, bool), f64, usize, usize, usize, bool);
+        let mut pick: Option<Pick> = None;
+        for &(_, i, lo, hi, tail) in cand.iter().take(REPAIR_EXACT) {
+            let dc = st.set_run(i, lo, hi, tail, false);
+            let ok = st.edge_peak(lo, hi) < p || st.edge_peak(lo, hi) <= budget;
+            st.set_run(i, lo, hi, tail, true);
+            let no_cascade = dc <= g.nodes[i].cost + 1e-9;
+            // Bytes beyond the excess do not help this stage.
+            let useful = (g.nodes[i].mem as i128).min(p - budget).max(1) as f64;
+            let per_byte = dc / useful;
+            let key = (ok && no_cascade, ok);
+            let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
+            if better {
+                pick = Some((key, per_byte, i, lo, hi, tail));
+            }
+        }
+        let (_, _, i, lo, hi, tail) = pick.expect("at least one candidate");
+        let dc = st.set_run(i, lo, hi, tail, false);
+        dropped.push((dc, i, lo, hi, tail));
+    }
+    dropped.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for &(_, i, lo, hi, tail) in &dropped {
+        // Runs may overlap later drops of the same value; restore only an intact run.
+        if (lo..=hi).any(|x| st.s[x][i]) {
+            continue;
+        }
+        let dc = st.set_run(i, lo, hi, tail, true);
+        let fits = (lo..=hi).all(|x| st.peak[x] <= budget) && st.edge_peak(lo, hi) <= budget;
+        if !(fits && dc < 0.0) {
+            st.set_run(i, lo, hi, tail, false);
+        }
+    }
+    Some(StagedSchedule {
+        stages: stages.to_vec(),
+        r: st.r,
+        s: st.s,
+    })
+}
+
+/// Storage of checkpoint-all over `stages`: a value is held from its stage until the stage of
+/// its last reader.
+pub fn keep_all(g: &Graph, stages: &[RangeInclusive<usize>]) -> Vec<Vec<bool>> {
+    let last = last_users(g);
+    stages
+        .iter()
+        .map(|st| {
+            (0..g.len())
+                .map(|i| i < *st.start() && last[i] >= *st.start())
+                .collect()
+        })
+        .collect()
+}
+
+/// Options of [`solve_staged`].
+#[derive(Debug, Clone)]
+pub struct StagedOptions {
+    /// HiGHS time limit, gap, threads, heuristic effort; `warm_start` is used when
+    /// `stage_size == 1` (any Checkmate schedule is then a staged schedule).
+    pub milp: MilpOptions,
+    /// Nodes per stage (1: Checkmate's stages; larger: fewer stages, a restriction).
+    pub stage_size: usize,
+    /// At most this many computations of each node (`sum_s R[s][i] <= C`; Moccasin's bounded
+    /// recomputation, a restriction); `None`: unbounded.
+    pub max_computations: Option<u32>,
+    /// Stop at the first improving solution HiGHS finds (HiGHS `mip_max_improving_sols = 1`),
+    /// to measure the time to a first feasible schedule.
+    pub stop_at_first: bool,
+    /// Solve the model's LP relaxation first (a third of the time limit) for its bound and
+    /// for repaired LP-rounding warm starts.
+    pub lp_rounding: bool,
+}
+
+impl Default for StagedOptions {
+    fn default() -> Self {
+        StagedOptions {
+            milp: MilpOptions::default(),
+            stage_size: 1,
+            max_computations: None,
+            stop_at_first: false,
+            lp_rounding: true,
+        }
+    }
+}
+
+/// Result of [`solve_staged`].
+#[derive(Debug, Clone)]
+pub struct StagedOutcome {
+    /// The best schedule (the MILP's or the warm start's), expanded to Checkmate's matrices and
+    /// validated by the simulator, with its simulation.
+    pub best: Option<(Schedule, SimResult)>,
+    /// The best heuristic schedule's simulation (greedy eviction, or repair of the
+    /// checkpoint-all or LP-rounded storage; with grouped stages, one node per stage when
+    /// nothing fitted at the model's granularity), if one fitted.
+    pub greedy: Option<SimResult>,
+    /// Optimal objective of the model's LP relaxation, cost units (`None`: not solved to
+    /// optimality in its time share). A lower bound on Checkmate's optimum when the model is
+    /// unrestricted (one node per stage, no computation bound), else on the restricted model's.
+    pub lp_bound: Option<f64>,
+    /// Objective of HiGHS' incumbent, cost units.
+    pub objective: Option<f64>,
+    /// HiGHS' dual bound for the model solved (restricted when `stage_size > 1` or
+    /// computations are bounded), cost units.
+    pub dual_bound: f64,
+    /// HiGHS' relative gap for the model solved.
+    pub mip_gap: f64,
+    /// A lower bound valid for the unrestricted Checkmate problem, cost units: the larger of
+    /// `sum_i C_i` and, for the unrestricted model, `dual_bound`.
+    pub valid_bound: f64,
+    /// HiGHS model status.
+    pub status: String,
+    /// Wall time of heuristic, model build and solve, seconds.
+    pub solve_time_s: f64,
+    /// Columns, integer columns and rows of the model.
+    pub size: ModelSize,
+    /// Nodes per stage of the model.
+    pub stage_size: usize,
+}
+
+impl StagedOutcome {
+    /// Relative gap of `best` against [`StagedOutcome::valid_bound`]: `(cost - bound) / cost`,
+    /// a fraction (NaN without a schedule).
+    pub fn valid_gap(&self) -> f64 {
+        match &self.best {
+            Some((_, r)) if r.cost > 0.0 => ((r.cost - self.valid_bound) / r.cost).max(0.0),
+            Some(_) => 0.0,
+            None => f64::NAN,
+        }
+    }
+}
+
+/// Size of a MILP model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelSize {
+    /// Columns (variables).
+    pub columns: usize,
+    /// Integer (binary) columns.
+    pub integer_columns: usize,
+    /// Rows (constraints).
+    pub rows: usize,
+}
+
+struct Vars {
+    stages: Vec<RangeInclusive<usize>>,
+    /// `r[s][i]`: `None` where fixed to 1 (the stage's own nodes).
+    r: Vec<Vec<Option<Col>>>,
+    s: Vec<Vec<Col>>,
+    u: Vec<Vec<Col>>,
+    /// `(stage, i, k, col)`.
+    free: Vec<(usize, usize, usize, Col)>,
+    /// The column fixed to 1 that carries the cost of the fixed computations.
+    one: Col,
+    ncols: usize,
+    nint: usize,
+    scale: f64,
+}
+
+/// A linear term `coef * R[s][i]`: a constant when `R` is fixed to 1.
+fn r_term(v: &Vars, s: usize, i: usize, coef: f64, row: &mut Vec<(Col, f64)>) -> f64 {
+    match v.r[s][i] {
+        Some(c) => {
+            row.push((c, coef));
+            0.0
+        }
+        None => coef,
+    }
+}
+
+fn build(
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+    cmax: Option<u32>,
+    integer: bool,
+) -> (RowProblem, Vars) {
+    let n = g.len();
+    let mut pb = RowProblem::default();
+    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
+    let m = |i: usize| g.nodes[i].mem as f64 / scale;
+    let cap = budget as f64 / scale;
+    let (mut r, mut s, mut u) = (Vec::new(), Vec::new(), Vec::new());
+    let mut nint = 0;
+    for st in stages {
+        let (b, e) = (*st.start(), *st.end());
+        r.push(
+            (0..=e)
+                .map(|i| {
+                    (i < b).then(|| {
+                        pb.add_column_with_integrality(g.nodes[i].cost, 0.0..=1.0, integer)
+                    })
+                })
+                .collect::<Vec<_>>(),
+        );
+        nint += 2 * b;
+        s.push(
+            (0..b)
+                .map(|_| pb.add_column_with_integrality(0.0, 0.0..=1.0, integer))
+                .collect::<Vec<_>>(),
+        );
+        u.push((0..=e).map(|_| pb.add_column(0.0, 0.0..=cap)).collect());
+    }
+    // Every node is computed once in its own stage: that cost is a constant, carried by one
+    // column fixed to 1 (the crate does not expose HiGHS' objective offset).
+    let one = pb.add_column(g.total_cost(), 1.0..=1.0);
+    let mut v = Vars {
+        stages: stages.to_vec(),
+        r,
+        s,
+        u,
+        free: Vec::new(),
+        one,
+        ncols: 0,
+        nint: if integer { nint } else { 0 },
+        scale,
+    };
+    let users_in = |i: usize, k: usize, e: usize| -> Vec<usize> {
+        g.users[i]
+            .iter()
+            .copied()
+            .filter(|&j| j > k && j <= e)
+            .collect()
+    };
+    for (si, st) in stages.iter().enumerate() {
+        let (b, e) = (*st.start(), *st.end());
+        for k in 0..e {
+            for &i in g.deps[k].iter().chain(std::iter::once(&k)) {
+                // Fixed to 0 when a later user in the stage is one of its own nodes.
+                if users_in(i, k, e).iter().any(|&j| j >= b) {
+                    continue;
+                }
+                let c = pb.add_column(0.0, 0.0..=1.0);
+                v.free.push((si, i, k, c));
+            }
+        }
+    }
+    v.ncols = pb.num_cols();
+    // (1b) dependencies: R[s][k] <= R[s][i] + S[s][i] for i in DEPS[k], i < b.
+    for (si, st) in stages.iter().enumerate() {
+        let (b, e) = (*st.start(), *st.end());
+        for k in 0..=e {
+            for &i in g.deps[k].iter().filter(|&&i| i < b) {
+                let mut row = Vec::new();
+                let c = r_term(&v, si, k, 1.0, &mut row);
+                row.push((v.r[si][i].expect("i < b"), -1.0));
+                row.push((v.s[si][i], -1.0));
+                pb.add_row(..=-c, row);
+            }
+        }
+    }
+    // (1c) S[s+1][i] <= S[s][i] + R[s][i] for i < b (later nodes are computed in stage s).
+    for si in 0..stages.len().saturating_sub(1) {
+        let b = *stages[si].start();
+        for i in 0..b {
+            let row = vec![
+                (v.s[si + 1][i], 1.0),
+                (v.s[si][i], -1.0),
+                (v.r[si][i].expect("i < b"), -1.0),
+            ];
+            pb.add_row(..=0.0, row);
+        }
+    }
+    // (2) memory, with FREE of step k-1 subtracted at step k.
+    let fixed = g.fixed_mem as f64 / scale;
+    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = stages
+        .iter()
+        .map(|st| vec![Vec::new(); *st.end() + 1])
+        .collect();
+    for &(si, i, k, c) in &v.free {
+        free_at[si][k].push((i, c));
+    }
+    for (si, st) in stages.iter().enumerate() {
+        let (b, e) = (*st.start(), *st.end());
+        let mut row = vec![(v.u[si][0], 1.0)];
+        let c0 = r_term(&v, si, 0, -m(0), &mut row);
+        row.extend((0..b).map(|i| (v.s[si][i], -m(i))));
+        pb.add_row(fixed - c0..=fixed - c0, row);
+        for k in 1..=e {
+            let mut row = vec![(v.u[si][k], 1.0), (v.u[si][k - 1], -1.0)];
+            let c = r_term(&v, si, k, -m(k), &mut row);
+            row.extend(free_at[si][k - 1].iter().map(|&(i, c)| (c, m(i))));
+            // Values freed for sure (fixed R, nothing else can keep them) are FREE columns
+            // too; none is a constant here.
+            pb.add_row(-c..=-c, row);
+        }
+    }
+    // (3) tight FREE: FREE <= R[s][k], FREE <= 1 - S[s+1][i], FREE <= 1 - R[s][j].
+    for &(si, i, k, c) in &v.free {
+        let e = *stages[si].end();
+        if let Some(rk) = v.r[si][k] {
+            pb.add_row(..=0.0, [(c, 1.0), (rk, -1.0)]);
+        }
+        if let Some(sn) = v.s.get(si + 1) {
+            pb.add_row(..=1.0, [(c, 1.0), (sn[i], 1.0)]);
+        }
+        for j in users_in(i, k, e) {
+            let rj = v.r[si][j].expect("users in the stage's own nodes were skipped");
+            pb.add_row(..=1.0, [(c, 1.0), (rj, 1.0)]);
+        }
+    }
+    // Bounded recomputation: sum_s R[s][i] <= C (the fixed computation counts as one).
+    if let Some(cm) = cmax {
+        for i in 0..n {
+            let row: Vec<(Col, f64)> = (0..stages.len())
+                .filter_map(|si| v.r[si].get(i).copied().flatten().map(|c| (c, 1.0)))
+                .collect();
+            if !row.is_empty() {
+                pb.add_row(..=(cm.max(1) as f64 - 1.0), row);
+            }
+        }
+    }
+    (pb, v)
+}
+
+fn warm_vector(g: &Graph, v: &Vars, sch: &StagedSchedule) -> Vec<f64> {
+    let mut x = vec![0.0; v.ncols];
+    let b01 = |f: bool| if f { 1.0 } else { 0.0 };
+    let n = g.len();
+    let none = vec![false; n];
+    for (si, st) in v.stages.iter().enumerate() {
+        let (b, e) = (*st.start(), *st.end());
+        for i in 0..b {
+            x[v.r[si][i].expect("i < b").index()] = b01(sch.r[si][i]);
+            x[v.s[si][i].index()] = b01(sch.s[si][i]);
+        }
+        let next = sch.s.get(si + 1).unwrap_or(&none);
+        let mut cur = g.fixed_mem as f64
+            + (0..b)
+                .filter(|&i| sch.s[si][i])
+                .map(|i| g.nodes[i].mem as f64)
+                .sum::<f64>();
+        for k in 0..=e {
+            if k > 0 && sch.r[si][k - 1] {
+                let p = k - 1;
+                for &i in g.deps[p].iter().chain(std::iter::once(&p)) {
+                    let later = g.users[i].iter().any(|&j| j > p && j <= e && sch.r[si][j]);
+                    if !next[i] && !later {
+                        cur -= g.nodes[i].mem as f64;
+                    }
+                }
+            }
+            if sch.r[si][k] {
+                cur += g.nodes[k].mem as f64;
+            }
+            x[v.u[si][k].index()] = cur / v.scale;
+        }
+    }
+    for &(si, i, k, c) in &v.free {
+        let e = *v.stages[si].end();
+        let next = sch.s.get(si + 1).unwrap_or(&none);
+        let later = g.users[i].iter().any(|&j| j > k && j <= e && sch.r[si][j]);
+        x[c.index()] = b01(sch.r[si][k] && !next[i] && !later);
+    }
+    x[v.one.index()] = 1.0;
+    x
+}
+
+/// A Checkmate schedule as a staged schedule with one node per stage.
+fn from_checkmate(sch: &Schedule) -> StagedSchedule {
+    let n = sch.r.len();
+    StagedSchedule {
+        stages: uniform_stages(n, 1),
+        r: sch.r.clone(),
+        s: sch.s.clone(),
+    }
+}
+
+/// Minimal recomputation for the storage decisions of `sch`: each stage computes its nodes,
+/// the values first kept into the next stage, and their missing inputs.
+fn minimal_r(g: &Graph, sch: &StagedSchedule) -> StagedSchedule {
+    let n = g.len();
+    let mut out = sch.clone();
+    for (si, st) in sch.stages.iter().enumerate() {
+        let b = *st.start();
+        let mut r = closure(g, st, &sch.s[si]);
+        if let Some(next) = sch.s.get(si + 1) {
+            let mut extra = false;
+            for i in 0..b {
+                if next[i] && !sch.s[si][i] && !r[i] {
+                    r[i] = true;
+                    extra = true;
+                }
+            }
+            if extra {
+                for k in (0..b).rev() {
+                    if r[k] {
+                        for &d in &g.deps[k] {
+                            if !sch.s[si][d] {
+                                r[d] = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        debug_assert_eq!(r.len(), n);
+        out.r[si] = r;
+    }
+    out
+}
+
+fn configure(model: &mut highs::Model, o: &StagedOptions) {
+    model.make_quiet();
+    let m = &o.milp;
+    model.set_option("time_limit", m.time_limit_s.max(0.01));
+    model.set_option("mip_rel_gap", m.mip_gap.max(0.0));
+    model.set_option("threads", m.threads.max(1) as i32);
+    model.set_option("random_seed", 0);
+    model.set_option("mip_heuristic_effort", m.heuristic_effort.clamp(0.0, 1.0));
+    if o.stop_at_first {
+        model.set_option("mip_max_improving_sols", 1);
+    }
+    if let Some(c) = m.cost_cutoff {
+        model.set_option("objective_bound", c + 1e-6 * c.abs().max(1.0));
+    }
+}
+
+/// Size of the staged model for `g` without building HiGHS' copy of it.
+pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -> ModelSize {
+    let stages = uniform_stages(g.len(), stage_size);
+    let (pb, v) = build(g, u64::MAX / 2, &stages, max_computations, true);
+    ModelSize {
+        columns: pb.num_cols(),
+        integer_columns: v.nint,
+        rows: pb.num_rows(),
+    }
+}
+
+/// Solves the staged MILP at `budget` bytes (fixed memory included), minimizing total compute
+/// cost (eq. 1a), warm-started from the best of [`greedy_best`] and (one node per stage)
+/// `opts.milp.warm_start`. The returned schedule is the cheaper of HiGHS' incumbent (with its
+/// recomputation made minimal for its storage decisions) and the warm start, expanded to
+/// Checkmate's matrices and validated by the simulator.
+///
+/// # Errors
+/// [`RematError::Solver`] when HiGHS fails.
+pub fn solve_staged(
+    g: &Graph,
+    budget: u64,
+    opts: &StagedOptions,
+) -> Result<StagedOutcome, RematError> {
+    let start = Instant::now();
+    let stages = uniform_stages(g.len(), opts.stage_size);
+    let mut out = StagedOutcome {
+        best: None,
+        greedy: None,
+        lp_bound: None,
+        objective: None,
+        dual_bound: f64::NAN,
+        mip_gap: f64::NAN,
+        valid_bound: g.total_cost(),
+        status: String::new(),
+        solve_time_s: 0.0,
+        size: ModelSize::default(),
+        stage_size: opts.stage_size.max(1),
+    };
+    if budget < g.working_set_bound() {
+        out.status = "Infeasible (working-set bound)".into();
+        out.dual_bound = f64::INFINITY;
+        out.valid_bound = f64::INFINITY;
+        out.solve_time_s = start.elapsed().as_secs_f64();
+        return Ok(out);
+    }
+    let within = |s: &StagedSchedule| -> Option<(StagedSchedule, Schedule, SimResult)> {
+        if let Some(c) = opts.max_computations {
+            let over = (0..g.len()).any(|i| s.r.iter().filter(|r| r[i]).count() > c as usize);
+            if over {
+                return None;
+            }
+        }
+        let e = s.expand(g);
+        let sim = simulate(g, &e).ok()?;
+        (sim.peak_mem <= budget).then(|| (s.clone(), e, sim))
+    };
+    let mut warm = greedy_best(g, budget, &stages).and_then(|(s, _)| within(&s));
+    // With grouped stages and no fitting heuristic at that granularity, the heuristics with one
+    // node per stage may still fit: such a schedule cannot warm-start the grouped model but is
+    // reported when HiGHS finds nothing better.
+    let fallback = if warm.is_none() && stages.len() < g.len() && opts.max_computations.is_none() {
+        greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
+    } else {
+        None
+    };
+    if stages.len() == g.len() {
+        if let Some(w) = opts.milp.warm_start.as_ref().map(from_checkmate) {
+            if let Some(c) = within(&w) {
+                if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
+                    warm = Some(c);
+                }
+            }
+        }
+    }
+    let unrestricted = stages.len() == g.len() && opts.max_computations.is_none();
+    // LP relaxation (a third of the time limit): its bound, and its storage rounded at several
+    // thresholds and repaired to fit (two-phase rounding, Checkmate Section 5.1, with repair).
+    if opts.lp_rounding {
+        let (pb, v) = build(g, budget, &stages, opts.max_computations, false);
+        let mut model = pb.optimise(Sense::Minimise);
+        let lp_opts = StagedOptions {
+            milp: MilpOptions {
+                time_limit_s: opts.milp.time_limit_s / 3.0,
+                ..opts.milp.clone()
+            },
+            ..opts.clone()
+        };
+        configure(&mut model, &lp_opts);
+        let solved = model
+            .try_solve()
+            .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+        if solved.status() == HighsModelStatus::Optimal {
+            out.lp_bound = Some(solved.objective_value());
+            let sol = solved.get_solution();
+            let cols = sol.columns();
+            for th in LP_THRESHOLDS {
+                let s0: Vec<Vec<bool>> = stages
+                    .iter()
+                    .enumerate()
+                    .map(|(si, st)| {
+                        (0..g.len())
+                            .map(|i| i < *st.start() && cols[v.s[si][i].index()] > th)
+                            .collect()
+                    })
+                    .collect();
+                if let Some(c) = repair(g, budget, &stages, &s0).and_then(|x| within(&x)) {
+                    if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
+                        warm = Some(c);
+                    }
+                }
+            }
+        }
+    }
+    out.greedy = warm
+        .as_ref()
+        .map(|x| x.2)
+        .or(fallback.as_ref().map(|x| x.1));
+    let (pb, v) = build(g, budget, &stages, opts.max_computations, true);
+    out.size = ModelSize {
+        columns: pb.num_cols(),
+        integer_columns: v.nint,
+        rows: pb.num_rows(),
+    };
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(
+        &mut model,
+        &StagedOptions {
+            milp: MilpOptions {
+                time_limit_s: (opts.milp.time_limit_s - start.elapsed().as_secs_f64()).max(1.0),
+                ..opts.milp.clone()
+            },
+            ..opts.clone()
+        },
+    );
+    if let Some((ws, _, _)) = &warm {
+        model
+            .try_set_solution(Some(&warm_vector(g, &v, ws)), None, None, None)
+            .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
+    }
+    let solved = model
+        .try_solve()
+        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let status = solved.status();
+    out.status = format!("{status:?}");
+    out.dual_bound = solved
+        .double_info_value(c"mip_dual_bound")
+        .unwrap_or(f64::NAN);
+    out.mip_gap = solved.mip_gap();
+    let mut best = warm.map(|(_, e, sim)| (e, sim)).or(fallback);
+    if solved.primal_solution_status() == HighsSolutionStatus::Feasible
+        && !matches!(status, HighsModelStatus::Infeasible)
+    {
+        out.objective = Some(solved.objective_value());
+        let sol = solved.get_solution();
+        let cols = sol.columns();
+        let n = g.len();
+        let mut sch = StagedSchedule {
+            stages: stages.clone(),
+            r: vec![vec![false; n]; stages.len()],
+            s: vec![vec![false; n]; stages.len()],
+        };
+        for (si, st) in stages.iter().enumerate() {
+            for i in 0..=*st.end() {
+                sch.r[si][i] = v.r[si][i].is_none_or(|c| cols[c.index()] > 0.5);
+            }
+            for i in 0..*st.start() {
+                sch.s[si][i] = cols[v.s[si][i].index()] > 0.5;
+            }
+        }
+        for cand in [minimal_r(g, &sch), sch] {
+            if let Some((_, e, sim)) = within(&cand) {
+                if best.as_ref().is_none_or(|b| sim.cost < b.1.cost) {
+                    best = Some((e, sim));
+                }
+            }
+        }
+    }
+    if unrestricted {
+        for b in [Some(out.dual_bound), out.lp_bound].into_iter().flatten() {
+            if b.is_finite() {
+                out.valid_bound = out.valid_bound.max(b);
+            }
+        }
+    }
+    out.best = best;
+    out.solve_time_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// Coarse-to-fine solve: the staged MILP with `opts.stage_size` nodes per stage for
+/// `coarse_share` of the time limit, then, when `refine`, the unrestricted model (one node per
+/// stage, Checkmate's schedule space, no LP-rounding pass) for the rest of the time, warm-started
+/// from the best schedule so far. The refined model's dual bound and LP relaxation are bounds
+/// on Checkmate's optimum. Returns the coarse outcome and the refined one.
+///
+/// # Errors
+/// [`RematError::Solver`] when HiGHS fails.
+pub fn solve_refined(
+    g: &Graph,
+    budget: u64,
+    opts: &StagedOptions,
+    coarse_share: f64,
+    refine: bool,
+) -> Result<(StagedOutcome, Option<StagedOutcome>), RematError> {
+    let start = Instant::now();
+    let total = opts.milp.time_limit_s;
+    let coarse_opts = StagedOptions {
+        milp: MilpOptions {
+            time_limit_s: if refine {
+                total * coarse_share.clamp(0.0, 1.0)
+            } else {
+                total
+            },
+            ..opts.milp.clone()
+        },
+        ..opts.clone()
+    };
+    let coarse = solve_staged(g, budget, &coarse_opts)?;
+    if !refine || opts.stage_size <= 1 || coarse.status.starts_with("Infeasible") {
+        return Ok((coarse, None));
+    }
+    let warm = coarse
+        .best
+        .as_ref()
+        .map(|(s, _)| s.clone())
+        .or_else(|| opts.milp.warm_start.clone());
+    let fine_opts = StagedOptions {
+        milp: MilpOptions {
+            time_limit_s: (total - start.elapsed().as_secs_f64()).max(1.0),
+            warm_start: warm,
+            ..opts.milp.clone()
+        },
+        stage_size: 1,
+        max_computations: None,
+        lp_rounding: false,
+        ..opts.clone()
+    };
+    let mut fine = solve_staged(g, budget, &fine_opts)?;
+    // The warm start is the coarse schedule; keep the cheaper if HiGHS did not take it.
+    if let (Some(c), Some(f)) = (&coarse.best, &fine.best) {
+        if c.1.cost < f.1.cost {
+            fine.best = Some(c.clone());
+        }
+    } else if fine.best.is_none() {
+        fine.best = coarse.best.clone();
+    }
+    Ok((coarse, Some(fine)))
+}
+
+/// LP relaxation of the unrestricted tight model (one node per stage, no computation bound) at
+/// `budget` bytes: a lower bound on Checkmate's optimal cost (cost units). `None` when the LP
+/// is infeasible or not solved to optimality within `opts.time_limit_s`.
+///
+/// # Errors
+/// [`RematError::Solver`] when HiGHS fails.
+pub fn lp_bound(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<Option<f64>, RematError> {
+    if budget < g.working_set_bound() {
+        return Ok(None);
+    }
+    let (pb, _) = build(g, budget, &uniform_stages(g.len(), 1), None, false);
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(
+        &mut model,
+        &StagedOptions {
+            milp: opts.clone(),
+            ..Default::default()
+        },
+    );
+    let solved = model
+        .try_solve()
+        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    Ok((solved.status() == HighsModelStatus::Optimal).then(|| solved.objective_value()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baselines::checkpoint_all;
+    use crate::layered::{random_layered, LayeredParams};
+    use crate::milp::solve_milp;
+
+    fn small(n: usize, seed: u64) -> Graph {
+        random_layered(&LayeredParams {
+            n,
+            width: 0.3,
+            width_variation: 0.5,
+            edge_density: 0.3,
+            skip_density: 0.3,
+            seed,
+        })
+        .unwrap()
+    }
+
+    /// Budgets between the working-set bound and the checkpoint-all peak.
+    fn budgets(g: &Graph) -> Vec<u64> {
+        let peak = simulate(g, &checkpoint_all(g)).unwrap().peak_mem;
+        let ws = g.working_set_bound();
+        let mut b: Vec<u64> = [1.0, 0.85, 0.7]
+            .iter()
+            .map(|f| ws.max((peak as f64 * f) as u64))
+            .collect();
+        b.dedup();
+        b
+    }
+
+    fn exact() -> StagedOptions {
+        StagedOptions {
+            milp: MilpOptions {
+                time_limit_s: 60.0,
+                mip_gap: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tight_model_matches_checkmate_optimum() {
+        for seed in [1, 2] {
+            let g = small(14, seed);
+            for budget in budgets(&g) {
+                let classic = solve_milp(
+                    &g,
+                    budget,
+                    &MilpOptions {
+                        mip_gap: 0.0,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                let tight = solve_staged(&g, budget, &exact()).unwrap();
+                match (&classic.best, &tight.best) {
+                    (Some((_, a)), Some((s, b))) => {
+                        assert!(
+                            (a.cost - b.cost).abs() < 1e-6,
+                            "seed {seed} budget {budget}: {} vs {}",
+                            a.cost,
+                            b.cost
+                        );
+                        let sim = simulate(&g, s).unwrap();
+                        assert!(sim.peak_mem <= budget);
+                        assert_eq!(&sim, b);
+                    }
+                    (None, None) => {}
+                    (a, b) => panic!("seed {seed} budget {budget}: classic {a:?} vs tight {b:?}"),
+                }
+                // The tight LP is a lower bound of the optimum and at least Checkmate's LP.
+                if let Some((_, b)) = &tight.best {
+                    let lp = lp_bound(&g, budget, &MilpOptions::default())
+                        .unwrap()
+                        .unwrap();
+                    assert!(lp <= b.cost + 1e-6, "LP {lp} above optimum {}", b.cost);
+                    assert!(tight.valid_bound <= b.cost + 1e-6);
+                    let classic_lp = crate::milp::solve_lp_rounding(
+                        &g,
+                        budget,
+                        &MilpOptions::default(),
+                        &[],
+                        &[],
+                    )
+                    .unwrap()
+                    .lp_bound
+                    .unwrap();
+                    assert!(
+                        lp >= classic_lp - 1e-6,
+                        "tight LP {lp} below Checkmate's LP {classic_lp}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_stages_are_a_restriction_and_simulate() {
+        let g = small(18, 3);
+        for budget in budgets(&g) {
+            let full = solve_staged(&g, budget, &exact()).unwrap();
+            for size in [2, 3, 5] {
+                let o = StagedOptions {
+                    stage_size: size,
+                    ..exact()
+                };
+                let grouped = solve_staged(&g, budget, &o).unwrap();
+                if let Some((s, r)) = &grouped.best {
+                    let sim = simulate(&g, s).unwrap();
+                    assert_eq!(&sim, r);
+                    assert!(
+                        sim.peak_mem <= budget,
+                        "size {size}: {} > {budget}",
+                        sim.peak_mem
+                    );
+                    let opt = full
+                        .best
+                        .as_ref()
+                        .expect("grouped feasible implies feasible")
+                        .1
+                        .cost;
+                    assert!(
+                        r.cost >= opt - 1e-6,
+                        "size {size}: {} below the optimum {opt}",
+                        r.cost
+                    );
+                    // A bound for the restricted model only counts sum C_i as valid.
+                    assert_eq!(grouped.valid_bound, g.total_cost());
+                }
+            }
+            let bounded = solve_staged(
+                &g,
+                budget,
+                &StagedOptions {
+                    max_computations: Some(2),
+                    ..exact()
+                },
+            )
+            .unwrap();
+            if let Some((s, _)) = &bounded.best {
+                for i in 0..g.len() {
+                    assert!(
+                        s.r.iter().filter(|r| r[i]).count() <= 2,
+                        "node {i} computed 3 times"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heuristics_fit_and_expand_to_valid_schedules() {
+        let g = small(80, 4);
+        for budget in budgets(&g) {
+            for size in [1, 4] {
+                let stages = uniform_stages(g.len(), size);
+                for s in EVICT_WEIGHTS
+                    .iter()
+                    .filter_map(|&w| greedy_evict(&g, budget, &stages, w))
+                    .chain(repair(&g, budget, &stages, &keep_all(&g, &stages)))
+                {
+                    let e = s.expand(&g);
+                    let sim = simulate(&g, &e).expect("valid expansion");
+                    // The grouped accounting bounds the expanded schedule's memory.
+                    let none = vec![false; g.len()];
+                    let grouped = (0..stages.len())
+                        .map(|si| {
+                            let next = s.s.get(si + 1).unwrap_or(&none);
+                            stage_peak(&g, *stages[si].end(), &s.s[si], &s.r[si], next)
+                        })
+                        .max()
+                        .unwrap();
+                    assert!(sim.peak_mem as i128 <= grouped);
+                }
+                if let Some((s, r)) = greedy_best(&g, budget, &stages) {
+                    assert!(r.peak_mem <= budget);
+                    assert_eq!(simulate(&g, &s.expand(&g)).unwrap(), r);
+                }
+            }
+        }
+        // Checkpoint-all storage fits its own peak without any recomputation.
+        let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
+        let st = uniform_stages(g.len(), 1);
+        let r = repair(&g, peak, &st, &keep_all(&g, &st)).unwrap();
+        assert_eq!(simulate(&g, &r.expand(&g)).unwrap().cost, g.total_cost());
+    }
+
+    #[test]
+    fn refined_solve_and_infeasible_budget() {
+        let g = small(30, 5);
+        let budget = budgets(&g)[1];
+        let o = StagedOptions {
+            stage_size: 3,
+            milp: MilpOptions {
+                time_limit_s: 20.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let (coarse, fine) = solve_refined(&g, budget, &o, 0.5, true).unwrap();
+        let fine = fine.expect("refined");
+        assert_eq!(fine.stage_size, 1);
+        let (s, r) = fine.best.as_ref().expect("coarse or fine schedule");
+        assert_eq!(&simulate(&g, s).unwrap(), r);
+        assert!(r.peak_mem <= budget);
+        if let Some((_, c)) = &coarse.best {
+            assert!(r.cost <= c.cost + 1e-9);
+        }
+        assert!(fine.valid_bound <= r.cost + 1e-6);
+        let out = solve_staged(&g, g.working_set_bound() - 1, &exact()).unwrap();
+        assert!(out.best.is_none());
+        assert_eq!(out.status, "Infeasible (working-set bound)");
+    }
+}
