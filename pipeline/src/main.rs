@@ -129,7 +129,8 @@ enum Cmd {
         /// Budget as a fraction of the checkpoint-all peak, in (0, 1] (default 0.8).
         #[arg(long)]
         budget_fraction: Option<f64>,
-        /// milp, lp-rounding, greedy, sqrt, revolve, checkpoint-all, or all.
+        /// milp, staged (the scalable MILP for large graphs), lp-rounding, greedy, sqrt, revolve,
+        /// checkpoint-all, or all.
         #[arg(long, default_value = "milp")]
         solver: String,
         /// Time limit per MILP or LP solve, seconds.
