@@ -25,7 +25,11 @@ pub fn escape(text: &str) -> String {
         let prev = i.checked_sub(1).map(|j| chars[j]);
         let next = chars.get(i + 1).copied();
         let escaped = match c {
-            '\\' | '`' | '*' | '[' | ']' | '<' | '>' | '|' | '&' | '~' | '$' => true,
+            '\\' | '`' | '*' | '[' | ']' | '|' | '&' | '~' | '$' => true,
+            // An HTML tag or autolink opens with `<` and a letter, `/`, `!` or `?` ("<= 2" is text).
+            '<' => next.is_some_and(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')),
+            // A block quote at the start of a line.
+            '>' => i == 0,
             // Between two letters or digits `_` cannot open or close emphasis ("fused_step").
             '_' => {
                 !(prev.is_some_and(char::is_alphanumeric)
@@ -115,7 +119,7 @@ mod tests {
     use super::*;
 
     /// Strings a user could put into a label, title or caption.
-    const NASTY: [&str; 17] = [
+    const NASTY: [&str; 20] = [
         "plain label",
         "*not emphasis* and _not_ either",
         "<script>alert(1)</script>",
@@ -133,6 +137,9 @@ mod tests {
         "---",
         "-3.4",
         "== x",
+        "<= 1.4x and a > b",
+        "> quoted",
+        "<http://example.com> <a@b.c>",
     ];
 
     /// The HTML comrak makes of a paragraph holding exactly `text`.
