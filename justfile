@@ -24,7 +24,8 @@ run EXPERIMENT *FLAGS: build
 report: build
     {{memwall}} report
 
-# The test suite (unit, integration and end-to-end smoke study).
+# The test suite (unit, integration, end-to-end smoke study, and the committed report pages in
+# headless Chromium: `apt-get install -y chromium` first, as .ci/run does).
 test:
     cargo test --release --locked --all-targets
 
@@ -32,6 +33,16 @@ test:
 lint:
     cargo fmt --all -- --check
     cargo clippy --release --locked --all-targets -- -D warnings
+
+# Screenshots of every report page at 1280 px (headless Chromium) into target/screenshots/.
+screenshots:
+    mkdir -p target/screenshots
+    for page in reports/*/index.html; do \
+        name=$(basename "$(dirname "$page")"); \
+        chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,8000 \
+            --screenshot="target/screenshots/$name.png" "file://$PWD/$page" 2>/dev/null; \
+    done
+    ls -l target/screenshots
 
 # Check the machine: devices, backends.
 doctor: build

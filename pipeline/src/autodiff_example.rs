@@ -176,6 +176,7 @@ pub fn render(r: &AutodiffResult) -> Vec<Section> {
             vec!["dy/dx1".into(), "5.5".into(), format!("{g1:.3}")],
             vec!["dy/dx2".into(), "1.716".into(), format!("{g2:.3}")],
         ],
+        notes: Vec::new(),
     };
     vec![Section {
         title: "Reverse-mode AD worked example".into(),
@@ -210,6 +211,7 @@ fn trace_table(rows: &[TraceRow]) -> Table {
                 ]
             })
             .collect(),
+        notes: Vec::new(),
     }
 }
 

@@ -438,6 +438,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
                 vec!["run at".into(), rec.finished_at.clone()],
                 vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
             ],
+            notes: Vec::new(),
         }];
         let sections = crate::studies::render(rec, rec_path)?;
         let doc = ReportDoc::new(header, sections, environment);

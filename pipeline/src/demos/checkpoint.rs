@@ -600,6 +600,7 @@ fn forward_table(r: &CheckpointResult) -> Table {
             "Speed-up vs storage (x)".into(),
         ],
         rows,
+        notes: Vec::new(),
     }
 }
 
@@ -740,6 +741,7 @@ fn derivative_table(r: &CheckpointResult) -> Table {
                 format!("{:.15e}", d.forward_mode_grad),
             ],
         ],
+        notes: Vec::new(),
     }
 }
 

@@ -675,6 +675,7 @@ fn memory_table(r: &FsdpResult) -> Table {
             "Total (GB)".into(),
         ],
         rows,
+        notes: Vec::new(),
     }
 }
 
@@ -794,6 +795,7 @@ fn ring_table(r: &FsdpResult, traffic: &[RingTraffic]) -> Table {
             "Exact result".into(),
         ],
         rows,
+        notes: Vec::new(),
     }
 }
 

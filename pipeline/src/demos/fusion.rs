@@ -895,6 +895,7 @@ fn render_loops(r: &FusionResult) -> Section {
             caption: format!("Elementwise expressions over {n} f32 elements, median of {} runs", p.repeats),
             columns: vec!["Expression".into(), "Variant".into(), "Bytes/element".into(), "x floor (16 B)".into(), "Time (ms)".into(), "Counted GB/s".into(), "Slowdown vs fused (x)".into()],
             rows,
+            notes: Vec::new(),
         }],
         figures: vec![bar_figure(
             r,
@@ -1054,6 +1055,7 @@ fn render_burn(r: &FusionResult) -> Section {
                 "Max abs. difference".into(),
             ],
             rows,
+            notes: Vec::new(),
         }],
         figures: burn_figures(r),
     }

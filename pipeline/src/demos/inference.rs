@@ -240,6 +240,7 @@ pub fn render(r: &InferenceResult) -> Section {
                 "Time store all (ms)".into(),
             ],
             rows: r.depths.iter().map(depth_row).collect(),
+            notes: Vec::new(),
         }],
         figures: vec![curves.figure()],
     }

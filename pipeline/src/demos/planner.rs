@@ -287,6 +287,7 @@ fn strategy_table(caption: String, net: &NetPlans) -> Table {
                 ]
             })
             .collect(),
+        notes: Vec::new(),
     }
 }
 
@@ -356,6 +357,7 @@ fn render_mlp(m: &MlpPlans) -> Section {
             caption: "Buffer assignment per tensor (step order)".into(),
             columns: std::iter::once("Tensor".to_string()).chain(m.plans.iter().map(|p| p.strategy.clone())).collect(),
             rows: m.tensors.iter().enumerate().map(|(i, t)| std::iter::once(t.clone()).chain(m.assignments.iter().map(|a| format!("buf {}", a[i]))).collect()).collect(),
+            notes: Vec::new(),
         }],
         figures: vec![dag],
     }

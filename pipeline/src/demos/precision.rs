@@ -380,6 +380,7 @@ fn formats_table(fs: &[FormatInfo]) -> Table {
             .iter()
             .map(|f| vec![f.name.clone(), format!("1/{}/{}", f.exp_bits, f.man_bits), sci(f.max), sci(f.min_normal), sci(f.min_subnormal), format!("{} = 2^{}", sci(f.eps), f.eps.log2()), format!("{:.2}", f.decimal_digits())])
             .collect(),
+        notes: Vec::new(),
     }
 }
 
@@ -414,6 +415,7 @@ fn range_table(r: &PrecisionResult) -> Table {
         caption: "Overflow and underflow of realistic values".into(),
         columns: vec!["Quantity".into(), "f32".into(), "f16".into(), "bf16".into()],
         rows,
+        notes: Vec::new(),
     }
 }
 
@@ -500,6 +502,7 @@ fn accumulation_table(r: &PrecisionResult) -> Table {
             "Relative error".into(),
         ],
         rows,
+        notes: Vec::new(),
     }
 }
 

@@ -770,6 +770,7 @@ fn overhead_section(r: &CheckmateResult) -> Section {
             .into(),
         columns: vec!["baseline".into(), "budgets compared".into(), "geo-mean slowdown".into(), "max slowdown".into(), "budgets infeasible for baseline".into()],
         rows,
+        notes: Vec::new(),
     };
     let staged: Vec<String> = budgets(r)
         .filter(|(_, b)| b.staged.is_some())
@@ -812,7 +813,15 @@ fn overhead_section(r: &CheckmateResult) -> Section {
 
 /// Formats a cost or bound to one decimal, "-" when absent.
 fn one_decimal(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+    // From 10^7 on, 5 significant digits (the table stays within a 1280-px window).
+    x.map(|v| {
+        if v.is_finite() && v.abs() >= 1e7 {
+            format!("{v:.4e}")
+        } else {
+            format!("{v:.1}")
+        }
+    })
+    .unwrap_or_else(|| "-".into())
 }
 
 /// The solve table's row of one (graph, budget): the MILP's status, time, cost, dual bound
@@ -888,6 +897,7 @@ fn solve_section(r: &CheckmateResult) -> Section {
         .map(|s| s.to_string())
         .collect(),
         rows: budgets(r).map(|(g, b)| solve_row(g, b)).collect(),
+        notes: Vec::new(),
     };
     let times: Vec<f64> = budgets(r)
         .filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s))
@@ -1188,6 +1198,7 @@ fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table
             .zip(ours)
             .map(|(l, o)| vec![l.to_string(), paper_of(l), o.to_string()])
             .collect(),
+        notes: Vec::new(),
     }
 }
 

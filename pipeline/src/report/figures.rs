@@ -12,6 +12,16 @@ use std::sync::Once;
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 480;
 const FONT: &str = "sans-serif";
+/// Font sizes in plotters' units (its SVG backend writes `font-size` = size / 1.24, so 17
+/// is 13.7 px at the figure's 860-px width, shown at up to 960 px on the page): title, axis
+/// descriptions, tick labels, legend, category names and point labels.
+const TITLE_PX: u32 = 24;
+const AXIS_DESC_PX: u32 = 19;
+const TICK_PX: u32 = 17;
+const LEGEND_PX: u32 = 17;
+const BAR_NAME_PX: u32 = 17;
+const POINT_LABEL_PX: u32 = 16;
+const MARGIN: i32 = 12;
 
 fn register_font() {
     static ONCE: Once = Once::new();
@@ -102,7 +112,17 @@ fn axis_bounds(fig: &Figure, pts: &[(f64, f64)], bars: bool) -> Bounds {
         y0 = y0.min(0.0);
     }
     let (y0, y1) = pad_y(fig, pts, bars, (y0, y1));
-    let (x0, x1) = pad_x(fig.log_x, (x0, x1));
+    let (mut x0, mut x1) = pad_x(fig.log_x, (x0, x1));
+    if !fig.log_x && fig.series.iter().any(|s| s.mark == Mark::Points) {
+        // Room for the dots (and their labels) at the ends of a scatter's x range.
+        let pad = (x1 - x0) * 0.04;
+        x0 = if x0 >= 0.0 {
+            (x0 - pad).max(0.0)
+        } else {
+            x0 - pad
+        };
+        x1 += pad;
+    }
     Bounds { x0, x1, y0, y1 }
 }
 
@@ -155,18 +175,41 @@ impl<T: Ranged<ValueType = f64> + ValueFormatter<f64>> Axis for T {}
 /// A chart on the SVG backend.
 type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
 
-/// Draws an x/y figure within `b`: axes linear or logarithmic as the figure says.
+/// Draws an x/y figure within `b`: the title and the legend in a band above the plot (so the
+/// legend never covers data), axes linear or logarithmic as the figure says.
 fn chart_svg(fig: &Figure, b: Bounds, bars: bool) -> Result<String> {
+    // Bar names are written below the plot, rotated: the figure grows by the longest name.
+    let bar_names = if bars {
+        let mut scratch = String::new();
+        let area = SVGBackend::with_string(&mut scratch, (WIDTH, HEIGHT)).into_drawing_area();
+        let font = TextStyle::from((FONT, BAR_NAME_PX).into_font());
+        let mut widest = 0;
+        for l in bar_labels(fig) {
+            widest = widest.max(area.estimate_text_size(&l, &font).map_err(err(fig))?.0);
+        }
+        widest.min(WIDTH / 2)
+    } else {
+        0
+    };
+    let height = HEIGHT + bar_names;
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err(fig))?;
-        let mut builder = ChartBuilder::on(&root);
+        let legend = legend_layout(&root, fig)?;
+        let band = MARGIN as u32 + TITLE_PX + 10 + legend.height;
+        let (top, plot) = root.split_vertically(band);
+        draw_title_and_legend(&top, fig, &legend)?;
+        let mut builder = ChartBuilder::on(&plot);
         builder
-            .caption(&fig.title, (FONT, 20))
-            .margin(12)
-            .x_label_area_size(if bars { 150 } else { 44 })
-            .y_label_area_size(72);
+            .margin(MARGIN as u32)
+            .margin_top(6)
+            .x_label_area_size(if bars {
+                bar_names + 16 + AXIS_DESC_PX + 14
+            } else {
+                54
+            })
+            .y_label_area_size(96);
         let (x, y) = (b.x0..b.x1, b.y0..b.y1);
         match (fig.log_x, fig.log_y) {
             (false, false) => {
@@ -197,6 +240,87 @@ fn chart_svg(fig: &Figure, b: Bounds, bars: bool) -> Result<String> {
     Ok(out)
 }
 
+/// Where the legend entries go: rows of (series index, x offset), and the band's height.
+struct Legend {
+    rows: Vec<Vec<(usize, i32)>>,
+    height: u32,
+}
+
+/// Lays the legend out in rows across the figure's width (a swatch and the series label per
+/// entry); empty for a single unlabelled series.
+fn legend_layout(root: &DrawingArea<SVGBackend<'_>, Shift>, fig: &Figure) -> Result<Legend> {
+    let shown = fig.series.len() > 1 || fig.series.iter().any(|s| !s.label.is_empty());
+    if !shown {
+        return Ok(Legend {
+            rows: Vec::new(),
+            height: 0,
+        });
+    }
+    let font = TextStyle::from((FONT, LEGEND_PX).into_font());
+    let avail = WIDTH as i32 - 2 * MARGIN - 96;
+    let mut rows: Vec<Vec<(usize, i32)>> = vec![Vec::new()];
+    let mut x = 0;
+    for (i, s) in fig.series.iter().enumerate() {
+        let (w, _) = root.estimate_text_size(&s.label, &font).map_err(err(fig))?;
+        let entry = 24 + w as i32 + 18;
+        if x > 0 && x + entry > avail {
+            rows.push(Vec::new());
+            x = 0;
+        }
+        if let Some(row) = rows.last_mut() {
+            row.push((i, x));
+        }
+        x += entry;
+    }
+    let height = rows.len() as u32 * (LEGEND_PX + 6) + 4;
+    Ok(Legend { rows, height })
+}
+
+/// The title (centred) and the legend rows below it, in the band `top`.
+fn draw_title_and_legend(
+    top: &DrawingArea<SVGBackend<'_>, Shift>,
+    fig: &Figure,
+    legend: &Legend,
+) -> Result<()> {
+    let title =
+        TextStyle::from((FONT, TITLE_PX).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    top.draw(&Text::new(
+        fig.title.clone(),
+        (WIDTH as i32 / 2, MARGIN),
+        title,
+    ))
+    .map_err(err(fig))?;
+    let label =
+        TextStyle::from((FONT, LEGEND_PX).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let x0 = MARGIN + 96;
+    for (r, row) in legend.rows.iter().enumerate() {
+        let y = MARGIN
+            + TITLE_PX as i32
+            + 10
+            + r as i32 * (LEGEND_PX as i32 + 6)
+            + LEGEND_PX as i32 / 2;
+        for &(i, dx) in row {
+            let (s, color) = (&fig.series[i], palette(i));
+            let x = x0 + dx;
+            match s.mark {
+                Mark::Line => top.draw(&PathElement::new(
+                    vec![(x, y), (x + 18, y)],
+                    color.stroke_width(3),
+                )),
+                Mark::Points => top.draw(&Circle::new((x + 9, y), 5, color.filled())),
+                Mark::Bars => top.draw(&Rectangle::new(
+                    [(x + 2, y - 6), (x + 16, y + 6)],
+                    color.filled(),
+                )),
+            }
+            .map_err(err(fig))?;
+            top.draw(&Text::new(s.label.clone(), (x + 24, y), label.clone()))
+                .map_err(err(fig))?;
+        }
+    }
+    Ok(())
+}
+
 /// Draws the mesh, the bar names, every series and the legend on `chart`.
 fn draw_chart<'a, 'b: 'a, X: Axis, Y: Axis>(
     mut chart: Chart<'a, 'b, X, Y>,
@@ -210,8 +334,7 @@ fn draw_chart<'a, 'b: 'a, X: Axis, Y: Axis>(
     if bars {
         draw_bar_names(&chart, root, fig, b, &labels)?;
     }
-    draw_series(&mut chart, fig)?;
-    draw_legend(&mut chart, fig)
+    draw_series(&mut chart, root, fig)
 }
 
 /// The category names of the first bar series (empty without bars).
@@ -234,8 +357,8 @@ fn draw_mesh<X: Axis, Y: Axis>(
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(fig.x_label.as_str())
         .y_desc(fig.y_label.as_str())
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 15));
+        .label_style((FONT, TICK_PX))
+        .axis_desc_style((FONT, AXIS_DESC_PX));
     // Bar names are drawn below (plotters centres rotated axis labels on the
     // tick, which pushes half of each name under the axis).
     let no_label = |_: &f64| String::new();
@@ -256,7 +379,7 @@ fn draw_bar_names<X: Axis, Y: Axis>(
     labels: &[String],
 ) -> Result<()> {
     let (xpix, ypix) = chart.plotting_area().get_pixel_range();
-    let style = TextStyle::from((FONT, 12).into_font())
+    let style = TextStyle::from((FONT, BAR_NAME_PX).into_font())
         .transform(FontTransform::Rotate90)
         .pos(Pos::new(HPos::Left, VPos::Center));
     let width = (xpix.end - xpix.start) as f64;
@@ -274,7 +397,11 @@ fn draw_bar_names<X: Axis, Y: Axis>(
 
 /// Draws each series in its palette colour as its mark says; bar series share each category's
 /// slot side by side.
-fn draw_series<X: Axis, Y: Axis>(chart: &mut Chart<'_, '_, X, Y>, fig: &Figure) -> Result<()> {
+fn draw_series<X: Axis, Y: Axis>(
+    chart: &mut Chart<'_, '_, X, Y>,
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    fig: &Figure,
+) -> Result<()> {
     let nbars = fig
         .series
         .iter()
@@ -291,13 +418,13 @@ fn draw_series<X: Axis, Y: Axis>(chart: &mut Chart<'_, '_, X, Y>, fig: &Figure) 
             .filter(|(x, y)| x.is_finite() && y.is_finite())
             .collect();
         match s.mark {
-            Mark::Line => draw_line(chart, fig, s, color, finite)?,
-            Mark::Points => draw_points(chart, fig, s, color, &finite)?,
+            Mark::Line => draw_line(chart, fig, color, finite)?,
+            Mark::Points => draw_points(chart, root, fig, color, &finite, labels_of(s))?,
             Mark::Bars => {
                 let w = 0.8 / nbars as f64;
                 let off = -0.4 + w * bar_i as f64;
                 bar_i += 1;
-                draw_bars(chart, fig, s, color, &finite, (off, w))?;
+                draw_bars(chart, fig, color, &finite, (off, w))?;
             }
         }
     }
@@ -308,54 +435,188 @@ fn draw_series<X: Axis, Y: Axis>(chart: &mut Chart<'_, '_, X, Y>, fig: &Figure) 
 fn draw_line<X: Axis, Y: Axis>(
     chart: &mut Chart<'_, '_, X, Y>,
     fig: &Figure,
-    s: &Series,
     color: RGBColor,
     finite: Vec<(f64, f64)>,
 ) -> Result<()> {
     chart
         .draw_series(LineSeries::new(finite.clone(), color.stroke_width(2)))
-        .map_err(err(fig))?
-        .label(s.label.as_str())
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        .map_err(err(fig))?;
     chart
         .draw_series(finite.iter().map(|p| Circle::new(*p, 3, color.filled())))
         .map_err(err(fig))?;
     Ok(())
 }
 
-/// A dot at each point of `finite`, and the series' point labels beside them when there is
-/// one per point.
+/// The finite points of `s` with their labels (when there is one label per point).
+fn labels_of(s: &Series) -> Vec<((f64, f64), String)> {
+    if s.point_labels.len() != s.points.len() {
+        return Vec::new();
+    }
+    s.points
+        .iter()
+        .zip(&s.point_labels)
+        .filter(|(p, _)| p.0.is_finite() && p.1.is_finite())
+        .map(|(p, l)| (*p, l.clone()))
+        .collect()
+}
+
+/// A dot at each point of `finite`, and each label of `labels` placed beside its point where
+/// it overlaps no other label, dot or the plot's edge ([`place_labels`]).
 fn draw_points<X: Axis, Y: Axis>(
     chart: &mut Chart<'_, '_, X, Y>,
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
     fig: &Figure,
-    s: &Series,
     color: RGBColor,
     finite: &[(f64, f64)],
+    labels: Vec<((f64, f64), String)>,
 ) -> Result<()> {
     chart
         .draw_series(finite.iter().map(|p| Circle::new(*p, 5, color.filled())))
-        .map_err(err(fig))?
-        .label(s.label.as_str())
-        .legend(move |(x, y)| Circle::new((x + 9, y), 5, color.filled()));
-    if s.point_labels.len() == s.points.len() {
-        chart
-            .draw_series(
-                s.points
-                    .iter()
-                    .zip(&s.point_labels)
-                    .filter(|(p, _)| p.0.is_finite() && p.1.is_finite())
-                    .map(|(p, l)| Text::new(l.clone(), *p, (FONT, 11).into_font().color(&BLACK))),
-            )
+        .map_err(err(fig))?;
+    if labels.is_empty() {
+        return Ok(());
+    }
+    let font = TextStyle::from((FONT, POINT_LABEL_PX).into_font());
+    let mut items = Vec::with_capacity(labels.len());
+    for (p, text) in labels {
+        let (w, h) = root.estimate_text_size(&text, &font).map_err(err(fig))?;
+        items.push((chart.backend_coord(&p), (w as i32, h as i32), text));
+    }
+    let dots: Vec<(i32, i32)> = finite.iter().map(|p| chart.backend_coord(p)).collect();
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    let area = Rect {
+        x0: xr.start,
+        y0: yr.start,
+        x1: xr.end,
+        y1: yr.end,
+    };
+    let sizes: Vec<(i32, i32)> = items.iter().map(|i| i.1).collect();
+    let anchors: Vec<(i32, i32)> = items.iter().map(|i| i.0).collect();
+    let placed = place_labels(&anchors, &sizes, &dots, area);
+    let style = font.color(&BLACK);
+    for ((anchor, _, text), r) in items.into_iter().zip(placed) {
+        if !r.contains_near(anchor, 9) {
+            // Placed away from its point: a thin leader line to the label's nearest corner.
+            let corner = r.nearest_corner(anchor);
+            root.draw(&PathElement::new(
+                vec![anchor, corner],
+                BLACK.mix(0.45).stroke_width(1),
+            ))
+            .map_err(err(fig))?;
+        }
+        root.draw(&Text::new(text, (r.x0, r.y0), style.clone()))
             .map_err(err(fig))?;
     }
     Ok(())
+}
+
+/// A rectangle in backend pixels, `x0 <= x1`, `y0 <= y1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rect {
+    x0: i32,
+    y0: i32,
+    x1: i32,
+    y1: i32,
+}
+
+impl Rect {
+    fn overlaps(&self, o: &Rect) -> bool {
+        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+    }
+    fn inside(&self, o: &Rect) -> bool {
+        self.x0 >= o.x0 && self.x1 <= o.x1 && self.y0 >= o.y0 && self.y1 <= o.y1
+    }
+    /// Whether `p` is within `d` pixels of the rectangle.
+    fn contains_near(&self, p: (i32, i32), d: i32) -> bool {
+        p.0 >= self.x0 - d && p.0 <= self.x1 + d && p.1 >= self.y0 - d && p.1 <= self.y1 + d
+    }
+    fn nearest_corner(&self, p: (i32, i32)) -> (i32, i32) {
+        let x = if (p.0 - self.x0).abs() < (p.0 - self.x1).abs() {
+            self.x0
+        } else {
+            self.x1
+        };
+        let y = if (p.1 - self.y0).abs() < (p.1 - self.y1).abs() {
+            self.y0
+        } else {
+            self.y1
+        };
+        (x, y)
+    }
+}
+
+/// Greedy label placement: each label (of `sizes[i]` pixels, for the point at `anchors[i]`)
+/// takes the first candidate position — right, left, above, below and the four diagonals of
+/// its point, then the same ring farther out (up to 8 rings) — that lies inside `area` and
+/// overlaps no dot of `dots` and no label placed before it. A label with no free position
+/// takes the candidate that overlaps the fewest. Returns one rectangle per label.
+fn place_labels(
+    anchors: &[(i32, i32)],
+    sizes: &[(i32, i32)],
+    dots: &[(i32, i32)],
+    area: Rect,
+) -> Vec<Rect> {
+    let dot_rects: Vec<Rect> = dots
+        .iter()
+        .map(|&(x, y)| Rect {
+            x0: x - 6,
+            y0: y - 6,
+            x1: x + 6,
+            y1: y + 6,
+        })
+        .collect();
+    let mut placed: Vec<Rect> = Vec::with_capacity(anchors.len());
+    for (&(px, py), &(w, h)) in anchors.iter().zip(sizes) {
+        let mut best: Option<(usize, Rect)> = None;
+        'rings: for ring in 0..8 {
+            let d = 8 + ring * (h + 2);
+            let candidates = [
+                (px + d, py - h / 2),
+                (px - d - w, py - h / 2),
+                (px - w / 2, py - d - h),
+                (px - w / 2, py + d),
+                (px + d - 2, py - d - h + 2),
+                (px + d - 2, py + d - 2),
+                (px - d - w + 2, py - d - h + 2),
+                (px - d - w + 2, py + d - 2),
+            ];
+            for (x, y) in candidates {
+                let r = Rect {
+                    x0: x,
+                    y0: y,
+                    x1: x + w,
+                    y1: y + h,
+                };
+                let hits = placed
+                    .iter()
+                    .chain(&dot_rects)
+                    .filter(|o| r.overlaps(o))
+                    .count()
+                    + usize::from(!r.inside(&area)) * 1000;
+                if hits == 0 {
+                    best = Some((0, r));
+                    break 'rings;
+                }
+                if best.is_none_or(|(b, _)| hits < b) {
+                    best = Some((hits, r));
+                }
+            }
+        }
+        let r = best.map(|b| b.1).unwrap_or(Rect {
+            x0: px + 8,
+            y0: py - h / 2,
+            x1: px + 8 + w,
+            y1: py + h - h / 2,
+        });
+        placed.push(r);
+    }
+    placed
 }
 
 /// One bar per point of `finite`, from 0 to y, `w` wide at x + `off`: `(off, w)`.
 fn draw_bars<X: Axis, Y: Axis>(
     chart: &mut Chart<'_, '_, X, Y>,
     fig: &Figure,
-    s: &Series,
     color: RGBColor,
     finite: &[(f64, f64)],
     (off, w): (f64, f64),
@@ -364,27 +625,7 @@ fn draw_bars<X: Axis, Y: Axis>(
         .draw_series(finite.iter().map(|(x, y)| {
             Rectangle::new([(x + off, 0.0), (x + off + w * 0.95, *y)], color.filled())
         }))
-        .map_err(err(fig))?
-        .label(s.label.as_str())
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
-    Ok(())
-}
-
-/// The legend (upper right), when there are several series or one is labelled.
-fn draw_legend<'a, 'b: 'a, X: Axis, Y: Axis>(
-    chart: &mut Chart<'a, 'b, X, Y>,
-    fig: &Figure,
-) -> Result<()> {
-    if fig.series.len() > 1 || fig.series.iter().any(|s| !s.label.is_empty()) {
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err(fig))?;
-    }
+        .map_err(err(fig))?;
     Ok(())
 }
 
@@ -461,4 +702,113 @@ fn dag_svg(fig: &Figure) -> Result<String> {
         root.present().map_err(err(fig))?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AREA: Rect = Rect {
+        x0: 0,
+        y0: 0,
+        x1: 800,
+        y1: 400,
+    };
+
+    fn assert_disjoint(rects: &[Rect], dots: &[(i32, i32)]) {
+        for (i, a) in rects.iter().enumerate() {
+            assert!(a.inside(&AREA), "label {i} at {a:?} leaves the plot");
+            for (j, b) in rects.iter().enumerate().skip(i + 1) {
+                assert!(!a.overlaps(b), "labels {i} {a:?} and {j} {b:?} overlap");
+            }
+            for d in dots {
+                let dot = Rect {
+                    x0: d.0 - 5,
+                    y0: d.1 - 5,
+                    x1: d.0 + 5,
+                    y1: d.1 + 5,
+                };
+                assert!(!a.overlaps(&dot), "label {i} {a:?} covers the dot at {d:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn labels_of_coincident_points_do_not_collide() {
+        // Five configurations with the same peak and nearly the same time (as the checkpointed
+        // ones of the peak-memory study), and one far away.
+        let anchors = [
+            (400, 200),
+            (401, 200),
+            (403, 201),
+            (400, 200),
+            (405, 199),
+            (100, 50),
+        ];
+        let sizes = [
+            (150, 14),
+            (120, 14),
+            (90, 14),
+            (160, 14),
+            (110, 14),
+            (80, 14),
+        ];
+        let placed = place_labels(&anchors, &sizes, &anchors, AREA);
+        assert_eq!(placed.len(), anchors.len());
+        assert_disjoint(&placed, &anchors);
+    }
+
+    #[test]
+    fn labels_near_the_edge_stay_inside_the_plot() {
+        let anchors = [(795, 5), (5, 395), (795, 395)];
+        let sizes = [(120, 14), (120, 14), (120, 14)];
+        let placed = place_labels(&anchors, &sizes, &anchors, AREA);
+        assert_disjoint(&placed, &anchors);
+    }
+
+    /// The y coordinate of the first `<text>` whose content is `content`.
+    fn text_y(svg: &str, content: &str) -> f64 {
+        // plotters writes a text's content on its own line
+        let end = svg
+            .find(&format!(">\n{content}\n</text>"))
+            .or_else(|| svg.find(&format!(">{content}</text>")))
+            .unwrap_or_else(|| panic!("no text {content:?} in the SVG"));
+        let start = svg[..end].rfind("<text").unwrap();
+        let tag = &svg[start..end];
+        let y = tag
+            .split(" y=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        y.parse().unwrap()
+    }
+
+    #[test]
+    fn legend_is_drawn_above_the_tallest_bar() {
+        let categories: Vec<String> = ["control", "fused", "naive_attention"]
+            .map(String::from)
+            .to_vec();
+        let fig = Figure::grouped_bars(
+            "peak",
+            "Peak allocated memory per step (ours)",
+            "configuration",
+            "peak allocated (MiB)",
+            &categories,
+            vec![
+                ("ours".into(), vec![133.7, 138.2, 178.1]),
+                ("source legend".into(), vec![100.0, 90.0, 80.0]),
+            ],
+        );
+        let svg = svg(&fig).unwrap();
+        // The y axis' top tick label is the highest thing in the plotting area; the bar of
+        // 178.1 reaches just under it.
+        let legend = text_y(&svg, "source legend");
+        let top_tick = text_y(&svg, "180.0");
+        assert!(
+            legend + (LEGEND_PX as f64) < top_tick,
+            "legend at y = {legend}, top tick at y = {top_tick}"
+        );
+    }
 }

@@ -10,12 +10,13 @@ use serde::{Deserialize, Serialize};
 /// One part of a report: a claim from a source document, what we measured, tables and figures.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Section {
-    /// Heading, e.g. "Scalar checkpointing".
+    /// Heading, e.g. "Scalar checkpointing" (plain text).
     pub title: String,
     /// The source document's claim, quoted or paraphrased, with its location
-    /// (file name and section).
+    /// (file name and section); Markdown.
     pub claim: String,
-    /// Our measurement in one or two sentences, with numbers, the device and the repeats.
+    /// Our measurement in one or two sentences, with numbers, the device and the repeats;
+    /// Markdown. Rendered beside the claim (a two-column table in HTML).
     pub ours: String,
     /// Free Markdown paragraphs (method, caveats, explanations), rendered after `ours`.
     pub notes: Vec<String>,
@@ -25,15 +26,46 @@ pub struct Section {
     pub figures: Vec<Figure>,
 }
 
-/// A table with string cells (numbers already formatted with their units in the header).
+/// A table with plain-text cells (numbers already formatted; their unit in the column header).
+///
+/// The renderers right-align a column whose cells are all numbers (an optional sign, digits, a
+/// decimal point or exponent, an optional unit suffix such as `%`, `x` or `MiB`; "–" for a
+/// missing value) and left-align the others. A long explanation of one cell (why a job failed)
+/// goes into [`Table::notes`], not into the cell, so the table stays narrow.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Table {
-    /// One line above the table.
+    /// One line above the table (plain text).
     pub caption: String,
-    /// Column headers (with units, e.g. "Peak allocated (MiB)").
+    /// Column headers (plain text, with units, e.g. "Peak allocated (MiB)").
     pub columns: Vec<String>,
-    /// Each row has `columns.len()` cells.
+    /// Each row has `columns.len()` cells (plain text).
     pub rows: Vec<Vec<String>>,
+    /// Footnotes on cells: rendered as a numbered marker in the cell (in HTML also its
+    /// tooltip) and the text under the table; equal texts share one number.
+    #[serde(default)]
+    pub notes: Vec<CellNote>,
+}
+
+impl Table {
+    /// Attaches the footnote `text` to the cell at (`row`, `column`).
+    pub fn note(&mut self, row: usize, column: usize, text: impl Into<String>) {
+        self.notes.push(CellNote {
+            row,
+            column,
+            text: text.into(),
+        });
+    }
+}
+
+/// A footnote on one cell of a [`Table`] (plain text), e.g. the reason a job did not finish.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CellNote {
+    /// Row index into [`Table::rows`].
+    pub row: usize,
+    /// Column index into [`Table::columns`].
+    pub column: usize,
+    /// The footnote text.
+    pub text: String,
 }
 
 /// How the points of a series are drawn.

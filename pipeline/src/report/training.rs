@@ -1,6 +1,7 @@
 //! Report sections of a training study, built from the polars study table
 //! ([`crate::results::study_table`]) and the per-step table.
 
+use super::markdown;
 use super::model::{Figure, Mark, Section, Series, Table};
 use crate::error::{Error, Result};
 use crate::results::{steps_table, study_table, StudyRecords};
@@ -85,39 +86,41 @@ fn fmt_ppl(v: Option<f64>) -> String {
     }
 }
 
+/// The section's claim: with per-configuration claims in the experiment file, a pointer to the
+/// "source" columns of the results table (the numbers are there, beside ours); otherwise the
+/// study header's claim or the source document's name.
 fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
-    let parts: Vec<String> = configs
+    let quoted: Vec<&str> = configs
         .iter()
-        .filter_map(|c| c.claim.as_ref().map(|cl| (c, cl)))
-        .filter_map(|(c, cl)| {
-            let mut bits = Vec::new();
-            if let Some(g) = cl.peak_gib {
-                bits.push(format!("{g} GiB"));
-            }
-            if let Some(r) = cl.reduction_pct {
-                bits.push(format!("{r}% less memory"));
-            }
-            if let Some(s) = cl.samples_per_s {
-                bits.push(format!("{s} samples/s"));
-            }
-            if let Some(p) = cl.perplexity {
-                bits.push(format!("perplexity {p}"));
-            }
-            (!bits.is_empty()).then(|| format!("{}: {}", c.label, bits.join(", ")))
+        .filter(|c| {
+            c.claim.as_ref().is_some_and(|cl| {
+                cl.peak_gib.is_some()
+                    || cl.reduction_pct.is_some()
+                    || cl.samples_per_s.is_some()
+                    || cl.perplexity.is_some()
+            })
         })
+        .map(|c| c.label.as_str())
         .collect();
-    if parts.is_empty() {
-        match &header.claim {
-            Some(claim) => format!("`{}`: {claim}", header.source),
-            None => format!("See `{}`.", header.source),
-        }
-    } else {
-        format!(
-            "`{}` (Results table) reports {}.",
-            header.source,
-            parts.join("; ")
-        )
+    let source = markdown::escape(&header.source);
+    if quoted.is_empty() {
+        return match &header.claim {
+            Some(claim) => format!("{source}: {claim}"),
+            None => format!("See {source}."),
+        };
     }
+    let metrics = [
+        "peak memory",
+        "reduction against the control",
+        "samples/s",
+        "perplexity",
+    ];
+    format!(
+        "{source} (Results table) reports {} for {} configuration(s); they are the \"source\" \
+         columns of the first table below, beside ours.",
+        metrics.join(", "),
+        quoted.len()
+    )
 }
 
 /// Source relative step time of a configuration: control samples/s over its samples/s.
@@ -152,6 +155,7 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
         .map(String::from)
         .to_vec(),
         rows: Vec::new(),
+        notes: Vec::new(),
     };
     for r in rows
         .iter()
@@ -162,9 +166,13 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
             (Some(p), Some(s)) => Some((p - s).max(0.0)),
             _ => None,
         };
-        let measured = measured_bytes
-            .map(format_bytes)
-            .unwrap_or_else(|| format!("{}: {}", r.str("status"), r.str("reason")));
+        let measured = match measured_bytes {
+            Some(m) => format_bytes(m),
+            None => {
+                table.note(table.rows.len(), 4, r.str("reason"));
+                r.str("status")
+            }
+        };
         let ratio = match (measured_bytes, r.f64("planned_peak_bytes")) {
             (Some(m), Some(p)) if p > 0.0 => format!("{:.3}", m / p),
             _ => "–".into(),
@@ -210,6 +218,7 @@ fn goals_table(rows: &[ConfigRow], goals: &[Goal]) -> Table {
             .map(String::from)
             .to_vec(),
         rows: Vec::new(),
+        notes: Vec::new(),
     };
     for prec in ["f32", "f16", "bf16"] {
         for g in goals {
@@ -249,6 +258,7 @@ fn mixed_precision(
         caption: "Mixed precision: loss scaling and gradient underflow".into(),
         columns: [
             "Configuration",
+            "Status",
             "Compute",
             "Master weights",
             "Loss scale",
@@ -263,7 +273,10 @@ fn mixed_precision(
         .map(String::from)
         .to_vec(),
         rows: g.rows.iter().map(|c| mixed_row(c, &agg)).collect(),
+        notes: Vec::new(),
     };
+    let mut table = table;
+    status_notes(&mut table, g, 1);
     let mut scale_series = Vec::new();
     for c in g.rows.iter().filter(|c| c.cfg.loss_scale.is_some()) {
         scale_series.extend(loss_scale_series(c, steps_df)?);
@@ -314,13 +327,9 @@ fn lookup(agg: &DataFrame, config: &str, c: &str) -> Option<f64> {
 fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
     let (r, cfg, ok) = (&c.r, c.cfg, c.ok);
     let name = r.str("config");
-    let status = if ok {
-        String::new()
-    } else {
-        format!(" ({}: {})", c.status, r.str("reason"))
-    };
     vec![
-        format!("{}{status}", cfg.label),
+        cfg.label.clone(),
+        c.status.clone(),
         cfg.precision.to_string(),
         if cfg.master_weights { "f32" } else { "–" }.into(),
         cfg.loss_scale
@@ -599,9 +608,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .configs
             .iter()
             .filter(|c| !c.maps_to.is_empty())
-            .map(|c| format!("*{}*: {}", c.label, c.maps_to))
+            .map(|c| format!("*{}*: {}", markdown::escape(&c.label), c.maps_to))
             .collect(),
-        tables: std::iter::once(results_table(inputs, g))
+        tables: [results_table(inputs, g), memory_table(g)]
+            .into_iter()
             .chain(table_mixed)
             .chain(non_empty(goals_table(&g.rows, inputs.goals)))
             .chain(non_empty(planned_vs_measured(&g.rows)))
@@ -610,122 +620,242 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
     })
 }
 
-/// The "Ours." paragraph: parameters, measured steps, and per configuration its peak,
-/// throughput and reduction against the control.
+/// The "Ours." paragraph: model size, measured steps, device, how many configurations
+/// finished, and the largest reduction against the control (beside the source's). The
+/// per-configuration numbers are in the results table.
 fn summary(g: &Group) -> String {
-    let sentences: Vec<String> = g
+    let finished = g.rows.iter().filter(|c| c.ok).count();
+    let unfinished: Vec<String> = g
         .rows
         .iter()
-        .map(|c| {
-            if !c.ok {
-                return format!("{}: {}", c.cfg.label, c.status);
-            }
-            let vs_control = c
-                .red
-                .filter(|_| !c.r.bool("control"))
-                .map(|v| {
-                    if v >= 0.0 {
-                        format!(" ({v:.1}% less than the control)")
-                    } else {
-                        format!(" ({:.1}% more than the control)", -v)
-                    }
-                })
-                .unwrap_or_default();
-            format!(
-                "{} {} at {} samples/s{vs_control}",
-                c.cfg.label,
-                c.peak.map(format_bytes).unwrap_or_default(),
-                fmt_opt(c.r.f64("samples_per_s"), 2, ""),
-            )
-        })
+        .filter(|c| !c.ok)
+        .map(|c| format!("{} ({})", markdown::escape(&c.cfg.label), c.status))
         .collect();
-    format!(
-        "{} parameters, median of {} measured steps per configuration; peak allocated \
-         memory{}: {}.",
+    let best = g
+        .rows
+        .iter()
+        .filter(|c| c.ok && !c.r.bool("control"))
+        .filter_map(|c| Some((c, c.red?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let mut text = format!(
+        "{} parameters on {} ({}), median of {} measured steps per configuration; peak \
+         allocated memory{}. {finished} of {} configuration(s) finished",
         g.first_f64("parameters")
             .map(|p| format!("{p:.0}"))
-            .unwrap_or_default(),
+            .unwrap_or_else(|| "–".into()),
+        markdown::escape(&g.device),
+        markdown::escape(&g.backend_label),
         g.first_f64("measured_steps")
             .map(|s| format!("{s:.0}"))
-            .unwrap_or_default(),
+            .unwrap_or_else(|| "–".into()),
         g.bound("peak_allocated_bound")
             .strip_prefix(", ")
-            .map(|b| format!(" ({b})"))
+            .map(|b| format!(" is {b}"))
             .unwrap_or_default(),
-        sentences.join("; ")
+        g.rows.len(),
+    );
+    if !unfinished.is_empty() {
+        text.push_str(&format!(
+            "; not finished: {} (reasons under the table)",
+            unfinished.join(", ")
+        ));
+    }
+    text.push('.');
+    if let Some((c, red)) = best {
+        let source = c
+            .claim
+            .and_then(|cl| cl.reduction_pct)
+            .map(|s| format!("; source {s:.1}%"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            " Largest reduction against the control: {} {}, {red:.1}% ({}{source}).",
+            markdown::escape(&c.cfg.label),
+            c.peak.map(format_bytes).unwrap_or_default(),
+            fmt_opt(c.r.f64("samples_per_s"), 2, " samples/s"),
+        ));
+    }
+    text
+}
+
+/// A binary unit for a column of byte counts: the largest that keeps the column's largest
+/// value at 1 or more (KiB, MiB or GiB), with the decimals [`format_bytes`] uses for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ByteUnit {
+    name: &'static str,
+    bytes: f64,
+    decimals: usize,
+}
+
+impl ByteUnit {
+    fn for_values(values: impl Iterator<Item = f64>) -> ByteUnit {
+        let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
+        if max >= MIB * 1024.0 {
+            ByteUnit {
+                name: "GiB",
+                bytes: MIB * 1024.0,
+                decimals: 3,
+            }
+        } else if max >= MIB {
+            ByteUnit {
+                name: "MiB",
+                bytes: MIB,
+                decimals: 1,
+            }
+        } else {
+            ByteUnit {
+                name: "KiB",
+                bytes: 1024.0,
+                decimals: 1,
+            }
+        }
+    }
+    fn format(self, v: Option<f64>) -> String {
+        fmt_opt(v.map(|b| b / self.bytes), self.decimals, "")
+    }
+}
+
+/// One column of a per-configuration table: its header (with the unit) and its cell for a
+/// configuration. Tables are lists of these, so a column is added by pushing one.
+struct Column<'g> {
+    header: String,
+    cell: Box<dyn Fn(&ConfigRow) -> String + 'g>,
+}
+
+impl<'g> Column<'g> {
+    fn new(header: impl Into<String>, cell: impl Fn(&ConfigRow) -> String + 'g) -> Self {
+        Column {
+            header: header.into(),
+            cell: Box::new(cell),
+        }
+    }
+
+    /// Byte counts from `value`, in one unit for the whole column (named in the header).
+    fn bytes(g: &'g Group, header: &str, value: impl Fn(&ConfigRow) -> Option<f64> + 'g) -> Self {
+        let unit = ByteUnit::for_values(g.rows.iter().filter_map(&value));
+        Column::new(format!("{header} ({})", unit.name), move |c| {
+            unit.format(value(c))
+        })
+    }
+}
+
+/// The per-configuration table of `g` with `columns`: configuration label and status first
+/// (the status a short word, the reason of an unfinished job as the status cell's footnote).
+fn config_table(caption: String, g: &Group, columns: Vec<Column>) -> Table {
+    let mut table = Table {
+        caption,
+        columns: ["Configuration", "Status"]
+            .into_iter()
+            .map(String::from)
+            .chain(columns.iter().map(|c| c.header.clone()))
+            .collect(),
+        rows: g
+            .rows
+            .iter()
+            .map(|c| {
+                [c.cfg.label.clone(), c.status.clone()]
+                    .into_iter()
+                    .chain(columns.iter().map(|col| (col.cell)(c)))
+                    .collect()
+            })
+            .collect(),
+        notes: Vec::new(),
+    };
+    status_notes(&mut table, g, 1);
+    table
+}
+
+/// Footnotes the status cell (column `column`) of each unfinished configuration with the
+/// record's reason.
+fn status_notes(table: &mut Table, g: &Group, column: usize) {
+    for (i, c) in g.rows.iter().enumerate().filter(|(_, c)| !c.ok) {
+        let reason = c.r.str("reason");
+        if !reason.is_empty() {
+            table.note(i, column, reason);
+        }
+    }
+}
+
+/// The main table, claim vs ours: per configuration our peak, reduction, throughput,
+/// relative step time and perplexity, each beside the source's.
+fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
+    let columns = vec![
+        Column::bytes(
+            g,
+            &format!("Peak allocated, ours{}", g.bound("peak_allocated_bound")),
+            |c| c.peak,
+        ),
+        Column::new("Peak, source (GiB)", |c| {
+            fmt_opt(c.claim.and_then(|c| c.peak_gib), 3, "")
+        }),
+        Column::new("Reduction, ours (%)", |c| fmt_opt(c.red, 1, "")),
+        Column::new("Reduction, source (%)", |c| {
+            fmt_opt(c.claim.and_then(|c| c.reduction_pct), 1, "")
+        }),
+        Column::new("Samples/s, ours", |c| {
+            fmt_opt(c.r.f64("samples_per_s"), 2, "")
+        }),
+        Column::new("Samples/s, source", |c| {
+            fmt_opt(c.claim.and_then(|c| c.samples_per_s), 3, "")
+        }),
+        Column::new("Step time / control, ours", |c| fmt_opt(c.rel, 2, "x")),
+        Column::new("Step time / control, source", |c| {
+            fmt_opt(c.src_rel, 2, "x")
+        }),
+        Column::new("Eval ppl, ours", |c| fmt_ppl(c.r.f64("eval_perplexity"))),
+        Column::new("Eval ppl, source", |c| {
+            fmt_opt(c.claim.and_then(|c| c.perplexity), 1, "")
+        }),
+    ];
+    config_table(
+        format!(
+            "Claim vs ours: {} profile on {} ({}), the source is {}",
+            g.profile, g.device, g.backend_label, inputs.header.source
+        ),
+        g,
+        columns,
     )
 }
 
-/// The main table: per configuration, ours beside the source's (peak, reduction, samples/s,
-/// relative step time, perplexity), the activation estimate and the measured peak over the
-/// steady state; on a GPU also peak reserved and the time to the first timed step.
-fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
-    let allocated_header = format!("Peak allocated (ours{})", g.bound("peak_allocated_bound"));
-    let mut columns: Vec<String> = [
-        "Configuration",
-        "Status",
-        allocated_header.as_str(),
-        "Peak GiB (source)",
-        "Reduction (ours)",
-        "Reduction (source)",
-        "Samples/s (ours)",
-        "Samples/s (source)",
-        "Rel. step time (ours)",
-        "Rel. step time (source)",
-        "Eval ppl (ours)",
-        "Eval ppl (source)",
-        "Activations est.",
-        "Peak − steady (measured)",
-    ]
-    .map(String::from)
-    .to_vec();
+/// The memory table: peak allocated (and on a GPU peak reserved), the activation estimate
+/// and the measured peak over the steady state; on a GPU also the time to the first timed
+/// step.
+fn memory_table(g: &Group) -> Table {
+    let mut columns = vec![Column::bytes(
+        g,
+        &format!("Peak allocated{}", g.bound("peak_allocated_bound")),
+        |c| c.peak,
+    )];
     if g.gpu {
-        let reserved = format!("Peak reserved (ours{})", g.bound("peak_reserved_bound"));
-        columns.insert(3, reserved);
-        columns.push("First timed step after (s)".to_string());
+        columns.push(Column::bytes(
+            g,
+            &format!("Peak reserved{}", g.bound("peak_reserved_bound")),
+            |c| c.r.f64("peak_reserved_bytes"),
+        ));
     }
-    Table {
-        caption: format!(
-            "{} profile on {} ({}); ours vs the source (`{}`)",
-            g.profile, g.device, g.backend_label, inputs.header.source
-        ),
-        columns,
-        rows: g.rows.iter().map(|c| results_row(c, g.gpu)).collect(),
-    }
-}
-
-fn results_row(c: &ConfigRow, gpu: bool) -> Vec<String> {
-    let (r, claim) = (&c.r, c.claim);
-    let bytes = |v: Option<f64>| v.map(format_bytes).unwrap_or_else(|| "–".into());
-    let status_cell = if c.ok {
-        "ok".to_string()
-    } else {
-        format!("{}: {}", c.status, r.str("reason"))
-    };
-    let mut row = vec![
-        c.cfg.label.clone(),
-        status_cell,
-        bytes(c.peak),
-        fmt_opt(claim.and_then(|c| c.peak_gib), 3, ""),
-        fmt_opt(c.red, 1, "%"),
-        fmt_opt(claim.and_then(|c| c.reduction_pct), 1, "%"),
-        fmt_opt(r.f64("samples_per_s"), 2, ""),
-        fmt_opt(claim.and_then(|c| c.samples_per_s), 3, ""),
-        fmt_opt(c.rel, 2, "x"),
-        fmt_opt(c.src_rel, 2, "x"),
-        fmt_ppl(r.f64("eval_perplexity")),
-        fmt_opt(claim.and_then(|c| c.perplexity), 1, ""),
-        bytes(r.f64("estimated_activation_bytes")),
-        match (c.peak, r.f64("steady_bytes")) {
-            (Some(p), Some(s)) if c.ok => format_bytes((p - s).max(0.0)),
-            _ => "–".into(),
+    columns.push(Column::bytes(g, "Activations, estimated", |c| {
+        c.r.f64("estimated_activation_bytes")
+    }));
+    columns.push(Column::bytes(
+        g,
+        "Peak − steady state, measured",
+        |c| match (c.peak, c.r.f64("steady_bytes")) {
+            (Some(p), Some(s)) if c.ok => Some((p - s).max(0.0)),
+            _ => None,
         },
-    ];
-    if gpu {
-        row.insert(3, bytes(r.f64("peak_reserved_bytes")));
-        row.push(fmt_opt(r.f64("time_to_first_measured_step_s"), 1, ""));
+    ));
+    if g.gpu {
+        columns.push(Column::new("First timed step after (s)", |c| {
+            fmt_opt(c.r.f64("time_to_first_measured_step_s"), 1, "")
+        }));
     }
-    row
+    config_table(
+        format!(
+            "Memory: {} profile on {} ({})",
+            g.profile, g.device, g.backend_label
+        ),
+        g,
+        columns,
+    )
 }
 
 /// A bar series over the group's configurations (NaN where a value is missing).
@@ -1028,6 +1158,7 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
             ),
             row("memory probe", rec.memory_probe.clone()),
         ],
+        notes: Vec::new(),
     }))
 }
 
@@ -1068,6 +1199,7 @@ fn stale_records_section(inputs: &StudyInputs, df: &DataFrame) -> Option<Section
             .map(String::from)
             .to_vec(),
             rows,
+            notes: Vec::new(),
         }],
         figures: Vec::new(),
     })
@@ -1098,6 +1230,7 @@ fn unreadable_records_section(records: &StudyRecords) -> Option<Section> {
             caption: "Records that could not be read".into(),
             columns: vec!["file".into(), "error".into()],
             rows,
+            notes: Vec::new(),
         }],
         figures: Vec::new(),
     })
