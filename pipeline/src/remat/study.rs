@@ -1010,6 +1010,7 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
         .map(|s| s.to_string())
         .collect(),
         rows,
+        notes: Vec::new(),
     })
 }
 
