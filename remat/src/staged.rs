@@ -1121,7 +1121,9 @@ pub fn solve_refined(
         ..opts.clone()
     };
     let coarse = solve_staged(g, budget, &coarse_opts)?;
-    if !refine || opts.stage_size <= 1 || coarse.status.starts_with("Infeasible") {
+    // Only the working-set bound proves the full problem infeasible: a grouped model can be
+    // infeasible at its granularity while one node per stage fits.
+    if !refine || opts.stage_size <= 1 || coarse.status == "Infeasible (working-set bound)" {
         return Ok((coarse, None));
     }
     let warm = coarse

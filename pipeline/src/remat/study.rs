@@ -1262,7 +1262,12 @@ mod tests {
         assert!(b.milp.is_none());
         let coarse = b.staged.as_ref().expect("staged solve");
         assert_eq!(coarse.stage_size, 4);
-        let fine = b.refined.as_ref().expect("40 nodes are refined");
+        let fine = b.refined.as_ref().unwrap_or_else(|| {
+            panic!(
+                "40 nodes are refined; coarse: {} {:?}",
+                coarse.status, coarse.best
+            )
+        });
         assert_eq!(fine.stage_size, 1);
         let best = fine
             .best
