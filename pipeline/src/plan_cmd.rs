@@ -138,25 +138,35 @@ pub fn run(req: &PlanRequest) -> Result<String> {
         }
         None => {
             let fb = smallest_feasible_budget(&g, &req.options)?;
-            if fb.exact() {
-                writeln!(
-                    text,
-                    "\ninfeasible: no schedule fits {budget} bytes; the smallest feasible budget is {} bytes ({:.3} of the checkpoint-all peak)",
+            let proven = budget < fb.lower_bytes;
+            let smallest = if fb.exact() {
+                format!(
+                    "the smallest feasible budget is {} bytes ({:.3} of the checkpoint-all peak)",
                     fb.upper_bytes,
                     fb.upper_bytes as f64 / reference as f64
+                )
+            } else {
+                format!(
+                    "the smallest feasible budget is between {} and {} bytes (not settled within --time-limit)",
+                    fb.lower_bytes, fb.upper_bytes
+                )
+            };
+            if proven {
+                writeln!(
+                    text,
+                    "\ninfeasible: no schedule fits {budget} bytes; {smallest}"
                 )?;
             } else {
                 writeln!(
                     text,
-                    "\ninfeasible: no schedule fits {budget} bytes; the smallest feasible budget is between {} and {} bytes (not settled within --time-limit)",
-                    fb.lower_bytes, fb.upper_bytes
+                    "\nno schedule found: none of the solvers found one at {budget} bytes within --time-limit, and the budget is not proven infeasible; {smallest}; try a longer --time-limit or --solver staged"
                 )?;
             }
             serde_json::json!({
                 "graph": g.name,
                 "nodes": g.len(),
                 "budget_bytes": budget,
-                "status": "infeasible",
+                "status": if proven { "infeasible" } else { "not found" },
                 "smallest_feasible_budget": fb,
                 "outcomes": outcomes,
             })

@@ -1,11 +1,11 @@
 //! Peak-memory measurements. The counting allocator is process-wide, so this file holds a
 //! single test (its own process, nothing else allocating concurrently).
 
+mod common;
+
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
-use memwall_core::spec::ModelConfig;
-use memwall_runner::data::Batch;
 use memwall_runner::measure::{
     allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe, MemoryProbe,
 };
@@ -31,25 +31,8 @@ fn heap_probe_and_checkpointing_peaks() {
     );
 
     // 2. Checkpointing every block lowers the step's peak on an activation-dominated shape.
-    let cfg = ModelConfig {
-        layers: 6,
-        d_model: 32,
-        heads: 2,
-        d_ff: 64,
-        seq_len: 128,
-        batch: 8,
-        vocab: 300,
-        tie_embeddings: true,
-    };
-    let n = cfg.batch * cfg.seq_len;
-    let ids: Vec<i64> = (0..n as i64 + 1).map(|i| (i * 37 + 11) % 300).collect();
-    let batch = Batch {
-        batch: cfg.batch,
-        seq_len: cfg.seq_len,
-        inputs: ids[..n].to_vec(),
-        targets: ids[1..].to_vec(),
-        positions: (0..n as i64).map(|i| i % cfg.seq_len as i64).collect(),
-    };
+    let cfg = common::activation_dominated();
+    let batch = common::batch(&cfg);
     let device = Default::default();
     B::seed(&device, 5);
     let model = cfg.init::<B>(&device);

@@ -2,13 +2,13 @@
 //! planned at three budgets, then the plans run as real training steps on the CPU. The
 //! counting allocator is process-wide, so this file holds a single test.
 
+mod common;
+
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
-use memwall_core::spec::ModelConfig;
 use memwall_core::strategy::Segment;
 use memwall_remat::execute::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
-use memwall_runner::data::Batch;
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::profile::profile_executor;
@@ -39,25 +39,8 @@ fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, plan: &[Segment]) -> 
 
 #[test]
 fn measured_peaks_follow_the_plans_at_three_budgets() {
-    let cfg = ModelConfig {
-        layers: 6,
-        d_model: 32,
-        heads: 2,
-        d_ff: 64,
-        seq_len: 128,
-        batch: 8,
-        vocab: 300,
-        tie_embeddings: true,
-    };
-    let n = cfg.batch * cfg.seq_len;
-    let ids: Vec<i64> = (0..n as i64 + 1).map(|i| (i * 37 + 11) % 300).collect();
-    let batch = Batch {
-        batch: cfg.batch,
-        seq_len: cfg.seq_len,
-        inputs: ids[..n].to_vec(),
-        targets: ids[1..].to_vec(),
-        positions: (0..n as i64).map(|i| i % cfg.seq_len as i64).collect(),
-    };
+    let cfg = common::activation_dominated();
+    let batch = common::batch(&cfg);
     let device = Default::default();
     B::seed(&device, 5);
     let model = cfg.init::<B>(&device);
