@@ -225,6 +225,13 @@ fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>
     cheapest_fitting(g, all, budget)
 }
 
+/// Thresholds at which LP rounding rounds `S` (Section 5.1), as the Checkmate study uses them.
+const ROUNDING_THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+/// Budget factors at which LP rounding re-solves the relaxation when no rounding fits.
+const LP_TIGHTEN: [f64; 8] = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
+/// Fewer re-solves when LP rounding only seeds the MILP's warm start.
+const WARM_START_TIGHTEN: [f64; 4] = [0.95, 0.9, 0.8, 0.7];
+
 /// Runs `solver` on `g` at `budget` bytes. The MILP is warm-started from the cheapest fitting
 /// baseline or LP-rounded schedule (its time includes finding them).
 ///
@@ -244,8 +251,8 @@ pub fn plan(
                 g,
                 budget,
                 &opts.milp(),
-                &[0.1, 0.3, 0.5, 0.7, 0.9],
-                &[0.95, 0.9, 0.8, 0.7],
+                &ROUNDING_THRESHOLDS,
+                &WARM_START_TIGHTEN,
             )?
             .rounded
             .map(|(s, r, _)| (s, r));
@@ -292,13 +299,8 @@ pub fn plan(
             (out.best, out.status, lb)
         }
         Solver::LpRounding => {
-            let out = solve_lp_rounding(
-                g,
-                budget,
-                &opts.milp(),
-                &[0.1, 0.3, 0.5, 0.7, 0.9],
-                &[0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5],
-            )?;
+            let out =
+                solve_lp_rounding(g, budget, &opts.milp(), &ROUNDING_THRESHOLDS, &LP_TIGHTEN)?;
             let best = out.rounded.map(|(s, r, _)| (s, r));
             let status = if best.is_some() {
                 "feasible"
