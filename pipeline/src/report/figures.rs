@@ -107,8 +107,9 @@ fn axis_bounds(fig: &Figure, pts: &[(f64, f64)], bars: bool) -> Bounds {
     let (mut x0, mut x1) = extent(pts.iter().map(|p| p.0));
     let (mut y0, y1) = extent(pts.iter().map(|p| p.1));
     if bars {
+        // Every category keeps its slot, also trailing ones without a bar (no finite value).
         x0 = -0.6;
-        x1 += 0.6;
+        x1 = x1.max(bar_labels(fig).len() as f64 - 1.0) + 0.6;
         y0 = y0.min(0.0);
     }
     let (y0, y1) = pad_y(fig, pts, bars, (y0, y1));
