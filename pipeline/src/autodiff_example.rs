@@ -142,6 +142,9 @@ impl InProcessStudy for AutodiffExample {
     type Params = NoParams;
     type Output = AutodiffResult;
     type Error = crate::Error;
+    fn validate(_: &NoParams) -> Result<(), crate::demos::ParamError> {
+        Ok(())
+    }
     fn run(_: &NoParams, _data_dir: &Path) -> crate::Result<AutodiffResult> {
         Ok(measure())
     }

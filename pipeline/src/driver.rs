@@ -89,6 +89,27 @@ pub fn resolve(opts: &RunOptions) -> Result<(ResolvedDevice, Profile)> {
     Ok((dev, profile))
 }
 
+/// Loads a study and checks it without running, allocating or tokenizing anything: the
+/// experiment file's fields, a training model against the device's memory, an in-process
+/// study's `[params]` ranges. `memwall reproduce` checks every file this way before it runs the
+/// first, so that a wrong value in the last file is reported in seconds.
+///
+/// # Errors
+/// The errors of [`plan_jobs`] that need no data: invalid fields (naming file, field and the
+/// accepted range), a model that cannot fit, an unavailable device.
+pub fn check_study(study_path: &Path, opts: &RunOptions) -> Result<()> {
+    let (dev, profile) = resolve(opts)?;
+    let study = Study::load(study_path, profile, opts.data.as_deref())?;
+    if study.header.kind == StudyKind::Training {
+        if study.model.is_some() {
+            check_fits(&study, &dev)?;
+        }
+        Ok(())
+    } else {
+        crate::studies::check(&study)
+    }
+}
+
 /// Loads a study and expands its jobs for the resolved device (tokenizing the corpus if
 /// needed).
 ///
@@ -103,6 +124,7 @@ pub fn plan_jobs(
     let (dev, profile) = resolve(opts)?;
     let study = Study::load(study_path, profile, opts.data.as_deref())?;
     if study.header.kind != StudyKind::Training {
+        crate::studies::check(&study)?;
         return Ok((study, dev, Vec::new()));
     }
     let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {

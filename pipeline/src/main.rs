@@ -316,7 +316,19 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
         bail!("no experiment files (*.toml) in {}", experiments.display());
     }
     let mut failed = Vec::new();
+    // Every file is checked before the first study runs: a wrong value in the last one is
+    // reported now, not after the others have run; the valid studies still run.
+    let mut valid = Vec::new();
     for f in &files {
+        match driver::check_study(f, &opts) {
+            Ok(()) => valid.push(f),
+            Err(e) => {
+                eprintln!("error: {}: {e:#} (this study is skipped)", f.display());
+                failed.push(f.display().to_string());
+            }
+        }
+    }
+    for f in valid {
         if let Err(e) = run_study(f, &paths, &opts, true) {
             eprintln!("error: {e:#}");
             failed.push(f.display().to_string());

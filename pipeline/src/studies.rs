@@ -33,14 +33,17 @@ pub struct StudyRecord {
     pub finished_at: String,
 }
 
-/// A study kind's two steps, type-erased: run to a JSON result, render a JSON result.
+/// A study kind's steps, type-erased: check the parameters, run to a JSON result, render a
+/// JSON result.
 struct Entry {
+    check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
     render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
     Entry {
+        check: |study| params::<S>(study).map(drop),
         run: run_typed::<S>,
         render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
     }
@@ -61,15 +64,59 @@ fn registry(kind: StudyKind) -> Option<Entry> {
     })
 }
 
-/// Parses the study's `[params]`, runs it and returns its result as JSON.
+/// The study's `[params]` (merged with its profile's `[profiles.<p>.params]`), parsed and
+/// range-checked by the study's [`InProcessStudy::validate`].
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.<key>` (with list indices) for a wrong type, an unknown
+/// key or a value out of range, with the accepted range.
+fn params<S: InProcessStudy>(study: &Study) -> Result<S::Params> {
+    let field = |key: &str| {
+        if key.is_empty() || key == "." {
+            "params".to_string()
+        } else {
+            format!("params.{key}")
+        }
+    };
+    let profile = study.profile;
+    let invalid = |key: &str, message: String| Error::SpecField {
+        path: study.path.clone(),
+        field: field(key),
+        message: format!(
+            "{message} (profile {profile}: `[params]` with `[profiles.{profile}.params]` over it)"
+        ),
+    };
+    let params: S::Params = serde_path_to_error::deserialize(toml::Value::Table(
+        study.params.clone(),
+    ))
+    .map_err(|e| {
+        let key = e.path().to_string();
+        invalid(&key, e.into_inner().to_string())
+    })?;
+    S::validate(&params).map_err(|e| invalid(&e.field, e.message))?;
+    Ok(params)
+}
+
+/// Checks a non-training study's `[params]` (types, unknown keys, ranges) without running it;
+/// `Ok` for training studies. Called when an experiment file is loaded.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.<key>`, the accepted range and the value found.
+pub fn check(study: &Study) -> Result<()> {
+    match registry(study.header.kind) {
+        Some(e) => (e.check)(study),
+        None => Ok(()),
+    }
+}
+
+/// Parses and checks the study's `[params]`, runs it and returns its result as JSON.
 fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_json::Value> {
     let invalid = |message: String| Error::SpecField {
         path: study.path.clone(),
         field: "params".into(),
         message,
     };
-    let params = S::Params::deserialize(toml::Value::Table(study.params.clone()))
-        .map_err(|e| invalid(e.to_string()))?;
+    let params = params::<S>(study)?;
     let output = S::run(&params, data_dir).map_err(|e| invalid(e.to_string()))?;
     serde_json::to_value(&output).map_err(|e| invalid(format!("result does not serialize: {e}")))
 }

@@ -338,3 +338,107 @@ fn memwall_run_exits_0_when_every_job_produced_a_record() {
         "{stderr}"
     );
 }
+
+/// Failed and out-of-memory jobs, with the empty environment the driver gives a job that
+/// crashed before it reported one, are rows of the report (status word, reason in a note) and
+/// not points of its figures; `memwall run` exits 0.
+#[test]
+fn failed_and_out_of_memory_jobs_are_rows_without_plot_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = study(
+        dir.path(),
+        &common::excerpt(),
+        SMALL,
+        "[[configs]]\nname = \"good\"\n[[configs]]\nname = \"crashed\"\ncheckpoint = 1\n\
+         [[configs]]\nname = \"too_big\"\ncheckpoint = 2\n",
+    );
+    let paths = common::temp_paths(dir.path());
+    let (_, _, jobs) = driver::plan_jobs(&exp, &paths, &common::smoke_options()).unwrap();
+    let job = |name: &str| jobs.iter().find(|j| j.config == name).unwrap();
+    let env = memwall::train::job_environment(job("too_big"));
+    let mut huge = job("too_big").clone();
+    huge.model.layers = 1_000_000_000_000;
+    let mut oom = memwall_runner::job::too_large(&huge, &env).expect("refused");
+    oom.key = job("too_big").key();
+    oom.spec = job("too_big").clone();
+    let crashed = memwall::results::JobRecord::unfinished(
+        job("crashed"),
+        JobStatus::Failed,
+        "the job process was killed by signal 9".into(),
+        Default::default(),
+    );
+    for rec in [&oom, &crashed] {
+        let d = record_dir(&paths.runs, "bad_input", &rec.key);
+        memwall::results::write_record(&d, rec).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .arg("run")
+        .arg(&exp)
+        .args(["--profile", "smoke", "--device", "cpu"])
+        .arg("--runs")
+        .arg(&paths.runs)
+        .arg("--reports")
+        .arg(&paths.reports)
+        .arg("--templates")
+        .arg(&paths.templates)
+        .env("MEMWALL_LOG", "warn")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(
+        stderr.contains("1 jobs run, 2 already finished"),
+        "{stderr}"
+    );
+    let report = paths.reports.join("bad_input");
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    // one row per configuration, with its status word; the reasons are notes
+    for (config, status) in [
+        ("good", "ok"),
+        ("crashed", "failed"),
+        ("too_big", "out_of_memory"),
+    ] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with('|') && l.contains(config))
+            .unwrap_or_else(|| panic!("no row for {config}: {md}"));
+        assert!(row.contains(status), "{config}: {row}");
+    }
+    assert!(
+        md.contains("signal 9"),
+        "the failure's reason is kept: {md}"
+    );
+    assert!(
+        md.contains("must be at most"),
+        "the OOM's reason is kept: {md}"
+    );
+    // the figures plot the finished job only: the scatter of memory against time labels its
+    // points, and has a point for `good` and none for the jobs without measurements (the bar
+    // charts keep an empty slot per configuration)
+    let figures = report.join("figures");
+    let pareto = std::fs::read_dir(&figures)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pareto_")
+        })
+        .expect("a memory-vs-time figure");
+    let svg = std::fs::read_to_string(&pareto).unwrap();
+    let labels: Vec<&str> = svg.lines().map(str::trim).collect();
+    assert!(labels.contains(&"good"), "{svg}");
+    for config in ["crashed", "too_big"] {
+        assert!(
+            !labels.contains(&config),
+            "{} plots {config}",
+            pareto.display()
+        );
+    }
+    // and no second group (with an empty device name) writes figures of the same name
+    let groups = md.matches("## Results:").count();
+    assert_eq!(groups, 1, "one group for one device: {md}");
+}

@@ -29,6 +29,7 @@
 use memwall_core::strategy::every_k;
 use serde::{Deserialize, Serialize};
 
+use super::params::{finite, int_in, list, ParamResult};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError};
 use crate::report::model::{Figure, Section, Series, Table};
 use memwall_core::record::nonfinite;
@@ -325,7 +326,7 @@ pub struct CheckpointResult {
 /// The scalar checkpoint study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct ScalarCheckpoint;
 
-demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, measure, render);
+demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);
 
 /// Runs the study: memory/time per K versus full storage, the overflow step, and the
 /// checkpointed reverse-mode derivative.
@@ -343,19 +344,28 @@ pub fn measure(p: &CheckpointParams) -> Result<CheckpointResult, DemoError> {
     })
 }
 
-fn validate(p: &CheckpointParams) -> Result<(), DemoError> {
-    ensure(p.depth > 0, "depth", "must be positive")?;
-    ensure(
-        !p.ks.is_empty() && p.ks.iter().all(|&k| k > 0),
-        "ks",
-        "non-empty list of positive K",
-    )?;
-    ensure(p.grad_depth > 0, "grad_depth", "must be positive")?;
-    ensure(
-        p.x0.is_finite() && p.grad_x0.is_finite() && p.grad_c.is_finite(),
-        "x0",
-        "must be finite",
-    )
+/// Largest `depth`: full storage keeps 8 B per step, so 4e9 steps are 32 GB (the post's 2e9
+/// need 16 GB); deeper runs take minutes per repeat and fail to allocate on most machines.
+pub const MAX_DEPTH: u64 = 4_000_000_000;
+
+/// Largest `grad_depth`: the derivative check stores every step once (8 B per step).
+pub const MAX_GRAD_DEPTH: u64 = 1_000_000_000;
+
+/// Checks `p`'s ranges: `depth` in 1..=[`MAX_DEPTH`], 1 to 64 intervals K in 1..=depth,
+/// 1..=100 repeats, `grad_depth` in 1..=[`MAX_GRAD_DEPTH`], `grad_k` in 0..=grad_depth, finite
+/// start values and constant.
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &CheckpointParams) -> ParamResult {
+    int_in("depth", p.depth, 1, MAX_DEPTH)?;
+    finite("x0", p.x0)?;
+    list("ks", &p.ks, 1, 64, |f, &k| int_in(f, k, 1, p.depth))?;
+    int_in("repeats", p.repeats, 1, 100)?;
+    int_in("grad_depth", p.grad_depth, 1, MAX_GRAD_DEPTH)?;
+    finite("grad_c", p.grad_c)?;
+    finite("grad_x0", p.grad_x0)?;
+    int_in("grad_k", p.grad_k, 0, p.grad_depth)
 }
 
 /// [`median_time`] of a step that can fail: the first failure, or the median time and the last
@@ -873,7 +883,7 @@ mod tests {
                 ..small_params()
             },
         ] {
-            assert!(matches!(measure(&p), Err(DemoError::InvalidParam { .. })));
+            assert!(matches!(measure(&p), Err(DemoError::Param(_))));
         }
     }
 }

@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::params::{bytes_at_most, int_in, list, num_above, num_in, require, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, DemoError};
 use crate::report::model::{Figure, Section, Series, Table};
 
@@ -456,7 +457,52 @@ pub struct FsdpResult {
 /// The FSDP study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct Fsdp;
 
-demo_study!(Fsdp: FsdpParams => FsdpResult, measure, render);
+demo_study!(Fsdp: FsdpParams => FsdpResult, validate, measure, render);
+
+/// Largest byte count of the ring measurement's buffers (`ring_elems` f32 per worker, at the
+/// largest `ring_workers`).
+pub const MAX_RING_BYTES: f64 = 4.0 * GIB;
+
+/// Checks `p`'s ranges: a model of 1 to 1e13 parameters; 1 to 8 bytes per parameter, gradient
+/// and state element (0 allowed for master weights and states); 1..=1e4 layers, hidden size
+/// 1..=1e6 divisible by 1..=hidden heads, 1..=1e7 tokens, 1..=1e6 sequences per micro-batch;
+/// 1 to 64 device counts in 1..=1e6; ring buffers of 1 element or more at 1 to 16 worker
+/// counts in 1..=256, under [`MAX_RING_BYTES`] in all.
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &FsdpParams) -> ParamResult {
+    num_above("params", p.params, 0.0, 1e13)?;
+    num_above("param_bytes", p.param_bytes, 0.0, 8.0)?;
+    num_above("grad_bytes", p.grad_bytes, 0.0, 8.0)?;
+    num_in("master_bytes", p.master_bytes, 0.0, 8.0)?;
+    num_in("state_bytes", p.state_bytes, 0.0, 8.0)?;
+    num_in("layers", p.layers, 1.0, 1e4)?;
+    num_in("hidden", p.hidden, 1.0, 1e6)?;
+    num_in("heads", p.heads, 1.0, p.hidden)?;
+    require(p.hidden % p.heads == 0.0, "heads", || {
+        format!(
+            "must divide `hidden` ({} is not a multiple of {})",
+            p.hidden, p.heads
+        )
+    })?;
+    num_in("seq", p.seq, 1.0, 1e7)?;
+    num_in("micro_batch", p.micro_batch, 1.0, 1e6)?;
+    list("devices", &p.devices, 1, 64, |f, &n| {
+        int_in(f, n, 1, 1_000_000)
+    })?;
+    int_in("ring_elems", p.ring_elems, 1, usize::MAX)?;
+    list("ring_workers", &p.ring_workers, 1, 16, |f, &n| {
+        int_in(f, n, 1, 256)
+    })?;
+    let workers = p.ring_workers.iter().copied().max().unwrap_or(1) as f64;
+    bytes_at_most(
+        "ring_elems",
+        p.ring_elems as f64 * 4.0 * workers,
+        MAX_RING_BYTES,
+        "the ring buffers (4 B x `ring_elems` x the largest of `ring_workers`)",
+    )
+}
 
 /// Evaluates the memory model at every device count and runs the slide examples and the ring
 /// all-reduces (ours and Burn's) of `p`.
@@ -466,6 +512,7 @@ demo_study!(Fsdp: FsdpParams => FsdpResult, measure, render);
 /// counts outside 1..=256; [`DemoError::Check`] when a collective gives a wrong result;
 /// [`DemoError::Worker`] when a worker fails.
 pub fn measure(p: &FsdpParams) -> Result<FsdpResult, DemoError> {
+    validate(p)?;
     ensure(
         p.params > 0.0 && !p.devices.is_empty() && p.devices.iter().all(|&n| n > 0),
         "devices",

@@ -24,6 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::params::{int_in, ParamResult};
 use super::{demo_study, ensure, median_time, DemoError, XorShift};
 use crate::report::model::{Figure, Section, Table};
 
@@ -649,7 +650,21 @@ pub struct BurnResult {
 /// The fusion IR study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct FusionIr;
 
-demo_study!(FusionIr: FusionParams => FusionResult, measure, render);
+demo_study!(FusionIr: FusionParams => FusionResult, validate, measure, render);
+
+/// Largest `n`: the loop timings hold four f32 arrays of `n` elements (2^27 elements: 512 MiB
+/// each, 2 GiB in all).
+pub const MAX_N: usize = 1 << 27;
+
+/// Checks `p`'s ranges: `n` in 1..=[`MAX_N`], `repeats` in 1..=100, `ir_n` in 1..=2^24.
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &FusionParams) -> ParamResult {
+    int_in("n", p.n, 1, MAX_N)?;
+    int_in("repeats", p.repeats, 1, 100)?;
+    int_in("ir_n", p.ir_n, 1, 1 << 24)
+}
 
 /// Runs the study: the fusion pass, the loop timings, the Burn chains (in this order, from one
 /// seeded generator).
@@ -658,6 +673,7 @@ demo_study!(FusionIr: FusionParams => FusionResult, measure, render);
 /// [`DemoError::InvalidParam`] for zero `n` or `ir_n`; [`DemoError::Check`] when a fused result
 /// differs from the unfused one; [`DemoError::Worker`] when Burn fails on the CPU.
 pub fn measure(p: &FusionParams) -> Result<FusionResult, DemoError> {
+    validate(p)?;
     ensure(p.n > 0 && p.ir_n > 0, "n", "array lengths must be positive")?;
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     let ir = measure_ir(p, &mut rng)?;

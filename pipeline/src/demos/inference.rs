@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::params::{bytes_at_most, int_in, list, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
 pub use crate::remat::nets::mlp_chain;
 use crate::remat::nets::training_graph;
@@ -148,7 +149,32 @@ pub struct InferenceResult {
 /// The two-buffer inference study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct TwoBufferInference;
 
-demo_study!(TwoBufferInference: InferenceParams => InferenceResult, measure, |r| vec![render(r)]);
+demo_study!(TwoBufferInference: InferenceParams => InferenceResult, validate, measure, |r| vec![render(r)]);
+
+/// Largest memory the real forward passes may hold: the deepest network's weights plus its
+/// store-all activations, f32.
+pub const MAX_BYTES: f64 = 4.0 * GIB;
+
+/// Checks `p`'s ranges: 1 to 64 depths in 1..=4096 layers, width 1..=16384, batch 1..=16384,
+/// repeats 1..=100, and the deepest network's weights and stored activations (4 B x (depth x
+/// width^2 + depth x batch x width)) under [`MAX_BYTES`].
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &InferenceParams) -> ParamResult {
+    list("depths", &p.depths, 1, 64, |f, &d| int_in(f, d, 1, 4096))?;
+    int_in("width", p.width, 1, 16384)?;
+    int_in("batch", p.batch, 1, 16384)?;
+    int_in("repeats", p.repeats, 1, 100)?;
+    let depth = p.depths.iter().copied().max().unwrap_or(1) as f64;
+    let (w, b) = (p.width as f64, p.batch as f64);
+    bytes_at_most(
+        "width",
+        4.0 * (depth * w * w + depth * b * w),
+        MAX_BYTES,
+        "the deepest network's weights and stored activations (4 B x (depth x width^2 + depth x batch x width))",
+    )
+}
 
 /// Plans and runs the MLP at every depth of `p`.
 ///
@@ -156,6 +182,7 @@ demo_study!(TwoBufferInference: InferenceParams => InferenceResult, measure, |r|
 /// [`DemoError::InvalidParam`] for empty or zero depths, width or batch; [`DemoError::Check`]
 /// when the two-buffer output differs from the store-all output.
 pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
+    validate(p)?;
     ensure(
         !p.depths.is_empty() && p.depths.iter().all(|&d| d > 0),
         "depths",

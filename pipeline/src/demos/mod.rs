@@ -22,10 +22,12 @@ pub mod checkpoint;
 pub mod fsdp;
 pub mod fusion;
 pub mod inference;
+pub mod params;
 pub mod planner;
 pub mod precision;
 
 use crate::report::model::Section;
+pub use params::ParamError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
@@ -44,6 +46,12 @@ pub trait InProcessStudy {
     type Output: Serialize + DeserializeOwned;
     /// Why a run failed (reported against the experiment file's `params`).
     type Error: std::fmt::Display;
+    /// Checks every parameter's range and their consistency before anything runs (called when
+    /// the experiment file is loaded, and again by `run`).
+    ///
+    /// # Errors
+    /// The first [`ParamError`]: the key (with list indices), the accepted range, the value.
+    fn validate(params: &Self::Params) -> Result<(), ParamError>;
     /// Runs the study. `data_dir` is the shared data folder (`../shared/data` or
     /// `MEMWALL_SHARED_DATA`) for studies that read files.
     ///
@@ -54,16 +62,22 @@ pub trait InProcessStudy {
     fn render(output: &Self::Output) -> Vec<Section>;
 }
 
-/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `run` returns
-/// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns `$render(output)`.
+/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `validate`
+/// returns `$validate(params)`, `run` returns `$measure(params)` (a `Result<$output,
+/// DemoError>`) and `render` returns `$render(output)`.
 ///
-/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, measure, render);`
+/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);`
 macro_rules! demo_study {
-    ($study:ty: $params:ty => $output:ty, $measure:expr, $render:expr) => {
+    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr) => {
         impl $crate::demos::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
             type Error = $crate::demos::DemoError;
+            fn validate(
+                params: &$params,
+            ) -> ::std::result::Result<(), $crate::demos::params::ParamError> {
+                $validate(params)
+            }
             fn run(
                 params: &$params,
                 _data_dir: &::std::path::Path,
@@ -81,6 +95,9 @@ pub(crate) use demo_study;
 /// Errors of the demo studies.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
+    /// A parameter is out of its valid range (found by the study's `validate`).
+    #[error("invalid parameter {0}")]
+    Param(#[from] ParamError),
     /// A parameter is out of its valid range.
     #[error("invalid parameter `{name}`: {reason}")]
     InvalidParam {

@@ -16,7 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{demo_study, ensure, fmt_bytes, DemoError};
+use super::params::{int_in, list, require, ParamResult};
+use super::{demo_study, fmt_bytes, DemoError};
 use crate::remat::baselines::sqrt_segments;
 use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
 use crate::remat::static_plan::{plain_order, plan, segment_order, StaticPlan, Strategy};
@@ -216,27 +217,35 @@ fn plan_mlp() -> Result<MlpPlans, DemoError> {
     })
 }
 
-fn validate(p: &PlannerParams) -> Result<(), DemoError> {
-    ensure(
-        !p.resnet_units.is_empty() && p.resnet_units.len() <= 4,
-        "resnet_units",
-        "1 to 4 stages",
-    )?;
-    ensure(
-        !p.resnet_deep_units.is_empty() && p.resnet_deep_units.len() <= 4,
-        "resnet_deep_units",
-        "1 to 4 stages",
-    )?;
-    ensure(
-        p.lstm_layers > 0 && p.lstm_seq > 0 && p.lstm_hidden > 0 && p.lstm_batch > 0,
-        "lstm_layers",
-        "LSTM sizes must be positive",
-    )?;
-    ensure(
-        p.resnet_batch > 0 && p.image_size >= 32 && p.bytes_per_elem > 0,
-        "image_size",
-        "batch > 0, image >= 32, bytes_per_elem > 0",
-    )
+/// Checks `p`'s ranges: 1 to 4 ResNet stages of 1..=1000 bottleneck units each (both ResNets),
+/// batch 1..=4096 images of 32..=4096 pixels, 1..=8 bytes per element; an LSTM of 1..=64
+/// layers, hidden size 1..=65536, batch 1..=4096 and 1..=10000 steps with at most 100000
+/// cells in all (the graphs are planned node by node; larger ones take minutes). Sizes stay
+/// under 2^64 bytes per tensor at every bound.
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &PlannerParams) -> ParamResult {
+    list("resnet_units", &p.resnet_units, 1, 4, |f, &u| {
+        int_in(f, u, 1, 1000)
+    })?;
+    list("resnet_deep_units", &p.resnet_deep_units, 1, 4, |f, &u| {
+        int_in(f, u, 1, 1000)
+    })?;
+    int_in("resnet_batch", p.resnet_batch, 1, 4096)?;
+    int_in("image_size", p.image_size, 32, 4096)?;
+    int_in("lstm_layers", p.lstm_layers, 1, 64)?;
+    int_in("lstm_hidden", p.lstm_hidden, 1, 65536)?;
+    int_in("lstm_seq", p.lstm_seq, 1, 10_000)?;
+    int_in("lstm_batch", p.lstm_batch, 1, 4096)?;
+    require(p.lstm_layers * p.lstm_seq <= 100_000, "lstm_seq", || {
+        format!(
+            "with `lstm_layers` = {} makes {} LSTM cells; at most 100000 are planned",
+            p.lstm_layers,
+            p.lstm_layers * p.lstm_seq
+        )
+    })?;
+    int_in("bytes_per_elem", p.bytes_per_elem, 1, 8)
 }
 
 /// Runs the study: plans the two-layer MLP, the ResNet, the LSTM and the deep ResNet.
@@ -466,7 +475,7 @@ pub fn render(r: &StaticPlanningResult) -> Vec<Section> {
 /// [`render`].
 pub struct StaticPlanning;
 
-demo_study!(StaticPlanning: PlannerParams => StaticPlanningResult, measure, render);
+demo_study!(StaticPlanning: PlannerParams => StaticPlanningResult, validate, measure, render);
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,7 @@ use half::{bf16, f16};
 use memwall_core::record::nonfinite;
 use serde::{Deserialize, Serialize};
 
+use super::params::{finite, int_in, num_above, ParamResult};
 use super::{demo_study, ensure, DemoError, XorShift};
 use crate::report::model::{Figure, Section, Series, Table};
 
@@ -253,7 +254,24 @@ pub struct PrecisionResult {
 /// The 16-bit study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct SixteenBit;
 
-demo_study!(SixteenBit: PrecisionParams => PrecisionResult, measure, render);
+demo_study!(SixteenBit: PrecisionParams => PrecisionResult, validate, measure, render);
+
+/// Checks `p`'s ranges: `sum_entries` in 1..=1e8 (the data sets are held as f32 arrays, 400 MB
+/// each at most), finite magnitudes, a loss scale in (0, 2^24].
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &PrecisionParams) -> ParamResult {
+    int_in("sum_entries", p.sum_entries, 1, 100_000_000)?;
+    finite("activation", f64::from(p.activation))?;
+    finite("small_gradient", f64::from(p.small_gradient))?;
+    num_above(
+        "loss_scale",
+        f64::from(p.loss_scale),
+        0.0,
+        f64::from(1u32 << 24),
+    )
+}
 
 /// Runs the study: the format table (checked against the bit layouts), the overflow and
 /// underflow demo, and the accumulation demo.
@@ -262,6 +280,7 @@ demo_study!(SixteenBit: PrecisionParams => PrecisionResult, measure, render);
 /// [`DemoError::InvalidParam`] for zero entries or non-finite values; [`DemoError::Check`] when
 /// a crate constant differs from its bit layout.
 pub fn measure(p: &PrecisionParams) -> Result<PrecisionResult, DemoError> {
+    validate(p)?;
     ensure(p.sum_entries > 0, "sum_entries", "must be positive")?;
     ensure(
         p.activation.is_finite() && p.small_gradient.is_finite() && p.loss_scale.is_finite(),

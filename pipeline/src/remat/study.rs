@@ -15,7 +15,8 @@ use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOut
 use super::sim::{simulate, Schedule, SimResult};
 use super::staged::{solve_refined, StagedOptions, StagedOutcome};
 use super::RematError;
-use crate::demos::InProcessStudy;
+use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
+use crate::demos::{InProcessStudy, ParamError};
 use crate::report::model::{Figure, Mark, Section, Series, Table};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -462,12 +463,93 @@ impl InProcessStudy for Checkmate {
     type Params = CheckmateParams;
     type Output = CheckmateResult;
     type Error = RematError;
+    fn validate(params: &CheckmateParams) -> Result<(), ParamError> {
+        validate(params)
+    }
     fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
         run_study(params, data_dir)
     }
     fn render(output: &CheckmateResult) -> Vec<Section> {
         render(output)
     }
+}
+
+/// Longest time limit of one solve, seconds (a day).
+const MAX_TIME_LIMIT_S: f64 = 86_400.0;
+
+/// Checks `p`'s ranges before anything is read or solved: graph names non-empty; 1 to 16
+/// budget fractions in (0, 1]; generated graphs of 3..=5000 nodes with `w` in (0, 10] and
+/// `nlv`, `ed`, `scd` in [0, 1]; node and stage limits of 1 or more; `coarse_share`,
+/// `heuristic_effort` and `mip_gap` in [0, 1]; time limits in (0, 86400] s; 1..=1024 threads;
+/// 1..=10000 greedy thresholds; rounding thresholds and tightening factors in (0, 1); a batch
+/// search with batches 1..=2^20 and a positive memory.
+///
+/// # Errors
+/// The first [`ParamError`].
+pub fn validate(p: &CheckmateParams) -> Result<(), ParamError> {
+    require(
+        !p.graphs.is_empty() || !p.generated.is_empty(),
+        "graphs",
+        || "and `generated` are both empty: name at least one graph".into(),
+    )?;
+    list("graphs", &p.graphs, 0, 1000, |f, g| {
+        require(!g.trim().is_empty(), f, || {
+            "must name a file in the shared data's remat-graphs folder".into()
+        })
+    })?;
+    list("budget_fractions", &p.budget_fractions, 1, 16, |f, &b| {
+        num_above(f, b, 0.0, 1.0)
+    })?;
+    list("generated", &p.generated, 0, 64, |f, g| {
+        int_in(&format!("{f}.n"), g.n, 3, 5000)?;
+        num_above(&format!("{f}.w"), g.w, 0.0, 10.0)?;
+        num_in(&format!("{f}.nlv"), g.nlv, 0.0, 1.0)?;
+        num_in(&format!("{f}.ed"), g.ed, 0.0, 1.0)?;
+        num_in(&format!("{f}.scd"), g.scd, 0.0, 1.0)
+    })?;
+    int_in("milp_max_nodes", p.milp_max_nodes, 1, 100_000)?;
+    int_in("staged_max_stages", p.staged_max_stages, 1, 100_000)?;
+    int_in("refine_max_nodes", p.refine_max_nodes, 0, 100_000)?;
+    num_in("coarse_share", p.coarse_share, 0.0, 1.0)?;
+    if let Some(c) = p.staged_max_computations {
+        int_in("staged_max_computations", c, 1, 1000)?;
+    }
+    num_above(
+        "staged_time_limit_s",
+        p.staged_time_limit_s,
+        0.0,
+        MAX_TIME_LIMIT_S,
+    )?;
+    int_in("classic_lp_max_nodes", p.classic_lp_max_nodes, 0, 100_000)?;
+    num_above("time_limit_s", p.time_limit_s, 0.0, MAX_TIME_LIMIT_S)?;
+    num_in("mip_gap", p.mip_gap, 0.0, 1.0)?;
+    int_in("threads", p.threads, 1, 1024)?;
+    num_in("heuristic_effort", p.heuristic_effort, 0.0, 1.0)?;
+    int_in("greedy_thresholds", p.greedy_thresholds, 1, 10_000)?;
+    list(
+        "rounding_thresholds",
+        &p.rounding_thresholds,
+        1,
+        64,
+        |f, &t| num_between(f, t, 0.0, 1.0),
+    )?;
+    list("lp_tighten", &p.lp_tighten, 0, 64, |f, &t| {
+        num_between(f, t, 0.0, 1.0)
+    })?;
+    if let Some(g) = &p.batch_graph {
+        require(!g.trim().is_empty(), "batch_graph", || {
+            "must name a file in remat-graphs (or be left out to skip the batch search)".into()
+        })?;
+    }
+    int_in("batch_graph_batch", p.batch_graph_batch, 1, 1 << 20)?;
+    int_in("batch_memory_bytes", p.batch_memory_bytes, 1, 1 << 50)?;
+    int_in("batch_max", p.batch_max, 1, 1 << 20)?;
+    num_above(
+        "batch_time_limit_s",
+        p.batch_time_limit_s,
+        0.0,
+        MAX_TIME_LIMIT_S,
+    )
 }
 
 /// Runs the study: for every graph and budget, the baselines, the LP relaxation with rounding
@@ -478,6 +560,7 @@ impl InProcessStudy for Checkmate {
 /// [`RematError::Params`] for budget fractions outside (0, 1]; a graph file that cannot be read
 /// or parsed; a solver failure.
 pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
+    validate(params).map_err(|e| RematError::Params(e.to_string()))?;
     if params
         .budget_fractions
         .iter()

@@ -516,13 +516,26 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
             .or_default()
             .push(config_row(inputs, r, cfg));
     }
+    // A record without a device name (a job that ended before it could report its device, as
+    // written by an older runner) joins the one group of its profile, backend and runtime that
+    // has one, instead of forming a group of its own with nothing to plot.
+    let unnamed: Vec<_> = by_key.keys().filter(|k| k.2.is_empty()).cloned().collect();
+    for key in unnamed {
+        let mut named = by_key
+            .keys()
+            .filter(|k| !k.2.is_empty() && (&k.0, &k.1, &k.3) == (&key.0, &key.1, &key.3));
+        if let (Some(target), None) = (named.next().cloned(), named.next()) {
+            let rows = by_key.remove(&key).unwrap_or_default();
+            by_key.entry(target).or_default().extend(rows);
+        }
+    }
     // Rows follow the experiment file as it is now: records of one group may carry other
     // positions from the file as it was when they ran (ties included).
     let position = |c: &ConfigRow| inputs.configs.iter().position(|x| x.name == c.cfg.name);
     for rows in by_key.values_mut() {
         rows.sort_by_key(|c| position(c));
     }
-    by_key
+    let mut groups: Vec<Group> = by_key
         .into_iter()
         .map(|((profile, backend, device, runtime), rows)| {
             let backend_label = if runtime.is_empty() {
@@ -539,7 +552,21 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
                 rows,
             }
         })
-        .collect()
+        .collect();
+    // Groups of one profile and backend on different devices (an H100 and an A100 night) get
+    // the device in their slug, so that their figure files do not overwrite each other.
+    let slugs: Vec<String> = groups.iter().map(|g| g.slug.clone()).collect();
+    for g in &mut groups {
+        if slugs.iter().filter(|s| **s == g.slug).count() > 1 {
+            let device = if g.device.is_empty() {
+                "unknown_device".to_string()
+            } else {
+                slug(&g.device)
+            };
+            g.slug = format!("{}_{device}", g.slug);
+        }
+    }
+    groups
 }
 
 fn config_row<'a>(inputs: &StudyInputs<'a>, r: Row<'a>, cfg: &'a ConfigSpec) -> ConfigRow<'a> {
