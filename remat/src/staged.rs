@@ -612,65 +612,11 @@ pub fn repair(
             st.set_run(i, lo, hi, tail, false);
         }
     }
-    keep_recomputed(&mut st, budget);
     Some(StagedSchedule {
         stages: stages.to_vec(),
         r: st.r,
         s: st.s,
     })
-}
-
-/// Passes of [`keep_recomputed`] over the schedule's recomputations.
-const KEEP_PASSES: usize = 3;
-
-/// Local improvement of a schedule within `budget` bytes: for each recomputation (node `i`
-/// computed again in stage `x`), most expensive first, keep `i` resident from the last stage
-/// that holds or computes it up to `x` instead, when every stage stays within the budget and
-/// the total cost falls (the recomputation and any it needed disappear). Up to
-/// [`KEEP_PASSES`] passes, stopping at the first pass that changes nothing.
-fn keep_recomputed(st: &mut RepairState, budget: i128) {
-    let g = st.g;
-    for _ in 0..KEEP_PASSES {
-        let mut recomputed: Vec<(f64, usize, usize)> = Vec::new();
-        for (x, stage) in st.stages.iter().enumerate() {
-            for i in 0..*stage.start() {
-                if st.r[x][i] {
-                    recomputed.push((g.nodes[i].cost, x, i));
-                }
-            }
-        }
-        recomputed.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut changed = false;
-        for &(_, x, i) in &recomputed {
-            if !st.r[x][i] || st.s[x][i] {
-                continue; // an earlier change in this pass removed it
-            }
-            let Some(a) = (0..x).rev().find(|&y| st.s[y][i] || st.r[y][i]) else {
-                continue;
-            };
-            let cells: Vec<(usize, usize)> = (a + 1..=x)
-                .filter(|&y| !st.s[y][i] && i < *st.stages[y].start())
-                .map(|y| (y, i))
-                .collect();
-            let before = st.total_cost();
-            for &(y, d) in &cells {
-                st.s[y][d] = true;
-            }
-            st.refresh_around(&cells);
-            let fits = cells
-                .iter()
-                .flat_map(|&(y, _)| [y.saturating_sub(1), y])
-                .all(|y| st.peak[y] <= budget);
-            if fits && st.total_cost() < before - 1e-9 {
-                changed = true;
-            } else {
-                st.unset_cells(&cells);
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
 }
 
 /// Storage of checkpoint-all over `stages`: a value is held from its stage until the stage of
