@@ -576,9 +576,12 @@ pub fn repair(
                     .zip(&peaks_before)
                     .all(|(&now, &was)| now <= was.max(budget));
                 let gain = p - st.peak[worst];
+                let new_max = st.peak.iter().copied().max().unwrap_or(i128::MIN);
                 st.unset_cells(&cells);
                 st.set_run(i, lo, hi, tail, true);
-                if gain <= 0 || (keep && cells.is_empty()) {
+                // A move that lifts some stage above the current worst peak (a recomputation
+                // cascade) is never taken: it trades one violation for a larger one.
+                if gain <= 0 || (keep && cells.is_empty()) || new_max > p {
                     continue;
                 }
                 let no_cascade = dc <= g.nodes[i].cost + 1e-9;
