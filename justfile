@@ -60,3 +60,14 @@ data:
 carry:
     cargo build --profile carry --locked -p memwall-runner --bin memwall-job --no-default-features --features cuda
     ls -l target/carry/memwall-job
+
+# The nightly run: every study afresh (a GPU runs `full`, the CPU `--cpu-profile`, default smoke),
+# one entry appended to history/ (date and git revision), and reports/nightly/ with the change
+# since the last run; add --fail-on-regression to exit non-zero on a regression.
+nightly *FLAGS: build
+    {{memwall}} nightly {{FLAGS}}
+
+# A single-node Slurm (Debian's slurmctld, slurmd and munge on loopback; installs them, needs
+# root) and a smoke study run through `memwall sweep --emit slurm`.
+slurm-test *ARGS: build
+    .ci/slurm-test {{ARGS}}
