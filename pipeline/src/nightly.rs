@@ -652,7 +652,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         )],
         tags: vec!["nightly".into(), "history".into()],
         sections: vec![
-            change_section(last, &changes, noise),
+            change_section(&history, &changes, noise),
             history_section(&history),
         ],
         environment: vec![runs_table(&history)],
@@ -666,7 +666,17 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
     })
 }
 
-fn change_section(last: &HistoryEntry, changes: &[ConfigChange], noise: f64) -> Section {
+fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64) -> Section {
+    let last = history.last().expect("a non-empty history");
+    // "run 3 (abc1234)": the number of the runs table and the figures' x axes.
+    let run_name = |id: &str| {
+        history
+            .iter()
+            .position(|e| e.id == id)
+            .map_or(id.to_string(), |i| {
+                format!("run {} ({})", i + 1, history[i].git_revision)
+            })
+    };
     let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
     for c in changes {
         for (_, k) in &c.metrics {
@@ -711,7 +721,7 @@ fn change_section(last: &HistoryEntry, changes: &[ConfigChange], noise: f64) -> 
         let mut row = vec![
             c.study.clone(),
             c.config.clone(),
-            c.against.clone().unwrap_or_else(|| "–".into()),
+            c.against.as_deref().map_or("–".into(), run_name),
         ];
         for (m, k) in &c.metrics {
             let cell = match k.change {
@@ -763,7 +773,8 @@ fn change_section(last: &HistoryEntry, changes: &[ConfigChange], noise: f64) -> 
                 the change lies beyond the noise threshold)."
             .into(),
         ours: format!(
-            "Run {} ({} configurations, {} profile, {} on {}): {}.",
+            "Run {} ({}; {} configurations, {} profile, {} on {}): {}.",
+            history.len(),
             last.id,
             last.configs.len(),
             last.profile,

@@ -88,6 +88,8 @@ fn fail_on_regression_sets_the_exit_status() {
     let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
     assert!(page.contains("Change since the last run"), "{page}");
     assert!(page.contains("regressed"), "{page}");
+    // Compared with the run before: number 2 of the runs table.
+    assert!(page.contains("| run 2 (bbbbbbb) |"), "{page}");
     assert!(page.contains("2026-11-22T020000Z-bbbbbbb"), "{page}");
     for m in ["step_time_s", "peak_allocated_bytes"] {
         let svg = reports.join(format!("nightly/figures/history_peak_memory_{m}.svg"));
