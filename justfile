@@ -60,3 +60,16 @@ data:
 carry:
     cargo build --profile carry --locked -p memwall-runner --bin memwall-job --no-default-features --features cuda
     ls -l target/carry/memwall-job
+
+# Every study afresh (a GPU runs `full`, the CPU `--cpu-profile`, default smoke), one entry
+# appended to history/ (date and git revision), reports/nightly/ with the change since the last
+# run; --fail-on-regression exits non-zero on a regression.
+# The nightly run: studies afresh, history entry, change since the last run.
+nightly *FLAGS: build
+    {{memwall}} nightly {{FLAGS}}
+
+# Installs Debian's slurm-wlm and munge (needs root), starts slurmctld, slurmd and munge on
+# loopback in a scratch folder, and runs a smoke study through `memwall sweep --emit slurm`.
+# A single-node Slurm and a smoke study run through it as a job array.
+slurm-test *ARGS: build
+    .ci/slurm-test {{ARGS}}

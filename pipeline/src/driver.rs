@@ -60,6 +60,121 @@ pub struct RunOptions {
     pub memory_cleanup: bool,
     /// CUDA: the memory pool of every job, replacing the configurations' own.
     pub memory_pool: Option<crate::spec::MemoryPool>,
+    /// Devices to run jobs on at once (`--devices 0,1,...`): one job per device at a time, a
+    /// queue across devices. On CUDA each id is a GPU ordinal and each job process sees only
+    /// its GPU (`CUDA_VISIBLE_DEVICES`, so its job says `cuda:0` and keeps the key of a
+    /// one-GPU run); on the CPU the ids only name parallel job slots. Every job process gets
+    /// `MEMWALL_DEVICE=<backend>:<id>`. Empty: every visible GPU when the device is `auto` and
+    /// more than one GPU is visible, else one job at a time on the resolved device.
+    pub devices: Vec<String>,
+    /// Run only the jobs with these keys (all when empty): one Slurm array task per key.
+    pub keys: Vec<String>,
+    /// Runs of each configuration, replacing the experiment file's `[study] repeats`.
+    pub repeats: Option<usize>,
+}
+
+/// One device of a multi-device sweep: its name for logs and the environment of its job
+/// processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSlot {
+    /// `cuda:N` or `cpu:<id>`.
+    pub name: String,
+    /// Variables set for the job processes on this device.
+    pub env: Vec<(String, String)>,
+}
+
+/// The devices a sweep runs its jobs on at once ([`RunOptions::devices`]); empty for the
+/// one-job-at-a-time sweep.
+///
+/// # Errors
+/// [`Error::Device`] for a CUDA id that is not a GPU ordinal, an id given twice, or `--devices`
+/// with `--device cuda:N` (choose one).
+pub fn device_slots(opts: &RunOptions, dev: &ResolvedDevice) -> Result<Vec<DeviceSlot>> {
+    let bad = |message: String| Error::Device {
+        requested: opts.devices.join(","),
+        message,
+    };
+    let gpu = dev.backend.is_gpu();
+    let ids: Vec<String> = if !opts.devices.is_empty() {
+        if let DeviceRequest::Cuda(n) = opts.device {
+            if n != 0 {
+                return Err(bad(format!(
+                    "--devices with --device cuda:{n}: give the GPUs in --devices only"
+                )));
+            }
+        }
+        opts.devices.clone()
+    } else if gpu && opts.device == DeviceRequest::Auto {
+        let count = device::probe_cuda().map(|i| i.device_count).unwrap_or(1);
+        if count < 2 {
+            return Ok(Vec::new());
+        }
+        (0..count).map(|i| i.to_string()).collect()
+    } else {
+        return Ok(Vec::new());
+    };
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    slots_for(&ids, gpu, visible.as_deref()).map_err(bad)
+}
+
+/// The slots of `ids` (GPU ordinals when `gpu`, mapped through the parent's
+/// `CUDA_VISIBLE_DEVICES` list `visible`), or the message of a bad id.
+fn slots_for(
+    ids: &[String],
+    gpu: bool,
+    visible: Option<&str>,
+) -> std::result::Result<Vec<DeviceSlot>, String> {
+    let visible: Option<Vec<String>> =
+        visible.map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let bad = |m: String| m;
+    let mut slots = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        if id.is_empty() || ids[..i].contains(id) {
+            return Err(bad(format!(
+                "device id `{id}` is empty or given twice: expected distinct ids, e.g. 0,1,2"
+            )));
+        }
+        if gpu {
+            let n: usize = id.parse().map_err(|_| {
+                bad(format!(
+                    "`{id}` is not a GPU ordinal: expected numbers, e.g. --devices 0,1"
+                ))
+            })?;
+            // Ordinals count the GPUs this process sees: map them through its own
+            // CUDA_VISIBLE_DEVICES, if set.
+            let physical = match &visible {
+                Some(v) => v.get(n).cloned().ok_or_else(|| {
+                    bad(format!(
+                        "GPU {n} is not among the {} of CUDA_VISIBLE_DEVICES={}",
+                        v.len(),
+                        v.join(",")
+                    ))
+                })?,
+                None => id.clone(),
+            };
+            slots.push(DeviceSlot {
+                name: format!("cuda:{n}"),
+                env: vec![
+                    ("CUDA_VISIBLE_DEVICES".into(), physical),
+                    ("MEMWALL_DEVICE".into(), format!("cuda:{n}")),
+                ],
+            });
+        } else {
+            slots.push(DeviceSlot {
+                name: format!("cpu:{id}"),
+                env: vec![("MEMWALL_DEVICE".into(), format!("cpu:{id}"))],
+            });
+        }
+    }
+    Ok(slots)
+}
+
+/// `runner` started through `env` with the slot's variables set.
+fn slot_runner(runner: &(PathBuf, Vec<String>), slot: &DeviceSlot) -> (PathBuf, Vec<String>) {
+    let mut args: Vec<String> = slot.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    args.push(runner.0.display().to_string());
+    args.extend(runner.1.iter().cloned());
+    (PathBuf::from("env"), args)
 }
 
 /// What a sweep did.
@@ -122,7 +237,17 @@ pub fn plan_jobs(
     opts: &RunOptions,
 ) -> Result<(Study, ResolvedDevice, Vec<JobSpec>)> {
     let (dev, profile) = resolve(opts)?;
-    let study = Study::load(study_path, profile, opts.data.as_deref())?;
+    let mut study = Study::load(study_path, profile, opts.data.as_deref())?;
+    if let Some(n) = opts.repeats {
+        if n == 0 {
+            return Err(Error::SpecField {
+                path: study_path.to_path_buf(),
+                field: "study.repeats".into(),
+                message: "--repeats 0: expected at least 1 run per configuration".into(),
+            });
+        }
+        study.header.repeats = n;
+    }
     if study.header.kind != StudyKind::Training {
         crate::studies::check(&study)?;
         return Ok((study, dev, Vec::new()));
@@ -133,7 +258,14 @@ pub fn plan_jobs(
     check_fits(&study, &dev)?;
     let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
     check_windows(&study, &prepared, &model)?;
-    let mut jobs = study.jobs(dev.backend, dev.index, &prepared);
+    // A multi-device sweep shows each job process only its GPU, as ordinal 0.
+    let multi = !device_slots(opts, &dev)?.is_empty();
+    let index = if multi && dev.backend.is_gpu() {
+        0
+    } else {
+        dev.index
+    };
+    let mut jobs = study.jobs(dev.backend, index, &prepared);
     for job in &mut jobs {
         job.device_settings.cache_dir = Some(paths.cache.join("cubecl"));
         job.device_settings.memory_cleanup |= opts.memory_cleanup;
@@ -160,6 +292,22 @@ pub fn plan_jobs(
             }
         }
         jobs.retain(|j| opts.only.contains(&j.config));
+    }
+    if !opts.keys.is_empty() {
+        for key in &opts.keys {
+            if !jobs.iter().any(|j| &j.key() == key) {
+                return Err(Error::SpecField {
+                    path: study_path.to_path_buf(),
+                    field: "configs".into(),
+                    message: format!(
+                        "no job with key `{key}` at the {} profile on {} (keys change with the \
+                         profile, device and data: write the Slurm script again)",
+                        study.profile, dev.backend
+                    ),
+                });
+            }
+        }
+        jobs.retain(|j| opts.keys.contains(&j.key()));
     }
     Ok((study, dev, jobs))
 }
@@ -267,6 +415,21 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
     } else {
         indicatif::ProgressBar::hidden()
     };
+    let slots = device_slots(opts, &dev)?;
+    if !slots.is_empty() {
+        tracing::info!(
+            "running on {} devices at once: {}",
+            slots.len(),
+            slots
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let out = sweep_devices(&jobs, &slots, paths, opts, out, &bar)?;
+        bar.finish_and_clear();
+        return Ok(out);
+    }
     for job in &jobs {
         bar.set_message(job.config.clone());
         let record = run_one(job, paths, opts, &mut out)?;
@@ -281,6 +444,64 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
     }
     bar.finish_and_clear();
     Ok(out)
+}
+
+/// Runs `jobs` on every slot at once: one worker thread per device takes the next job from a
+/// shared queue, so a device is never given a second job before its first ends. The first
+/// error (not a failed job, which is a record) stops the workers from taking new jobs.
+fn sweep_devices(
+    jobs: &[JobSpec],
+    slots: &[DeviceSlot],
+    paths: &Paths,
+    opts: &RunOptions,
+    out: SweepOutcome,
+    bar: &indicatif::ProgressBar,
+) -> Result<SweepOutcome> {
+    use std::sync::Mutex;
+    let queue = Mutex::new(jobs.iter().collect::<std::collections::VecDeque<_>>());
+    let state = Mutex::new((out, None::<Error>));
+    std::thread::scope(|s| {
+        for slot in slots {
+            let (queue, state) = (&queue, &state);
+            s.spawn(move || {
+                let opts = RunOptions {
+                    runner: slot_runner(&opts.runner, slot),
+                    ..opts.clone()
+                };
+                loop {
+                    if state.lock().expect("sweep state").1.is_some() {
+                        break;
+                    }
+                    let Some(job) = queue.lock().expect("job queue").pop_front() else {
+                        break;
+                    };
+                    tracing::info!("{}: on {}", job.config, slot.name);
+                    let mut mine = SweepOutcome::default();
+                    let result = run_one(job, paths, &opts, &mut mine);
+                    let mut st = state.lock().expect("sweep state");
+                    st.0.ran += mine.ran;
+                    st.0.skipped += mine.skipped;
+                    match result {
+                        Ok(record) if record.status != JobStatus::Ok => st.0.unfinished.push((
+                            job.config.clone(),
+                            record.status,
+                            record.reason.clone().unwrap_or_default(),
+                        )),
+                        Ok(_) => {}
+                        Err(e) => {
+                            st.1.get_or_insert(e);
+                        }
+                    }
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    let (out, error) = state.into_inner().expect("sweep state");
+    match error {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 /// Runs (or skips) one job and returns its record: the plan stage first where the job needs one
@@ -534,5 +755,42 @@ fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {
             "no records for study `{study}`: run `memwall run {}` first",
             study_path.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gpu_slots_show_each_job_its_own_gpu() {
+        let slots = slots_for(&ids(&["0", "1"]), true, None).unwrap();
+        assert_eq!(slots[1].name, "cuda:1");
+        assert!(slots[1]
+            .env
+            .contains(&("CUDA_VISIBLE_DEVICES".into(), "1".into())));
+        // Ordinals count the GPUs this process sees.
+        let slots = slots_for(&ids(&["0", "1"]), true, Some("4,6")).unwrap();
+        assert!(slots[1]
+            .env
+            .contains(&("CUDA_VISIBLE_DEVICES".into(), "6".into())));
+        let e = slots_for(&ids(&["2"]), true, Some("4,6")).unwrap_err();
+        assert!(e.contains("CUDA_VISIBLE_DEVICES=4,6"), "{e}");
+    }
+
+    #[test]
+    fn bad_device_ids_are_refused() {
+        assert!(slots_for(&ids(&["0", "x"]), true, None)
+            .unwrap_err()
+            .contains("not a GPU ordinal"));
+        assert!(slots_for(&ids(&["a", "a"]), false, None)
+            .unwrap_err()
+            .contains("given twice"));
+        let cpu = slots_for(&ids(&["a", "b"]), false, None).unwrap();
+        assert_eq!(cpu[1].env, vec![("MEMWALL_DEVICE".into(), "cpu:b".into())]);
     }
 }

@@ -17,9 +17,12 @@ pub mod autodiff_example;
 pub mod data;
 pub mod demos;
 pub mod driver;
+pub mod nightly;
 pub mod plan_cmd;
 pub mod report;
 pub mod results;
+pub mod slurm;
+pub mod stats;
 pub mod studies;
 
 pub use memwall_core::{error, spec, strategy};

@@ -56,6 +56,17 @@ struct RunArgs {
     /// (CubeCL's); a recorded job setting; a configuration can also set `memory_pool`.
     #[arg(long)]
     memory_pool: Option<String>,
+    /// Run jobs on these devices at once, one job per device (GPU ordinals, comma separated;
+    /// default: every visible GPU with --device auto). On the CPU the ids name parallel job
+    /// slots (which share the CPU: their times are not comparable with a one-job sweep).
+    #[arg(long, value_delimiter = ',')]
+    devices: Vec<String>,
+    /// Run only the jobs with these job keys (comma separated), e.g. one Slurm array task.
+    #[arg(long, value_delimiter = ',')]
+    keys: Vec<String>,
+    /// Runs of each configuration (interleaved), replacing the file's `[study] repeats`.
+    #[arg(long)]
+    repeats: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -75,9 +86,23 @@ enum Cmd {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Run one study's jobs without rendering the report.
+    /// Run one study's jobs without rendering the report (or, with `--emit slurm`, write a
+    /// Slurm job array that runs them).
     Sweep {
         experiment: PathBuf,
+        /// `slurm`: write a Slurm job-array script (one array task per job key, records into
+        /// --runs, a dependent final job that renders the report) instead of running.
+        #[arg(long)]
+        emit: Option<String>,
+        /// Folder of the Slurm scripts (default: slurm/<study file stem>).
+        #[arg(long)]
+        slurm_dir: Option<PathBuf>,
+        /// Slurm partition of the jobs.
+        #[arg(long)]
+        partition: Option<String>,
+        /// Slurm time limit of each array task, e.g. 02:00:00.
+        #[arg(long)]
+        time: Option<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -146,6 +171,44 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The nightly run: every study afresh (a GPU runs `full`, the CPU `--cpu-profile`), one
+    /// entry appended to the history store (date and git revision), and the nightly page
+    /// (`reports/nightly/`) with the change since the last run per configuration and metric.
+    Nightly {
+        /// Experiment files (default: every file in --experiments-dir).
+        experiments: Vec<PathBuf>,
+        /// Directory of experiment files.
+        #[arg(long, default_value = "experiments")]
+        experiments_dir: PathBuf,
+        /// The history store (one JSON entry per run).
+        #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
+        history: PathBuf,
+        /// The profile where no GPU exists (smoke or cpu) when --profile is not given.
+        #[arg(long, default_value = "smoke")]
+        cpu_profile: Profile,
+        /// Relative change below which a change is noise (0.05 = 5%).
+        #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
+        noise_threshold: f64,
+        /// Exit non-zero when a metric regressed (or a configuration stopped finishing).
+        #[arg(long)]
+        fail_on_regression: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Re-render the nightly page from the history store (no job is run, nothing is appended).
+    History {
+        #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
+        history: PathBuf,
+        #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
+        noise_threshold: f64,
+        /// Exit non-zero when the last run regressed against the one before.
+        #[arg(long)]
+        fail_on_regression: bool,
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
+        #[arg(long, default_value = "templates")]
+        templates: PathBuf,
+    },
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
     RunJob {
@@ -178,6 +241,9 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
             progress: true,
             memory_cleanup: a.memory_cleanup,
             memory_pool: a.memory_pool.as_deref().map(memory_pool).transpose()?,
+            devices: a.devices.clone(),
+            keys: a.keys.clone(),
+            repeats: a.repeats,
         },
     ))
 }
@@ -238,9 +304,46 @@ fn main() -> Result<()> {
             let (paths, opts) = options(&run)?;
             run_study(&experiment, &paths, &opts, true)
         }
-        Cmd::Sweep { experiment, run } => {
+        Cmd::Sweep {
+            experiment,
+            emit,
+            slurm_dir,
+            partition,
+            time,
+            run,
+        } => {
             let (paths, opts) = options(&run)?;
-            run_study(&experiment, &paths, &opts, false)
+            match emit.as_deref() {
+                None => run_study(&experiment, &paths, &opts, false),
+                Some("slurm") => {
+                    let workdir =
+                        std::env::current_dir().context("reading the working directory")?;
+                    let stem = experiment
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "study".into());
+                    let slurm = memwall::slurm::SlurmOptions {
+                        out: slurm_dir.unwrap_or_else(|| Path::new("slurm").join(stem)),
+                        memwall: opts.runner.0.clone(),
+                        workdir,
+                        partition,
+                        time,
+                    };
+                    let s = memwall::slurm::emit(&experiment, &paths, &opts, &slurm).with_context(
+                        || format!("writing Slurm scripts for {}", experiment.display()),
+                    )?;
+                    println!("{}", s.array.display());
+                    println!("{}", s.final_job.display());
+                    println!("{}", s.submit.display());
+                    eprintln!(
+                        "{} array tasks; submit with `{}`",
+                        s.tasks,
+                        s.submit.display()
+                    );
+                    Ok(())
+                }
+                Some(other) => bail!("--emit {other}: expected `slurm`"),
+            }
         }
         Cmd::Report {
             experiments,
@@ -300,12 +403,80 @@ fn main() -> Result<()> {
             print!("{}", memwall::plan_cmd::run(&req)?);
             Ok(())
         }
+        Cmd::Nightly {
+            experiments,
+            experiments_dir,
+            history,
+            cpu_profile,
+            noise_threshold,
+            fail_on_regression,
+            run,
+        } => {
+            check_noise(noise_threshold)?;
+            if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
+                bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
+            }
+            let (paths, opts) = options(&run)?;
+            let nightly = memwall::nightly::NightlyOptions {
+                experiments: memwall::nightly::experiment_files(experiments, &experiments_dir)?,
+                history,
+                noise: noise_threshold,
+                cpu_profile,
+            };
+            let out = memwall::nightly::run(&nightly, &paths, &opts)?;
+            if let Some(entry) = &out.entry {
+                eprintln!("history entry: {}", entry.display());
+            }
+            nightly_verdict(&out, fail_on_regression)
+        }
+        Cmd::History {
+            history,
+            noise_threshold,
+            fail_on_regression,
+            reports,
+            templates,
+        } => {
+            check_noise(noise_threshold)?;
+            let paths = Paths {
+                reports,
+                templates,
+                ..Paths::default()
+            };
+            let out = memwall::nightly::render(&history, &paths, noise_threshold)?;
+            nightly_verdict(&out, fail_on_regression)
+        }
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
             Ok(())
         }
     }
+}
+
+/// Refuses a noise threshold outside [0, 1).
+fn check_noise(noise: f64) -> Result<()> {
+    if !(0.0..1.0).contains(&noise) {
+        bail!("--noise-threshold {noise}: expected a relative change in [0, 1), e.g. 0.05 for 5%");
+    }
+    Ok(())
+}
+
+/// Prints the nightly page's paths and the regressions; an error (exit status 1) when
+/// `fail_on_regression` and something regressed.
+fn nightly_verdict(out: &memwall::nightly::NightlyOutcome, fail_on_regression: bool) -> Result<()> {
+    println!("{}", out.rendered.markdown.display());
+    println!("{}", out.rendered.html.display());
+    let regressions = out.regressions();
+    for r in &regressions {
+        eprintln!("regressed since the last run: {r}");
+    }
+    if fail_on_regression && !regressions.is_empty() {
+        bail!(
+            "{} regression(s) since the last run (--fail-on-regression)",
+            regressions.len()
+        );
+    }
+    Ok(())
 }
 
 /// `memwall reproduce`: every study in `experiments`, going on past a failed one.

@@ -34,7 +34,19 @@ pub struct StudyHeader {
     /// configurations carry no numeric `claim`.
     #[serde(default)]
     pub claim: Option<String>,
+    /// Runs of each configuration (`repeats = N`, default 1), interleaved: every
+    /// configuration's first run before any second run, so slow drifts of the machine spread
+    /// over all configurations. Each run is its own job and record ([`super::JobSpec::repeat`]).
+    #[serde(default = "one")]
+    pub repeats: usize,
 }
+
+fn one() -> usize {
+    1
+}
+
+/// Most runs of one configuration `repeats` may ask for.
+pub const MAX_REPEATS: usize = 1000;
 
 /// What runs a study.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -784,6 +796,15 @@ fn check_header(file: &ExperimentFile, fields: Fields) -> Result<()> {
             format!(
                 "`{}` must be non-empty and use only letters, digits, `_` and `-`",
                 file.study.name
+            ),
+        ));
+    }
+    if !(1..=MAX_REPEATS).contains(&file.study.repeats) {
+        return Err(fields.err(
+            "study.repeats",
+            format!(
+                "{} runs per configuration: expected 1 to {MAX_REPEATS}",
+                file.study.repeats
             ),
         ));
     }

@@ -189,6 +189,15 @@ pub struct JobSpec {
     /// Checkmate configuration runs the job this way before solving its plan. Not in the key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profile_only: bool,
+    /// Which run of its configuration the job is (0-based, below `[study] repeats`). Part of
+    /// the key from 1 on (omitted when 0), so the first run keeps the key of a study without
+    /// repeats and raising `repeats` adds jobs without rerunning the finished ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeat: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl JobSpec {
@@ -209,6 +218,8 @@ impl JobSpec {
             data: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             device_settings: Option<(AutotuneLevel, bool, MemoryPool)>,
+            #[serde(skip_serializing_if = "is_zero")]
+            repeat: usize,
         }
         // A Checkmate plan is derived from measured costs: the job is identified by its
         // budget fraction, not by the segments the solver picked.
@@ -235,6 +246,7 @@ impl JobSpec {
                 self.device_settings.memory_cleanup,
                 self.device_settings.memory_pool,
             )),
+            repeat: self.repeat,
         };
         let json = serde_json::to_vec(&fields).expect("job key fields serialize");
         let digest = Sha256::digest(&json);
@@ -291,7 +303,9 @@ impl JobSpec {
 }
 
 impl Study {
-    /// Expands a training study into jobs on `backend`, with the corpus tokenized as `data`.
+    /// Expands a training study into jobs on `backend`, with the corpus tokenized as `data`:
+    /// `header.repeats` runs of every configuration, interleaved (all configurations' run 0,
+    /// then all run 1, ...).
     pub fn jobs(
         &self,
         backend: BackendKind,
@@ -301,10 +315,15 @@ impl Study {
         let Some(model) = self.model else {
             return Vec::new();
         };
-        self.configs
-            .iter()
-            .enumerate()
-            .map(|(order, c)| JobSpec {
+        let repeats = self.header.repeats.max(1);
+        (0..repeats)
+            .flat_map(|repeat| {
+                self.configs
+                    .iter()
+                    .enumerate()
+                    .map(move |(order, c)| (repeat, order, c))
+            })
+            .map(|(repeat, order, c)| JobSpec {
                 order,
                 study: self.header.name.clone(),
                 profile: self.profile,
@@ -328,6 +347,7 @@ impl Study {
                     cache_dir: None,
                 },
                 profile_only: false,
+                repeat,
             })
             .collect()
     }

@@ -39,6 +39,9 @@ pub struct ReportDoc {
     pub sections: Vec<Section>,
     /// Environment tables (one per device the study ran on).
     pub environment: Vec<Table>,
+    /// Where the numbers come from, as the page names it (`runs/<study>/` for a study; the
+    /// history store for the nightly page).
+    pub records: String,
 }
 
 impl ReportDoc {
@@ -58,6 +61,7 @@ impl ReportDoc {
             tags: header.tags.clone(),
             sections,
             environment,
+            records: format!("runs/{}/", header.name),
         }
     }
 }
@@ -467,6 +471,7 @@ mod tests {
                 ..Default::default()
             }],
             environment: Vec::new(),
+            records: "runs/esc/".into(),
         };
         let r = render(&doc, &templates, dir.path()).unwrap();
         let md = std::fs::read_to_string(&r.markdown).unwrap();

@@ -4,7 +4,7 @@
 use super::markdown;
 use super::model::{Figure, Mark, Section, Series, Table};
 use crate::error::{Error, Result};
-use crate::results::{steps_table, study_table, StudyRecords};
+use crate::results::{steps_table, study_table, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, GoalSelector, StudyHeader};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -197,7 +197,12 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
 /// goal, the ratio of the goal's metric between the first finished configuration matching its
 /// numerator and the first matching its denominator (same precision, no kernel fusion, no
 /// budget). A goal whose configurations are missing gives no row.
-fn goals_table(rows: &[ConfigRow], goals: &[Goal]) -> Table {
+///
+/// With repeats (`[study] repeats`), each side is the median over its finished runs and the
+/// ratio gets an interval: the ratio of the two medians' order-statistic intervals
+/// ([`crate::stats::median_interval`], [`crate::stats::ratio`]). The goal is met when the whole
+/// interval is within it, missed when the whole interval is beyond it, and undecided otherwise.
+fn goals_table(records: &StudyRecords, rows: &[ConfigRow], goals: &[Goal]) -> Table {
     let find = |prec: &str, sel: &GoalSelector| {
         rows.iter().find(|c| {
             c.ok && c.r.str("precision") == prec
@@ -214,31 +219,107 @@ fn goals_table(rows: &[ConfigRow], goals: &[Goal]) -> Table {
         } else {
             "Goals: ratios between configurations (same precision, no kernel fusion)".into()
         },
-        columns: ["comparison", "precision", "ratio", "goal", "met"]
+        columns: ["comparison", "precision", "ratio", "goal", "met", "runs"]
             .map(String::from)
             .to_vec(),
         rows: Vec::new(),
         notes: Vec::new(),
     };
+    let mut with_interval = None;
     for prec in ["f32", "f16", "bf16"] {
         for g in goals {
             let (Some(a), Some(b)) = (find(prec, &g.numerator), find(prec, &g.denominator)) else {
                 continue;
             };
             let col = g.metric.column();
-            if let (Some(x), Some(y)) = (a.r.f64(col), b.r.f64(col)) {
-                let ratio = x / y;
-                table.rows.push(vec![
-                    g.label.clone(),
-                    prec.to_string(),
-                    format!("{ratio:.3}x"),
-                    format!("<= {}x", g.at_most),
-                    if ratio <= g.at_most { "yes" } else { "no" }.into(),
-                ]);
-            }
+            let (Some(x), Some(y)) = (a.r.f64(col), b.r.f64(col)) else {
+                continue;
+            };
+            let runs = |row: &ConfigRow, fallback: f64| {
+                let v = repeat_values(records, &row.r, g.metric);
+                if v.is_empty() {
+                    vec![fallback]
+                } else {
+                    v
+                }
+            };
+            let (xs, ys) = (runs(a, x), runs(b, y));
+            let est = |v: &[f64]| crate::stats::median_interval(v, crate::stats::LEVEL);
+            let Some(r) = est(&xs)
+                .zip(est(&ys))
+                .and_then(|(ex, ey)| crate::stats::ratio(&ex, &ey))
+            else {
+                continue;
+            };
+            let (ratio, met) = if r.has_interval() {
+                with_interval = Some(with_interval.map_or(r.coverage, |c: f64| c.min(r.coverage)));
+                (
+                    format!("{:.3}x [{:.3}, {:.3}]", r.median, r.lo, r.hi),
+                    if r.hi <= g.at_most {
+                        "yes"
+                    } else if r.lo > g.at_most {
+                        "no"
+                    } else {
+                        "undecided"
+                    },
+                )
+            } else {
+                (
+                    format!("{:.3}x", r.median),
+                    if r.median <= g.at_most { "yes" } else { "no" },
+                )
+            };
+            table.rows.push(vec![
+                g.label.clone(),
+                prec.to_string(),
+                ratio,
+                format!("<= {}x", g.at_most),
+                met.into(),
+                format!("{} / {}", xs.len(), ys.len()),
+            ]);
         }
     }
+    if let Some(coverage) = with_interval {
+        table.caption += &format!(
+            "; ratio of the medians over the runs, with the ratio of their order-statistic \
+             intervals (joint coverage at least {:.0}%)",
+            coverage * 100.0
+        );
+    }
     table
+}
+
+/// The job without its repeat index: the key every run of a configuration shares.
+fn base_key(spec: &crate::spec::JobSpec) -> String {
+    crate::spec::JobSpec {
+        repeat: 0,
+        ..spec.clone()
+    }
+    .key()
+}
+
+/// The values of `metric` over every finished run of the job of `row` (its repeats: the same
+/// job but for [`crate::spec::JobSpec::repeat`], on the same device); empty when the row's
+/// record is not found.
+fn repeat_values(records: &StudyRecords, row: &Row, metric: GoalMetric) -> Vec<f64> {
+    let Some(rec) = records.get(&row.str("key")) else {
+        return Vec::new();
+    };
+    let base = base_key(&rec.spec);
+    records
+        .records
+        .iter()
+        .filter(|r| {
+            r.status == JobStatus::Ok
+                && r.env.device_name == rec.env.device_name
+                && base_key(&r.spec) == base
+        })
+        .filter_map(|r| r.summary)
+        .map(|s| match metric {
+            GoalMetric::MedianStepS => s.median_step_s,
+            GoalMetric::PeakAllocatedBytes => s.peak_allocated_bytes as f64,
+        })
+        .collect()
 }
 
 /// The mixed-precision table: per configuration, its master weights and loss scale, the
@@ -640,7 +721,11 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
             .chain(table_mixed)
-            .chain(non_empty(goals_table(&g.rows, inputs.goals)))
+            .chain(non_empty(goals_table(
+                inputs.records,
+                &g.rows,
+                inputs.goals,
+            )))
             .chain(non_empty(planned_vs_measured(&g.rows)))
             .collect(),
         figures,

@@ -36,6 +36,9 @@ pub fn smoke_options() -> memwall::driver::RunOptions {
         progress: false,
         memory_cleanup: false,
         memory_pool: None,
+        devices: Vec::new(),
+        keys: Vec::new(),
+        repeats: None,
     }
 }
 

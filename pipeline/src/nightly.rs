@@ -1,0 +1,1096 @@
+//! Nightly runs: the suite runs, one entry per run is appended to the history store
+//! (`history/<date>T<time>Z-<git revision>.json`, written by the nightly stage only), and the
+//! nightly page (`reports/nightly/`) shows the change since the last run per configuration and
+//! metric, and a history figure per key metric.
+//!
+//! A change is classified as criterion.rs classifies a benchmark's change
+//! (`criterion::analysis::compare`, `ComparisonResult`): the relative change of the medians gets
+//! a confidence interval, and the change is *improved* or *regressed* only when that whole
+//! interval lies beyond the noise threshold on one side; otherwise it is *within noise*. The
+//! medians' intervals are order-statistic intervals ([`crate::stats`]) over the samples of a
+//! metric: the repeats of a configuration where it has several, else the measured steps of its
+//! one run (step time and tokens/s), else none (a single value: the change is then judged by
+//! the threshold alone, and the page says so).
+
+use crate::driver::{self, Paths, RunOptions};
+use crate::error::{Error, Result};
+use crate::report::model::{Figure, Section, Series, Table};
+use crate::report::{self, ReportDoc};
+use crate::results::{self, JobRecord, JobStatus};
+use crate::spec::{Profile, Study};
+use crate::stats::{self, Estimate};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Version of the history entry format; an entry of another version is refused by name.
+pub const HISTORY_SCHEMA: u32 = 1;
+
+/// The default noise threshold: a relative change of the medians smaller than 5% is noise
+/// (criterion.rs defaults to 1% for microbenchmarks; a training step shares its machine).
+pub const DEFAULT_NOISE: f64 = 0.05;
+
+/// One nightly run: what ran, where, at which revision, and every configuration's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// [`HISTORY_SCHEMA`].
+    pub schema: u32,
+    /// The run's id and file stem: `<YYYY-MM-DD>T<HHMMSS.mmm>Z-<revision>` (UTC start time;
+    /// the names sort in time order).
+    pub id: String,
+    /// UTC date of the run's start (YYYY-MM-DD).
+    pub date: String,
+    /// RFC 3339 times of the run's start and end.
+    pub started_at: String,
+    /// See `started_at`.
+    pub finished_at: String,
+    /// `git rev-parse --short HEAD` of the tree that ran, `-dirty` appended when it had
+    /// uncommitted changes; "unknown" outside a git checkout.
+    pub git_revision: String,
+    /// The size profile every study ran at.
+    pub profile: Profile,
+    /// The backend the jobs ran on (flex, ndarray, cuda).
+    pub backend: String,
+    /// Device name (GPU or CPU model) of the first finished job.
+    pub device: String,
+    /// Every training configuration of the run.
+    pub configs: Vec<ConfigEntry>,
+    /// Studies that could not run or report, with the error.
+    #[serde(default)]
+    pub errors: Vec<String>,
+}
+
+/// One configuration of a nightly run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigEntry {
+    /// Study name.
+    pub study: String,
+    /// Configuration name.
+    pub config: String,
+    /// Display label.
+    pub label: String,
+    /// Job keys of its records (one per repeat).
+    pub keys: Vec<String>,
+    /// `ok` when every repeat finished, else the first other status (`out_of_memory`, ...).
+    pub status: String,
+    /// Why a repeat did not finish.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// What the samples of each metric are: `repeats` (one value per repeat) or `steps` (one
+    /// run: its measured steps for step time and tokens/s, one value for the others).
+    pub samples: String,
+    /// Samples per metric name ([`Metric::name`]), in the metric's unit; empty when the
+    /// configuration did not finish.
+    pub metrics: BTreeMap<String, Vec<f64>>,
+}
+
+/// A metric tracked from night to night.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Metric {
+    /// Peak allocated bytes (largest per-step peak of the measured steps).
+    PeakAllocated,
+    /// Peak reserved bytes.
+    PeakReserved,
+    /// Step time, seconds (median over the measured steps).
+    StepTime,
+    /// Tokens per second.
+    TokensPerS,
+    /// Held-out loss, nats per token.
+    EvalLoss,
+}
+
+impl Metric {
+    /// Every metric, in table order.
+    pub const ALL: [Metric; 5] = [
+        Metric::PeakAllocated,
+        Metric::PeakReserved,
+        Metric::StepTime,
+        Metric::TokensPerS,
+        Metric::EvalLoss,
+    ];
+
+    /// The name in history entries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::PeakAllocated => "peak_allocated_bytes",
+            Metric::PeakReserved => "peak_reserved_bytes",
+            Metric::StepTime => "step_time_s",
+            Metric::TokensPerS => "tokens_per_s",
+            Metric::EvalLoss => "eval_loss",
+        }
+    }
+
+    /// Column header and axis description, with the unit.
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::PeakAllocated => "Peak allocated (MiB)",
+            Metric::PeakReserved => "Peak reserved (MiB)",
+            Metric::StepTime => "Step time (ms)",
+            Metric::TokensPerS => "Tokens/s",
+            Metric::EvalLoss => "Eval loss (nats)",
+        }
+    }
+
+    /// Whether a smaller value is better (memory, time, loss) or a larger one (throughput).
+    pub fn lower_is_better(self) -> bool {
+        !matches!(self, Metric::TokensPerS)
+    }
+
+    /// `v` (in the history's unit) in the unit of [`Metric::title`].
+    pub fn display(self, v: f64) -> f64 {
+        match self {
+            Metric::PeakAllocated | Metric::PeakReserved => v / (1024.0 * 1024.0),
+            Metric::StepTime => v * 1e3,
+            Metric::TokensPerS | Metric::EvalLoss => v,
+        }
+    }
+
+    fn format(self, e: &Estimate) -> String {
+        let f = |v: f64| {
+            let v = self.display(v);
+            if v.abs() >= 100.0 {
+                format!("{v:.0}")
+            } else if v.abs() >= 10.0 {
+                format!("{v:.1}")
+            } else {
+                format!("{v:.3}")
+            }
+        };
+        if e.has_interval() {
+            format!("{} [{}, {}]", f(e.median), f(e.lo), f(e.hi))
+        } else {
+            f(e.median)
+        }
+    }
+}
+
+/// How a metric moved since the last run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Worse beyond the noise threshold, with the whole interval of the change beyond it.
+    Regressed,
+    /// Measured in the last run, not in this one (the configuration did not finish).
+    Missing,
+    /// Better beyond the noise threshold, with the whole interval beyond it.
+    Improved,
+    /// The interval of the change reaches inside the noise threshold.
+    WithinNoise,
+    /// No earlier run measured it.
+    New,
+    /// Neither this run nor the last measured it (the configuration did not finish in either).
+    NotMeasured,
+}
+
+impl Verdict {
+    /// The word the page prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Missing => "missing",
+            Verdict::Improved => "improved",
+            Verdict::WithinNoise => "within noise",
+            Verdict::New => "new",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+
+    /// Whether `--fail-on-regression` fails on it (a regression, or a configuration that
+    /// finished last time and not now).
+    pub fn is_regression(self) -> bool {
+        matches!(self, Verdict::Regressed | Verdict::Missing)
+    }
+}
+
+/// The change of one metric: the two estimates, the relative change with its interval, the
+/// verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classified {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The last run's median and interval.
+    pub prev: Option<Estimate>,
+    /// This run's median and interval.
+    pub cur: Option<Estimate>,
+    /// Relative change of the medians (`cur / prev - 1`) with the conservative interval of the
+    /// ratio ([`stats::ratio`]) minus one; `None` when a side is missing or the last median is 0.
+    pub change: Option<Estimate>,
+}
+
+/// Classifies the change from the samples `prev` to `cur` of a metric (criterion.rs's rule):
+/// with `d = [lo, hi]` the interval of the relative change `cur / prev - 1` (signs flipped
+/// where larger is better), *regressed* when `lo > noise`, *improved* when `hi < -noise`,
+/// otherwise *within noise*. Single samples give a zero-width interval. `noise` is relative
+/// (0.05 = 5%). Empty sample lists count as not measured: *new* when only `cur` has samples,
+/// *missing* when only `prev` has, *not measured* when neither has.
+pub fn classify(prev: &[f64], cur: &[f64], lower_is_better: bool, noise: f64) -> Classified {
+    let p = stats::median_interval(prev, stats::LEVEL);
+    let c = stats::median_interval(cur, stats::LEVEL);
+    let (pe, ce) = match (p, c) {
+        (Some(pe), Some(ce)) => (pe, ce),
+        (None, Some(_)) => return verdict_only(Verdict::New, p, c),
+        (Some(_), None) => return verdict_only(Verdict::Missing, p, c),
+        (None, None) => return verdict_only(Verdict::NotMeasured, p, c),
+    };
+    if pe.median == 0.0 && ce.median == 0.0 {
+        return verdict_only(Verdict::WithinNoise, p, c);
+    }
+    let change = stats::ratio(&ce, &pe).map(|r| Estimate {
+        median: r.median - 1.0,
+        lo: r.lo - 1.0,
+        hi: r.hi - 1.0,
+        ..r
+    });
+    // A last value of 0 and a non-zero one now: an unbounded change upwards.
+    let (lo, hi) = change.map_or((f64::INFINITY, f64::INFINITY), |d| (d.lo, d.hi));
+    let (worse_lo, better_hi) = if lower_is_better {
+        (lo, hi)
+    } else {
+        (-hi, -lo)
+    };
+    let verdict = if worse_lo > noise {
+        Verdict::Regressed
+    } else if better_hi < -noise {
+        Verdict::Improved
+    } else {
+        Verdict::WithinNoise
+    };
+    Classified {
+        verdict,
+        prev: p,
+        cur: c,
+        change,
+    }
+}
+
+fn verdict_only(verdict: Verdict, prev: Option<Estimate>, cur: Option<Estimate>) -> Classified {
+    Classified {
+        verdict,
+        prev,
+        cur,
+        change: None,
+    }
+}
+
+/// The history entry's configurations from the records of one run: records grouped by (study,
+/// configuration), in the order given.
+pub fn config_entries(records: &[JobRecord]) -> Vec<ConfigEntry> {
+    let mut groups: Vec<Vec<&JobRecord>> = Vec::new();
+    for r in records {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].spec.study == r.spec.study && g[0].spec.config == r.spec.config)
+        {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    groups.iter().map(|g| config_entry(g)).collect()
+}
+
+fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
+    let first = group[0];
+    let not_ok = group.iter().find(|r| r.status != JobStatus::Ok);
+    let mut metrics = BTreeMap::new();
+    let repeats = group.len() >= 2;
+    if not_ok.is_none() {
+        let summaries: Vec<_> = group.iter().filter_map(|r| r.summary).collect();
+        let per_repeat = |f: &dyn Fn(&results::Summary) -> f64| -> Vec<f64> {
+            summaries.iter().map(f).collect()
+        };
+        metrics.insert(
+            Metric::PeakAllocated.name().to_string(),
+            per_repeat(&|s| s.peak_allocated_bytes as f64),
+        );
+        metrics.insert(
+            Metric::PeakReserved.name().to_string(),
+            per_repeat(&|s| s.peak_reserved_bytes as f64),
+        );
+        metrics.insert(
+            Metric::EvalLoss.name().to_string(),
+            per_repeat(&|s| s.eval_loss),
+        );
+        let (times, tokens) = if repeats {
+            (
+                per_repeat(&|s| s.median_step_s),
+                per_repeat(&|s| s.tokens_per_s),
+            )
+        } else {
+            // One run: its measured steps are the samples (timed steps only: no warm-up, not
+            // the untimed memory step). Tokens per step = tokens/s x median step time.
+            let s = summaries.first();
+            let per_step = s.map_or(0.0, |s| s.tokens_per_s * s.median_step_s);
+            let times: Vec<f64> = first
+                .steps
+                .iter()
+                .filter(|st| !st.warmup && !st.memory_step && st.time_s > 0.0)
+                .map(|st| st.time_s)
+                .collect();
+            let tokens = times.iter().map(|t| per_step / t).collect();
+            (times, tokens)
+        };
+        metrics.insert(Metric::StepTime.name().to_string(), times);
+        metrics.insert(Metric::TokensPerS.name().to_string(), tokens);
+    }
+    ConfigEntry {
+        study: first.spec.study.clone(),
+        config: first.spec.config.clone(),
+        label: first.spec.label.clone(),
+        keys: group.iter().map(|r| r.key.clone()).collect(),
+        status: not_ok
+            .map_or(JobStatus::Ok, |r| r.status)
+            .as_str()
+            .to_string(),
+        reason: not_ok.and_then(|r| r.reason.clone()),
+        samples: if repeats { "repeats" } else { "steps" }.to_string(),
+        metrics,
+    }
+}
+
+/// Appends `entry` to the history store as `<dir>/<entry.id>.json` (atomically) and returns
+/// its path.
+///
+/// # Errors
+/// [`Error::Records`] when an entry of that id exists already; I/O errors naming the file.
+pub fn append(dir: &Path, entry: &HistoryEntry) -> Result<PathBuf> {
+    let path = dir.join(format!("{}.json", entry.id));
+    if path.exists() {
+        return Err(Error::Records {
+            path,
+            message: "a history entry of this id exists already; the history is append-only".into(),
+        });
+    }
+    let json = serde_json::to_vec_pretty(entry).expect("history entry serializes");
+    results::write_atomic(&path, &json)?;
+    Ok(path)
+}
+
+/// Every entry of the history store, oldest first (file names sort by time). A missing folder
+/// is an empty history.
+///
+/// # Errors
+/// [`Error::Records`] naming the file and the JSON field of an entry that cannot be read or is
+/// of another schema version (move it out of the folder to go on).
+pub fn load(dir: &Path) -> Result<Vec<HistoryEntry>> {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("listing", dir, e)),
+    };
+    let mut files: Vec<PathBuf> = listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+            let bad = |message: String| Error::Records {
+                path: path.clone(),
+                message: format!("{message}; move the file out of the history folder to go on"),
+            };
+            let entry: HistoryEntry = results::parse_json(&text)
+                .map_err(|e| bad(format!("malformed history entry ({e})")))?;
+            if entry.schema != HISTORY_SCHEMA {
+                return Err(bad(format!(
+                    "field `schema`: {} is not this memwall's history schema {HISTORY_SCHEMA}",
+                    entry.schema
+                )));
+            }
+            Ok(entry)
+        })
+        .collect()
+}
+
+/// One configuration's changes since the last run that measured it.
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    /// Study name.
+    pub study: String,
+    /// Configuration name.
+    pub config: String,
+    /// The id of the run compared with (`None`: no earlier run of the same profile and
+    /// backend had this configuration).
+    pub against: Option<String>,
+    /// Per metric, in [`Metric::ALL`] order.
+    pub metrics: Vec<(Metric, Classified)>,
+    /// The configuration's status in this run.
+    pub status: String,
+}
+
+/// The changes of the last entry of `history` against, per configuration, the latest earlier
+/// entry of the same profile and backend that has the configuration. Empty for an empty
+/// history.
+pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
+    let Some((cur, earlier)) = history.split_last() else {
+        return Vec::new();
+    };
+    let comparable = |e: &&HistoryEntry| e.profile == cur.profile && e.backend == cur.backend;
+    let mut out = Vec::new();
+    for c in &cur.configs {
+        let prev = earlier.iter().rev().filter(comparable).find_map(|e| {
+            e.configs
+                .iter()
+                .find(|p| p.study == c.study && p.config == c.config)
+                .map(|p| (e, p))
+        });
+        let metrics = Metric::ALL
+            .iter()
+            .map(|&m| {
+                let samples =
+                    |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
+                let before = prev.map(|(_, p)| samples(p)).unwrap_or_default();
+                (
+                    m,
+                    classify(&before, &samples(c), m.lower_is_better(), noise),
+                )
+            })
+            .collect();
+        out.push(ConfigChange {
+            study: c.study.clone(),
+            config: c.config.clone(),
+            against: prev.map(|(e, _)| e.id.clone()),
+            metrics,
+            status: c.status.clone(),
+        });
+    }
+    out
+}
+
+/// What a nightly run or a history report produced.
+#[derive(Debug)]
+pub struct NightlyOutcome {
+    /// The entry appended (None for `memwall history`, which appends nothing).
+    pub entry: Option<PathBuf>,
+    /// The nightly page.
+    pub rendered: report::Rendered,
+    /// The changes of the last run.
+    pub changes: Vec<ConfigChange>,
+}
+
+impl NightlyOutcome {
+    /// `(configuration, metric, verdict)` of every regression (and missing measurement).
+    pub fn regressions(&self) -> Vec<String> {
+        self.changes
+            .iter()
+            .flat_map(|c| {
+                c.metrics
+                    .iter()
+                    .filter(|(_, k)| k.verdict.is_regression())
+                    .map(move |(m, k)| {
+                        format!(
+                            "{}/{} {}: {}{}",
+                            c.study,
+                            c.config,
+                            m.name(),
+                            k.verdict.as_str(),
+                            k.change
+                                .map(|d| format!(" ({:+.1}%)", d.median * 100.0))
+                                .unwrap_or_default()
+                        )
+                    })
+            })
+            .collect()
+    }
+}
+
+/// How to run the nightly suite.
+#[derive(Debug, Clone)]
+pub struct NightlyOptions {
+    /// Experiment files, in order.
+    pub experiments: Vec<PathBuf>,
+    /// The history store (`history/`).
+    pub history: PathBuf,
+    /// Relative noise threshold (0.05 = 5%).
+    pub noise: f64,
+    /// The profile on the CPU when `--profile` is not given (a GPU runs `full`).
+    pub cpu_profile: Profile,
+}
+
+/// `git rev-parse --short HEAD`, `-dirty` appended when the tree has uncommitted changes to
+/// tracked files; "unknown" outside a git checkout.
+pub fn git_revision() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(rev) if !rev.is_empty() => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{rev}-dirty")
+            } else {
+                rev
+            }
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// Runs the nightly suite: every study of `opts.experiments` is run afresh (`--force`: a
+/// nightly measures tonight's code) and its report rendered; the run's records become one
+/// history entry appended to `opts.history`; the nightly page is rendered from the history.
+/// A study that fails is named in the entry and the run goes on.
+///
+/// # Errors
+/// An unavailable device, and I/O errors on the history store and the reports.
+pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<NightlyOutcome> {
+    let started = chrono::Utc::now();
+    let mut run = run.clone();
+    let (dev, _) = driver::resolve(&run)?;
+    run.profile = Some(run.profile.unwrap_or(if dev.backend.is_gpu() {
+        Profile::Full
+    } else {
+        opts.cpu_profile
+    }));
+    run.force = true;
+    let profile = run.profile.expect("set above");
+    let mut records = Vec::new();
+    let mut errors = Vec::new();
+    for exp in &opts.experiments {
+        let step = || -> Result<Vec<JobRecord>> {
+            driver::sweep(exp, paths, &run)?;
+            driver::report(exp, paths)?;
+            let (_, _, jobs) = driver::plan_jobs(exp, paths, &run)?;
+            let mut recs = Vec::new();
+            for job in jobs {
+                let dir = results::record_dir(&paths.runs, &job.study, &job.key());
+                if let Some(r) = results::read_record(&dir)? {
+                    recs.push(r);
+                }
+            }
+            Ok(recs)
+        };
+        match step() {
+            Ok(r) => records.extend(r),
+            Err(e) => {
+                tracing::error!("{}: {e}", exp.display());
+                errors.push(format!("{}: {e}", exp.display()));
+            }
+        }
+    }
+    let rev = git_revision();
+    let entry = HistoryEntry {
+        schema: HISTORY_SCHEMA,
+        id: format!("{}-{rev}", started.format("%Y-%m-%dT%H%M%S%.3fZ")),
+        date: started.format("%Y-%m-%d").to_string(),
+        started_at: started.to_rfc3339(),
+        finished_at: chrono::Utc::now().to_rfc3339(),
+        git_revision: rev,
+        profile,
+        backend: dev.backend.to_string(),
+        device: records
+            .iter()
+            .find(|r| r.status == JobStatus::Ok)
+            .map_or_else(|| dev.name.clone(), |r| r.env.device_name.clone()),
+        configs: config_entries(&records),
+        errors,
+    };
+    let path = append(&opts.history, &entry)?;
+    let mut out = render(&opts.history, paths, opts.noise)?;
+    out.entry = Some(path);
+    Ok(out)
+}
+
+/// Renders the nightly page (`<reports>/nightly/`) from the history store: the change of the
+/// last run since the one before, per configuration and metric, and a history figure per key
+/// metric and study. Reads the history only.
+///
+/// # Errors
+/// [`Error::Records`] when the history is empty or an entry cannot be read; rendering errors.
+pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOutcome> {
+    let history = load(history_dir)?;
+    let Some(last) = history.last() else {
+        return Err(Error::Records {
+            path: history_dir.to_path_buf(),
+            message: "no nightly run in the history yet: run `memwall nightly` first".into(),
+        });
+    };
+    let changes = changes(&history, noise);
+    let doc = ReportDoc {
+        name: "nightly".into(),
+        title: "Nightly runs: change since the last run".into(),
+        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        source: "memwall's nightly history store".into(),
+        description: format!(
+            "Each nightly run (`memwall nightly`) runs the studies afresh and appends one entry \
+             to the history store `{}`, keyed by date and git revision. This page compares the \
+             last run ({}, revision `{}`, {} profile, {} on {}) with the run before it of the \
+             same profile and backend, per configuration and metric, and draws every run so \
+             far.",
+            history_dir.display(),
+            last.date,
+            last.git_revision,
+            last.profile,
+            last.backend,
+            last.device
+        ),
+        notes: vec![format!(
+            "A change is *regressed* or *improved* only when the whole confidence interval of \
+             the relative change of the medians lies beyond the noise threshold of {:.1}% on \
+             one side, as criterion.rs classifies changes; otherwise it is *within noise*. The \
+             medians' intervals are distribution-free order-statistic intervals (Conover 1999, \
+             section 3.2) over a configuration's repeats, or, for a configuration run once, \
+             over its measured steps (step time, tokens/s; these steps share one process, so \
+             the interval is narrower than night-to-night noise); a single value (a peak of one \
+             run) is judged by the threshold alone. *Missing*: measured last time, not \
+             finished now.",
+            noise * 100.0
+        )],
+        tags: vec!["nightly".into(), "history".into()],
+        sections: vec![
+            change_section(&history, &changes, noise),
+            history_section(&history),
+        ],
+        environment: vec![runs_table(&history)],
+        records: format!("{}/", history_dir.display()),
+    };
+    let rendered = report::render(&doc, &paths.templates, &paths.reports.join("nightly"))?;
+    Ok(NightlyOutcome {
+        entry: None,
+        rendered,
+        changes,
+    })
+}
+
+fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64) -> Section {
+    let last = history.last().expect("a non-empty history");
+    // "run 3 (abc1234)": the number of the runs table and the figures' x axes.
+    let run_name = |id: &str| {
+        history
+            .iter()
+            .position(|e| e.id == id)
+            .map_or(id.to_string(), |i| {
+                format!("run {} ({})", i + 1, history[i].git_revision)
+            })
+    };
+    let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
+    for c in changes {
+        for (_, k) in &c.metrics {
+            *counts.entry(k.verdict).or_default() += 1;
+        }
+    }
+    let count_text = counts
+        .iter()
+        .map(|(v, n)| format!("{n} {}", v.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut summary = Table {
+        caption: format!(
+            "Change of each metric since the last run (relative change of the medians; noise \
+             threshold {:.1}%)",
+            noise * 100.0
+        ),
+        columns: ["Study", "Configuration", "Compared with"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(Metric::ALL.iter().map(|m| m.title().to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let mut detail = Table {
+        caption: "Every change beyond the noise threshold: medians with their intervals".into(),
+        columns: [
+            "Study",
+            "Configuration",
+            "Metric",
+            "Last run",
+            "This run",
+            "Change",
+            "Verdict",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    };
+    for c in changes {
+        let mut row = vec![
+            c.study.clone(),
+            c.config.clone(),
+            c.against.as_deref().map_or("–".into(), run_name),
+        ];
+        for (m, k) in &c.metrics {
+            let cell = match k.change {
+                Some(d) => format!("{:+.1}% {}", d.median * 100.0, k.verdict.as_str()),
+                None => k.verdict.as_str().to_string(),
+            };
+            row.push(cell);
+            if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured) && c.status != "ok" {
+                let at = (summary.rows.len(), row.len() - 1);
+                summary.note(at.0, at.1, format!("this run: {}", c.status));
+            }
+            if matches!(
+                k.verdict,
+                Verdict::Regressed | Verdict::Improved | Verdict::Missing
+            ) {
+                let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
+                detail.rows.push(vec![
+                    c.study.clone(),
+                    c.config.clone(),
+                    m.title().to_string(),
+                    est(&k.prev),
+                    est(&k.cur),
+                    k.change.map_or("–".into(), |d| {
+                        if d.has_interval() {
+                            format!(
+                                "{:+.1}% [{:+.1}%, {:+.1}%]",
+                                d.median * 100.0,
+                                d.lo * 100.0,
+                                d.hi * 100.0
+                            )
+                        } else {
+                            format!("{:+.1}%", d.median * 100.0)
+                        }
+                    }),
+                    k.verdict.as_str().to_string(),
+                ]);
+            }
+        }
+        summary.rows.push(row);
+    }
+    let mut tables = vec![summary];
+    if !detail.rows.is_empty() {
+        tables.push(detail);
+    }
+    Section {
+        title: "Change since the last run".into(),
+        claim: "A change between two nightly runs is a change of the code only when it is \
+                larger than the noise of the measurement (criterion.rs's rule: the interval of \
+                the change lies beyond the noise threshold)."
+            .into(),
+        ours: format!(
+            "Run {} ({}; {} configurations, {} profile, {} on {}): {}.",
+            history.len(),
+            last.id,
+            last.configs.len(),
+            last.profile,
+            last.backend,
+            last.device,
+            if count_text.is_empty() {
+                "no configuration measured".to_string()
+            } else {
+                count_text
+            }
+        ),
+        notes: last
+            .errors
+            .iter()
+            .map(|e| format!("Did not run: {e}"))
+            .collect(),
+        tables,
+        figures: Vec::new(),
+    }
+}
+
+/// One figure per key metric and study: x = the run's number (oldest 1), one line per
+/// configuration (its median per run).
+fn history_section(history: &[HistoryEntry]) -> Section {
+    let mut studies: Vec<&str> = Vec::new();
+    for e in history {
+        for c in &e.configs {
+            if !studies.contains(&c.study.as_str()) {
+                studies.push(&c.study);
+            }
+        }
+    }
+    let mut figures = Vec::new();
+    for study in &studies {
+        for m in [Metric::PeakAllocated, Metric::StepTime, Metric::TokensPerS] {
+            let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+            for (i, e) in history.iter().enumerate() {
+                for c in e.configs.iter().filter(|c| c.study == *study) {
+                    let Some(est) = c
+                        .metrics
+                        .get(m.name())
+                        .and_then(|s| stats::median_interval(s, stats::LEVEL))
+                    else {
+                        continue;
+                    };
+                    let point = ((i + 1) as f64, m.display(est.median));
+                    match lines.iter_mut().find(|l| l.0 == c.config) {
+                        Some(l) => l.1.push(point),
+                        None => lines.push((c.config.clone(), vec![point])),
+                    }
+                }
+            }
+            if lines.is_empty() {
+                continue;
+            }
+            figures.push(Figure {
+                name: format!("history_{study}_{}", m.name()),
+                title: format!("{study}: {} per nightly run", m.title()),
+                x_label: "nightly run (numbers in the runs table below)".into(),
+                y_label: m.title().into(),
+                series: lines
+                    .into_iter()
+                    .map(|(label, points)| {
+                        if points.len() == 1 {
+                            Series::scatter(label, points)
+                        } else {
+                            Series::line(label, points)
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            });
+        }
+    }
+    Section {
+        title: "History".into(),
+        claim: "Every nightly run of the history store, per study and key metric.".into(),
+        ours: format!(
+            "{} runs from {} to {}; each point is a configuration's median in one run.",
+            history.len(),
+            history.first().map_or("", |e| e.date.as_str()),
+            history.last().map_or("", |e| e.date.as_str())
+        ),
+        notes: Vec::new(),
+        tables: Vec::new(),
+        figures,
+    }
+}
+
+fn runs_table(history: &[HistoryEntry]) -> Table {
+    Table {
+        caption: "The nightly runs (number as on the figures' x axes)".into(),
+        columns: [
+            "Run",
+            "Id",
+            "Revision",
+            "Profile",
+            "Backend",
+            "Device",
+            "Configurations (ok)",
+            "Wall time (s)",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows: history
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let wall = chrono::DateTime::parse_from_rfc3339(&e.finished_at)
+                    .ok()
+                    .zip(chrono::DateTime::parse_from_rfc3339(&e.started_at).ok())
+                    .map_or("–".into(), |(f, s)| {
+                        format!("{:.0}", (f - s).num_milliseconds() as f64 / 1e3)
+                    });
+                vec![
+                    (i + 1).to_string(),
+                    e.id.clone(),
+                    e.git_revision.clone(),
+                    e.profile.to_string(),
+                    e.backend.clone(),
+                    e.device.clone(),
+                    format!(
+                        "{} ({})",
+                        e.configs.len(),
+                        e.configs.iter().filter(|c| c.status == "ok").count()
+                    ),
+                    wall,
+                ]
+            })
+            .collect(),
+        notes: Vec::new(),
+    }
+}
+
+/// The experiment files of a nightly run: `files` when given, else every study of
+/// `experiments_dir`.
+///
+/// # Errors
+/// Those of [`Study::discover`].
+pub fn experiment_files(files: Vec<PathBuf>, experiments_dir: &Path) -> Result<Vec<PathBuf>> {
+    if files.is_empty() {
+        Study::discover(experiments_dir)
+    } else {
+        Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noisy(center: f64, spread: f64, n: usize) -> Vec<f64> {
+        // Deterministic samples spread evenly over center * (1 +- spread).
+        (0..n)
+            .map(|i| center * (1.0 + spread * (2.0 * i as f64 / (n - 1) as f64 - 1.0)))
+            .collect()
+    }
+
+    #[test]
+    fn a_clear_slowdown_is_a_regression_and_a_speedup_an_improvement() {
+        let before = noisy(100.0, 0.01, 21);
+        let k = classify(&before, &noisy(130.0, 0.01, 21), true, 0.05);
+        assert_eq!(k.verdict, Verdict::Regressed);
+        let d = k.change.unwrap();
+        assert!(d.lo > 0.05 && d.median > 0.29 && d.median < 0.31, "{d:?}");
+        let k = classify(&before, &noisy(70.0, 0.01, 21), true, 0.05);
+        assert_eq!(k.verdict, Verdict::Improved);
+        // Throughput: larger is better, so the same moves flip.
+        assert_eq!(
+            classify(&before, &noisy(130.0, 0.01, 21), false, 0.05).verdict,
+            Verdict::Improved
+        );
+        assert_eq!(
+            classify(&before, &noisy(70.0, 0.01, 21), false, 0.05).verdict,
+            Verdict::Regressed
+        );
+    }
+
+    #[test]
+    fn a_small_or_uncertain_change_is_within_noise() {
+        let before = noisy(100.0, 0.01, 21);
+        // 3% slower: below the 5% threshold.
+        assert_eq!(
+            classify(&before, &noisy(103.0, 0.01, 21), true, 0.05).verdict,
+            Verdict::WithinNoise
+        );
+        // 10% slower in the median, but the samples spread +-30%: the interval of the change
+        // reaches inside the threshold (criterion's rule), so it is not called a regression.
+        let k = classify(&before, &noisy(110.0, 0.3, 21), true, 0.05);
+        assert_eq!(k.verdict, Verdict::WithinNoise, "{:?}", k.change);
+        assert!(k.change.unwrap().median > 0.05);
+        // Identical single values.
+        assert_eq!(
+            classify(&[1e9], &[1e9], true, 0.05).verdict,
+            Verdict::WithinNoise
+        );
+        assert_eq!(
+            classify(&[0.0], &[0.0], true, 0.05).verdict,
+            Verdict::WithinNoise
+        );
+    }
+
+    #[test]
+    fn single_values_are_judged_by_the_threshold() {
+        assert_eq!(
+            classify(&[1000.0], &[1100.0], true, 0.05).verdict,
+            Verdict::Regressed
+        );
+        assert_eq!(
+            classify(&[1000.0], &[1040.0], true, 0.05).verdict,
+            Verdict::WithinNoise
+        );
+        assert_eq!(
+            classify(&[0.0], &[10.0], true, 0.05).verdict,
+            Verdict::Regressed
+        );
+    }
+
+    #[test]
+    fn missing_previous_is_new_and_missing_now_is_missing() {
+        let k = classify(&[], &[1.0, 2.0], true, 0.05);
+        assert_eq!((k.verdict, k.change), (Verdict::New, None));
+        assert!(!k.verdict.is_regression());
+        let k = classify(&[1.0], &[], true, 0.05);
+        assert_eq!(k.verdict, Verdict::Missing);
+        assert!(k.verdict.is_regression());
+        let k = classify(&[], &[], true, 0.05);
+        assert_eq!(k.verdict, Verdict::NotMeasured);
+        assert!(!k.verdict.is_regression());
+    }
+
+    fn entry(id: &str, profile: Profile, configs: Vec<(&str, f64)>) -> HistoryEntry {
+        HistoryEntry {
+            schema: HISTORY_SCHEMA,
+            id: id.into(),
+            date: id[..10].into(),
+            started_at: "2026-11-20T00:00:00+00:00".into(),
+            finished_at: "2026-11-20T00:10:00+00:00".into(),
+            git_revision: "abc".into(),
+            profile,
+            backend: "flex".into(),
+            device: "cpu".into(),
+            configs: configs
+                .into_iter()
+                .map(|(name, step)| ConfigEntry {
+                    study: "s".into(),
+                    config: name.into(),
+                    label: name.into(),
+                    keys: vec![],
+                    status: "ok".into(),
+                    reason: None,
+                    samples: "steps".into(),
+                    metrics: BTreeMap::from([(
+                        Metric::StepTime.name().to_string(),
+                        noisy(step, 0.01, 11),
+                    )]),
+                })
+                .collect(),
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn changes_compare_with_the_latest_run_of_the_same_profile() {
+        let history = vec![
+            entry(
+                "2026-11-20T000000Z-a",
+                Profile::Smoke,
+                vec![("x", 1.0), ("y", 1.0)],
+            ),
+            entry("2026-11-21T000000Z-b", Profile::Cpu, vec![("x", 5.0)]),
+            entry("2026-11-22T000000Z-c", Profile::Smoke, vec![("x", 1.5)]),
+            entry(
+                "2026-11-23T000000Z-d",
+                Profile::Smoke,
+                vec![("x", 1.0), ("y", 1.0), ("z", 1.0)],
+            ),
+        ];
+        let ch = changes(&history, 0.05);
+        let step = |c: &ConfigChange| {
+            c.metrics
+                .iter()
+                .find(|(m, _)| *m == Metric::StepTime)
+                .unwrap()
+                .1
+                .verdict
+        };
+        // x: against c (1.5 -> 1.0), not the cpu run b.
+        assert_eq!(ch[0].against.as_deref(), Some("2026-11-22T000000Z-c"));
+        assert_eq!(step(&ch[0]), Verdict::Improved);
+        // y: c lacks it, so a.
+        assert_eq!(ch[1].against.as_deref(), Some("2026-11-20T000000Z-a"));
+        assert_eq!(step(&ch[1]), Verdict::WithinNoise);
+        // z: never measured before.
+        assert_eq!(
+            (ch[2].against.as_deref(), step(&ch[2])),
+            (None, Verdict::New)
+        );
+    }
+
+    #[test]
+    fn history_refuses_other_schemas_and_duplicate_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = entry("2026-11-20T000000Z-a", Profile::Smoke, vec![("x", 1.0)]);
+        append(dir.path(), &e).unwrap();
+        assert!(append(dir.path(), &e).is_err());
+        assert_eq!(load(dir.path()).unwrap(), vec![e.clone()]);
+        let mut other = e;
+        other.id = "2026-11-21T000000Z-b".into();
+        other.schema = 99;
+        append(dir.path(), &other).unwrap();
+        let msg = load(dir.path()).unwrap_err().to_string();
+        assert!(
+            msg.contains("2026-11-21T000000Z-b.json") && msg.contains("schema"),
+            "{msg}"
+        );
+    }
+}

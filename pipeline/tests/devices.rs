@@ -1,0 +1,199 @@
+//! The multi-device sweep with fake devices and a fake job runner that logs which device ran
+//! which job and when; and the Slurm job-array scripts of `memwall sweep --emit slurm`.
+
+mod common;
+
+use memwall::driver;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A smoke study of `n` layers and `n` configurations (checkpoint intervals 1 to `n`).
+fn study(dir: &Path, n: usize) -> PathBuf {
+    let mut text = format!(
+        r#"
+[study]
+name = "devices"
+title = "Devices"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[train]
+lr = 3e-3
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ layers = {n}, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = 2, warmup_steps = 1, eval_batches = 1 }}
+"#,
+        common::excerpt().display()
+    );
+    for i in 0..n {
+        text += &format!(
+            "[[configs]]\nname = \"c{i}\"\ncontrol = {}\ncheckpoint = {}\n",
+            i == 0,
+            i + 1
+        );
+    }
+    let path = dir.join("devices.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn jobs_queue_across_devices_one_at_a_time_per_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = study(dir.path(), 7);
+    let log = dir.path().join("device.log");
+    // The fake runner: `sh -c SCRIPT fake --job FILE --out DIR`; logs its device, the job
+    // folder and start and end times (ns), holding the device for 0.3 s.
+    let script = format!(
+        "echo \"start $MEMWALL_DEVICE $(date +%s%N) $4\" >> {log}; sleep 0.3; \
+         echo \"end $MEMWALL_DEVICE $(date +%s%N) $4\" >> {log}",
+        log = log.display()
+    );
+    let mut opts = common::smoke_options();
+    opts.runner = ("/bin/sh".into(), vec!["-c".into(), script, "fake".into()]);
+    opts.devices = vec!["d0".into(), "d1".into(), "d2".into()];
+    let paths = common::temp_paths(dir.path());
+    let out = driver::sweep(&exp, &paths, &opts).unwrap();
+    assert_eq!(out.ran, 7);
+    // The fake runner writes no record: every job is recorded as failed, none lost.
+    assert_eq!(out.unfinished.len(), 7);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    // device -> [(start, end, job dir)]
+    let mut spans: BTreeMap<String, Vec<(u128, u128, String)>> = BTreeMap::new();
+    let mut starts: BTreeMap<String, u128> = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (what, device, t, job) = (f[0], f[1], f[2].parse::<u128>().unwrap(), f[3]);
+        match what {
+            "start" => {
+                starts.insert(job.to_string(), t);
+            }
+            _ => {
+                spans
+                    .entry(device.to_string())
+                    .or_default()
+                    .push((starts[job], t, job.to_string()))
+            }
+        }
+    }
+    let jobs: BTreeSet<&String> = spans.values().flatten().map(|s| &s.2).collect();
+    assert_eq!(jobs.len(), 7, "every job ran once: {text}");
+    assert!(spans.keys().all(|d| d.starts_with("cpu:d")), "{text}");
+    for (device, s) in &mut spans {
+        s.sort();
+        for w in s.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{device} ran two jobs at once: {text}");
+        }
+    }
+    // The devices worked at the same time: some job on one device overlapped one on another.
+    let all: Vec<(&String, &(u128, u128, String))> = spans
+        .iter()
+        .flat_map(|(d, s)| s.iter().map(move |x| (d, x)))
+        .collect();
+    let overlap = all
+        .iter()
+        .any(|(d, a)| all.iter().any(|(e, b)| d != e && a.0 < b.1 && b.0 < a.1));
+    assert!(spans.len() >= 2 && overlap, "no parallelism: {text}");
+}
+
+#[test]
+fn emit_slurm_writes_one_array_task_per_job_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = study(dir.path(), 2);
+    let slurm = dir.path().join("slurm");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(dir.path())
+        .args([
+            "sweep",
+            "--emit",
+            "slurm",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+        ])
+        .arg(&exp)
+        .arg("--slurm-dir")
+        .arg(&slurm)
+        .args(["--partition", "gpu", "--time", "01:00:00"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The keys of the array are the driver's job keys.
+    let (_, _, jobs) = driver::plan_jobs(
+        &exp,
+        &memwall::driver::Paths {
+            cache: dir.path().join(".memwall/cache"),
+            ..common::temp_paths(dir.path())
+        },
+        &common::smoke_options(),
+    )
+    .unwrap();
+    let tsv = std::fs::read_to_string(slurm.join("jobs.tsv")).unwrap();
+    let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), jobs.len());
+    for (i, (row, job)) in rows.iter().zip(&jobs).enumerate() {
+        assert_eq!(row, &vec![i.to_string().as_str(), &job.key(), &job.config]);
+    }
+    let array = std::fs::read_to_string(slurm.join("array.sbatch")).unwrap();
+    assert!(array.starts_with("#!/bin/bash\n"), "{array}");
+    for line in [
+        "#SBATCH --array=0-1",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=01:00:00",
+        "SLURM_ARRAY_TASK_ID",
+        "--profile smoke --device cpu --backend flex",
+        "--keys \"$key\"",
+    ] {
+        assert!(array.contains(line), "missing {line}: {array}");
+    }
+    // A CPU study asks for no GPU.
+    assert!(!array.contains("--gres"), "{array}");
+    let final_job = std::fs::read_to_string(slurm.join("final.sbatch")).unwrap();
+    assert!(final_job.contains(" report "), "{final_job}");
+    let submit = std::fs::read_to_string(slurm.join("submit.sh")).unwrap();
+    assert!(submit.contains("--dependency=afterany:"), "{submit}");
+    // The scripts are valid bash.
+    for f in ["array.sbatch", "final.sbatch", "submit.sh"] {
+        let st = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(slurm.join(f))
+            .status()
+            .unwrap();
+        assert!(st.success(), "{f} is not valid bash");
+    }
+    // One array task, run as Slurm would run it (SLURM_ARRAY_TASK_ID=1), writes that job's
+    // record into the shared store.
+    let st = std::process::Command::new("bash")
+        .arg(slurm.join("array.sbatch"))
+        .current_dir(dir.path())
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let record = memwall::results::read_record(&memwall::results::record_dir(
+        &dir.path().join("runs"),
+        "devices",
+        &jobs[1].key(),
+    ))
+    .unwrap()
+    .expect("the task's record");
+    assert_eq!(record.spec.config, "c1");
+    assert!(memwall::results::read_record(&memwall::results::record_dir(
+        &dir.path().join("runs"),
+        "devices",
+        &jobs[0].key()
+    ))
+    .unwrap()
+    .is_none());
+}

@@ -1,0 +1,178 @@
+//! Nightly runs: the history store, the change since the last run, and the exit status of
+//! `--fail-on-regression`, through the real `memwall` binary.
+
+mod common;
+
+use memwall::nightly::{self, ConfigEntry, HistoryEntry, Metric, HISTORY_SCHEMA};
+use memwall::spec::Profile;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+fn memwall() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memwall"))
+}
+
+/// A history entry of one configuration whose step times spread 1% around `step_s`.
+fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
+    let steps: Vec<f64> = (0..11)
+        .map(|i| step_s * (1.0 + 0.01 * (i as f64 / 5.0 - 1.0)))
+        .collect();
+    HistoryEntry {
+        schema: HISTORY_SCHEMA,
+        id: id.into(),
+        date: id[..10].into(),
+        started_at: format!("{}T00:00:00+00:00", &id[..10]),
+        finished_at: format!("{}T00:05:00+00:00", &id[..10]),
+        git_revision: id[id.len() - 7..].into(),
+        profile: Profile::Smoke,
+        backend: "flex".into(),
+        device: "test CPU".into(),
+        configs: vec![ConfigEntry {
+            study: "peak_memory".into(),
+            config: "control".into(),
+            label: "control".into(),
+            keys: vec!["0123456789abcdef".into()],
+            status: "ok".into(),
+            reason: None,
+            samples: "steps".into(),
+            metrics: BTreeMap::from([
+                (Metric::StepTime.name().to_string(), steps),
+                (Metric::PeakAllocated.name().to_string(), vec![peak]),
+            ]),
+        }],
+        errors: vec![],
+    }
+}
+
+fn history_cmd(history: &Path, reports: &Path, fail: bool) -> std::process::Output {
+    let mut c = memwall();
+    c.arg("history")
+        .arg("--history")
+        .arg(history)
+        .arg("--reports")
+        .arg(reports)
+        .arg("--templates")
+        .arg(common::root().join("templates"));
+    if fail {
+        c.arg("--fail-on-regression");
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn fail_on_regression_sets_the_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let (history, reports) = (dir.path().join("history"), dir.path().join("reports"));
+    nightly::append(&history, &entry("2026-11-21T020000Z-aaaaaaa", 0.100, 1e8)).unwrap();
+    // Same speed, same memory: within noise, exit 0 even with --fail-on-regression.
+    nightly::append(&history, &entry("2026-11-22T020000Z-bbbbbbb", 0.101, 1e8)).unwrap();
+    let out = history_cmd(&history, &reports, true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 20% slower: a regression; the exit status says so only with --fail-on-regression.
+    nightly::append(&history, &entry("2026-11-23T020000Z-ccccccc", 0.121, 1e8)).unwrap();
+    let out = history_cmd(&history, &reports, false);
+    assert!(out.status.success());
+    let out = history_cmd(&history, &reports, true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("peak_memory/control step_time_s: regressed (+19."),
+        "{stderr}"
+    );
+    // The nightly page: the change table and a history figure per key metric.
+    let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
+    assert!(page.contains("Change since the last run"), "{page}");
+    assert!(page.contains("regressed"), "{page}");
+    // Compared with the run before: number 2 of the runs table.
+    assert!(page.contains("| run 2 (bbbbbbb) |"), "{page}");
+    assert!(page.contains("2026-11-22T020000Z-bbbbbbb"), "{page}");
+    for m in ["step_time_s", "peak_allocated_bytes"] {
+        let svg = reports.join(format!("nightly/figures/history_peak_memory_{m}.svg"));
+        assert!(svg.exists(), "{} missing", svg.display());
+    }
+}
+
+#[test]
+fn an_unreadable_history_entry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history");
+    std::fs::create_dir_all(&history).unwrap();
+    std::fs::write(history.join("2026-11-23T000000Z-x.json"), "{\"schema\": 1}").unwrap();
+    let out = history_cmd(&history, &dir.path().join("reports"), false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("2026-11-23T000000Z-x.json"), "{stderr}");
+    // An empty history: a clear error, not an empty page.
+    let out = history_cmd(&dir.path().join("none"), &dir.path().join("reports"), false);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memwall nightly"));
+}
+
+/// Two real nightly runs of a one-configuration smoke study on the CPU: two history entries,
+/// the second compared with the first.
+#[test]
+fn two_nightly_runs_append_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("nightly_smoke.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            r#"
+[study]
+name = "nightly_smoke"
+title = "Nightly smoke"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[train]
+lr = 3e-3
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = 6, warmup_steps = 1, eval_batches = 1 }}
+[[configs]]
+name = "control"
+control = true
+"#,
+            common::excerpt().display()
+        ),
+    )
+    .unwrap();
+    let run = || {
+        memwall()
+            .current_dir(dir.path())
+            .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
+            .arg(&exp)
+            .arg("--templates")
+            .arg(common::root().join("templates"))
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let out = run();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let history = nightly::load(&dir.path().join("history")).unwrap();
+    assert_eq!(history.len(), 2);
+    let last = &history[1];
+    assert_eq!(last.profile, Profile::Smoke);
+    let c = &last.configs[0];
+    assert_eq!((c.config.as_str(), c.status.as_str()), ("control", "ok"));
+    // One run: its 6 timed steps (the warm-up step excluded) are the step-time samples.
+    assert_eq!(c.metrics[Metric::StepTime.name()].len(), 6);
+    assert!(c.metrics[Metric::PeakAllocated.name()][0] > 0.0);
+    let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    assert_eq!(changes[0].against.as_deref(), Some(history[0].id.as_str()));
+    let page = std::fs::read_to_string(dir.path().join("reports/nightly/report.md")).unwrap();
+    assert!(page.contains(&last.id), "{page}");
+    // The study's own report is rendered too.
+    assert!(dir.path().join("reports/nightly_smoke/index.html").exists());
+}
