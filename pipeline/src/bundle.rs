@@ -530,7 +530,7 @@ done
 [ -d reference/results ] && files+=(reference/results)
 tar czf results.tar.gz.partial --exclude='*.tmp-*' "${files[@]}"
 mv results.tar.gz.partial results.tar.gz
-echo "packed $(( ${#files[@]} - 1 )) job folder(s) and the PyTorch rows into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
+echo "packed $(ls -d jobs/*/*/record.json 2>/dev/null | wc -l) record(s) and $(ls reference/results/*.json 2>/dev/null | wc -l) PyTorch row(s) into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
 echo "next, in the repository: memwall import results.tar.gz"
 "#,
     );

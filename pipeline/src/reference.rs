@@ -331,10 +331,9 @@ pub fn load_rows(runs: &Path, study: &str) -> (Vec<TorchRow>, Vec<(PathBuf, Stri
     (rows, bad)
 }
 
-const GIB: f64 = (1u64 << 30) as f64;
-
-fn gib(b: Option<u64>) -> String {
-    b.map(|b| format!("{:.2}", b as f64 / GIB))
+/// Bytes in `unit` (GiB or MiB) with two decimals, "–" when unknown.
+fn in_unit(b: Option<u64>, unit: f64) -> String {
+    b.map(|b| format!("{:.2}", b as f64 / unit))
         .unwrap_or_else(|| "–".into())
 }
 
@@ -364,7 +363,7 @@ fn memwall_row<'a>(records: &'a [JobRecord], row: &TorchRow) -> Option<&'a JobRe
 }
 
 /// The report section "memwall | PyTorch on the same GPU": one table per device with PyTorch
-/// rows, per configuration memwall's and PyTorch's peak reserved and allocated memory (GiB)
+/// rows, per configuration memwall's and PyTorch's peak reserved and allocated memory (GiB, or MiB below 1 GiB)
 /// and samples/s, each with its ratio memwall / PyTorch (memwall's latest finished record of
 /// the configuration on that device and model shape). `None` when the study has no rows.
 /// `labels` maps configuration names to display labels, in report order.
@@ -399,15 +398,35 @@ pub fn section(
         ));
     }
     for device in &devices {
+        // GiB where any peak of the device's rows reaches 1 GiB, MiB otherwise (small models).
+        let largest = rows
+            .iter()
+            .filter(|r| r.device == *device)
+            .flat_map(|r| [r.max_memory_reserved_bytes, r.max_memory_allocated_bytes])
+            .chain(
+                records
+                    .iter()
+                    .filter(|m| m.env.device_name == *device)
+                    .map(|m| m.summary.map(|s| s.peak_reserved_bytes)),
+            )
+            .flatten()
+            .max()
+            .unwrap_or(0);
+        let (unit, unit_name) = if largest >= 1 << 30 {
+            ((1u64 << 30) as f64, "GiB")
+        } else {
+            ((1u64 << 20) as f64, "MiB")
+        };
+        let gib = |b: Option<u64>| in_unit(b, unit);
         let mut table = Table {
             caption: format!("{device}: memwall and PyTorch on the same device"),
             columns: vec![
                 "configuration".into(),
-                "memwall peak reserved (GiB)".into(),
-                "PyTorch peak reserved (GiB)".into(),
+                format!("memwall peak reserved ({unit_name})"),
+                format!("PyTorch peak reserved ({unit_name})"),
                 "reserved ratio".into(),
-                "memwall peak allocated (GiB)".into(),
-                "PyTorch peak allocated (GiB)".into(),
+                format!("memwall peak allocated ({unit_name})"),
+                format!("PyTorch peak allocated ({unit_name})"),
                 "allocated ratio".into(),
                 "memwall samples/s".into(),
                 "PyTorch samples/s".into(),
