@@ -55,6 +55,14 @@ data:
     curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
     ls -l data
 
+# A bundle for a GPU machine without Rust: runner, jobs, corpus, caches, PyTorch reference and
+# run.sh, in target/gpu-bundle/ and target/gpu-bundle.tar.gz (README: "On a GPU machine without
+# Rust"), e.g. `just gpu-bundle experiments/peak_memory.toml --profile full`. Then, there,
+# `./gpu-bundle/run.sh`, and here `memwall import gpu-bundle/results.tar.gz`.
+gpu-bundle *FLAGS:
+    cargo build --release --locked --bin memwall
+    {{memwall}} bundle {{FLAGS}}
+
 # Build the slim runner carried to GPU machines: `memwall-job` with the CUDA and flex backends
 # only, size-optimized with fat LTO (the `carry` profile), stripped: target/carry/memwall-job.
 carry:

@@ -708,8 +708,20 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     if records.is_empty() {
         return Err(no_records(paths, &header.name, study_path));
     }
-    let (sections, environment) =
+    let (mut sections, environment) =
         report::training::sections(&records, header, &study.configs, &study.goals)?;
+    // PyTorch rows imported from a bundle (`runs/<study>/pytorch/`), beside memwall's.
+    let labels: Vec<(String, String)> = study
+        .configs
+        .iter()
+        .map(|c| (c.name.clone(), c.label.clone()))
+        .collect();
+    sections.extend(crate::reference::section(
+        &paths.runs,
+        &header.name,
+        &records.records,
+        &labels,
+    ));
     let doc = ReportDoc::new(header, sections, environment);
     let out_dir = paths.reports.join(&header.name);
     let rendered = report::render(&doc, &paths.templates, &out_dir)?;

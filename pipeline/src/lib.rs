@@ -14,11 +14,13 @@
 #![warn(missing_docs)]
 
 pub mod autodiff_example;
+pub mod bundle;
 pub mod data;
 pub mod demos;
 pub mod driver;
 pub mod nightly;
 pub mod plan_cmd;
+pub mod reference;
 pub mod report;
 pub mod results;
 pub mod slurm;

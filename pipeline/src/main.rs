@@ -69,6 +69,46 @@ struct RunArgs {
     repeats: Option<usize>,
 }
 
+#[derive(Args)]
+struct BundleArgs {
+    /// Experiment files (default: experiments/peak_memory.toml).
+    experiments: Vec<PathBuf>,
+    /// Size profile: smoke, cpu or full (default: full for cuda, cpu for flex/ndarray).
+    #[arg(long)]
+    profile: Option<Profile>,
+    /// Backend the jobs run on there: cuda, flex or ndarray.
+    #[arg(long, default_value = "cuda")]
+    target: String,
+    /// Bundle folder (the archive is written beside it as <out>.tar.gz).
+    #[arg(long, default_value = "target/gpu-bundle")]
+    out: PathBuf,
+    /// Runner binary to carry (default: target/carry/memwall-job if built, else
+    /// target/release/memwall-job).
+    #[arg(long)]
+    runner: Option<PathBuf>,
+    /// CubeCL autotune cache (.tgz of a cache root holding cubecl/autotune/...) to carry.
+    #[arg(long)]
+    autotune_cache: Option<PathBuf>,
+    /// PyTorch reference script to carry ("none" leaves the PyTorch column out).
+    #[arg(long, default_value = "reference/torch_peak_memory.py")]
+    torch_script: String,
+    /// Write only the folder, no .tar.gz.
+    #[arg(long)]
+    no_archive: bool,
+    /// Corpus file (TinyStories .txt or .parquet); overrides the experiment files.
+    #[arg(long, env = "MEMWALL_DATA")]
+    data: Option<PathBuf>,
+    /// Bundle only these configurations (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// CUDA: release the pool's free pages at every step boundary in every job.
+    #[arg(long)]
+    memory_cleanup: bool,
+    /// CUDA: the memory pool of every job, `exact_size` or `sliced`.
+    #[arg(long)]
+    memory_pool: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run every study in the experiments directory and render their reports.
@@ -208,6 +248,33 @@ enum Cmd {
         reports: PathBuf,
         #[arg(long, default_value = "templates")]
         templates: PathBuf,
+    },
+    /// Write a bundle for a machine without Rust (e.g. a GPU machine): the runner, the job
+    /// files, the tokenized corpus, the kernel and autotune caches, the PyTorch reference and a
+    /// run.sh that runs every job and packs the records; plus `<out>.tar.gz`.
+    Bundle(BundleArgs),
+    /// Merge the records of a bundle (folder, bundle archive or its results.tar.gz) into the
+    /// record store, after checking each against the local experiment file, and re-render the
+    /// reports of the studies it holds.
+    Import {
+        /// Bundle folder, `<bundle>.tar.gz` or the `results.tar.gz` its run.sh packed.
+        source: PathBuf,
+        /// Record store.
+        #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+        runs: PathBuf,
+        /// Directory of the local experiment files (a study is found by its name).
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
+        #[arg(long, default_value = "templates")]
+        templates: PathBuf,
+        /// Replace records already in the store.
+        #[arg(long)]
+        force: bool,
+        /// Import the records that match and list the others (default: refuse the import).
+        #[arg(long)]
+        skip_mismatched: bool,
     },
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
@@ -445,6 +512,24 @@ fn main() -> Result<()> {
             let out = memwall::nightly::render(&history, &paths, noise_threshold)?;
             nightly_verdict(&out, fail_on_regression)
         }
+        Cmd::Bundle(args) => bundle(&args),
+        Cmd::Import {
+            source,
+            runs,
+            experiments,
+            reports,
+            templates,
+            force,
+            skip_mismatched,
+        } => {
+            let paths = Paths {
+                runs,
+                reports,
+                templates,
+                ..Paths::default()
+            };
+            import(&source, &experiments, &paths, force, skip_mismatched)
+        }
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
@@ -632,4 +717,105 @@ fn export_jobs(
         std::fs::write(dir.join("job.json"), serde_json::to_vec_pretty(job)?)?;
     }
     Ok(jobs.len())
+}
+
+/// `memwall bundle`: writes the bundle and prints its size and what to do next.
+fn bundle(a: &BundleArgs) -> Result<()> {
+    let paths = Paths::default();
+    let runner = a.runner.clone().unwrap_or_else(|| {
+        let carry = PathBuf::from("target/carry/memwall-job");
+        if carry.is_file() {
+            carry
+        } else {
+            PathBuf::from("target/release/memwall-job")
+        }
+    });
+    let torch_script = (a.torch_script != "none").then(|| PathBuf::from(&a.torch_script));
+    if let Some(s) = &torch_script {
+        if !s.is_file() {
+            bail!(
+                "--torch-script {}: no such file (\"none\" leaves the PyTorch column out)",
+                s.display()
+            );
+        }
+    }
+    let req = memwall::bundle::BundleRequest {
+        experiments: if a.experiments.is_empty() {
+            vec![PathBuf::from("experiments/peak_memory.toml")]
+        } else {
+            a.experiments.clone()
+        },
+        profile: a.profile,
+        target: a.target.parse()?,
+        out: a.out.clone(),
+        runner,
+        data: a.data.clone(),
+        only: a.only.clone(),
+        memory_cleanup: a.memory_cleanup,
+        memory_pool: a.memory_pool.as_deref().map(memory_pool).transpose()?,
+        autotune_cache: a.autotune_cache.clone(),
+        torch_script,
+        archive: !a.no_archive,
+    };
+    let s = memwall::bundle::bundle(&req, &paths)?;
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    for st in &s.manifest.studies {
+        println!("{}: {} job(s)", st.name, st.jobs.len());
+        for (c, why) in &st.left_out {
+            println!("  left out {c}: {why}");
+        }
+    }
+    println!(
+        "bundle {} ({:.1} MiB, runner {}stripped)",
+        s.dir.display(),
+        mib(s.dir_bytes),
+        if s.stripped { "" } else { "not " }
+    );
+    if let Some(a) = &s.archive {
+        println!("archive {} ({:.1} MiB)", a.display(), mib(s.archive_bytes));
+    }
+    println!(
+        "on the other machine: unpack, run `./{}/run.sh`, copy back {}/{} and run `memwall import` on it",
+        s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        memwall::bundle::RESULTS_ARCHIVE
+    );
+    Ok(())
+}
+
+/// `memwall import`: merges a bundle's records and re-renders the reports of its studies.
+fn import(
+    source: &Path,
+    experiments: &Path,
+    paths: &Paths,
+    force: bool,
+    skip_mismatched: bool,
+) -> Result<()> {
+    let req = memwall::bundle::ImportRequest {
+        source: source.to_path_buf(),
+        runs: paths.runs.clone(),
+        experiments: experiments.to_path_buf(),
+        scratch: paths.cache.join("import"),
+        force,
+        skip_mismatched,
+    };
+    let s = memwall::bundle::import(&req)?;
+    eprintln!(
+        "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s)",
+        source.display(),
+        s.imported,
+        s.already,
+        paths.runs.display(),
+        s.torch_rows
+    );
+    for (p, why) in &s.refused {
+        eprintln!("  refused {}: {why}", p.display());
+    }
+    for f in &s.studies {
+        report_study(f, paths)?;
+    }
+    if !s.refused.is_empty() {
+        bail!("{} record(s) refused", s.refused.len());
+    }
+    Ok(())
 }

@@ -1,0 +1,822 @@
+//! GPU bundles and their import: two stages of the pipeline for a machine without Rust.
+//!
+//! - [`bundle`] writes one folder (and a `.tar.gz` of it) holding the runner binary, the job
+//!   files of one or more studies, their tokenized corpus, the CubeCL kernel and autotune
+//!   caches, the PyTorch reference script with its configurations, a `manifest.json` and a
+//!   `run.sh`. On the other machine `run.sh` checks the device (and NVRTC for CUDA), runs every
+//!   job that has no record yet (one process each, resuming), runs the PyTorch reference when
+//!   `python3 -c "import torch"` works, and packs the records into `results.tar.gz`.
+//! - [`import`] reads that archive (or the bundle folder itself), checks every record against
+//!   the job the local experiment file produces (same key, readable as this memwall's record
+//!   schema), and writes the records into the record store (`runs/<study>/<key>/`) through
+//!   [`results::write_record`], as the sweep does; PyTorch reference rows go to
+//!   `runs/<study>/pytorch/` ([`crate::reference`]). The caller then re-renders the reports.
+//!
+//! Paths inside the bundle's job files are relative to the bundle folder (`run.sh` starts the
+//! runner there), so the folder can be copied anywhere.
+
+use crate::data;
+use crate::device::BackendKind;
+use crate::driver::Paths;
+use crate::reference::{self, TorchRow};
+use crate::results::{self, JobRecord};
+use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// `format` field of a bundle's `manifest.json`.
+pub const MANIFEST_FORMAT: &str = "memwall-bundle/1";
+/// Name of the archive `run.sh` packs the records into.
+pub const RESULTS_ARCHIVE: &str = "results.tar.gz";
+/// Folder (inside the bundle) of the PyTorch reference script, its plan and its results.
+const REFERENCE_DIR: &str = "reference";
+
+/// What to bundle.
+#[derive(Debug, Clone)]
+pub struct BundleRequest {
+    /// Experiment files (training studies; others are left out with a note).
+    pub experiments: Vec<PathBuf>,
+    /// Size profile (`None`: `full` for CUDA, `cpu` for a CPU backend).
+    pub profile: Option<Profile>,
+    /// Backend the jobs run on there.
+    pub target: BackendKind,
+    /// The bundle folder; the archive is written beside it as `<out>.tar.gz`.
+    pub out: PathBuf,
+    /// The runner binary to carry (`memwall-job`); stripped into the bundle when `strip` exists.
+    pub runner: PathBuf,
+    /// Corpus override (`--data`), as for `memwall run`.
+    pub data: Option<PathBuf>,
+    /// Only these configurations (all when empty).
+    pub only: Vec<String>,
+    /// Release the pool's free pages at every step boundary in every job (a key field on CUDA).
+    pub memory_cleanup: bool,
+    /// The memory pool of every job (a key field on CUDA).
+    pub memory_pool: Option<MemoryPool>,
+    /// A `.tgz` of a CubeCL cache root (holding `cubecl/autotune/...`) unpacked into the
+    /// bundle's cache folder, e.g. the H100 run's `cubecl-autotune-cache-h100.tgz`.
+    pub autotune_cache: Option<PathBuf>,
+    /// The PyTorch reference script to carry (`reference/torch_peak_memory.py`); `None` leaves
+    /// the PyTorch column out.
+    pub torch_script: Option<PathBuf>,
+    /// Also write `<out>.tar.gz`.
+    pub archive: bool,
+}
+
+/// One study of a bundle, as recorded in its manifest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BundledStudy {
+    /// `[study] name`.
+    pub name: String,
+    /// The experiment file the jobs were expanded from (as given on the command line).
+    pub experiment: PathBuf,
+    /// Fingerprint of the tokenized corpus the jobs train on.
+    pub fingerprint: String,
+    /// (configuration, job key) of every bundled job.
+    pub jobs: Vec<(String, String)>,
+    /// (configuration, reason) of configurations left out.
+    pub left_out: Vec<(String, String)>,
+}
+
+/// `manifest.json` of a bundle (also packed into `results.tar.gz`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// [`MANIFEST_FORMAT`].
+    pub format: String,
+    /// RFC 3339 time the bundle was written.
+    pub created_at: String,
+    /// `git rev-parse --short HEAD` of the repository it was written from (`unknown` outside
+    /// git); `run.sh` passes it to the jobs as `MEMWALL_GIT_REVISION`.
+    pub git_revision: String,
+    /// memwall's version.
+    pub memwall_version: String,
+    /// Backend of the jobs.
+    pub target: BackendKind,
+    /// Size profile of the jobs.
+    pub profile: Profile,
+    /// `--memory-cleanup` applied to every job.
+    pub memory_cleanup: bool,
+    /// `--memory-pool` applied to every job.
+    pub memory_pool: Option<MemoryPool>,
+    /// The studies.
+    pub studies: Vec<BundledStudy>,
+}
+
+/// What [`bundle`] wrote.
+#[derive(Debug, Clone)]
+pub struct BundleSummary {
+    /// The bundle folder.
+    pub dir: PathBuf,
+    /// The archive, when asked for.
+    pub archive: Option<PathBuf>,
+    /// Bytes of the folder's files.
+    pub dir_bytes: u64,
+    /// Bytes of the archive (0 without one).
+    pub archive_bytes: u64,
+    /// The manifest written.
+    pub manifest: Manifest,
+    /// Whether the runner was stripped.
+    pub stripped: bool,
+}
+
+/// Writes a bundle: `<out>/{manifest.json, run.sh, bin/memwall-job, jobs/<study>/<key>/job.json,
+/// data/<fingerprint>/, cache/cubecl/, reference/}` and, when asked, `<out>.tar.gz`.
+///
+/// Checkmate configurations are left out (their plan stage needs `memwall`'s solver, which the
+/// slim runner lacks) and so are configurations of non-training studies; the manifest lists
+/// them with the reason.
+///
+/// # Errors
+/// Invalid experiment files (naming file and field), a missing corpus or runner, an `--only`
+/// name that no study has, and I/O errors naming the path.
+pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
+    if req.experiments.is_empty() {
+        bail!("no experiment files to bundle");
+    }
+    if !req.runner.is_file() {
+        bail!(
+            "runner {} not found: build it with `just carry` (slim CUDA runner) or `cargo build \
+             --release --locked --bin memwall-job`, or name one with --runner",
+            req.runner.display()
+        );
+    }
+    let profile = req.profile.unwrap_or(if req.target.is_gpu() {
+        Profile::Full
+    } else {
+        Profile::Cpu
+    });
+    let out = &req.out;
+    if out.join("manifest.json").exists() {
+        // A previous bundle: rewritten in place, its records (if any) are kept.
+        tracing::info!("{}: rewriting the bundle in place", out.display());
+    }
+    std::fs::create_dir_all(out.join("bin"))
+        .with_context(|| format!("creating {}", out.join("bin").display()))?;
+    let stripped = copy_runner(&req.runner, &out.join("bin").join("memwall-job"))?;
+    let cache_rel = PathBuf::from("cache").join("cubecl");
+    std::fs::create_dir_all(out.join(&cache_rel))?;
+    if let Some(tgz) = &req.autotune_cache {
+        unpack_tgz(tgz, &out.join("cache"))
+            .with_context(|| format!("unpacking the autotune cache {}", tgz.display()))?;
+    }
+    let mut studies = Vec::new();
+    let mut torch_plans = Vec::new();
+    let mut matched_only = vec![false; req.only.len()];
+    for experiment in &req.experiments {
+        let study = Study::load(experiment, profile, req.data.as_deref())?;
+        if study.header.kind != StudyKind::Training {
+            eprintln!(
+                "{}: `{}` runs in-process in memwall, not as jobs: left out of the bundle",
+                experiment.display(),
+                study.header.name
+            );
+            continue;
+        }
+        let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+            continue;
+        };
+        let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
+        let data_rel = PathBuf::from("data").join(&prepared.fingerprint);
+        std::fs::create_dir_all(out.join(&data_rel))?;
+        for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
+            let to = out.join(&data_rel).join(f);
+            std::fs::copy(prepared.dir.join(f), &to)
+                .with_context(|| format!("copying {f} to {}", to.display()))?;
+        }
+        let mut carried = prepared.clone();
+        carried.dir = data_rel;
+        let mut bundled = BundledStudy {
+            name: study.header.name.clone(),
+            experiment: experiment.clone(),
+            fingerprint: prepared.fingerprint.clone(),
+            jobs: Vec::new(),
+            left_out: Vec::new(),
+        };
+        let mut jobs = Vec::new();
+        for mut job in study.jobs(req.target, 0, &carried) {
+            if !req.only.is_empty() {
+                match req.only.iter().position(|o| o == &job.config) {
+                    Some(i) => matched_only[i] = true,
+                    None => continue,
+                }
+            }
+            if job.strategy.checkmate.is_some() {
+                bundled.left_out.push((
+                    job.config.clone(),
+                    "a Checkmate configuration is planned by `memwall run` (profiling pass, \
+                     then the MILP); the slim runner has no solver"
+                        .into(),
+                ));
+                continue;
+            }
+            apply_overrides(&mut job, req.memory_cleanup, req.memory_pool);
+            job.device_settings.cache_dir = Some(cache_rel.clone());
+            let dir = out.join("jobs").join(&job.study).join(job.key());
+            std::fs::create_dir_all(&dir)?;
+            results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
+            bundled.jobs.push((job.config.clone(), job.key()));
+            jobs.push(job);
+        }
+        if let Some(plan) = reference::plan(&study, &jobs) {
+            torch_plans.push(plan);
+        }
+        studies.push(bundled);
+    }
+    if let Some(i) = matched_only.iter().position(|m| !m) {
+        bail!(
+            "--only {}: no configuration of that name in {}",
+            req.only[i],
+            req.experiments
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if studies.iter().all(|s| s.jobs.is_empty()) {
+        bail!("nothing to bundle: no training job in the given experiment files");
+    }
+    let torch_configs = match (&req.torch_script, torch_plans.is_empty()) {
+        (Some(script), false) => {
+            let dir = out.join(REFERENCE_DIR);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::copy(script, dir.join("torch_peak_memory.py"))
+                .with_context(|| format!("copying {}", script.display()))?;
+            let mut names = Vec::new();
+            for plan in &torch_plans {
+                let file = dir.join(format!("{}.plan.json", plan.study));
+                results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
+                for c in &plan.configs {
+                    names.push((plan.study.clone(), c.name.clone()));
+                }
+            }
+            names
+        }
+        _ => Vec::new(),
+    };
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.into(),
+        created_at: chrono::Utc::now().to_rfc3339(),
+        git_revision: git_revision(),
+        memwall_version: env!("CARGO_PKG_VERSION").into(),
+        target: req.target,
+        profile,
+        memory_cleanup: req.memory_cleanup,
+        memory_pool: req.memory_pool,
+        studies,
+    };
+    results::write_atomic(
+        &out.join("manifest.json"),
+        &serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    let script = run_script(&manifest, &torch_configs);
+    let run_sh = out.join("run.sh");
+    results::write_atomic(&run_sh, script.as_bytes())?;
+    set_executable(&run_sh)?;
+    let dir_bytes = dir_size(out)?;
+    let archive = if req.archive {
+        let file = archive_path(out);
+        pack_dir(out, &file)?;
+        Some(file)
+    } else {
+        None
+    };
+    let archive_bytes = match &archive {
+        Some(a) => std::fs::metadata(a)?.len(),
+        None => 0,
+    };
+    Ok(BundleSummary {
+        dir: out.clone(),
+        archive,
+        dir_bytes,
+        archive_bytes,
+        manifest,
+        stripped,
+    })
+}
+
+/// `<out>.tar.gz` beside the folder `out`.
+pub fn archive_path(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bundle".into());
+    out.with_file_name(format!("{name}.tar.gz"))
+}
+
+/// The bundle-wide job settings (`--memory-cleanup`, `--memory-pool`), applied as the driver
+/// applies them, so the import can rebuild the same keys.
+fn apply_overrides(job: &mut JobSpec, cleanup: bool, pool: Option<MemoryPool>) {
+    job.device_settings.memory_cleanup |= cleanup;
+    if let Some(pool) = pool {
+        job.device_settings.memory_pool = pool;
+    }
+}
+
+/// Copies the runner to `to`, stripped when a `strip` program exists; returns whether it was.
+fn copy_runner(from: &Path, to: &Path) -> Result<bool> {
+    let _ = std::fs::remove_file(to);
+    let stripped = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(to)
+        .arg(from)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !stripped {
+        std::fs::copy(from, to).with_context(|| {
+            format!("copying the runner {} to {}", from.display(), to.display())
+        })?;
+    }
+    set_executable(to)?;
+    Ok(stripped)
+}
+
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("making {} executable", path.display()))
+}
+
+fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Total bytes of the regular files under `dir`.
+fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            total += dir_size(&entry.path())?;
+        } else {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Packs the folder `dir` into the gzip-compressed tar `file`, under the folder's own name
+/// (so unpacking it recreates the folder). The archive is written beside and renamed into place.
+fn pack_dir(dir: &Path, file: &Path) -> Result<()> {
+    let tmp = file.with_extension("gz.partial");
+    let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    tar.follow_symlinks(false);
+    let name = dir
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "bundle".into());
+    tar.append_dir_all(&name, dir)
+        .with_context(|| format!("packing {}", dir.display()))?;
+    tar.into_inner()?.finish()?;
+    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))?;
+    Ok(())
+}
+
+/// Unpacks the gzip-compressed tar `file` into `into` (entries that would leave `into` are
+/// refused by the `tar` crate's `unpack_in`).
+fn unpack_tgz(file: &Path, into: &Path) -> Result<()> {
+    let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let mut magic = [0u8; 2];
+    {
+        use std::io::Read;
+        let mut probe =
+            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        probe
+            .read_exact(&mut magic)
+            .with_context(|| format!("reading {}", file.display()))?;
+    }
+    if magic != [0x1f, 0x8b] {
+        bail!(
+            "{} is not a gzip-compressed tar archive (expected a .tar.gz/.tgz, e.g. {RESULTS_ARCHIVE})",
+            file.display()
+        );
+    }
+    std::fs::create_dir_all(into)?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for entry in archive
+        .entries()
+        .with_context(|| format!("reading {}", file.display()))?
+    {
+        let mut entry = entry.with_context(|| format!("reading {}", file.display()))?;
+        entry
+            .unpack_in(into)
+            .with_context(|| format!("unpacking {} into {}", file.display(), into.display()))?;
+    }
+    Ok(())
+}
+
+/// Quotes `s` for a POSIX shell (single quotes).
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The bundle's `run.sh`.
+fn run_script(m: &Manifest, torch: &[(String, String)]) -> String {
+    let jobs: usize = m.studies.iter().map(|s| s.jobs.len()).sum();
+    let torch_list = torch
+        .iter()
+        .map(|(s, c)| format!("{s}:{c}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut s = String::new();
+    s.push_str(&format!(
+        r#"#!/usr/bin/env bash
+# memwall bundle ({format}), written {created} at revision {rev}: {jobs} job(s) of {studies} on
+# {target}, profile {profile}. Needs bash, coreutils and tar; for CUDA the NVIDIA driver
+# (nvidia-smi) and NVRTC (libnvrtc.so, e.g. /usr/local/cuda/lib64; CUDA_HOME or NVRTC_DIR names
+# another folder). No Rust.
+#
+#   ./run.sh            run every job without a record (one process each; rerun to resume),
+#                       then the PyTorch reference where `python3 -c "import torch"` works,
+#                       then pack the records into {results}
+#   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
+#
+# Copy {results} back and run `memwall import {results}` in the repository.
+set -euo pipefail
+cd "$(dirname "$0")"
+export MEMWALL_GIT_REVISION={rev_q}
+TARGET={target}
+RUNNER="${{MEMWALL_JOB:-./bin/memwall-job}}"
+
+die() {{ echo "run.sh: $*" >&2; exit 1; }}
+"#,
+        format = m.format,
+        created = m.created_at,
+        rev = m.git_revision,
+        rev_q = sh_quote(&m.git_revision),
+        studies = m
+            .studies
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        target = m.target.as_str(),
+        profile = m.profile,
+        results = RESULTS_ARCHIVE,
+    ));
+    s.push_str(
+        r#"
+[ -x "$RUNNER" ] || die "runner $RUNNER not found or not executable"
+echo "disk: $(df -h . | awk 'NR==2 {print $4}') free here; the records of a job take well under 1 MB"
+
+if [ "$TARGET" = cuda ]; then
+    command -v nvidia-smi >/dev/null 2>&1 \
+        || die "nvidia-smi not found: the NVIDIA driver is needed for CUDA jobs"
+    nvidia-smi -L >/dev/null 2>&1 || die "nvidia-smi -L failed: no usable NVIDIA GPU ($(nvidia-smi -L 2>&1 | head -1))"
+    echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+    # NVRTC compiles CubeCL's kernels at run time; it is loaded by name, so its folder must be
+    # on the loader's path.
+    nvrtc=""
+    for d in ${NVRTC_DIR:-} ${CUDA_HOME:-} ${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 \
+             /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib /usr/lib/x86_64-linux-gnu \
+             /usr/lib64; do
+        if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then nvrtc="$d"; break; fi
+    done
+    if [ -z "$nvrtc" ]; then
+        lib="$( (ldconfig -p 2>/dev/null || true) | awk '/libnvrtc/ {print $NF}' | head -1 || true)"
+        if [ -n "$lib" ]; then nvrtc="$(dirname "$lib")"; fi
+    fi
+    [ -n "$nvrtc" ] || die "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or set NVRTC_DIR to the folder holding libnvrtc.so"
+    export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "NVRTC: $(ls "$nvrtc"/libnvrtc.so* | head -1)"
+fi
+
+# Every job without a record, one process each (a crash or an out-of-memory costs one job and
+# is recorded); a rerun skips the jobs that have their record.
+start=$(date +%s)
+"$RUNNER" sweep-dir jobs
+echo "jobs: $(( $(date +%s) - start )) s"
+"#,
+    );
+    s.push_str(&format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list)));
+    s.push_str(
+        r#"if [ -n "$TORCH_CONFIGS" ] && [ -z "${MEMWALL_SKIP_TORCH:-}" ]; then
+    if python3 -c "import torch" >/dev/null 2>&1; then
+        mkdir -p reference/results
+        # CUDA jobs get a CUDA reference (a row says `unsupported` where PyTorch has no CUDA).
+        if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
+        for sc in $TORCH_CONFIGS; do
+            study="${sc%%:*}"; config="${sc#*:}"
+            out="reference/results/$study.$config.json"
+            if [ -s "$out" ]; then echo "pytorch $config: finished before, skipped"; continue; fi
+            echo "pytorch $config: running"
+            if ! python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
+                    --config "$config" --device "$TORCH_DEVICE" --out "$out" > "reference/results/$study.$config.log" 2>&1; then
+                echo "pytorch $config: failed (reference/results/$study.$config.log)"
+            fi
+        done
+    else
+        echo "python3 cannot import torch here: the PyTorch reference column is left out"
+    fi
+fi
+
+# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
+files=(manifest.json)
+for d in jobs/*/*/; do
+    [ -f "$d/record.json" ] || continue
+    files+=("$d")
+done
+[ -d reference/results ] && files+=(reference/results)
+tar czf results.tar.gz.partial --exclude='*.tmp-*' "${files[@]}"
+mv results.tar.gz.partial results.tar.gz
+echo "packed $(ls -d jobs/*/*/record.json 2>/dev/null | wc -l) record(s) and $(ls reference/results/*.json 2>/dev/null | wc -l) PyTorch row(s) into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
+echo "next, in the repository: memwall import results.tar.gz"
+"#,
+    );
+    s
+}
+
+/// What [`import`] did.
+#[derive(Debug, Clone, Default)]
+pub struct ImportSummary {
+    /// Records written into the store.
+    pub imported: usize,
+    /// Records already in the store (same key), left as they were.
+    pub already: usize,
+    /// PyTorch reference rows written.
+    pub torch_rows: usize,
+    /// Studies with new rows (their reports to re-render), by experiment file.
+    pub studies: Vec<PathBuf>,
+    /// Records refused (path, reason); non-empty only with `skip_mismatched`.
+    pub refused: Vec<(PathBuf, String)>,
+}
+
+/// Where an import reads from and writes to.
+#[derive(Debug, Clone)]
+pub struct ImportRequest {
+    /// A bundle folder, a bundle archive (`<bundle>.tar.gz`) or `results.tar.gz`.
+    pub source: PathBuf,
+    /// The record store (`runs/`).
+    pub runs: PathBuf,
+    /// Where the local experiment files are (`experiments/`); a study is found by its name.
+    pub experiments: PathBuf,
+    /// Scratch folder an archive is unpacked into.
+    pub scratch: PathBuf,
+    /// Replace records already in the store.
+    pub force: bool,
+    /// Import the matching records and list the others, instead of refusing the whole import.
+    pub skip_mismatched: bool,
+}
+
+/// Imports the records of a bundle (folder or archive) into the record store.
+///
+/// Every `jobs/<study>/<key>/record.json` must read as this memwall's record schema, carry the
+/// key of its own job, sit in the folder of that key, and have the key of the job the local
+/// experiment file (found by study name in `experiments`) produces for its configuration at the
+/// bundle's profile, backend, corpus and settings. Otherwise nothing is written (or, with
+/// `skip_mismatched`, that record is left out) and the error names each file and why.
+///
+/// # Errors
+/// A source that is not a bundle (no `manifest.json`), an unknown manifest format, a study with
+/// no local experiment file, refused records, and I/O errors naming the path.
+pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
+    let root = open_source(req)?;
+    let manifest_path = root.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+        anyhow!(
+            "{}: {e}; not a memwall bundle or results archive (expected manifest.json at its \
+             top, as `memwall bundle` and its run.sh write)",
+            manifest_path.display()
+        )
+    })?;
+    let manifest: Manifest = results::parse_json(&text)
+        .map_err(|e| anyhow!("{}: not a bundle manifest ({e})", manifest_path.display()))?;
+    if manifest.format != MANIFEST_FORMAT {
+        bail!(
+            "{}: field `format`: {} is not {MANIFEST_FORMAT}; import it with the memwall that \
+             wrote it",
+            manifest_path.display(),
+            manifest.format
+        );
+    }
+    let mut summary = ImportSummary::default();
+    let mut accepted: Vec<(PathBuf, JobRecord)> = Vec::new();
+    let mut torch: Vec<(String, TorchRow)> = Vec::new();
+    for bundled in &manifest.studies {
+        let experiment = find_experiment(&req.experiments, &bundled.name)?;
+        let study = Study::load(&experiment, manifest.profile, None)?;
+        let dir = root.join("jobs").join(&bundled.name);
+        let mut found = false;
+        for record_file in record_files(&dir)? {
+            found = true;
+            match check_record(&record_file, &study, &experiment, &manifest, bundled) {
+                Ok(record) => accepted.push((record_file, record)),
+                Err(reason) => summary.refused.push((record_file, reason)),
+            }
+        }
+        let rows = reference::read_rows(&root.join(REFERENCE_DIR).join("results"), &bundled.name)?;
+        if found || !rows.is_empty() {
+            summary.studies.push(experiment.clone());
+        }
+        torch.extend(rows.into_iter().map(|r| (bundled.name.clone(), r)));
+    }
+    if !summary.refused.is_empty() && !req.skip_mismatched {
+        bail!(
+            "refused {} record(s) of {} (nothing imported; `--skip-mismatched` imports the \
+             others):\n{}",
+            summary.refused.len(),
+            req.source.display(),
+            summary
+                .refused
+                .iter()
+                .map(|(p, r)| format!("  {}: {r}", p.display()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    for (file, record) in &accepted {
+        let dir = results::record_dir(&req.runs, &record.spec.study, &record.key);
+        if !req.force {
+            if let Ok(Some(_)) = results::read_record(&dir) {
+                summary.already += 1;
+                continue;
+            }
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        results::write_atomic(
+            &dir.join("job.json"),
+            &serde_json::to_vec_pretty(&record.spec)?,
+        )?;
+        if let Some(src) = file.parent().map(|p| p.join("job.log")) {
+            if src.is_file() {
+                std::fs::copy(&src, dir.join("job.log"))
+                    .with_context(|| format!("copying {}", src.display()))?;
+            }
+        }
+        results::write_record(&dir, record)?;
+        summary.imported += 1;
+    }
+    for (study, row) in &torch {
+        reference::store_row(&req.runs, study, row)?;
+        summary.torch_rows += 1;
+    }
+    Ok(summary)
+}
+
+/// The bundle folder of `req.source`: the folder itself, or an archive unpacked into
+/// `req.scratch` (a bundle archive holds one top folder; `results.tar.gz` holds the files).
+fn open_source(req: &ImportRequest) -> Result<PathBuf> {
+    let src = &req.source;
+    if src.is_dir() {
+        return Ok(src.clone());
+    }
+    if !src.is_file() {
+        bail!("{}: no such bundle folder or archive", src.display());
+    }
+    let name = src
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name
+        .trim_end_matches(".gz")
+        .trim_end_matches(".tar")
+        .trim_end_matches(".tgz");
+    let into = req
+        .scratch
+        .join(if stem.is_empty() { "import" } else { stem });
+    if into.exists() {
+        std::fs::remove_dir_all(&into).with_context(|| format!("clearing {}", into.display()))?;
+    }
+    unpack_tgz(src, &into)?;
+    if into.join("manifest.json").is_file() {
+        return Ok(into);
+    }
+    // A bundle archive: one top folder.
+    let tops: Vec<PathBuf> = std::fs::read_dir(&into)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("manifest.json").is_file())
+        .collect();
+    match tops.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => bail!(
+            "{}: no manifest.json at its top or in one top folder; not a memwall bundle or \
+             results archive",
+            src.display()
+        ),
+    }
+}
+
+/// The experiment file in `dir` whose `[study] name` is `name`.
+fn find_experiment(dir: &Path, name: &str) -> Result<PathBuf> {
+    for f in Study::discover(dir)? {
+        // Names only: an experiment file that does not load is reported by `memwall run`.
+        if let Ok(s) = Study::load(&f, Profile::Smoke, None)
+            .or_else(|_| Study::load(&f, Profile::Cpu, None))
+            .or_else(|_| Study::load(&f, Profile::Full, None))
+        {
+            if s.header.name == name {
+                return Ok(f);
+            }
+        }
+    }
+    bail!(
+        "study `{name}` of the bundle has no experiment file in {} (its records can only be \
+         checked against the experiment file they were made from)",
+        dir.display()
+    )
+}
+
+/// `dir/<key>/record.json` for every job folder of a study in a bundle, sorted.
+fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(files);
+    };
+    for e in entries {
+        let p = e?.path().join(results::RECORD_FILE);
+        if p.is_file() {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Checks one bundled record against the job the local experiment file produces; the reason
+/// when it does not match.
+fn check_record(
+    file: &Path,
+    study: &Study,
+    experiment: &Path,
+    manifest: &Manifest,
+    bundled: &BundledStudy,
+) -> std::result::Result<JobRecord, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot be read ({e})"))?;
+    let record: JobRecord = results::parse_json(&text).map_err(|e| {
+        format!(
+            "not a record of this memwall's schema ({e}); it was written by memwall-job {} or \
+             is damaged",
+            serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["env"]["memwall_version"].as_str().map(String::from))
+                .unwrap_or_else(|| "of an unknown version".into())
+        )
+    })?;
+    let folder = file
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let own = record.spec.key();
+    if record.key != own || folder != own {
+        return Err(format!(
+            "field `key`: {} (folder {folder}) is not the key of the job it holds ({own}): the \
+             record or its job was edited",
+            record.key
+        ));
+    }
+    if record.spec.study != bundled.name {
+        return Err(format!(
+            "field `spec.study`: `{}` is not the study `{}` it is filed under",
+            record.spec.study, bundled.name
+        ));
+    }
+    if record.spec.data.fingerprint != bundled.fingerprint {
+        return Err(format!(
+            "field `spec.data.fingerprint`: {} is not the bundled corpus {}",
+            record.spec.data.fingerprint, bundled.fingerprint
+        ));
+    }
+    let Some(mut expected) = study
+        .jobs(
+            record.spec.backend,
+            record.spec.device_index,
+            &record.spec.data,
+        )
+        .into_iter()
+        .find(|j| j.config == record.spec.config)
+    else {
+        return Err(format!(
+            "configuration `{}` is not in {} any more",
+            record.spec.config,
+            experiment.display()
+        ));
+    };
+    apply_overrides(&mut expected, manifest.memory_cleanup, manifest.memory_pool);
+    if expected.key() != record.key {
+        return Err(format!(
+            "job key {} is not the key {} that {} gives configuration `{}` at profile {} on {} \
+             (the experiment file or memwall changed since the bundle was written: rerun \
+             `memwall bundle`, or import with the revision {} that wrote it)",
+            record.key,
+            expected.key(),
+            experiment.display(),
+            record.spec.config,
+            manifest.profile,
+            record.spec.backend,
+            manifest.git_revision
+        ));
+    }
+    Ok(record)
+}

@@ -1,0 +1,620 @@
+//! The PyTorch reference column: the same model shape and configurations trained in PyTorch
+//! eager on the same GPU by `reference/torch_peak_memory.py`, one process per configuration.
+//!
+//! Data flow (one way): [`plan`] writes what the script runs (`<bundle>/reference/<study>.plan.json`,
+//! from the bundled jobs); the script prints one [`TorchRow`] per configuration as JSON; the
+//! import checks each row ([`read_rows`]) and stores it in the record store as
+//! `runs/<study>/pytorch/<device>.<config>.json` ([`store_row`]); the report reads them
+//! ([`load_rows`], [`section`]) beside memwall's records of the same device.
+
+use crate::report::model::{Section, Table};
+use crate::results::{self, JobRecord, JobStatus};
+use crate::spec::{AttentionOption, JobSpec, Study};
+use anyhow::{anyhow, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// `format` of a [`TorchPlan`].
+pub const PLAN_FORMAT: &str = "memwall-torch-plan/1";
+/// `format` of a [`TorchRow`].
+pub const ROW_FORMAT: &str = "memwall-torch-row/1";
+/// Studies the reference script covers (the forgather peak-memory study's configurations).
+pub const STUDIES: &[&str] = &["peak_memory"];
+/// Folder of the rows inside a study's record-store folder.
+pub const ROWS_DIR: &str = "pytorch";
+
+/// The model shape of a [`TorchPlan`] (the job's model: pre-norm decoder, q/k/v/o without
+/// bias, GELU MLP, LayerNorm, learned positions, tied head).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TorchModel {
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Residual width.
+    pub d_model: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// MLP hidden width.
+    pub d_ff: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Sequences per step.
+    pub batch: usize,
+    /// Vocabulary (the bundled tokenizer's).
+    pub vocab: usize,
+    /// Whether the head shares the embedding matrix.
+    pub tie_embeddings: bool,
+}
+
+/// Training settings of a [`TorchPlan`] (AdamW).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TorchTrain {
+    /// Measured steps.
+    pub steps: usize,
+    /// Warm-up steps before them (not timed).
+    pub warmup_steps: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// Seed of the parameters and the random tokens.
+    pub seed: u64,
+}
+
+/// One configuration as PyTorch runs it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TorchConfig {
+    /// memwall's configuration name (the row's key).
+    pub name: String,
+    /// Display label.
+    pub label: String,
+    /// `f32`, `f16` or `bf16` (parameters and activations; the loss in f32).
+    pub precision: String,
+    /// Blocks per `torch.utils.checkpoint` segment (`None`: no checkpointing).
+    pub checkpoint: Option<usize>,
+    /// An optimizer step per parameter in `register_post_accumulate_grad_hook`.
+    pub fused_optimizer: bool,
+    /// `torch.compile` the model.
+    pub compile: bool,
+    /// `torch._functorch.config.activation_memory_budget` (implies `torch.compile`).
+    pub activation_memory_budget: Option<f64>,
+    /// `sdpa` (scaled_dot_product_attention) or `naive` (scores materialized).
+    pub attention: String,
+}
+
+/// What the reference script runs for one study.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TorchPlan {
+    /// [`PLAN_FORMAT`].
+    pub format: String,
+    /// The study.
+    pub study: String,
+    /// Profile of the bundled jobs.
+    pub profile: String,
+    /// The model.
+    pub model: TorchModel,
+    /// The training settings.
+    pub train: TorchTrain,
+    /// The configurations, in the experiment file's order.
+    pub configs: Vec<TorchConfig>,
+    /// (configuration, reason) of bundled configurations with no PyTorch counterpart.
+    pub left_out: Vec<(String, String)>,
+}
+
+/// One configuration's result, as `torch_peak_memory.py` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TorchRow {
+    /// [`ROW_FORMAT`].
+    pub format: String,
+    /// The study.
+    pub study: String,
+    /// The configuration.
+    pub config: String,
+    /// `ok`, `out_of_memory` or `failed`.
+    pub status: String,
+    /// Why it did not finish.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// `torch.cuda.get_device_name()`, or `cpu`.
+    pub device: String,
+    /// `torch.__version__`.
+    pub torch_version: String,
+    /// Model parameters (elements).
+    #[serde(default)]
+    pub parameters: Option<u64>,
+    /// `torch.cuda.max_memory_allocated()` over the whole run, bytes (`None` on the CPU).
+    #[serde(default)]
+    pub max_memory_allocated_bytes: Option<u64>,
+    /// `torch.cuda.max_memory_reserved()` over the whole run, bytes (`None` on the CPU).
+    #[serde(default)]
+    pub max_memory_reserved_bytes: Option<u64>,
+    /// Median wall time of the measured steps (device synchronized), seconds.
+    #[serde(default)]
+    pub median_step_s: Option<f64>,
+    /// Sequences per second: batch / median step time.
+    #[serde(default)]
+    pub samples_per_s: Option<f64>,
+    /// Wall time of the first (warm-up) step, seconds (compilation included).
+    #[serde(default)]
+    pub first_step_s: Option<f64>,
+    /// Loss of the last step (nats per token).
+    #[serde(default)]
+    pub final_loss: Option<f64>,
+    /// The model it ran.
+    pub model: TorchModel,
+    /// Measured and warm-up steps.
+    pub train: TorchTrain,
+    /// RFC 3339 time it finished.
+    pub finished_at: String,
+}
+
+/// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover.
+/// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing) are left out
+/// with the reason.
+pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
+    if !STUDIES.contains(&study.header.name.as_str()) {
+        return None;
+    }
+    let first = jobs.first()?;
+    let m = first.model;
+    let mut configs = Vec::new();
+    let mut left_out = Vec::new();
+    for job in jobs {
+        let Some(c) = study.configs.iter().find(|c| c.name == job.config) else {
+            continue;
+        };
+        if c.balanced_checkpointing {
+            left_out.push((
+                c.name.clone(),
+                "Burn's op-level BalancedCheckpointing has no PyTorch eager counterpart".into(),
+            ));
+            continue;
+        }
+        configs.push(TorchConfig {
+            name: c.name.clone(),
+            label: c.label.clone(),
+            precision: c.precision.as_str().into(),
+            checkpoint: c.checkpoint.segment_len(m.layers),
+            fused_optimizer: c.fused_optimizer,
+            compile: c.fusion || c.budget.is_some(),
+            activation_memory_budget: c.budget,
+            attention: match c.attention {
+                AttentionOption::MemoryEfficient => "sdpa".into(),
+                AttentionOption::Naive => "naive".into(),
+            },
+        });
+    }
+    Some(TorchPlan {
+        format: PLAN_FORMAT.into(),
+        study: study.header.name.clone(),
+        profile: study.profile.to_string(),
+        model: TorchModel {
+            layers: m.layers,
+            d_model: m.d_model,
+            heads: m.heads,
+            d_ff: m.d_ff,
+            seq_len: m.seq_len,
+            batch: m.batch,
+            vocab: m.vocab,
+            tie_embeddings: m.tie_embeddings,
+        },
+        train: TorchTrain {
+            steps: first.train.steps,
+            warmup_steps: first.train.warmup_steps,
+            lr: first.train.lr,
+            weight_decay: first.train.weight_decay,
+            seed: first.train.seed,
+        },
+        configs,
+        left_out,
+    })
+}
+
+/// Reads and checks the rows of `study` in a bundle's `reference/results/` folder
+/// (`<study>.<config>.json`; the script's logs beside them are ignored).
+///
+/// # Errors
+/// A row that is not a [`TorchRow`] (naming the file and the field), of another format or
+/// study, or with a non-finite or negative number.
+pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>> {
+    let mut rows = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(rows);
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.starts_with(&format!("{study}.")) && n.ends_with(".json")
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        let text =
+            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+        let row: TorchRow = results::parse_json(&text)
+            .map_err(|e| anyhow!("{}: not a PyTorch reference row ({e})", f.display()))?;
+        check_row(&row, study).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
+    if row.format != ROW_FORMAT {
+        return Err(format!(
+            "field `format`: {} is not {ROW_FORMAT}",
+            row.format
+        ));
+    }
+    if row.study != study {
+        return Err(format!("field `study`: `{}` is not `{study}`", row.study));
+    }
+    if !["ok", "out_of_memory", "failed", "unsupported"].contains(&row.status.as_str()) {
+        return Err(format!(
+            "field `status`: `{}` is not ok, out_of_memory, failed or unsupported",
+            row.status
+        ));
+    }
+    for (field, v) in [
+        ("median_step_s", row.median_step_s),
+        ("samples_per_s", row.samples_per_s),
+        ("first_step_s", row.first_step_s),
+    ] {
+        if let Some(v) = v {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("field `{field}`: {v} is not a finite number >= 0"));
+            }
+        }
+    }
+    if row.status == "ok" && (row.median_step_s.is_none() || row.samples_per_s.is_none()) {
+        return Err("an `ok` row needs `median_step_s` and `samples_per_s`".into());
+    }
+    if row.config.is_empty() || row.config.contains('/') {
+        return Err(format!("field `config`: `{}` is not a name", row.config));
+    }
+    Ok(())
+}
+
+/// A file-name-safe form of a device name (`NVIDIA H100 80GB HBM3` -> `nvidia-h100-80gb-hbm3`).
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// Stores `row` as `runs/<study>/pytorch/<device>.<config>.json` (atomically; a row of the same
+/// device and configuration is replaced).
+///
+/// # Errors
+/// I/O errors naming the path.
+pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf> {
+    let path =
+        runs.join(study)
+            .join(ROWS_DIR)
+            .join(format!("{}.{}.json", slug(&row.device), row.config));
+    results::write_atomic(&path, &serde_json::to_vec_pretty(row)?)?;
+    Ok(path)
+}
+
+/// Every stored row of `study` (none when the folder does not exist); a row that does not read
+/// is returned as (path, reason).
+pub fn load_rows(runs: &Path, study: &str) -> (Vec<TorchRow>, Vec<(PathBuf, String)>) {
+    let dir = runs.join(study).join(ROWS_DIR);
+    let mut rows = Vec::new();
+    let mut bad = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (rows, bad);
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        match std::fs::read_to_string(&f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| results::parse_json::<TorchRow>(&t))
+            .and_then(|r| check_row(&r, study).map(|_| r))
+        {
+            Ok(r) => rows.push(r),
+            Err(e) => bad.push((f, e)),
+        }
+    }
+    (rows, bad)
+}
+
+/// Bytes in `unit` (GiB or MiB) with two decimals, "–" when unknown.
+fn in_unit(b: Option<u64>, unit: f64) -> String {
+    b.map(|b| format!("{:.2}", b as f64 / unit))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => format!("{:.2}x", a / b),
+        _ => "–".into(),
+    }
+}
+
+/// The latest finished memwall record (by `finished_at`) of the row's configuration on its
+/// device, with the row's model shape (layers, widths, sequence, batch; the vocabulary may
+/// differ where the row was run with another tokenizer).
+fn memwall_row<'a>(records: &'a [JobRecord], row: &TorchRow) -> Option<&'a JobRecord> {
+    let m = &row.model;
+    records
+        .iter()
+        .filter(|r| {
+            let s = &r.spec.model;
+            r.spec.config == row.config
+                && r.env.device_name == row.device
+                && r.status == JobStatus::Ok
+                && (s.layers, s.d_model, s.heads, s.d_ff, s.seq_len, s.batch)
+                    == (m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch)
+        })
+        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+}
+
+/// The report section "memwall | PyTorch on the same GPU": one table per device with PyTorch
+/// rows, per configuration memwall's and PyTorch's peak reserved and allocated memory (GiB, or MiB below 1 GiB)
+/// and samples/s, each with its ratio memwall / PyTorch (memwall's latest finished record of
+/// the configuration on that device and model shape). `None` when the study has no rows.
+/// `labels` maps configuration names to display labels, in report order.
+pub fn section(
+    runs: &Path,
+    study: &str,
+    records: &[JobRecord],
+    labels: &[(String, String)],
+) -> Option<Section> {
+    let (rows, bad) = load_rows(runs, study);
+    if rows.is_empty() && bad.is_empty() {
+        return None;
+    }
+    let mut devices: Vec<&str> = rows.iter().map(|r| r.device.as_str()).collect();
+    devices.sort();
+    devices.dedup();
+    let mut tables = Vec::new();
+    let mut notes = vec![
+        "PyTorch: `reference/torch_peak_memory.py` (eager; `torch.utils.checkpoint` for \
+         checkpointing, an AdamW step per parameter in `register_post_accumulate_grad_hook` for \
+         the fused step, `torch.compile` for compile, `torch._functorch.config.\
+         activation_memory_budget` for the budgets), the same model shape and steps, random \
+         tokens, one process per configuration. Its peaks are `torch.cuda.max_memory_allocated` \
+         and `max_memory_reserved` over the whole run (exact high-water marks); memwall's \
+         allocated peak on CUDA is a sampled lower bound, its reserved peak exact."
+            .to_string(),
+    ];
+    for (p, e) in &bad {
+        notes.push(format!(
+            "Left out: `{}` could not be read ({e}).",
+            p.display()
+        ));
+    }
+    for device in &devices {
+        // GiB where any peak of the device's rows reaches 1 GiB, MiB otherwise (small models).
+        let largest = rows
+            .iter()
+            .filter(|r| r.device == *device)
+            .flat_map(|r| [r.max_memory_reserved_bytes, r.max_memory_allocated_bytes])
+            .chain(
+                records
+                    .iter()
+                    .filter(|m| m.env.device_name == *device)
+                    .map(|m| m.summary.map(|s| s.peak_reserved_bytes)),
+            )
+            .flatten()
+            .max()
+            .unwrap_or(0);
+        let (unit, unit_name) = if largest >= 1 << 30 {
+            ((1u64 << 30) as f64, "GiB")
+        } else {
+            ((1u64 << 20) as f64, "MiB")
+        };
+        let gib = |b: Option<u64>| in_unit(b, unit);
+        let mut table = Table {
+            caption: format!("{device}: memwall and PyTorch on the same device"),
+            columns: vec![
+                "configuration".into(),
+                format!("memwall peak reserved ({unit_name})"),
+                format!("PyTorch peak reserved ({unit_name})"),
+                "reserved ratio".into(),
+                format!("memwall peak allocated ({unit_name})"),
+                format!("PyTorch peak allocated ({unit_name})"),
+                "allocated ratio".into(),
+                "memwall samples/s".into(),
+                "PyTorch samples/s".into(),
+                "throughput ratio".into(),
+            ],
+            rows: Vec::new(),
+            notes: Vec::new(),
+        };
+        let mut ordered: Vec<&TorchRow> = rows.iter().filter(|r| r.device == *device).collect();
+        ordered.sort_by_key(|r| {
+            labels
+                .iter()
+                .position(|(n, _)| n == &r.config)
+                .unwrap_or(usize::MAX)
+        });
+        for r in ordered {
+            let label = labels
+                .iter()
+                .find(|(n, _)| n == &r.config)
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| r.config.clone());
+            let ours = memwall_row(records, r).and_then(|m| m.summary);
+            let torch_ok = r.status == "ok";
+            let mut cells = vec![
+                label,
+                gib(ours.map(|s| s.peak_reserved_bytes)),
+                if torch_ok {
+                    gib(r.max_memory_reserved_bytes)
+                } else {
+                    r.status.clone()
+                },
+                ratio(
+                    ours.map(|s| s.peak_reserved_bytes as f64),
+                    r.max_memory_reserved_bytes.map(|b| b as f64),
+                ),
+                gib(ours.map(|s| s.peak_allocated_bytes)),
+                if torch_ok {
+                    gib(r.max_memory_allocated_bytes)
+                } else {
+                    r.status.clone()
+                },
+                ratio(
+                    ours.map(|s| s.peak_allocated_bytes as f64),
+                    r.max_memory_allocated_bytes.map(|b| b as f64),
+                ),
+                ours.map(|s| format!("{:.2}", s.samples_per_s))
+                    .unwrap_or_else(|| "–".into()),
+                r.samples_per_s
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "–".into()),
+                ratio(ours.map(|s| s.samples_per_s), r.samples_per_s),
+            ];
+            if !torch_ok {
+                for c in [3, 6, 9] {
+                    cells[c] = "–".into();
+                }
+            }
+            let row_index = table.rows.len();
+            table.rows.push(cells);
+            if !torch_ok {
+                if let Some(reason) = &r.reason {
+                    table.note(row_index, 2, format!("PyTorch: {reason}"));
+                }
+            }
+        }
+        tables.push(table);
+    }
+    let torch_versions = {
+        let mut v: Vec<&str> = rows.iter().map(|r| r.torch_version.as_str()).collect();
+        v.sort();
+        v.dedup();
+        v.join(", ")
+    };
+    Some(Section {
+        title: "memwall beside PyTorch on the same device".into(),
+        claim: "The source measures these configurations in PyTorch; this section runs them in \
+                PyTorch eager on the device memwall ran on, so the two frameworks are compared \
+                on equal hardware."
+            .into(),
+        ours: format!(
+            "{} PyTorch row(s) on {} (PyTorch {}); ratios are memwall / PyTorch (below 1x: \
+             memwall uses less memory or is slower).",
+            rows.len(),
+            devices.join(", "),
+            if torch_versions.is_empty() {
+                "–".to_string()
+            } else {
+                torch_versions
+            }
+        ),
+        notes,
+        tables,
+        figures: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::BackendKind;
+    use crate::spec::{PreparedData, Profile};
+
+    fn peak_memory_plan() -> TorchPlan {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
+        let study = Study::load(&path, Profile::Full, None).unwrap();
+        let data = PreparedData {
+            dir: "data/x".into(),
+            fingerprint: "x".into(),
+            vocab_size: 3025,
+            eos_id: 0,
+        };
+        let jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        plan(&study, &jobs).expect("peak_memory is covered")
+    }
+
+    #[test]
+    fn the_plan_maps_each_configuration_to_its_pytorch_mechanism() {
+        let p = peak_memory_plan();
+        assert_eq!(
+            (p.model.layers, p.model.d_model, p.model.vocab),
+            (32, 2048, 3025)
+        );
+        let get = |n: &str| p.configs.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(get("checkpoint").checkpoint, Some(1));
+        assert_eq!(get("control").checkpoint, None);
+        assert!(get("fused").fused_optimizer && !get("fused").compile);
+        assert!(get("compile").compile);
+        let budget = get("memory_budget_05");
+        assert_eq!(budget.activation_memory_budget, Some(0.05));
+        assert!(
+            budget.compile,
+            "the budget is torch.compile's partitioner option"
+        );
+        assert_eq!(get("bf16_fused_checkpoint").precision, "bf16");
+        assert_eq!(get("naive_attention").attention, "naive");
+        assert!(p.left_out.iter().any(|(n, _)| n == "balanced"));
+        assert!(p.configs.iter().all(|c| c.name != "balanced"));
+    }
+
+    fn row() -> TorchRow {
+        let p = peak_memory_plan();
+        TorchRow {
+            format: ROW_FORMAT.into(),
+            study: "peak_memory".into(),
+            config: "control".into(),
+            status: "ok".into(),
+            reason: None,
+            device: "NVIDIA H100 80GB HBM3".into(),
+            torch_version: "2.11.0".into(),
+            parameters: Some(1),
+            max_memory_allocated_bytes: Some(1 << 30),
+            max_memory_reserved_bytes: Some(2 << 30),
+            median_step_s: Some(0.7),
+            samples_per_s: Some(5.6),
+            first_step_s: Some(2.0),
+            final_loss: Some(8.0),
+            model: p.model,
+            train: p.train,
+            finished_at: "2026-11-23T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn rows_are_checked_field_by_field() {
+        assert_eq!(check_row(&row(), "peak_memory"), Ok(()));
+        let bad = |f: fn(&mut TorchRow)| {
+            let mut r = row();
+            f(&mut r);
+            check_row(&r, "peak_memory").unwrap_err()
+        };
+        assert!(bad(|r| r.format = "other/1".into()).contains("`format`"));
+        assert!(bad(|r| r.status = "great".into()).contains("`status`"));
+        assert!(bad(|r| r.median_step_s = Some(f64::NAN)).contains("`median_step_s`"));
+        assert!(bad(|r| r.samples_per_s = None).contains("samples_per_s"));
+        assert!(bad(|r| r.config = "../x".into()).contains("`config`"));
+        assert!(check_row(&row(), "mixed_precision")
+            .unwrap_err()
+            .contains("`study`"));
+    }
+
+    #[test]
+    fn rows_are_stored_by_device_and_configuration_and_read_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = store_row(tmp.path(), "peak_memory", &row()).unwrap();
+        assert!(path.ends_with("peak_memory/pytorch/nvidia-h100-80gb-hbm3.control.json"));
+        std::fs::write(path.with_file_name("broken.json"), "{").unwrap();
+        let (rows, bad) = load_rows(tmp.path(), "peak_memory");
+        assert_eq!(rows, vec![row()]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+    }
+}

@@ -1,0 +1,276 @@
+//! The GPU bundle's round trip on the CPU: `memwall bundle --target flex` a smoke-size study,
+//! unpack the archive elsewhere, run its `run.sh` with the CPU runner (twice: the second run
+//! resumes), `memwall import` the packed records, and read the report. Then the refusals (a
+//! changed experiment file, a damaged record) and a PyTorch reference row beside memwall's.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The slim runner `cargo test --all-targets` builds beside `memwall`.
+fn runner() -> PathBuf {
+    let memwall = PathBuf::from(env!("CARGO_BIN_EXE_memwall"));
+    let runner = memwall.with_file_name("memwall-job");
+    assert!(
+        runner.is_file(),
+        "{} is missing: build it with `cargo build --release --locked --bins` (the test suite's \
+         `cargo test --all-targets` does)",
+        runner.display()
+    );
+    runner
+}
+
+fn memwall(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .output()
+        .expect("memwall starts")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// One scenario on purpose: bundling and running the jobs is the expensive part, and every
+/// later step (resume, import, re-import, refusals, the PyTorch row) reads what it left.
+#[test]
+fn bundle_run_import_round_trip_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = common::root();
+    let experiments = root.join("experiments");
+    let templates = root.join("templates");
+    let out = dir.join("gpu-bundle");
+
+    // 1. The bundle: folder + archive, two configurations of the peak-memory study.
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            s(&experiments.join("peak_memory.toml")),
+            "--profile",
+            "smoke",
+            "--target",
+            "flex",
+            "--out",
+            s(&out),
+            "--runner",
+            s(&runner()),
+            "--data",
+            s(&common::excerpt()),
+            "--only",
+            "control,checkpoint",
+            "--torch-script",
+            s(&root.join("reference/torch_peak_memory.py")),
+        ],
+    );
+    assert!(o.status.success(), "bundle failed: {}", text(&o));
+    let archive = dir.join("gpu-bundle.tar.gz");
+    assert!(archive.is_file(), "no archive: {}", text(&o));
+    let manifest: memwall::bundle::Manifest =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let keys: Vec<String> = manifest.studies[0]
+        .jobs
+        .iter()
+        .map(|(_, k)| k.clone())
+        .collect();
+    assert_eq!(keys.len(), 2, "{manifest:?}");
+    let plan = out.join("reference/peak_memory.plan.json");
+    assert!(plan.is_file(), "the PyTorch plan is bundled");
+
+    // 2. On "the other machine": the archive unpacked elsewhere, run.sh run there (the
+    // PyTorch reference left out: it is checked with a row below).
+    let there = dir.join("elsewhere");
+    std::fs::create_dir_all(&there).unwrap();
+    let st = Command::new("tar")
+        .args(["xzf", s(&archive), "-C", s(&there)])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let run_sh = there.join("gpu-bundle/run.sh");
+    let run = || {
+        Command::new("bash")
+            .arg(&run_sh)
+            .env("MEMWALL_SKIP_TORCH", "1")
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    let results = there.join("gpu-bundle/results.tar.gz");
+    assert!(results.is_file(), "run.sh packed nothing: {}", text(&o));
+    for k in &keys {
+        assert!(
+            there
+                .join("gpu-bundle/jobs/peak_memory")
+                .join(k)
+                .join("record.json")
+                .is_file(),
+            "job {k} has no record: {}",
+            text(&o)
+        );
+    }
+    // A second run resumes: both jobs are skipped.
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        text(&o).matches("finished before, skipped").count(),
+        2,
+        "{}",
+        text(&o)
+    );
+
+    // 3. Import the packed records: they land in the store, the report has both rows.
+    let runs = dir.join("runs");
+    let reports = dir.join("reports");
+    let import = |source: &Path, runs: &Path, experiments: &Path| {
+        memwall(
+            dir,
+            &[
+                "import",
+                s(source),
+                "--runs",
+                s(runs),
+                "--experiments",
+                s(experiments),
+                "--reports",
+                s(&reports),
+                "--templates",
+                s(&templates),
+            ],
+        )
+    };
+    let o = import(&results, &runs, &experiments);
+    assert!(o.status.success(), "import failed: {}", text(&o));
+    assert!(text(&o).contains("2 record(s) imported"), "{}", text(&o));
+    for k in &keys {
+        let r = memwall::results::read_record(&runs.join("peak_memory").join(k))
+            .unwrap()
+            .expect("imported record");
+        assert_eq!(r.status, memwall::results::JobStatus::Ok, "{:?}", r.reason);
+        assert_eq!(r.spec.backend, memwall::device::BackendKind::Flex);
+    }
+    let report = std::fs::read_to_string(reports.join("peak_memory/report.md")).unwrap();
+    for label in ["Control (FP32 baseline)", "Activation Checkpoint"] {
+        assert!(report.contains(label), "report lacks {label}");
+    }
+    assert!(
+        !report.contains("memwall beside PyTorch"),
+        "no PyTorch rows yet"
+    );
+    // Importing again keeps the records there.
+    let o = import(&results, &runs, &experiments);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("0 record(s) imported, 2 already"),
+        "{}",
+        text(&o)
+    );
+
+    // 4. Refused: the local experiment file changed since the bundle (another learning rate),
+    // so the records are not the jobs it produces. Nothing is written.
+    let changed = dir.join("experiments-changed");
+    std::fs::create_dir_all(&changed).unwrap();
+    let toml = std::fs::read_to_string(experiments.join("peak_memory.toml")).unwrap();
+    assert!(toml.contains("lr = 3e-4"));
+    std::fs::write(
+        changed.join("peak_memory.toml"),
+        toml.replacen("lr = 3e-4", "lr = 1e-4", 1),
+    )
+    .unwrap();
+    let runs2 = dir.join("runs2");
+    let o = import(&results, &runs2, &changed);
+    assert!(!o.status.success(), "a changed experiment was accepted");
+    let msg = text(&o);
+    assert!(msg.contains("refused 2 record(s)"), "{msg}");
+    assert!(
+        msg.contains("record.json") && msg.contains("job key"),
+        "{msg}"
+    );
+    assert!(
+        !runs2.join("peak_memory").exists(),
+        "refused records were written"
+    );
+
+    // 5. Refused: a damaged record (a status no memwall writes), named with its field.
+    let bundle_dir = there.join("gpu-bundle");
+    let damaged = bundle_dir
+        .join("jobs/peak_memory")
+        .join(&keys[0])
+        .join("record.json");
+    let good = std::fs::read_to_string(&damaged).unwrap();
+    std::fs::write(
+        &damaged,
+        good.replacen("\"status\": \"ok\"", "\"status\": \"great\"", 1),
+    )
+    .unwrap();
+    let o = import(&bundle_dir, &runs2, &experiments);
+    assert!(!o.status.success());
+    let msg = text(&o);
+    assert!(
+        msg.contains(&keys[0]) && msg.contains("field `status`"),
+        "{msg}"
+    );
+    std::fs::write(&damaged, good).unwrap();
+
+    // 6. A PyTorch reference row (as the script writes it) beside memwall's on the same
+    // device: imported into runs/peak_memory/pytorch/ and shown with ratios.
+    let record = memwall::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+        .unwrap()
+        .unwrap();
+    let summary = record.summary.unwrap();
+    let plan_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    let row = serde_json::json!({
+        "format": memwall::reference::ROW_FORMAT, "study": "peak_memory",
+        "config": record.spec.config, "status": "ok", "reason": null,
+        "device": record.env.device_name, "torch_version": "2.x (test row)",
+        "parameters": summary.parameters,
+        "max_memory_allocated_bytes": summary.peak_allocated_bytes / 2,
+        "max_memory_reserved_bytes": summary.peak_reserved_bytes / 2,
+        "median_step_s": summary.median_step_s / 4.0,
+        "samples_per_s": summary.samples_per_s * 4.0,
+        "first_step_s": 1.0, "final_loss": 5.0,
+        "model": plan_json["model"], "train": plan_json["train"],
+        "finished_at": "2026-11-23T00:00:00Z"
+    });
+    let rows = bundle_dir.join("reference/results");
+    std::fs::create_dir_all(&rows).unwrap();
+    std::fs::write(
+        rows.join(format!("peak_memory.{}.json", record.spec.config)),
+        serde_json::to_vec_pretty(&row).unwrap(),
+    )
+    .unwrap();
+    let o = import(&bundle_dir, &runs, &experiments);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("1 PyTorch row(s)"), "{}", text(&o));
+    let report = std::fs::read_to_string(reports.join("peak_memory/report.md")).unwrap();
+    assert!(
+        report.contains("memwall beside PyTorch"),
+        "no PyTorch section"
+    );
+    // memwall / PyTorch: twice the allocated memory, a quarter of the throughput, in the
+    // configuration's row of the side-by-side table.
+    let side = report
+        .split("memwall beside PyTorch")
+        .nth(1)
+        .expect("the section's text");
+    let line = side
+        .lines()
+        .find(|l| l.starts_with('|') && l.contains(&record.spec.label))
+        .unwrap_or_else(|| panic!("no row for {} in {side}", record.spec.label));
+    assert!(line.contains("2.00x"), "no allocated ratio 2.00x: {line}");
+    assert!(line.contains("0.25x"), "no throughput ratio 0.25x: {line}");
+}

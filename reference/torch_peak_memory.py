@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""PyTorch reference for memwall's peak_memory study: one configuration per process.
+
+Trains memwall's decoder-only transformer (pre-norm, q/k/v/o without bias, GELU MLP without
+bias, LayerNorm with bias, learned positions, head tied to the token embedding, loss in f32)
+with AdamW in PyTorch eager, for the configuration named by --config in the plan file that
+`memwall bundle` writes (reference/<study>.plan.json), and prints one JSON row
+(format memwall-torch-row/1) that `memwall import` stores beside memwall's records:
+
+- precision: parameters and activations in f32 / f16 / bf16 (`model.to(dtype)`), loss in f32;
+  f32 matmuls at "highest" precision (no TF32), as in the source study;
+- checkpoint K: `torch.utils.checkpoint` (non-reentrant) around every segment of K blocks;
+- fused_optimizer: an AdamW step per parameter in `register_post_accumulate_grad_hook`
+  (the gradient is freed right after its step), instead of one optimizer step after backward;
+- compile: `torch.compile(model)`;
+- activation_memory_budget B: `torch._functorch.config.activation_memory_budget = B` with
+  `torch.compile` (the partitioner's memory budget);
+- attention: `sdpa` (`F.scaled_dot_product_attention`, causal) or `naive` (scores materialized).
+
+Measured: `torch.cuda.max_memory_allocated()` / `max_memory_reserved()` over the whole run
+(bytes; null without CUDA), the median wall time of the measured steps (device synchronized
+before and after each step, seconds), samples/s = batch / median step time, and the first
+step's wall time (compilation included). Tokens are random (seeded): memory and speed do not
+depend on the text.
+
+Usage:
+    python3 torch_peak_memory.py --plan reference/peak_memory.plan.json --config control \
+        [--out row.json] [--device auto|cuda|cpu] [--tiny]
+
+--tiny replaces the plan's model with a 2-layer, d_model-64 model and 1 + 2 steps (to check
+the script on a CPU). Exit status 0 whenever a row was written (also for out of memory);
+2 for bad arguments or plan.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+ROW_FORMAT = "memwall-torch-row/1"
+PLAN_FORMAT = "memwall-torch-plan/1"
+TINY_MODEL = {"layers": 2, "d_model": 64, "heads": 2, "d_ff": 128, "seq_len": 32, "batch": 2,
+              "vocab": 320, "tie_embeddings": True}
+TINY_TRAIN = {"steps": 2, "warmup_steps": 1}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--plan", required=True, help="plan file written by `memwall bundle`")
+    p.add_argument("--config", required=True, help="configuration name in the plan")
+    p.add_argument("--out", help="write the JSON row here too (atomically)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--tiny", action="store_true", help="tiny model and steps (a CPU check)")
+    return p.parse_args(argv)
+
+
+def load_plan(path, config):
+    try:
+        with open(path) as f:
+            plan = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"{path}: cannot read the plan ({e})")
+    if plan.get("format") != PLAN_FORMAT:
+        sys.exit(f"{path}: field `format`: {plan.get('format')!r} is not {PLAN_FORMAT}")
+    for field in ("study", "model", "train", "configs"):
+        if field not in plan:
+            sys.exit(f"{path}: field `{field}` is missing")
+    names = [c["name"] for c in plan["configs"]]
+    cfg = next((c for c in plan["configs"] if c["name"] == config), None)
+    if cfg is None:
+        sys.exit(f"{path}: no configuration `{config}` (have: {', '.join(names)})")
+    return plan, cfg
+
+
+def device_name(torch, device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    # The same name memwall records for a CPU job (/proc/cpuinfo "model name").
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.machine() or "cpu"
+
+
+def build_model(torch, m, attention):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = m["d_model"]
+            self.heads = m["heads"]
+            self.norm_attn = nn.LayerNorm(d)
+            self.q = nn.Linear(d, d, bias=False)
+            self.k = nn.Linear(d, d, bias=False)
+            self.v = nn.Linear(d, d, bias=False)
+            self.o = nn.Linear(d, d, bias=False)
+            self.norm_mlp = nn.LayerNorm(d)
+            self.mlp_in = nn.Linear(d, m["d_ff"], bias=False)
+            self.mlp_out = nn.Linear(m["d_ff"], d, bias=False)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            hd = d // self.heads
+            h = self.norm_attn(x)
+            q, k, v = (p(h).view(b, t, self.heads, hd).transpose(1, 2)
+                       for p in (self.q, self.k, self.v))
+            if attention == "naive":
+                scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+                mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+                scores = scores.masked_fill(mask, float("-inf"))
+                a = torch.softmax(scores.float(), dim=-1).to(q.dtype) @ v
+            else:
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp_out(F.gelu(self.mlp_in(self.norm_mlp(x))))
+
+    class Model(nn.Module):
+        def __init__(self, checkpoint):
+            super().__init__()
+            d = m["d_model"]
+            self.tokens = nn.Embedding(m["vocab"], d)
+            self.positions = nn.Embedding(m["seq_len"], d)
+            self.blocks = nn.ModuleList(Block() for _ in range(m["layers"]))
+            self.norm_final = nn.LayerNorm(d)
+            self.head = None if m.get("tie_embeddings", True) else nn.Linear(d, m["vocab"], bias=False)
+            self.checkpoint = checkpoint
+            # memwall's initialization of the embeddings: normal, std 0.02.
+            nn.init.normal_(self.tokens.weight, std=0.02)
+            nn.init.normal_(self.positions.weight, std=0.02)
+
+        def segment(self, start, end):
+            def run(x):
+                for blk in self.blocks[start:end]:
+                    x = blk(x)
+                return x
+            return run
+
+        def forward(self, inputs, targets):
+            t = inputs.shape[1]
+            pos = torch.arange(t, device=inputs.device)
+            x = self.tokens(inputs) + self.positions(pos)
+            k = self.checkpoint
+            if k:
+                from torch.utils.checkpoint import checkpoint
+                for start in range(0, len(self.blocks), k):
+                    x = checkpoint(self.segment(start, start + k), x, use_reentrant=False)
+            else:
+                x = self.segment(0, len(self.blocks))(x)
+            h = self.norm_final(x)
+            w = self.tokens.weight if self.head is None else self.head.weight
+            logits = (h @ w.t()).float()
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return Model
+
+
+def run(args):
+    plan, cfg = load_plan(args.plan, args.config)
+    model_cfg = dict(plan["model"])
+    train = dict(plan["train"])
+    if args.tiny:
+        model_cfg.update(TINY_MODEL)
+        train.update(TINY_TRAIN)
+    row = {
+        "format": ROW_FORMAT, "study": plan["study"], "config": cfg["name"], "status": "failed",
+        "reason": None, "device": "unknown", "torch_version": "unknown", "parameters": None,
+        "max_memory_allocated_bytes": None, "max_memory_reserved_bytes": None,
+        "median_step_s": None, "samples_per_s": None, "first_step_s": None, "final_loss": None,
+        "model": model_cfg,
+        "train": {k: train[k] for k in ("steps", "warmup_steps", "lr", "weight_decay", "seed")},
+        "finished_at": None,
+    }
+    try:
+        import torch
+    except ImportError as e:
+        row["status"], row["reason"] = "unsupported", f"PyTorch is not installed ({e})"
+        return row
+    row["torch_version"] = torch.__version__
+    if args.device == "cuda" and not torch.cuda.is_available():
+        row["status"], row["reason"] = "unsupported", "torch.cuda.is_available() is False"
+        return row
+    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    device = torch.device("cuda" if use_cuda else "cpu")
+    row["device"] = device_name(torch, device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[cfg["precision"]]
+    torch.manual_seed(train["seed"])
+    if use_cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def peaks():
+        if use_cuda:
+            row["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+            row["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+
+    try:
+        if cfg.get("activation_memory_budget") is not None:
+            import torch._functorch.config as functorch_config
+            functorch_config.activation_memory_budget = float(cfg["activation_memory_budget"])
+        Model = build_model(torch, model_cfg, cfg.get("attention", "sdpa"))
+        model = Model(cfg.get("checkpoint")).to(device=device, dtype=dtype)
+        row["parameters"] = sum(p.numel() for p in model.parameters())
+        opt_args = dict(lr=train["lr"], weight_decay=train["weight_decay"])
+        if cfg.get("fused_optimizer"):
+            optimizers = {p: torch.optim.AdamW([p], foreach=False, **opt_args)
+                          for p in model.parameters()}
+
+            def step_now(p):
+                optimizers[p].step()
+                optimizers[p].zero_grad(set_to_none=True)
+
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(step_now)
+            optimizer = None
+        else:
+            optimizer = torch.optim.AdamW(model.parameters(), foreach=True, **opt_args)
+        forward = torch.compile(model) if cfg.get("compile") else model
+        gen = torch.Generator(device="cpu").manual_seed(train["seed"])
+        b, t, vocab = model_cfg["batch"], model_cfg["seq_len"], model_cfg["vocab"]
+        times, loss_value = [], None
+        for step in range(train["warmup_steps"] + train["steps"]):
+            batch = torch.randint(0, vocab, (b, t + 1), generator=gen).to(device)
+            if use_cuda:
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            loss = forward(batch[:, :-1], batch[:, 1:])
+            loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            if use_cuda:
+                torch.cuda.synchronize(device)
+            dt = time.perf_counter() - t0
+            loss_value = float(loss.detach())
+            if step == 0:
+                row["first_step_s"] = dt
+            if step >= train["warmup_steps"]:
+                times.append(dt)
+        peaks()
+        median = statistics.median(times)
+        row.update(status="ok", median_step_s=median, samples_per_s=b / median,
+                   final_loss=loss_value if math.isfinite(loss_value) else None)
+    except Exception as e:  # noqa: BLE001 - every failure is a row, as memwall's records are
+        peaks()
+        oom = isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(e)
+        row["status"] = "out_of_memory" if oom else "failed"
+        row["reason"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+    return row
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    row = run(args)
+    row["finished_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    text = json.dumps(row, indent=2)
+    print(text)
+    if args.out:
+        tmp = f"{args.out}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
