@@ -86,8 +86,8 @@ pub struct Manifest {
     pub format: String,
     /// RFC 3339 time the bundle was written.
     pub created_at: String,
-    /// `git rev-parse --short HEAD` of the repository it was written from (`unknown` outside
-    /// git); `run.sh` passes it to the jobs as `MEMWALL_GIT_REVISION`.
+    /// `git rev-parse --short HEAD` of the repository it was written from, `-dirty` appended
+    /// when tracked files had uncommitted changes (`unknown` outside git); `run.sh` passes it to the jobs as `MEMWALL_GIT_REVISION`.
     pub git_revision: String,
     /// memwall's version.
     pub memwall_version: String,
@@ -258,7 +258,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     let manifest = Manifest {
         format: MANIFEST_FORMAT.into(),
         created_at: chrono::Utc::now().to_rfc3339(),
-        git_revision: git_revision(),
+        git_revision: crate::nightly::git_revision(),
         memwall_version: env!("CARGO_PKG_VERSION").into(),
         target: req.target,
         profile,
@@ -337,16 +337,6 @@ fn set_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("making {} executable", path.display()))
-}
-
-fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Total bytes of the regular files under `dir`.
