@@ -657,6 +657,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         ],
         environment: vec![runs_table(&history)],
         records: format!("{}/", history_dir.display()),
+        quotes_source: false,
     };
     let rendered = report::render(&doc, &paths.templates, &paths.reports.join("nightly"))?;
     Ok(NightlyOutcome {

@@ -42,6 +42,9 @@ pub struct ReportDoc {
     /// Where the numbers come from, as the page names it (`runs/<study>/` for a study; the
     /// history store for the nightly page).
     pub records: String,
+    /// Whether the page quotes a source document's numbers beside its own (every study; not
+    /// the nightly page, whose "source" is memwall's own history).
+    pub quotes_source: bool,
 }
 
 impl ReportDoc {
@@ -62,6 +65,7 @@ impl ReportDoc {
             sections,
             environment,
             records: format!("runs/{}/", header.name),
+            quotes_source: true,
         }
     }
 }
@@ -472,6 +476,7 @@ mod tests {
             }],
             environment: Vec::new(),
             records: "runs/esc/".into(),
+            quotes_source: true,
         };
         let r = render(&doc, &templates, dir.path()).unwrap();
         let md = std::fs::read_to_string(&r.markdown).unwrap();
