@@ -412,8 +412,9 @@ impl RepairState<'_> {
     /// Keeps the inputs of `i` that stage `reader` lacks resident from the last stage that
     /// holds or computes each of them up to `reader`, so that `reader` recomputes `i` from them
     /// instead of recomputing them in turn (the cheap-ancestor move: a small input held a little
-    /// longer instead of a recomputation chain back to the source). Returns the cells set and
-    /// the stages refreshed; [`RepairState::unset_cells`] undoes it.
+    /// longer instead of a recomputation chain back to the source). Refreshes the stages it
+    /// changes and returns the `(stage, node)` cells it set; [`RepairState::unset_cells`]
+    /// undoes it.
     fn keep_inputs(&mut self, i: usize, reader: usize) -> Vec<(usize, usize)> {
         let g = self.g;
         let mut cells = Vec::new();
@@ -550,7 +551,6 @@ pub fn repair(
         cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
         // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
         // new worst peak, then the least cost per useful byte.
-        // (preference key, cost per byte, node, run start, run end, tail).
         // (preference key, cost per byte, node, run start, run end, tail, keep inputs).
         type Pick = ((bool, bool), f64, usize, usize, usize, bool, bool);
         let mut pick: Option<Pick> = None;
