@@ -150,3 +150,58 @@ impl Attention {
         Attention::Naive
     }
 }
+
+/// What the transformer's layer norms keep for their backward pass (an op-level
+/// rematerialization: the normalized activations are recomputed in backward instead of kept).
+///
+/// Per norm, for `n = batch * seq` rows of `d_model` features in the compute dtype (`b` bytes):
+///
+/// | variant | kept between forward and backward |
+/// |---|---|
+/// | [`Composed`](LayerNormSaving::Composed) | `2 n d b` (centered input and normalized output) |
+/// | [`SavesInput`](LayerNormSaving::SavesInput) | `n d b` (the input) + `8 n` (f32 mean and 1/std) |
+/// | [`SavesOutput`](LayerNormSaving::SavesOutput) | `4 n` (f32 1/std); the output it keeps is the next linear layer's saved input |
+///
+/// Formulas: Ba, Kiros, Hinton 2016, "Layer Normalization", equations (3)-(4); the backward pass
+/// `dx = rstd (g - mean(g) - x̂ mean(g x̂))`, `g = dy ∘ γ`, is the standard one (as in PyTorch's
+/// native `layer_norm_backward`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerNormSaving {
+    /// Burn's layer norm (`ModuleOps::layer_norm`, composed of elementwise operations): under
+    /// autodiff its `div` and `mul` keep the centered input and the normalized output.
+    Composed,
+    /// memwall's layer-norm operation with its own backward: keeps its input and the per-row
+    /// mean and `1/sqrt(var + eps)` in f32, and recomputes `x̂` in backward. What PyTorch's
+    /// native layer norm keeps. Exact; the default.
+    #[default]
+    SavesInput,
+    /// Keeps its output and the per-row `1/sqrt(var + eps)`, and recovers
+    /// `x̂ = (y - β) / γ` in backward (the "memory-efficient" layer norm of NVIDIA Apex's
+    /// `FusedLayerNorm(memory_efficient=True)`). The output is what the following linear layer
+    /// keeps anyway, so the norm adds no full tensor; `x̂` is recovered in the output's dtype,
+    /// and features whose `γ` is near zero lose precision.
+    SavesOutput,
+}
+
+impl LayerNormSaving {
+    /// Whether this is [`LayerNormSaving::Composed`] (the layer norm of job files written before
+    /// the option existed).
+    pub fn is_composed(&self) -> bool {
+        *self == LayerNormSaving::Composed
+    }
+
+    /// The layer norm of a job file that predates the option: Burn's composed one.
+    pub fn legacy() -> Self {
+        LayerNormSaving::Composed
+    }
+
+    /// The option's spelling in experiment files and tables.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            LayerNormSaving::Composed => "composed",
+            LayerNormSaving::SavesInput => "saves_input",
+            LayerNormSaving::SavesOutput => "saves_output",
+        }
+    }
+}

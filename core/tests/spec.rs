@@ -226,3 +226,42 @@ fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
 fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
+
+/// The committed H100 job files predate the layer-norm option (and ran Burn's composed layer
+/// norm): they read as `composed` and keep the keys their folders are named by.
+#[test]
+fn committed_gpu_jobs_read_as_composed_layer_norm_with_their_keys() {
+    use memwall_core::spec::JobSpec;
+    use memwall_core::strategy::LayerNormSaving;
+    let runs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs/peak_memory");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&runs).expect("the committed GPU records") {
+        let dir = entry.unwrap().path();
+        let file = dir.join("job.json");
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // not a job folder (the PyTorch rows' folder)
+        };
+        if text.contains("\"layer_norm\"") {
+            continue; // a record written here since, by a later run
+        }
+        let job = JobSpec::read(&file).unwrap();
+        assert_eq!(
+            job.strategy.layer_norm,
+            LayerNormSaving::Composed,
+            "{}",
+            file.display()
+        );
+        assert_eq!(
+            job.key(),
+            dir.file_name().unwrap().to_string_lossy(),
+            "{}",
+            file.display()
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} legacy job files under {}",
+        runs.display()
+    );
+}

@@ -10,6 +10,7 @@
 use crate::report::model::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{AttentionOption, JobSpec, Study};
+use crate::strategy::LayerNormSaving;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -166,6 +167,17 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
             left_out.push((
                 c.name.clone(),
                 "Burn's op-level BalancedCheckpointing has no PyTorch eager counterpart".into(),
+            ));
+            continue;
+        }
+        if c.layer_norm != LayerNormSaving::SavesInput {
+            left_out.push((
+                c.name.clone(),
+                format!(
+                    "PyTorch's native layer norm keeps its input and row statistics (memwall's \
+                     `saves_input`); `{}` has no eager counterpart",
+                    c.layer_norm.as_str()
+                ),
             ));
             continue;
         }

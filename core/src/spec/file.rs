@@ -3,7 +3,7 @@
 
 use super::{Profile, Study};
 use crate::error::{Error, Result};
-use crate::strategy::{Attention, Tiles};
+use crate::strategy::{Attention, LayerNormSaving, Tiles};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -504,6 +504,13 @@ pub struct ConfigSpec {
     /// default 1024 (see `model::attention::Tiles`).
     #[serde(default)]
     pub attention_tile: Option<usize>,
+    /// What the layer norms keep for backward: `"saves_input"` (default; memwall's layer-norm
+    /// operation, which keeps the input and f32 row statistics, as PyTorch does),
+    /// `"saves_output"` (keeps only f32 1/std beside the output the next layer keeps anyway,
+    /// as Apex's memory-efficient layer norm) or `"composed"` (Burn's, which keeps two full
+    /// tensors per norm). See `memwall_core::strategy::LayerNormSaving`.
+    #[serde(default)]
+    pub layer_norm: LayerNormSaving,
     /// CUDA: CubeCL's autotune level (`"minimal"`, the default, `"balanced"`, `"extensive"`,
     /// `"full"`).
     #[serde(default)]
@@ -656,6 +663,7 @@ impl Grid {
                             balanced_checkpointing: false,
                             attention: AttentionOption::default(),
                             attention_tile: None,
+                            layer_norm: LayerNormSaving::default(),
                             autotune_level: Default::default(),
                             memory_cleanup: false,
                             memory_pool: Default::default(),

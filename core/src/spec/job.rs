@@ -5,7 +5,7 @@ use super::{
 };
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
-use crate::strategy::Attention;
+use crate::strategy::{Attention, LayerNormSaving};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -33,6 +33,13 @@ pub struct Strategy {
         skip_serializing_if = "Attention::is_naive"
     )]
     pub attention: Attention,
+    /// What the layer norms keep for backward. Job files without the field predate it and ran
+    /// Burn's composed layer norm, which is omitted from the JSON, so those jobs keep their keys.
+    #[serde(
+        default = "LayerNormSaving::legacy",
+        skip_serializing_if = "LayerNormSaving::is_composed"
+    )]
+    pub layer_norm: LayerNormSaving,
     /// Checkmate budget fraction, if the plan comes from the MILP.
     #[serde(default, with = "crate::record::nonfinite::option")]
     pub checkmate: Option<f64>,
@@ -58,6 +65,7 @@ impl From<&ConfigSpec> for Strategy {
             fusion: c.fusion,
             balanced_checkpointing: c.balanced_checkpointing,
             attention: c.attention(),
+            layer_norm: c.layer_norm,
             checkmate: c.checkmate,
             segments: None,
             master_weights: c.master_weights,

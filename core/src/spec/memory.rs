@@ -14,9 +14,12 @@
 //! - optimizer state `2 P b` (AdamW's two moments in the parameters' dtype; `2 P 4` on f32
 //!   master weights). Parameters, gradients and Adam moments as in Rajbhandari et al. 2020,
 //!   "ZeRO", Section 3.1 (`2Ψ + 2Ψ + 12Ψ` bytes for mixed-precision Adam);
-//! - activations per block and token `8d + 2f` elements kept for backward (LayerNorm inputs
-//!   `2d`, Q, K, V and the attention output `4d`, the projection input `d`, MLP input `d`,
-//!   pre- and post-GELU `2f`), plus `a` per-row log-sum-exps for the memory-efficient attention
+//! - activations per block and token `6d + 2f` elements kept for backward (Q, K, V and the
+//!   attention output `4d`, the projection input `d`, MLP input `d`, pre- and post-GELU `2f`),
+//!   plus what the two layer norms keep (`4d` for Burn's composed norm, its centered input and
+//!   normalized output; `2d`, their inputs, for the norm that saves its input; none for the one
+//!   that saves its output: `strategy::LayerNormSaving`), plus `a` per-row log-sum-exps for the
+//!   memory-efficient attention
 //!   or `2 a T` scores and probabilities for the naive one: Korthikanti et al. 2022, "Reducing
 //!   Activation Recomputation in Large Transformer Models", Section 4.1, equation (1), without
 //!   dropout masks. Without checkpointing all `L` blocks are kept; checkpointing every `K` blocks
@@ -35,6 +38,7 @@
 //! device's whole memory cannot run, and are refused before any allocation.
 
 use super::{CheckpointSpec, ModelConfig, Strategy};
+use crate::strategy::LayerNormSaving;
 use std::fmt;
 
 /// The estimated bytes of one training job, by kind (see the module's formulas). `f64` bytes:
@@ -76,7 +80,13 @@ impl MemoryEstimate {
         } else {
             p
         };
-        let per_block = 8.0 * d
+        let norms = match strategy.layer_norm {
+            LayerNormSaving::Composed => 4.0 * d,
+            LayerNormSaving::SavesInput => 2.0 * d,
+            LayerNormSaving::SavesOutput => 0.0,
+        };
+        let per_block = 6.0 * d
+            + norms
             + 2.0 * f
             + if strategy.attention.is_naive() {
                 2.0 * a * t
@@ -332,6 +342,21 @@ mod tests {
         assert!(every2.activations < plain.activations);
         assert_eq!(budget.activations, every1.activations);
         assert!(naive.activations > plain.activations);
+    }
+
+    #[test]
+    fn layer_norms_that_keep_less_estimate_fewer_activation_bytes() {
+        let m = model();
+        let of = |saving| MemoryEstimate::of(&m, &strategy(|c| c.layer_norm = saving)).activations;
+        let (composed, input, output) = (
+            of(LayerNormSaving::Composed),
+            of(LayerNormSaving::SavesInput),
+            of(LayerNormSaving::SavesOutput),
+        );
+        // Two norms per block, one [batch * seq, d_model] f32 tensor fewer each, per step down.
+        let one_tensor_per_norm = (2 * m.layers * m.batch * m.seq_len * m.d_model * 4) as f64;
+        assert_eq!(composed - input, one_tensor_per_norm);
+        assert_eq!(input - output, one_tensor_per_norm);
     }
 
     #[test]

@@ -160,6 +160,7 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "peak_allocated_bound" => [bounds.allocated.as_str()],
         "peak_reserved_bound" => [bounds.reserved.as_str()],
         "attention" => [if s.strategy.attention.is_naive() { "naive" } else { "memory_efficient" }],
+        "layer_norm" => [s.strategy.layer_norm.as_str()],
         "memory_cleanup" => [s.device_settings.memory_cleanup],
         "runtime" => [runtime_label(s)],
         "time_to_first_measured_step_s" => [m.and_then(|m| m.time_to_first_measured_step_s)],

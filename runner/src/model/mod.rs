@@ -10,6 +10,7 @@
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
 pub mod attention;
+pub mod norm;
 
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
@@ -22,6 +23,7 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Int, Tensor};
 use memwall_core::spec::{ModelConfig, Precision};
+use norm::{layer_norm, LayerNormSaving, NormBackend};
 
 /// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
 #[derive(Module, Debug)]
@@ -47,14 +49,23 @@ pub struct Block<B: Backend> {
     /// Which attention the block runs.
     #[module(skip)]
     pub attention: Attention,
+    /// What the block's layer norms keep for backward.
+    #[module(skip)]
+    pub layer_norm: LayerNormSaving,
 }
 
-impl<B: AttentionBackend> Block<B> {
+/// Backends that run the model's custom operations: the memory-efficient attention and the
+/// layer norm ([`AttentionBackend`], [`NormBackend`]).
+pub trait ModelBackend: AttentionBackend + NormBackend {}
+
+impl<B: AttentionBackend + NormBackend> ModelBackend for B {}
+
+impl<B: ModelBackend> Block<B> {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [b, t, d] = x.dims();
         let dh = d / self.heads;
-        let h = self.norm_attn.forward(x.clone());
+        let h = layer_norm(&self.norm_attn, x.clone(), self.layer_norm);
         let split = |y: Tensor<B, 3>| y.reshape([b, t, self.heads, dh]).swap_dims(1, 2);
         let q = split(self.query.forward(h.clone()));
         let k = split(self.key.forward(h.clone()));
@@ -72,7 +83,7 @@ impl<B: AttentionBackend> Block<B> {
         };
         let a = a.swap_dims(1, 2).reshape([b, t, d]);
         let x = x + self.attn_out.forward(a);
-        let h = self.norm_mlp.forward(x.clone());
+        let h = layer_norm(&self.norm_mlp, x.clone(), self.layer_norm);
         let h = self.mlp_out.forward(gelu(self.mlp_in.forward(h)));
         x + h
     }
@@ -91,6 +102,9 @@ pub struct TransformerLm<B: Backend> {
     pub norm_final: LayerNorm<B>,
     /// `None` when the head is tied to the token embedding.
     pub head: Option<Linear<B>>,
+    /// What the final layer norm keeps for backward (the blocks' own setting is theirs).
+    #[module(skip)]
+    pub layer_norm: LayerNormSaving,
 }
 
 fn linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
@@ -100,8 +114,9 @@ fn linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
 /// `ModelConfig -> init(&device) -> module`, Burn's configuration pattern, for the experiment
 /// file's model (the config is data in `memwall-core`; the module is Burn's, here).
 pub trait InitModel {
-    /// Builds the model on `device` with f32 parameters (see [`cast_model`] for 16-bit) and the
-    /// default (memory-efficient) attention (see [`TransformerLm::with_attention`]).
+    /// Builds the model on `device` with f32 parameters (see [`cast_model`] for 16-bit), the
+    /// default (memory-efficient) attention (see [`TransformerLm::with_attention`]) and the
+    /// default layer norm (see [`TransformerLm::with_layer_norm`]).
     fn init<B: Backend>(&self, device: &B::Device) -> TransformerLm<B>;
 }
 
@@ -124,6 +139,7 @@ impl InitModel for ModelConfig {
                 mlp_out: linear(self.d_ff, d, device),
                 heads: self.heads,
                 attention: Attention::default(),
+                layer_norm: LayerNormSaving::default(),
             })
             .collect();
         let model = TransformerLm {
@@ -136,6 +152,7 @@ impl InitModel for ModelConfig {
             blocks,
             norm_final: LayerNormConfig::new(d).init(device),
             head: (!self.tie_embeddings).then(|| linear(d, self.vocab, device)),
+            layer_norm: LayerNormSaving::default(),
         };
         materialize(&model);
         model
@@ -151,15 +168,27 @@ impl<B: Backend> TransformerLm<B> {
         self
     }
 
+    /// The same model with every layer norm (the blocks' and the final one) keeping what
+    /// `saving` says for backward.
+    pub fn with_layer_norm(mut self, saving: LayerNormSaving) -> Self {
+        for block in &mut self.blocks {
+            block.layer_norm = saving;
+        }
+        self.layer_norm = saving;
+        self
+    }
+
     /// Token plus document-position embeddings: `[batch, seq]` ids -> `[batch, seq, d_model]`.
     pub fn embed(&self, tokens: Tensor<B, 2, Int>, positions: Tensor<B, 2, Int>) -> Tensor<B, 3> {
         self.token_embedding.forward(tokens) + self.position_embedding.forward(positions)
     }
+}
 
+impl<B: ModelBackend> TransformerLm<B> {
     /// Final norm and head: `[batch, seq, d]` -> logits `[batch * seq, vocab]`.
     pub fn logits(&self, h: Tensor<B, 3>) -> Tensor<B, 2> {
         let [b, t, d] = h.dims();
-        let h = self.norm_final.forward(h).reshape([b * t, d]);
+        let h = layer_norm(&self.norm_final, h, self.layer_norm).reshape([b * t, d]);
         match &self.head {
             Some(head) => head.forward(h),
             None => h.matmul(self.token_embedding.weight.val().transpose()),
@@ -175,9 +204,7 @@ impl<B: Backend> TransformerLm<B> {
         let picked = logp.gather(1, targets.reshape([n, 1]));
         picked.mean().neg()
     }
-}
 
-impl<B: AttentionBackend> TransformerLm<B> {
     /// Runs blocks `range` on `h`.
     pub fn forward_blocks(
         &self,

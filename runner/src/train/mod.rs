@@ -20,7 +20,7 @@ use crate::data::{Batch, Batcher, TokenStream};
 use crate::device::BackendKind;
 use crate::measure::fault::{self, OutOfMemory};
 use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
-use crate::model::attention::AttentionBackend;
+use crate::model::ModelBackend;
 use crate::model::{cast_model, dtype_of, InitModel, TransformerLm};
 use budget::BlockCost;
 use burn::module::AutodiffModule;
@@ -34,13 +34,13 @@ use segment::Segment;
 use std::time::Instant;
 
 /// The autodiff backends a training job runs on: both they and their inner backend run the
-/// memory-efficient attention ([`AttentionBackend`]).
-pub trait TrainBackend: AutodiffBackend<InnerBackend: AttentionBackend> + AttentionBackend {}
+/// memory-efficient attention and the layer norm ([`ModelBackend`]).
+pub trait TrainBackend: AutodiffBackend<InnerBackend: ModelBackend> + ModelBackend {}
 
 impl<B> TrainBackend for B
 where
-    B: AutodiffBackend + AttentionBackend,
-    B::InnerBackend: AttentionBackend,
+    B: AutodiffBackend + ModelBackend,
+    B::InnerBackend: ModelBackend,
 {
 }
 
@@ -71,7 +71,7 @@ impl<B: Backend> Inputs<B> {
     /// `model`'s mean token cross-entropy (nats) on this batch: a `[1]` tensor.
     pub fn loss(&self, model: &TransformerLm<B>) -> Tensor<B, 1>
     where
-        B: AttentionBackend,
+        B: ModelBackend,
     {
         model.forward_loss(
             self.tokens.clone(),
@@ -343,7 +343,7 @@ fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
 
 /// A CPU job on backend `B` (plain autodiff, or Burn's `BalancedCheckpointing` strategy),
 /// measured with the counting allocator.
-fn run_cpu<B: AttentionBackend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
+fn run_cpu<B: ModelBackend>(spec: &JobSpec, env: Environment) -> Result<JobRecord>
 where
     B::Device: Default,
 {
@@ -536,7 +536,8 @@ fn init_model<B: TrainBackend>(spec: &JobSpec, device: &B::Device) -> Transforme
     let model = spec
         .model
         .init::<B>(device)
-        .with_attention(spec.strategy.attention);
+        .with_attention(spec.strategy.attention)
+        .with_layer_norm(spec.strategy.layer_norm);
     if spec.strategy.master_weights {
         model
     } else {
