@@ -118,6 +118,9 @@ pub struct BundleSummary {
     pub manifest: Manifest,
     /// Whether the runner was stripped.
     pub stripped: bool,
+    /// Files of the local CubeCL cache (`<cache>/cubecl`: compiled kernels and autotune
+    /// results of earlier GPU runs, brought back by [`import`]) copied into the bundle.
+    pub cache_files: usize,
 }
 
 /// Writes a bundle: `<out>/{manifest.json, run.sh, bin/memwall-job, jobs/<study>/<key>/job.json,
@@ -153,9 +156,18 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     }
     std::fs::create_dir_all(out.join("bin"))
         .with_context(|| format!("creating {}", out.join("bin").display()))?;
+    check_runner_backend(&req.runner, req.target)?;
     let stripped = copy_runner(&req.runner, &out.join("bin").join("memwall-job"))?;
     let cache_rel = PathBuf::from("cache").join("cubecl");
     std::fs::create_dir_all(out.join(&cache_rel))?;
+    // The kernels and tunings of earlier GPU runs (imported with their records) go along, so
+    // the jobs there start warm.
+    let local_cache = paths.cache.join("cubecl");
+    let cache_files = if local_cache.is_dir() {
+        copy_tree(&local_cache, &out.join(&cache_rel))?
+    } else {
+        0
+    };
     if let Some(tgz) = &req.autotune_cache {
         unpack_tgz(tgz, &out.join("cache"))
             .with_context(|| format!("unpacking the autotune cache {}", tgz.display()))?;
@@ -293,7 +305,55 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         archive_bytes,
         manifest,
         stripped,
+        cache_files,
     })
+}
+
+/// Refuses a runner that cannot run `target`'s jobs, by asking it (`memwall-job backends`).
+/// A runner that cannot be asked (another processor, an older build) is carried with a warning.
+fn check_runner_backend(runner: &Path, target: BackendKind) -> Result<()> {
+    let asked = std::process::Command::new(runner).arg("backends").output();
+    let listed = match asked {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(_) | Err(_) => {
+            tracing::warn!(
+                "could not ask the runner {} which backends it was built with (`memwall-job \
+                 backends`): carried unchecked",
+                runner.display()
+            );
+            return Ok(());
+        }
+    };
+    if !listed.lines().any(|l| l.trim() == target.as_str()) {
+        bail!(
+            "runner {}: built without the {} backend (it runs: {}); build one with `just carry` \
+             (the slim CUDA runner) or `cargo build --release --locked --bin memwall-job` with \
+             the default features, or name another with --runner",
+            runner.display(),
+            target.as_str(),
+            listed.split_whitespace().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Copies the files under `from` into `to` (folders created, files overwritten); returns how
+/// many files it copied.
+fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    let mut n = 0;
+    for entry in std::fs::read_dir(from).with_context(|| format!("listing {}", from.display()))? {
+        let entry = entry.with_context(|| format!("listing {}", from.display()))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            n += copy_tree(&src, &dst)?;
+        } else if src.is_file() {
+            std::fs::copy(&src, &dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// `<out>.tar.gz` beside the folder `out`.
@@ -518,6 +578,8 @@ for d in jobs/*/*/; do
     files+=("$d")
 done
 [ -d reference/results ] && files+=(reference/results)
+# The kernels and autotune results of these jobs, so the next bundle starts warm.
+[ -n "$(ls -A cache/cubecl 2>/dev/null)" ] && files+=(cache/cubecl)
 tar czf results.tar.gz.partial --exclude='*.tmp-*' "${files[@]}"
 mv results.tar.gz.partial results.tar.gz
 echo "packed $(ls -d jobs/*/*/record.json 2>/dev/null | wc -l) record(s) and $(ls reference/results/*.json 2>/dev/null | wc -l) PyTorch row(s) into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
@@ -536,6 +598,8 @@ pub struct ImportSummary {
     pub already: usize,
     /// PyTorch reference rows written.
     pub torch_rows: usize,
+    /// Files of the bundle's CubeCL cache merged into the local one.
+    pub cache_files: usize,
     /// Studies with new rows (their reports to re-render), by experiment file.
     pub studies: Vec<PathBuf>,
     /// Records refused (path, reason); non-empty only with `skip_mismatched`.
@@ -557,6 +621,9 @@ pub struct ImportRequest {
     pub force: bool,
     /// Import the matching records and list the others, instead of refusing the whole import.
     pub skip_mismatched: bool,
+    /// The local CubeCL cache (`.memwall/cache/cubecl`) that the bundle's `cache/cubecl`
+    /// (compiled kernels, autotune results) is merged into, for the next bundle to carry.
+    pub cubecl_cache: PathBuf,
 }
 
 /// Imports the records of a bundle (folder or archive) into the record store.
@@ -650,6 +717,10 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     for (study, row) in &torch {
         reference::store_row(&req.runs, study, row)?;
         summary.torch_rows += 1;
+    }
+    let cache = root.join("cache").join("cubecl");
+    if cache.is_dir() {
+        summary.cache_files = copy_tree(&cache, &req.cubecl_cache)?;
     }
     Ok(summary)
 }

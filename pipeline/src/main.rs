@@ -766,10 +766,11 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         }
     }
     println!(
-        "bundle {} ({:.1} MiB, runner {}stripped)",
+        "bundle {} ({:.1} MiB, runner {}stripped, {} file(s) of the local CubeCL cache)",
         s.dir.display(),
         mib(s.dir_bytes),
-        if s.stripped { "" } else { "not " }
+        if s.stripped { "" } else { "not " },
+        s.cache_files
     );
     if let Some(a) = &s.archive {
         println!("archive {} ({:.1} MiB)", a.display(), mib(s.archive_bytes));
@@ -798,15 +799,19 @@ fn import(
         scratch: paths.cache.join("import"),
         force,
         skip_mismatched,
+        cubecl_cache: paths.cache.join("cubecl"),
     };
     let s = memwall::bundle::import(&req)?;
     eprintln!(
-        "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s)",
+        "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s), {} CubeCL cache file(s) \
+         into {}",
         source.display(),
         s.imported,
         s.already,
         paths.runs.display(),
-        s.torch_rows
+        s.torch_rows,
+        s.cache_files,
+        req.cubecl_cache.display()
     );
     for (p, why) in &s.refused {
         eprintln!("  refused {}: {why}", p.display());

@@ -54,6 +54,13 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     let templates = root.join("templates");
     let out = dir.join("gpu-bundle");
 
+    // 0. A CubeCL cache left by an earlier GPU run (as `memwall import` merges it): the bundle
+    // carries it, so the jobs there start warm.
+    let tuned = Path::new("autotune/0.10.0/device-0-0-cuda/matmul.json.log");
+    let local_cache = dir.join(".memwall/cache/cubecl");
+    std::fs::create_dir_all(local_cache.join(tuned).parent().unwrap()).unwrap();
+    std::fs::write(local_cache.join(tuned), "{\"earlier\": \"tuning\"}\n").unwrap();
+
     // 1. The bundle: folder + archive, two configurations of the peak-memory study.
     let o = memwall(
         dir,
@@ -89,6 +96,17 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     assert_eq!(keys.len(), 2, "{manifest:?}");
     let plan = out.join("reference/peak_memory.plan.json");
     assert!(plan.is_file(), "the PyTorch plan is bundled");
+    assert_eq!(
+        std::fs::read_to_string(out.join("cache/cubecl").join(tuned)).unwrap(),
+        "{\"earlier\": \"tuning\"}\n",
+        "the local CubeCL cache is carried: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("1 file(s) of the local CubeCL cache"),
+        "{}",
+        text(&o)
+    );
 
     // 2. On "the other machine": the archive unpacked elsewhere, run.sh run there (the
     // PyTorch reference left out: it is checked with a row below).
@@ -100,6 +118,11 @@ fn bundle_run_import_round_trip_on_the_cpu() {
         .unwrap();
     assert!(st.success());
     let run_sh = there.join("gpu-bundle/run.sh");
+    // What a GPU job there adds to the cache (a compiled kernel): packed with the records.
+    let compiled = Path::new("ptx/0.10.0/kernel-1234.ptx");
+    let there_cache = there.join("gpu-bundle/cache/cubecl");
+    std::fs::create_dir_all(there_cache.join(compiled).parent().unwrap()).unwrap();
+    std::fs::write(there_cache.join(compiled), "// ptx").unwrap();
     let run = || {
         Command::new("bash")
             .arg(&run_sh)
@@ -155,6 +178,13 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     let o = import(&results, &runs, &experiments);
     assert!(o.status.success(), "import failed: {}", text(&o));
     assert!(text(&o).contains("2 record(s) imported"), "{}", text(&o));
+    // The cache came back and was merged into the local one, beside the earlier tuning.
+    assert!(text(&o).contains("2 CubeCL cache file(s)"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(local_cache.join(compiled)).unwrap(),
+        "// ptx"
+    );
+    assert!(local_cache.join(tuned).is_file());
     for k in &keys {
         let r = memwall::results::read_record(&runs.join("peak_memory").join(k))
             .unwrap()
@@ -273,4 +303,50 @@ fn bundle_run_import_round_trip_on_the_cpu() {
         .unwrap_or_else(|| panic!("no row for {} in {side}", record.spec.label));
     assert!(line.contains("2.00x"), "no allocated ratio 2.00x: {line}");
     assert!(line.contains("0.25x"), "no throughput ratio 0.25x: {line}");
+}
+
+/// A runner built without CUDA is refused for a CUDA bundle, naming what it runs and the fix.
+#[test]
+fn a_cuda_bundle_refuses_a_runner_without_cuda() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fake = dir.join("memwall-job");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = backends ] && echo flex && echo ndarray\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = common::root();
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            s(&root.join("experiments/peak_memory.toml")),
+            "--target",
+            "cuda",
+            "--out",
+            s(&dir.join("gpu-bundle")),
+            "--runner",
+            s(&fake),
+            "--data",
+            s(&common::excerpt()),
+            "--torch-script",
+            "none",
+        ],
+    );
+    assert!(!o.status.success(), "accepted: {}", text(&o));
+    let msg = text(&o);
+    assert!(
+        msg.contains("built without the cuda backend") && msg.contains("flex, ndarray"),
+        "{msg}"
+    );
+    assert!(msg.contains("just carry"), "{msg}");
+    // The real runner of this build has CUDA compiled in (the default features).
+    let listed = Command::new(runner()).arg("backends").output().unwrap();
+    assert!(listed.status.success());
+    assert!(String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l == "cuda"));
 }

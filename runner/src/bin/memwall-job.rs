@@ -5,13 +5,18 @@
 //! - `memwall-job run-job --job FILE --out DIR`: run one job in this process.
 //! - `memwall-job sweep-dir DIR`: run every `DIR/<study>/<key>/job.json` without a
 //!   `record.json`, each in its own process (a crash or out-of-memory costs one job).
+//! - `memwall-job backends`: the backends this build runs, one per line (`flex`, and `ndarray`
+//!   and `cuda` when built with them), so a bundle can refuse a runner without CUDA.
 
 use memwall_core::record::RECORD_FILE;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR");
+    eprintln!(
+        "usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR\n       \
+         memwall-job backends"
+    );
     ExitCode::from(2)
 }
 
@@ -102,6 +107,16 @@ fn main() -> ExitCode {
                     ),
                     Err(e) => eprintln!("{}: {e}", dir.display()),
                 }
+            }
+            ExitCode::SUCCESS
+        }
+        Some("backends") => {
+            println!("flex");
+            if cfg!(feature = "ndarray") {
+                println!("ndarray");
+            }
+            if cfg!(feature = "cuda") {
+                println!("cuda");
             }
             ExitCode::SUCCESS
         }
