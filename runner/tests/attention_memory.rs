@@ -5,9 +5,10 @@ use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor};
 use memwall_core::spec::ModelConfig;
-use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak};
 use memwall_runner::model::attention::{Attention, Tiles};
 use memwall_runner::model::InitModel;
+
+mod common;
 
 type B = Autodiff<Flex>;
 
@@ -31,19 +32,8 @@ fn a_block_at_seq_512_keeps_no_score_tensor() {
         Distribution::Normal(0.0, 1.0),
         &device,
     );
-    // Peak bytes above the start of one block's forward + backward, and the bytes its
-    // autodiff graph holds between them.
     let measure = |attention: Attention| {
-        let block = model.clone().with_attention(attention).blocks[0].clone();
-        let x = x.clone().detach().require_grad();
-        let base = allocated_bytes();
-        reset_peak();
-        let y = block.forward(x.clone());
-        let kept = allocated_bytes() - base;
-        let grads = y.sum().backward();
-        let g = x.grad(&grads).expect("input gradient");
-        drop((grads, g));
-        (peak_allocated_bytes() - base, kept)
+        common::block_memory(&model.clone().with_attention(attention).blocks[0], &x)
     };
     let (naive_peak, naive_kept) = measure(Attention::Naive);
     let (ours_peak, ours_kept) = measure(Attention::MemoryEfficient {

@@ -5,9 +5,10 @@ use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor};
 use memwall_core::spec::ModelConfig;
-use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak};
 use memwall_runner::model::norm::LayerNormSaving;
 use memwall_runner::model::InitModel;
+
+mod common;
 
 type B = Autodiff<Flex>;
 
@@ -31,19 +32,8 @@ fn a_block_keeps_one_tensor_less_per_norm_at_each_step() {
         Distribution::Normal(0.0, 1.0),
         &device,
     );
-    // Bytes the block's autodiff graph holds between forward and backward, above the input
-    // (which the caller holds anyway), and the peak of forward + backward above the start.
     let measure = |saving: LayerNormSaving| {
-        let block = model.clone().with_layer_norm(saving).blocks[0].clone();
-        let x = x.clone().detach().require_grad();
-        let base = allocated_bytes();
-        reset_peak();
-        let y = block.forward(x.clone());
-        let kept = allocated_bytes() - base;
-        let grads = y.sum().backward();
-        let g = x.grad(&grads).expect("input gradient");
-        drop((grads, g));
-        (peak_allocated_bytes() - base, kept)
+        common::block_memory(&model.clone().with_layer_norm(saving).blocks[0], &x)
     };
     let (composed_peak, composed) = measure(LayerNormSaving::Composed);
     let (input_peak, input) = measure(LayerNormSaving::SavesInput);

@@ -1,5 +1,8 @@
 //! What the memory tests share: a small transformer whose step memory is dominated by
-//! activations, and a deterministic batch for it.
+//! activations, a deterministic batch for it, and one block's measured memory.
+
+// Every test binary includes this module and uses a part of it.
+#![allow(dead_code)]
 
 use memwall_core::spec::ModelConfig;
 use memwall_runner::data::Batch;
@@ -29,4 +32,25 @@ pub fn batch(cfg: &ModelConfig) -> Batch {
         targets: ids[1..].to_vec(),
         positions: (0..n as i64).map(|i| i % cfg.seq_len as i64).collect(),
     }
+}
+
+/// One block's forward and backward on `x` (a fresh leaf copy), measured with the counting
+/// allocator: `(peak, kept)`, the high-water mark of forward + backward and the bytes the
+/// autodiff graph holds between them, both above the live bytes at the start (so `x` itself,
+/// which the caller holds, is not counted). The counter is process-wide: a test binary that
+/// uses this holds a single test.
+pub fn block_memory(
+    block: &memwall_runner::model::Block<burn::backend::Autodiff<burn::backend::Flex>>,
+    x: &burn::tensor::Tensor<burn::backend::Autodiff<burn::backend::Flex>, 3>,
+) -> (u64, u64) {
+    use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak};
+    let x = x.clone().detach().require_grad();
+    let base = allocated_bytes();
+    reset_peak();
+    let y = block.forward(x.clone());
+    let kept = allocated_bytes() - base;
+    let grads = y.sum().backward();
+    let g = x.grad(&grads).expect("input gradient");
+    drop((grads, g));
+    (peak_allocated_bytes() - base, kept)
 }
