@@ -717,6 +717,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .iter()
             .filter(|c| !c.maps_to.is_empty())
             .map(|c| format!("*{}*: {}", markdown::escape(&c.label), c.maps_to))
+            .chain(layer_norm_drift(g))
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
@@ -729,6 +730,33 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .chain(non_empty(planned_vs_measured(&g.rows)))
             .collect(),
         figures,
+    })
+}
+
+/// A note naming the rows whose records ran another layer norm than their configuration now
+/// names (records written before the option read as Burn's `composed` norm): their figures
+/// measure that norm, not the current one. `None` when every row ran its configuration's norm.
+fn layer_norm_drift(g: &Group) -> Option<String> {
+    let drifted: Vec<String> = g
+        .rows
+        .iter()
+        .filter(|c| c.r.str("layer_norm") != c.cfg.layer_norm.as_str())
+        .map(|c| {
+            format!(
+                "{} (`{}`)",
+                markdown::escape(&c.cfg.name),
+                c.r.str("layer_norm")
+            )
+        })
+        .collect();
+    (!drifted.is_empty()).then(|| {
+        format!(
+            "*Layer norm of these records*: {} of this group's records ran another layer norm \
+             than their configuration now names ({}); records written before the `layer_norm` \
+             option ran Burn's composed norm. Rerun them to measure the current one.",
+            drifted.len(),
+            drifted.join(", ")
+        )
     })
 }
 
