@@ -214,6 +214,8 @@ at_most = 1000.0
         "{md}"
     );
     assert!(!md.contains("Records not in the experiment file"), "{md}");
+    // every record ran its configuration's layer norm: no note says otherwise
+    assert!(!md.contains("Layer norm of these records"), "{md}");
 
     // a configuration removed from the file: its record is listed, not dropped
     let exp = setup(
@@ -237,6 +239,25 @@ control = true
         );
     }
     assert!(!stale.contains("| control |"), "{stale}");
+
+    // the control's configuration now names Burn's composed layer norm, its record ran the
+    // default one: the report says so under the group, naming the row and what it ran
+    let exp = setup(
+        dir.path(),
+        r#"
+[[configs]]
+name = "control"
+control = true
+layer_norm = "composed"
+"#,
+    );
+    let r = driver::report(&exp, &p).unwrap();
+    let md = std::fs::read_to_string(&r.markdown).unwrap();
+    assert!(
+        md.contains("Layer norm of these records*: 1 of this group's records")
+            && md.contains("control (`saves_input`)"),
+        "{md}"
+    );
 }
 
 #[test]
