@@ -25,6 +25,7 @@
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
 //! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
 
+use super::{float, primitive};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -32,7 +33,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Bool, DType, Int, Tensor, TensorPrimitive};
+use burn::tensor::{Bool, DType, Int, Tensor};
 pub use memwall_core::strategy::{Attention, Tiles};
 
 /// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
@@ -149,14 +150,6 @@ pub fn memory_efficient_attention<B: AttentionBackend>(
         primitive(v),
         tiles,
     ))
-}
-
-fn float<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(p))
-}
-
-fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
-    t.into_primitive().tensor()
 }
 
 /// Starts of the tiles of `size` over `0..len`, with their lengths.

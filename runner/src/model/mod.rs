@@ -21,7 +21,8 @@ use burn::tensor::activation::{gelu, log_softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{DType, Int, Tensor};
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{DType, Int, Tensor, TensorPrimitive};
 use memwall_core::spec::{ModelConfig, Precision};
 use norm::{layer_norm, LayerNormSaving, NormBackend};
 
@@ -228,6 +229,16 @@ impl<B: ModelBackend> TransformerLm<B> {
         let h = self.forward_blocks(h, 0..self.blocks.len());
         self.loss(h, targets)
     }
+}
+
+/// A float primitive as a tensor of rank `D` (the custom autodiff operations work on primitives).
+fn float<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(p))
+}
+
+/// A float tensor's primitive.
+fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
 }
 
 /// Burn initializes parameters lazily, on first use, and a clone of an uninitialized

@@ -24,6 +24,7 @@
 //! Written with Burn tensor operations, so generic over backend and dtype; on CUDA each line is
 //! a few kernels (Burn's fusion backend fuses the elementwise chains).
 
+use super::{float, primitive};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -32,7 +33,7 @@ use burn::backend::Autodiff;
 use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{DType, Tensor, TensorPrimitive};
+use burn::tensor::{DType, Tensor};
 pub use memwall_core::strategy::LayerNormSaving;
 
 /// The `ε` of every layer norm of the model: Burn's `LayerNormConfig` default (1e-5), with which
@@ -220,14 +221,6 @@ pub fn layer_norm<B: NormBackend>(
         saving,
     );
     float::<B, 2>(y).reshape([b, t, d])
-}
-
-fn float<B: Backend, const D: usize>(p: FloatTensor<B>) -> Tensor<B, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(p))
-}
-
-fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
-    t.into_primitive().tensor()
 }
 
 #[cfg(test)]
