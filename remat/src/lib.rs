@@ -29,6 +29,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod baselines;
+pub mod boundary;
 pub mod graph;
 pub mod graph_file;
 pub mod layered;

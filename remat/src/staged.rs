@@ -32,6 +32,7 @@
 //!
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
 
+use super::boundary::boundary_bound;
 use super::graph::Graph;
 use super::milp::MilpOptions;
 use super::sim::{simulate, Schedule, SimResult};
@@ -653,7 +654,15 @@ pub struct StagedOptions {
     /// Solve the model's LP relaxation first (a third of the time limit) for its bound and
     /// for repaired LP-rounding warm starts.
     pub lp_rounding: bool,
+    /// Solve the boundary-memory relaxation first ([`crate::boundary::boundary_bound`],
+    /// [`BOUNDARY_SHARE`] of the time limit): its bound is valid for Checkmate's problem, its
+    /// schedule, when it fits, ends the solve with that proof, and otherwise is repaired into
+    /// a warm start.
+    pub boundary: bool,
 }
+
+/// Share of [`StagedOptions`]' time limit given to the boundary-memory relaxation.
+pub const BOUNDARY_SHARE: f64 = 0.6;
 
 impl Default for StagedOptions {
     fn default() -> Self {
@@ -663,6 +672,7 @@ impl Default for StagedOptions {
             max_computations: None,
             stop_at_first: false,
             lp_rounding: true,
+            boundary: true,
         }
     }
 }
@@ -674,7 +684,7 @@ pub struct StagedOutcome {
     /// validated by the simulator, with its simulation.
     pub best: Option<(Schedule, SimResult)>,
     /// The best heuristic schedule's simulation (greedy eviction, or repair of the
-    /// checkpoint-all or LP-rounded storage; with grouped stages, one node per stage when
+    /// checkpoint-all, LP-rounded or boundary-relaxation storage; with grouped stages, one node per stage when
     /// nothing fitted at the model's granularity), if one fitted.
     pub greedy: Option<SimResult>,
     /// Optimal objective of the model's LP relaxation, cost units (`None`: not solved to
@@ -688,17 +698,22 @@ pub struct StagedOutcome {
     pub dual_bound: f64,
     /// HiGHS' relative gap for the model solved.
     pub mip_gap: f64,
-    /// A lower bound valid for the unrestricted Checkmate problem, cost units: the larger of
-    /// `sum_i C_i` and, for the unrestricted model, `dual_bound`.
+    /// A lower bound valid for the unrestricted Checkmate problem, cost units: the largest of
+    /// `sum_i C_i`, `boundary_bound` and, for the unrestricted model, `dual_bound` and
+    /// `lp_bound`.
     pub valid_bound: f64,
     /// HiGHS model status.
     pub status: String,
     /// Wall time of heuristic, model build and solve, seconds.
     pub solve_time_s: f64,
-    /// Columns, integer columns and rows of the model.
+    /// Columns, integer columns and rows of the model (of the boundary relaxation when it
+    /// ended the solve).
     pub size: ModelSize,
     /// Nodes per stage of the model.
     pub stage_size: usize,
+    /// Lower bound of the boundary-memory relaxation on Checkmate's optimum, cost units
+    /// (`None`: not solved).
+    pub boundary_bound: Option<f64>,
 }
 
 impl StagedOutcome {
@@ -1036,6 +1051,7 @@ pub fn solve_staged(
         solve_time_s: 0.0,
         size: ModelSize::default(),
         stage_size: opts.stage_size.max(1),
+        boundary_bound: None,
     };
     if budget < g.working_set_bound() {
         out.status = "Infeasible (working-set bound)".into();
@@ -1059,17 +1075,93 @@ pub fn solve_staged(
     // With grouped stages and no fitting heuristic at that granularity, the heuristics with one
     // node per stage may still fit: such a schedule cannot warm-start the grouped model but is
     // reported when HiGHS finds nothing better.
-    let fallback = if warm.is_none() && stages.len() < g.len() && opts.max_computations.is_none() {
-        greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
-    } else {
-        None
-    };
+    let mut fallback =
+        if warm.is_none() && stages.len() < g.len() && opts.max_computations.is_none() {
+            greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
+        } else {
+            None
+        };
     if stages.len() == g.len() {
         if let Some(w) = opts.milp.warm_start.as_ref().map(from_checkmate) {
             if let Some(c) = within(&w) {
                 if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
                     warm = Some(c);
                 }
+            }
+        }
+    }
+    let heuristic = warm
+        .as_ref()
+        .map(|x| x.2)
+        .or(fallback.as_ref().map(|x| x.1));
+    if opts.boundary {
+        let relax = boundary_bound(
+            g,
+            budget,
+            &MilpOptions {
+                time_limit_s: opts.milp.time_limit_s * BOUNDARY_SHARE,
+                warm_start: warm
+                    .as_ref()
+                    .map(|x| x.1.clone())
+                    .or(fallback.as_ref().map(|x| x.0.clone())),
+                ..opts.milp.clone()
+            },
+        )?;
+        out.boundary_bound = Some(relax.bound);
+        out.valid_bound = out.valid_bound.max(relax.bound);
+        if relax.bound.is_infinite() {
+            out.status = "Infeasible (boundary relaxation)".into();
+            out.dual_bound = f64::INFINITY;
+            out.solve_time_s = start.elapsed().as_secs_f64();
+            return Ok(out);
+        }
+        if let Some(sch) = &relax.schedule {
+            let one = uniform_stages(g.len(), 1);
+            let repaired = repair(g, budget, &one, &sch.s).map(|x| x.expand(g));
+            for cand in [Some(sch.clone()), repaired].into_iter().flatten() {
+                let cand = StagedSchedule {
+                    stages: one.clone(),
+                    r: cand.r,
+                    s: cand.s,
+                };
+                let Some(c) = within(&cand) else { continue };
+                let cost = c.2.cost;
+                if stages.len() == g.len() {
+                    if warm.as_ref().is_none_or(|x| cost < x.2.cost) {
+                        warm = Some(c);
+                    }
+                } else if warm.as_ref().is_none_or(|x| cost < x.2.cost)
+                    && fallback.as_ref().is_none_or(|x| cost < x.1.cost)
+                {
+                    fallback = Some((c.1, c.2));
+                }
+            }
+        }
+        // A fitting schedule within the gap of a bound valid for Checkmate's problem ends
+        // the solve: no restricted model can do better than Checkmate's optimum.
+        let best = [
+            warm.as_ref().map(|x| (&x.1, x.2)),
+            fallback.as_ref().map(|x| (&x.0, x.1)),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+        if let Some((sch, sim)) = best {
+            let gap = (sim.cost - out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
+            if gap <= opts.milp.mip_gap {
+                out.status = "Optimal (boundary relaxation)".into();
+                out.size = ModelSize {
+                    columns: relax.columns,
+                    integer_columns: relax.columns,
+                    rows: relax.rows,
+                };
+                out.dual_bound = out.valid_bound;
+                out.mip_gap = gap;
+                out.objective = Some(sim.cost);
+                out.greedy = heuristic;
+                out.best = Some((sch.clone(), sim));
+                out.solve_time_s = start.elapsed().as_secs_f64();
+                return Ok(out);
             }
         }
     }
@@ -1081,7 +1173,9 @@ pub fn solve_staged(
         let mut model = pb.optimise(Sense::Minimise);
         let lp_opts = StagedOptions {
             milp: MilpOptions {
-                time_limit_s: opts.milp.time_limit_s / 3.0,
+                time_limit_s: (opts.milp.time_limit_s / 3.0)
+                    .min(opts.milp.time_limit_s - start.elapsed().as_secs_f64())
+                    .max(0.01),
                 ..opts.milp.clone()
             },
             ..opts.clone()
@@ -1238,9 +1332,13 @@ pub fn solve_refined(
         stage_size: 1,
         max_computations: None,
         lp_rounding: false,
+        boundary: false,
         ..opts.clone()
     };
     let mut fine = solve_staged(g, budget, &fine_opts)?;
+    // The coarse solve's boundary relaxation bounds Checkmate's problem too.
+    fine.valid_bound = fine.valid_bound.max(coarse.valid_bound);
+    fine.boundary_bound = coarse.boundary_bound;
     // The warm start is the coarse schedule; keep the cheaper if HiGHS did not take it.
     if let (Some(c), Some(f)) = (&coarse.best, &fine.best) {
         if c.1.cost < f.1.cost {
@@ -1405,8 +1503,11 @@ mod tests {
                         "size {size}: {} below the optimum {opt}",
                         r.cost
                     );
-                    // A bound for the restricted model only counts sum C_i as valid.
-                    assert_eq!(grouped.valid_bound, g.total_cost());
+                    // A restricted model's own bounds do not count: the valid bound is sum C_i
+                    // or the boundary relaxation's, and never above Checkmate's optimum.
+                    let relax = grouped.boundary_bound.expect("solved first");
+                    assert_eq!(grouped.valid_bound, relax.max(g.total_cost()));
+                    assert!(grouped.valid_bound <= opt + 1e-6, "size {size}");
                 }
             }
             let bounded = solve_staged(

@@ -218,8 +218,10 @@ pub struct StagedSolve {
     /// cost units, when the model solved is unrestricted and its LP was solved first (`None`
     /// otherwise).
     pub checkmate_lp_bound: Option<f64>,
-    /// A lower bound valid for Checkmate's unrestricted problem, cost units: `sum_i C_i`, or for
-    /// an unrestricted model the largest of that, its LP bound and HiGHS' dual bound.
+    /// A lower bound valid for Checkmate's unrestricted problem, cost units: the largest of
+    /// `sum_i C_i`, the boundary-memory relaxation's bound
+    /// ([`memwall_remat::boundary::boundary_bound`]) and, for an unrestricted model, its LP
+    /// bound and HiGHS' dual bound.
     #[serde(with = "memwall_core::record::nonfinite")]
     pub valid_bound: f64,
 }
@@ -710,6 +712,7 @@ fn measure_staged(
         max_computations: params.staged_max_computations,
         stop_at_first: false,
         lp_rounding: true,
+        boundary: true,
     };
     let refine = g.len() <= params.refine_max_nodes;
     let (coarse, fine) = solve_refined(g, budget, &so, params.coarse_share, refine)?;
