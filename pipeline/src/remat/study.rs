@@ -1067,8 +1067,12 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
              and budget including LP relaxation, warm starts and, for graphs up to {} nodes, a refinement with one \
              node per stage warm-started from the grouped schedule, on the row below it). Model gap: against \
              HiGHS' bound for the model solved (restricted when stage size > 1). Valid gap: against a bound valid \
-             for Checkmate's problem: sum C_i, or for stage size 1 the largest of that, the model's LP relaxation \
-             and HiGHS' bound.",
+             for Checkmate's problem: the largest of sum C_i, the boundary-memory relaxation's bound (Checkmate's \
+             schedule variables with one memory row per stage end plus rows generated for the recomputation steps \
+             its schedules overrun; solved first, 60% of the limit) and, for stage size 1, the model's LP \
+             relaxation and HiGHS' bound. Status \"Optimal (boundary relaxation)\": the relaxation's schedule fits \
+             the budget within the gap of its bound, which proves it optimal for Checkmate's problem; the columns \
+             and rows are then the relaxation's.",
             p.staged_max_stages,
             p.staged_max_computations
                 .map_or(String::new(), |k| format!(", at most {k} computations per node")),
