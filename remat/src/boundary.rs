@@ -32,7 +32,7 @@
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
 
 use super::graph::Graph;
-use super::milp::MilpOptions;
+use super::milp::{configure, MilpOptions};
 use super::sim::{stage_memory, Schedule};
 use super::RematError;
 use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
@@ -276,14 +276,15 @@ pub fn boundary_bound(
         let ncols = pb.num_cols();
         out.columns = ncols;
         let mut model = pb.optimise(Sense::Minimise);
-        model.make_quiet();
-        model.set_option("time_limit", left.max(0.01));
-        model.set_option("mip_rel_gap", opts.mip_gap.max(0.0));
-        model.set_option("threads", opts.threads.max(1) as i32);
-        model.set_option("random_seed", 0);
-        model.set_option(
-            "mip_heuristic_effort",
-            opts.heuristic_effort.clamp(0.0, 1.0),
+        // The objective here counts recomputations only: a cutoff on total cost does not apply.
+        configure(
+            &mut model,
+            &MilpOptions {
+                time_limit_s: left,
+                cost_cutoff: None,
+                warm_start: None,
+                ..opts.clone()
+            },
         );
         if let Some(w) = opts.warm_start.as_ref().filter(|w| w.r.len() == n) {
             model

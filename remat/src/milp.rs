@@ -254,7 +254,9 @@ fn extract(g: &Graph, v: &Vars, cols: &[f64], threshold: f64) -> Vec<Vec<bool>> 
     s
 }
 
-fn configure(model: &mut highs::Model, opts: &MilpOptions) {
+/// Applies `opts` (time limit, gap, threads, heuristic effort, cost cutoff) to a HiGHS model,
+/// quiet and with a fixed random seed.
+pub(crate) fn configure(model: &mut highs::Model, opts: &MilpOptions) {
     model.make_quiet();
     model.set_option("time_limit", opts.time_limit_s.max(0.01));
     model.set_option("mip_rel_gap", opts.mip_gap.max(0.0));
