@@ -100,47 +100,6 @@ pub fn plan_for(spec: &JobSpec, blocks: &[BlockCost]) -> Option<Vec<Segment>> {
     }
 }
 
-/// Measures each block's cost on the job's device: the bytes its autodiff graph keeps after a
-/// forward pass (live bytes after minus before, holding the output), its input's bytes, and the
-/// time of its forward pass without autodiff (device synchronized, after one warm-up pass).
-pub fn profile_blocks<B: TrainBackend>(
-    model: &TransformerLm<B>,
-    inputs: &Inputs<B>,
-    device: &B::Device,
-    probe: &mut dyn MemoryProbe,
-) -> Vec<BlockCost> {
-    let inner = model.valid();
-    let mut h = inner.embed(
-        inputs.tokens.clone().inner(),
-        inputs.positions.clone().inner(),
-    );
-    let bytes_per = h.dtype().size() as u64;
-    let mut costs = Vec::with_capacity(model.blocks.len());
-    for (i, block) in model.blocks.iter().enumerate() {
-        let boundary_bytes = h.shape().num_elements() as u64 * bytes_per;
-        let before = probe.live_bytes();
-        let x = Tensor::<B, 3>::from_inner(h.clone()).require_grad();
-        let y = block.forward(x);
-        let _ = B::sync(device);
-        let activation_bytes = probe.live_bytes().saturating_sub(before);
-        drop(y);
-        let warm = inner.blocks[i].forward(h.clone());
-        let _ = B::sync(device);
-        drop(warm);
-        let t0 = Instant::now();
-        let next = inner.blocks[i].forward(h);
-        let _ = B::sync(device);
-        let forward_s = t0.elapsed().as_secs_f64();
-        costs.push(BlockCost {
-            activation_bytes,
-            boundary_bytes,
-            forward_s,
-        });
-        h = next;
-    }
-    costs
-}
-
 /// The profiling pass of `spec` alone ([`JobSpec::profile_only`]): the model as the job
 /// initializes it (seed, attention, precision), one held-out batch, and
 /// [`profile::profile_executor`] on the job's device with the job's optimizer (from
@@ -545,7 +504,7 @@ fn init_model<B: TrainBackend>(spec: &JobSpec, device: &B::Device) -> Transforme
     }
 }
 
-/// [`profile_blocks`] on the first held-out batch, in the compute precision.
+/// [`profile::profile_blocks`] on the first held-out batch, in the compute precision.
 fn profile_model<B: TrainBackend>(
     spec: &JobSpec,
     model: &TransformerLm<B>,
@@ -555,14 +514,14 @@ fn profile_model<B: TrainBackend>(
 ) -> Vec<BlockCost> {
     let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
     if spec.strategy.master_weights {
-        profile_blocks(
+        profile::profile_blocks(
             &cast_model(model.clone(), spec.strategy.precision),
             &profile_inputs,
             device,
             probe,
         )
     } else {
-        profile_blocks(model, &profile_inputs, device, probe)
+        profile::profile_blocks(model, &profile_inputs, device, probe)
     }
 }
 

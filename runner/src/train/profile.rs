@@ -101,6 +101,36 @@ fn profile_block<B: TrainBackend>(
     (profile, next)
 }
 
+/// Each block's [`BlockCost`] on the job's device, from [`profile_block`] (the same
+/// measurements as the executor profile): the bytes its autodiff graph keeps after a forward
+/// pass with its output, its input's bytes, and the time of its forward pass without autodiff
+/// (device synchronized, after one warm-up pass). Two passes over the blocks, the second kept,
+/// as in [`profile_executor`]. This is what budget plans ([`super::budget::plan_budget`]) and
+/// every record's `block_costs` come from.
+pub fn profile_blocks<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    device: &B::Device,
+    probe: &mut dyn MemoryProbe,
+) -> Vec<BlockCost> {
+    let inner = model.valid();
+    let pass = |probe: &mut dyn MemoryProbe| {
+        let mut h = inner.embed(
+            inputs.tokens.clone().inner(),
+            inputs.positions.clone().inner(),
+        );
+        let mut costs = Vec::with_capacity(model.blocks.len());
+        for i in 0..model.blocks.len() {
+            let (p, next) = profile_block(model, i, h, device, probe);
+            costs.push(p.cost);
+            h = next;
+        }
+        costs
+    };
+    drop(pass(probe));
+    pass(probe)
+}
+
 /// One pass over the embedding, every block and the head (see the module documentation);
 /// tail, margin and calibration are left empty.
 fn profile_pass<B: TrainBackend>(
