@@ -1594,6 +1594,55 @@ mod tests {
         }
     }
 
+    /// When the boundary relaxation's schedule fits, the solve ends with it, and it is
+    /// Checkmate's optimum; with the relaxation off, the same solve goes through the MILP.
+    #[test]
+    fn boundary_relaxation_ends_the_solve_with_checkmate_optimum() {
+        let mut proven = 0;
+        for seed in [1, 2, 3] {
+            let g = small(16, seed);
+            for budget in budgets(&g) {
+                let with = solve_staged(&g, budget, &exact()).unwrap();
+                if with.status != "Optimal (boundary relaxation)" {
+                    continue;
+                }
+                proven += 1;
+                let classic = solve_milp(
+                    &g,
+                    budget,
+                    &MilpOptions {
+                        mip_gap: 0.0,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                let opt = classic.best.expect("feasible").1.cost;
+                let (sch, sim) = with.best.as_ref().expect("a schedule");
+                assert!(
+                    (sim.cost - opt).abs() < 1e-6,
+                    "seed {seed}: {} vs {opt}",
+                    sim.cost
+                );
+                assert_eq!(&simulate(&g, sch).unwrap(), sim);
+                assert!(sim.peak_mem <= budget);
+                assert!((with.valid_bound - opt).abs() < 1e-6);
+                let without = solve_staged(
+                    &g,
+                    budget,
+                    &StagedOptions {
+                        boundary: false,
+                        ..exact()
+                    },
+                )
+                .unwrap();
+                assert_ne!(without.status, with.status);
+                assert!(without.boundary_bound.is_none());
+                assert!((without.best.unwrap().1.cost - opt).abs() < 1e-6);
+            }
+        }
+        assert!(proven >= 2, "the relaxation proved only {proven} optima");
+    }
+
     #[test]
     fn refined_solve_and_infeasible_budget() {
         let g = small(30, 5);
