@@ -126,12 +126,15 @@ fn build(g: &Graph, budget: u64, steps: &[(usize, usize)]) -> Option<(RowProblem
             }
         }
     }
-    // Memory at each stage's last step.
-    for s in 0..n.saturating_sub(1) {
+    // Memory at each stage's last step (the last stage keeps nothing: only its working set).
+    for s in 0..n {
         let forced =
             g.fixed_mem + g.nodes[s].mem + g.deps[s].iter().map(|&p| g.nodes[p].mem).sum::<u64>();
         if forced > budget {
             return None;
+        }
+        if s + 1 == n {
+            break;
         }
         let row: Vec<(Col, f64)> = (0..s)
             .filter(|i| !g.deps[s].contains(i))
@@ -462,5 +465,16 @@ mod tests {
             none.bound.is_infinite() && none.schedule.is_none(),
             "{none:?}"
         );
+        // The largest working set at the last node (a loss reading a wide output).
+        let nodes = [1, 1, 8, 9]
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| crate::Node::new(format!("n{i}"), 1.0, m, false))
+            .collect();
+        let g = Graph::new("wide loss", nodes, &[(0, 1), (1, 2), (2, 3)], 0).unwrap();
+        assert_eq!(g.working_set_bound(), 17);
+        let none = boundary_bound(&g, 16, &exact()).unwrap();
+        assert!(none.bound.is_infinite(), "{none:?}");
+        assert!(boundary_bound(&g, 17, &exact()).unwrap().bound.is_finite());
     }
 }
