@@ -1417,20 +1417,21 @@ mod tests {
         }
     }
 
+    /// Checkmate's MILP solved to a zero gap.
+    fn checkmate_exact(g: &Graph, budget: u64) -> crate::milp::MilpOutcome {
+        let o = MilpOptions {
+            mip_gap: 0.0,
+            ..Default::default()
+        };
+        solve_milp(g, budget, &o).unwrap()
+    }
+
     #[test]
     fn tight_model_matches_checkmate_optimum() {
         for seed in [1, 2] {
             let g = small(14, seed);
             for budget in budgets(&g) {
-                let classic = solve_milp(
-                    &g,
-                    budget,
-                    &MilpOptions {
-                        mip_gap: 0.0,
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
+                let classic = checkmate_exact(&g, budget);
                 let tight = solve_staged(&g, budget, &exact()).unwrap();
                 match (&classic.best, &tight.best) {
                     (Some((_, a)), Some((s, b))) => {
@@ -1607,15 +1608,7 @@ mod tests {
                     continue;
                 }
                 proven += 1;
-                let classic = solve_milp(
-                    &g,
-                    budget,
-                    &MilpOptions {
-                        mip_gap: 0.0,
-                        ..Default::default()
-                    },
-                )
-                .unwrap();
+                let classic = checkmate_exact(&g, budget);
                 let opt = classic.best.expect("feasible").1.cost;
                 let (sch, sim) = with.best.as_ref().expect("a schedule");
                 assert!(
