@@ -327,11 +327,9 @@ pub fn boundary_bound(
             }
         }
         let sch = prune(g, &sch);
-        let fresh = over_budget_steps(g, budget, &sch, &steps);
-        out.fits = stage_memory(g, &sch)
-            .iter()
-            .flatten()
-            .all(|&m| m <= budget as i128);
+        let memory = stage_memory(g, &sch);
+        out.fits = memory.iter().flatten().all(|&m| m <= budget as i128);
+        let fresh = over_budget_steps(budget, &sch, &memory, &steps);
         out.schedule = Some(sch);
         if out.fits || status != HighsModelStatus::Optimal || fresh.is_empty() {
             break;
@@ -346,16 +344,16 @@ pub fn boundary_bound(
     Ok(out)
 }
 
-/// Recomputation steps `(s, j)` of `sch` whose memory exceeds the budget and that have no row
-/// in `known` yet.
+/// Recomputation steps `(s, j)` of `sch` whose memory (`memory[s][j]`, from
+/// [`stage_memory`]) exceeds the budget and that have no row in `known` yet.
 fn over_budget_steps(
-    g: &Graph,
     budget: u64,
     sch: &Schedule,
+    memory: &[Vec<i128>],
     known: &[(usize, usize)],
 ) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    for (s, row) in stage_memory(g, sch).iter().enumerate() {
+    for (s, row) in memory.iter().enumerate() {
         for (j, &m) in row.iter().enumerate() {
             if j < s && sch.r[s][j] && m > budget as i128 && !known.contains(&(s, j)) {
                 out.push((s, j));
