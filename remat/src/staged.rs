@@ -1241,7 +1241,12 @@ pub fn solve_staged(
         .double_info_value(c"mip_dual_bound")
         .unwrap_or(f64::NAN);
     out.mip_gap = solved.mip_gap();
-    let mut best = warm.map(|(_, e, sim)| (e, sim)).or(fallback);
+    // The cheaper of the warm start and the one-node-per-stage fallback (with grouped stages
+    // the boundary relaxation's repaired schedule lands there and may beat the warm start).
+    let mut best = [warm.map(|(_, e, sim)| (e, sim)), fallback]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
     if solved.primal_solution_status() == HighsSolutionStatus::Feasible
         && !matches!(status, HighsModelStatus::Infeasible)
     {
