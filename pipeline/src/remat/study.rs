@@ -295,10 +295,19 @@ fn best_within(
         .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
 }
 
-/// Budget in GB for figures (graph memory units / 1e9; the random layered graphs use
-/// arbitrary units, shown the same way).
-fn gb(b: u64) -> f64 {
-    b as f64 / 1e9
+/// The figures' budget axis for a graph whose checkpoint-all peak is `peak` bytes: the
+/// decimal unit (GB, MB, kB or bytes) in which the peak reads at least 1, as (divisor, axis
+/// label). The Checkmate graphs' budgets are gigabytes; the random layered graphs' are tens of
+/// thousands of their units, which on a GB axis all printed as the same tick.
+fn budget_axis(peak: u64) -> (f64, &'static str) {
+    [
+        (1e9, "memory budget (GB)"),
+        (1e6, "memory budget (MB)"),
+        (1e3, "memory budget (kB)"),
+    ]
+    .into_iter()
+    .find(|(d, _)| peak as f64 >= *d)
+    .unwrap_or((1.0, "memory budget (bytes)"))
 }
 
 /// Cost and peak memory of one schedule, as the simulator measured it.
@@ -813,8 +822,9 @@ fn overhead_figure(g: &GraphResult) -> Figure {
         })
         .collect();
     let base_cost = g.forward_backward_cost;
+    let (unit, x_label) = budget_axis(g.checkpoint_all_peak_bytes);
     for b in &g.budgets {
-        let x = gb(b.budget_bytes);
+        let x = b.budget_bytes as f64 / unit;
         for (k, c) in b.baselines.iter().enumerate() {
             if let Some(c) = c {
                 series[k].points.push((x, c.cost / base_cost));
@@ -834,7 +844,7 @@ fn overhead_figure(g: &GraphResult) -> Figure {
             g.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
         ),
         title: format!("{}: compute overhead vs memory budget", g.name),
-        x_label: "memory budget (GB)".into(),
+        x_label: x_label.into(),
         y_label: "compute / one forward+backward".into(),
         series,
         ..Default::default()
@@ -1461,6 +1471,14 @@ mod tests {
                 std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
             }
         }
+    }
+
+    #[test]
+    fn budget_axis_unit_follows_the_peak() {
+        assert_eq!(budget_axis(14_180_941_824), (1e9, "memory budget (GB)"));
+        assert_eq!(budget_axis(146_840).1, "memory budget (kB)");
+        assert_eq!(budget_axis(2_500_000).1, "memory budget (MB)");
+        assert_eq!(budget_axis(999).1, "memory budget (bytes)");
     }
 
     #[test]
