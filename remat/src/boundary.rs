@@ -24,10 +24,18 @@
 //! there, and is then not a Checkmate schedule; when its simulated peak fits, its cost equals
 //! the bound and it is optimal.
 //!
+//! **Checkpoint-all prefix.** The first `a` stages, in which computing each node once and
+//! keeping every output until its last user fits the budget ([`Graph::fitting_prefix`]), have
+//! no columns or rows: they compute their own nodes and any of their outputs may be kept into
+//! stage `a` (`S[a]` free). Every Checkmate schedule costs at least `sum C_i` in those stages
+//! and keeps some subset of their outputs, so this is again a relaxation; a schedule's prefix
+//! is filled in (each output held from its computation while read or kept) and checked by the
+//! simulation with the rest.
+//!
 //! **Size.** `n (n - 1)` binaries and about `n |E| / 2 + n^2 / 2` rows with 2–3 entries each,
 //! against the time-indexed model's additional `~n |E| / 2` continuous `FREE` columns with 1–3
 //! rows each and `n^2 / 2` `U` columns: on the 250-node random layered graph 129,469 rows
-//! against 659,860.
+//! against 659,860, and 60,086 rows with the 187-stage prefix of its budget 0.8.
 //!
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
 
@@ -76,7 +84,12 @@ struct Vars {
 /// Builds the relaxation with one memory row per stage's last step and one per `(s, j)` in
 /// `steps` (recomputation of node `j` in stage `s`, see [`step_row`]); `None` when a node's
 /// working set exceeds the budget.
-fn build(g: &Graph, budget: u64, steps: &[(usize, usize)]) -> Option<(RowProblem, Vars)> {
+fn build(
+    g: &Graph,
+    budget: u64,
+    prefix: usize,
+    steps: &[(usize, usize)],
+) -> Option<(RowProblem, Vars)> {
     let n = g.len();
     let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
     let m = |i: usize| g.nodes[i].mem as f64 / scale;
@@ -86,19 +99,26 @@ fn build(g: &Graph, budget: u64, steps: &[(usize, usize)]) -> Option<(RowProblem
         keep: Vec::with_capacity(n),
     };
     for s in 0..n {
+        // Stages before the prefix's end compute their own node only; outputs kept into
+        // stage `prefix` (`keep[prefix - 1]`) are free choices.
+        let recomputed = if s >= prefix { s } else { 0 };
         v.r.push(
-            (0..s)
+            (0..recomputed)
                 .map(|i| pb.add_integer_column(g.nodes[i].cost, 0.0..=1.0))
                 .collect(),
         );
-        let kept = if s + 1 < n { s + 1 } else { 0 };
+        let kept = if s + 1 < n && s + 1 >= prefix {
+            s + 1
+        } else {
+            0
+        };
         v.keep.push(
             (0..kept)
                 .map(|_| pb.add_integer_column(0.0, 0.0..=1.0))
                 .collect(),
         );
     }
-    for s in 1..n {
+    for s in prefix.max(1)..n {
         // Node s's inputs: R[s][p] + S[s][p] >= 1.
         for &p in &g.deps[s] {
             pb.add_row(1.0.., [(v.r[s][p], 1.0), (v.keep[s - 1][p], 1.0)]);
@@ -133,8 +153,8 @@ fn build(g: &Graph, budget: u64, steps: &[(usize, usize)]) -> Option<(RowProblem
         if forced > budget {
             return None;
         }
-        if s + 1 == n {
-            break;
+        if s + 1 == n || s < prefix {
+            continue;
         }
         let row: Vec<(Col, f64)> = (0..s)
             .filter(|i| !g.deps[s].contains(i))
@@ -192,8 +212,8 @@ fn warm_vector(n: usize, v: &Vars, sch: &Schedule, ncols: usize) -> Vec<f64> {
     let mut x = vec![0.0; ncols];
     let b = |f: bool| if f { 1.0 } else { 0.0 };
     for s in 0..n {
-        for i in 0..s {
-            x[v.r[s][i].index()] = b(sch.r[s][i]);
+        for (i, c) in v.r[s].iter().enumerate() {
+            x[c.index()] = b(sch.r[s][i]);
         }
         for (i, c) in v.keep[s].iter().enumerate() {
             x[c.index()] = b(sch.s[s + 1][i]);
@@ -266,9 +286,10 @@ pub fn boundary_bound(
     };
     let mut steps: Vec<(usize, usize)> = Vec::new();
     let mut best_bound = total;
+    let prefix = g.fitting_prefix(budget);
     loop {
         let left = opts.time_limit_s - start.elapsed().as_secs_f64();
-        let Some((pb, v)) = build(g, budget, &steps) else {
+        let Some((pb, v)) = build(g, budget, prefix, &steps) else {
             break;
         };
         if out.rounds > 0 && left < 0.5 {
@@ -319,11 +340,15 @@ pub fn boundary_bound(
         let mut sch = Schedule::empty(n);
         for s in 0..n {
             sch.r[s][s] = true;
-            for i in 0..s {
-                sch.r[s][i] = cols[v.r[s][i].index()] > 0.5;
+            for (i, c) in v.r[s].iter().enumerate() {
+                sch.r[s][i] = cols[c.index()] > 0.5;
             }
             for (i, c) in v.keep[s].iter().enumerate() {
                 sch.s[s + 1][i] = cols[c.index()] > 0.5;
+            }
+            // Stages before the prefix's end keep every output ([`prune`] drops the unread).
+            if s < prefix {
+                sch.s[s][..s].fill(true);
             }
         }
         let sch = prune(g, &sch);
@@ -396,6 +421,8 @@ mod tests {
     fn bound_is_below_checkmate_optimum_and_exact_when_its_schedule_fits() {
         let mut strict = 0;
         let mut checked = 0;
+        // Cases whose first stages are replaced by the checkpoint-all prefix.
+        let mut with_prefix = 0;
         for seed in [1, 2, 3, 4] {
             let g = graph(14, seed);
             let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
@@ -433,10 +460,15 @@ mod tests {
                 if relax.bound > g.total_cost() + 1e-6 {
                     strict += 1;
                 }
+                with_prefix += usize::from(g.fitting_prefix(budget) >= 2);
             }
         }
         assert!(checked >= 8, "only {checked} feasible cases");
         assert!(strict >= 1, "no case where the bound exceeds sum C");
+        assert!(
+            with_prefix >= 2,
+            "only {with_prefix} cases exercise the prefix"
+        );
     }
 
     /// A warm start that fits the budget is accepted as the relaxation's incumbent, and an

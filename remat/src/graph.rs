@@ -239,6 +239,40 @@ impl Graph {
         self.fixed_mem + ops
     }
 
+    /// Number `a` of leading stages in which checkpoint-all fits `budget` bytes: for every
+    /// `t < a`, computing node `t` with every earlier output still read at or after stage `t`
+    /// resident, `fixed + sum_{i < t, last_user(i) >= t} M_i + M_t <= budget` (Checkmate's
+    /// `U[t][t]`, eq. 2, for the schedule that computes each node once and frees each output
+    /// after its last user). At most `n - 1`, so that one stage is always left.
+    ///
+    /// In these stages memory is not what limits a schedule: the rematerialization models
+    /// ([`crate::boundary`], [`crate::staged`]) replace them by one stage that computes each
+    /// node once and may hand any of their outputs to stage `a` (a relaxation of Checkmate's
+    /// problem: every Checkmate schedule costs at least as much in those stages, and stages
+    /// `>= a` keep Checkmate's constraints), and check by simulation that a schedule's
+    /// outputs kept into stage `a` fit those stages.
+    pub fn fitting_prefix(&self, budget: u64) -> usize {
+        let n = self.len();
+        let last: Vec<usize> = (0..n)
+            .map(|i| self.users[i].last().copied().unwrap_or(i))
+            .collect();
+        // `resident` at stage `t`: sum of M_i over i < t with last_user(i) >= t; an output
+        // leaves it at stage last_user + 1.
+        let mut resident = 0u64;
+        let mut ending = vec![0u64; n + 1];
+        for t in 0..n.saturating_sub(1) {
+            resident -= ending[t];
+            if self.fixed_mem + resident + self.nodes[t].mem > budget {
+                return t;
+            }
+            if last[t] > t {
+                resident += self.nodes[t].mem;
+                ending[last[t] + 1] += self.nodes[t].mem;
+            }
+        }
+        n.saturating_sub(1)
+    }
+
     /// Same graph with every output size multiplied by `factor` (rounded up, bytes): activation
     /// memory scales linearly with the batch size. Costs are unchanged.
     pub fn scale_memory(&self, factor: f64) -> Graph {
@@ -525,6 +559,51 @@ mod tests {
         assert_eq!(r.len(), 100);
         assert_eq!(r.nodes[0].name, "0");
         assert_eq!(r.nodes[99].name, "1");
+    }
+
+    #[test]
+    fn fitting_prefix_ends_where_checkpoint_all_first_exceeds_the_budget() {
+        use crate::baselines::checkpoint_all;
+        use crate::layered::{random_layered, LayeredParams};
+        use crate::sim::stage_memory;
+        let mut interior = 0;
+        for seed in [1, 2, 3] {
+            let g = random_layered(&LayeredParams {
+                n: 40,
+                width: 0.3,
+                width_variation: 0.5,
+                edge_density: 0.3,
+                skip_density: 0.3,
+                seed,
+            })
+            .unwrap();
+            // Checkmate's accounting of checkpoint-all, stage by stage.
+            let stage_peak: Vec<u64> = stage_memory(&g, &checkpoint_all(&g))
+                .iter()
+                .map(|row| *row.iter().max().unwrap() as u64)
+                .collect();
+            let peak = *stage_peak.iter().max().unwrap();
+            for f in [1.0, 0.9, 0.7, 0.5, 0.1] {
+                let budget = (peak as f64 * f) as u64;
+                let a = g.fitting_prefix(budget);
+                assert!(a < g.len());
+                assert!(
+                    stage_peak[..a].iter().all(|&p| p <= budget),
+                    "seed {seed} f {f}"
+                );
+                if a + 1 < g.len() {
+                    assert!(
+                        stage_peak[a] > budget,
+                        "seed {seed} f {f}: prefix {a} too short"
+                    );
+                    interior += usize::from(a >= 2);
+                }
+            }
+        }
+        assert!(
+            interior >= 3,
+            "only {interior} budgets with a prefix inside the graph"
+        );
     }
 
     #[test]

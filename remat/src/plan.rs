@@ -278,7 +278,11 @@ pub fn plan(
                     warm_start: best_baseline(g, budget)?.map(|b| b.0),
                     ..opts.milp()
                 },
-                stage_size: g.len().div_ceil(super::staged::DEFAULT_MAX_STAGES),
+                stage_size: super::staged::default_stage_size(
+                    g,
+                    budget,
+                    super::staged::DEFAULT_MAX_STAGES,
+                ),
                 ..Default::default()
             };
             let (coarse, fine) = solve_refined(g, budget, &so, 0.4, g.len() <= 300)?;

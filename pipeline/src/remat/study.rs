@@ -14,7 +14,7 @@ use super::graph::Graph;
 use super::layered::{random_layered, LayeredParams};
 use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
 use super::sim::{simulate, Schedule, SimResult};
-use super::staged::{solve_refined, StagedOptions, StagedOutcome};
+use super::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
 use super::RematError;
 use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
 use crate::demos::{InProcessStudy, ParamError};
@@ -37,8 +37,10 @@ pub struct CheckmateParams {
     /// Graphs with more nodes get the scalable staged MILP (`memwall_remat::staged`) instead
     /// of Checkmate's MILP.
     pub milp_max_nodes: usize,
-    /// The staged MILP groups `ceil(n / staged_max_stages)` consecutive nodes into one stage
-    /// (1 up to this many nodes: Checkmate's stages, unrestricted).
+    /// The staged MILP groups `ceil(m / staged_max_stages)` consecutive nodes into one stage,
+    /// `m` the nodes after the budget's checkpoint-all prefix (which is one stage, see
+    /// `memwall_remat::staged::model_stages`); 1 up to this many nodes: Checkmate's stages,
+    /// unrestricted.
     pub staged_max_stages: usize,
     /// Graphs with at most this many nodes are then refined: the unrestricted model (one node
     /// per stage) warm-started from the grouped model's schedule, for the rest of the time
@@ -759,7 +761,7 @@ fn measure_staged(
     params: &CheckmateParams,
     opts: &MilpOptions,
 ) -> Result<(StagedSolve, Option<StagedSolve>), RematError> {
-    let stage_size = g.len().div_ceil(params.staged_max_stages.max(1));
+    let stage_size = default_stage_size(g, budget, params.staged_max_stages);
     let so = StagedOptions {
         milp: MilpOptions {
             time_limit_s: params.staged_time_limit_s,
