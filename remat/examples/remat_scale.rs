@@ -1,6 +1,7 @@
 //! Measures the staged rematerialization MILP ([`memwall_remat::staged`]) on one graph:
 //! `remat_scale GRAPH.json|gen:N:SEED FRACTIONS STAGE_SIZE TIME_LIMIT_S [MAX_COMPUTATIONS]
-//! [REFINE]`, e.g. `remat_scale g.json 0.9,0.8 2 60 0 1`. Budgets are fractions of the
+//! [REFINE]`, e.g. `remat_scale g.json 0.9,0.8 2 60 0 1` (`STAGE_SIZE` 0: the solver's default
+//! for each budget, [`memwall_remat::staged::default_stage_size`]). Budgets are fractions of the
 //! checkpoint-all peak; `gen:N:SEED` generates a random layered graph (w 0.27, nlv 0.75, ed 0.2,
 //! scd 0.14). `REFINE = 1` refines with one node per stage after 40% of the time
 //! ([`memwall_remat::staged::solve_refined`]). Prints the model size and, per budget and level,
@@ -8,7 +9,9 @@
 use memwall_remat::baselines::checkpoint_all;
 use memwall_remat::layered::{random_layered, LayeredParams};
 use memwall_remat::milp::MilpOptions;
-use memwall_remat::staged::{model_size, solve_refined, StagedOptions, StagedOutcome};
+use memwall_remat::staged::{
+    default_stage_size, model_size, solve_refined, StagedOptions, StagedOutcome, DEFAULT_MAX_STAGES,
+};
 use memwall_remat::{simulate, Graph};
 use std::path::Path;
 
@@ -41,7 +44,8 @@ fn main() {
     let cmax: Option<u32> = a.get(5).and_then(|x| x.parse().ok()).filter(|&c| c > 0);
     let refine = a.get(6).is_some_and(|x| x == "1");
     let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
-    let size = model_size(&g, stage, cmax);
+    // With STAGE_SIZE 0 the size printed is that of stages of 5 nodes (sizes vary by budget).
+    let size = model_size(&g, if stage == 0 { 5 } else { stage }, cmax);
     println!(
         "{} n={} checkpoint-all peak={peak} working set={} sum C={} | stage {stage} C {cmax:?}: {} cols ({} int), {} rows",
         g.name,
@@ -60,9 +64,15 @@ fn main() {
             heuristic_effort: 0.3,
             ..Default::default()
         };
+        // STAGE_SIZE 0: the default for the budget (its checkpoint-all prefix as one stage).
+        let stage_size = if stage == 0 {
+            default_stage_size(&g, budget, DEFAULT_MAX_STAGES)
+        } else {
+            stage
+        };
         let o = StagedOptions {
             milp,
-            stage_size: stage,
+            stage_size,
             max_computations: cmax,
             ..Default::default()
         };
@@ -75,11 +85,12 @@ fn main() {
 
 fn report(frac: f64, budget: u64, out: &StagedOutcome) {
     println!(
-        "  {frac}: budget {budget} stage {} status {} time {:.1} s heuristic {:?} best {:?} LP {:?} dual(model) {:.1} gap(model) {:.4} valid bound {:.1} gap(valid) {:.4} size {:?}",
+        "  {frac}: budget {budget} stage {} status {} time {:.1} s heuristic {:?} annealed {:?} best {:?} LP {:?} dual(model) {:.1} gap(model) {:.4} valid bound {:.1} gap(valid) {:.4} size {:?}",
         out.stage_size,
         out.status,
         out.solve_time_s,
         out.greedy.map(|r| r.cost),
+        out.annealed.map(|r| r.cost),
         out.best.as_ref().map(|b| b.1.cost),
         out.lp_bound,
         out.dual_bound,

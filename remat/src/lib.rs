@@ -9,8 +9,14 @@
 //! * [`baselines`]: checkpoint-all, Chen et al. sqrt(n) and greedy, Griewank's revolve.
 //! * [`milp`]: the Checkmate MILP (Section 4) and its LP relaxation with two-phase rounding
 //!   (Section 5), solved with HiGHS.
-//! * [`staged`]: the scalable MILP: tight `FREE` linearization, optionally fewer stages and
-//!   bounded recomputation, warm-started by greedy eviction; lower bounds valid for Checkmate.
+//! * [`staged`]: the scalable MILP: tight `FREE` linearization, the checkpoint-all prefix as one
+//!   stage, optionally fewer stages and bounded recomputation, warm-started by greedy eviction;
+//!   lower bounds valid for Checkmate.
+//! * [`boundary`]: the boundary-memory relaxation of Checkmate's MILP (one memory row per stage
+//!   end, rows generated for overrun recomputation steps): lower bounds and, when its schedule
+//!   fits, proven optima.
+//! * [`anneal`]: simulated annealing over ejection chains (keep a recomputed value, repair the
+//!   stages it overflows), the staged solver's primal heuristic.
 //! * [`execute`]: the transformer planned for a memory budget over the segment plans the runner
 //!   executes, with the executor's memory model (exact dynamic program).
 //! * [`nets`]: ResNet, LSTM and MLP forward graphs built op by op, and the training graph of a
@@ -28,6 +34,7 @@
 // The schedule code indexes stage x node matrices (R, S, U) by the paper's `t`, `i`, `k`.
 #![allow(clippy::needless_range_loop)]
 
+pub mod anneal;
 pub mod baselines;
 pub mod boundary;
 pub mod graph;

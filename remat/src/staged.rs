@@ -39,6 +39,7 @@
 //!
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
 
+use super::anneal::{anneal, AnnealOptions};
 use super::boundary::boundary_bound;
 use super::graph::Graph;
 use super::milp::MilpOptions;
@@ -383,7 +384,11 @@ fn stage_r(
     r
 }
 
-/// Working state of [`repair`]: storage decisions, minimal compute sets,
+/// A drop applied by [`RepairState::drop_step`]: (cost change in cost units, node, first and
+/// last stage of the run, whether the stage after the run recomputes the value).
+pub(crate) type Drop = (f64, usize, usize, usize, bool);
+
+/// Working state of [`repair`] and [`crate::anneal`]: storage decisions, minimal compute sets,
 /// per-stage peaks (bytes) and costs.
 pub(crate) struct RepairState<'a> {
     pub(crate) g: &'a Graph,
@@ -420,6 +425,15 @@ impl<'a> RepairState<'a> {
             st.refresh(si);
         }
         st
+    }
+
+    /// The state as a staged schedule.
+    pub(crate) fn schedule(&self) -> StagedSchedule {
+        StagedSchedule {
+            stages: self.stages.to_vec(),
+            r: self.r.clone(),
+            s: self.s.clone(),
+        }
     }
 
     fn refresh(&mut self, si: usize) {
@@ -506,6 +520,12 @@ impl<'a> RepairState<'a> {
         cells
     }
 
+    /// Sets `s[si][i] = v` and refreshes stage `si` and the stage before it.
+    pub(crate) fn set_cell(&mut self, si: usize, i: usize, v: bool) {
+        self.s[si][i] = v;
+        self.refresh_around(&[(si, i)]);
+    }
+
     /// Clears cells set by [`RepairState::keep_inputs`] and refreshes their stages.
     pub(crate) fn unset_cells(&mut self, cells: &[(usize, usize)]) {
         for &(x, d) in cells {
@@ -525,6 +545,126 @@ impl<'a> RepairState<'a> {
         xs.dedup();
         for x in xs {
             self.refresh(x);
+        }
+    }
+
+    /// One step of [`repair`]: at the stage with the highest peak, when it exceeds `budget`
+    /// bytes, drops the held-but-unread value (for its whole unread run, optionally keeping its
+    /// inputs) chosen among the `exact` best candidates by estimated cost per byte. Returns
+    /// `Some(None)` when every stage fits, `Some(Some(drop))` with the drop applied
+    /// `(cost change, node, run start, run end, tail)`, `None` when no drop lowers the peak.
+    pub(crate) fn drop_step(
+        &mut self,
+        budget: i128,
+        exact: usize,
+        tabu: &[usize],
+    ) -> Option<Option<Drop>> {
+        let g = self.g;
+        let m = self.stages.len();
+        let (worst, &p) = self.peak.iter().enumerate().max_by_key(|x| *x.1)?;
+        if p <= budget {
+            return Some(None);
+        }
+        // Candidates by estimated cost per byte; the best few are evaluated exactly and the
+        // cheapest per byte that does not push its neighbours to the current worst peak wins.
+        let mut cand: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
+        for i in 0..g.len() {
+            if !self.s[worst][i] || self.reads(worst, i) || tabu.contains(&i) {
+                continue;
+            }
+            let (lo, hi) = self.run(worst, i);
+            let tail = self.s.get(hi + 1).is_some_and(|a| a[i]);
+            let est = match self.s.get(hi + 1) {
+                Some(after) if self.reads(hi + 1, i) || after[i] => {
+                    g.nodes[i].cost
+                        + g.deps[i]
+                            .iter()
+                            .filter(|&&d| !after[d] && !self.r[hi + 1][d])
+                            .map(|&d| g.nodes[d].cost)
+                            .sum::<f64>()
+                }
+                _ => 0.0,
+            };
+            cand.push((est / g.nodes[i].mem.max(1) as f64, i, lo, hi, tail));
+        }
+        if cand.is_empty() {
+            return None;
+        }
+        cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
+        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
+        // new worst peak, then the least cost per useful byte.
+        // (preference key, cost per byte, node, run start, run end, tail, keep inputs).
+        type Pick = ((bool, bool), f64, usize, usize, usize, bool, bool);
+        let mut pick: Option<Pick> = None;
+        let peaks_before = self.peak.clone();
+        for &(_, i, lo, hi, tail) in cand.iter().take(exact) {
+            // The stage after the run recomputes `i` when it reads or keeps it.
+            let reader = (hi + 1 < m && (self.reads(hi + 1, i) || tail)).then_some(hi + 1);
+            for keep in [false, true] {
+                if keep && reader.is_none() {
+                    continue;
+                }
+                let before = self.total_cost();
+                self.set_run(i, lo, hi, tail, false);
+                let cells = match (keep, reader) {
+                    (true, Some(rd)) => self.keep_inputs(i, rd),
+                    _ => Vec::new(),
+                };
+                let dc = self.total_cost() - before;
+                // No stage rises above both the budget and its own peak before the move.
+                let ok = self
+                    .peak
+                    .iter()
+                    .zip(&peaks_before)
+                    .all(|(&now, &was)| now <= was.max(budget));
+                let gain = p - self.peak[worst];
+                let new_max = self.peak.iter().copied().max().unwrap_or(i128::MIN);
+                self.unset_cells(&cells);
+                self.set_run(i, lo, hi, tail, true);
+                // A move that lifts some stage above the current worst peak (a recomputation
+                // cascade) is never taken: it trades one violation for a larger one.
+                if gain <= 0 || (keep && cells.is_empty()) || new_max > p {
+                    continue;
+                }
+                let no_cascade = dc <= g.nodes[i].cost + 1e-9;
+                // Bytes beyond the excess do not help this stage.
+                let useful = gain.min(p - budget).max(1) as f64;
+                let per_byte = dc / useful;
+                let key = (ok && no_cascade, ok);
+                let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
+                if better {
+                    pick = Some((key, per_byte, i, lo, hi, tail, keep));
+                }
+            }
+        }
+        let (_, _, i, lo, hi, tail, keep) = pick?;
+        let before = self.total_cost();
+        self.set_run(i, lo, hi, tail, false);
+        if keep {
+            self.keep_inputs(i, hi + 1);
+        }
+        Some(Some((self.total_cost() - before, i, lo, hi, tail)))
+    }
+
+    /// The restoring pass of [`repair`]: puts back dropped runs (most expensive first) where
+    /// the budget still holds and the cost falls.
+    pub(crate) fn restore(
+        &mut self,
+        budget: i128,
+        dropped: &mut [(f64, usize, usize, usize, bool)],
+    ) {
+        dropped.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for &(_, i, lo, hi, tail) in dropped.iter() {
+            // Runs may overlap later drops of the same value; restore only an intact run.
+            if (lo..=hi).any(|x| self.s[x][i]) {
+                continue;
+            }
+            let dc = self.set_run(i, lo, hi, tail, true);
+            let fits =
+                (lo..=hi).all(|x| self.peak[x] <= budget) && self.edge_peak(lo, hi) <= budget;
+            if !(fits && dc < 0.0) {
+                self.set_run(i, lo, hi, tail, false);
+            }
         }
     }
 
@@ -569,107 +709,13 @@ pub fn repair(
     stages: &[RangeInclusive<usize>],
     s0: &[Vec<bool>],
 ) -> Option<StagedSchedule> {
-    let m = stages.len();
     let budget = budget as i128;
     let mut st = RepairState::new(g, stages, s0);
-    let mut dropped: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
-    loop {
-        let (worst, &p) = st.peak.iter().enumerate().max_by_key(|x| *x.1)?;
-        if p <= budget {
-            break;
-        }
-        // Candidates by estimated cost per byte; the best few are evaluated exactly and the
-        // cheapest per byte that does not push its neighbours to the current worst peak wins.
-        let mut cand: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
-        for i in 0..g.len() {
-            if !st.s[worst][i] || st.reads(worst, i) {
-                continue;
-            }
-            let (lo, hi) = st.run(worst, i);
-            let tail = st.s.get(hi + 1).is_some_and(|a| a[i]);
-            let est = match st.s.get(hi + 1) {
-                Some(after) if st.reads(hi + 1, i) || after[i] => {
-                    g.nodes[i].cost
-                        + g.deps[i]
-                            .iter()
-                            .filter(|&&d| !after[d] && !st.r[hi + 1][d])
-                            .map(|&d| g.nodes[d].cost)
-                            .sum::<f64>()
-                }
-                _ => 0.0,
-            };
-            cand.push((est / g.nodes[i].mem.max(1) as f64, i, lo, hi, tail));
-        }
-        if cand.is_empty() {
-            return None;
-        }
-        cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
-        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
-        // new worst peak, then the least cost per useful byte.
-        // (preference key, cost per byte, node, run start, run end, tail, keep inputs).
-        type Pick = ((bool, bool), f64, usize, usize, usize, bool, bool);
-        let mut pick: Option<Pick> = None;
-        let peaks_before = st.peak.clone();
-        for &(_, i, lo, hi, tail) in cand.iter().take(REPAIR_EXACT) {
-            // The stage after the run recomputes `i` when it reads or keeps it.
-            let reader = (hi + 1 < m && (st.reads(hi + 1, i) || tail)).then_some(hi + 1);
-            for keep in [false, true] {
-                if keep && reader.is_none() {
-                    continue;
-                }
-                let before = st.total_cost();
-                st.set_run(i, lo, hi, tail, false);
-                let cells = match (keep, reader) {
-                    (true, Some(rd)) => st.keep_inputs(i, rd),
-                    _ => Vec::new(),
-                };
-                let dc = st.total_cost() - before;
-                // No stage rises above both the budget and its own peak before the move.
-                let ok = st
-                    .peak
-                    .iter()
-                    .zip(&peaks_before)
-                    .all(|(&now, &was)| now <= was.max(budget));
-                let gain = p - st.peak[worst];
-                let new_max = st.peak.iter().copied().max().unwrap_or(i128::MIN);
-                st.unset_cells(&cells);
-                st.set_run(i, lo, hi, tail, true);
-                // A move that lifts some stage above the current worst peak (a recomputation
-                // cascade) is never taken: it trades one violation for a larger one.
-                if gain <= 0 || (keep && cells.is_empty()) || new_max > p {
-                    continue;
-                }
-                let no_cascade = dc <= g.nodes[i].cost + 1e-9;
-                // Bytes beyond the excess do not help this stage.
-                let useful = gain.min(p - budget).max(1) as f64;
-                let per_byte = dc / useful;
-                let key = (ok && no_cascade, ok);
-                let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
-                if better {
-                    pick = Some((key, per_byte, i, lo, hi, tail, keep));
-                }
-            }
-        }
-        let (_, _, i, lo, hi, tail, keep) = pick?;
-        let before = st.total_cost();
-        st.set_run(i, lo, hi, tail, false);
-        if keep {
-            st.keep_inputs(i, hi + 1);
-        }
-        dropped.push((st.total_cost() - before, i, lo, hi, tail));
+    let mut dropped: Vec<Drop> = Vec::new();
+    while let Some(d) = st.drop_step(budget, REPAIR_EXACT, &[])? {
+        dropped.push(d);
     }
-    dropped.sort_by(|a, b| b.0.total_cmp(&a.0));
-    for &(_, i, lo, hi, tail) in &dropped {
-        // Runs may overlap later drops of the same value; restore only an intact run.
-        if (lo..=hi).any(|x| st.s[x][i]) {
-            continue;
-        }
-        let dc = st.set_run(i, lo, hi, tail, true);
-        let fits = (lo..=hi).all(|x| st.peak[x] <= budget) && st.edge_peak(lo, hi) <= budget;
-        if !(fits && dc < 0.0) {
-            st.set_run(i, lo, hi, tail, false);
-        }
-    }
+    st.restore(budget, &mut dropped);
     Some(StagedSchedule {
         stages: stages.to_vec(),
         r: st.r,
@@ -713,10 +759,17 @@ pub struct StagedOptions {
     /// schedule, when it fits, ends the solve with that proof, and otherwise is repaired into
     /// a warm start.
     pub boundary: bool,
+    /// Improve the best heuristic schedule by simulated annealing ([`crate::anneal`],
+    /// [`ANNEAL_SHARE`] of the time limit) before the MILP, when the boundary relaxation did
+    /// not end the solve; a schedule within the gap of the valid bound then ends it.
+    pub anneal: bool,
 }
 
 /// Share of [`StagedOptions`]' time limit given to the boundary-memory relaxation.
-pub const BOUNDARY_SHARE: f64 = 0.6;
+pub const BOUNDARY_SHARE: f64 = 0.4;
+
+/// Share of [`StagedOptions`]' time limit given to simulated annealing.
+pub const ANNEAL_SHARE: f64 = 0.25;
 
 impl Default for StagedOptions {
     fn default() -> Self {
@@ -727,6 +780,7 @@ impl Default for StagedOptions {
             stop_at_first: false,
             lp_rounding: true,
             boundary: true,
+            anneal: true,
         }
     }
 }
@@ -768,6 +822,9 @@ pub struct StagedOutcome {
     /// Lower bound of the boundary-memory relaxation on Checkmate's optimum, cost units
     /// (`None`: not solved).
     pub boundary_bound: Option<f64>,
+    /// Simulation of the annealed schedule ([`StagedOptions::anneal`]; `None`: not run or
+    /// nothing fitted).
+    pub annealed: Option<SimResult>,
 }
 
 impl StagedOutcome {
@@ -1103,6 +1160,47 @@ pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -
     }
 }
 
+/// A fitting schedule (the cheaper of `warm` and `fallback`) within the target gap of
+/// `out.valid_bound`, a bound valid for Checkmate's problem, ends the solve: no restricted
+/// model can do better than Checkmate's optimum. Fills `out` (status "Optimal (boundary
+/// relaxation)" when the relaxation's bound proves it, else "Optimal (sum of node costs)"),
+/// with `size` the model that gave the bound, and returns true.
+fn end_within_gap(
+    out: &mut StagedOutcome,
+    warm: &Option<(StagedSchedule, Schedule, SimResult)>,
+    fallback: &Option<(Schedule, SimResult)>,
+    opts: &StagedOptions,
+    size: Option<ModelSize>,
+    heuristic: Option<SimResult>,
+) -> bool {
+    let best = [
+        warm.as_ref().map(|x| (&x.1, x.2)),
+        fallback.as_ref().map(|x| (&x.0, x.1)),
+    ]
+    .into_iter()
+    .flatten()
+    .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+    let Some((sch, sim)) = best else {
+        return false;
+    };
+    let gap = (sim.cost - out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
+    if gap > opts.milp.mip_gap {
+        return false;
+    }
+    out.status = match size {
+        Some(_) => "Optimal (boundary relaxation)",
+        None => "Optimal (sum of node costs)",
+    }
+    .into();
+    out.size = size.unwrap_or_default();
+    out.dual_bound = out.valid_bound;
+    out.mip_gap = gap;
+    out.objective = Some(sim.cost);
+    out.greedy = heuristic;
+    out.best = Some((sch.clone(), sim));
+    true
+}
+
 /// Solves the staged MILP at `budget` bytes (fixed memory included), minimizing total compute
 /// cost (eq. 1a), warm-started from the best of [`greedy_best`] and (one node per stage)
 /// `opts.milp.warm_start`. The returned schedule is the cheaper of HiGHS' incumbent (with its
@@ -1133,6 +1231,7 @@ pub fn solve_staged(
         size: ModelSize::default(),
         stage_size: opts.stage_size.max(1),
         boundary_bound: None,
+        annealed: None,
     };
     if budget < g.working_set_bound() {
         out.status = "Infeasible (working-set bound)".into();
@@ -1179,6 +1278,7 @@ pub fn solve_staged(
         .as_ref()
         .map(|x| x.2)
         .or(fallback.as_ref().map(|x| x.1));
+    let mut relax_size = None;
     if opts.boundary {
         let relax = boundary_bound(
             g,
@@ -1226,32 +1326,56 @@ pub fn solve_staged(
                 }
             }
         }
-        // A fitting schedule within the gap of a bound valid for Checkmate's problem ends
-        // the solve: no restricted model can do better than Checkmate's optimum.
-        let best = [
-            warm.as_ref().map(|x| (&x.1, x.2)),
-            fallback.as_ref().map(|x| (&x.0, x.1)),
-        ]
-        .into_iter()
-        .flatten()
-        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
-        if let Some((sch, sim)) = best {
-            let gap = (sim.cost - out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
-            if gap <= opts.milp.mip_gap {
-                out.status = "Optimal (boundary relaxation)".into();
-                out.size = ModelSize {
-                    columns: relax.columns,
-                    integer_columns: relax.columns,
-                    rows: relax.rows,
-                };
-                out.dual_bound = out.valid_bound;
-                out.mip_gap = gap;
-                out.objective = Some(sim.cost);
-                out.greedy = heuristic;
-                out.best = Some((sch.clone(), sim));
-                out.solve_time_s = start.elapsed().as_secs_f64();
-                return Ok(out);
+        relax_size = Some(ModelSize {
+            columns: relax.columns,
+            integer_columns: relax.columns,
+            rows: relax.rows,
+        });
+        if end_within_gap(&mut out, &warm, &fallback, opts, relax_size, heuristic) {
+            out.solve_time_s = start.elapsed().as_secs_f64();
+            return Ok(out);
+        }
+    }
+    if opts.anneal {
+        let limit = (opts.milp.time_limit_s * ANNEAL_SHARE)
+            .min(opts.milp.time_limit_s - start.elapsed().as_secs_f64());
+        // The cheaper of the model's warm start and the one-node-per-stage fallback.
+        let from = match (&warm, &fallback) {
+            (Some(w), Some(f)) if f.1.cost < w.2.cost => None,
+            (Some(w), _) => Some(w.0.clone()),
+            (None, _) => None,
+        };
+        let from = from.or_else(|| {
+            fallback
+                .as_ref()
+                .map(|f| from_checkmate(&f.0, &uniform_stages(g.len(), 1)))
+        });
+        if let Some(from) = from.filter(|_| limit > 0.0) {
+            let a = anneal(
+                g,
+                budget,
+                &from.stages,
+                &from,
+                &AnnealOptions {
+                    time_limit_s: limit,
+                    seed: 0,
+                    max_moves: None,
+                },
+            );
+            if let Some(c) = a.best.and_then(|(s, _)| within(&s)) {
+                out.annealed = Some(c.2);
+                if from.stages == stages {
+                    if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
+                        warm = Some(c);
+                    }
+                } else if fallback.as_ref().is_none_or(|x| c.2.cost < x.1.cost) {
+                    fallback = Some((c.1, c.2));
+                }
             }
+        }
+        if end_within_gap(&mut out, &warm, &fallback, opts, relax_size, heuristic) {
+            out.solve_time_s = start.elapsed().as_secs_f64();
+            return Ok(out);
         }
     }
     let unrestricted = fine && opts.max_computations.is_none();
@@ -1263,7 +1387,7 @@ pub fn solve_staged(
         let lp_opts = StagedOptions {
             milp: MilpOptions {
                 time_limit_s: (opts.milp.time_limit_s / 3.0)
-                    .min(opts.milp.time_limit_s - start.elapsed().as_secs_f64())
+                    .min((opts.milp.time_limit_s - start.elapsed().as_secs_f64()) / 2.0)
                     .max(0.01),
                 ..opts.milp.clone()
             },
