@@ -259,7 +259,7 @@ pub fn prune(g: &Graph, sch: &Schedule) -> Schedule {
 /// passed as the incumbent of every round), by row generation: after each round solved to
 /// optimality, the incumbent is [`prune`]d and simulated; if it fits the budget it is optimal
 /// for Checkmate's problem and is returned with `bound` equal to its cost; otherwise the
-/// [`step_row`] of every recomputation step over the budget is added and the model solved
+/// `step_row` of every recomputation step over the budget is added and the model solved
 /// again. `bound` is the largest dual bound of the rounds, each valid for Checkmate's optimum
 /// at the same graph, budget and node order.
 ///

@@ -1549,16 +1549,17 @@ mod tests {
 
     #[test]
     fn generated_graph_gets_the_staged_milp_and_its_table() {
+        let generated = GeneratedGraph {
+            n: 40,
+            w: 0.27,
+            nlv: 0.75,
+            ed: 0.2,
+            scd: 0.14,
+            seed: 3,
+        };
         let params = CheckmateParams {
             graphs: Vec::new(),
-            generated: vec![GeneratedGraph {
-                n: 40,
-                w: 0.27,
-                nlv: 0.75,
-                ed: 0.2,
-                scd: 0.14,
-                seed: 3,
-            }],
+            generated: vec![generated],
             milp_max_nodes: 20,
             staged_max_stages: 10,
             staged_time_limit_s: 5.0,
@@ -1569,7 +1570,12 @@ mod tests {
         let b = &r.graphs[0].budgets[0];
         assert!(b.milp.is_none());
         let coarse = b.staged.as_ref().expect("staged solve");
-        assert_eq!(coarse.stage_size, 4);
+        // ceil(m / 10) nodes per stage for the m nodes after the budget's checkpoint-all prefix.
+        let g = random_layered(&generated.params()).unwrap();
+        let prefix = g.fitting_prefix(b.budget_bytes);
+        assert!(prefix >= 2, "the prefix stage is exercised");
+        assert_eq!(coarse.stage_size, (40 - prefix).div_ceil(10));
+        assert!(coarse.stage_size > 1, "a grouped model to refine");
         let fine = b.refined.as_ref().unwrap_or_else(|| {
             panic!(
                 "40 nodes are refined; coarse: {} {:?}",
@@ -1585,7 +1591,7 @@ mod tests {
         let secs = render(&r);
         let staged = &secs[1].tables[1];
         assert_eq!(staged.rows.len(), 2);
-        assert_eq!(staged.rows[0][3], "4");
+        assert_eq!(staged.rows[0][3], coarse.stage_size.to_string());
         let back: CheckmateResult =
             serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
         assert_eq!(render(&back), secs);
