@@ -182,7 +182,7 @@ fn repair_in_place(st: &mut RepairState, budget: i128, tabu: Option<usize>) -> b
 mod tests {
     use super::*;
     use crate::baselines::checkpoint_all;
-    use crate::layered::{random_layered, LayeredParams};
+    use crate::layered::test_graph;
     use crate::sim::simulate;
     use crate::staged::{greedy_best, model_stages};
 
@@ -191,15 +191,7 @@ mod tests {
         let mut improved = 0;
         let mut checked = 0;
         for seed in [1, 2, 3] {
-            let g = random_layered(&LayeredParams {
-                n: 60,
-                width: 0.3,
-                width_variation: 0.5,
-                edge_density: 0.3,
-                skip_density: 0.3,
-                seed,
-            })
-            .unwrap();
+            let g = test_graph(60, seed);
             let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
             for f in [0.8, 0.65] {
                 let budget = g.working_set_bound().max((peak as f64 * f) as u64);

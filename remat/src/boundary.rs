@@ -392,20 +392,11 @@ fn over_budget_steps(
 mod tests {
     use super::*;
     use crate::baselines::checkpoint_all;
-    use crate::layered::{random_layered, LayeredParams};
     use crate::milp::solve_milp;
     use crate::sim::simulate;
 
     fn graph(n: usize, seed: u64) -> Graph {
-        random_layered(&LayeredParams {
-            n,
-            width: 0.3,
-            width_variation: 0.5,
-            edge_density: 0.3,
-            skip_density: 0.3,
-            seed,
-        })
-        .unwrap()
+        crate::layered::test_graph(n, seed)
     }
 
     fn exact() -> MilpOptions {

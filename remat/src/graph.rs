@@ -564,19 +564,11 @@ mod tests {
     #[test]
     fn fitting_prefix_ends_where_checkpoint_all_first_exceeds_the_budget() {
         use crate::baselines::checkpoint_all;
-        use crate::layered::{random_layered, LayeredParams};
+        use crate::layered::test_graph;
         use crate::sim::stage_memory;
         let mut interior = 0;
         for seed in [1, 2, 3] {
-            let g = random_layered(&LayeredParams {
-                n: 40,
-                width: 0.3,
-                width_variation: 0.5,
-                edge_density: 0.3,
-                skip_density: 0.3,
-                seed,
-            })
-            .unwrap();
+            let g = test_graph(40, seed);
             // Checkmate's accounting of checkpoint-all, stage by stage.
             let stage_peak: Vec<u64> = stage_memory(&g, &checkpoint_all(&g))
                 .iter()

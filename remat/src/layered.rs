@@ -158,6 +158,22 @@ pub fn random_layered(p: &LayeredParams) -> Result<Graph, RematError> {
     Graph::new(p.name(), nodes, &edges, 0)
 }
 
+/// The small random layered graph of the solver tests: `n` nodes, width 0.3, width variation
+/// 0.5, edge and skip densities 0.3 (denser than the Moccasin benchmark graphs, so that small
+/// graphs need recomputation).
+#[cfg(test)]
+pub(crate) fn test_graph(n: usize, seed: u64) -> Graph {
+    random_layered(&LayeredParams {
+        n,
+        width: 0.3,
+        width_variation: 0.5,
+        edge_density: 0.3,
+        skip_density: 0.3,
+        seed,
+    })
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1602,15 +1602,7 @@ mod tests {
     use crate::milp::solve_milp;
 
     fn small(n: usize, seed: u64) -> Graph {
-        random_layered(&LayeredParams {
-            n,
-            width: 0.3,
-            width_variation: 0.5,
-            edge_density: 0.3,
-            skip_density: 0.3,
-            seed,
-        })
-        .unwrap()
+        crate::layered::test_graph(n, seed)
     }
 
     /// Budgets between the working-set bound and the checkpoint-all peak.
