@@ -19,10 +19,11 @@
 //!
 //! **Acceptance.** A fitting end state is kept when it costs no more, else with probability
 //! `exp(-Δcost / T)` (Metropolis; Kirkpatrick et al., Science 1983), `T` falling geometrically
-//! from [`T_START`] to [`T_END`] times the mean node cost over the time limit. The run ends at
-//! the time limit or after [`PATIENCE`] moves without a cheaper schedule; the cheapest state
-//! visited is returned. Under a move limit the temperature follows the moves and the
-//! result depends only on the seed (unless the time limit ends the run first).
+//! from [`T_START`] to [`T_END`] times the mean node cost over a schedule of [`MOVES`] moves, or
+//! over the time limit when that is shorter (whichever is further along sets the temperature),
+//! so that a run always cools before it ends; the cheapest state visited is returned. Under an
+//! explicit move limit the temperature follows the moves only and the result depends only on
+//! the seed (unless the time limit ends the run first).
 //!
 //! May import: the graph IR, [`crate::staged`]'s repair state, rand.
 
@@ -39,18 +40,18 @@ pub const T_START: f64 = 3.0;
 pub const T_END: f64 = 0.03;
 /// Drop candidates evaluated exactly per repair step (the best by estimated cost per byte).
 pub const EXACT: usize = 16;
-/// The run stops after this many moves without a cheaper schedule.
-pub const PATIENCE: u64 = 3000;
+/// Length of the temperature schedule in moves when [`AnnealOptions::max_moves`] is `None`.
+pub const MOVES: u64 = 4000;
 
 /// Options of [`anneal`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AnnealOptions {
-    /// Wall-clock limit, seconds; without a move limit the temperature schedule runs over it.
+    /// Wall-clock limit, seconds.
     pub time_limit_s: f64,
     /// Seed of the move sequence (ChaCha8).
     pub seed: u64,
-    /// Stop after this many moves, the temperature schedule running over them (`None`: the
-    /// time limit only).
+    /// Length of the temperature schedule in moves, which then ignores the time (`None`:
+    /// [`MOVES`], shortened by the time limit).
     pub max_moves: Option<u64>,
 }
 
@@ -105,18 +106,16 @@ pub fn anneal(
     let limit = opts.time_limit_s.max(1e-9);
     loop {
         let elapsed = clock.elapsed().as_secs_f64();
-        if elapsed >= limit
-            || opts.max_moves.is_some_and(|x| out.moves >= x)
-            || out.moves - out.best_move >= PATIENCE
-        {
+        // Progress through the schedule: by moves under a move limit (deterministic), else by
+        // moves or time, whichever is further along.
+        let by_moves = out.moves as f64 / opts.max_moves.unwrap_or(MOVES).max(1) as f64;
+        let progress = match opts.max_moves {
+            Some(_) => by_moves,
+            None => by_moves.max(elapsed / limit),
+        };
+        if elapsed >= limit || progress >= 1.0 {
             break;
         }
-        // Progress through the schedule: by moves under a move limit (deterministic), else by
-        // time.
-        let progress = match opts.max_moves {
-            Some(mm) => out.moves as f64 / mm.max(1) as f64,
-            None => elapsed / limit,
-        };
         let temp = t0 * (t1 / t0).powf(progress);
         // The recomputations of the current schedule: (stage, node).
         let recomputed: Vec<(usize, usize)> = stages
