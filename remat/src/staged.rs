@@ -386,7 +386,7 @@ fn stage_r(
 
 /// A drop applied by [`RepairState::drop_step`]: (cost change in cost units, node, first and
 /// last stage of the run, whether the stage after the run recomputes the value).
-pub(crate) type Drop = (f64, usize, usize, usize, bool);
+pub(crate) type DroppedRun = (f64, usize, usize, usize, bool);
 
 /// Working state of [`repair`] and [`crate::anneal`]: storage decisions, minimal compute sets,
 /// per-stage peaks (bytes) and costs.
@@ -558,7 +558,7 @@ impl<'a> RepairState<'a> {
         budget: i128,
         exact: usize,
         tabu: &[usize],
-    ) -> Option<Option<Drop>> {
+    ) -> Option<Option<DroppedRun>> {
         let g = self.g;
         let m = self.stages.len();
         let (worst, &p) = self.peak.iter().enumerate().max_by_key(|x| *x.1)?;
@@ -711,7 +711,7 @@ pub fn repair(
 ) -> Option<StagedSchedule> {
     let budget = budget as i128;
     let mut st = RepairState::new(g, stages, s0);
-    let mut dropped: Vec<Drop> = Vec::new();
+    let mut dropped: Vec<DroppedRun> = Vec::new();
     while let Some(d) = st.drop_step(budget, REPAIR_EXACT, &[])? {
         dropped.push(d);
     }
@@ -1217,7 +1217,10 @@ pub fn solve_staged(
     let start = Instant::now();
     let (stages, prefix) = model_stages(g, budget, opts.stage_size);
     // One node per stage after the prefix: Checkmate's schedule space.
-    let fine = stages.len() == g.len() - prefix.saturating_sub(1);
+    let fine = stages
+        .iter()
+        .skip(usize::from(prefix > 0))
+        .all(|st| st.start() == st.end());
     let mut out = StagedOutcome {
         best: None,
         greedy: None,
@@ -1341,15 +1344,10 @@ pub fn solve_staged(
             .min(opts.milp.time_limit_s - start.elapsed().as_secs_f64());
         // The cheaper of the model's warm start and the one-node-per-stage fallback.
         let from = match (&warm, &fallback) {
-            (Some(w), Some(f)) if f.1.cost < w.2.cost => None,
-            (Some(w), _) => Some(w.0.clone()),
-            (None, _) => None,
+            (Some(w), f) if f.as_ref().is_none_or(|f| w.2.cost <= f.1.cost) => Some(w.0.clone()),
+            (_, Some(f)) => Some(from_checkmate(&f.0, &uniform_stages(g.len(), 1))),
+            _ => None,
         };
-        let from = from.or_else(|| {
-            fallback
-                .as_ref()
-                .map(|f| from_checkmate(&f.0, &uniform_stages(g.len(), 1)))
-        });
         if let Some(from) = from.filter(|_| limit > 0.0) {
             let a = anneal(
                 g,
