@@ -200,7 +200,8 @@ fn step_row(
     row.extend(
         (0..j)
             .filter(|&i| !in_j(i) && !g.deps[s].contains(&i))
-            .map(|i| (v.keep[s][i], m(i))),
+            // The last stage keeps nothing into a next one (its `keep` is empty).
+            .filter_map(|i| v.keep[s].get(i).map(|&c| (c, m(i)))),
     );
     let own = m(j) + g.deps[j].iter().map(|&p| m(p)).sum::<f64>();
     row.push((v.r[s][j], own));
@@ -460,6 +461,45 @@ mod tests {
             with_prefix >= 2,
             "only {with_prefix} cases exercise the prefix"
         );
+    }
+
+    /// A relaxed schedule that recomputes a node over the budget in the last stage gets step
+    /// rows there like in any other stage (nothing is kept past the last stage; the row used
+    /// to index the last stage's empty `keep` and panic). On this graph and budget Checkmate's
+    /// problem is infeasible and the relaxation cannot prove it: every round's schedule
+    /// overruns the last stage, the rounds end with a schedule that does not fit, and the
+    /// staged solver reports the budget infeasible.
+    #[test]
+    fn step_rows_in_the_last_stage() {
+        let g = graph(12, 3);
+        let n = g.len();
+        let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
+        let budget = g.working_set_bound().max((peak as f64 * 0.75) as u64);
+        let prefix = g.fitting_prefix(budget);
+        // The last stage's row for every node it could recompute, on the first round's model.
+        let (_, v) = build(&g, budget, prefix, &[]).expect("fitting working sets");
+        let scale = g.nodes.iter().map(|x| x.mem).max().unwrap() as f64;
+        for j in 0..n - 1 {
+            let (row, rhs) = step_row(&g, budget, &v, n - 1, j, scale);
+            assert!(row.iter().all(|(_, c)| *c > 0.0) && rhs > 0.0, "{j}");
+            assert!(row.iter().any(|(c, _)| *c == v.r[n - 1][j]), "{j}");
+        }
+        let relax = boundary_bound(&g, budget, &exact()).unwrap();
+        assert!(relax.rounds >= 2, "no step row was added: {relax:?}");
+        assert!(relax.bound.is_finite() && !relax.fits, "{relax:?}");
+        let sch = relax.schedule.as_ref().unwrap();
+        let memory = stage_memory(&g, sch);
+        assert!(
+            (0..n - 1).any(|j| sch.r[n - 1][j] && memory[n - 1][j] > budget as i128),
+            "the last stage does not overrun: {relax:?}"
+        );
+        let opt = solve_milp(&g, budget, &exact()).unwrap();
+        assert_eq!(opt.status, "Infeasible");
+        let staged =
+            crate::staged::solve_staged(&g, budget, &crate::staged::StagedOptions::default())
+                .unwrap();
+        assert!(staged.best.is_none(), "{}", staged.status);
+        assert!(staged.status.contains("Infeasible"), "{}", staged.status);
     }
 
     /// A warm start that fits the budget is accepted as the relaxation's incumbent, and an
