@@ -500,6 +500,76 @@ mod tests {
         );
     }
 
+    /// On random layered graphs of two shapes at budgets from near the checkpoint-all peak to
+    /// below the working-set bound, every
+    /// solver's schedule simulates within the budget at the cost and peak it reports, no
+    /// solver's lower bound exceeds any solver's cost, the exact MILP (gap 0) is never beaten,
+    /// and a budget the MILP proves infeasible has no schedule from any solver.
+    #[test]
+    fn solvers_agree_on_random_graphs_and_budgets() {
+        let opts = PlanOptions {
+            time_limit_s: 10.0,
+            gap: 0.0,
+            threads: 1,
+        };
+        let (mut feasible, mut infeasible) = (0, 0);
+        for seed in 1..=3 {
+            for n in [5, 8, 12] {
+                for (width, edges, skips) in [(0.3, 0.3, 0.3), (0.5, 0.2, 0.1)] {
+                    let g = crate::layered::random_layered(&crate::layered::LayeredParams {
+                        n,
+                        width,
+                        width_variation: 0.5,
+                        edge_density: edges,
+                        skip_density: skips,
+                        seed,
+                    })
+                    .unwrap();
+                    // From the checkpoint-all peak down to just below the working-set bound.
+                    let (ws, peak) = (g.working_set_bound(), checkpoint_all_peak(&g).unwrap());
+                    for f in [0.8, 0.4, 0.0, -0.1] {
+                        let budget = (ws as f64 + f * (peak - ws) as f64) as u64;
+                        let case = format!("seed {seed} n {n} width {width} fraction {f}");
+                        let outs: Vec<PlanOutcome> = Solver::ALL
+                            .iter()
+                            .map(|&s| plan(&g, s, budget, &opts).unwrap())
+                            .collect();
+                        for o in &outs {
+                            let Some(sch) = &o.schedule else { continue };
+                            let sim = simulate(&g, sch).unwrap();
+                            assert!(sim.peak_mem <= budget, "{case} {:?}", o.solver);
+                            assert_eq!(Some(sim.peak_mem), o.peak_bytes, "{case}");
+                            assert!((sim.cost - o.cost.unwrap()).abs() < 1e-6, "{case}");
+                        }
+                        let costs: Vec<f64> = outs.iter().filter_map(|o| o.cost).collect();
+                        let milp = outs.iter().find(|o| o.solver == Solver::Milp).unwrap();
+                        for o in &outs {
+                            if let Some(lb) = o.lower_bound.filter(|b| b.is_finite()) {
+                                assert!(
+                                    costs.iter().all(|&c| lb <= c + 1e-6),
+                                    "{case}: {:?} bound {lb} above {costs:?}",
+                                    o.solver
+                                );
+                            }
+                        }
+                        if milp.status == "Optimal" {
+                            let c = milp.cost.unwrap();
+                            assert!(costs.iter().all(|&x| c <= x + 1e-6), "{case}");
+                            feasible += 1;
+                        } else if milp.status.contains("Infeasible") {
+                            assert!(costs.is_empty(), "{case}: {costs:?}");
+                            infeasible += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            feasible >= 20 && infeasible >= 5,
+            "{feasible} feasible, {infeasible} infeasible"
+        );
+    }
+
     #[test]
     fn recomputations_list_second_evaluations() {
         let g = Graph::linear_chain(6).unwrap();
