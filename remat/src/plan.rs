@@ -6,7 +6,7 @@
 use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
 use super::milp::{solve_lp_rounding, solve_milp, MilpOptions};
 use super::sim::{simulate, Schedule, SimResult};
-use super::staged::{solve_refined, StagedOptions, StagedOutcome};
+use super::staged::{greedy_best, solve_refined, uniform_stages, StagedOptions, StagedOutcome};
 use super::{Graph, RematError};
 use serde::Serialize;
 use std::time::Instant;
@@ -212,7 +212,8 @@ fn baseline_schedules(g: &Graph, solver: Solver) -> Vec<Schedule> {
     }
 }
 
-/// The cheapest fitting schedule of every baseline (the MILP's warm start).
+/// The cheapest fitting schedule of every baseline and of greedy eviction at `budget` (the
+/// MILP's warm start).
 fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>, RematError> {
     let all = [
         Solver::CheckpointAll,
@@ -221,8 +222,15 @@ fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>
         Solver::Revolve,
     ]
     .into_iter()
-    .flat_map(|s| baseline_schedules(g, s));
+    .flat_map(|s| baseline_schedules(g, s))
+    .chain(greedy_eviction(g, budget));
     cheapest_fitting(g, all, budget)
+}
+
+/// Greedy eviction at `budget` bytes with one node per stage ([`greedy_best`]), as a
+/// Checkmate schedule; `None` when it finds nothing (callers check the fit by simulation).
+fn greedy_eviction(g: &Graph, budget: u64) -> Option<Schedule> {
+    greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, _)| s.expand(g))
 }
 
 /// Thresholds at which LP rounding rounds `S` (Section 5.1), as the Checkmate study uses them.
@@ -233,7 +241,7 @@ const LP_TIGHTEN: [f64; 8] = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
 const WARM_START_TIGHTEN: [f64; 4] = [0.95, 0.9, 0.8, 0.7];
 
 /// Runs `solver` on `g` at `budget` bytes. The MILP is warm-started from the cheapest fitting
-/// baseline or LP-rounded schedule (its time includes finding them).
+/// baseline, greedy-eviction or LP-rounded schedule (its time includes finding them).
 ///
 /// # Errors
 /// Solver errors (HiGHS) and invalid graphs.
@@ -246,7 +254,7 @@ pub fn plan(
     let start = Instant::now();
     let (best, status, lower_bound) = match solver {
         Solver::Milp => {
-            // Warm start: the cheapest fitting baseline or LP-rounded schedule.
+            // Warm start: the cheapest fitting baseline, greedy-eviction or LP-rounded schedule.
             let rounded = solve_lp_rounding(
                 g,
                 budget,
@@ -364,7 +372,9 @@ impl FeasibleBudget {
 }
 
 /// The smallest feasible budget of `g` (min over schedules of the simulated peak): the
-/// working-set lower bound and the best baseline's peak, then bisection with MILP feasibility
+/// working-set lower bound and the best baseline's peak, lowered by bisection on greedy
+/// eviction ([`crate::staged::greedy_best`], a heuristic: it can miss budgets that fit, never
+/// reports one that does not), then bisection with MILP feasibility
 /// solves until the bounds meet, a solve proves nothing in its time, or `opts.time_limit_s`
 /// (all solves together) is spent.
 ///
@@ -380,6 +390,20 @@ pub fn smallest_feasible_budget(
     for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
         for sch in baseline_schedules(g, s) {
             upper = upper.min(simulate(g, &sch)?.peak_mem);
+        }
+    }
+    // The chain baselines rarely help on a general graph: bisect on greedy eviction (one node
+    // per stage), each fitting schedule's peak a feasible budget.
+    let mut low = lower;
+    while low < upper {
+        let mid = low + (upper - low) / 2;
+        let peak = greedy_eviction(g, mid)
+            .and_then(|sch| simulate(g, &sch).ok())
+            .map(|r| r.peak_mem)
+            .filter(|&p| p <= mid);
+        match peak {
+            Some(p) => upper = p,
+            None => low = mid + 1,
         }
     }
     while lower < upper {
@@ -598,6 +622,39 @@ mod tests {
         )
         .unwrap();
         assert!(below.schedule.is_none(), "{}", below.status);
+    }
+
+    /// On random layered graphs, where the chain baselines barely cut the peak, the upper end
+    /// of the smallest feasible budget comes from greedy eviction: a schedule fits it, it is
+    /// never above the baselines' best peak, and on some graph strictly below it. With no time
+    /// for MILP solves the bounds still bracket a fitting budget.
+    #[test]
+    fn smallest_feasible_budget_uses_greedy_eviction_on_general_graphs() {
+        let no_milp = PlanOptions {
+            time_limit_s: 0.0,
+            ..Default::default()
+        };
+        let mut lowered = 0;
+        for seed in 1..=4 {
+            let g = crate::layered::test_graph(40, seed);
+            let mut baselines = checkpoint_all_peak(&g).unwrap();
+            for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
+                for sch in baseline_schedules(&g, s) {
+                    baselines = baselines.min(simulate(&g, &sch).unwrap().peak_mem);
+                }
+            }
+            let fb = smallest_feasible_budget(&g, &no_milp).unwrap();
+            assert!(fb.lower_bytes <= fb.upper_bytes, "{fb:?}");
+            assert!(
+                fb.upper_bytes <= baselines,
+                "seed {seed}: {fb:?} vs {baselines}"
+            );
+            let (sch, _) = greedy_best(&g, fb.upper_bytes, &uniform_stages(g.len(), 1))
+                .expect("greedy eviction fits the upper end");
+            assert!(simulate(&g, &sch.expand(&g)).unwrap().peak_mem <= fb.upper_bytes);
+            lowered += usize::from(fb.upper_bytes < baselines);
+        }
+        assert!(lowered >= 1, "greedy eviction never beat the baselines");
     }
 
     #[test]
