@@ -222,15 +222,33 @@ fn best_baseline(g: &Graph, budget: u64) -> Result<Option<(Schedule, SimResult)>
         Solver::Revolve,
     ]
     .into_iter()
-    .flat_map(|s| baseline_schedules(g, s))
-    .chain(greedy_eviction(g, budget));
-    cheapest_fitting(g, all, budget)
+    .flat_map(|s| baseline_schedules(g, s));
+    let chain = cheapest_fitting(g, all, budget)?;
+    Ok(chain
+        .into_iter()
+        .chain(greedy_eviction(g, budget))
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost)))
 }
 
 /// Greedy eviction at `budget` bytes with one node per stage ([`greedy_best`]), as a
-/// Checkmate schedule; `None` when it finds nothing (callers check the fit by simulation).
-fn greedy_eviction(g: &Graph, budget: u64) -> Option<Schedule> {
-    greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, _)| s.expand(g))
+/// Checkmate schedule with its simulation (it fits the budget); `None` when it finds nothing.
+fn greedy_eviction(g: &Graph, budget: u64) -> Option<(Schedule, SimResult)> {
+    greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
+}
+
+/// The least peak of the checkpoint-all and chain baseline schedules (sqrt(n), greedy
+/// segmentation, revolve), bytes: a feasible budget.
+///
+/// # Errors
+/// [`RematError::InvalidSchedule`] if the graph is inconsistent.
+fn baseline_peak(g: &Graph) -> Result<u64, RematError> {
+    let mut peak = checkpoint_all_peak(g)?;
+    for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
+        for sch in baseline_schedules(g, s) {
+            peak = peak.min(simulate(g, &sch)?.peak_mem);
+        }
+    }
+    Ok(peak)
 }
 
 /// Thresholds at which LP rounding rounds `S` (Section 5.1), as the Checkmate study uses them.
@@ -386,23 +404,14 @@ pub fn smallest_feasible_budget(
 ) -> Result<FeasibleBudget, RematError> {
     let start = Instant::now();
     let mut lower = g.working_set_bound();
-    let mut upper = checkpoint_all_peak(g)?;
-    for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
-        for sch in baseline_schedules(g, s) {
-            upper = upper.min(simulate(g, &sch)?.peak_mem);
-        }
-    }
+    let mut upper = baseline_peak(g)?;
     // The chain baselines rarely help on a general graph: bisect on greedy eviction (one node
     // per stage), each fitting schedule's peak a feasible budget.
     let mut low = lower;
     while low < upper {
         let mid = low + (upper - low) / 2;
-        let peak = greedy_eviction(g, mid)
-            .and_then(|sch| simulate(g, &sch).ok())
-            .map(|r| r.peak_mem)
-            .filter(|&p| p <= mid);
-        match peak {
-            Some(p) => upper = p,
+        match greedy_eviction(g, mid) {
+            Some((_, r)) => upper = r.peak_mem,
             None => low = mid + 1,
         }
     }
@@ -525,10 +534,10 @@ mod tests {
     }
 
     /// On random layered graphs of two shapes at budgets from near the checkpoint-all peak to
-    /// below the working-set bound, every
-    /// solver's schedule simulates within the budget at the cost and peak it reports, no
-    /// solver's lower bound exceeds any solver's cost, the exact MILP (gap 0) is never beaten,
-    /// and a budget the MILP proves infeasible has no schedule from any solver.
+    /// below the working-set bound, every solver's schedule simulates within the budget at the
+    /// cost and peak it reports, no solver's lower bound exceeds any solver's cost, the exact
+    /// MILP (gap 0) is never beaten, and a budget the MILP proves infeasible has no schedule
+    /// from any solver.
     #[test]
     fn solvers_agree_on_random_graphs_and_budgets() {
         let opts = PlanOptions {
@@ -637,21 +646,16 @@ mod tests {
         let mut lowered = 0;
         for seed in 1..=4 {
             let g = crate::layered::test_graph(40, seed);
-            let mut baselines = checkpoint_all_peak(&g).unwrap();
-            for s in [Solver::Sqrt, Solver::Greedy, Solver::Revolve] {
-                for sch in baseline_schedules(&g, s) {
-                    baselines = baselines.min(simulate(&g, &sch).unwrap().peak_mem);
-                }
-            }
+            let baselines = baseline_peak(&g).unwrap();
             let fb = smallest_feasible_budget(&g, &no_milp).unwrap();
             assert!(fb.lower_bytes <= fb.upper_bytes, "{fb:?}");
             assert!(
                 fb.upper_bytes <= baselines,
                 "seed {seed}: {fb:?} vs {baselines}"
             );
-            let (sch, _) = greedy_best(&g, fb.upper_bytes, &uniform_stages(g.len(), 1))
-                .expect("greedy eviction fits the upper end");
-            assert!(simulate(&g, &sch.expand(&g)).unwrap().peak_mem <= fb.upper_bytes);
+            let (sch, _) =
+                greedy_eviction(&g, fb.upper_bytes).expect("greedy eviction fits the upper end");
+            assert!(simulate(&g, &sch).unwrap().peak_mem <= fb.upper_bytes);
             lowered += usize::from(fb.upper_bytes < baselines);
         }
         assert!(lowered >= 1, "greedy eviction never beat the baselines");

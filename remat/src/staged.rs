@@ -648,11 +648,7 @@ impl<'a> RepairState<'a> {
 
     /// The restoring pass of [`repair`]: puts back dropped runs (most expensive first) where
     /// the budget still holds and the cost falls.
-    pub(crate) fn restore(
-        &mut self,
-        budget: i128,
-        dropped: &mut [(f64, usize, usize, usize, bool)],
-    ) {
+    pub(crate) fn restore(&mut self, budget: i128, dropped: &mut [DroppedRun]) {
         dropped.sort_by(|a, b| b.0.total_cmp(&a.0));
         for &(_, i, lo, hi, tail) in dropped.iter() {
             // Runs may overlap later drops of the same value; restore only an intact run.

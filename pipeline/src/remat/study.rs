@@ -1237,12 +1237,12 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
              limit {} s per graph and budget including LP relaxation, warm starts and, for graphs up to {} nodes, \
              a refinement with one node per stage warm-started from the grouped schedule, on the row below it). \
              Annealed cost: the best heuristic schedule improved by simulated annealing over ejection chains (keep \
-             a recomputed value, repair the stages it overflows; 25% of the limit) when the relaxation did not \
+             a recomputed value, repair the stages it overflows; {:.0}% of the limit) when the relaxation did not \
              end the solve. Model gap: against \
              HiGHS' bound for the model solved (restricted when stage size > 1). Valid gap: against a bound valid \
              for Checkmate's problem: the largest of sum C_i, the boundary-memory relaxation's bound (Checkmate's \
              schedule variables with one memory row per stage end plus rows generated for the recomputation steps \
-             its schedules overrun; solved first, 40% of the limit) and, for stage size 1, the model's LP \
+             its schedules overrun; solved first, {:.0}% of the limit) and, for stage size 1, the model's LP \
              relaxation and HiGHS' bound. Status \"Optimal (boundary relaxation)\": the relaxation's schedule fits \
              the budget within the gap of its bound, which proves it optimal for Checkmate's problem; the columns \
              and rows are then the relaxation's.",
@@ -1251,7 +1251,9 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
                 .map_or(String::new(), |k| format!(", at most {k} computations per node")),
             p.threads,
             p.staged_time_limit_s,
-            p.refine_max_nodes
+            p.refine_max_nodes,
+            memwall_remat::staged::ANNEAL_SHARE * 100.0,
+            memwall_remat::staged::BOUNDARY_SHARE * 100.0,
         ),
         columns: [
             "graph",
