@@ -85,7 +85,7 @@ fn main() {
 
 fn report(frac: f64, budget: u64, out: &StagedOutcome) {
     println!(
-        "  {frac}: budget {budget} stage {} status {} time {:.1} s heuristic {:?} annealed {:?} best {:?} LP {:?} dual(model) {:.1} gap(model) {:.4} valid bound {:.1} gap(valid) {:.4} size {:?}",
+        "  {frac}: budget {budget} stage {} status {} time {:.1} s heuristic {:?} annealed {:?} best {:?} LP {:?} boundary bound {:?} cut LP {:?} ({} cuts) dual(model) {:.1} gap(model) {:.4} valid bound {:.1} gap(valid) {:.4} size {:?}",
         out.stage_size,
         out.status,
         out.solve_time_s,
@@ -93,6 +93,9 @@ fn report(frac: f64, budget: u64, out: &StagedOutcome) {
         out.annealed.map(|r| r.cost),
         out.best.as_ref().map(|b| b.1.cost),
         out.lp_bound,
+        out.boundary_bound,
+        out.boundary_lp_bound,
+        out.closure_cuts,
         out.dual_bound,
         out.mip_gap,
         out.valid_bound,

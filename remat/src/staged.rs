@@ -818,6 +818,11 @@ pub struct StagedOutcome {
     /// Lower bound of the boundary-memory relaxation on Checkmate's optimum, cost units
     /// (`None`: not solved).
     pub boundary_bound: Option<f64>,
+    /// The boundary relaxation's LP bound with its closure cuts
+    /// ([`crate::boundary::BoundaryOutcome::lp_bound`]), cost units (`None`: not solved).
+    pub boundary_lp_bound: Option<f64>,
+    /// Closure cuts the boundary relaxation added.
+    pub closure_cuts: usize,
     /// Simulation of the annealed schedule ([`StagedOptions::anneal`]; `None`: not run or
     /// nothing fitted).
     pub annealed: Option<SimResult>,
@@ -1230,6 +1235,8 @@ pub fn solve_staged(
         size: ModelSize::default(),
         stage_size: opts.stage_size.max(1),
         boundary_bound: None,
+        boundary_lp_bound: None,
+        closure_cuts: 0,
         annealed: None,
     };
     if budget < g.working_set_bound() {
@@ -1292,6 +1299,8 @@ pub fn solve_staged(
             },
         )?;
         out.boundary_bound = Some(relax.bound);
+        out.boundary_lp_bound = relax.lp_bound;
+        out.closure_cuts = relax.cuts;
         out.valid_bound = out.valid_bound.max(relax.bound);
         if relax.bound.is_infinite() {
             out.status = "Infeasible (boundary relaxation)".into();
@@ -1551,6 +1560,8 @@ pub fn solve_refined(
     // The coarse solve's boundary relaxation bounds Checkmate's problem too.
     fine.valid_bound = fine.valid_bound.max(coarse.valid_bound);
     fine.boundary_bound = coarse.boundary_bound;
+    fine.boundary_lp_bound = coarse.boundary_lp_bound;
+    fine.closure_cuts = coarse.closure_cuts;
     // The warm start is the coarse schedule; keep the cheaper if HiGHS did not take it.
     if let (Some(c), Some(f)) = (&coarse.best, &fine.best) {
         if c.1.cost < f.1.cost {
