@@ -27,14 +27,7 @@ fn main() {
                 .split(':')
                 .map(|x| x.parse().expect("gen:N:SEED"))
                 .collect();
-            random_layered(&LayeredParams {
-                n: v[0] as usize,
-                width: 0.27,
-                width_variation: 0.75,
-                edge_density: 0.2,
-                skip_density: 0.14,
-                seed: v[1],
-            })
+            random_layered(&LayeredParams::shared(v[0] as usize, 0.27, v[1]))
         }
         None => Graph::read_node_link(Path::new(&a[1])),
     }

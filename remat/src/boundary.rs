@@ -768,15 +768,8 @@ mod tests {
     /// 31,199 against 35,483; the integer rounds then prove 31,278), staying below that cost.
     #[test]
     fn closure_cuts_raise_the_lp_bound() {
-        let g = crate::layered::random_layered(&crate::layered::LayeredParams {
-            n: 60,
-            width: 0.43,
-            width_variation: 0.75,
-            edge_density: 0.2,
-            skip_density: 0.14,
-            seed: 1,
-        })
-        .unwrap();
+        let g = crate::layered::random_layered(&crate::layered::LayeredParams::shared(60, 0.43, 1))
+            .unwrap();
         let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
         let budget = (peak as f64 * 0.8) as u64;
         let prefix = g.fitting_prefix(budget);

@@ -47,6 +47,19 @@ pub struct LayeredParams {
 }
 
 impl LayeredParams {
+    /// The parameters of the shared random layered graphs (`nlv` 0.75, `ed` 0.2, `scd` 0.14,
+    /// as in their file names) with `n` nodes, width `w` and `seed`.
+    pub fn shared(n: usize, width: f64, seed: u64) -> Self {
+        LayeredParams {
+            n,
+            width,
+            width_variation: 0.75,
+            edge_density: 0.2,
+            skip_density: 0.14,
+            seed,
+        }
+    }
+
     /// The graph name: `random_layered_n{n}_w{w}_nlv{nlv}_ed{ed}_scd{scd}_seed{seed}`, the shared
     /// files' naming plus the seed.
     pub fn name(&self) -> String {
@@ -179,14 +192,7 @@ mod tests {
     use super::*;
 
     fn params(n: usize, seed: u64) -> LayeredParams {
-        LayeredParams {
-            n,
-            width: 0.27,
-            width_variation: 0.75,
-            edge_density: 0.2,
-            skip_density: 0.14,
-            seed,
-        }
+        LayeredParams::shared(n, 0.27, seed)
     }
 
     #[test]

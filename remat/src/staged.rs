@@ -1797,15 +1797,7 @@ mod tests {
     /// budget by the simulator and within 5% of `sum_i C_i`, a lower bound.
     #[test]
     fn repair_keeps_cheap_inputs_instead_of_recomputation_chains() {
-        let g = random_layered(&LayeredParams {
-            n: 500,
-            width: 0.27,
-            width_variation: 0.75,
-            edge_density: 0.2,
-            skip_density: 0.14,
-            seed: 1,
-        })
-        .unwrap();
+        let g = random_layered(&LayeredParams::shared(500, 0.27, 1)).unwrap();
         let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
         let st = uniform_stages(g.len(), 1);
         for f in [0.9, 0.8] {
