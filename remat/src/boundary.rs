@@ -279,9 +279,12 @@ struct ClosureCut {
 impl ClosureCut {
     /// The cut's entries (right-hand side `>= 1`).
     fn row(&self, v: &Vars) -> Vec<(Col, f64)> {
-        let (&last, chain) = self.path.split_last().expect("a cut has a path");
-        let mut row: Vec<(Col, f64)> = chain.iter().map(|&x| (v.keep[self.b][x], 1.0)).collect();
-        row.push((v.keep[self.b][last], 1.0));
+        let last = *self.path.last().expect("a cut has a path");
+        let mut row: Vec<(Col, f64)> = self
+            .path
+            .iter()
+            .map(|&x| (v.keep[self.b][x], 1.0))
+            .collect();
         row.extend((self.b + 1..=self.u).map(|t| (v.r[t][last], 1.0)));
         row
     }
@@ -320,27 +323,24 @@ fn separate_closure_cuts(g: &Graph, prefix: usize, v: &Vars, x: &[f64]) -> Vec<C
             }
             // S[b+1][i] + sum_{t = b+1}^{u} R[t][i].
             let avail = |i: usize| val(v.keep[b][i]) + cum[i][u + 1] - cum[i][b + 1];
-            // Depth-first over input chains: (last node, path, sum of its keep values).
+            // Depth-first over input chains: (path, sum of its nodes' keep values).
             let mut stack = vec![(vec![x0], kept0)];
             while let Some((path, kept)) = stack.pop() {
                 let node = *path.last().expect("non-empty");
                 for &p in &g.deps[node] {
                     let violation = 1.0 - kept - avail(p);
+                    let kept_p = kept + val(v.keep[b][p]);
+                    let deeper = path.len() < CLOSURE_DEPTH && kept_p < 1.0 - CUT_TOLERANCE;
+                    if violation <= CUT_TOLERANCE && !deeper {
+                        continue;
+                    }
                     let mut next = path.clone();
                     next.push(p);
-                    if violation > CUT_TOLERANCE {
-                        found.push((
-                            violation,
-                            ClosureCut {
-                                b,
-                                u,
-                                path: next.clone(),
-                            },
-                        ));
+                    if deeper {
+                        stack.push((next.clone(), kept_p));
                     }
-                    let kept_p = kept + val(v.keep[b][p]);
-                    if next.len() <= CLOSURE_DEPTH && kept_p < 1.0 - CUT_TOLERANCE {
-                        stack.push((next, kept_p));
+                    if violation > CUT_TOLERANCE {
+                        found.push((violation, ClosureCut { b, u, path: next }));
                     }
                 }
             }
@@ -569,7 +569,6 @@ fn separate(
         if solved.status() != HighsModelStatus::Optimal {
             break;
         }
-        out.cuts = cuts.len();
         let lp = total + solved.objective_value();
         out.lp_bound = Some(out.lp_bound.map_or(lp, |b: f64| b.max(lp)));
         if incumbent.is_some_and(|c| c - lp <= opts.mip_gap * c) {
