@@ -20,9 +20,30 @@ reproduce *FLAGS: build
 run EXPERIMENT *FLAGS: build
     {{memwall}} run {{EXPERIMENT}} {{FLAGS}}
 
-# Re-render every report from the records in runs/ (no job is run).
+# Re-render every report and the index (reports/index.md, index.html) from the committed
+# records in runs/ (no job is run; the same records give the same files on any day).
 report: build
     {{memwall}} report
+
+# Fail (naming each file and its first differing line) when a committed report is not what the
+# committed records give.
+report-check: build
+    {{memwall}} report --check
+
+# The reports as a Hugo site: page bundles and the index in target/site/content, built with
+# Debian's hugo (`apt-get install -y hugo`) into target/site/public.
+publish: build
+    rm -rf target/site
+    {{memwall}} publish --to target/site/content
+    hugo --source site --contentDir "$PWD/target/site/content" --destination "$PWD/target/site/public" --noBuildLock
+    @echo "open target/site/public/reports/index.html"
+
+# `publish`, then fail on any Hugo warning, a missing figure, a study missing from the index or
+# a formula that lost its asterisks (.ci/hugo-check).
+publish-check: build
+    rm -rf target/site
+    {{memwall}} publish --to target/site/content
+    .ci/hugo-check target/site/content
 
 # The test suite (unit, integration, end-to-end smoke study, and the committed report pages in
 # headless Chromium: `apt-get install -y chromium` first, as .ci/run does).

@@ -8,7 +8,7 @@
 //! May import: [`crate::report::model`], [`crate::demos::InProcessStudy`] and Burn.
 
 use crate::demos::InProcessStudy;
-use crate::report::model::{Figure, Section, Table};
+use crate::report::model::{Figure, Measure, Section, Table};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
@@ -45,66 +45,38 @@ pub struct TraceRow {
     pub adjoint: f64,
 }
 
-/// The forward and reverse trace in f64, the way the lecture tabulates it (v1 = ln x1,
-/// v2 = x1 x2, v3 = sin x2, v4 = v1 + v2, v5 = v4 - v3 = y), adjoints accumulated in reverse
-/// topological order.
+/// The forward and reverse trace in f64, in the lecture's node numbering (v1 = x1, v2 = x2,
+/// v3 = ln v1, v4 = v1 x v2, v5 = sin v2, v6 = v3 + v4, v7 = v6 - v5 = y), adjoints
+/// accumulated in reverse topological order as on its "Reverse AD evaluation trace".
 pub fn trace(x1: f64, x2: f64) -> Vec<TraceRow> {
-    let v1 = x1.ln();
-    let v2 = x1 * x2;
-    let v3 = x2.sin();
-    let v4 = v1 + v2;
-    let v5 = v4 - v3;
+    let (v1, v2) = (x1, x2);
+    let v3 = v1.ln();
+    let v4 = v1 * v2;
+    let v5 = v2.sin();
+    let v6 = v3 + v4;
+    let v7 = v6 - v5;
     // reverse sweep
-    let b5 = 1.0;
-    let b4 = b5;
-    let b3 = -b5;
-    let b1 = b4;
-    let b2 = b4;
-    let bx2 = b2 * x1 + b3 * x2.cos();
-    let bx1 = b1 / x1 + b2 * x2;
+    let b7 = 1.0;
+    let b6 = b7;
+    let b5 = -b7;
+    let b4 = b6;
+    let b3 = b6;
+    let b2 = b5 * v2.cos() + b4 * v1;
+    let b1 = b4 * v2 + b3 / v1;
+    let row = |node: &str, definition: &str, value: f64, adjoint: f64| TraceRow {
+        node: node.into(),
+        definition: definition.into(),
+        value,
+        adjoint,
+    };
     vec![
-        TraceRow {
-            node: "x1".into(),
-            definition: "input".into(),
-            value: x1,
-            adjoint: bx1,
-        },
-        TraceRow {
-            node: "x2".into(),
-            definition: "input".into(),
-            value: x2,
-            adjoint: bx2,
-        },
-        TraceRow {
-            node: "v1".into(),
-            definition: "ln(x1)".into(),
-            value: v1,
-            adjoint: b1,
-        },
-        TraceRow {
-            node: "v2".into(),
-            definition: "x1 * x2".into(),
-            value: v2,
-            adjoint: b2,
-        },
-        TraceRow {
-            node: "v3".into(),
-            definition: "sin(x2)".into(),
-            value: v3,
-            adjoint: b3,
-        },
-        TraceRow {
-            node: "v4".into(),
-            definition: "v1 + v2".into(),
-            value: v4,
-            adjoint: b4,
-        },
-        TraceRow {
-            node: "y = v5".into(),
-            definition: "v4 - v3".into(),
-            value: v5,
-            adjoint: b5,
-        },
+        row("v1 = x1", "input", v1, b1),
+        row("v2 = x2", "input", v2, b2),
+        row("v3", "ln(v1)", v3, b3),
+        row("v4", "v1 * v2", v4, b4),
+        row("v5", "sin(v2)", v5, b5),
+        row("v6", "v3 + v4", v6, b6),
+        row("y = v7", "v6 - v5", v7, b7),
     ]
 }
 
@@ -151,6 +123,24 @@ impl InProcessStudy for AutodiffExample {
     fn render(output: &AutodiffResult) -> Vec<Section> {
         render(output)
     }
+    fn measures(output: &AutodiffResult) -> Vec<Measure> {
+        measures(output)
+    }
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name: Burn's `y`, `dy_dx1`
+/// and `dy_dx2` at the evaluation point (f32 autodiff, widened to f64; no unit), and the f64
+/// trace's `trace_dy_dx1` and `trace_dy_dx2` (the adjoints of v1 = x1 and v2 = x2; NaN without
+/// those rows).
+pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
+    let adjoint = |i: usize| r.trace.get(i).map_or(f64::NAN, |t| t.adjoint);
+    vec![
+        Measure::new("y", r.burn.y, "", 4),
+        Measure::new("dy_dx1", r.burn.dy_dx1, "", 4),
+        Measure::new("dy_dx2", r.burn.dy_dx2, "", 4),
+        Measure::new("trace_dy_dx1", adjoint(0), "", 4),
+        Measure::new("trace_dy_dx2", adjoint(1), "", 4),
+    ]
 }
 
 /// Burn's gradients and the f64 trace at the lecture's point (2, 5).
@@ -182,12 +172,19 @@ pub fn render(r: &AutodiffResult) -> Vec<Section> {
         notes: Vec::new(),
     };
     vec![Section {
+        details: None,
         title: "Reverse-mode AD worked example".into(),
-        claim: "`002_0a85d22a30039616.txt` (reverse-mode AD slides): for y = ln(x1) + x1*x2 - sin(x2) at (2, 5), y = 11.652, dy/dx1 = 5.5 and dy/dx2 = 1.716.".into(),
+        claim: "`002_0a85d22a30039616.txt` (UIUC CS 498 lecture, slides \"Background: Reverse Mode Auto Differentiation (AD)\"): for \
+                `y = ln(x1) + x1*x2 - sin(x2)` at (2, 5), y = 11.652, dy/dx1 = 5.5 and dy/dx2 = 1.716."
+            .into(),
         ours: format!(
             "Burn's autodiff gives y = {y:.3}, dy/dx1 = {g1:.3}, dy/dx2 = {g2:.3} (f32 on the CPU); the f64 trace below gives the same to 3 decimals."
         ),
-        notes: vec!["The adjoint of x2 sums two paths: v2 contributes x1 = 2 and v3 contributes -cos(5) = -0.284.".into()],
+        notes: vec![
+            "Nodes are numbered as in the lecture. The adjoint of v2 = x2 sums two paths, as the lecture's `-0.284 + 2 = 1.716`: through v5 = sin v2 it \
+             contributes -cos(5) = -0.284 and through v4 = v1 v2 it contributes v1 = 2."
+                .into(),
+        ],
         tables: vec![burn_table, trace_table(&r.trace)],
         figures: vec![graph_figure()],
     }]
@@ -221,13 +218,13 @@ fn trace_table(rows: &[TraceRow]) -> Table {
 /// The evaluation graph of y = ln(x1) + x1*x2 - sin(x2).
 fn graph_figure() -> Figure {
     let names = [
-        "x1",
-        "x2",
-        "v1 = ln",
-        "v2 = *",
-        "v3 = sin",
-        "v4 = +",
-        "y = v5 = -",
+        "v1 = x1",
+        "v2 = x2",
+        "v3 = ln",
+        "v4 = *",
+        "v5 = sin",
+        "v6 = +",
+        "y = v7 = -",
     ];
     Figure {
         name: "ad_graph".into(),
@@ -250,6 +247,8 @@ fn graph_figure() -> Figure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     #[test]
     fn burn_matches_the_lecture_to_three_decimals() {
@@ -277,6 +276,18 @@ mod tests {
         assert_eq!(back, r);
         let s = render(&back);
         assert_eq!(s, render(&r));
-        assert_eq!(s[0].tables[1].rows[2], ["v1", "ln(x1)", "0.693", "1.000"]);
+        assert_eq!(s[0].tables[1].rows[2], ["v3", "ln(v1)", "0.693", "1.000"]);
+        assert_eq!(s[0].tables[1].rows[1][3], "1.716");
+        assert_eq!(s[0].tables[1].rows[0][3], "5.500");
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let m = assert_claims_have_measures::<AutodiffExample>("autodiff_example", measure());
+        assert!((value(&m, "y") - 11.652).abs() < 5e-4);
+        assert!((value(&m, "dy_dx1") - 5.5).abs() < 5e-4);
+        assert!((value(&m, "dy_dx2") - 1.716).abs() < 5e-4);
+        assert!((value(&m, "trace_dy_dx1") - 5.5).abs() < 1e-12);
+        assert!((value(&m, "trace_dy_dx2") - (2.0 - 5f64.cos())).abs() < 1e-12);
     }
 }

@@ -684,7 +684,9 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
             notes: Vec::new(),
         }];
         let sections = crate::studies::render(rec, rec_path)?;
-        let doc = ReportDoc::new(header, sections, environment);
+        let glance = crate::studies::glance(&study, rec, rec_path)?;
+        let date = record_date(&rec.finished_at);
+        let doc = ReportDoc::new(header, sections, environment, date, glance);
         return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
     }
     let records = results::StudyRecords::load(&paths.runs, &header.name)?;
@@ -708,8 +710,13 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     if records.is_empty() {
         return Err(no_records(paths, &header.name, study_path));
     }
-    let (mut sections, environment) =
-        report::training::sections(&records, header, &study.configs, &study.goals)?;
+    let (mut sections, environment, glance) = report::training::sections(
+        &records,
+        header,
+        &study.configs,
+        &study.goals,
+        &study.claims,
+    )?;
     // PyTorch rows imported from a bundle (`runs/<study>/pytorch/`), beside memwall's.
     let labels: Vec<(String, String)> = study
         .configs
@@ -722,11 +729,33 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         &records.records,
         &labels,
     ));
-    let doc = ReportDoc::new(header, sections, environment);
+    let newest = records
+        .records
+        .iter()
+        .map(|r| r.finished_at.as_str())
+        .max()
+        .unwrap_or_default();
+    let doc = ReportDoc::new(header, sections, environment, record_date(newest), glance);
     let out_dir = paths.reports.join(&header.name);
     let rendered = report::render(&doc, &paths.templates, &out_dir)?;
     results::write_parquet_tables(&records, &out_dir)?;
     Ok(rendered)
+}
+
+/// Where reports of the record store `runs` go: `reports` given, else `reports/` for the
+/// committed store `runs/`, `<runs>/reports` for any other (a scratch store: its reports never
+/// overwrite the published ones).
+pub fn reports_root(runs: &Path, reports: Option<PathBuf>) -> PathBuf {
+    match reports {
+        Some(r) => r,
+        None if runs == Path::new("runs") || runs == Path::new("./runs") => "reports".into(),
+        None => runs.join("reports"),
+    }
+}
+
+/// The date (YYYY-MM-DD) of an RFC 3339 time stamp of a record.
+fn record_date(finished_at: &str) -> String {
+    finished_at.chars().take(10).collect()
 }
 
 /// `job` with its Checkmate plan: the least recomputation whose predicted peak fits `fraction`
@@ -776,6 +805,19 @@ mod tests {
 
     fn ids(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_scratch_record_store_renders_beside_itself() {
+        assert_eq!(reports_root(Path::new("runs"), None), Path::new("reports"));
+        assert_eq!(
+            reports_root(Path::new("/tmp/scratch"), None),
+            Path::new("/tmp/scratch/reports")
+        );
+        assert_eq!(
+            reports_root(Path::new("/tmp/scratch"), Some("out".into())),
+            Path::new("out")
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attribution;
 pub mod autodiff_example;
 pub mod bundle;
 pub mod data;
@@ -20,6 +21,7 @@ pub mod demos;
 pub mod driver;
 pub mod nightly;
 pub mod plan_cmd;
+pub mod publish;
 pub mod reference;
 pub mod report;
 pub mod results;

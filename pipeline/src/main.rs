@@ -42,9 +42,10 @@ struct RunArgs {
     /// Record store.
     #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
     runs: PathBuf,
-    /// Report output root.
-    #[arg(long, default_value = "reports")]
-    reports: PathBuf,
+    /// Report output root (default: `reports` for the committed record store `runs`,
+    /// `<RUNS>/reports` for any other, so a scratch run never overwrites the published reports).
+    #[arg(long)]
+    reports: Option<PathBuf>,
     /// Report templates.
     #[arg(long, default_value = "templates")]
     templates: PathBuf,
@@ -146,16 +147,34 @@ enum Cmd {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Re-render reports from existing records (no job is run).
+    /// Re-render reports from existing records (no job is run), and the index across studies.
     Report {
         /// Experiment files (default: every file in experiments/).
         experiments: Vec<PathBuf>,
         #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
         runs: PathBuf,
-        #[arg(long, default_value = "reports")]
-        reports: PathBuf,
+        /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
+        /// for any other).
+        #[arg(long)]
+        reports: Option<PathBuf>,
         #[arg(long, default_value = "templates")]
         templates: PathBuf,
+        /// Render into a temporary folder and compare with the reports folder instead of
+        /// writing it: exit non-zero, naming each file and its first differing line, when a
+        /// committed report is not what the records give.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Write the reports as a Hugo site's content: `<TO>/reports/_index.md` (the index across
+    /// studies) and one page bundle per study, `<TO>/reports/<study>/index.md` with its
+    /// figures; build it with `hugo --source site --contentDir <TO>`.
+    Publish {
+        /// The content folder to write (created; its `reports/` is replaced).
+        #[arg(long)]
+        to: PathBuf,
+        /// The rendered reports to publish.
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
     },
     /// List the studies and their configurations.
     List {
@@ -265,8 +284,10 @@ enum Cmd {
         /// Directory of the local experiment files (a study is found by its name).
         #[arg(long, default_value = "experiments")]
         experiments: PathBuf,
-        #[arg(long, default_value = "reports")]
-        reports: PathBuf,
+        /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
+        /// for any other).
+        #[arg(long)]
+        reports: Option<PathBuf>,
         #[arg(long, default_value = "templates")]
         templates: PathBuf,
         /// Replace records already in the store.
@@ -293,7 +314,7 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
     Ok((
         Paths {
             runs: a.runs.clone(),
-            reports: a.reports.clone(),
+            reports: driver::reports_root(&a.runs, a.reports.clone()),
             templates: a.templates.clone(),
             ..Paths::default()
         },
@@ -417,14 +438,27 @@ fn main() -> Result<()> {
             runs,
             reports,
             templates,
+            check,
         } => {
             let paths = Paths {
+                reports: driver::reports_root(&runs, reports),
                 runs,
-                reports,
                 templates,
                 ..Paths::default()
             };
-            report(experiments, &paths)
+            if check {
+                check_reports(experiments, &paths)
+            } else {
+                report(experiments, &paths)
+            }
+        }
+        Cmd::Publish { to, reports } => {
+            let n = memwall::publish::publish(&reports, &to).with_context(|| {
+                format!("publishing {} into {}", reports.display(), to.display())
+            })?;
+            println!("{}", to.join("reports").display());
+            eprintln!("{n} report page bundles and the index written");
+            Ok(())
         }
         Cmd::List {
             experiments,
@@ -483,6 +517,12 @@ fn main() -> Result<()> {
             if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
                 bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
             }
+            // A nightly's records are scratch, not the committed evidence in runs/: by default
+            // they go to <history>/runs (and its reports to <history>/runs/reports).
+            let mut run = run;
+            if run.runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
+                run.runs = history.join("runs");
+            }
             let (paths, opts) = options(&run)?;
             let nightly = memwall::nightly::NightlyOptions {
                 experiments: memwall::nightly::experiment_files(experiments, &experiments_dir)?,
@@ -523,8 +563,8 @@ fn main() -> Result<()> {
             skip_mismatched,
         } => {
             let paths = Paths {
+                reports: driver::reports_root(&runs, reports),
                 runs,
-                reports,
                 templates,
                 ..Paths::default()
             };
@@ -584,12 +624,18 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
             }
         }
     }
+    let mut rendered = Vec::new();
     for f in valid {
-        if let Err(e) = run_study(f, &paths, &opts, true) {
-            eprintln!("error: {e:#}");
-            failed.push(f.display().to_string());
+        match run_study(f, &paths, &opts, true) {
+            Ok(()) => rendered.push(f.clone()),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                failed.push(f.display().to_string());
+            }
         }
     }
+    let index = memwall::publish::write_index_with(&rendered, &paths.reports, &paths.templates)?;
+    println!("{}", index.display());
     if !failed.is_empty() {
         bail!(
             "{} of {} studies failed: {}",
@@ -602,9 +648,10 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
 }
 
 /// `memwall report`: re-renders the reports of `experiments` (default: every file in
-/// `experiments/`).
+/// `experiments/`) and, for the whole set, the index across studies.
 fn report(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
-    let files = if experiments.is_empty() {
+    let all = experiments.is_empty();
+    let files = if all {
         Study::discover(Path::new("experiments"))?
     } else {
         experiments
@@ -612,7 +659,69 @@ fn report(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
     for f in &files {
         report_study(f, paths)?;
     }
+    if all {
+        let index = memwall::publish::write_index_with(&files, &paths.reports, &paths.templates)?;
+        println!("{}", index.display());
+    }
     Ok(())
+}
+
+/// `memwall report --check`: renders every report into a temporary folder and compares it with
+/// `paths.reports`; an error listing each differing file (with its first differing line).
+fn check_reports(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
+    let scratch = tempfile_dir()?;
+    let rendered = Paths {
+        reports: scratch.clone(),
+        ..paths.clone()
+    };
+    let all = experiments.is_empty();
+    let files = if all {
+        Study::discover(Path::new("experiments"))?
+    } else {
+        experiments
+    };
+    let mut names = Vec::new();
+    for f in &files {
+        let r =
+            driver::report(f, &rendered).with_context(|| format!("reporting {}", f.display()))?;
+        if let Some(dir) = r.markdown.parent().and_then(|d| d.file_name()) {
+            names.push(dir.to_string_lossy().into_owned());
+        }
+    }
+    if all {
+        memwall::publish::write_index_with(&files, &scratch, &paths.templates)?;
+    }
+    let diffs = memwall::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    if diffs.is_empty() {
+        eprintln!(
+            "{}: all {} reports are what the records in {} give",
+            paths.reports.display(),
+            names.len(),
+            paths.runs.display()
+        );
+        return Ok(());
+    }
+    for d in &diffs {
+        eprintln!("{d}");
+    }
+    bail!(
+        "{} file(s) under {} differ from what the records give: run `memwall report` and commit \
+         the result (or restore the records they were rendered from)",
+        diffs.len(),
+        paths.reports.display()
+    )
+}
+
+/// A fresh temporary folder (removed by the caller).
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "memwall-report-check-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// `memwall list`: each study, its model under `profile` and its configurations.

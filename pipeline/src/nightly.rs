@@ -623,8 +623,11 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
     let doc = ReportDoc {
         name: "nightly".into(),
         title: "Nightly runs: change since the last run".into(),
-        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        date: last.date.chars().take(10).collect(),
         source: "memwall's nightly history store".into(),
+        source_title: String::new(),
+        summary: String::new(),
+        glance: Vec::new(),
         description: format!(
             "Each nightly run (`memwall nightly`) runs the studies afresh and appends one entry \
              to the history store `{}`, keyed by date and git revision. This page compares the \
@@ -768,6 +771,7 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
         tables.push(detail);
     }
     Section {
+        details: None,
         title: "Change since the last run".into(),
         claim: "A change between two nightly runs is a change of the code only when it is \
                 larger than the noise of the measurement (criterion.rs's rule: the interval of \
@@ -851,6 +855,7 @@ fn history_section(history: &[HistoryEntry]) -> Section {
         }
     }
     Section {
+        details: None,
         title: "History".into(),
         claim: "Every nightly run of the history store, per study and key metric.".into(),
         ours: format!(

@@ -513,6 +513,7 @@ pub fn section(
         v.join(", ")
     };
     Some(Section {
+        details: None,
         title: "memwall beside PyTorch on the same device".into(),
         claim: "The source measures these configurations in PyTorch; this section runs them in \
                 PyTorch eager on the device memwall ran on, so the two frameworks are compared \

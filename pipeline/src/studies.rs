@@ -6,7 +6,8 @@
 use crate::demos::{self, InProcessStudy};
 use crate::error::{Error, Result};
 use crate::measure::Environment;
-use crate::report::model::Section;
+use crate::report::glance::{self, Answer};
+use crate::report::model::{GlanceRow, Measure, Section};
 use crate::spec::{Study, StudyKind};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -39,6 +40,7 @@ struct Entry {
     check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
     render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
+    measures: fn(&serde_json::Value) -> std::result::Result<Vec<Measure>, serde_json::Error>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
@@ -46,6 +48,7 @@ fn entry<S: InProcessStudy>() -> Entry {
         check: |study| params::<S>(study).map(drop),
         run: run_typed::<S>,
         render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
+        measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
     }
 }
 
@@ -149,6 +152,59 @@ pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
             record.study, record.kind
         ),
     })
+}
+
+/// The "Results at a glance" rows of a stored study record: each of `study`'s `[[claims]]`
+/// answered by the measure of the record's result it names.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `claims[i].measure` when the result has no such measure (with
+/// the measures it has); [`Error::Records`] when the stored result does not match its kind.
+pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<GlanceRow>> {
+    let Some(e) = registry(record.kind) else {
+        return Ok(Vec::new());
+    };
+    let measures = (e.measures)(&record.result).map_err(|err| Error::Records {
+        path: path.to_path_buf(),
+        message: format!(
+            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
+             the study again with --force",
+            record.study, record.kind
+        ),
+    })?;
+    for (i, c) in study.claims.iter().enumerate() {
+        if c.not_comparable.is_none() && !measures.iter().any(|m| m.name == c.measure) {
+            return Err(Error::SpecField {
+                path: study.path.clone(),
+                field: format!("claims[{i}].measure"),
+                message: format!(
+                    "`{}` is not a measure of the {:?} study's result; its measures: {}",
+                    c.measure,
+                    record.kind,
+                    measures
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    let device = format!(
+        "{} ({} threads), {} profile",
+        record.env.cpu_model, record.env.cpu_threads, record.profile
+    );
+    Ok(glance::rows(&study.claims, &device, |c| {
+        match measures.iter().find(|m| m.name == c.measure) {
+            Some(m) if m.value.is_finite() => Answer::Measured(m.clone()),
+            Some(_) => Answer::Missing(format!(
+                "not measured in this run: `{}` has no value (the study's parameters or this \
+                 machine do not give one; see its section)",
+                c.measure
+            )),
+            None => Answer::Missing(format!("no measure `{}`", c.measure)),
+        }
+    }))
 }
 
 /// The data directory of a study: its `params.data_dir` resolved against the workspace root,

@@ -1,6 +1,7 @@
 //! Every committed `reports/*/index.html` rendered in headless Chromium at 1280 x 900 px: no
 //! console error or uncaught exception, no image or figure that fails to load or is empty, no
-//! table wider than the window, no horizontal scrolling of the page.
+//! table wider than the window, no horizontal scrolling of the page, and the whole "Results at
+//! a glance" block within the first 900 px.
 //!
 //! Needs Debian's `chromium` package (`apt-get install -y chromium`; `.ci/run` installs it),
 //! or `MEMWALL_CHROMIUM` set to a Chromium or Chrome binary. Without one the test fails and
@@ -67,6 +68,17 @@ const CHECKER: &str = r#"<script>
             Math.round(r.right) + ' px, the window is ' + vw + ' px');
         }
       });
+      // The reader's first screen (1280 x 900) holds the whole "Results at a glance" block.
+      const glance = document.getElementById('glance');
+      if (!glance) {
+        problems.push('no "Results at a glance" block (#glance)');
+      } else {
+        const g = glance.getBoundingClientRect();
+        if (g.bottom > 900) {
+          problems.push('the "Results at a glance" block ends at ' + Math.round(g.bottom) +
+            ' px, below the first 900 px screen');
+        }
+      }
       if (document.documentElement.scrollWidth > vw) {
         problems.push('the page scrolls horizontally: ' + document.documentElement.scrollWidth +
           ' px of content in a ' + vw + ' px window');
@@ -285,4 +297,5 @@ fn the_checker_reports_a_wide_table_a_missing_image_and_a_console_error() {
     assert!(all.contains("figure \"empty\""), "{all}");
     assert!(all.contains("console.error: boom"), "{all}\n{stderr}");
     assert!(all.contains("scrolls horizontally"), "{all}");
+    assert!(all.contains("no \"Results at a glance\" block"), "{all}");
 }

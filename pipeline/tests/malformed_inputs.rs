@@ -429,16 +429,65 @@ fn failed_and_out_of_memory_jobs_are_rows_without_plot_points() {
         })
         .expect("a memory-vs-time figure");
     let svg = std::fs::read_to_string(&pareto).unwrap();
-    let labels: Vec<&str> = svg.lines().map(str::trim).collect();
-    assert!(labels.contains(&"good"), "{svg}");
+    // The figure's text is outlines; its <desc> names the points drawn.
+    let desc = svg
+        .split("<desc>")
+        .nth(1)
+        .and_then(|d| d.split("</desc>").next())
+        .unwrap_or_else(|| panic!("no <desc> in {}", pareto.display()));
+    assert!(desc.contains("good"), "{desc}");
     for config in ["crashed", "too_big"] {
         assert!(
-            !labels.contains(&config),
+            !desc.contains(config),
             "{} plots {config}",
             pareto.display()
         );
     }
+    assert!(!svg.contains("<text"), "{}: text left", pareto.display());
     // and no second group (with an empty device name) writes figures of the same name
-    let groups = md.matches("## Results:").count();
+    let groups = md
+        .lines()
+        .filter(|l| {
+            [
+                "## CPU stand-in",
+                "## At the source's size",
+                "## Scaled-down stand-in",
+            ]
+            .iter()
+            .any(|h| l.starts_with(h))
+        })
+        .count();
     assert_eq!(groups, 1, "one group for one device: {md}");
+}
+
+/// A run with a scratch record store renders its reports beside that store: the published
+/// `reports/` of the working directory are never touched (a smoke import once replaced the
+/// committed GPU report that way).
+#[test]
+fn a_scratch_record_store_never_renders_into_the_published_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let published = dir.path().join("reports/autodiff_example");
+    std::fs::create_dir_all(&published).unwrap();
+    std::fs::write(published.join("report.md"), "the committed report").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .arg("run")
+        .arg(common::root().join("experiments/autodiff_example.toml"))
+        .args(["--profile", "smoke", "--device", "cpu", "--runs", "scratch"])
+        .arg("--templates")
+        .arg(common::root().join("templates"))
+        .env_remove("MEMWALL_RUNS")
+        .env("MEMWALL_LOG", "warn")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(published.join("report.md")).unwrap(),
+        "the committed report"
+    );
+    assert!(dir
+        .path()
+        .join("scratch/reports/autodiff_example/report.md")
+        .is_file());
 }

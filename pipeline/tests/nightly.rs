@@ -171,8 +171,14 @@ control = true
     assert!(c.metrics[Metric::PeakAllocated.name()][0] > 0.0);
     let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);
     assert_eq!(changes[0].against.as_deref(), Some(history[0].id.as_str()));
-    let page = std::fs::read_to_string(dir.path().join("reports/nightly/report.md")).unwrap();
+    // A nightly's records and reports are scratch: beside its history, never in the committed
+    // record store `runs/` or the published `reports/`.
+    let scratch = dir.path().join("history/runs");
+    let page = std::fs::read_to_string(scratch.join("reports/nightly/report.md")).unwrap();
     assert!(page.contains(&last.id), "{page}");
     // The study's own report is rendered too.
-    assert!(dir.path().join("reports/nightly_smoke/index.html").exists());
+    assert!(scratch.join("reports/nightly_smoke/index.html").exists());
+    assert!(scratch.join("nightly_smoke").is_dir());
+    assert!(!dir.path().join("runs").exists());
+    assert!(!dir.path().join("reports").exists());
 }

@@ -36,7 +36,23 @@ fn lecture_and_blog_studies_render() {
         );
         assert!(!r.figures.is_empty(), "{} has no figure", f.display());
         let html = std::fs::read_to_string(&r.html).unwrap();
-        assert!(html.contains("<svg"), "{}", f.display());
+        // (minijinja writes the `/` of an attribute as `&#x2f;`, which the browser reads back)
+        assert!(html.contains("<img src=\"figures"), "{}", f.display());
+        // The page opens with the glance: the study's claims beside our numbers.
+        assert!(
+            md.contains("## Results at a glance") && html.contains("id=\"glance\""),
+            "{}: no Results at a glance",
+            f.display()
+        );
+        for r in &r.figures {
+            let svg = std::fs::read_to_string(r).unwrap();
+            assert!(
+                !svg.contains("<text"),
+                "{}: text left in {}",
+                f.display(),
+                r.display()
+            );
+        }
         n += 1;
     }
     assert!(n >= 7, "expected the seven lecture/blog studies, found {n}");

@@ -19,6 +19,9 @@ pub struct StudyHeader {
     pub title: String,
     /// The source document in `../shared/sources/` whose claims the study checks.
     pub source: String,
+    /// The source document's own title, as it names itself (for the report's front matter).
+    #[serde(default)]
+    pub source_title: String,
     /// What runs the study: training jobs or one of the demos.
     pub kind: StudyKind,
     /// One paragraph for the report's introduction (Markdown).
@@ -699,6 +702,8 @@ struct ExperimentFile {
     #[serde(default)]
     goals: Vec<Goal>,
     #[serde(default)]
+    claims: Vec<super::claims::SourceClaim>,
+    #[serde(default)]
     params: toml::Table,
 }
 
@@ -771,6 +776,7 @@ pub(super) fn parse(
     };
     let configs = resolve_configs(file.configs, model.as_ref(), profile, fields)?;
     check_goals(&file.goals, fields)?;
+    check_claims(&file.claims, training.then_some(configs.as_slice()), fields)?;
     Ok(Study {
         path: path.to_path_buf(),
         header: file.study,
@@ -780,6 +786,7 @@ pub(super) fn parse(
         data,
         configs,
         goals: file.goals,
+        claims: file.claims,
         params,
     })
 }
@@ -1319,6 +1326,96 @@ pub(super) fn validate_model(m: &ModelConfig) -> std::result::Result<(), (&'stat
                 m.vocab
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Checks `[[claims]]`: ids unique and well-formed, a quotation and a location, finite
+/// numbers, a derived value explained, and a measure or a reason it is not comparable; for a
+/// training study (`configs` given) each measure names a configuration of the file and a
+/// metric ([`super::claims::TrainingMetric`]).
+fn check_claims(
+    claims: &[super::claims::SourceClaim],
+    configs: Option<&[ConfigSpec]>,
+    fields: Fields,
+) -> Result<()> {
+    use super::claims::{training_measure, TrainingMetric};
+    let mut ids = HashSet::new();
+    for (i, c) in claims.iter().enumerate() {
+        let at = |f: &str| format!("claims[{i}].{f}");
+        if !valid_name(&c.id) || !ids.insert(c.id.as_str()) {
+            return Err(fields.err(
+                &at("id"),
+                format!(
+                    "`{}` must be non-empty, unique among the claims, and use only letters, \
+                     digits, `_` and `-`",
+                    c.id
+                ),
+            ));
+        }
+        if c.quote.trim().is_empty() || c.location.trim().is_empty() {
+            let f = if c.quote.trim().is_empty() {
+                "quote"
+            } else {
+                "where"
+            };
+            return Err(fields.err(
+                &at(f),
+                "must not be empty: quote the document's words and say where they stand".into(),
+            ));
+        }
+        let rule = &c.agree;
+        for (name, v) in [
+            ("value", c.value),
+            ("agree.within", rule.within),
+            ("agree.within_rel", rule.within_rel),
+            ("agree.at_most", rule.at_most),
+            ("agree.at_least", rule.at_least),
+        ] {
+            if v.is_some_and(|x| !x.is_finite()) {
+                return Err(fields.err(&at(name), "must be a finite number".into()));
+            }
+        }
+        if c.derived.as_deref().is_some_and(|d| d.trim().is_empty()) {
+            return Err(fields.err(
+                &at("derived"),
+                "when given, must say how the value is computed from the document's numbers".into(),
+            ));
+        }
+        if c.not_comparable.is_none() && c.measure.is_empty() {
+            return Err(fields.err(
+                &at("measure"),
+                "name the measurement that answers the claim, or say why none can with \
+                 `not_comparable = \"...\"`"
+                    .into(),
+            ));
+        }
+        if let (Some(configs), false) = (configs, c.measure.is_empty()) {
+            let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
+            let Some((config, _)) = training_measure(&c.measure) else {
+                return Err(fields.err(
+                    &at("measure"),
+                    format!(
+                        "`{}`: expected `<configuration>.<metric>` with a metric of {}",
+                        c.measure,
+                        names.join(", ")
+                    ),
+                ));
+            };
+            if !configs.iter().any(|k| k.name == config) {
+                return Err(fields.err(
+                    &at("measure"),
+                    format!(
+                        "`{config}` is not a configuration of this file; configurations: {}",
+                        configs
+                            .iter()
+                            .map(|k| k.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }

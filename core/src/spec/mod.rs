@@ -27,6 +27,7 @@
 //! precision = "f32"
 //! ```
 
+pub mod claims;
 mod file;
 mod job;
 mod memory;
@@ -115,6 +116,9 @@ pub struct Study {
     pub configs: Vec<ConfigSpec>,
     /// The goals the report evaluates (`[[goals]]`).
     pub goals: Vec<Goal>,
+    /// The source document's headline claims (`[[claims]]`), checked in the report's
+    /// "Results at a glance" block.
+    pub claims: Vec<claims::SourceClaim>,
     /// Study-specific parameters of non-training studies (`[params]` merged with
     /// `[profiles.<profile>.params]`), deserialized by the study itself.
     pub params: toml::Table,

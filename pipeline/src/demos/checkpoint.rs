@@ -1,11 +1,13 @@
 //! Scalar checkpointing demo from the blog post (`000_8cbb5ca41b7f2c4a.txt`, section
 //! "Demos / Gradient Checkpointing").
 //!
-//! The post iterates `x <- x*x + 1` from `x0 = 1.001` for a depth of 2e9 steps, once storing every
-//! intermediate value and once keeping only every K-th value, and reports memory (its "MB" are
-//! MiB: 2e9 * 8 B / 2^20 = 15258.79) and time per K. We reproduce both, then add what the post
-//! leaves out: a reverse-mode derivative `dx_n/dx_0 = prod_i 2 x_i` whose backward sweep
-//! recomputes each segment from its checkpoint, checked bit-for-bit against full storage.
+//! The post iterates `x <- x*x + 1` from `x0 = 1.001` for "a ridiculous depth of 2 billion"
+//! steps, once storing every intermediate value and once keeping only every K-th value, and
+//! reports memory and time per K. Its "MB" are MiB (derived: it prints 15258.79 MB for full
+//! storage, and 2e9 x 8 B / 2^20 = 15258.79; the post does not show `memory_in_mb`'s body). We
+//! reproduce both, then add what the post leaves out: a reverse-mode derivative
+//! `dx_n/dx_0 = prod_i 2 x_i` whose backward sweep recomputes each segment from its checkpoint,
+//! checked bit-for-bit against full storage.
 //!
 //! This is one of memwall's three segment-checkpointing executors: the blog's scalar chain
 //! demo, an executor over plain `f64` values. `memwall_runner::train::segment` carries out the
@@ -31,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{finite, int_in, list, ParamResult};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError};
-use crate::report::model::{Figure, Section, Series, Table};
+use crate::report::model::{Figure, Measure, Section, Series, Table};
 use memwall_core::record::nonfinite;
 
 const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Gradient Checkpointing";
@@ -51,7 +53,8 @@ const FINITE_C: f64 = 0.25;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CheckpointParams {
-    /// Number of recurrence steps (the post uses 2e9, which needs 16 GB for full storage).
+    /// Number of recurrence steps (the post uses 2 billion; full storage then needs
+    /// 2e9 x 8 B = 16 GB, derived).
     /// Default 2e7 (160 MB of storage, a fraction of a second per run on this machine).
     pub depth: u64,
     /// Start value x0 of `x <- x*x + 1` (post: 1.001).
@@ -326,7 +329,73 @@ pub struct CheckpointResult {
 /// The scalar checkpoint study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct ScalarCheckpoint;
 
-demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);
+demo_study!(
+    ScalarCheckpoint: CheckpointParams => CheckpointResult,
+    validate,
+    measure,
+    render,
+    measures
+);
+
+/// The post's depth, "a ridiculous depth of 2 billion" steps.
+pub const POST_DEPTH: u64 = 2_000_000_000;
+
+/// Bytes of one MiB, the unit of the post's "MB" (15258.79 MB = 2e9 x 8 B / 2^20).
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only:
+///
+/// - `full_storage_mb_at_post_depth` (MB, the post's MiB): our full-storage bytes per stored
+///   value (`storage_bytes / (depth + 1)`, 8 B for an exact `Vec`) times the post's 2e9 + 1
+///   values, over 2^20. The post prints 15258.79.
+/// - `k10_memory_reduction` (x): full-storage bytes over the checkpoint bytes at K = 10 (NaN
+///   without K = 10). The post's 15258.79 / 1525.88 = 10.0.
+/// - `min_speedup_vs_storage` (x): full-storage time over the slowest checkpointed time (the
+///   smallest speed-up over all K). The post's 28.81 s / 7.10 s = 4.06.
+/// - `max_speedup_vs_storage` (x): full-storage time over the fastest checkpointed time.
+/// - `time_smallest_k_over_largest_k` (x): checkpointed time at the smallest K over that at the
+///   largest K. The post's 7.10 s / 6.03 s = 1.18.
+/// - `derivative_memory_reduction` (x): stored bytes of the full-storage reverse sweep over the
+///   checkpointed one's.
+pub fn measures(r: &CheckpointResult) -> Vec<Measure> {
+    let f = &r.forward;
+    let per_value = f.storage_bytes as f64 / (r.params.depth + 1) as f64;
+    let at_k = |k: u64| f.intervals.iter().find(|i| i.k == k);
+    let k10 = at_k(10).map_or(f64::NAN, |i| f.storage_bytes as f64 / i.bytes as f64);
+    let (t_min, t_max) = interval_time_range(f);
+    let smallest_over_largest = match (
+        f.intervals.iter().min_by_key(|i| i.k),
+        f.intervals.iter().max_by_key(|i| i.k),
+    ) {
+        (Some(s), Some(l)) => s.seconds / l.seconds,
+        _ => f64::NAN,
+    };
+    let d = &r.derivative;
+    vec![
+        Measure::new(
+            "full_storage_mb_at_post_depth",
+            per_value * (POST_DEPTH + 1) as f64 / MIB,
+            "MB",
+            2,
+        ),
+        Measure::new("k10_memory_reduction", k10, "x", 2),
+        Measure::new("min_speedup_vs_storage", f.storage_seconds / t_max, "x", 2),
+        Measure::new("max_speedup_vs_storage", f.storage_seconds / t_min, "x", 2),
+        Measure::new(
+            "time_smallest_k_over_largest_k",
+            smallest_over_largest,
+            "x",
+            2,
+        ),
+        Measure::new(
+            "derivative_memory_reduction",
+            d.full_storage.bytes as f64 / d.checkpointed.bytes as f64,
+            "x",
+            1,
+        ),
+    ]
+}
 
 /// Runs the study: memory/time per K versus full storage, the overflow step, and the
 /// checkpointed reverse-mode derivative.
@@ -510,9 +579,10 @@ fn interval_time_range(f: &ForwardResult) -> (f64, f64) {
 /// Memory and time per K versus full storage.
 fn forward_section(r: &CheckpointResult) -> Section {
     Section {
+        details: None,
         title: "Scalar checkpointing: memory and time versus K".into(),
         claim: format!(
-            "{SRC}: with x = 1.001 and depth 2e9, storing every intermediate uses 15258.79 MB and takes 28.81 s; keeping every K-th value \
+            "{SRC}: with x = 1.001 and depth 2 billion, storing every intermediate uses 15258.79 MB and takes 28.81 s; keeping every K-th value \
              uses 1525.88 MB at K = 10 down to 0.31 MB at K = 50000 and takes 7.10 s down to 6.03 s: \"adding checkpoints dramatically reduces \
              not only the amount of memory used but also the total run time\"."
         ),
@@ -554,21 +624,21 @@ fn forward_notes(r: &CheckpointResult) -> Vec<String> {
     let step_txt = overflow_text(f.overflow_step);
     vec![
         "Memory is the capacity of the buffer holding the stored values (x 8 bytes per f64), measured from the `Vec` after the run. \
-         Memory_MB uses 1 MB = 1e6 bytes; Memory_MiB uses 2^20 bytes, the unit the post's `memory_in_mb` actually computes \
-         (2e9 x 8 / 2^20 = 15258.79)."
+         Memory_MB uses 1 MB = 1e6 bytes; Memory_MiB uses 2^20 bytes, the unit of the post's MB (derived: the post prints \
+         15258.79 MB for 2e9 stored f64 values, and 2e9 x 8 / 2^20 = 15258.79; it does not show how `memory_in_mb` computes)."
             .into(),
         format!(
-            "The post's values are not finite: from x0 = {} the recurrence x <- x*x + 1 reaches +inf at {step_txt}, after which every step computes \
-             inf*inf + 1 = inf. Its timings therefore measure a dependent multiply-add chain on inf (plus, for full storage, writing {} of memory), \
+            "The post's values are not finite: from x0 = {} the recurrence `x <- x*x + 1` reaches +inf at {step_txt}, after which every step computes \
+             `inf*inf + 1 = inf`. Its timings therefore measure a dependent multiply-add chain on inf (plus, for full storage, writing {} of memory), \
              not numerically meaningful work. On this CPU arithmetic on inf is not slower than on finite values: the same K = {k_max} loop on the \
-             finite map x <- x*x + 0.25 from 0 takes {t_finite:.3} s versus {t_inf:.3} s on the inf-valued one.",
+             finite map `x <- x*x + 0.25` from 0 takes {t_finite:.3} s versus {t_inf:.3} s on the inf-valued one.",
             p.x0, fmt_bytes(f.storage_bytes as f64)
         ),
         "The time advantage of checkpointing here is not recomputation being cheap: this forward-only demo never recomputes anything. \
          Full storage is slower because it writes (and first page-faults in) 8 bytes per step, while the checkpointed loop only keeps one \
          register live. The derivative section below includes the backward sweep, where checkpointing costs one extra forward pass."
             .into(),
-        "Set `depth` = 2000000000 to run the post's size (full storage then needs 16 GB of RAM; on failure the study returns an allocation error)."
+        "Set `depth` = 2000000000 to run the post's size (full storage then needs 2e9 x 8 B = 16 GB of RAM; on failure the study returns an allocation error)."
             .into(),
     ]
 }
@@ -666,13 +736,14 @@ fn derivative_section(r: &CheckpointResult) -> Section {
     let (gk, t_ck, t_full) = (d.k, d.checkpointed_seconds, d.full_storage_seconds);
     let rel_fwd = ((d.forward_mode_grad - full.grad) / full.grad).abs();
     Section {
+        details: None,
         title: "Reverse-mode derivative with segment recomputation".into(),
         claim: format!(
             "{SRC} (Background / Gradient Checkpointing): \"record only a subset (checkpoints) and use it to redo the rest of the calculations as needed\"; \
              the post's demo stores checkpoints but never runs a backward pass that uses them."
         ),
         ours: format!(
-            "For dx_n/dx_0 = prod 2 x_i of x <- x*x + {} from x0 = {} at n = {}, the checkpointed backward sweep (K = {gk}) holds {} instead of {} \
+            "For `dx_n/dx_0 = prod 2 x_i` of `x <- x*x + {}` from x0 = {} at n = {}, the checkpointed backward sweep (K = {gk}) holds {} instead of {} \
              ({:.0}x less), evaluates {} steps instead of {} ({:.2}x), takes {t_ck:.4} s versus {t_full:.4} s, and returns the same derivative bit for bit \
              ({:.6e}); forward mode agrees to {rel_fwd:.1e} relative.",
             p.grad_c, p.grad_x0, p.grad_depth, fmt_bytes(ck.bytes as f64), fmt_bytes(full.bytes as f64), full.bytes as f64 / ck.bytes as f64,
@@ -692,7 +763,7 @@ fn derivative_notes(r: &CheckpointResult) -> Vec<String> {
     let (pf, pc) = (&post.full_storage, &post.checkpointed);
     vec![
         format!(
-            "Why a different map: the post's x <- x*x + 1 from 1.001 is +inf from {step_txt} on, so its derivative is inf or NaN at the post's depths. \
+            "Why a different map: the post's `x <- x*x + 1` from 1.001 is +inf from {step_txt} on, so its derivative is inf or NaN at the post's depths. \
              We use c = {} and x0 = {}: the iterates (all positive) rise towards the neutral fixed point 1/2 (where the slope 2x = 1), so every x_i is finite and the \
              derivative decays only polynomially and stays a normal number. Both methods multiply the same recomputed x_i in the same reverse order, \
              so equality is exact, not approximate.",
@@ -759,6 +830,8 @@ fn derivative_table(r: &CheckpointResult) -> Table {
 mod tests {
     use super::*;
     use crate::demos::InProcessStudy;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     #[test]
     fn checkpoint_memory_is_depth_over_k() {
@@ -885,5 +958,27 @@ mod tests {
         ] {
             assert!(matches!(measure(&p), Err(DemoError::Param(_))));
         }
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let m = assert_claims_have_measures::<ScalarCheckpoint>(
+            "scalar_checkpoint",
+            measure(&small_params()).unwrap(),
+        );
+        // 8 B per stored value at the post's 2e9 + 1 values, in MiB: the post's 15258.79.
+        assert!((value(&m, "full_storage_mb_at_post_depth") - 15258.79).abs() < 0.01);
+        // depth 100000: (100000 + 1) values over (10000 + 1) checkpoints at K = 10.
+        let k10 = value(&m, "k10_memory_reduction");
+        assert!((k10 - 100_001.0 / 10_001.0).abs() < 1e-9, "{k10}");
+        assert!(value(&m, "max_speedup_vs_storage") >= value(&m, "min_speedup_vs_storage"));
+        assert!(value(&m, "time_smallest_k_over_largest_k") > 0.0);
+        // Without K = 10 the reduction is not measured.
+        let r = measure(&CheckpointParams {
+            ks: vec![1000],
+            ..small_params()
+        })
+        .unwrap();
+        assert!(value(&measures(&r), "k10_memory_reduction").is_nan());
     }
 }

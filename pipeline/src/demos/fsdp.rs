@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{bytes_at_most, int_in, list, num_above, num_in, require, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, DemoError};
-use crate::report::model::{Figure, Section, Series, Table};
+use crate::report::model::{Figure, Measure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -51,13 +51,13 @@ pub struct FsdpParams {
     pub optimizer: Optimizer,
     /// Bytes per optimizer-state element (4 = fp32).
     pub state_bytes: f64,
-    /// Transformer layers for the activation estimate (GPT-2 XL-like: 48).
+    /// Transformer layers for the activation estimate (default 48, GPT-2 XL's).
     pub layers: f64,
-    /// Hidden size (1600).
+    /// Hidden size (default 1600, GPT-2 XL's).
     pub hidden: f64,
-    /// Attention heads (25).
+    /// Attention heads (default 25, GPT-2 XL's).
     pub heads: f64,
-    /// Sequence length in tokens (1024).
+    /// Sequence length in tokens (default 1024, GPT-2 XL's context).
     pub seq: f64,
     /// Micro-batch per device (sequences).
     pub micro_batch: f64,
@@ -457,7 +457,91 @@ pub struct FsdpResult {
 /// The FSDP study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct Fsdp;
 
-demo_study!(Fsdp: FsdpParams => FsdpResult, validate, measure, render);
+demo_study!(
+    Fsdp: FsdpParams => FsdpResult,
+    validate,
+    measure,
+    render,
+    measures
+);
+
+/// Largest absolute difference between each worker's result and the slide's (infinite when a
+/// worker's result has another length or the workers another count).
+fn slide_error(ours: &[Vec<f32>], slide: &[&[f32]]) -> f64 {
+    if ours.len() != slide.len() || ours.iter().zip(slide).any(|(o, s)| o.len() != s.len()) {
+        return f64::INFINITY;
+    }
+    ours.iter()
+        .zip(slide)
+        .flat_map(|(o, s)| o.iter().zip(s.iter()))
+        .map(|(a, b)| f64::from((a - b).abs()))
+        .fold(0.0, f64::max)
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only:
+///
+/// - `allreduce_example_max_abs_error`, `reduce_scatter_example_max_abs_error`,
+///   `allgather_example_max_abs_error`: the largest absolute difference between our ring's
+///   result on the lecture's running example and the result the slide asserts (all-reduce:
+///   [2, 2, 4] on both workers; reduce-scatter: [2, 2] and [4, 5]; all-gather: [1, 2, 3, 4] on
+///   both); 0 when exact.
+/// - `ring_traffic_over_rs_plus_ag` (x): mean bytes sent per worker by our ring all-reduce over
+///   reduce-scatter's plus all-gather's (N-1)/N of the buffer each, 2(N-1)/N x buffer (the
+///   standard ring analysis, Patarasuk and Yuan 2009; not the lecture's number), the worker
+///   count furthest from 1.0; 1.0 when the all-reduce is exactly a reduce-scatter followed by an
+///   all-gather.
+/// - `sharded_state_reduction` (x): per-device params + grads + optimizer bytes at the fewest
+///   devices over those at the most devices of the memory model.
+pub fn measures(r: &FsdpResult) -> Vec<Measure> {
+    let s = &r.slides;
+    let ratio = r
+        .ring
+        .iter()
+        .filter(|ring| ring.workers > 1)
+        .map(|ring| {
+            let t = RingTraffic::of(ring);
+            t.mean_sent / t.theory
+        })
+        .reduce(|a, b| {
+            if (b - 1.0).abs() > (a - 1.0).abs() {
+                b
+            } else {
+                a
+            }
+        })
+        .unwrap_or(f64::NAN);
+    let sharded = |m: &DevicesMemory| m.memory.total() - m.memory.activations;
+    let state = match (r.memory.first(), r.memory.last()) {
+        (Some(a), Some(b)) => sharded(a) / sharded(b),
+        _ => f64::NAN,
+    };
+    vec![
+        Measure::new(
+            "allreduce_example_max_abs_error",
+            slide_error(&s.all_reduce, &[&[2.0, 2.0, 4.0], &[2.0, 2.0, 4.0]]),
+            "",
+            1,
+        ),
+        Measure::new(
+            "reduce_scatter_example_max_abs_error",
+            slide_error(&s.reduce_scatter, &[&[2.0, 2.0], &[4.0, 5.0]]),
+            "",
+            1,
+        ),
+        Measure::new(
+            "allgather_example_max_abs_error",
+            slide_error(
+                &s.all_gather,
+                &[&[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0]],
+            ),
+            "",
+            1,
+        ),
+        Measure::new("ring_traffic_over_rs_plus_ag", ratio, "x", 4),
+        Measure::new("sharded_state_reduction", state, "x", 1),
+    ]
+}
 
 /// Largest byte count of the ring measurement's buffers (`ring_elems` f32 per worker, at the
 /// largest `ring_workers`).
@@ -654,10 +738,13 @@ fn memory_section(r: &FsdpResult) -> Section {
         .last()
         .map_or((1, 0.0), |m| (m.devices, m.memory.total()));
     Section {
+        details: None,
         title: "FSDP per-device memory".into(),
         claim: format!(
-            "{SRC}, slides \"Sources of memory consumption\" (model weights, optimizer states, intermediate activation values) and \"FSDP: Fully Sharded Data Parallel\": \
-             parameters, gradients and optimizer state are sharded across the data-parallel devices."
+            "{SRC}, slide \"Sources of memory consumption\": \"Model weights\", \"Optimizer states\", \"Intermediate activation values\". The lecture's \
+             \"FSDP: Fully Sharded Data Parallel\" slide has only its title in the text; that FSDP shards parameters, gradients and optimizer state across the \
+             data-parallel devices (activations stay per device) is ZeRO stage 3 (Rajbhandari et al. 2020, arXiv:1910.02054) and PyTorch FSDP (Zhao et al. 2023, \
+             arXiv:2304.11277)."
         ),
         ours: format!(
             "For {:.2e} parameters ({} B params, {} B grads, {} B master, {:?} states of {} B), per-device memory falls from {} on {} device(s) to {} on {}; the \
@@ -674,7 +761,7 @@ fn memory_section(r: &FsdpResult) -> Section {
             ),
             format!(
                 "Activations per device (not sharded): Korthikanti et al. 2022 Eq. 1, L s b h (34 + 5 a s / h) bytes for 16-bit activations without recomputation, with \
-                 L = {}, h = {}, a = {}, s = {}, b = {} (GPT-2 XL-like shape for a ~1.6B model). The transient all-gathered layer weights of FSDP are not counted.",
+                 L = {}, h = {}, a = {}, s = {}, b = {} (the experiment's parameters). The transient all-gathered layer weights of FSDP are not counted.",
                 p.layers, p.hidden, p.heads, p.seq, p.micro_batch
             ),
         ],
@@ -768,11 +855,12 @@ fn ring_section(r: &FsdpResult) -> Section {
         .collect();
     let first = |v: &[Vec<f32>]| v.first().cloned().unwrap_or_default();
     Section {
+        details: None,
         title: "Ring all-reduce = reduce-scatter + all-gather".into(),
         claim: format!(
             "{SRC}, slides \"Recap: AllReduce Abstraction\" (workers [1, 2, 3] and [1, 0, 1] -> [2, 2, 4]), \"Reduce Scatter Abstraction\" ([1, 2, 3, 4], [1, 0, 1, 1] -> [2, 2], \
-             [4, 5]), \"Allgather abstraction\" ([1, 2], [3, 4] -> [1, 2, 3, 4]), \"Ring based Reduction\" (\"Each node has correctly reduced result of one segment! This is \
-             called reduce_scatter\") and \"Overall Relations\" (\"Combine both we get Allreduce\")."
+             [4, 5]), \"Allgather abstraction\" ([1, 2], [3, 4] -> [1, 2, 3, 4]), \"Ring based Reduction\" (\"Each node has correctly reduced result of one segment!\" \"This is \
+             called `reduce_scatter`\") and \"Overall Relations\" (\"Combine both we get Allreduce\")."
         ),
         ours: format!(
             "Our channel-based ring on OS threads reproduces all three slide examples ({:?}, {:?}, {:?}) and all-reduces {} f32 across {:?} workers exactly, as does \
@@ -849,6 +937,8 @@ fn ring_table(r: &FsdpResult, traffic: &[RingTraffic]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     #[test]
     fn slide_examples() {
@@ -943,5 +1033,29 @@ mod tests {
         assert_eq!(r.ring[1].bytes_sent.iter().sum::<u64>(), 2 * 2 * 1001 * 4);
         // 2 workers: each sends one chunk of each half in each phase, 500 + 501 elements.
         assert_eq!(r.ring[0].bytes_sent, vec![1001 * 4, 1001 * 4]);
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let r = measure(&FsdpParams {
+            ring_elems: 1000,
+            ring_workers: vec![2, 3],
+            ..Default::default()
+        })
+        .unwrap();
+        let m = assert_claims_have_measures::<Fsdp>("fsdp", r);
+        for name in [
+            "allreduce_example_max_abs_error",
+            "reduce_scatter_example_max_abs_error",
+            "allgather_example_max_abs_error",
+        ] {
+            assert_eq!(value(&m, name), 0.0, "{name}");
+        }
+        // Every chunk travels N-1 hops per phase: exactly 2(N-1)/N of the buffer on average.
+        assert!((value(&m, "ring_traffic_over_rs_plus_ag") - 1.0).abs() < 1e-12);
+        // 1 to 64 devices: the sharded states shrink 64x.
+        assert!((value(&m, "sharded_state_reduction") - 64.0).abs() < 1e-9);
+        assert_eq!(slide_error(&[vec![1.0]], &[&[1.0, 2.0]]), f64::INFINITY);
+        assert_eq!(slide_error(&[vec![1.0, 2.5]], &[&[1.0, 2.0]]), 0.5);
     }
 }

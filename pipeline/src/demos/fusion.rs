@@ -26,10 +26,11 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{int_in, ParamResult};
 use super::{demo_study, ensure, median_time, DemoError, XorShift};
-use crate::report::model::{Figure, Section, Table};
+use crate::report::model::{Figure, Measure, Section, Table};
 
-const SRC: &str =
-    "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Kernel Fusion";
+/// The post; each claim names its section ("Background / Kernel Fusion", "Demos / User-Driven
+/// Kernel Fusion" or "Demos / Compiler-Driven Kernel Fusion").
+const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\")";
 
 /// Bytes of one f32 load or store.
 const F32_BYTES: usize = 4;
@@ -650,7 +651,65 @@ pub struct BurnResult {
 /// The fusion IR study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct FusionIr;
 
-demo_study!(FusionIr: FusionParams => FusionResult, validate, measure, render);
+demo_study!(
+    FusionIr: FusionParams => FusionResult,
+    validate,
+    measure,
+    render,
+    measures
+);
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only (NaN where the run has no such measurement):
+///
+/// - `apb_c_loop_speedup`, `a_bc_1_loop_speedup` (x): median time of the unfused loops over the
+///   fused loop's, for `(a+b)*c` and `a+b*c+1` (above 1: fusion is faster).
+/// - `apb_c_bytes_ratio`, `a_bc_1_bytes_ratio` (x): bytes loaded and stored per element,
+///   unfused over fused (memwall's count of 4-byte accesses).
+/// - `cuda_fusion_speedup` (x): Burn on CUDA, time without its fusion backend over time with
+///   it, the smaller of the two chains; NaN when no GPU was measured.
+/// - `ir_unfused_kernels`, `ir_fused_kernels` (kernels) and `ir_mismatches` (elements): the
+///   fusion pass on `a + b*c + 1`.
+pub fn measures(r: &FusionResult) -> Vec<Measure> {
+    let chain = |c: Chain| r.loops.chains.iter().find(|l| l.chain == c);
+    let speedup = |c: Chain| chain(c).map_or(f64::NAN, |l| l.unfused_s / l.fused_s);
+    let bytes = |c: Chain| {
+        chain(c).map_or(f64::NAN, |l| {
+            l.unfused_bytes_per_element as f64 / l.fused_bytes_per_element as f64
+        })
+    };
+    let cuda = match &r.burn.cuda {
+        Ok(c) => c
+            .unfused
+            .iter()
+            .zip(&c.fused)
+            .map(|(u, f)| u.time_s / f.time_s)
+            .reduce(f64::min)
+            .unwrap_or(f64::NAN),
+        Err(_) => f64::NAN,
+    };
+    let ir = &r.ir;
+    vec![
+        Measure::new("apb_c_loop_speedup", speedup(Chain::APlusBTimesC), "x", 2),
+        Measure::new(
+            "a_bc_1_loop_speedup",
+            speedup(Chain::APlusBTimesCPlus1),
+            "x",
+            2,
+        ),
+        Measure::new("apb_c_bytes_ratio", bytes(Chain::APlusBTimesC), "x", 2),
+        Measure::new(
+            "a_bc_1_bytes_ratio",
+            bytes(Chain::APlusBTimesCPlus1),
+            "x",
+            2,
+        ),
+        Measure::new("cuda_fusion_speedup", cuda, "x", 2),
+        Measure::new("ir_unfused_kernels", ir.unfused_kernels as f64, "", 0),
+        Measure::new("ir_fused_kernels", ir.fused_kernels as f64, "", 0),
+        Measure::new("ir_mismatches", ir.mismatches as f64, "", 0),
+    ]
+}
 
 /// Largest `n`: the loop timings hold four f32 arrays of `n` elements (2^27 elements: 512 MiB
 /// each, 2 GiB in all).
@@ -816,21 +875,24 @@ fn render_ir(r: &FusionResult) -> Section {
     let (g, f, f2) = (&ir.unfused_graph, &ir.fused_graph, &ir.fused_apb_c_graph);
     let (ku, kf, mismatches) = (ir.unfused_kernels, ir.fused_kernels, ir.mismatches);
     Section {
+        details: None,
         title: "Fusion pass on a tiny IR".into(),
         claim: format!(
-            "{SRC}: parsing a + b * c + 1 into a DAG of Var/Const/Add/Mult nodes and \"recursively travers[ing] the tree\" transforms the graph into one FusedOp; \
-             \"when an operator immediately consumes the output from the one preceding it, it could be advantageous to fuse the operations rather than storing \
-             and subsequently collecting the data\"."
+            "{SRC}, section Demos / Compiler-Driven Kernel Fusion: \"When an operator immediately consumes the output from the one preceding it, it could be \
+             advantageous to fuse the operations rather than storing and subsequently collecting the data.\" The post declares a tiny IR (`VarA`, `VarB`, `VarC`, \
+             `Const`, `Add`, `Mult`, `FusedOp`) for `a + b * c + 1`, parses the expression into a DAG, and would \"apply a function to recursively traverse the tree. \
+             That could transform the original graph into the following:\" the graphs before and after are shown only as images (\"Before Fusion\", \"After Fusion\"); \
+             the pass itself is in the post's linked repository, not in its text."
         ),
         ours: format!(
-            "Our pass turns the {}-node graph of a + b*c + 1 ({ku} elementwise kernels) into {} nodes with one FusedOp ({kf} kernel): `{}`. Evaluated over {} random f32 \
-             elements, fused and unfused outputs are bit-identical ({mismatches} mismatches); the same holds for (a + b)*c (`{}`).",
+            "Our pass turns the {}-node graph of `a + b*c + 1` ({ku} elementwise kernels) into {} nodes with one FusedOp ({kf} kernel): `{}`. Evaluated over {} random f32 \
+             elements, fused and unfused outputs are bit-identical ({mismatches} mismatches); the same holds for `(a + b)*c` (`{}`).",
             g.nodes.len(), f.nodes.len(), f.label(f.output), r.params.ir_n, f2.label(f2.output)
         ),
         notes: vec![
             "Fusion rule: an Add/Mul child is absorbed into its consumer when it is elementwise and has exactly one consumer; a node with several consumers stays \
-             materialized and becomes an input of the fused ops that read it. Constants become inputs of the FusedOp (broadcast scalars), as in the post's \
-             `FusedOp(std::vector<Node> inputs)`. The fused body evaluates the same operations in the same order, hence identical rounding."
+             materialized and becomes an input of the fused ops that read it. Constants become inputs of the FusedOp (broadcast scalars), as the post's \
+             `explicit FusedOp(std::vector<std::shared_ptr<Node>> in);` takes its inputs as nodes. The fused body evaluates the same operations in the same order, hence identical rounding."
                 .into(),
         ],
         tables: vec![],
@@ -871,7 +933,7 @@ fn loop_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
             "1.00".into(),
         ]);
         summary.push(format!(
-            "{name}: {:.2} ms unfused vs {:.2} ms fused ({:.2}x, {bu} vs {bf} B/element)",
+            "`{name}`: {:.2} ms unfused vs {:.2} ms fused ({:.2}x, {bu} vs {bf} B/element)",
             tu * 1e3,
             tf * 1e3,
             tu / tf
@@ -888,10 +950,12 @@ fn render_loops(r: &FusionResult) -> Section {
         r.loops.chains.iter().map(|l| f(l) as f64).collect()
     };
     Section {
+        details: None,
         title: "Fused versus unfused elementwise loops".into(),
         claim: format!(
-            "{SRC} (Background / Kernel Fusion): fusion \"combines multiple operations into a single environment or context, instead of executing them sequentially \
-             and reading/writing temporary values to secondary memory after each one\"; for (5 + 3) * 10, fusing removes \"the need to allocate memory and read/write to it\"."
+            "{SRC}, section Background / Kernel Fusion: fusion \"combines multiple operations into a single environment or context, instead of executing them sequentially \
+             and reading/writing temporary values to secondary memory after each one\"; section Demos / User-Driven Kernel Fusion, for `(5 + 3) * 10`: combining \
+             the add and the multiply into a single operation removes \"the need to allocate memory and read/write to it\"."
         ),
         ours: format!(
             "On {n} f32 elements per array (single thread on a {cores}-core CPU, median of {}): {}. Fused loops move exactly the one-read-per-input, one-write floor of 16 B/element.",
@@ -976,7 +1040,7 @@ fn burn_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
         let name = l.chain.label();
         rows.push(flex_row(l, f));
         summary.push(format!(
-            "{name} on flex {:.2} ms ({:.2}x our fused loop, {} B/element allocated)",
+            "`{name}` on flex {:.2} ms ({:.2}x our fused loop, {} B/element allocated)",
             f.time_s * 1e3,
             f.time_s / l.fused_s,
             fmt_opt_bytes(f.alloc_bytes_per_element)
@@ -985,7 +1049,7 @@ fn burn_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
         if let (Some(fu), Some(un)) = (cuda.fused.get(i), cuda.unfused.get(i)) {
             rows.extend(cuda_rows(l, &cuda.device, fu, un));
             summary.push(format!(
-                "{name} on CUDA {:.3} ms unfused vs {:.3} ms fused ({:.2}x)",
+                "`{name}` on CUDA {:.3} ms unfused vs {:.3} ms fused ({:.2}x)",
                 un.time_s * 1e3,
                 fu.time_s * 1e3,
                 un.time_s / fu.time_s
@@ -1033,10 +1097,13 @@ fn render_burn(r: &FusionResult) -> Section {
     let (p, n) = (&r.params, r.params.n);
     let (rows, summary) = burn_rows(r);
     Section {
+        details: None,
         title: "Elementwise chains as Burn tensor ops".into(),
         claim: format!(
-            "{SRC}: the unfused chain writes each temporary to memory and reads it back; fusing the chain into one kernel leaves one read of each input \
-             and one write of the output."
+            "{SRC}, section Background / Kernel Fusion: fusion avoids \"executing them sequentially and reading/writing temporary values to secondary memory \
+             after each one\", and \"just as spawning subprocess involves overhead components, so too does a kernel, meaning fusion reduces these costs as well\". \
+             (The post names no framework and gives no number; the bytes-per-element floor below, one read of each input and one write of the output, is \
+             memwall's model.)"
         ),
         ours: format!(
             "The same arrays ({n} f32 each) through Burn 0.21, median of {}: {}. {}",
@@ -1050,8 +1117,8 @@ fn render_burn(r: &FusionResult) -> Section {
             }
         ),
         notes: vec![
-            "Bytes/element moved count each kernel's 4-byte loads and stores: unfused (a+b)*c is two kernels (a+b: 2 loads, 1 store; t*c: 2 loads, 1 store) = 24 B, \
-             unfused a+b*c+1 three kernels = 32 B; a fused kernel moves the 16 B floor. Allocated bytes are the counting allocator's high-water mark above the \
+            "Bytes/element moved count each kernel's 4-byte loads and stores: unfused `(a+b)*c` is two kernels (`a+b`: 2 loads, 1 store; `t*c`: 2 loads, 1 store) = 24 B, \
+             unfused `a+b*c+1` three kernels = 32 B; a fused kernel moves the 16 B floor. Allocated bytes are the counting allocator's high-water mark above the \
              bytes live before the chain, per element, output included: flex reuses a temporary's buffer in place when it is the only reference, so an \
              unfused chain can allocate no more than its output while still moving every byte."
                 .into(),
@@ -1112,6 +1179,8 @@ fn fmt_opt_bytes(v: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     fn small() -> FusionParams {
         FusionParams {
@@ -1297,6 +1366,18 @@ mod tests {
         assert_eq!(rows[2][2], "16 (floor, if fully fused)");
         assert_eq!(s[2].figures.len(), 2);
         assert_eq!(s[2].figures[1].series.len(), 2);
-        assert!(s[2].ours.contains("a+b*c+1 on CUDA"), "{}", s[2].ours);
+        assert!(s[2].ours.contains("`a+b*c+1` on CUDA"), "{}", s[2].ours);
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let m = assert_claims_have_measures::<FusionIr>("fusion_ir", measure(&small()).unwrap());
+        assert_eq!(value(&m, "ir_fused_kernels"), 1.0);
+        assert_eq!(value(&m, "ir_unfused_kernels"), 3.0);
+        assert_eq!(value(&m, "ir_mismatches"), 0.0);
+        assert_eq!(value(&m, "apb_c_bytes_ratio"), 1.5);
+        assert_eq!(value(&m, "a_bc_1_bytes_ratio"), 2.0);
+        assert!(value(&m, "apb_c_loop_speedup") > 0.0);
+        assert!(value(&m, "a_bc_1_loop_speedup") > 0.0);
     }
 }

@@ -14,7 +14,7 @@ pub use crate::remat::nets::mlp_chain;
 use crate::remat::nets::training_graph;
 use crate::remat::static_plan::{plain_order, plan, StaticPlan, Strategy};
 use crate::remat::{Graph, RematError};
-use crate::report::model::{Figure, Section, Series, Table};
+use crate::report::model::{Figure, Measure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -149,7 +149,77 @@ pub struct InferenceResult {
 /// The two-buffer inference study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct TwoBufferInference;
 
-demo_study!(TwoBufferInference: InferenceParams => InferenceResult, validate, measure, |r| vec![render(r)]);
+demo_study!(
+    TwoBufferInference: InferenceParams => InferenceResult,
+    validate,
+    measure,
+    |r| vec![render(r)],
+    measures
+);
+
+/// Largest over smallest value of `f` over the depths (1.0: constant in N; NaN without depths).
+fn growth(r: &InferenceResult, f: fn(&DepthResult) -> u64) -> f64 {
+    let values = r.depths.iter().map(|d| f(d) as f64);
+    let max = values.clone().fold(f64::NAN, f64::max);
+    let min = values.fold(f64::NAN, f64::min);
+    max / min
+}
+
+/// Least-squares slope of ln(bytes) against ln(N) over the depths N >= 16 (all depths when
+/// fewer than two reach 16): 1.0 for memory linear in N, 0 for constant memory.
+fn log_slope(r: &InferenceResult, f: fn(&DepthResult) -> u64) -> f64 {
+    let points = |min_depth: usize| -> Vec<(f64, f64)> {
+        r.depths
+            .iter()
+            .filter(|d| d.depth >= min_depth && f(d) > 0)
+            .map(|d| ((d.depth as f64).ln(), (f(d) as f64).ln()))
+            .collect()
+    };
+    let mut pts = points(16);
+    if pts.len() < 2 {
+        pts = points(1);
+    }
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    sxy / sxx
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only:
+///
+/// - `inference_bytes_growth` (x): largest over smallest activation bytes across the depths N,
+///   the larger of the two forward-only series (the planner's inference plan and the measured
+///   two buffers); 1.0 is O(1) memory.
+/// - `two_buffers_growth`, `planner_inference_growth` (x): the same per series.
+/// - `training_bytes_log_slope`: least-squares slope of ln(bytes) against ln(N), N >= 16, of the
+///   planner's training plan; 1.0 is O(N) memory.
+/// - `store_all_log_slope`: the same for the measured store-every-activation forward pass.
+pub fn measures(r: &InferenceResult) -> Vec<Measure> {
+    let two = growth(r, |d| d.two_buffers_bytes);
+    let planned = growth(r, |d| d.planner_inference_bytes);
+    vec![
+        Measure::new("inference_bytes_growth", two.max(planned), "x", 2),
+        Measure::new("two_buffers_growth", two, "x", 2),
+        Measure::new("planner_inference_growth", planned, "x", 2),
+        Measure::new(
+            "training_bytes_log_slope",
+            log_slope(r, |d| d.planner_training_bytes),
+            "",
+            3,
+        ),
+        Measure::new(
+            "store_all_log_slope",
+            log_slope(r, |d| d.store_all_bytes),
+            "",
+            3,
+        ),
+    ]
+}
 
 /// Largest memory the real forward passes may hold: the deepest network's weights plus its
 /// store-all activations, f32.
@@ -243,10 +313,12 @@ pub fn render(r: &InferenceResult) -> Section {
     let p = &r.params;
     let curves = Curves::of(r);
     Section {
+        details: None,
         title: "Inference with two buffers versus training activations".into(),
         claim: format!(
-            "{SRC}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need O(1) memory for computing the final output of a N layer deep network by cycling \
-             through two buffers\"; slide \"Activation Memory Cost for Training\": \"Training a N-layer neural network would require O(N) memory\"."
+            "{SRC}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need `$O(1)$` memory for computing the final output of a `$N$` layer deep network by \
+             cycling through two buffers\"; slide \"Activation Memory Cost for Training\": \"Training a `$N$` -layer neural network would require `$O(N)$` memory.\" \
+             (The slides' LaTeX as the text source has it.)"
         ),
         ours: ours(r, &curves),
         notes: vec![
@@ -365,6 +437,8 @@ mod tests {
     use super::*;
     use crate::demos::InProcessStudy;
 
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
+
     #[test]
     fn inference_plan_is_constant_training_linear() {
         let both = Strategy {
@@ -401,5 +475,22 @@ mod tests {
         .unwrap();
         let s = TwoBufferInference::render(&r);
         assert_eq!(s[0].tables[0].rows.len(), 3);
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let r = measure(&InferenceParams {
+            depths: vec![1, 16, 32, 64, 128],
+            width: 8,
+            batch: 2,
+            repeats: 1,
+        })
+        .unwrap();
+        let m = assert_claims_have_measures::<TwoBufferInference>("two_buffer_inference", r);
+        assert_eq!(value(&m, "inference_bytes_growth"), 1.0);
+        let slope = value(&m, "training_bytes_log_slope");
+        assert!((0.9..=1.1).contains(&slope), "{slope}");
+        let stored = value(&m, "store_all_log_slope");
+        assert!((0.9..=1.1).contains(&stored), "{stored}");
     }
 }

@@ -26,7 +26,7 @@ pub mod params;
 pub mod planner;
 pub mod precision;
 
-use crate::report::model::Section;
+use crate::report::model::{Measure, Section};
 pub use params::ParamError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -60,6 +60,12 @@ pub trait InProcessStudy {
     fn run(params: &Self::Params, data_dir: &Path) -> Result<Self::Output, Self::Error>;
     /// Presents `output` as report sections (claim, our numbers, tables, figures).
     fn render(output: &Self::Output) -> Vec<Section>;
+    /// The named numbers of `output` that the experiment file's `[[claims]]` can name as their
+    /// `measure` (the report's "Results at a glance" block).
+    fn measures(output: &Self::Output) -> Vec<Measure> {
+        let _ = output;
+        Vec::new()
+    }
 }
 
 /// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `validate`
@@ -69,6 +75,11 @@ pub trait InProcessStudy {
 /// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);`
 macro_rules! demo_study {
     ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
+            |_: &$output| ::std::vec::Vec::new());
+    };
+    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
+     $measures:expr) => {
         impl $crate::demos::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
@@ -86,6 +97,9 @@ macro_rules! demo_study {
             }
             fn render(output: &$output) -> ::std::vec::Vec<$crate::report::model::Section> {
                 $render(output)
+            }
+            fn measures(output: &$output) -> ::std::vec::Vec<$crate::report::model::Measure> {
+                $measures(output)
             }
         }
     };
@@ -188,5 +202,51 @@ impl XorShift {
     /// Uniform in [0, 1).
     pub(crate) fn unit_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Test helpers shared by the studies' tests: every `[[claims]]` measure of an experiment file
+/// is among its study's measures.
+#[cfg(test)]
+pub(crate) mod claim_checks {
+    /// Every claim of `experiments/<name>.toml` that is not marked not comparable names a
+    /// measure of `S::measures`, for `fresh` and for the stored cpu result when there is one
+    /// (`runs/<name>/cpu.result.json`, which must still read back as this version's output).
+    /// Returns the fresh output's measures.
+    pub(crate) fn assert_claims_have_measures<S: crate::demos::InProcessStudy>(
+        name: &str,
+        fresh: S::Output,
+    ) -> Vec<crate::report::model::Measure> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let file = root.join(format!("experiments/{name}.toml"));
+        let study = crate::spec::Study::load(&file, crate::spec::Profile::Cpu, None).unwrap();
+        assert!(!study.claims.is_empty(), "{name}: no [[claims]]");
+        let mut outputs = vec![fresh];
+        let stored = root.join(format!("runs/{name}/cpu.result.json"));
+        if let Ok(text) = std::fs::read_to_string(&stored) {
+            let record: crate::studies::StudyRecord = crate::results::parse_json(&text).unwrap();
+            outputs.push(serde_json::from_value(record.result).unwrap());
+        }
+        for out in &outputs {
+            let names: Vec<String> = S::measures(out).into_iter().map(|m| m.name).collect();
+            for c in study.claims.iter().filter(|c| c.not_comparable.is_none()) {
+                assert!(
+                    names.contains(&c.measure),
+                    "{name}: claim `{}` names the measure `{}`, not among {names:?}",
+                    c.id,
+                    c.measure
+                );
+            }
+        }
+        S::measures(&outputs[0])
+    }
+
+    /// The value of the measure `name` in `measures`.
+    pub(crate) fn value(measures: &[crate::report::model::Measure], name: &str) -> f64 {
+        measures
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("no measure `{name}`"))
+            .value
     }
 }

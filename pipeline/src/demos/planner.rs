@@ -1,7 +1,9 @@
 //! Static memory planning study from the UIUC CS 498 lecture (`002_0a85d22a30039616.txt`, slides
 //! "Dynamic/Static Memory Allocation", "Inplace / Normal Sharing", "Memory Allocation/Planning
 //! Algorithm: Liveness Analysis", "Memory Optimization on a Two Layer MLP", "Sublinear Memory
-//! Cost") and Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost" (arXiv:1604.06174).
+//! Cost") and Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost" (arXiv:1604.06174),
+//! which the lecture's text does not name: its ResNet/LSTM sizes and the "48G to 7G" claim of the
+//! deep-ResNet section are the paper's.
 //!
 //! The graphs (the lecture's two-layer MLP, Chen et al.'s ResNet and LSTM) are memwall-remat's
 //! one graph IR ([`crate::remat::nets`]: forward graphs and their training graphs), the planner
@@ -22,7 +24,7 @@ use crate::remat::baselines::sqrt_segments;
 use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
 use crate::remat::static_plan::{plain_order, plan, segment_order, StaticPlan, Strategy};
 use crate::remat::Graph;
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use crate::report::model::{Figure, Measure, Section, Table};
 
 const SRC: &str = "002_0a85d22a30039616.txt (UIUC CS 498 lecture, Minjia Zhang)";
 
@@ -30,8 +32,8 @@ const SRC: &str = "002_0a85d22a30039616.txt (UIUC CS 498 lecture, Minjia Zhang)"
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlannerParams {
-    /// Bottleneck units per stage of the ResNet of Chen et al. Fig. (default [3, 24, 36, 3]:
-    /// 3 * 66 + 2 = 200 layers, MXNet's ResNet-200).
+    /// Bottleneck units per stage of the ResNet (default [3, 24, 36, 3]: 3 * 66 + 2 = 200
+    /// layers, ResNet-200 of He et al. 2016).
     pub resnet_units: Vec<usize>,
     /// Units per stage of the deep ResNet for the "1000-layer, 48 GB -> 7 GB" claim (default
     /// [3, 24, 303, 3]: 3 * 333 + 2 = 1001 layers; ResNet-200 with the extra units in stage 3).
@@ -300,20 +302,6 @@ fn strategy_table(caption: String, net: &NetPlans) -> Table {
     }
 }
 
-fn strategy_series(label: &str, net: &NetPlans) -> Series {
-    Series {
-        label: label.into(),
-        points: net
-            .plans
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((i + 1) as f64, gb(p.static_bytes)))
-            .collect(),
-        mark: Mark::Points,
-        point_labels: net.plans.iter().map(|p| p.strategy.clone()).collect(),
-    }
-}
-
 /// Static bytes of strategy `i` of [`STRATEGIES`].
 fn bytes(net: &NetPlans, i: usize) -> f64 {
     net.plans[i].static_bytes as f64
@@ -341,10 +329,12 @@ fn render_mlp(m: &MlpPlans) -> Section {
     dag.edges = m.reads.clone();
     let buffers: Vec<usize> = m.plans.iter().map(|p| p.buffers).collect();
     Section {
+        details: None,
         title: "Memory planning on the lecture's two-layer MLP".into(),
         claim: format!(
-            "{SRC}, slides \"Inplace / Normal Sharing\" and \"Memory Optimization on a Two Layer MLP\": in-place is possible \"if the result op is the only consumer of the \
-             current value\"; memory is shared \"between the nodes whose lifetime do not overlap\"; \"we can save memory usage by a constant factor using memory sharing for training\"."
+            "{SRC}, slides on in-place and memory sharing and \"Memory Optimization on a Two Layer MLP\": \"We can only do in-place computation if the result op is the \
+             only consumer of the current value\"; \"Shared memory between the nodes whose lifetime do not overlap\"; \"We can save memory usage by a constant factor \
+             using memory sharing for training, how can we do better?\""
         ),
         ours: format!(
             "The training graph of data-fc1-relu-fc2-softmax has {} tensors (unit size each); with no reuse it needs {} buffers, in-place {}, sharing {}, in-place + sharing {} \
@@ -377,25 +367,34 @@ fn render_comparison(r: &StaticPlanningResult) -> Section {
     let p = &r.params;
     let (rres, lres) = (&r.resnet, &r.lstm);
     let rn_layers = resnet_layers(&p.resnet_units);
-    let fig = Figure {
-        name: "feature_map_memory_by_strategy".into(),
-        title: "Feature-map memory by allocation strategy (static plan)".into(),
-        x_label:
-            "strategy (1 none, 2 in-place, 3 sharing, 4 in-place+sharing, 5 sqrt(n) ckpt, 6 all)"
-                .into(),
-        y_label: "feature-map memory (GB)".into(),
-        log_y: true,
-        series: vec![
-            strategy_series(&format!("ResNet-{rn_layers}"), rres),
-            strategy_series(&format!("LSTM {}x{}", p.lstm_layers, p.lstm_hidden), lres),
+    // Strategies are categories: grouped bars, one per network.
+    let plans_gb =
+        |net: &NetPlans| -> Vec<f64> { net.plans.iter().map(|p| gb(p.static_bytes)).collect() };
+    let fig = Figure::grouped_bars(
+        "feature_map_memory_by_strategy",
+        "Feature-map memory by allocation strategy (static plan)",
+        "allocation strategy",
+        "feature-map memory (GB)",
+        &rres
+            .plans
+            .iter()
+            .map(|p| p.strategy.clone())
+            .collect::<Vec<_>>(),
+        vec![
+            (format!("ResNet-{rn_layers}"), plans_gb(rres)),
+            (
+                format!("LSTM {}x{}", p.lstm_layers, p.lstm_hidden),
+                plans_gb(lres),
+            ),
         ],
-        ..Default::default()
-    };
+    );
     Section {
+        details: None,
         title: "Feature-map memory of ResNet and LSTM under six allocation strategies".into(),
         claim: format!(
-            "{SRC}, slide \"Running different schemes on ResNet and LSTM\" ((a) feature map memory cost estimation, from Chen et al. 2016 Fig. 5) and slide \
-             \"Sublinear Memory Cost: O(sqrt(n))\": with k = sqrt(n) segments the activation memory becomes O(2 sqrt(n)) \"with only one additional forward pass\"."
+            "{SRC}, slide \"Running different schemes on ResNet and LSTM.\" (charts \"(a) Feature map memory cost estimation\" and \"(b) Runtime total memory cost\", \
+             images whose numbers are not in the text; the lecture does not name their origin) and slide \"Sublinear Memory Cost\": with k = sqrt(n) segments the \
+             activation memory becomes O(2 sqrt(n)) \"with only one additional forward pass\"."
         ),
         ours: format!(
             "ResNet-{rn_layers} (batch {}, {}x{}, fp32): {} with no reuse, {} with in-place + sharing, {} with all combined ({:.1}x less, {} of {} forward ops recomputed). \
@@ -432,13 +431,15 @@ fn render_deep(r: &StaticPlanningResult) -> Section {
     let deep_layers = resnet_layers(&p.resnet_deep_units);
     let extra = 100.0 * dres.plans[5].recomputed_ops as f64 / dres.forward_ops as f64;
     Section {
+        details: None,
         title: format!("{deep_layers}-layer ResNet: sublinear memory"),
-        claim: "Chen et al. 2016 (arXiv:1604.06174), abstract, cited by the lecture's \"Sublinear Memory Cost\" slides: the method reduces \"the memory cost of a 1,000-layer \
-                deep residual network from 48G to 7G\" with about 30% extra run time (lecture: \"Training time roughly increases 30%\")."
+        claim: "Chen et al. 2016 (\"Training Deep Nets with Sublinear Memory Cost\", arXiv:1604.06174), abstract, a paper the lecture does not name: the method \
+                reduces \"the memory cost of a 1,000-layer deep residual network from 48G to 7G\" with about 30% extra running time. The lecture's own number, on its \
+                slide \"Running different schemes on ResNet and LSTM.\": \"Training time roughly increases 30%.\""
             .into(),
         ours: format!(
             "For our {deep_layers}-layer pre-activation bottleneck ResNet (units {:?}, batch {}, {}x{}, fp32 feature maps and gradients) the planner gives {} with no reuse, \
-             {} with in-place + sharing and {} with sqrt(n) checkpointing + in-place + sharing ({:.1}x less than in-place + sharing; paper: 48/7 = {:.1}x), at {} recomputed \
+             {} with in-place + sharing and {} with sqrt(n) checkpointing + in-place + sharing ({:.1}x less than in-place + sharing; Chen et al.: 48/7 = {:.1}x, derived), at {} recomputed \
              forward ops of {} ({:.0}% extra forward work, i.e. about {:.0}% more time per training step if a backward pass costs twice a forward pass; lecture: about 30%).",
             p.resnet_deep_units, p.resnet_batch, p.image_size, p.image_size,
             fmt_bytes(bytes(dres, 0)), fmt_bytes(bytes(dres, 3)), fmt_bytes(bytes(dres, 5)),
@@ -475,11 +476,86 @@ pub fn render(r: &StaticPlanningResult) -> Vec<Section> {
 /// [`render`].
 pub struct StaticPlanning;
 
-demo_study!(StaticPlanning: PlannerParams => StaticPlanningResult, validate, measure, render);
+demo_study!(
+    StaticPlanning: PlannerParams => StaticPlanningResult,
+    validate,
+    measure,
+    render,
+    measures
+);
+
+/// Static bytes of strategy `i` of [`STRATEGIES`], NaN when the plan is missing.
+fn static_bytes(net: &NetPlans, i: usize) -> f64 {
+    net.plans.get(i).map_or(f64::NAN, |p| p.static_bytes as f64)
+}
+
+/// Memory of no reuse over in-place + sharing (the lecture's "constant factor").
+fn sharing_factor(net: &NetPlans) -> f64 {
+    static_bytes(net, 0) / static_bytes(net, 3)
+}
+
+/// Forward ops recomputed by "all combined" (sqrt(n) checkpointing with in-place and sharing)
+/// per forward op: 1.0 is one extra forward pass.
+fn recomputed_forward_fraction(net: &NetPlans) -> f64 {
+    net.plans.get(5).map_or(f64::NAN, |p| {
+        p.recomputed_ops as f64 / net.forward_ops as f64
+    })
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only:
+///
+/// - `mlp_inplace_buffers_saved`, `mlp_sharing_buffers_saved` (buffers): buffers of the
+///   two-layer MLP's plan with no reuse minus those with in-place, and with sharing.
+/// - `sharing_factor_resnet`, `sharing_factor_deep` (x): static bytes with no reuse over those
+///   with in-place + sharing, for ResNet-200 and the deep ResNet.
+/// - `sharing_factor_deep_over_shallow` (x): the deep ResNet's factor over ResNet-200's: 1.0
+///   when the saving is a constant factor, independent of depth.
+/// - `deep_recomputed_forward_fraction` (x): forward ops recomputed by sqrt(n) checkpointing
+///   (with in-place + sharing) over the deep ResNet's forward ops; 1.0 is one extra forward pass.
+/// - `deep_modelled_time_increase_pct` (%): that fraction x 100 / 3, the extra time per
+///   training step if a backward pass costs twice a forward pass (a model, not a timing).
+/// - `deep_sqrt_memory_reduction` (x): the deep ResNet's static bytes with in-place + sharing
+///   over those with sqrt(n) checkpointing added (Chen et al.'s 48G / 7G = 6.9).
+pub fn measures(r: &StaticPlanningResult) -> Vec<Measure> {
+    let saved = |i: usize| match (r.mlp.plans.first(), r.mlp.plans.get(i)) {
+        (Some(none), Some(p)) => none.buffers as f64 - p.buffers as f64,
+        _ => f64::NAN,
+    };
+    let deep = &r.resnet_deep;
+    let fraction = recomputed_forward_fraction(deep);
+    vec![
+        Measure::new("mlp_inplace_buffers_saved", saved(1), "", 0),
+        Measure::new("mlp_sharing_buffers_saved", saved(2), "", 0),
+        Measure::new("sharing_factor_resnet", sharing_factor(&r.resnet), "x", 2),
+        Measure::new("sharing_factor_deep", sharing_factor(deep), "x", 2),
+        Measure::new(
+            "sharing_factor_deep_over_shallow",
+            sharing_factor(deep) / sharing_factor(&r.resnet),
+            "x",
+            3,
+        ),
+        Measure::new("deep_recomputed_forward_fraction", fraction, "x", 3),
+        Measure::new(
+            "deep_modelled_time_increase_pct",
+            fraction * 100.0 / 3.0,
+            "%",
+            1,
+        ),
+        Measure::new(
+            "deep_sqrt_memory_reduction",
+            static_bytes(deep, 3) / static_bytes(deep, 5),
+            "x",
+            2,
+        ),
+    ]
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     fn small_params() -> PlannerParams {
         PlannerParams {
@@ -527,5 +603,20 @@ mod tests {
         let mut p = small_params();
         p.resnet_units = vec![];
         assert!(measure(&p).is_err());
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let m = assert_claims_have_measures::<StaticPlanning>(
+            "static_planning",
+            measure(&small_params()).unwrap(),
+        );
+        assert!(value(&m, "mlp_inplace_buffers_saved") >= 1.0);
+        assert!(value(&m, "mlp_sharing_buffers_saved") >= 1.0);
+        assert!(value(&m, "sharing_factor_resnet") > 1.0);
+        let f = value(&m, "deep_recomputed_forward_fraction");
+        assert!(f > 0.0 && f <= 1.0, "{f}");
+        assert!((value(&m, "deep_modelled_time_increase_pct") - f * 100.0 / 3.0).abs() < 1e-9);
+        assert!(value(&m, "deep_sqrt_memory_reduction") > 1.0);
     }
 }

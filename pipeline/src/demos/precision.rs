@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{finite, int_in, num_above, ParamResult};
 use super::{demo_study, ensure, DemoError, XorShift};
-use crate::report::model::{Figure, Section, Series, Table};
+use crate::report::model::{Figure, Measure, Section, Series, Table};
 
 const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
@@ -254,7 +254,89 @@ pub struct PrecisionResult {
 /// The 16-bit study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct SixteenBit;
 
-demo_study!(SixteenBit: PrecisionParams => PrecisionResult, validate, measure, render);
+demo_study!(
+    SixteenBit: PrecisionParams => PrecisionResult,
+    validate,
+    measure,
+    render,
+    measures
+);
+
+/// Relative error of the f16-inputs, f32-accumulator sum of `ds` against the exact sum of the
+/// f16-rounded inputs, percent.
+fn mixed_error_pct(ds: &DataSetSums) -> f64 {
+    (ds.mixed_sum as f64 - ds.mixed_exact).abs() / ds.mixed_exact * 100.0
+}
+
+/// Relative error of the accumulator `acc` of `ds` against its exact sum, percent (NaN when
+/// the data set has no such accumulator).
+fn accumulator_error_pct(ds: &DataSetSums, acc: &str) -> f64 {
+    ds.accumulators
+        .iter()
+        .find(|s| s.accumulator == acc)
+        .map_or(f64::NAN, |s| (s.sum - s.exact).abs() / s.exact * 100.0)
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only:
+///
+/// - `f16_minus_bf16_fraction_bits` (bits): stored fraction bits of f16 minus those of bf16
+///   (10 - 7 = 3).
+/// - `log10_bf16_max_over_f16_max`: log10 of bf16's largest finite value over f16's
+///   (3.39e38 / 65504: 33.7 decades of headroom before bf16 overflows).
+/// - `f16_square_overflows`, `bf16_square_overflows` (1 yes, 0 no): whether `activation^2` is
+///   infinite in the format.
+/// - `f16_accumulator_error_pct`, `bf16_accumulator_error_pct`, `f32_accumulator_error_pct`
+///   (%): relative error of the sequential sum of the "0.01 repeated" data set in each
+///   accumulator, against the exact sum of the same (rounded) inputs.
+/// - `sixteen_bit_accumulator_min_error_pct` (%): the smaller of the f16 and bf16 errors.
+/// - `f16_inputs_f32_accumulator_max_error_pct` (%): f16 inputs summed in an f32 accumulator,
+///   the larger relative error of the two data sets.
+pub fn measures(r: &PrecisionResult) -> Vec<Measure> {
+    let format = |name: &str| r.formats.iter().find(|f| f.name == name);
+    let (f16i, bfi) = (format("f16"), format("bf16"));
+    let fraction_bits = match (f16i, bfi) {
+        (Some(a), Some(b)) => a.man_bits as f64 - b.man_bits as f64,
+        _ => f64::NAN,
+    };
+    let headroom = match (f16i, bfi) {
+        (Some(a), Some(b)) => (b.max / a.max).log10(),
+        _ => f64::NAN,
+    };
+    let overflows = |x: f32| if x.is_infinite() { 1.0 } else { 0.0 };
+    let rep = &r.repeated;
+    let (e16, eb, e32) = (
+        accumulator_error_pct(rep, "f16"),
+        accumulator_error_pct(rep, "bf16"),
+        accumulator_error_pct(rep, "f32"),
+    );
+    vec![
+        Measure::new("f16_minus_bf16_fraction_bits", fraction_bits, "bits", 0),
+        Measure::new("log10_bf16_max_over_f16_max", headroom, "", 1),
+        Measure::new(
+            "f16_square_overflows",
+            overflows(r.range.activation_squared_f16),
+            "",
+            0,
+        ),
+        Measure::new(
+            "bf16_square_overflows",
+            overflows(r.range.activation_squared_bf16),
+            "",
+            0,
+        ),
+        Measure::new("f16_accumulator_error_pct", e16, "%", 2),
+        Measure::new("bf16_accumulator_error_pct", eb, "%", 2),
+        Measure::new("f32_accumulator_error_pct", e32, "%", 4),
+        Measure::new("sixteen_bit_accumulator_min_error_pct", e16.min(eb), "%", 2),
+        Measure::new(
+            "f16_inputs_f32_accumulator_max_error_pct",
+            mixed_error_pct(&r.repeated).max(mixed_error_pct(&r.uniform)),
+            "%",
+            4,
+        ),
+    ]
+}
 
 /// Checks `p`'s ranges: `sum_entries` in 1..=1e8 (the data sets are held as f32 arrays, 400 MB
 /// each at most), finite magnitudes, a loss scale in (0, 2^24].
@@ -369,8 +451,12 @@ fn formats_section(r: &PrecisionResult) -> Section {
     let (a, g) = (p.activation, p.small_gradient);
     let (f16i, bfi) = (&r.formats[1], &r.formats[2]);
     Section {
+        details: None,
         title: "16-bit floating-point formats".into(),
-        claim: format!("{SRC}, slide \"16bit Floating Points\": fp16 has \"more fraction bits\" while bf16 is \"less easy to overflow\"."),
+        claim: format!(
+            "{SRC}, slide \"16bit Floating Points\": its two 16-bit layouts are labelled \"More fraction bits\" and \"Less easy to overflow\" (the figure, \
+             not the text, shows that the first is fp16 and the second bf16)."
+        ),
         ours: format!(
             "f16 has 1/{}/{} bits, max {}, epsilon 2^{} ({:.2} digits); bf16 has 1/{}/{} bits, max {:.4e} (the f32 range), epsilon 2^{} ({:.2} digits). \
              {a}^2 = {} in f16 and {} in bf16; a gradient of {g:e} becomes {:e} in f16 and {:e} in bf16.",
@@ -467,16 +553,22 @@ fn accumulation_section(r: &PrecisionResult) -> Section {
         .iter()
         .map(|s| format!("{} {:.2}", s.accumulator, s.sum))
         .collect();
+    let mixed: Vec<String> = [&r.repeated, &r.uniform]
+        .iter()
+        .map(|ds| format!("{:.4}% ({})", mixed_error_pct(ds), ds.data))
+        .collect();
     Section {
+        details: None,
         title: "Aggregation of many entries in 16-bit accumulators".into(),
         claim: format!(
-            "{SRC}, slide \"Mixed Precision\": \"Some layers are more sensitive to dynamic range. Common issues: aggregation of a lot of entries. Mixed precision: different \
-             input/output/accumulation types\"."
+            "{SRC}, slide \"Mixed Precision\", its three bullets: \"Some layers are more sensitive to dynamic range\"; \"Common issues: aggregation of a lot of \
+             entries\"; \"Mixed precision: different input/output/accumulation types\"."
         ),
         ours: format!(
             "Summing {n} entries of 0.01 sequentially (exact: {exact_small:.2} for the f16-rounded inputs) gives {}: a 16-bit accumulator stalls once its spacing exceeds twice \
-             the addend, while f16 inputs with an f32 accumulator stay within 0.01%.",
-            summary.join(", ")
+             the addend, while f16 inputs with an f32 accumulator stay within {} of the exact sum.",
+            summary.join(", "),
+            mixed.join(" and ")
         ),
         notes: vec![
             "Accumulators round after every addition (sequential reduction, as a naive kernel would). The exact reference sums the same input values (after rounding them to \
@@ -508,7 +600,7 @@ fn accumulation_table(r: &PrecisionResult) -> Table {
             "f16 inputs, f32 accumulator".into(),
             format!("{s:.4}"),
             format!("{ex:.4}"),
-            format!("{:.4}%", ((s as f64 - ex).abs() / ex) * 100.0),
+            format!("{:.4}%", mixed_error_pct(ds)),
         ]);
     }
     Table {
@@ -560,6 +652,8 @@ fn running_sum_figure(r: &PrecisionResult) -> Figure {
 mod tests {
     use super::*;
     use crate::demos::InProcessStudy;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     #[test]
     fn formats_match_ieee_and_bfloat16_definitions() {
@@ -640,5 +734,21 @@ mod tests {
         assert!(nan.a.is_nan() && nan.b == 1.0);
         assert!(serde_json::from_str::<Both>(r#"{"a": "infinity", "b": 1}"#).is_err());
         assert!(serde_json::from_str::<Both>(r#"{"a": null, "b": 1}"#).is_err());
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        let m = assert_claims_have_measures::<SixteenBit>(
+            "sixteen_bit",
+            measure(&PrecisionParams::default()).unwrap(),
+        );
+        assert_eq!(value(&m, "f16_minus_bf16_fraction_bits"), 3.0);
+        let headroom = value(&m, "log10_bf16_max_over_f16_max");
+        assert!((headroom - (3.3895313892515355e38f64 / 65504.0).log10()).abs() < 1e-12);
+        assert_eq!(value(&m, "f16_square_overflows"), 1.0);
+        assert_eq!(value(&m, "bf16_square_overflows"), 0.0);
+        assert!(value(&m, "sixteen_bit_accumulator_min_error_pct") > 10.0);
+        let mixed = value(&m, "f16_inputs_f32_accumulator_max_error_pct");
+        assert!(mixed > 0.0 && mixed < 0.1, "{mixed}");
     }
 }

@@ -1,5 +1,8 @@
 //! The Checkmate study: compute overhead vs memory budget, maximum batch size at a fixed
-//! memory, and MILP solve times and gaps (Jain et al. 2020, Sections 6.2–6.4).
+//! memory, and MILP solve times and gaps, after the experiments of Jain et al., "Checkmate:
+//! Breaking the Memory Wall with Optimal Tensor Rematerialization" (MLSys 2020,
+//! arXiv:1910.02653, Sections 6.2–6.4). The study's source document (`001_68b9d43f3f694e7a.txt`)
+//! is a reader's notes on that paper: the paper's figures and numbers are credited to the paper.
 //!
 //! [`run_study`] simulates the baselines and runs the solvers (MILP, LP relaxation with
 //! rounding) and returns a [`CheckmateResult`]: each solve's status, cost, peak bytes and wall
@@ -18,7 +21,7 @@ use super::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutc
 use super::RematError;
 use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
 use crate::demos::{InProcessStudy, ParamError};
-use crate::report::model::{Figure, Mark, Section, Series, Table};
+use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -326,7 +329,7 @@ fn budget_axis(peak: u64) -> (f64, &'static str) {
 /// Cost and peak memory of one schedule, as the simulator measured it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleStats {
-    /// Total compute cost (eq. 1a), in the graph's cost units.
+    /// Total compute cost (Jain et al. 2020, eq. 1a), in the graph's cost units.
     pub cost: f64,
     /// Peak memory over all stages, bytes (graph memory units), fixed memory included.
     pub peak_bytes: u64,
@@ -545,6 +548,89 @@ impl InProcessStudy for Checkmate {
     fn render(output: &CheckmateResult) -> Vec<Section> {
         render(output)
     }
+    fn measures(output: &CheckmateResult) -> Vec<Measure> {
+        measures(output)
+    }
+}
+
+/// Budget fractions at or below this reduce memory at least 2x against checkpoint-all (the
+/// notes' "2-3x memory reduction").
+const TWO_X_FRACTION: f64 = 0.5;
+
+/// Graphs of at least this many nodes answer the notes' "Networks with 100+ layers".
+const LARGE_GRAPH_NODES: usize = 100;
+
+/// Wall time of the solve of one (graph, budget) and whether it reached the target: the MILP's
+/// status "Optimal" (HiGHS stops at the target gap) or a proven infeasible budget; for the
+/// staged MILP (grouped solve plus its refinement) a best schedule within `gap` of the bound
+/// valid for Checkmate's problem, or an infeasible budget. `None` without a solve.
+fn solve_outcome(b: &BudgetResult, gap: f64) -> Option<(f64, bool)> {
+    if let Some(m) = &b.milp {
+        let done = m.status == "Optimal" || m.status.starts_with("Infeasible");
+        return Some((m.solve_time_s, done));
+    }
+    let coarse = b.staged.as_ref()?;
+    let last = b.refined.as_ref().unwrap_or(coarse);
+    let time = coarse.solve_time_s + b.refined.as_ref().map_or(0.0, |f| f.solve_time_s);
+    let done = last.status.starts_with("Infeasible")
+        || (last.best.is_some() && last.valid_gap() <= gap + 1e-9);
+    Some((time, done))
+}
+
+/// The largest of `xs`, NaN when empty.
+fn max_of(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NAN, f64::max)
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only (NaN where the run has nothing to answer with):
+///
+/// - `milp_overhead_pct_at_2x_reduction` (%): the largest compute overhead of the MILP's
+///   schedule (its cost over one plain forward+backward, minus 1, x 100) at budgets of at most
+///   half the checkpoint-all peak; NaN when the run has no such budget with a schedule (the
+///   default budgets are 0.8 and 0.9).
+/// - `lp_rounding_max_excess_pct` (%): the largest excess cost of the LP-rounded schedule over
+///   the MILP's (cost ratio minus 1, x 100) where both exist.
+/// - `max_solve_s_100_plus_nodes` (s): the longest solve of a graph of at least 100 nodes
+///   (forward and backward), when every such solve reached its target ([`solve_outcome`]);
+///   NaN when one did not or there is no such graph.
+/// - `max_milp_solve_s` (s): the longest solve of Checkmate's MILP.
+/// - `max_batch_milp_over_checkpoint_all` (x): the batch search's largest MILP batch over
+///   checkpoint-all's.
+pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
+    let overhead_2x = max_of(
+        budgets(r)
+            .filter(|(_, b)| b.fraction <= TWO_X_FRACTION + 1e-12)
+            .filter_map(|(g, b)| Some((milp_cost(b)? / g.forward_backward_cost - 1.0) * 100.0)),
+    );
+    let lp_excess = max_of(budgets(r).filter_map(|(_, b)| {
+        let m = milp_cost(b).filter(|m| *m > 0.0)?;
+        Some((b.lp.rounded?.cost / m - 1.0) * 100.0)
+    }));
+    let large: Vec<(f64, bool)> = budgets(r)
+        .filter(|(g, _)| g.nodes >= LARGE_GRAPH_NODES)
+        .filter_map(|(_, b)| solve_outcome(b, r.params.mip_gap))
+        .collect();
+    let large_solve = if large.iter().all(|(_, done)| *done) {
+        max_of(large.iter().map(|(t, _)| *t))
+    } else {
+        f64::NAN
+    };
+    let milp_time = max_of(budgets(r).filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s)));
+    let batch = r
+        .batch
+        .as_ref()
+        .map_or(f64::NAN, |b| match b.baselines.first() {
+            Some(&all) if all > 0 => f64::from(b.milp) / f64::from(all),
+            _ => f64::NAN,
+        });
+    vec![
+        Measure::new("milp_overhead_pct_at_2x_reduction", overhead_2x, "%", 1),
+        Measure::new("lp_rounding_max_excess_pct", lp_excess, "%", 2),
+        Measure::new("max_solve_s_100_plus_nodes", large_solve, "s", 1),
+        Measure::new("max_milp_solve_s", milp_time, "s", 1),
+        Measure::new("max_batch_milp_over_checkpoint_all", batch, "x", 2),
+    ]
 }
 
 /// Longest time limit of one solve, seconds (a day).
@@ -927,8 +1013,8 @@ fn slowdown_rows(r: &CheckmateResult) -> (Vec<Vec<String>>, Vec<String>) {
     (rows, summary)
 }
 
-/// Section 6.2's claim beside the baselines' slowdown against the MILP, with one overhead
-/// figure per graph.
+/// The notes' optimality claim (the paper's Section 6.2 comparison) beside the baselines'
+/// slowdown against the MILP, with one overhead figure per graph.
 fn overhead_section(r: &CheckmateResult) -> Section {
     let (rows, summary) = slowdown_rows(r);
     let table = Table {
@@ -949,8 +1035,8 @@ fn overhead_section(r: &CheckmateResult) -> Section {
         "Budgets are fractions of each graph's checkpoint-all peak, in bytes of activations; the fixed part \
          (parameters, gradients) is 0 for the Checkmate graphs and the sum of `param_cost` for the random \
          layered graphs. Overhead is total compute cost divided by one plain forward+backward pass. Every \
-         schedule was validated by the simulator (eq. 1b–1e, 8) and its peak computed with the paper's \
-         memory accounting (eq. 2–4)."
+         schedule was validated by the simulator (Jain et al. 2020, eq. 1b–1e, 8) and its peak computed with \
+         the paper's memory accounting (eq. 2–4)."
             .into(),
         "Baselines with a parameter (greedy thresholds, revolve slots) show, at each budget, their \
          cheapest schedule that fits. The MILP is warm-started from the cheapest fitting baseline or \
@@ -966,16 +1052,40 @@ fn overhead_section(r: &CheckmateResult) -> Section {
         ));
     }
     Section {
+        details: None,
         title: "Checkmate: compute overhead vs memory budget".into(),
-        claim: "Checkmate (Jain et al., MLSys 2020, Section 6.2, Fig. 5) finds schedules that are optimal for \
-                the MILP formulation and reports that baselines such as Chen's sqrt(n) and greedy heuristics, \
-                Griewank's revolve and checkpoint-all are up to several times slower at the same memory budget."
+        claim: "`001_68b9d43f3f694e7a.txt` (a reader's notes on Checkmate, Jain et al., MLSys 2020): of prior \
+                checkpointing heuristics, \"These methods are not optimal\"; Checkmate's MILP aims at \"Optimality: \
+                Find provably best solutions when possible\". The comparison at equal memory budgets against \
+                checkpoint-all, Chen et al.'s sqrt(n) and greedy heuristics and revolve (Griewank and Walther 2000) \
+                is the paper's (Jain et al. 2020, arXiv:1910.02653, Section 6.2, Fig. 5); the notes give no number \
+                for it."
             .into(),
         ours: format!("Geometric-mean slowdown of the baselines against our HiGHS-solved MILP: {}.", summary.join(", ")),
         notes,
         tables: vec![table],
         figures: r.graphs.iter().map(overhead_figure).collect(),
     }
+}
+
+/// Bytes in decimal units with four significant digits: "12.66 GB", "41.69 kB", "512 B".
+fn decimal_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let (mut x, mut u) = (b, 0);
+    while x.abs() >= 1000.0 && u + 1 < UNITS.len() {
+        x /= 1000.0;
+        u += 1;
+    }
+    let decimals = if u == 0 {
+        0
+    } else if x >= 100.0 {
+        1
+    } else if x >= 10.0 {
+        2
+    } else {
+        3
+    };
+    format!("{x:.decimals$} {}", UNITS[u])
 }
 
 /// Formats a cost or bound to one decimal, "-" when absent.
@@ -1019,10 +1129,10 @@ fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
         _ => "-".into(),
     };
     vec![
-        g.name.clone(),
+        short_graph_name(&g.name),
         g.nodes.to_string(),
         format!("{:.2}", b.fraction),
-        format!("{:.4e}", b.budget_bytes as f64),
+        decimal_bytes(b.budget_bytes as f64),
         status,
         time,
         one_decimal(cost),
@@ -1035,7 +1145,7 @@ fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
     ]
 }
 
-/// Section 6.4's claim beside every MILP and LP solve.
+/// The notes' solve-time claims beside every MILP and LP solve.
 fn solve_section(r: &CheckmateResult) -> Section {
     let params = &r.params;
     let t = Table {
@@ -1049,7 +1159,7 @@ fn solve_section(r: &CheckmateResult) -> Section {
             "graph",
             "nodes",
             "budget (frac)",
-            "budget (bytes)",
+            "budget",
             "MILP status",
             "MILP time (s)",
             "MILP cost",
@@ -1071,10 +1181,14 @@ fn solve_section(r: &CheckmateResult) -> Section {
         .collect();
     let max_t = times.iter().copied().fold(0.0, f64::max);
     Section {
+        details: None,
         title: "Checkmate: MILP solve time and optimality gap".into(),
-        claim: "Checkmate (Section 6.4) solves its MILP with Gurobi, typically in seconds to under an hour \
-                depending on the network, and proposes an LP relaxation with two-phase rounding (Section 5) \
-                whose schedules are near-optimal and solve much faster."
+        claim: "`001_68b9d43f3f694e7a.txt` (a reader's notes on Checkmate): the MILP goes to a solver such as \
+                Gurobi; \"MILP solving can take up to an hour for complex networks\"; \"Networks with 100+ layers: \
+                solve in <1 hour\"; \"Approximation algorithms within 5-10% of optimal\". The LP relaxation with \
+                rounding that memwall runs is its reading of the paper's approximation (Jain et al. 2020, \
+                arXiv:1910.02653, abstract: \"near-optimal schedules with an approximation algorithm\"); the \
+                notes do not describe it."
             .into(),
         ours: format!(
             "{} MILP solves with HiGHS took at most {max_t:.1} s each on this machine; the table gives each \
@@ -1147,7 +1261,7 @@ fn boundary_table(r: &CheckmateResult) -> Option<Table> {
                 _ => "-".into(),
             };
             vec![
-                g.name.clone(),
+                short_graph_name(&g.name),
                 format!("{:.2}", b.fraction),
                 one_decimal(milp_cost),
                 format!("{:.2}", m.solve_time_s),
@@ -1210,6 +1324,39 @@ fn percent(x: f64) -> String {
     }
 }
 
+/// A graph's name as a table shows it: the network and its input for Checkmate's Keras graphs
+/// ("VGG16_256_224_224_3_train" -> "VGG16 (batch 256, 224x224)"), the node count for a random
+/// layered DAG ("random layered, 100 nodes"), the name with spaces for any other, so that a
+/// table cell breaks between words, never inside a token.
+fn short_graph_name(name: &str) -> String {
+    if let Some(rest) = name.strip_prefix("random_layered_n") {
+        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if !n.is_empty() {
+            return format!("random layered, {n} nodes");
+        }
+    }
+    const FAMILIES: [(&str, &str); 6] = [
+        ("VGG16_", "VGG16"),
+        ("VGG19_", "VGG19"),
+        ("vgg_unet_", "U-Net"),
+        ("fcn_8_vgg_", "FCN8"),
+        ("segnet_", "SegNet"),
+        ("resnet", "ResNet"),
+    ];
+    for (prefix, family) in FAMILIES {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            let dims: Vec<&str> = rest.split('_').collect();
+            if let [batch, h, w, ..] = dims.as_slice() {
+                if [batch, h, w].iter().all(|d| d.parse::<u32>().is_ok()) {
+                    return format!("{family} (batch {batch}, {h}x{w})");
+                }
+            }
+            return family.to_string();
+        }
+    }
+    name.replace('_', " ")
+}
+
 /// The staged MILP's solves (graphs above `milp_max_nodes` nodes), if any: per graph and
 /// budget the model, status, time, heuristic and best cost, the model's own bounds and the
 /// bound valid for Checkmate's problem.
@@ -1224,7 +1371,7 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
         .map(|(g, b, m)| {
             let c = |x: Option<ScheduleStats>| one_decimal(x.map(|s| s.cost));
             vec![
-                g.name.clone(),
+                short_graph_name(&g.name),
                 g.nodes.to_string(),
                 format!("{:.2}", b.fraction),
                 format!(
@@ -1416,16 +1563,18 @@ fn batch_probe(
     })
 }
 
-/// Section 6.3's claim beside the largest batch size of every strategy.
+/// The paper's Fig. 6 (Jain et al. 2020) beside the largest batch size of every strategy.
 fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Section {
     let ours: Vec<u32> = b.baselines.iter().copied().chain([b.milp]).collect();
     let o = |i: usize| ours.get(i).map_or_else(|| "-".to_string(), u32::to_string);
     let mem = params.batch_memory_bytes;
     Section {
+        details: None,
         title: "Checkmate: maximum batch size at fixed memory".into(),
-        claim: "Checkmate (Section 6.3, Fig. 6): for VGG19 at a fixed 16 GB of memory and at most one extra \
-                forward pass of compute, the maximum batch size is 167 with checkpoint-all, 197 with Chen's \
-                sqrt(n), 266 with Chen's greedy and 289 with Checkmate."
+        claim: "Jain et al. 2020 (arXiv:1910.02653), Fig. 6, not in the source document (a reader's notes on \
+                the paper): for VGG19 at a fixed 16 GB of memory and at most one extra forward pass of compute, \
+                the maximum batch size is 167 with checkpoint-all, 197 with Chen's sqrt(n), 266 with Chen's \
+                greedy and 289 with Checkmate."
             .into(),
         ours: format!(
             "On {} at {:.1} GiB: checkpoint all {}, sqrt(n) {}, greedy {}, revolve {}, Checkmate MILP {}.",
@@ -1435,7 +1584,7 @@ fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Section {
         ),
         notes: vec![
             format!(
-                "Activation memory is scaled linearly from the profiled batch size {} (M_i(b) = M_i * b / {}); \
+                "Activation memory is scaled linearly from the profiled batch size {} (`M_i(b) = M_i * b / {}`); \
                  compute is assumed to scale linearly as well, so the overhead limit (one forward+backward plus \
                  one forward, in units of the same batch) is batch-independent. Parameters are not modelled \
                  (fixed memory 0), which is why absolute batch sizes differ from the paper's.",
@@ -1458,8 +1607,9 @@ fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Section {
     }
 }
 
-/// The paper's and our largest batch size of every strategy.
+/// The paper's (Jain et al. 2020, Fig. 6) and our largest batch size of every strategy.
 fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table {
+    // Jain et al. 2020 (arXiv:1910.02653), Fig. 6; not in the source document.
     let paper = [167, 197, 266, 289];
     let labels = [
         "checkpoint all",
@@ -1484,7 +1634,7 @@ fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table
         ),
         columns: vec![
             "strategy".into(),
-            "paper (VGG19, V100 16 GB)".into(),
+            "Jain et al. 2020, Fig. 6 (VGG19, V100 16 GB)".into(),
             "ours".into(),
         ],
         rows: labels
@@ -1497,8 +1647,35 @@ fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table
 }
 
 #[cfg(test)]
+mod short_name_tests {
+    use super::short_graph_name;
+
+    #[test]
+    fn graph_names_read_as_the_network_and_its_input() {
+        assert_eq!(
+            short_graph_name("VGG16_256_224_224_3_train"),
+            "VGG16 (batch 256, 224x224)"
+        );
+        assert_eq!(
+            short_graph_name("vgg_unet_32_416_608_3_train"),
+            "U-Net (batch 32, 416x608)"
+        );
+        assert_eq!(
+            short_graph_name("random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14"),
+            "random layered, 250 nodes"
+        );
+        assert_eq!(short_graph_name("my_net"), "my net");
+        assert_eq!(super::decimal_bytes(1.266e10), "12.66 GB");
+        assert_eq!(super::decimal_bytes(41687.0), "41.69 kB");
+        assert_eq!(super::decimal_bytes(512.0), "512 B");
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
     #[test]
     fn params_deny_unknown_fields() {
@@ -1678,5 +1855,51 @@ mod tests {
         assert_eq!(fresh.len(), 2);
         assert_eq!(stored, fresh);
         assert_eq!(fresh[1].tables[0].rows[0][7], "inf");
+    }
+
+    #[test]
+    fn measures_answer_the_claims() {
+        // A 30-node random layered graph: Checkmate's MILP, the boundary relaxation and the LP
+        // rounding at 0.9 of the checkpoint-all peak, in seconds.
+        let params = CheckmateParams {
+            graphs: Vec::new(),
+            generated: vec![GeneratedGraph {
+                n: 30,
+                w: 0.27,
+                nlv: 0.75,
+                ed: 0.2,
+                scd: 0.14,
+                seed: 3,
+            }],
+            batch_graph: None,
+            ..CheckmateParams::smoke()
+        };
+        let r = run_study(&params, &data_dir()).unwrap();
+        let m = assert_claims_have_measures::<Checkmate>("checkmate", r.clone());
+        // No budget at half the peak, no graph of 100 nodes, no batch search: not measured.
+        assert!(value(&m, "milp_overhead_pct_at_2x_reduction").is_nan());
+        assert!(value(&m, "max_solve_s_100_plus_nodes").is_nan());
+        assert!(value(&m, "max_batch_milp_over_checkpoint_all").is_nan());
+        let b = &r.graphs[0].budgets[0];
+        let milp = b.milp.as_ref().unwrap();
+        assert!((value(&m, "max_milp_solve_s") - milp.solve_time_s).abs() < 1e-12);
+        if let (Some(l), Some(c)) = (b.lp.rounded, milp.best) {
+            let excess = value(&m, "lp_rounding_max_excess_pct");
+            assert!((excess - (l.cost / c.cost - 1.0) * 100.0).abs() < 1e-9);
+        }
+        // The same result read as a 100-node graph at half the peak answers the other two.
+        let mut big = r.clone();
+        big.graphs[0].nodes = 100;
+        big.graphs[0].budgets[0].fraction = 0.5;
+        let m = measures(&big);
+        let cost = milp.best.unwrap().cost;
+        let overhead = (cost / r.graphs[0].forward_backward_cost - 1.0) * 100.0;
+        assert!((value(&m, "milp_overhead_pct_at_2x_reduction") - overhead).abs() < 1e-9);
+        let solve = value(&m, "max_solve_s_100_plus_nodes");
+        if milp.status == "Optimal" {
+            assert!((solve - milp.solve_time_s).abs() < 1e-12);
+        } else {
+            assert!(solve.is_nan());
+        }
     }
 }

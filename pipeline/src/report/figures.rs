@@ -1,5 +1,7 @@
-//! SVG figures drawn with plotters from the report model's [`Figure`]s. Text is measured with
-//! an embedded DejaVu Sans (no system fonts needed) and written as SVG `<text>`.
+//! SVG figures drawn with plotters from the report model's [`Figure`]s. Text is laid out with
+//! the DejaVu Sans that memwall embeds (the `dejavu` crate), then turned into outline paths by
+//! usvg (the resvg project), so a figure looks the same in every browser and blog engine and
+//! needs no font of the reader's.
 
 use super::model::{Figure, Mark, Series};
 use crate::error::{Error, Result};
@@ -55,11 +57,54 @@ fn err<E: std::fmt::Display>(fig: &Figure) -> impl Fn(E) -> Error + '_ {
     move |e| Error::Report(format!("figure `{}`: {e}", fig.name))
 }
 
-/// Draws `fig` as an SVG document.
+/// Draws `fig` as an SVG document whose text is glyph outlines (see [`text_to_paths`]).
 ///
 /// # Errors
-/// [`Error::Report`] when the figure has no finite point to draw or plotters fails.
+/// [`Error::Report`] when the figure has no finite point to draw, plotters fails, or usvg
+/// cannot convert the drawing.
 pub fn svg(fig: &Figure) -> Result<String> {
+    let drawn = drawing(fig)?;
+    let outlined = text_to_paths(&drawn, &format!("{}-", fig.name)).map_err(err(fig))?;
+    Ok(with_description(&outlined, fig))
+}
+
+/// `svg` with a `<title>` (the figure's title) and a `<desc>` naming what is drawn (per series
+/// with a finite point: its label, and for labelled points the labels of the points drawn) right
+/// after the root's opening tag: the text a screen reader reads and a search or a test finds,
+/// now that the visible text is outlines.
+fn with_description(svg: &str, fig: &Figure) -> String {
+    let esc = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut desc = vec![format!("x: {}; y: {}.", fig.x_label, fig.y_label)];
+    for s in &fig.series {
+        let labels: Vec<String> = labels_of(s).into_iter().map(|(_, l)| l).collect();
+        let drawn = s.points.iter().any(|p| p.0.is_finite() && p.1.is_finite());
+        if !drawn {
+            continue;
+        }
+        if s.mark == Mark::Points && !labels.is_empty() {
+            desc.push(format!("{}: {}.", s.label, labels.join(", ")));
+        } else {
+            desc.push(format!("{}.", s.label));
+        }
+    }
+    let Some(end) = svg.find('>') else {
+        return svg.to_string();
+    };
+    format!(
+        "{}<title>{}</title><desc>{}</desc>{}",
+        &svg[..=end],
+        esc(&fig.title),
+        esc(&desc.join(" ")),
+        &svg[end + 1..]
+    )
+}
+
+/// Draws `fig` with plotters: an SVG document with `<text>` elements.
+fn drawing(fig: &Figure) -> Result<String> {
     register_font();
     if !fig.nodes.is_empty() {
         return dag_svg(fig);
@@ -71,8 +116,84 @@ pub fn svg(fig: &Figure) -> Result<String> {
             fig.name
         )));
     }
+    // A series with nothing to draw (e.g. a source column without values) gets no legend
+    // entry and no colour.
+    let mut fig = fig.clone();
+    let (log_x, log_y) = (fig.log_x, fig.log_y);
+    fig.series.retain(|s| {
+        s.points.iter().any(|&(x, y)| {
+            x.is_finite() && y.is_finite() && (!log_x || x > 0.0) && (!log_y || y > 0.0)
+        })
+    });
     let bars = fig.series.iter().any(|s| s.mark == Mark::Bars);
-    chart_svg(fig, axis_bounds(fig, &pts, bars), bars)
+    chart_svg(&fig, axis_bounds(&fig, &pts, bars), bars)
+}
+
+/// A font database holding only DejaVu Sans, every generic family mapped to it; built once.
+fn font_db() -> std::sync::Arc<usvg::fontdb::Database> {
+    static DB: std::sync::OnceLock<std::sync::Arc<usvg::fontdb::Database>> =
+        std::sync::OnceLock::new();
+    DB.get_or_init(|| {
+        let mut db = usvg::fontdb::Database::new();
+        let font: &'static [u8] = dejavu::sans::regular();
+        db.load_font_source(usvg::fontdb::Source::Binary(std::sync::Arc::new(font)));
+        let family = "DejaVu Sans";
+        db.set_sans_serif_family(family);
+        db.set_serif_family(family);
+        db.set_monospace_family(family);
+        std::sync::Arc::new(db)
+    })
+    .clone()
+}
+
+/// `svg` with every `<text>` turned into glyph outlines (DejaVu Sans) by usvg: the same
+/// picture, deterministic, its ids prefixed with `id_prefix` (several figures may share a
+/// page), its `viewBox` kept so that it scales with CSS (usvg folds the viewBox into the
+/// coordinates and writes only width and height).
+///
+/// # Errors
+/// A message when usvg cannot parse the drawing or leaves text behind.
+fn text_to_paths(svg: &str, id_prefix: &str) -> std::result::Result<String, String> {
+    let opt = usvg::Options {
+        font_family: "DejaVu Sans".to_owned(),
+        fontdb: font_db(),
+        ..usvg::Options::default()
+    };
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("usvg: {e}"))?;
+    let out = tree.to_string(&usvg::WriteOptions {
+        id_prefix: Some(id_prefix.to_owned()),
+        preserve_text: false,
+        // 0.1 px is below what a screen shows, and keeps a figure near 90 kB.
+        coordinates_precision: 1,
+        transforms_precision: 4,
+        indent: usvg::Indent::None,
+        attributes_indent: usvg::Indent::None,
+        use_single_quote: false,
+    });
+    let rest = out
+        .strip_prefix("<svg ")
+        .ok_or("usvg output does not start with `<svg `")?;
+    let tag = &rest[..rest.find('>').ok_or("unterminated <svg> tag")?];
+    let attr = |name: &str| {
+        let key = format!("{name}=\"");
+        tag.split(' ')
+            .find_map(|a| a.strip_prefix(key.as_str()))
+            .map(|v| v.trim_end_matches('"').to_string())
+            .ok_or_else(|| format!("no {name} on usvg's <svg>"))
+    };
+    let out = if tag.contains("viewBox=") {
+        out.clone()
+    } else {
+        format!(
+            "<svg viewBox=\"0 0 {} {}\" {rest}",
+            attr("width")?,
+            attr("height")?
+        )
+    };
+    if out.contains("<text") {
+        return Err("usvg left a <text> element".into());
+    }
+    Ok(out)
 }
 
 /// Whether `fig` has anything to draw: a DAG, or at least one finite point (positive on a log
@@ -143,8 +264,7 @@ fn pad_y(fig: &Figure, pts: &[(f64, f64)], bars: bool, (mut y0, mut y1): (f64, f
             y0 = y0.max(0.0);
         }
     } else if fig.log_y {
-        y0 /= 1.5;
-        y1 *= 1.5;
+        (y0, y1) = decades(y0, y1);
     } else {
         let span = (y1 - y0).abs();
         y1 += span * 0.1;
@@ -162,10 +282,34 @@ fn pad_x(log_x: bool, (mut x0, mut x1): (f64, f64)) -> (f64, f64) {
         x1 += 0.5;
     }
     if log_x {
-        x0 /= 1.3;
-        x1 *= 1.3;
+        (x0, x1) = decades(x0, x1);
     }
     (x0, x1)
+}
+
+/// A log axis' range: spanning less than a decade, padded by a factor 1.4 (plotters labels
+/// 1-2-5 multiples there); otherwise widened to whole powers of ten that hold at least three
+/// of them, so that the axis carries at least three labelled ticks (plotters labels only the
+/// powers of ten of a log axis spanning more than a decade). Non-positive bounds are left as
+/// they are.
+fn decades(lo: f64, hi: f64) -> (f64, f64) {
+    if !(lo > 0.0 && hi > 0.0 && lo.is_finite() && hi.is_finite()) {
+        return (lo, hi);
+    }
+    if hi / lo < 10.0 {
+        return (lo / 1.4, hi * 1.4);
+    }
+    let mut a = lo.log10().floor();
+    let mut b = hi.log10().ceil();
+    while b - a < 2.0 {
+        // Widen on the side with more room in its decade, the upper side first.
+        if hi.log10() - a > b - lo.log10() {
+            b += 1.0;
+        } else {
+            a -= 1.0;
+        }
+    }
+    (10f64.powf(a), 10f64.powf(b))
 }
 
 /// An x or y axis of a chart: linear or logarithmic over `f64`.
@@ -204,6 +348,12 @@ fn chart_svg(fig: &Figure, b: Bounds, bars: bool) -> Result<String> {
         let mut builder = ChartBuilder::on(&plot);
         builder
             .margin(MARGIN as u32)
+            // room for the last tick label of a log x axis, centred on the plot's right edge
+            .margin_right(if fig.log_x {
+                3 * MARGIN as u32
+            } else {
+                MARGIN as u32
+            })
             .margin_top(6)
             .x_label_area_size(if bars {
                 bar_names + 16 + AXIS_DESC_PX + 14
@@ -360,6 +510,24 @@ fn draw_mesh<X: Axis, Y: Axis>(
         .y_desc(fig.y_label.as_str())
         .label_style((FONT, TICK_PX))
         .axis_desc_style((FONT, AXIS_DESC_PX));
+    // Ticks in readable units: bytes as kB/MB/GB, log axes without float noise ("100000.0"),
+    // and enough key points that a log axis spanning less than a few decades keeps labels.
+    let x_bytes = is_bytes_axis(&fig.x_label);
+    let y_bytes = is_bytes_axis(&fig.y_label);
+    let x_fmt = move |v: &f64| tick_label(*v, x_bytes);
+    let y_fmt = move |v: &f64| tick_label(*v, y_bytes);
+    if fig.log_x || x_bytes {
+        mesh.x_label_formatter(&x_fmt);
+    }
+    if fig.log_y || y_bytes {
+        mesh.y_label_formatter(&y_fmt);
+    }
+    if fig.log_x {
+        mesh.x_labels(LOG_LABELS);
+    }
+    if fig.log_y {
+        mesh.y_labels(LOG_LABELS);
+    }
     // Bar names are drawn below (plotters centres rotated axis labels on the
     // tick, which pushes half of each name under the axis).
     let no_label = |_: &f64| String::new();
@@ -369,6 +537,53 @@ fn draw_mesh<X: Axis, Y: Axis>(
             .disable_x_mesh();
     }
     mesh.draw().map_err(err(fig))
+}
+
+/// Key points asked of a log axis (plotters adds 2x and 5x multiples between powers of ten
+/// when the span is short, so that every log axis carries at least three labels).
+const LOG_LABELS: usize = 12;
+
+/// Whether an axis description says its values are bytes ("memory (bytes)").
+fn is_bytes_axis(label: &str) -> bool {
+    label.to_lowercase().contains("(bytes)")
+}
+
+/// A tick label: bytes in decimal units (B, kB, MB, GB, TB) with up to three significant
+/// digits; other numbers without trailing zeros, in scientific notation from 10^5 or below
+/// 10^-3.
+pub(crate) fn tick_label(v: f64, bytes: bool) -> String {
+    let sig = |x: f64| {
+        let digits = if x.abs() >= 100.0 {
+            0
+        } else if x.abs() >= 10.0 {
+            1
+        } else {
+            2
+        };
+        let s = format!("{x:.digits$}");
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if bytes {
+        const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+        let mut x = v;
+        let mut u = 0;
+        while x.abs() >= 1000.0 && u + 1 < UNITS.len() {
+            x /= 1000.0;
+            u += 1;
+        }
+        return format!("{} {}", sig(x), UNITS[u]);
+    }
+    let a = v.abs();
+    if v != 0.0 && !(1e-3..1e5).contains(&a) {
+        let e = a.log10().floor();
+        let m = v / 10f64.powf(e);
+        return format!("{}e{}", sig(m), e as i64);
+    }
+    sig(v)
 }
 
 /// Bar names, rotated, below the plotting area at each category's x.
@@ -706,6 +921,34 @@ fn dag_svg(fig: &Figure) -> Result<String> {
 }
 
 #[cfg(test)]
+mod tick_tests {
+    use super::tick_label;
+
+    #[test]
+    fn log_axes_span_at_least_three_powers_of_ten() {
+        let (a, b) = super::decades(2.0e4, 2.0e6);
+        assert_eq!((a, b), (1e4, 1e7));
+        let (a, b) = super::decades(5.0, 60.0);
+        assert!(b / a >= 100.0 - 1e-9, "{a} {b}");
+        assert!(a <= 5.0 && b >= 60.0);
+        // Less than a decade: padded, not snapped (1-2-5 ticks label it).
+        let (a, b) = super::decades(1.0, 8.0);
+        assert!(a < 1.0 && a > 0.5 && b > 8.0 && b < 12.0, "{a} {b}");
+    }
+
+    #[test]
+    fn ticks_read_in_human_units() {
+        assert_eq!(tick_label(100000.0, true), "100 kB");
+        assert_eq!(tick_label(1.266e10, true), "12.7 GB");
+        assert_eq!(tick_label(512.0, true), "512 B");
+        assert_eq!(tick_label(100000.0, false), "1e5");
+        assert_eq!(tick_label(250.0, false), "250");
+        assert_eq!(tick_label(0.5, false), "0.5");
+        assert_eq!(tick_label(2e-4, false), "2e-4");
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -802,7 +1045,14 @@ mod tests {
                 ("source legend".into(), vec![100.0, 90.0, 80.0]),
             ],
         );
-        let svg = svg(&fig).unwrap();
+        let svg = drawing(&fig).unwrap();
+        let outlined = super::svg(&fig).unwrap();
+        assert!(!outlined.contains("<text") && outlined.contains("<path"));
+        assert!(
+            outlined.starts_with("<svg viewBox=\"0 0 "),
+            "{}",
+            &outlined[..80]
+        );
         // The y axis' top tick label is the highest thing in the plotting area; the bar of
         // 178.1 reaches just under it.
         let legend = text_y(&svg, "source legend");

@@ -60,12 +60,30 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// `text` as an image's alt text in Markdown: as it is when it has no Markdown punctuation,
+/// otherwise as one code span (a blog engine shows a backslash escape in alt text literally,
+/// and would turn `x*x + 1 and y*y` into emphasis).
+pub fn alt_text(text: &str) -> String {
+    let plain: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if !plain.contains(['*', '_', '[', ']', '`', '<', '&', '\\']) {
+        return plain;
+    }
+    if plain.contains('`') {
+        return escape(&plain);
+    }
+    format!("`{plain}`")
+}
+
 /// The comrak options memwall renders Markdown with: CommonMark plus GFM tables and
 /// strike-through; raw HTML in the source is escaped (shown as text), never passed through.
 fn options() -> comrak::Options<'static> {
     let mut o = comrak::Options::default();
     o.extension.table = true;
     o.extension.strikethrough = true;
+    o.extension.footnotes = true;
     o.render.escape = true;
     o
 }
@@ -95,12 +113,21 @@ pub fn to_inline_html(markdown: &str) -> String {
 pub struct FrontMatter<'a> {
     /// The page title.
     pub title: &'a str,
-    /// Date of rendering, YYYY-MM-DD.
+    /// Date of the newest record, YYYY-MM-DD.
     pub date: &'a str,
+    /// The headline result in one sentence (a blog shows it under the title and in lists).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub description: &'a str,
     /// Tags of the study.
     pub tags: &'a [String],
     /// The source document whose claims are checked.
     pub source: &'a str,
+    /// The source document's own title.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub source_title: &'a str,
+    /// Where the headline results were measured (the glance's device).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub measured_on: &'a str,
 }
 
 /// `fm` serialized as a YAML document between `---` lines (every string quoted and escaped as
@@ -201,8 +228,11 @@ mod tests {
         let fm = FrontMatter {
             title,
             date: "2026-11-23",
+            description: "Of 2 claims: 1 agrees",
             tags: &tags,
             source: "file: `x.txt` - [1]",
+            source_title: "",
+            measured_on: "",
         };
         let text = front_matter(&fm).unwrap();
         assert!(

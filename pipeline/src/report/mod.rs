@@ -2,6 +2,7 @@
 //! (minijinja), and the sections of training studies built from the polars study table.
 
 mod figures;
+pub mod glance;
 pub mod markdown;
 pub mod model;
 mod render;

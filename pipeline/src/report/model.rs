@@ -24,6 +24,19 @@ pub struct Section {
     pub tables: Vec<Table>,
     /// Figures, rendered after the tables in this order.
     pub figures: Vec<Figure>,
+    /// Reference material a reader may skip (how each configuration maps to the source):
+    /// folded in the HTML page, a list after the figures in Markdown.
+    #[serde(default)]
+    pub details: Option<Details>,
+}
+
+/// A folded block of Markdown items under a title.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Details {
+    /// The block's title (plain text), e.g. "How each configuration maps to the source".
+    pub title: String,
+    /// Markdown items.
+    pub items: Vec<String>,
 }
 
 /// A table with plain-text cells (numbers already formatted; their unit in the column header).
@@ -170,4 +183,65 @@ impl Figure {
             ..Default::default()
         }
     }
+}
+
+/// A named number of an in-process study's result that a `[[claims]]` entry can name as its
+/// `measure` (e.g. `"max_batch_ratio"`), with the unit it is printed in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measure {
+    /// The name a claim's `measure` uses.
+    pub name: String,
+    /// The value in `unit`.
+    pub value: f64,
+    /// Unit of `value` ("x", "%", "s", "MB", or empty).
+    pub unit: String,
+    /// Significant decimals to print.
+    pub decimals: usize,
+}
+
+impl Measure {
+    /// `value` in `unit`, printed with `decimals` decimals.
+    pub fn new(name: &str, value: f64, unit: &str, decimals: usize) -> Measure {
+        Measure {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            decimals,
+        }
+    }
+
+    /// The value with its unit, e.g. "0.41x" or "12.4 GiB".
+    pub fn text(&self) -> String {
+        format!(
+            "{:.*}{}",
+            self.decimals,
+            self.value,
+            memwall_core::spec::claims::unit_suffix(&self.unit)
+        )
+    }
+}
+
+/// One row of a report's "Results at a glance" block: a headline claim of the source document
+/// beside our measurement, on which device, and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GlanceRow {
+    /// The claim's quotation (verbatim from the source document).
+    pub quote: String,
+    /// Where it stands in the document.
+    pub location: String,
+    /// The number compared with ours, with its unit; "–" when the claim states none.
+    pub claimed: String,
+    /// How the compared number is derived from the document's numbers (None: it is stated).
+    pub derived: Option<String>,
+    /// Our value with its unit ("–" when not measured).
+    pub ours: String,
+    /// What ours is (the measure) and the rule it is judged by, e.g. "`bfloat16.reduction_pct`
+    /// within 10% of 41.3%"; empty for a claim that is not comparable.
+    pub rule: String,
+    /// Where ours was measured.
+    pub device: String,
+    /// Agree, disagree or not comparable.
+    pub verdict: memwall_core::spec::claims::Verdict,
+    /// Why the claim is not comparable, when it is not.
+    pub why: Option<String>,
 }

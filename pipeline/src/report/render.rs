@@ -8,7 +8,7 @@
 
 use super::figures;
 use super::markdown;
-use super::model::{Section, Table};
+use super::model::{GlanceRow, Section, Table};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -25,10 +25,17 @@ pub struct ReportDoc {
     pub name: String,
     /// The study's title (the page's heading).
     pub title: String,
-    /// Date of rendering (YYYY-MM-DD), for the front matter.
+    /// Date of the newest record the report shows (YYYY-MM-DD), for the front matter: the same
+    /// records give the same report on any day.
     pub date: String,
     /// The source document whose claims are checked.
     pub source: String,
+    /// The source document's own title (empty when the file gives none).
+    pub source_title: String,
+    /// The headline in one sentence (front matter `description`, the index's result column).
+    pub summary: String,
+    /// The "Results at a glance" rows: the source's headline claims beside ours.
+    pub glance: Vec<GlanceRow>,
     /// The introduction (Markdown).
     pub description: String,
     /// Notes printed under the introduction (Markdown).
@@ -48,17 +55,23 @@ pub struct ReportDoc {
 }
 
 impl ReportDoc {
-    /// A report of `header`'s study, dated today.
+    /// A report of `header`'s study dated `date` (YYYY-MM-DD, the newest record's), opening
+    /// with `glance`.
     pub fn new(
         header: &crate::spec::StudyHeader,
         sections: Vec<Section>,
         environment: Vec<Table>,
+        date: String,
+        glance: Vec<GlanceRow>,
     ) -> Self {
         ReportDoc {
             name: header.name.clone(),
             title: header.title.clone(),
-            date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+            date,
+            summary: super::glance::summary(&glance),
+            glance,
             source: header.source.clone(),
+            source_title: header.source_title.clone(),
             description: header.description.clone(),
             notes: header.notes.clone(),
             tags: header.tags.clone(),
@@ -70,12 +83,27 @@ impl ReportDoc {
     }
 }
 
+impl ReportDoc {
+    /// The sentence that says where the numbers come from.
+    pub fn evidence(&self) -> String {
+        if self.quotes_source {
+            format!(
+                "Every number under \"ours\" comes from the run records committed in {}; the \
+                 source document's numbers are quoted beside them, and a number computed from \
+                 them is labelled derived.",
+                self.records
+            )
+        } else {
+            format!("Every number comes from {}.", self.records)
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct FigureCtx {
     name: String,
     title: String,
     file: String,
-    svg: String,
 }
 
 /// A section as the templates see it: the model's fields with its tables prepared.
@@ -87,6 +115,7 @@ struct SectionCtx<'a> {
     notes: &'a [String],
     tables: Vec<TableCtx>,
     rendered_figures: Vec<FigureCtx>,
+    details: Option<&'a super::model::Details>,
 }
 
 /// A table as the templates see it: per column its alignment, per cell its footnote numbers,
@@ -115,14 +144,15 @@ struct CellCtx {
     notes: Vec<usize>,
     /// The footnote texts joined, for a tooltip.
     title: String,
-    /// The footnote numbers as superscript digits (for Markdown).
-    marks: String,
+    /// The footnote references in Markdown (`[^t1-2-1]`).
+    refs: String,
 }
 
 #[derive(Debug, Serialize)]
 struct NoteCtx {
     number: usize,
-    mark: String,
+    /// The Markdown footnote label, unique in the page (`t1-2-1`).
+    label: String,
     text: String,
 }
 
@@ -150,15 +180,6 @@ fn numeric_cell(cell: &str) -> Option<bool> {
                 && bare.parse::<f64>().is_ok())
     };
     Some(cell.split(" / ").all(number))
-}
-
-/// Superscript digits of `n` ("¹²"), the footnote marker in Markdown.
-fn superscript(n: usize) -> String {
-    const SUP: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
-    n.to_string()
-        .chars()
-        .map(|d| SUP[d.to_digit(10).unwrap_or(0) as usize])
-        .collect()
 }
 
 /// Prepares `t` for the templates: column alignment, footnotes numbered by first use (equal
@@ -197,7 +218,7 @@ fn table_ctx(t: &Table, id: String) -> Result<TableCtx> {
                     text: c.clone(),
                     notes: Vec::new(),
                     title: String::new(),
-                    marks: String::new(),
+                    refs: String::new(),
                 })
                 .collect()
         })
@@ -224,7 +245,7 @@ fn table_ctx(t: &Table, id: String) -> Result<TableCtx> {
                 let number = notes.len() + 1;
                 notes.push(NoteCtx {
                     number,
-                    mark: superscript(number),
+                    label: format!("{id}-{number}"),
                     text: n.text.clone(),
                 });
                 number
@@ -236,10 +257,7 @@ fn table_ctx(t: &Table, id: String) -> Result<TableCtx> {
                 cell.title.push_str("; ");
             }
             cell.title.push_str(&n.text);
-            if !cell.marks.is_empty() {
-                cell.marks.push('˒');
-            }
-            cell.marks.push_str(&superscript(number));
+            cell.refs.push_str(&format!("[^{id}-{number}]"));
         }
     }
     Ok(TableCtx {
@@ -266,6 +284,7 @@ fn load_env(templates: &Path) -> Result<minijinja::Environment<'static>> {
     let mut env = minijinja::Environment::new();
     // Plain text as literal Markdown; Markdown fields as HTML (comrak); no raw HTML passes.
     env.add_filter("md", |s: String| markdown::escape(&s));
+    env.add_filter("alt", |s: String| markdown::alt_text(&s));
     env.add_filter("markdown", |s: String| {
         minijinja::Value::from_safe_string(markdown::to_html(&s))
     });
@@ -280,6 +299,19 @@ fn load_env(templates: &Path) -> Result<minijinja::Environment<'static>> {
             .map_err(|e| Error::Report(format!("template {}: {e}", path.display())))?;
     }
     Ok(env)
+}
+
+/// Removes the SVG files of `fig_dir` that this rendering did not write (`kept`): a figure the
+/// records no longer give must not stay beside the report as if it were evidence.
+fn remove_stale_figures(fig_dir: &Path, kept: &[PathBuf]) -> Result<()> {
+    let entries = std::fs::read_dir(fig_dir).map_err(|e| Error::io("listing", fig_dir, e))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "svg") && !kept.contains(&p) {
+            std::fs::remove_file(&p).map_err(|e| Error::io("removing", &p, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Renders `doc` into `out_dir` (`report.md`, `index.html`, `figures/*.svg`) with the templates
@@ -310,7 +342,6 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
                 name: fig.name.clone(),
                 title: fig.title.clone(),
                 file: format!("figures/{}.svg", fig.name),
-                svg,
             });
         }
         let si = sections.len() + 1;
@@ -326,6 +357,7 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
                 .map(|(ti, t)| table_ctx(t, format!("t{si}-{}", ti + 1)))
                 .collect::<Result<_>>()?,
             rendered_figures: rendered,
+            details: section.details.as_ref(),
         });
     }
     let environment = doc
@@ -337,11 +369,30 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
     let front_matter = markdown::front_matter(&markdown::FrontMatter {
         title: &doc.title,
         date: &doc.date,
+        description: &doc.summary,
         tags: &doc.tags,
         source: &doc.source,
+        source_title: &doc.source_title,
+        measured_on: doc
+            .glance
+            .first()
+            .map(|g| g.device.as_str())
+            .unwrap_or_default(),
     })?;
+    let glance = (!doc.glance.is_empty())
+        .then(|| {
+            table_ctx(
+                &super::glance::table(&doc.glance, &doc.source),
+                "glance".into(),
+            )
+        })
+        .transpose()?;
+    let mut doc_value = serde_json::to_value(doc)
+        .map_err(|e| Error::Report(format!("report model does not serialize: {e}")))?;
+    doc_value["evidence"] = serde_json::Value::String(doc.evidence());
     let ctx = minijinja::context! {
-        doc => minijinja::Value::from(minijinja::value::Serde(doc)),
+        doc => minijinja::Value::from(minijinja::value::Serde(&doc_value)),
+        glance => glance.map(|g| minijinja::Value::from(minijinja::value::Serde(g))),
         sections => minijinja::Value::from(minijinja::value::Serde(&sections)),
         environment => minijinja::Value::from(minijinja::value::Serde(&environment)),
         front_matter => front_matter,
@@ -354,6 +405,7 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
         .get_template(HTML_TEMPLATE)
         .and_then(|t| t.render(&ctx))
         .map_err(|e| Error::Report(format!("rendering {HTML_TEMPLATE}: {e:#}")))?;
+    remove_stale_figures(&fig_dir, &files)?;
     let markdown = out_dir.join("report.md");
     let html_path = out_dir.join("index.html");
     crate::results::write_atomic(&markdown, md.as_bytes())?;
@@ -434,7 +486,8 @@ mod tests {
         assert_eq!(ctx.rows[1][1].notes, [1]);
         assert_eq!(ctx.rows[2][1].notes, [2]);
         assert_eq!(ctx.rows[3][1].notes, [1]);
-        assert_eq!(ctx.rows[3][1].marks, "¹");
+        assert_eq!(ctx.rows[3][1].refs, "[^t1-1-1]");
+        assert_eq!(ctx.notes[1].label, "t1-1-2");
         assert_eq!(ctx.rows[2][1].title, "out of memory at step 3");
         assert!(ctx.rows[0][1].notes.is_empty());
     }
@@ -464,6 +517,9 @@ mod tests {
             title: format!("Title {label}"),
             date: "2026-11-23".into(),
             source: "src: \"x\".txt".into(),
+            source_title: String::new(),
+            summary: String::new(),
+            glance: Vec::new(),
             description: "Uses *emphasis* and <script>alert(1)</script>.".into(),
             notes: vec!["a `code` note".into()],
             tags: vec!["tag: \"q\"".into()],
@@ -493,11 +549,17 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("<h2>Section *one*</h2>"), "{html}");
-        assert!(html.contains("<td>failed¹</td>"), "{html}");
+        // Table notes are Markdown footnotes.
         assert!(
-            html.contains("¹ reason with &lt;i&gt;html&lt;/i&gt; and | pipe"),
+            html.contains("<td>failed<sup class=\"footnote-ref\">"),
             "{html}"
         );
+        assert!(
+            html.contains("reason with &lt;i&gt;html&lt;/i&gt; and | pipe"),
+            "{html}"
+        );
+        // The title is the front matter's: the body does not repeat it as a heading.
+        assert!(!body.contains("\n# "), "{body}");
         // index.html: plain text escaped, Markdown rendered, raw HTML shown as text.
         let page = std::fs::read_to_string(&r.html).unwrap();
         assert!(

@@ -1,11 +1,13 @@
 //! Report sections of a training study, built from the polars study table
 //! ([`crate::results::study_table`]) and the per-step table.
 
+use super::glance::{self, Answer};
 use super::markdown;
-use super::model::{Figure, Mark, Section, Series, Table};
+use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::{Error, Result};
 use crate::results::{steps_table, study_table, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, GoalSelector, StudyHeader};
+use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
 use polars::prelude::*;
 use std::collections::BTreeMap;
 
@@ -106,7 +108,10 @@ fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
     if quoted.is_empty() {
         return match &header.claim {
             Some(claim) => format!("{source}: {claim}"),
-            None => format!("See {source}."),
+            None => format!(
+                "{source}'s claims are quoted under *Results at a glance* above, each beside our \
+                 number and its verdict."
+            ),
         };
     }
     let metrics = [
@@ -123,17 +128,13 @@ fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
     )
 }
 
-/// Source relative step time of a configuration: control samples/s over its samples/s.
+/// The source's Relative Time of a configuration over its control's (derived from the
+/// document's "Relative Time" column, its time between steps 10 and 100; samples/s include
+/// compile time and are not used).
 fn source_relative_time(claim: Option<&Claim>, control: Option<&Claim>) -> Option<f64> {
-    let (c, k) = (claim?, control?);
-    match (c.samples_per_s, k.samples_per_s) {
-        (Some(s), Some(ks)) if s > 0.0 => Some(ks / s),
-        _ => {
-            let t = parse_duration(c.time.as_deref()?)?;
-            let kt = parse_duration(k.time.as_deref()?)?;
-            Some(t / kt)
-        }
-    }
+    let t = parse_duration(claim?.time.as_deref()?)?;
+    let kt = parse_duration(control?.time.as_deref()?)?;
+    (kt > 0.0).then(|| t / kt)
 }
 
 /// Checkmate-planned configurations: what the planner predicted (peak above the steady state
@@ -517,9 +518,16 @@ struct Group<'a> {
     /// "cuda" or "cuda, exact_size pool": where and how the group ran.
     backend_label: String,
     gpu: bool,
+    /// The configurations that ran (finished or not), in the experiment file's order.
     rows: Vec<ConfigRow<'a>>,
+    /// The configurations the backend cannot run (status `unsupported`): named in one
+    /// sentence per reason, not as rows of dashes.
+    unsupported: Vec<ConfigRow<'a>>,
     /// The figure-name suffix of the group.
     slug: String,
+    /// Another group of the same profile and device comes first (other GPU runtime settings):
+    /// this one is shown as tables only, so that a page does not repeat a figure set per pool.
+    secondary: bool,
 }
 
 impl Group<'_> {
@@ -532,12 +540,108 @@ impl Group<'_> {
             format!(", {b}")
         }
     }
-    /// The peak-allocated axis label, naming the bound: "peak allocated, lower bound (MiB)".
+    /// The unit of the group's memory axes: GiB when a peak reaches 1 GiB, else MiB (bytes
+    /// per unit, name).
+    fn mem_unit(&self) -> (f64, &'static str) {
+        let max = self.rows.iter().filter_map(|c| c.peak).fold(0.0, f64::max);
+        if max >= MIB * 1024.0 {
+            (MIB * 1024.0, "GiB")
+        } else {
+            (MIB, "MiB")
+        }
+    }
+    /// The peak-allocated axis label, naming the bound: "peak allocated, lower bound (GiB)".
     fn peak_axis(&self) -> String {
-        format!("peak allocated{} (MiB)", self.bound("peak_allocated_bound"))
+        format!(
+            "peak allocated{} ({})",
+            self.bound("peak_allocated_bound"),
+            self.mem_unit().1
+        )
     }
     fn first_f64(&self, c: &str) -> Option<f64> {
-        self.rows.first().and_then(|r| r.r.f64(c))
+        self.rows
+            .iter()
+            .chain(&self.unsupported)
+            .find_map(|r| r.r.f64(c))
+    }
+    /// Whether the group ran at the source document's size (the `full` profile).
+    fn at_source_size(&self) -> bool {
+        self.profile == "full"
+    }
+    /// Order of groups in the report: the source's size first, a GPU before the CPU.
+    fn rank(&self) -> (u8, bool) {
+        let profile = match self.profile.as_str() {
+            "full" => 0,
+            "cpu" => 1,
+            _ => 2,
+        };
+        (profile, !self.gpu)
+    }
+    /// The model in words: "8 layers, d_model 128, 1.9M parameters".
+    fn model_text(&self) -> String {
+        let n = |c: &str| self.first_f64(c).map(|v| format!("{v:.0}"));
+        format!(
+            "{} layers, d_model {}, {} parameters",
+            n("layers").unwrap_or_else(|| "–".into()),
+            n("d_model").unwrap_or_else(|| "–".into()),
+            self.first_f64("parameters")
+                .map(human_count)
+                .unwrap_or_else(|| "–".into()),
+        )
+    }
+    /// The section's heading: what ran, at which size, where.
+    fn heading(&self) -> String {
+        if self.at_source_size() {
+            format!(
+                "At the source's size: {} on {} ({})",
+                self.model_text(),
+                self.device,
+                self.backend_label
+            )
+        } else if self.gpu {
+            format!(
+                "Scaled-down stand-in ({} profile): {} on {} ({})",
+                self.profile,
+                self.model_text(),
+                self.device,
+                self.backend_label
+            )
+        } else {
+            format!(
+                "CPU stand-in ({} profile): {}, {}-thread {} ({})",
+                self.profile,
+                self.model_text(),
+                self.first_f64("cpu_threads")
+                    .map(|t| format!("{t:.0}"))
+                    .unwrap_or_else(|| "–".into()),
+                self.device,
+                self.backend_label
+            )
+        }
+    }
+    /// Where the group ran, short, for the glance table.
+    fn device_text(&self) -> String {
+        if self.at_source_size() {
+            format!("{}, source's size ({})", self.device, self.backend_label)
+        } else {
+            format!(
+                "{} ({}), {} profile stand-in",
+                self.device, self.backend_label, self.profile
+            )
+        }
+    }
+}
+
+/// A count with a decimal suffix: 1.62B, 1.9M, 35.2k.
+fn human_count(n: f64) -> String {
+    if n >= 1e9 {
+        format!("{:.2}B", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.1}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1}k", n / 1e3)
+    } else {
+        format!("{n:.0}")
     }
 }
 
@@ -552,7 +656,8 @@ pub fn sections(
     header: &StudyHeader,
     configs: &[ConfigSpec],
     goals: &[Goal],
-) -> Result<(Vec<Section>, Vec<Table>)> {
+    claims: &[SourceClaim],
+) -> Result<(Vec<Section>, Vec<Table>, Vec<GlanceRow>)> {
     let df = study_table(records)?;
     let inputs = StudyInputs {
         records,
@@ -567,13 +672,75 @@ pub fn sections(
     };
     let mut sections = Vec::new();
     let mut envs = Vec::new();
-    for group in groups(&inputs, &df) {
-        sections.push(group_section(&inputs, &group)?);
-        envs.extend(environment_table(&inputs, &group)?);
+    let groups = groups(&inputs, &df);
+    for group in &groups {
+        sections.push(group_section(&inputs, group)?);
+        envs.extend(environment_table(&inputs, group)?);
     }
     sections.extend(stale_records_section(&inputs, &df));
     sections.extend(unreadable_records_section(records));
-    Ok((sections, envs))
+    let glance = groups
+        .first()
+        .map(|g| glance_rows(g, claims))
+        .unwrap_or_default();
+    Ok((sections, envs, glance))
+}
+
+/// The glance rows of `claims` measured in group `g` (the report's first group: the source's
+/// size where it ran, else the stand-in).
+fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
+    glance::rows(claims, &g.device_text(), |claim| {
+        let Some((config, metric)) = training_measure(&claim.measure) else {
+            return Answer::Missing(format!("`{}` names no metric", claim.measure));
+        };
+        let row = g
+            .rows
+            .iter()
+            .chain(&g.unsupported)
+            .find(|c| c.cfg.name == config);
+        let Some(c) = row else {
+            return Answer::Missing(format!(
+                "configuration `{config}` has no record on {}",
+                g.device
+            ));
+        };
+        if !c.ok {
+            return Answer::Missing(format!(
+                "configuration `{config}` did not finish on {} ({})",
+                g.device, c.status
+            ));
+        }
+        let value = match metric {
+            TrainingMetric::PeakGib => c.peak.map(|p| p / (MIB * 1024.0)),
+            TrainingMetric::ReductionPct => c.red,
+            TrainingMetric::StepTimeRatio => c.rel,
+            TrainingMetric::Speedup => c.rel.filter(|r| *r > 0.0).map(|r| 1.0 / r),
+            TrainingMetric::SamplesPerS => c.r.f64("samples_per_s"),
+            TrainingMetric::Perplexity => c.r.f64("eval_perplexity"),
+            TrainingMetric::PerplexityRatio => {
+                let control = g.rows.iter().find(|k| k.ok && k.r.bool("control"));
+                match (
+                    c.r.f64("eval_perplexity"),
+                    control.and_then(|k| k.r.f64("eval_perplexity")),
+                ) {
+                    (Some(p), Some(k)) if k > 0.0 => Some(p / k),
+                    _ => None,
+                }
+            }
+        };
+        match value {
+            Some(v) => Answer::Measured(Measure::new(
+                &claim.measure,
+                v,
+                metric.unit(),
+                metric.decimals(),
+            )),
+            None => Answer::Missing(format!(
+                "`{}` has no value for `{config}` on {} (no finished control?)",
+                claim.measure, g.device
+            )),
+        }
+    })
 }
 
 /// The study table's rows grouped by (profile, backend, device, runtime), configurations of the
@@ -624,6 +791,7 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
             } else {
                 format!("{backend}, {runtime}")
             };
+            let (unsupported, rows) = rows.into_iter().partition(|c| c.status == "unsupported");
             Group {
                 slug: slug(&format!("{profile}_{backend_label}")),
                 gpu: backend == "cuda",
@@ -631,9 +799,19 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
                 device,
                 backend_label,
                 rows,
+                unsupported,
+                secondary: false,
             }
         })
         .collect();
+    groups.sort_by_key(|g| g.rank());
+    for i in 1..groups.len() {
+        let (seen, rest) = groups.split_at_mut(i);
+        let g = &mut rest[0];
+        g.secondary = seen
+            .iter()
+            .any(|h| h.profile == g.profile && h.device == g.device);
+    }
     // Groups of one profile and backend on different devices (an H100 and an A100 night) get
     // the device in their slug, so that their figure files do not overwrite each other.
     let slugs: Vec<String> = groups.iter().map(|g| g.slug.clone()).collect();
@@ -689,12 +867,12 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
     let steps_df = steps_table(inputs.records, &keys)?;
     // A group in which no job finished gets no figure (its rows say why; nothing to draw).
     let mut figures = Vec::new();
-    if !keys.is_empty() {
+    if !keys.is_empty() && !g.secondary {
         figures = bar_figures(g);
         figures.extend(pareto_figure(g));
         figures.extend(interval_figures(g));
         figures.extend(estimate_figure(g));
-        figures.extend(loss_figure(g, &steps_df)?);
+        figures.extend(loss_figures(g, &steps_df)?);
     }
     let mut table_mixed = None;
     if let Some((t, fig)) = mixed_precision(inputs, g, &steps_df)? {
@@ -705,19 +883,26 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         }
     }
     let non_empty = |t: Table| (!t.rows.is_empty()).then_some(t);
+    let maps: Vec<String> = inputs
+        .configs
+        .iter()
+        .filter(|c| !c.maps_to.is_empty())
+        .filter(|c| g.rows.iter().any(|r| r.cfg.name == c.name))
+        .map(|c| format!("*{}*: {}", markdown::escape(&c.label), c.maps_to))
+        .collect();
     Ok(Section {
-        title: format!(
-            "Results: {} profile on {} ({})",
-            g.profile, g.device, g.backend_label
-        ),
+        title: g.heading(),
         claim: claim_text(inputs.header, inputs.configs),
         ours: summary(g),
-        notes: inputs
-            .configs
-            .iter()
-            .filter(|c| !c.maps_to.is_empty())
-            .map(|c| format!("*{}*: {}", markdown::escape(&c.label), c.maps_to))
-            .chain(layer_norm_drift(g))
+        notes: layer_norm_drift(g)
+            .into_iter()
+            .chain(g.secondary.then(|| {
+                format!(
+                    "The same device with other runtime settings ({}): its numbers are in these \
+                     tables; the figures above are drawn for the first group of this device.",
+                    markdown::escape(&g.backend_label)
+                )
+            }))
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
@@ -730,6 +915,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .chain(non_empty(planned_vs_measured(&g.rows)))
             .collect(),
         figures,
+        details: (!maps.is_empty()).then(|| Details {
+            title: "How each configuration maps to the source".into(),
+            items: maps,
+        }),
     })
 }
 
@@ -781,7 +970,7 @@ fn summary(g: &Group) -> String {
         "{} parameters on {} ({}), median of {} measured steps per configuration; peak \
          allocated memory{}. {finished} of {} configuration(s) finished",
         g.first_f64("parameters")
-            .map(|p| format!("{p:.0}"))
+            .map(human_count)
             .unwrap_or_else(|| "–".into()),
         markdown::escape(&g.device),
         markdown::escape(&g.backend_label),
@@ -801,6 +990,7 @@ fn summary(g: &Group) -> String {
         ));
     }
     text.push('.');
+    text.push_str(&unsupported_sentences(g));
     if let Some((c, red)) = best {
         let source = c
             .claim
@@ -813,6 +1003,53 @@ fn summary(g: &Group) -> String {
             c.peak.map(format_bytes).unwrap_or_default(),
             fmt_opt(c.r.f64("samples_per_s"), 2, " samples/s"),
         ));
+    }
+    text
+}
+
+/// One sentence per reason for the configurations the group's backend cannot run, e.g. "
+/// Kernel fusion: Burn's fusion backend applies to the CubeCL backends (CUDA here); the flex CPU
+/// backend has none: 18 configurations not run on flex (`ck1-f32-fusion`, ...)."; empty when
+/// every configuration ran.
+fn unsupported_sentences(g: &Group) -> String {
+    let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+    for c in &g.unsupported {
+        let reason = c.r.str("reason");
+        match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, names)) => names.push(&c.cfg.name),
+            None => by_reason.push((reason, vec![&c.cfg.name])),
+        }
+    }
+    by_reason
+        .iter()
+        .map(|(reason, names)| {
+            let mut reason = reason.trim_end_matches('.').to_string();
+            if let Some(first) = reason.get(..1) {
+                reason = first.to_uppercase() + &reason[1..];
+            }
+            format!(
+                " {}: {} configuration{} not run, unsupported on {} ({}).",
+                markdown::escape(&reason),
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                markdown::escape(&g.backend_label),
+                name_list(names)
+            )
+        })
+        .collect()
+}
+
+/// Configuration names as code spans, the first three and a count of the rest when there are
+/// more than four.
+fn name_list(names: &[&str]) -> String {
+    let shown = if names.len() > 4 { 3 } else { names.len() };
+    let mut text = names[..shown]
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > shown {
+        text.push_str(&format!(" and {} more", names.len() - shown));
     }
     text
 }
@@ -916,44 +1153,103 @@ fn status_notes(table: &mut Table, g: &Group, column: usize) {
 }
 
 /// The main table, claim vs ours: per configuration our peak, reduction, throughput,
-/// relative step time and perplexity, each beside the source's.
+/// relative step time and perplexity, each beside the source's. A "source" column holds only
+/// numbers the document states; the step-time ratio computed from the document's Relative
+/// Time column is labelled derived. A source column without any value is left out.
 fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
-    let columns = vec![
+    let has = |f: fn(&Claim) -> bool| g.rows.iter().any(|c| c.claim.is_some_and(f));
+    let gib_source = has(|c| c.peak_gib.is_some());
+    let mut columns = vec![if gib_source {
+        // Ours in the source's unit (GiB), with the digits a CPU-sized peak needs.
+        let max = g.rows.iter().filter_map(|c| c.peak).fold(0.0, f64::max);
+        let digits = if max >= MIB * 1024.0 { 3 } else { 4 };
+        Column::new(
+            format!(
+                "Peak allocated, ours{} (GiB)",
+                g.bound("peak_allocated_bound")
+            ),
+            move |c| fmt_opt(c.peak.map(|p| p / (MIB * 1024.0)), digits, ""),
+        )
+    } else {
         Column::bytes(
             g,
             &format!("Peak allocated, ours{}", g.bound("peak_allocated_bound")),
             |c| c.peak,
-        ),
-        Column::new("Peak, source (GiB)", |c| {
-            fmt_opt(c.claim.and_then(|c| c.peak_gib), 3, "")
-        }),
-        Column::new("Reduction, ours (%)", |c| fmt_opt(c.red, 1, "")),
-        Column::new("Reduction, source (%)", |c| {
-            fmt_opt(c.claim.and_then(|c| c.reduction_pct), 1, "")
-        }),
-        Column::new("Samples/s, ours", |c| {
-            fmt_opt(c.r.f64("samples_per_s"), 2, "")
-        }),
-        Column::new("Samples/s, source", |c| {
-            fmt_opt(c.claim.and_then(|c| c.samples_per_s), 3, "")
-        }),
-        Column::new("Step time / control, ours", |c| fmt_opt(c.rel, 2, "x")),
-        Column::new("Step time / control, source", |c| {
-            fmt_opt(c.src_rel, 2, "x")
-        }),
-        Column::new("Eval ppl, ours", |c| fmt_ppl(c.r.f64("eval_perplexity"))),
-        Column::new("Eval ppl, source", |c| {
-            fmt_opt(c.claim.and_then(|c| c.perplexity), 1, "")
-        }),
-    ];
-    config_table(
-        format!(
-            "Claim vs ours: {} profile on {} ({}), the source is {}",
-            g.profile, g.device, g.backend_label, inputs.header.source
-        ),
+        )
+    }];
+    if gib_source {
+        columns.push(Column::new("Peak, source (GiB)", |c| {
+            source_number(c.claim.and_then(|c| c.peak_gib))
+        }));
+    }
+    columns.push(Column::new("Reduction, ours (%)", |c| {
+        fmt_opt(c.red, 1, "")
+    }));
+    if has(|c| c.reduction_pct.is_some()) {
+        columns.push(Column::new("Reduction, source (%)", |c| {
+            source_number(c.claim.and_then(|c| c.reduction_pct))
+        }));
+    }
+    columns.push(Column::new("Samples/s, ours", |c| {
+        fmt_opt(c.r.f64("samples_per_s"), 2, "")
+    }));
+    if has(|c| c.samples_per_s.is_some()) {
+        columns.push(Column::new("Samples/s, source", |c| {
+            source_number(c.claim.and_then(|c| c.samples_per_s))
+        }));
+    }
+    columns.push(Column::new("Step time / control, ours", |c| {
+        fmt_opt(c.rel, 2, "x")
+    }));
+    if has(|c| c.time.is_some()) {
+        columns.push(Column::new("Relative Time, source", |c| {
+            c.claim
+                .and_then(|c| c.time.clone())
+                .unwrap_or_else(|| "–".into())
+        }));
+        columns.push(Column::new(
+            "Relative Time / control, derived from the source",
+            |c| fmt_opt(c.src_rel, 2, "x"),
+        ));
+    }
+    columns.push(Column::new("Eval ppl, ours", |c| {
+        fmt_ppl(c.r.f64("eval_perplexity"))
+    }));
+    if has(|c| c.perplexity.is_some()) {
+        columns.push(Column::new("Eval ppl, source", |c| {
+            source_number(c.claim.and_then(|c| c.perplexity))
+        }));
+    }
+    let mut table = config_table(
+        format!("Claim vs ours, the source is {}", inputs.header.source),
         g,
         columns,
-    )
+    );
+    if has(|c| c.time.is_some()) {
+        if let Some(j) = table
+            .columns
+            .iter()
+            .position(|h| h.starts_with("Relative Time / control"))
+        {
+            if let Some(i) = table.rows.iter().position(|r| r[j] != "–") {
+                table.note(
+                    i,
+                    j,
+                    "Derived: the configuration's Relative Time (the document's time between \
+                     steps 10 and 100) over the control's, e.g. BFloat16 41 s / 100 s = 0.41x. \
+                     Ours is the median step time over the control's.",
+                );
+            }
+        }
+    }
+    table
+}
+
+/// A number as the source document prints it (no padding digits: 180.0 stays "180.0" only
+/// when written so in the experiment file, which copies the document).
+fn source_number(v: Option<f64>) -> String {
+    v.map(memwall_core::spec::claims::trim_number)
+        .unwrap_or_else(|| "–".into())
 }
 
 /// The memory table: peak allocated (and on a GPU peak reserved), the activation estimate
@@ -1014,35 +1310,55 @@ fn bars(g: &Group, label: &str, value: impl Fn(&ConfigRow) -> Option<f64>) -> Se
 }
 
 /// Peak allocated per configuration, and the reduction and relative step time beside the
-/// source's.
+/// source's (a source series only where the document gives values; its step-time ratio is
+/// derived from the document's Relative Time).
 fn bar_figures(g: &Group) -> Vec<Figure> {
+    let unit = g.mem_unit().0;
     let source_reduction = |c: &ConfigRow| c.claim.and_then(|cl| cl.reduction_pct);
+    let drawn = |series: Vec<Series>| -> Vec<Series> {
+        series
+            .into_iter()
+            .filter(|s| s.points.iter().any(|p| p.1.is_finite()))
+            .collect()
+    };
+    let title = |what: &str, series: &[Series]| {
+        if series.len() > 1 {
+            format!("{what}: ours and the source's")
+        } else {
+            format!("{what} (ours)")
+        }
+    };
+    let reduction = drawn(vec![
+        bars(g, "ours", |c| c.red),
+        bars(g, "source", source_reduction),
+    ]);
+    let step = drawn(vec![
+        bars(g, "ours", |c| c.rel),
+        bars(g, "source (derived from its Relative Time)", |c| c.src_rel),
+    ]);
     vec![
         Figure {
             name: format!("peak_{}", g.slug),
             title: "Peak allocated memory per step (ours)".into(),
             x_label: "configuration".into(),
             y_label: g.peak_axis(),
-            series: vec![bars(g, "peak allocated", |c| c.peak.map(|p| p / MIB))],
+            series: vec![bars(g, "peak allocated", |c| c.peak.map(|p| p / unit))],
             ..Default::default()
         },
         Figure {
             name: format!("reduction_{}", g.slug),
-            title: "Peak-memory reduction vs the control: ours and the source's".into(),
+            title: title("Peak-memory reduction vs the control", &reduction),
             x_label: "configuration".into(),
             y_label: "reduction of peak allocated memory (%)".into(),
-            series: vec![
-                bars(g, "ours", |c| c.red),
-                bars(g, "source", source_reduction),
-            ],
+            series: reduction,
             ..Default::default()
         },
         Figure {
             name: format!("step_time_{}", g.slug),
-            title: "Step time relative to the control: ours and the source's".into(),
+            title: title("Step time relative to the control", &step),
             x_label: "configuration".into(),
             y_label: "step time / control step time".into(),
-            series: vec![bars(g, "ours", |c| c.rel), bars(g, "source", |c| c.src_rel)],
+            series: step,
             ..Default::default()
         },
     ]
@@ -1050,11 +1366,18 @@ fn bar_figures(g: &Group) -> Vec<Figure> {
 
 /// Peak allocated against median step time, one labelled point per finished configuration.
 fn pareto_figure(g: &Group) -> Option<Figure> {
+    let unit = g.mem_unit().0;
     let pareto: Vec<(f64, f64, String)> = g
         .rows
         .iter()
         .filter(|c| c.ok)
-        .filter_map(|c| Some((c.r.f64("median_step_s")?, c.peak? / MIB, c.cfg.name.clone())))
+        .filter_map(|c| {
+            Some((
+                c.r.f64("median_step_s")?,
+                c.peak? / unit,
+                c.cfg.name.clone(),
+            ))
+        })
         .collect();
     (!pareto.is_empty()).then(|| Figure {
         name: format!("pareto_{}", g.slug),
@@ -1081,6 +1404,7 @@ fn interval_points(
     BTreeMap<String, Vec<(f64, f64, f64)>>,
     BTreeMap<String, (f64, f64)>,
 ) {
+    let unit = g.mem_unit().0;
     let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
     let mut none_level = BTreeMap::new();
     for c in g.rows.iter().filter(|c| c.ok) {
@@ -1095,16 +1419,16 @@ fn interval_points(
         let key = format!("{}{fusion}", r.str("precision"));
         match r.str("checkpoint").as_str() {
             "none" => {
-                none_level.insert(key, (p / MIB, t));
+                none_level.insert(key, (p / unit, t));
             }
             "sqrt" => {
                 if let Some(k) = r.f64("layers").map(|l| l.sqrt().ceil()) {
-                    by_k.entry(key).or_default().push((k, p / MIB, t));
+                    by_k.entry(key).or_default().push((k, p / unit, t));
                 }
             }
             other => {
                 if let Ok(k) = other.parse::<f64>() {
-                    by_k.entry(key).or_default().push((k, p / MIB, t));
+                    by_k.entry(key).or_default().push((k, p / unit, t));
                 }
             }
         }
@@ -1167,6 +1491,7 @@ fn interval_figures(g: &Group) -> Vec<Figure> {
 
 /// The activation estimate against the measured peak over the steady state, with y = x.
 fn estimate_figure(g: &Group) -> Option<Figure> {
+    let (unit, unit_name) = g.mem_unit();
     let pts: Vec<(f64, f64, String)> = g
         .rows
         .iter()
@@ -1174,7 +1499,7 @@ fn estimate_figure(g: &Group) -> Option<Figure> {
         .filter_map(|c| {
             let est = c.r.f64("estimated_activation_bytes")?;
             let above = (c.peak? - c.r.f64("steady_bytes")?).max(0.0);
-            Some((est / MIB, above / MIB, c.cfg.name.clone()))
+            Some((est / unit, above / unit, c.cfg.name.clone()))
         })
         .collect();
     if pts.is_empty() {
@@ -1184,8 +1509,8 @@ fn estimate_figure(g: &Group) -> Option<Figure> {
     Some(Figure {
         name: format!("estimated_vs_measured_{}", g.slug),
         title: "Estimated activation memory vs measured (peak − steady state)".into(),
-        x_label: "estimated activations (MiB)".into(),
-        y_label: "measured peak − steady (MiB)".into(),
+        x_label: format!("estimated activations ({unit_name})"),
+        y_label: format!("measured peak − steady ({unit_name})"),
         series: vec![
             Series {
                 label: "configurations".into(),
@@ -1203,10 +1528,14 @@ fn estimate_figure(g: &Group) -> Option<Figure> {
     })
 }
 
-/// Training loss per step of each finished configuration, in the group's order.
-fn loss_figure(g: &Group, steps_df: &DataFrame) -> Result<Option<Figure>> {
+/// Most lines one chart draws: more are not told apart by colour.
+const MAX_LINES: usize = 8;
+
+/// Training loss per step of each finished configuration, in the group's order: one chart per
+/// [`MAX_LINES`] - 1 configurations, each with the control's curve as the reference.
+fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
     if steps_df.height() == 0 {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let configs = steps_df
         .column("config")
@@ -1232,27 +1561,54 @@ fn loss_figure(g: &Group, steps_df: &DataFrame) -> Result<Option<Figure>> {
             curves.entry(c.to_string()).or_default().push((s, l));
         }
     }
-    let series = g
+    let line = |name: &str| {
+        curves.get(name).map(|points| Series {
+            label: name.to_string(),
+            points: points.clone(),
+            mark: Mark::Line,
+            point_labels: Vec::new(),
+        })
+    };
+    let control = g
+        .rows
+        .iter()
+        .find(|c| c.r.bool("control"))
+        .map(|c| c.r.str("config"));
+    let others: Vec<Series> = g
         .rows
         .iter()
         .map(|c| c.r.str("config"))
-        .filter_map(|name| {
-            curves.get(&name).map(|points| Series {
-                label: name.clone(),
-                points: points.clone(),
-                mark: Mark::Line,
-                point_labels: Vec::new(),
-            })
-        })
+        .filter(|n| Some(n) != control.as_ref())
+        .filter_map(|n| line(&n))
         .collect();
-    Ok(Some(Figure {
-        name: format!("loss_{}", g.slug),
-        title: "Training loss per step".into(),
-        x_label: "step".into(),
-        y_label: "train loss (nats/token)".into(),
-        series,
-        ..Default::default()
-    }))
+    let reference = control.as_deref().and_then(line);
+    let per_chart = MAX_LINES - usize::from(reference.is_some());
+    let chunks: Vec<&[Series]> = others.chunks(per_chart).collect();
+    let n = chunks.len();
+    Ok(chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| Figure {
+            name: if n == 1 {
+                format!("loss_{}", g.slug)
+            } else {
+                format!("loss_{}_{}", g.slug, i + 1)
+            },
+            title: if n == 1 {
+                "Training loss per step".into()
+            } else {
+                format!("Training loss per step ({} of {n})", i + 1)
+            },
+            x_label: "step".into(),
+            y_label: "train loss (nats/token)".into(),
+            series: reference
+                .iter()
+                .cloned()
+                .chain(chunk.iter().cloned())
+                .collect(),
+            ..Default::default()
+        })
+        .collect())
 }
 
 /// The environment of a group, read from its first record: device, backend, numerics, host,
@@ -1317,6 +1673,7 @@ fn stale_records_section(inputs: &StudyInputs, df: &DataFrame) -> Option<Section
         return None;
     }
     Some(Section {
+        details: None,
         title: "Records not in the experiment file".into(),
         claim: "None: these configurations are no longer in the experiment file.".into(),
         ours: format!(
@@ -1357,6 +1714,7 @@ fn unreadable_records_section(records: &StudyRecords) -> Option<Section> {
         .map(|(path, why)| vec![path.display().to_string(), why.clone()])
         .collect();
     Some(Section {
+        details: None,
         title: "Records that could not be read".into(),
         claim: "None: these files are in the record store but do not read as records.".into(),
         ours: format!(

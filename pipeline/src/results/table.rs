@@ -173,6 +173,8 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         })],
         "measured_steps" => [s.train.steps as u32],
         "layers" => [s.model.layers as u32],
+        "d_model" => [s.model.d_model as u32],
+        "cpu_threads" => [record.env.cpu_threads as u32],
         "finished_at" => [record.finished_at.clone()],
         "git_revision" => [record.env.git_revision.clone()],
     )

@@ -1,0 +1,396 @@
+//! `[[claims]]` of an experiment file: the source document's headline claims, each quoted
+//! exactly, located in the document, and tied to the measurement of ours that answers it. The
+//! report's "Results at a glance" block is built from them: per claim the quotation, our value,
+//! the device and a verdict ([`Verdict`]).
+//!
+//! Claims live in the experiment files, not in code, so that a reader can check every quotation
+//! against the document ([`normalize_quote`], [`SourceClaim::quote`]) and every rule against the
+//! report.
+
+use serde::{Deserialize, Serialize};
+
+/// One claim of the source document (`[[claims]]`).
+///
+/// ```toml
+/// [[claims]]
+/// id = "bf16_reduction"
+/// quote = "BFloat16 achieved 41.3% memory reduction"
+/// where = "Analysis and Interpretation: Most Effective Individual Techniques, item 1"
+/// value = 41.3
+/// unit = "%"
+/// measure = "bfloat16.reduction_pct"
+/// agree = { within = 10.0 }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceClaim {
+    /// Short name, unique within the study (letters, digits, `_`).
+    pub id: String,
+    /// The claim in the document's words: a verbatim passage of the source document once both
+    /// are normalized by [`normalize_quote`] (Markdown emphasis and code marks removed,
+    /// whitespace collapsed). The attribution test checks it.
+    pub quote: String,
+    /// Where in the document (section heading, table row and column).
+    #[serde(rename = "where")]
+    pub location: String,
+    /// The number our measurement is compared with, in `unit`: a number the document states,
+    /// or, with `derived`, one computed from the document's numbers.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// Unit of `value` and of our measurement ("%", "x", "GiB", "s").
+    #[serde(default)]
+    pub unit: Option<String>,
+    /// When `value` is not stated by the document: how it is computed from the document's
+    /// numbers (e.g. "41 s / 100 s from the Relative Time column"). The report labels such a
+    /// value "derived".
+    #[serde(default)]
+    pub derived: Option<String>,
+    /// Which of our measurements answers the claim: `<configuration>.<metric>` for a training
+    /// study ([`TrainingMetric`]), a measure name of the study's result otherwise. Empty with
+    /// `not_comparable`.
+    #[serde(default)]
+    pub measure: String,
+    /// The rule under which ours agrees with the claim.
+    #[serde(default)]
+    pub agree: AgreeRule,
+    /// Why no measurement of ours can answer the claim (the report says "not comparable" and
+    /// this reason).
+    #[serde(default)]
+    pub not_comparable: Option<String>,
+}
+
+/// When our value agrees with a claim. Every rule given must hold; a claim without a rule
+/// agrees when ours is within 10% of `value` (relative).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgreeRule {
+    /// `|ours - value| <= within` (absolute, in the claim's unit).
+    #[serde(default)]
+    pub within: Option<f64>,
+    /// `|ours - value| <= within_rel * |value|`.
+    #[serde(default)]
+    pub within_rel: Option<f64>,
+    /// `ours <= at_most`.
+    #[serde(default)]
+    pub at_most: Option<f64>,
+    /// `ours >= at_least`.
+    #[serde(default)]
+    pub at_least: Option<f64>,
+}
+
+/// Relative tolerance of a claim whose `agree` names no rule.
+pub const DEFAULT_WITHIN_REL: f64 = 0.10;
+
+impl AgreeRule {
+    fn is_empty(&self) -> bool {
+        self.within.is_none()
+            && self.within_rel.is_none()
+            && self.at_most.is_none()
+            && self.at_least.is_none()
+    }
+
+    /// Whether `ours` agrees with `value` under this rule (a rule that needs `value` and has
+    /// none does not hold).
+    pub fn holds(&self, ours: f64, value: Option<f64>) -> bool {
+        let mut rule = *self;
+        if rule.is_empty() {
+            rule.within_rel = Some(DEFAULT_WITHIN_REL);
+        }
+        let near = |tol: f64| value.is_some_and(|v| (ours - v).abs() <= tol);
+        rule.within.is_none_or(near)
+            && rule
+                .within_rel
+                .is_none_or(|r| value.is_some_and(|v| near(r * v.abs())))
+            && rule.at_most.is_none_or(|m| ours <= m)
+            && rule.at_least.is_none_or(|m| ours >= m)
+    }
+
+    /// The rule in words, e.g. "within 10 of 41.3" or "at most 1".
+    pub fn describe(&self, value: Option<f64>, unit: &str) -> String {
+        let v = |x: f64| format!("{}{}", trim_number(x), unit_suffix(unit));
+        let mut parts = Vec::new();
+        let value_txt = value.map(v).unwrap_or_else(|| "the claim".into());
+        if self.is_empty() {
+            parts.push(format!(
+                "within {}% of {value_txt}",
+                trim_number(DEFAULT_WITHIN_REL * 100.0)
+            ));
+        }
+        if let Some(w) = self.within {
+            let by = if unit == "%" {
+                format!("{} percentage points", trim_number(w))
+            } else {
+                v(w)
+            };
+            parts.push(format!("within {by} of {value_txt}"));
+        }
+        if let Some(r) = self.within_rel {
+            parts.push(format!("within {}% of {value_txt}", trim_number(r * 100.0)));
+        }
+        if let Some(m) = self.at_most {
+            parts.push(format!("at most {}", v(m)));
+        }
+        if let Some(m) = self.at_least {
+            parts.push(format!("at least {}", v(m)));
+        }
+        parts.join(" and ")
+    }
+}
+
+/// `x` with at most 4 decimals and no trailing zeros ("41.3", "0.5", "2").
+pub fn trim_number(x: f64) -> String {
+    let s = format!("{x:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The unit as it follows a number: "%" and "x" attached, others after a space.
+pub fn unit_suffix(unit: &str) -> String {
+    match unit {
+        "" => String::new(),
+        "%" | "x" | "×" => unit.to_string(),
+        u => format!(" {u}"),
+    }
+}
+
+/// How our measurement stands against a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Ours satisfies the claim's rule.
+    Agree,
+    /// Ours was measured and does not satisfy the rule.
+    Disagree,
+    /// No measurement of ours answers the claim (not run, not finished, another scale).
+    NotComparable,
+}
+
+impl Verdict {
+    /// "agree", "disagree" or "not comparable".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Agree => "agree",
+            Verdict::Disagree => "disagree",
+            Verdict::NotComparable => "not comparable",
+        }
+    }
+
+    /// The verdict of `ours` (None: not measured) against `claim`.
+    pub fn of(claim: &SourceClaim, ours: Option<f64>) -> Verdict {
+        match ours {
+            _ if claim.not_comparable.is_some() => Verdict::NotComparable,
+            Some(x) if x.is_finite() => {
+                if claim.agree.holds(x, claim.value) {
+                    Verdict::Agree
+                } else {
+                    Verdict::Disagree
+                }
+            }
+            _ => Verdict::NotComparable,
+        }
+    }
+}
+
+/// A metric of one configuration of a training study that a claim can name
+/// (`measure = "<configuration>.<metric>"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrainingMetric {
+    /// Peak allocated memory, GiB.
+    PeakGib,
+    /// Peak-memory reduction against the control, percent.
+    ReductionPct,
+    /// Median step time over the control's (x).
+    StepTimeRatio,
+    /// The control's median step time over this configuration's (x): above 1 is faster.
+    Speedup,
+    /// Training throughput, sequences per second.
+    SamplesPerS,
+    /// Evaluation perplexity.
+    Perplexity,
+    /// Evaluation perplexity over the control's (x).
+    PerplexityRatio,
+}
+
+impl TrainingMetric {
+    /// Every metric with its name in a `measure`.
+    pub const ALL: [(&'static str, TrainingMetric); 7] = [
+        ("peak_gib", TrainingMetric::PeakGib),
+        ("reduction_pct", TrainingMetric::ReductionPct),
+        ("step_time_ratio", TrainingMetric::StepTimeRatio),
+        ("speedup", TrainingMetric::Speedup),
+        ("samples_per_s", TrainingMetric::SamplesPerS),
+        ("perplexity", TrainingMetric::Perplexity),
+        ("perplexity_ratio", TrainingMetric::PerplexityRatio),
+    ];
+
+    /// The metric named `name`.
+    pub fn parse(name: &str) -> Option<TrainingMetric> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+
+    /// The unit our value is printed in.
+    pub fn unit(self) -> &'static str {
+        match self {
+            TrainingMetric::PeakGib => "GiB",
+            TrainingMetric::ReductionPct => "%",
+            TrainingMetric::StepTimeRatio
+            | TrainingMetric::Speedup
+            | TrainingMetric::PerplexityRatio => "x",
+            TrainingMetric::SamplesPerS => "samples/s",
+            TrainingMetric::Perplexity => "",
+        }
+    }
+
+    /// Decimals our value is printed with.
+    pub fn decimals(self) -> usize {
+        match self {
+            TrainingMetric::PeakGib | TrainingMetric::SamplesPerS => 3,
+            TrainingMetric::ReductionPct | TrainingMetric::Perplexity => 1,
+            TrainingMetric::StepTimeRatio | TrainingMetric::Speedup => 2,
+            TrainingMetric::PerplexityRatio => 3,
+        }
+    }
+}
+
+/// A training claim's `measure` split into the configuration and the metric.
+pub fn training_measure(measure: &str) -> Option<(&str, TrainingMetric)> {
+    let (config, metric) = measure.rsplit_once('.')?;
+    Some((config, TrainingMetric::parse(metric)?))
+}
+
+/// A passage as the attribution check compares it: Markdown emphasis, code and escape marks
+/// and LaTeX math delimiters (`*`, `_`, `` ` ``, `\`, `$`) removed, typographic quotes and dashes made plain, and every run
+/// of whitespace collapsed to one space.
+pub fn normalize_quote(text: &str) -> String {
+    let plain: String = text
+        .chars()
+        .filter(|c| !matches!(c, '*' | '_' | '`' | '\\' | '$'))
+        .map(|c| match c {
+            '\u{2018}' | '\u{2019}' => '\'',
+            '\u{201c}' | '\u{201d}' => '"',
+            '\u{2013}' | '\u{2014}' => '-',
+            c => c,
+        })
+        .collect();
+    plain.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `quote` occurs in `document` once both are normalized ([`normalize_quote`]).
+pub fn quote_occurs(quote: &str, document: &str) -> bool {
+    let q = normalize_quote(quote);
+    !q.is_empty() && normalize_quote(document).contains(&q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(value: Option<f64>, agree: AgreeRule) -> SourceClaim {
+        SourceClaim {
+            id: "c".into(),
+            quote: "q".into(),
+            location: "w".into(),
+            value,
+            unit: Some("%".into()),
+            derived: None,
+            measure: "a.reduction_pct".into(),
+            agree,
+            not_comparable: None,
+        }
+    }
+
+    #[test]
+    fn rules_decide_agree_and_disagree() {
+        let within = AgreeRule {
+            within: Some(10.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            Verdict::of(&claim(Some(41.3), within), Some(35.0)),
+            Verdict::Agree
+        );
+        assert_eq!(
+            Verdict::of(&claim(Some(41.3), within), Some(20.0)),
+            Verdict::Disagree
+        );
+        assert_eq!(
+            Verdict::of(&claim(Some(41.3), within), None),
+            Verdict::NotComparable
+        );
+        let at_most = AgreeRule {
+            at_most: Some(1.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            Verdict::of(&claim(None, at_most), Some(0.5)),
+            Verdict::Agree
+        );
+        assert_eq!(
+            Verdict::of(&claim(None, at_most), Some(1.5)),
+            Verdict::Disagree
+        );
+        // No rule: within 10% of the value.
+        let none = AgreeRule::default();
+        assert_eq!(
+            Verdict::of(&claim(Some(2.0), none), Some(2.15)),
+            Verdict::Agree
+        );
+        assert_eq!(
+            Verdict::of(&claim(Some(2.0), none), Some(2.5)),
+            Verdict::Disagree
+        );
+        // A relative rule without a value cannot hold.
+        assert_eq!(
+            Verdict::of(&claim(None, none), Some(2.0)),
+            Verdict::Disagree
+        );
+        let mut nc = claim(Some(2.0), none);
+        nc.not_comparable = Some("another scale".into());
+        assert_eq!(Verdict::of(&nc, Some(2.0)), Verdict::NotComparable);
+    }
+
+    #[test]
+    fn rules_read_as_words() {
+        let r = AgreeRule {
+            within: Some(10.0),
+            at_most: Some(50.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.describe(Some(41.3), "%"),
+            "within 10 percentage points of 41.3% and at most 50%"
+        );
+        assert_eq!(
+            AgreeRule::default().describe(Some(2.0), "x"),
+            "within 10% of 2x"
+        );
+    }
+
+    #[test]
+    fn quotes_match_through_markdown_and_whitespace() {
+        let doc =
+            "1. **BFloat16** achieved 41.3% memory reduction while\n**doubling training speed**";
+        assert!(quote_occurs(
+            "BFloat16 achieved 41.3% memory reduction while doubling training speed",
+            doc
+        ));
+        assert!(!quote_occurs("BFloat16 achieved 42% memory reduction", doc));
+        assert!(!quote_occurs("  ", doc));
+    }
+
+    #[test]
+    fn measures_name_a_configuration_and_a_metric() {
+        assert_eq!(
+            training_measure("bf16_fused_checkpoint.reduction_pct"),
+            Some(("bf16_fused_checkpoint", TrainingMetric::ReductionPct))
+        );
+        assert_eq!(training_measure("control.bogus"), None);
+        assert_eq!(training_measure("nodot"), None);
+        assert_eq!(trim_number(41.30), "41.3");
+        assert_eq!(trim_number(2.0), "2");
+    }
+}
