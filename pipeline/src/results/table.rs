@@ -239,7 +239,10 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
         col("runtime"),
     ];
     let latest = lf
-        .sort(["finished_at"], Default::default())
+        .sort(
+            ["finished_at", "key"],
+            SortMultipleOptions::default().with_maintain_order(true),
+        )
         .unique_stable_generic(
             Some(vec![
                 col("profile"),
@@ -275,14 +278,17 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
             (col("control_step_s") / col("median_step_s")).alias("speedup"),
         ])
         .sort(
+            // `config` breaks ties of `config_order` (records written under other versions of
+            // the experiment file): the table, and so summary.parquet, is the same every time.
             [
                 "profile",
                 "backend",
                 "device_name",
                 "runtime",
                 "config_order",
+                "config",
             ],
-            Default::default(),
+            SortMultipleOptions::default().with_maintain_order(true),
         )
         .collect()
         .map_err(perr(dir))
@@ -303,7 +309,10 @@ pub fn steps_table(records: &StudyRecords, keys: &[String]) -> Result<DataFrame>
         return Ok(DataFrame::empty());
     }
     records_frame(&records.dir, chosen, steps_frame)?
-        .sort(["config", "step"], Default::default())
+        .sort(
+            ["config", "key", "step"],
+            SortMultipleOptions::default().with_maintain_order(true),
+        )
         .collect()
         .map_err(perr(&records.dir))
 }
