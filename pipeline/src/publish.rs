@@ -42,6 +42,21 @@ pub struct IndexEntry {
     pub source: String,
 }
 
+impl IndexEntry {
+    /// The entry of study `name` from the front matter of its `report.md` at `md`.
+    fn read(name: String, md: &Path) -> Result<IndexEntry> {
+        let fm = read_front(md)?;
+        Ok(IndexEntry {
+            name,
+            title: fm.title,
+            headline: fm.description,
+            device: fm.measured_on,
+            date: fm.date,
+            source: fm.source,
+        })
+    }
+}
+
 /// Reads the front matter of `reports/<name>/report.md`.
 fn read_front(path: &Path) -> Result<Front> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
@@ -69,15 +84,7 @@ pub fn entries(experiments: &[PathBuf], reports: &Path) -> Result<Vec<IndexEntry
         if !md.exists() {
             continue;
         }
-        let fm = read_front(&md)?;
-        out.push(IndexEntry {
-            name,
-            title: fm.title,
-            headline: fm.description,
-            device: fm.measured_on,
-            date: fm.date,
-            source: fm.source,
-        });
+        out.push(IndexEntry::read(name, &md)?);
     }
     Ok(out)
 }
@@ -194,15 +201,7 @@ pub fn publish(reports: &Path, to: &Path) -> Result<usize> {
                 }
             }
         }
-        let fm = read_front(&md)?;
-        entries.push(IndexEntry {
-            name,
-            title: fm.title,
-            headline: fm.description,
-            device: fm.measured_on,
-            date: fm.date,
-            source: fm.source,
-        });
+        entries.push(IndexEntry::read(name, &md)?);
     }
     entries.sort_by(|a, b| a.title.cmp(&b.title));
     let index = index_markdown(&entries, |n| format!("{n}/"))?;
