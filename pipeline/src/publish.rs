@@ -46,10 +46,16 @@ impl IndexEntry {
     /// The entry of study `name` from the front matter of its `report.md` at `md`.
     fn read(name: String, md: &Path) -> Result<IndexEntry> {
         let fm = read_front(md)?;
+        // The device has its own column: the headline drops its closing "(device)".
+        let suffix = format!(" ({}).", fm.measured_on);
+        let headline = match fm.description.strip_suffix(&suffix) {
+            Some(h) if !fm.measured_on.is_empty() => format!("{h}."),
+            _ => fm.description.clone(),
+        };
         Ok(IndexEntry {
             name,
             title: fm.title,
-            headline: fm.description,
+            headline,
             device: fm.measured_on,
             date: fm.date,
             source: fm.source,
