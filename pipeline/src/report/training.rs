@@ -791,7 +791,9 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
             } else {
                 format!("{backend}, {runtime}")
             };
-            let (unsupported, rows) = rows.into_iter().partition(|c| c.status == "unsupported");
+            let (unsupported, rows) = rows
+                .into_iter()
+                .partition(|c| c.status == JobStatus::Unsupported.as_str());
             Group {
                 slug: slug(&format!("{profile}_{backend_label}")),
                 gpu: backend == "cuda",
@@ -832,7 +834,7 @@ fn config_row<'a>(inputs: &StudyInputs<'a>, r: Row<'a>, cfg: &'a ConfigSpec) -> 
     let claim = cfg.claim.as_ref();
     let status = r.str("status");
     ConfigRow {
-        ok: status == "ok",
+        ok: status == JobStatus::Ok.as_str(),
         status,
         peak: r.f64("peak_allocated_bytes"),
         red: r.f64("reduction_pct"),
