@@ -634,7 +634,7 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
             }
         }
     }
-    let index = memwall::publish::write_index_with(&rendered, &paths.reports, &paths.templates)?;
+    let index = memwall::publish::write_index(&rendered, &paths.reports, &paths.templates)?;
     println!("{}", index.display());
     if !failed.is_empty() {
         bail!(
@@ -650,20 +650,37 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
 /// `memwall report`: re-renders the reports of `experiments` (default: every file in
 /// `experiments/`) and, for the whole set, the index across studies.
 fn report(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
+    render_reports(experiments, paths, true).map(drop)
+}
+
+/// Renders the reports of `experiments` (default: every file in `experiments/`) into
+/// `paths.reports`, and for the whole set the index across studies (printing each path when
+/// `print`). Returns the reports' folder names and whether the whole set was rendered.
+fn render_reports(
+    experiments: Vec<PathBuf>,
+    paths: &Paths,
+    print: bool,
+) -> Result<(Vec<String>, bool)> {
     let all = experiments.is_empty();
-    let files = if all {
-        Study::discover(Path::new("experiments"))?
-    } else {
-        experiments
-    };
+    let files = memwall::nightly::experiment_files(experiments, Path::new("experiments"))?;
+    let mut names = Vec::new();
     for f in &files {
-        report_study(f, paths)?;
+        let r = driver::report(f, paths).with_context(|| format!("reporting {}", f.display()))?;
+        if print {
+            println!("{}", r.markdown.display());
+            println!("{}", r.html.display());
+        }
+        if let Some(dir) = r.markdown.parent().and_then(|d| d.file_name()) {
+            names.push(dir.to_string_lossy().into_owned());
+        }
     }
     if all {
-        let index = memwall::publish::write_index_with(&files, &paths.reports, &paths.templates)?;
-        println!("{}", index.display());
+        let index = memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        if print {
+            println!("{}", index.display());
+        }
     }
-    Ok(())
+    Ok((names, all))
 }
 
 /// `memwall report --check`: renders every report into a temporary folder and compares it with
@@ -674,23 +691,7 @@ fn check_reports(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
         reports: scratch.clone(),
         ..paths.clone()
     };
-    let all = experiments.is_empty();
-    let files = if all {
-        Study::discover(Path::new("experiments"))?
-    } else {
-        experiments
-    };
-    let mut names = Vec::new();
-    for f in &files {
-        let r =
-            driver::report(f, &rendered).with_context(|| format!("reporting {}", f.display()))?;
-        if let Some(dir) = r.markdown.parent().and_then(|d| d.file_name()) {
-            names.push(dir.to_string_lossy().into_owned());
-        }
-    }
-    if all {
-        memwall::publish::write_index_with(&files, &scratch, &paths.templates)?;
-    }
+    let (names, all) = render_reports(experiments, &rendered, false)?;
     let diffs = memwall::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
     let _ = std::fs::remove_dir_all(&scratch);
     if diffs.is_empty() {

@@ -148,11 +148,7 @@ fn index_html(entries: &[IndexEntry], templates: &Path) -> Result<String> {
 ///
 /// # Errors
 /// As [`entries`]; [`Error::Io`] when a template cannot be read or a file written.
-pub fn write_index_with(
-    experiments: &[PathBuf],
-    reports: &Path,
-    templates: &Path,
-) -> Result<PathBuf> {
+pub fn write_index(experiments: &[PathBuf], reports: &Path, templates: &Path) -> Result<PathBuf> {
     let entries = entries(experiments, reports)?;
     let md = index_markdown(&entries, |n| format!("{n}/report.md"))?;
     let html = index_html(&entries, templates)?;

@@ -1068,26 +1068,6 @@ fn overhead_section(r: &CheckmateResult) -> Section {
     }
 }
 
-/// Bytes in decimal units with four significant digits: "12.66 GB", "41.69 kB", "512 B".
-fn decimal_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
-    let (mut x, mut u) = (b, 0);
-    while x.abs() >= 1000.0 && u + 1 < UNITS.len() {
-        x /= 1000.0;
-        u += 1;
-    }
-    let decimals = if u == 0 {
-        0
-    } else if x >= 100.0 {
-        1
-    } else if x >= 10.0 {
-        2
-    } else {
-        3
-    };
-    format!("{x:.decimals$} {}", UNITS[u])
-}
-
 /// Formats a cost or bound to one decimal, "-" when absent.
 fn one_decimal(x: Option<f64>) -> String {
     // From 10^7 on, 5 significant digits (the table stays within a 1280-px window).
@@ -1132,7 +1112,7 @@ fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
         short_graph_name(&g.name),
         g.nodes.to_string(),
         format!("{:.2}", b.fraction),
-        decimal_bytes(b.budget_bytes as f64),
+        crate::demos::fmt_bytes(b.budget_bytes as f64),
         status,
         time,
         one_decimal(cost),
@@ -1665,9 +1645,9 @@ mod short_name_tests {
             "random layered, 250 nodes"
         );
         assert_eq!(short_graph_name("my_net"), "my net");
-        assert_eq!(super::decimal_bytes(1.266e10), "12.66 GB");
-        assert_eq!(super::decimal_bytes(41687.0), "41.69 kB");
-        assert_eq!(super::decimal_bytes(512.0), "512 B");
+        assert_eq!(crate::demos::fmt_bytes(1.266e10), "12.66 GB");
+        assert_eq!(crate::demos::fmt_bytes(41687.0), "41.69 kB");
+        assert_eq!(crate::demos::fmt_bytes(512.0), "512 B");
     }
 }
 

@@ -81,8 +81,7 @@ fn with_description(svg: &str, fig: &Figure) -> String {
     let mut desc = vec![format!("x: {}; y: {}.", fig.x_label, fig.y_label)];
     for s in &fig.series {
         let labels: Vec<String> = labels_of(s).into_iter().map(|(_, l)| l).collect();
-        let drawn = s.points.iter().any(|p| p.0.is_finite() && p.1.is_finite());
-        if !drawn {
+        if !s.points.iter().any(|&p| drawable(fig, p)) {
             continue;
         }
         if s.mark == Mark::Points && !labels.is_empty() {
@@ -118,15 +117,12 @@ fn drawing(fig: &Figure) -> Result<String> {
     }
     // A series with nothing to draw (e.g. a source column without values) gets no legend
     // entry and no colour.
-    let mut fig = fig.clone();
-    let (log_x, log_y) = (fig.log_x, fig.log_y);
-    fig.series.retain(|s| {
-        s.points.iter().any(|&(x, y)| {
-            x.is_finite() && y.is_finite() && (!log_x || x > 0.0) && (!log_y || y > 0.0)
-        })
-    });
-    let bars = fig.series.iter().any(|s| s.mark == Mark::Bars);
-    chart_svg(&fig, axis_bounds(&fig, &pts, bars), bars)
+    let mut shown = fig.clone();
+    shown
+        .series
+        .retain(|s| s.points.iter().any(|&p| drawable(fig, p)));
+    let bars = shown.series.iter().any(|s| s.mark == Mark::Bars);
+    chart_svg(&shown, axis_bounds(&shown, &pts, bars), bars)
 }
 
 /// A font database holding only DejaVu Sans, every generic family mapped to it; built once.
@@ -203,14 +199,17 @@ pub fn is_drawable(fig: &Figure) -> bool {
     !fig.nodes.is_empty() || !drawable_points(fig).is_empty()
 }
 
-/// Every series' finite points (positive on a log axis).
+/// Whether `(x, y)` can be drawn on `fig`'s axes: finite, and positive on a log axis.
+fn drawable(fig: &Figure, (x, y): (f64, f64)) -> bool {
+    x.is_finite() && y.is_finite() && (!fig.log_x || x > 0.0) && (!fig.log_y || y > 0.0)
+}
+
+/// Every series' drawable points ([`drawable`]).
 fn drawable_points(fig: &Figure) -> Vec<(f64, f64)> {
     fig.series
         .iter()
         .flat_map(|s| s.points.iter().copied())
-        .filter(|(x, y)| {
-            x.is_finite() && y.is_finite() && (!fig.log_x || *x > 0.0) && (!fig.log_y || *y > 0.0)
-        })
+        .filter(|&p| drawable(fig, p))
         .collect()
 }
 
