@@ -3,6 +3,7 @@
 //!
 //! May import: [`crate::spec`], [`crate::measure`], [`crate::strategy`], [`crate::error`].
 
+pub mod attribution;
 pub mod nonfinite;
 mod schema;
 mod store;
