@@ -84,6 +84,15 @@ gpu-bundle *FLAGS:
     cargo build --release --locked --bin memwall
     {{memwall}} bundle {{FLAGS}}
 
+# The whole GPU programme as one bundle (README "GPU runs"): the slim CUDA runner, then every
+# study of the suite (peak_memory, checkpoint_interval, mixed_precision) at the `full` profile
+# with the PyTorch reference, in priority order, printing the expected device minutes per study.
+# There: `./gpu-bundle/run.sh --minutes 25` (again to resume); here, after each run:
+# `memwall import gpu-bundle/results.tar.gz`.
+gpu-suite *FLAGS: carry
+    cargo build --release --locked --bin memwall
+    {{memwall}} bundle --suite {{FLAGS}}
+
 # Build the slim runner carried to GPU machines: `memwall-job` with the CUDA and flex backends
 # only, size-optimized with fat LTO (the `carry` profile), stripped: target/carry/memwall-job.
 carry:

@@ -4,13 +4,16 @@
 //! - [`strategy`]: memory strategies and plans as data (segments, attention, block costs);
 //! - [`segment_memory`]: the segment executor's memory model (what a plan holds, predicted from
 //!   measured per-block costs);
+//! - [`segment_plan`]: the exact planner of executable segment plans under a memory budget
+//!   (Checkmate's objective over the executor's plans, a dynamic program);
 //! - [`record`]: the job record schema and the record store (`runs/<study>/<key>/`);
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
 //! - [`error`]: the typed errors every stage returns.
 //!
-//! This crate is pure data: it depends on serde (JSON, TOML) and hashing only, never on Burn,
-//! a solver, polars or a renderer. The crates above it: `memwall-remat` (planners),
+//! This crate is data and the memory model over it (with the executor's exact planner): it
+//! depends on serde (JSON, TOML) and hashing only, never on Burn,
+//! a solver crate, polars or a renderer. The crates above it: `memwall-remat` (planners),
 //! `memwall-runner` (the Burn training job), `memwall` (driver, analysis, reports, CLI).
 
 #![warn(missing_docs)]
@@ -20,6 +23,7 @@ pub mod error;
 pub mod measure;
 pub mod record;
 pub mod segment_memory;
+pub mod segment_plan;
 pub mod spec;
 pub mod strategy;
 

@@ -52,7 +52,9 @@ pub struct PeakBounds {
 /// Where and with what a job ran.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Environment {
-    /// `git rev-parse --short HEAD` of the working tree, or "unknown".
+    /// The revision the runner that ran the job was built from (embedded at build time, `-dirty`
+    /// when its sources differed from that commit; `runner/build.rs`), or "unknown". Records
+    /// written before 2026-11-25 hold `git rev-parse --short HEAD` of the working directory.
     pub git_revision: String,
     /// Burn backend (flex, ndarray, cuda).
     pub backend: String,

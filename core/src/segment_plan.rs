@@ -1,5 +1,7 @@
 //! Planning memwall's transformer for a memory budget with the plans its segment executor runs
-//! exactly.
+//! exactly. It lives in `memwall-core` (pure Rust, no solver crate) so that the slim runner
+//! carried to GPU machines plans a Checkmate configuration itself, from its own profiling pass
+//! on the device (`memwall_runner::job::run_planned`), exactly as `memwall run` does.
 //!
 //! Checkmate (Jain et al., MLSys 2020) minimizes compute under a memory budget over all
 //! rematerialization schedules of a graph. A schedule of the transformer's chain that the
@@ -21,12 +23,33 @@
 //! not enumerated. The smallest feasible budget is found by bisection on feasibility, which is
 //! monotone in the budget.
 
-use super::RematError;
-pub use memwall_core::segment_memory::ExecutorProfile;
-use memwall_core::segment_memory::{grad_bytes, predict, segment_backward, segment_forward};
-pub use memwall_core::strategy::TransformerPlan;
-use memwall_core::strategy::{per_block_stored, Segment};
+pub use crate::segment_memory::ExecutorProfile;
+use crate::segment_memory::{grad_bytes, predict, segment_backward, segment_forward};
+pub use crate::strategy::TransformerPlan;
+use crate::strategy::{per_block_stored, Segment};
 use std::time::Instant;
+
+/// Why [`plan_transformer`] made no plan.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// No executable plan fits `budget_bytes`; `smallest_feasible_bytes` is the exact smallest
+    /// budget any does.
+    #[error(
+        "no schedule fits {budget_bytes} bytes; the smallest feasible budget is \
+         {smallest_feasible_bytes} bytes ({status})"
+    )]
+    Infeasible {
+        /// The budget asked for, bytes above the steady state.
+        budget_bytes: u64,
+        /// The smallest budget an executable plan fits, bytes.
+        smallest_feasible_bytes: u64,
+        /// How it was established.
+        status: String,
+    },
+    /// The budget fraction is not in (0, 1], or the profile has no block.
+    #[error("invalid parameters: {0}")]
+    Params(String),
+}
 
 /// A partial plan: bytes kept after its last segment, its recomputation time (s), and its
 /// segments.
@@ -159,23 +182,23 @@ fn recompute_s(p: &ExecutorProfile, plan: &[Segment]) -> f64 {
 /// of the blocks taken as 3x their forward time, Kaplan et al. 2020; the head is not counted).
 ///
 /// # Errors
-/// [`RematError::Infeasible`] with the exact smallest feasible budget when no plan fits;
-/// [`RematError::Params`] when the fraction is not in (0, 1] or the profile has no block.
-pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<TransformerPlan, RematError> {
+/// [`PlanError::Infeasible`] with the exact smallest feasible budget when no plan fits;
+/// [`PlanError::Params`] when the fraction is not in (0, 1] or the profile has no block.
+pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<TransformerPlan, PlanError> {
     if !(fraction > 0.0 && fraction <= 1.0) {
-        return Err(RematError::Params(format!(
+        return Err(PlanError::Params(format!(
             "budget fraction {fraction} is not in (0, 1]"
         )));
     }
     if p.blocks.is_empty() {
-        return Err(RematError::Params("the profile has no block".into()));
+        return Err(PlanError::Params("the profile has no block".into()));
     }
     let t0 = Instant::now();
     let reference = no_recompute_peak(p);
     let budget = (reference as f64 * fraction).floor() as u64;
     let Some(segments) = cheapest_plan(p, budget) else {
         let smallest = smallest_feasible_budget(p);
-        return Err(RematError::Infeasible {
+        return Err(PlanError::Infeasible {
             budget_bytes: budget,
             smallest_feasible_bytes: smallest,
             status: format!(
@@ -204,8 +227,8 @@ pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<Transforme
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memwall_core::segment_memory::BlockProfile;
-    use memwall_core::strategy::BlockCost;
+    use crate::segment_memory::BlockProfile;
+    use crate::strategy::BlockCost;
 
     fn profile(acts: &[u64], times: &[f64]) -> ExecutorProfile {
         ExecutorProfile {
@@ -321,7 +344,7 @@ mod tests {
     fn an_infeasible_budget_names_the_smallest_feasible_one() {
         let p = profile(&[1000; 4], &[1.0; 4]);
         match plan_transformer(&p, 0.05) {
-            Err(RematError::Infeasible {
+            Err(PlanError::Infeasible {
                 budget_bytes,
                 smallest_feasible_bytes,
                 ..

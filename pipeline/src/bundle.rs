@@ -32,6 +32,36 @@ pub const RESULTS_ARCHIVE: &str = "results.tar.gz";
 /// Folder (inside the bundle) of the PyTorch reference script, its plan and its results.
 const REFERENCE_DIR: &str = "reference";
 
+/// The GPU suite (`memwall bundle --suite`, `just gpu-suite`): every training study with a
+/// `full` profile, in the order a GPU session runs them (the first matters most when its
+/// minutes run out): `peak_memory` (the source's table, the Checkmate rows included), the
+/// checkpoint interval K x precision x fusion sweep, then mixed precision.
+pub const SUITE: &[&str] = &["peak_memory", "checkpoint_interval", "mixed_precision"];
+
+/// The experiment files of [`SUITE`] in `experiments`, in suite order.
+///
+/// # Errors
+/// A suite study with no experiment file there.
+pub fn suite_experiments(experiments: &Path) -> Result<Vec<PathBuf>> {
+    SUITE
+        .iter()
+        .map(|name| {
+            let p = experiments.join(format!("{name}.toml"));
+            if p.is_file() {
+                Ok(p)
+            } else {
+                bail!("the GPU suite needs {}: not found", p.display())
+            }
+        })
+        .collect()
+}
+
+/// Bytes a device session carries to the GPU machine (README "GPU runs").
+pub const CARRY_LIMIT_BYTES: u64 = 64 << 20;
+
+/// The device minutes a GPU session has for the suite (README "GPU runs").
+pub const SUITE_MINUTES: f64 = 25.0;
+
 /// What to bundle.
 #[derive(Debug, Clone)]
 pub struct BundleRequest {
@@ -76,6 +106,12 @@ pub struct BundledStudy {
     pub jobs: Vec<(String, String)>,
     /// (configuration, reason) of configurations left out.
     pub left_out: Vec<(String, String)>,
+    /// Expected device seconds of the study's jobs ([`crate::estimate`]).
+    #[serde(default)]
+    pub expected_s: f64,
+    /// What the estimates rest on: (basis, jobs), e.g. ("its last record", 13).
+    #[serde(default)]
+    pub expected_basis: Vec<(String, usize)>,
 }
 
 /// `manifest.json` of a bundle (also packed into `results.tar.gz`).
@@ -87,7 +123,8 @@ pub struct Manifest {
     /// RFC 3339 time the bundle was written.
     pub created_at: String,
     /// `git rev-parse --short HEAD` of the repository it was written from, `-dirty` appended
-    /// when tracked files had uncommitted changes (`unknown` outside git); `run.sh` passes it to the jobs as `MEMWALL_GIT_REVISION`.
+    /// when tracked files had uncommitted changes (`unknown` outside git). Each job records the
+    /// revision its runner was built from (embedded at build time), which can differ.
     pub git_revision: String,
     /// memwall's version.
     pub memwall_version: String,
@@ -175,6 +212,17 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     let mut studies = Vec::new();
     let mut torch_plans = Vec::new();
     let mut matched_only = vec![false; req.only.len()];
+    // Rates from every training study bundled (the suite's share one model family).
+    let names: Vec<String> = req
+        .experiments
+        .iter()
+        .filter_map(|e| e.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    let rates = rates_of_store(&paths.runs, &names);
+    let mut job_seconds = std::collections::BTreeMap::new();
+    let mut queue = String::from(
+        "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
+    );
     for experiment in &req.experiments {
         let study = Study::load(experiment, profile, req.data.as_deref())?;
         if study.header.kind != StudyKind::Training {
@@ -204,6 +252,8 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             fingerprint: prepared.fingerprint.clone(),
             jobs: Vec::new(),
             left_out: Vec::new(),
+            expected_s: 0.0,
+            expected_basis: Vec::new(),
         };
         let mut jobs = Vec::new();
         for mut job in study.jobs(req.target, 0, &carried) {
@@ -213,15 +263,6 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
                     None => continue,
                 }
             }
-            if job.strategy.checkmate.is_some() {
-                bundled.left_out.push((
-                    job.config.clone(),
-                    "a Checkmate configuration is planned by `memwall run` (profiling pass, \
-                     then the MILP); the slim runner has no solver"
-                        .into(),
-                ));
-                continue;
-            }
             apply_overrides(&mut job, req.memory_cleanup, req.memory_pool);
             job.device_settings.cache_dir = Some(cache_rel.clone());
             let dir = out.join("jobs").join(&job.study).join(job.key());
@@ -230,6 +271,13 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             bundled.jobs.push((job.config.clone(), job.key()));
             jobs.push(job);
         }
+        let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0);
+        for (job, e) in jobs.iter().zip(&estimates) {
+            job_seconds.insert((job.study.clone(), job.config.clone()), e.seconds);
+            queue.push_str(&format!("{}/{}\t{:.0}\n", job.study, job.key(), e.seconds.ceil()));
+        }
+        bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
+        bundled.expected_basis = basis_counts(&estimates);
         if let Some(plan) = reference::plan(&study, &jobs) {
             torch_plans.push(plan);
         }
@@ -249,6 +297,11 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     if studies.iter().all(|s| s.jobs.is_empty()) {
         bail!("nothing to bundle: no training job in the given experiment files");
     }
+    std::fs::create_dir_all(out.join("jobs"))?;
+    results::write_atomic(
+        &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
+        queue.as_bytes(),
+    )?;
     let torch_configs = match (&req.torch_script, torch_plans.is_empty()) {
         (Some(script), false) => {
             let dir = out.join(REFERENCE_DIR);
@@ -260,7 +313,14 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
                 let file = dir.join(format!("{}.plan.json", plan.study));
                 results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
                 for c in &plan.configs {
-                    names.push((plan.study.clone(), c.name.clone()));
+                    // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
+                    // for margin; torch.compile adds 44-57 s of compilation on an H100.
+                    let memwall_s = job_seconds
+                        .get(&(plan.study.clone(), c.name.clone()))
+                        .copied()
+                        .unwrap_or(60.0);
+                    let secs = 1.5 * memwall_s + if c.compile { 60.0 } else { 0.0 };
+                    names.push((plan.study.clone(), c.name.clone(), secs.ceil() as u64));
                 }
             }
             names
@@ -307,6 +367,54 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         stripped,
         cache_files,
     })
+}
+
+/// The finished records of `studies` in the store, as FLOP rates ([`crate::estimate::Rates`]).
+fn rates_of_store(runs: &Path, studies: &[String]) -> crate::estimate::Rates {
+    let mut all = Vec::new();
+    for name in studies {
+        if let Ok(r) = results::StudyRecords::load(runs, name) {
+            all.extend(r.records);
+        }
+    }
+    crate::estimate::Rates::from_records(&all)
+}
+
+/// Each job's expected seconds: its own last record in `runs`, or the FLOP rates. Without a
+/// carried kernel cache the first job of each (precision, fusion) pays the cold start.
+fn estimate_jobs(
+    jobs: &[JobSpec],
+    runs: &Path,
+    rates: &crate::estimate::Rates,
+    cold: bool,
+) -> Vec<crate::estimate::Estimate> {
+    let mut warmed = std::collections::BTreeSet::new();
+    jobs.iter()
+        .map(|job| {
+            let own = results::read_record(&results::record_dir(runs, &job.study, &job.key()))
+                .ok()
+                .flatten();
+            let mut e = crate::estimate::estimate(job, own.as_ref(), rates);
+            let first = warmed.insert((job.strategy.precision.as_str(), job.strategy.fusion));
+            if cold && job.backend.is_gpu() && first && e.basis != crate::estimate::Basis::Record
+            {
+                e.seconds += crate::estimate::COLD_CACHE_S;
+            }
+            e
+        })
+        .collect()
+}
+
+/// (basis, number of jobs) of `estimates`, most certain basis first.
+fn basis_counts(estimates: &[crate::estimate::Estimate]) -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for e in estimates {
+        *counts.entry(e.basis).or_insert(0usize) += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(b, n)| (b.as_str().to_string(), n))
+        .collect()
 }
 
 /// Refuses a runner that cannot run `target`'s jobs, by asking it (`memwall-job backends`).
@@ -471,12 +579,27 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Seconds `run.sh --minutes N` keeps for packing the results before the N minutes end.
+const PACK_S: u64 = 30;
+
+/// The expected device time of a bundle, for its run.sh and `memwall bundle`'s output, e.g.
+/// `peak_memory 9.5 min, checkpoint_interval 7.1 min; 16.6 min in all`.
+pub fn expected_line(m: &Manifest) -> String {
+    let per: Vec<String> = m
+        .studies
+        .iter()
+        .map(|s| format!("{} {:.1} min", s.name, s.expected_s / 60.0))
+        .collect();
+    let total: f64 = m.studies.iter().map(|s| s.expected_s).sum();
+    format!("{}; {:.1} min in all", per.join(", "), total / 60.0)
+}
+
 /// The bundle's `run.sh`.
-fn run_script(m: &Manifest, torch: &[(String, String)]) -> String {
+fn run_script(m: &Manifest, torch: &[(String, String, u64)]) -> String {
     let jobs: usize = m.studies.iter().map(|s| s.jobs.len()).sum();
     let torch_list = torch
         .iter()
-        .map(|(s, c)| format!("{s}:{c}"))
+        .map(|(s, c, secs)| format!("{s}:{c}:{secs}"))
         .collect::<Vec<_>>()
         .join(" ");
     let mut s = String::new();
@@ -490,21 +613,48 @@ fn run_script(m: &Manifest, torch: &[(String, String)]) -> String {
 #   ./run.sh            run every job without a record (one process each; rerun to resume),
 #                       then the PyTorch reference where `python3 -c "import torch"` works,
 #                       then pack the records into {results}
+#   ./run.sh --minutes N
+#                       the same, stopping cleanly before N minutes: a job (or PyTorch row)
+#                       starts only when its expected time (jobs/queue.tsv) fits, one still
+#                       running {pack_s} s before the end is stopped without a record, and what
+#                       finished is packed; run it again to go on where it stopped
 #   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
 #
-# Copy {results} back and run `memwall import {results}` in the repository.
+# Expected device time: {expected}.
+# Copy {results} back and run `memwall import {results}` in the repository (after each
+# partial run too: the import takes what finished and skips what it already has).
 set -euo pipefail
 cd "$(dirname "$0")"
-export MEMWALL_GIT_REVISION={rev_q}
 TARGET={target}
 RUNNER="${{MEMWALL_JOB:-./bin/memwall-job}}"
 
 die() {{ echo "run.sh: $*" >&2; exit 1; }}
+
+MINUTES=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --minutes) MINUTES="${{2:-}}"; shift 2 || die "--minutes takes a number of minutes";;
+        --minutes=*) MINUTES="${{1#*=}}"; shift;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0;;
+        *) die "unknown argument \`$1\` (usage: ./run.sh [--minutes N])";;
+    esac
+done
+START=$(date +%s)
+DEADLINE=""
+if [ -n "$MINUTES" ]; then
+    [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes $MINUTES: not a number of minutes (e.g. --minutes 25)"
+    # What is left at the deadline goes to packing the results.
+    DEADLINE=$(awk -v s="$START" -v m="$MINUTES" -v p={pack_s} 'BEGIN {{ printf "%d", s + m * 60 - p }}')
+    echo "deadline: $(date -d "@$DEADLINE" 2>/dev/null || echo "$DEADLINE") ({pack_s} s before the $MINUTES minutes end, for packing)"
+fi
+# Seconds left before the deadline (a large number without one).
+left() {{ if [ -n "$DEADLINE" ]; then echo $(( DEADLINE - $(date +%s) )); else echo 999999999; fi; }}
 "#,
         format = m.format,
         created = m.created_at,
         rev = m.git_revision,
-        rev_q = sh_quote(&m.git_revision),
+        pack_s = PACK_S,
+        expected = expected_line(m),
         studies = m
             .studies
             .iter()
@@ -545,7 +695,7 @@ fi
 # Every job without a record, one process each (a crash or an out-of-memory costs one job and
 # is recorded); a rerun skips the jobs that have their record.
 start=$(date +%s)
-"$RUNNER" sweep-dir jobs
+"$RUNNER" sweep-dir jobs ${DEADLINE:+--until "$DEADLINE"}
 echo "jobs: $(( $(date +%s) - start )) s"
 "#,
     );
@@ -557,12 +707,26 @@ echo "jobs: $(( $(date +%s) - start )) s"
         # CUDA jobs get a CUDA reference (a row says `unsupported` where PyTorch has no CUDA).
         if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
         for sc in $TORCH_CONFIGS; do
-            study="${sc%%:*}"; config="${sc#*:}"
+            IFS=: read -r study config expected <<< "$sc"
             out="reference/results/$study.$config.json"
             if [ -s "$out" ]; then echo "pytorch $config: finished before, skipped"; continue; fi
+            if [ "$(left)" -lt "$expected" ]; then
+                echo "pytorch $config: expected $expected s, $(left) s left: left for the next run"
+                continue
+            fi
             echo "pytorch $config: running"
-            if ! python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
-                    --config "$config" --device "$TORCH_DEVICE" --out "$out" > "reference/results/$study.$config.log" 2>&1; then
+            # The row is written beside its final name and renamed when the run ends, so a run
+            # stopped at the deadline leaves no row (it runs again next time).
+            rm -f "$out.partial"
+            if timeout --signal=KILL "$(left)" python3 reference/torch_peak_memory.py \
+                    --plan "reference/$study.plan.json" --config "$config" --device "$TORCH_DEVICE" \
+                    --out "$out.partial" > "reference/results/$study.$config.log" 2>&1; then
+                mv "$out.partial" "$out"
+            elif [ "$(left)" -le 0 ]; then
+                rm -f "$out.partial"
+                echo "pytorch $config: still running at the deadline: stopped, no row"
+            else
+                [ -s "$out.partial" ] && mv "$out.partial" "$out"
                 echo "pytorch $config: failed (reference/results/$study.$config.log)"
             fi
         done
@@ -578,11 +742,17 @@ for d in jobs/*/*/; do
     files+=("$d")
 done
 [ -d reference/results ] && files+=(reference/results)
+finished=$(ls -d jobs/*/*/record.json 2>/dev/null | wc -l)
+total=$(ls -d jobs/*/*/job.json 2>/dev/null | wc -l)
 # The kernels and autotune results of these jobs, so the next bundle starts warm.
 [ -n "$(ls -A cache/cubecl 2>/dev/null)" ] && files+=(cache/cubecl)
-tar czf results.tar.gz.partial --exclude='*.tmp-*' "${files[@]}"
+tar czf results.tar.gz.partial --exclude='*.tmp-*' --exclude='*.partial' "${files[@]}"
 mv results.tar.gz.partial results.tar.gz
 echo "packed $(ls -d jobs/*/*/record.json 2>/dev/null | wc -l) record(s) and $(ls reference/results/*.json 2>/dev/null | wc -l) PyTorch row(s) into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
+echo "$finished of $total job(s) have a record after $(( $(date +%s) - START )) s"
+if [ "$finished" -lt "$total" ]; then
+    echo "run ./run.sh${MINUTES:+ --minutes N} again to go on with the other $(( total - finished ))"
+fi
 echo "next, in the repository: memwall import results.tar.gz"
 "#,
     );

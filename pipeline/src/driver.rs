@@ -5,7 +5,6 @@
 use crate::data;
 use crate::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
 use crate::error::{Error, Result};
-use crate::measure::Environment;
 use crate::report::{self, Rendered, ReportDoc};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{JobSpec, Profile, Study, StudyKind};
@@ -505,7 +504,7 @@ fn sweep_devices(
 }
 
 /// Runs (or skips) one job and returns its record: the plan stage first where the job needs one
-/// ([`plan_stage`]), then the job in its own process.
+/// ([`memwall_runner::job::plan_stage`]), then the job in its own process.
 fn run_one(
     job: &JobSpec,
     paths: &Paths,
@@ -538,25 +537,13 @@ fn run_one(
             }
         }
     }
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
     out.ran += 1;
-    let job = match plan_stage(job, &dir, opts)? {
-        Planned::Job(job) => job,
-        Planned::Failed(record) => {
-            results::write_record(&dir, &record)?;
-            return Ok(record);
+    let record = match memwall_runner::job::run_planned(job, &dir, &opts.runner, None)? {
+        memwall_runner::job::Outcome::Finished(record) => record,
+        memwall_runner::job::Outcome::Interrupted => {
+            return Err(memwall_runner::job::interrupted(job))
         }
     };
-    let job_file = dir.join("job.json");
-    let json = serde_json::to_vec_pretty(&job).expect("job spec serializes");
-    results::write_atomic(&job_file, &json)?;
-    let _ = std::fs::remove_file(dir.join(results::RECORD_FILE));
-    tracing::info!(
-        "{}: running (log {})",
-        job.config,
-        dir.join("job.log").display()
-    );
-    let record = memwall_runner::job::run_in_process(&job, &dir, &opts.runner)?;
     log_outcome(&record);
     Ok(record)
 }
@@ -576,80 +563,6 @@ fn log_outcome(record: &JobRecord) {
             record.reason.as_deref().unwrap_or("")
         ),
     }
-}
-
-/// What the plan stage made of a job (one short-lived value per job, so its size is no
-/// concern).
-#[allow(clippy::large_enum_variant)]
-enum Planned {
-    /// The job to run, with its plan where it needs one.
-    Job(JobSpec),
-    /// The job cannot run: its record (the profiling pass failed, or no plan fits).
-    Failed(JobRecord),
-}
-
-/// The plan stage: a Checkmate configuration (`checkmate = F` without segments) is planned from
-/// its own inputs. The job's profiling pass runs in its own process on the job's device and
-/// precision (`<job dir>/profile/`, [`JobSpec::profile_only`]), and the Checkmate MILP is
-/// solved over the transformer chain with those block costs at the budget fraction `F`. Other
-/// jobs pass through unchanged. No other job's record is read.
-///
-/// # Errors
-/// I/O errors on the job folder, or a runner that cannot be started.
-fn plan_stage(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<Planned> {
-    let Some(fraction) = job.strategy.checkmate else {
-        return Ok(Planned::Job(job.clone()));
-    };
-    if job.strategy.segments.is_some() {
-        return Ok(Planned::Job(job.clone()));
-    }
-    let profile = profile_pass(job, dir, opts)?;
-    let executor = match (&profile.status, &profile.executor_profile) {
-        (JobStatus::Ok, Some(executor)) if !executor.blocks.is_empty() => executor,
-        _ => {
-            let reason = format!(
-                "plan stage: the profiling pass ended {} ({}); log {}",
-                profile.status.as_str(),
-                profile.reason.as_deref().unwrap_or("no executor profile"),
-                dir.join("profile").join("job.log").display()
-            );
-            return Ok(Planned::Failed(unplanned(
-                job,
-                profile.status,
-                reason,
-                profile.env,
-            )));
-        }
-    };
-    match plan_checkmate(job, fraction, executor) {
-        Ok(planned) => Ok(Planned::Job(planned)),
-        Err((status, reason)) => Ok(Planned::Failed(unplanned(job, status, reason, profile.env))),
-    }
-}
-
-/// Runs `job`'s profiling pass in `dir/profile/` and returns its record.
-fn profile_pass(job: &JobSpec, dir: &Path, opts: &RunOptions) -> Result<JobRecord> {
-    let profile_dir = dir.join("profile");
-    let profile_job = JobSpec {
-        profile_only: true,
-        ..job.clone()
-    };
-    let json = serde_json::to_vec_pretty(&profile_job).expect("job spec serializes");
-    results::write_atomic(&profile_dir.join("job.json"), &json)?;
-    let _ = std::fs::remove_file(profile_dir.join(results::RECORD_FILE));
-    tracing::info!("{}: profiling pass for the plan", job.config);
-    memwall_runner::job::run_in_process(&profile_job, &profile_dir, &opts.runner)
-}
-
-/// The record of a job that did not run because its plan could not be made, in the environment
-/// its profiling pass ran in (so it joins its study's group in the report).
-fn unplanned(job: &JobSpec, status: JobStatus, reason: String, env: Environment) -> JobRecord {
-    let status = if status == JobStatus::Ok {
-        JobStatus::Failed
-    } else {
-        status
-    };
-    JobRecord::unfinished(job, status, reason, env)
 }
 
 /// Renders the report of a study from its records: Markdown, HTML, figures and, for training
@@ -729,6 +642,9 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         &records.records,
         &labels,
     ));
+    // Operation timings of `memwall-job bench` and `reference/torch_attribution.py`
+    // (`runs/<study>/attribution/`).
+    sections.extend(report::attribution::section(&paths.runs, &header.name));
     let newest = records
         .records
         .iter()
@@ -756,37 +672,6 @@ pub fn reports_root(runs: &Path, reports: Option<PathBuf>) -> PathBuf {
 /// The date (YYYY-MM-DD) of an RFC 3339 time stamp of a record.
 fn record_date(finished_at: &str) -> String {
     finished_at.chars().take(10).collect()
-}
-
-/// `job` with its Checkmate plan: the least recomputation whose predicted peak fits `fraction`
-/// of the no-recomputation peak, over the segment plans the executor runs, with the job's own
-/// measured executor profile (Jain et al., "Checkmate", MLSys 2020, eq. 1a and 1e; the model and
-/// solver in `memwall_remat::execute`).
-fn plan_checkmate(
-    job: &JobSpec,
-    fraction: f64,
-    profile: &memwall_core::segment_memory::ExecutorProfile,
-) -> std::result::Result<JobSpec, (JobStatus, String)> {
-    let plan = crate::remat::execute::plan_transformer(profile, fraction).map_err(|e| match e {
-        crate::remat::RematError::Infeasible { .. } => (
-            JobStatus::Infeasible,
-            format!("budget {fraction} of the no-recomputation peak: {e}"),
-        ),
-        e => (JobStatus::Failed, format!("plan stage: {e}")),
-    })?;
-    tracing::info!(
-        "{}: plan at {fraction} of the no-recomputation peak: {} recomputed of {} blocks, predicted peak {} bytes above steady state, cost {:.3}x ({:.3} s)",
-        job.config,
-        plan.segments.iter().filter(|s| s.recompute).map(|s| s.end - s.start).sum::<usize>(),
-        profile.blocks.len(),
-        plan.predicted_peak_bytes,
-        plan.predicted_cost_ratio,
-        plan.solve_time_s
-    );
-    let mut planned = job.clone();
-    planned.strategy.segments = Some(plan.segments.clone());
-    planned.planned = Some(plan);
-    Ok(planned)
 }
 
 fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {

@@ -19,6 +19,7 @@ pub mod bundle;
 pub mod data;
 pub mod demos;
 pub mod driver;
+pub mod estimate;
 pub mod nightly;
 pub mod plan_cmd;
 pub mod publish;

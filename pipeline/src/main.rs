@@ -74,6 +74,14 @@ struct RunArgs {
 struct BundleArgs {
     /// Experiment files (default: experiments/peak_memory.toml).
     experiments: Vec<PathBuf>,
+    /// The whole GPU suite: every study of `memwall::bundle::SUITE` (peak_memory,
+    /// checkpoint_interval, mixed_precision) in that priority order, at the `full` profile
+    /// unless --profile says otherwise.
+    #[arg(long, conflicts_with = "experiments")]
+    suite: bool,
+    /// Directory of the experiment files the suite is read from.
+    #[arg(long, default_value = "experiments")]
+    experiments_dir: PathBuf,
     /// Size profile: smoke, cpu or full (default: full for cuda, cpu for flex/ndarray).
     #[arg(long)]
     profile: Option<Profile>,
@@ -849,14 +857,22 @@ fn bundle(a: &BundleArgs) -> Result<()> {
             );
         }
     }
+    let experiments = if a.suite {
+        memwall::bundle::suite_experiments(&a.experiments_dir)?
+    } else if a.experiments.is_empty() {
+        vec![PathBuf::from("experiments/peak_memory.toml")]
+    } else {
+        a.experiments.clone()
+    };
+    let target = a.target.parse()?;
+    let profile = match (a.profile, a.suite) {
+        (None, true) if BackendKind::is_gpu(target) => Some(Profile::Full),
+        (p, _) => p,
+    };
     let req = memwall::bundle::BundleRequest {
-        experiments: if a.experiments.is_empty() {
-            vec![PathBuf::from("experiments/peak_memory.toml")]
-        } else {
-            a.experiments.clone()
-        },
-        profile: a.profile,
-        target: a.target.parse()?,
+        experiments,
+        profile,
+        target,
         out: a.out.clone(),
         runner,
         data: a.data.clone(),
@@ -870,10 +886,30 @@ fn bundle(a: &BundleArgs) -> Result<()> {
     let s = memwall::bundle::bundle(&req, &paths)?;
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     for st in &s.manifest.studies {
-        println!("{}: {} job(s)", st.name, st.jobs.len());
+        let basis: Vec<String> = st
+            .expected_basis
+            .iter()
+            .map(|(b, n)| format!("{n} from {b}"))
+            .collect();
+        println!(
+            "{}: {} job(s), expected {:.1} device minutes ({})",
+            st.name,
+            st.jobs.len(),
+            st.expected_s / 60.0,
+            basis.join(", ")
+        );
         for (c, why) in &st.left_out {
             println!("  left out {c}: {why}");
         }
+    }
+    println!("expected device time: {}", memwall::bundle::expected_line(&s.manifest));
+    let total_min: f64 = s.manifest.studies.iter().map(|st| st.expected_s).sum::<f64>() / 60.0;
+    if a.suite && total_min > memwall::bundle::SUITE_MINUTES {
+        println!(
+            "note: more than a session's {} device minutes: `run.sh --minutes N` runs what fits \
+             (in the order above) and a second session goes on where it stopped",
+            memwall::bundle::SUITE_MINUTES
+        );
     }
     println!(
         "bundle {} ({:.1} MiB, runner {}stripped, {} file(s) of the local CubeCL cache)",
@@ -884,9 +920,17 @@ fn bundle(a: &BundleArgs) -> Result<()> {
     );
     if let Some(a) = &s.archive {
         println!("archive {} ({:.1} MiB)", a.display(), mib(s.archive_bytes));
+        if s.archive_bytes > memwall::bundle::CARRY_LIMIT_BYTES {
+            println!(
+                "warning: the archive is over the {:.0} MiB a device session carries: bundle \
+                 fewer studies (--only, or one experiment file), or leave the CubeCL cache out \
+                 (move .memwall/cache/cubecl aside)",
+                mib(memwall::bundle::CARRY_LIMIT_BYTES)
+            );
+        }
     }
     println!(
-        "on the other machine: unpack, run `./{}/run.sh`, copy back {}/{} and run `memwall import` on it",
+        "on the other machine: unpack, run `./{}/run.sh [--minutes N]`, copy back {}/{} and run `memwall import` on it",
         s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         memwall::bundle::RESULTS_ARCHIVE

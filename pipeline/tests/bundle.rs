@@ -350,3 +350,187 @@ fn a_cuda_bundle_refuses_a_runner_without_cuda() {
         .lines()
         .any(|l| l == "cuda"));
 }
+
+/// The GPU suite at smoke size on flex, through the path a GPU session takes: `memwall bundle
+/// --suite`, `run.sh --minutes` stopped by its deadline partway, `run.sh --minutes 2` again
+/// (resuming where it stopped), `memwall import` and the reports. The bundled Checkmate jobs plan
+/// themselves in the slim runner.
+#[test]
+fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = common::root();
+    let out = dir.join("suite");
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            "--suite",
+            "--experiments-dir",
+            s(&root.join("experiments")),
+            "--profile",
+            "smoke",
+            "--target",
+            "flex",
+            "--out",
+            s(&out),
+            "--runner",
+            s(&runner()),
+            "--data",
+            s(&common::excerpt()),
+            "--torch-script",
+            "none",
+            "--no-archive",
+        ],
+    );
+    assert!(o.status.success(), "bundle failed: {}", text(&o));
+    let listing = text(&o);
+    for study in memwall::bundle::SUITE {
+        assert!(
+            listing.contains(&format!("{study}: ")) && listing.contains("expected"),
+            "{study} missing from {listing}"
+        );
+    }
+    let manifest: memwall::bundle::Manifest =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let names: Vec<&str> = manifest.studies.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, memwall::bundle::SUITE, "suite order");
+    assert!(manifest.studies.iter().all(|s| s.expected_s > 0.0));
+    let pm = &manifest.studies[0];
+    assert!(
+        pm.jobs.iter().any(|(c, _)| c == "checkmate_80"),
+        "Checkmate configurations are bundled: {:?}",
+        pm.left_out
+    );
+    let total: usize = manifest.studies.iter().map(|s| s.jobs.len()).sum();
+    let queue = std::fs::read_to_string(out.join("jobs/queue.tsv")).unwrap();
+    let queued: Vec<&str> = queue.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(queued.len(), total, "{queue}");
+    assert!(queued[0].starts_with("peak_memory/"), "priority order: {queue}");
+    assert!(queued[total - 1].starts_with("mixed_precision/"), "{queue}");
+
+    let records = || {
+        std::fs::read_dir(out.join("jobs"))
+            .unwrap()
+            .flatten()
+            .filter(|s| s.path().is_dir())
+            .flat_map(|s| std::fs::read_dir(s.path()).unwrap().flatten())
+            .filter(|j| j.path().join("record.json").is_file())
+            .count()
+    };
+    // 1. A deadline that leaves no time for the later jobs: every job whose expected seconds do
+    // not fit is left for the next run, and what finished is packed.
+    let mut queue_long = String::new();
+    for (i, line) in queued.iter().enumerate() {
+        let rel = line.split('\t').next().unwrap();
+        // The first three jobs fit; every later one "takes an hour".
+        queue_long.push_str(&format!("{rel}\t{}\n", if i < 3 { 1 } else { 3600 }));
+    }
+    std::fs::write(out.join("jobs/queue.tsv"), &queue_long).unwrap();
+    let run = |minutes: &str| {
+        Command::new("bash")
+            .arg(out.join("run.sh"))
+            .args(["--minutes", minutes])
+            .output()
+            .unwrap()
+    };
+    let o = run("2");
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    assert_eq!(records(), 3, "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("3 of {total} job(s) have a record")),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("run ./run.sh --minutes N again"), "{}", text(&o));
+    assert!(out.join("results.tar.gz").is_file());
+    // A partial result imports.
+    let scratch = dir.join("runs");
+    let import = |from: &Path| {
+        memwall(
+            dir,
+            &[
+                "import",
+                s(from),
+                "--runs",
+                s(&scratch),
+                "--experiments",
+                s(&root.join("experiments")),
+                "--templates",
+                s(&root.join("templates")),
+            ],
+        )
+    };
+    let o = import(&out.join("results.tar.gz"));
+    assert!(o.status.success(), "partial import failed: {}", text(&o));
+    assert!(text(&o).contains("3 record(s) imported"), "{}", text(&o));
+
+    // 2. The second run resumes: the finished jobs are skipped, the others run.
+    std::fs::write(out.join("jobs/queue.tsv"), &queue).unwrap();
+    let o = run("2");
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    assert!(text(&o).contains("3 finished before"), "{}", text(&o));
+    assert_eq!(records(), total, "{}", text(&o));
+    let o = import(&out.join("results.tar.gz"));
+    assert!(o.status.success(), "import failed: {}", text(&o));
+    assert!(
+        text(&o).contains(&format!("{} record(s) imported, 3 already", total - 3)),
+        "{}",
+        text(&o)
+    );
+    for study in memwall::bundle::SUITE {
+        assert!(
+            scratch.join("reports").join(study).join("index.html").is_file(),
+            "no report for {study}"
+        );
+    }
+
+    // 3. The bundled Checkmate job planned itself in the slim runner: its record carries the
+    // plan of the exact planner and its own profiling pass, or says which budget is infeasible.
+    let checkmate: Vec<memwall::results::JobRecord> = pm
+        .jobs
+        .iter()
+        .filter(|(c, _)| c.starts_with("checkmate_"))
+        .map(|(_, k)| {
+            serde_json::from_slice(
+                &std::fs::read(scratch.join("peak_memory").join(k).join("record.json")).unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(checkmate.len(), 4);
+    let planned = checkmate
+        .iter()
+        .find(|r| r.spec.config == "checkmate_80")
+        .unwrap();
+    assert_eq!(
+        planned.status,
+        memwall::results::JobStatus::Ok,
+        "{:?}",
+        planned.reason
+    );
+    let plan = planned.spec.planned.as_ref().expect("the record holds its plan");
+    assert!(plan.predicted_peak_bytes <= plan.budget_bytes);
+    assert!(planned.spec.strategy.segments.is_some());
+    for r in &checkmate {
+        assert!(
+            matches!(
+                r.status,
+                memwall::results::JobStatus::Ok | memwall::results::JobStatus::Infeasible
+            ),
+            "{}: {:?} {:?}",
+            r.spec.config,
+            r.status,
+            r.reason
+        );
+    }
+    // The runner's build revision, not a working directory's.
+    let version = Command::new(runner()).arg("version").output().unwrap();
+    let built_from = String::from_utf8_lossy(&version.stdout)
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    assert!(!built_from.is_empty() && built_from != "unknown", "{version:?}");
+    assert_eq!(planned.env.git_revision, built_from);
+}

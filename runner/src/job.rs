@@ -1,15 +1,25 @@
 //! Running one job: in this process ([`run_job_file`], the `run-job` subcommand) or in a child
 //! process with its log captured ([`run_in_process`]), so that a crash or an out-of-memory
-//! costs one job and still leaves a record (`../shared/DESIGN.md` section 3).
+//! costs one job and still leaves a record (`../shared/DESIGN.md` section 3). A Checkmate
+//! configuration is planned first ([`run_planned`]): its profiling pass in a child process on
+//! the job's device, then the exact planner of [`memwall_core::segment_plan`]. `memwall run`
+//! and the slim runner's `sweep-dir` (bundles on GPU machines) go through the same stage.
 //!
 //! May import: [`crate::train`], [`crate::measure`], `memwall_core`.
 
 use crate::measure::fault;
 use memwall_core::error::{Error, Result};
+use memwall_core::measure::Environment;
 use memwall_core::record::{self as results, JobRecord, JobStatus};
+use memwall_core::segment_memory::ExecutorProfile;
+use memwall_core::segment_plan::{plan_transformer, PlanError};
 use memwall_core::spec::JobSpec;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The job runner: a program and the arguments before `--job FILE --out DIR`.
+pub type Runner = (PathBuf, Vec<String>);
 
 /// Runs the job in `job_file` in this process and writes its record into `out_dir`
 /// (the `run-job` subcommand).
@@ -20,23 +30,209 @@ pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
     Ok(record)
 }
 
-/// Runs the job whose `job.json` is in `dir` in a child process (`runner` program and leading
-/// arguments, then `--job FILE --out DIR`), with its stderr in `dir/job.log`. If the process
-/// dies without writing a record (a crash, an abort on out-of-memory), writes a `failed` or
-/// `out_of_memory` record holding the end of its log. Returns the job's record.
+/// How a job run under a deadline ended.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Outcome {
+    /// The job ended (ok, failed, out of memory, ...) and `dir` holds its record.
+    Finished(JobRecord),
+    /// The deadline came first: the job's process was killed and no record was written, so a
+    /// later run starts the job again from the beginning.
+    Interrupted,
+}
+
+/// What the plan stage made of a job (one short-lived value per job, so its size is no
+/// concern).
+#[allow(clippy::large_enum_variant)]
+pub enum Planned {
+    /// The job to run, with its plan where it needs one.
+    Job(JobSpec),
+    /// The job cannot run: its record (the profiling pass failed, or no plan fits).
+    Failed(JobRecord),
+    /// The deadline came during the profiling pass.
+    Interrupted,
+}
+
+/// Runs `job` in `dir` (plan stage, then the job in its own process), writing `dir/job.json`
+/// (the planned job) and `dir/record.json`. With a `deadline`, a process still running at the
+/// deadline is killed and the job left without a record ([`Outcome::Interrupted`]).
+///
+/// # Errors
+/// I/O errors on `dir`, or a runner that cannot be started.
+pub fn run_planned(
+    job: &JobSpec,
+    dir: &Path,
+    runner: &Runner,
+    deadline: Option<Instant>,
+) -> Result<Outcome> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    let job = match plan_stage(job, dir, runner, deadline)? {
+        Planned::Job(job) => job,
+        Planned::Failed(record) => {
+            results::write_record(dir, &record)?;
+            return Ok(Outcome::Finished(record));
+        }
+        Planned::Interrupted => return Ok(Outcome::Interrupted),
+    };
+    let json = serde_json::to_vec_pretty(&job).expect("job spec serializes");
+    results::write_atomic(&dir.join("job.json"), &json)?;
+    let _ = std::fs::remove_file(dir.join(results::RECORD_FILE));
+    tracing::info!(
+        "{}: running (log {})",
+        job.config,
+        dir.join("job.log").display()
+    );
+    run_in_process_until(&job, dir, runner, deadline)
+}
+
+/// The plan stage: a Checkmate configuration (`checkmate = F` without segments) is planned from
+/// its own inputs. The job's profiling pass runs in its own process on the job's device and
+/// precision (`<dir>/profile/`, [`JobSpec::profile_only`]), and the exact planner
+/// ([`plan_transformer`]) picks the least recomputation whose predicted peak fits `F` of the
+/// no-recomputation peak. Other jobs pass through unchanged. No other job's record is read.
+///
+/// # Errors
+/// I/O errors on the job folder, or a runner that cannot be started.
+pub fn plan_stage(
+    job: &JobSpec,
+    dir: &Path,
+    runner: &Runner,
+    deadline: Option<Instant>,
+) -> Result<Planned> {
+    let Some(fraction) = job.strategy.checkmate else {
+        return Ok(Planned::Job(job.clone()));
+    };
+    if job.strategy.segments.is_some() {
+        return Ok(Planned::Job(job.clone()));
+    }
+    let profile = match profile_pass(job, dir, runner, deadline)? {
+        Outcome::Finished(r) => r,
+        Outcome::Interrupted => return Ok(Planned::Interrupted),
+    };
+    let executor = match (&profile.status, &profile.executor_profile) {
+        (JobStatus::Ok, Some(executor)) if !executor.blocks.is_empty() => executor,
+        _ => {
+            let reason = format!(
+                "plan stage: the profiling pass ended {} ({}); log {}",
+                profile.status.as_str(),
+                profile.reason.as_deref().unwrap_or("no executor profile"),
+                dir.join("profile").join("job.log").display()
+            );
+            return Ok(Planned::Failed(unplanned(
+                job,
+                profile.status,
+                reason,
+                profile.env,
+            )));
+        }
+    };
+    match plan_checkmate(job, fraction, executor) {
+        Ok(planned) => Ok(Planned::Job(planned)),
+        Err((status, reason)) => Ok(Planned::Failed(unplanned(job, status, reason, profile.env))),
+    }
+}
+
+/// Runs `job`'s profiling pass in `dir/profile/` and returns its record.
+fn profile_pass(
+    job: &JobSpec,
+    dir: &Path,
+    runner: &Runner,
+    deadline: Option<Instant>,
+) -> Result<Outcome> {
+    let profile_dir = dir.join("profile");
+    let profile_job = JobSpec {
+        profile_only: true,
+        ..job.clone()
+    };
+    let json = serde_json::to_vec_pretty(&profile_job).expect("job spec serializes");
+    results::write_atomic(&profile_dir.join("job.json"), &json)?;
+    let _ = std::fs::remove_file(profile_dir.join(results::RECORD_FILE));
+    tracing::info!("{}: profiling pass for the plan", job.config);
+    run_in_process_until(&profile_job, &profile_dir, runner, deadline)
+}
+
+/// The record of a job that did not run because its plan could not be made, in the environment
+/// its profiling pass ran in (so it joins its study's group in the report).
+fn unplanned(job: &JobSpec, status: JobStatus, reason: String, env: Environment) -> JobRecord {
+    let status = if status == JobStatus::Ok {
+        JobStatus::Failed
+    } else {
+        status
+    };
+    JobRecord::unfinished(job, status, reason, env)
+}
+
+/// `job` with its Checkmate plan: the least recomputation whose predicted peak fits `fraction`
+/// of the no-recomputation peak, over the segment plans the executor runs, with the job's own
+/// measured executor profile (Jain et al., "Checkmate", MLSys 2020, eq. 1a and 1e; the model and
+/// solver in [`memwall_core::segment_plan`]).
+fn plan_checkmate(
+    job: &JobSpec,
+    fraction: f64,
+    profile: &ExecutorProfile,
+) -> std::result::Result<JobSpec, (JobStatus, String)> {
+    let plan = plan_transformer(profile, fraction).map_err(|e| match e {
+        PlanError::Infeasible { .. } => (
+            JobStatus::Infeasible,
+            format!("budget {fraction} of the no-recomputation peak: {e}"),
+        ),
+        e => (JobStatus::Failed, format!("plan stage: {e}")),
+    })?;
+    tracing::info!(
+        "{}: plan at {fraction} of the no-recomputation peak: {} recomputed of {} blocks, predicted peak {} bytes above steady state, cost {:.3}x ({:.3} s)",
+        job.config,
+        plan.segments.iter().filter(|s| s.recompute).map(|s| s.end - s.start).sum::<usize>(),
+        profile.blocks.len(),
+        plan.predicted_peak_bytes,
+        plan.predicted_cost_ratio,
+        plan.solve_time_s
+    );
+    let mut planned = job.clone();
+    planned.strategy.segments = Some(plan.segments.clone());
+    planned.planned = Some(plan);
+    Ok(planned)
+}
+
+/// The error of a job interrupted although it had no deadline (cannot happen: a job without a
+/// deadline is never killed by this module).
+pub fn interrupted(job: &JobSpec) -> Error {
+    Error::Job {
+        job: job.config.clone(),
+        message: "interrupted at its deadline without a record".into(),
+    }
+}
+
+/// [`run_in_process_until`] without a deadline.
 ///
 /// # Errors
 /// [`Error::Job`] when the runner cannot be started; I/O errors on `dir`.
-pub fn run_in_process(
+pub fn run_in_process(job: &JobSpec, dir: &Path, runner: &Runner) -> Result<JobRecord> {
+    match run_in_process_until(job, dir, runner, None)? {
+        Outcome::Finished(r) => Ok(r),
+        Outcome::Interrupted => Err(interrupted(job)),
+    }
+}
+
+/// Runs the job whose `job.json` is in `dir` in a child process (`runner` program and leading
+/// arguments, then `--job FILE --out DIR`), with its stderr in `dir/job.log`. If the process
+/// dies without writing a record (a crash, an abort on out-of-memory), writes a `failed` or
+/// `out_of_memory` record holding the end of its log. Returns the job's record, or
+/// [`Outcome::Interrupted`] when the process was still running at `deadline` and was killed
+/// (its log is kept as `job.log.interrupted`; no record is written).
+///
+/// # Errors
+/// [`Error::Job`] when the runner cannot be started; I/O errors on `dir`.
+pub fn run_in_process_until(
     job: &JobSpec,
     dir: &Path,
-    runner: &(PathBuf, Vec<String>),
-) -> Result<JobRecord> {
+    runner: &Runner,
+    deadline: Option<Instant>,
+) -> Result<Outcome> {
     let job_file = dir.join("job.json");
     let log_path = dir.join("job.log");
     let log = std::fs::File::create(&log_path).map_err(|e| Error::io("creating", &log_path, e))?;
     let (program, pre_args) = runner;
-    let status = Command::new(program)
+    let mut child = Command::new(program)
         .args(pre_args)
         .arg("--job")
         .arg(&job_file)
@@ -44,13 +240,33 @@ pub fn run_in_process(
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
-        .status()
+        .spawn()
         .map_err(|e| Error::Job {
             job: job.config.clone(),
             message: format!("could not start the job runner {}: {e}", program.display()),
         })?;
+    let waited = |e: std::io::Error| Error::Job {
+        job: job.config.clone(),
+        message: format!("waiting for the job runner {}: {e}", program.display()),
+    };
+    let status = match deadline {
+        None => child.wait().map_err(waited)?,
+        Some(deadline) => loop {
+            if let Some(status) = child.try_wait().map_err(waited)? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = std::fs::remove_file(dir.join(results::RECORD_FILE));
+                let _ = std::fs::rename(&log_path, dir.join("job.log.interrupted"));
+                return Ok(Outcome::Interrupted);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        },
+    };
     let unreadable = match results::read_record(dir) {
-        Ok(Some(r)) => return Ok(r),
+        Ok(Some(r)) => return Ok(Outcome::Finished(r)),
         Ok(None) => String::new(),
         // A record this memwall cannot read (a runner of another version): kept aside, and
         // the job's record says why.
@@ -82,7 +298,7 @@ pub fn run_in_process(
     );
     r.out_of_memory = oom;
     results::write_record(dir, &r)?;
-    Ok(r)
+    Ok(Outcome::Finished(r))
 }
 
 /// The record of a job whose sizes cannot fit its device, refused before anything is

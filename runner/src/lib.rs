@@ -21,6 +21,7 @@ pub mod device;
 pub mod job;
 pub mod measure;
 pub mod model;
+pub mod sweep;
 pub mod train;
 
 pub use memwall_core::error::{Error, Result};

@@ -2,25 +2,18 @@
 
 use memwall_core::measure::Environment;
 
+/// The revision this runner was built from: `git rev-parse --short=12 HEAD` at build time,
+/// `-dirty` when the runner's sources differed from it (`runner/build.rs`).
+pub const BUILD_REVISION: &str = env!("MEMWALL_BUILD_REVISION");
+
 /// Collects the host facts of the environment a job runs in; the caller fills backend, device,
 /// dtype and numerics.
 pub fn host_environment() -> Environment {
-    let git_revision = std::env::var("MEMWALL_GIT_REVISION")
-        .ok()
-        .unwrap_or_else(|| {
-            std::process::Command::new("git")
-                .args(["rev-parse", "--short", "HEAD"])
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_else(|| "unknown".into())
-        });
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     Environment {
-        git_revision,
+        git_revision: BUILD_REVISION.into(),
         burn_version: crate::BURN_VERSION.into(),
         memwall_version: env!("CARGO_PKG_VERSION").into(),
         os: format!(

@@ -7,7 +7,7 @@ mod env;
 pub mod fault;
 
 pub use alloc::{allocated_bytes, peak_allocated_bytes, reset_peak, CountingAlloc};
-pub use env::host_environment;
+pub use env::{host_environment, BUILD_REVISION};
 pub use memwall_core::measure::{median, Bound, Environment, MemorySample, PeakBounds};
 
 /// A source of peak-memory readings for one device.

@@ -147,7 +147,7 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
         ));
     }
     if s.checkmate.is_some() && s.segments.is_none() && !spec.profile_only {
-        return Some("a Checkmate configuration needs its plan from the plan stage of `memwall run` (the job's profiling pass, then the MILP), which this job file lacks".into());
+        return Some("a Checkmate configuration needs its plan from the plan stage (`memwall run`, or `memwall-job sweep-dir` in a bundle: the job's profiling pass, then the exact planner), which this job file lacks".into());
     }
     if s.balanced_checkpointing
         && (s.fused_optimizer
