@@ -1,6 +1,7 @@
 //! Reports: the content model ([`model`]), SVG figures (plotters), Markdown and HTML rendering
 //! (minijinja), and the sections of training studies built from the polars study table.
 
+pub mod attribution;
 mod figures;
 pub mod glance;
 pub mod markdown;
