@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod data;
 pub mod device;
 pub mod job;

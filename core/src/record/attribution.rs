@@ -402,8 +402,14 @@ mod tests {
         };
         // tokens m = 16, d = 16, f = 32, V = 300
         assert_eq!(find("matmul", "mlp_up", "forward").shape, [16, 16, 32]);
-        assert_eq!(find("matmul", "mlp_up", "backward_input").shape, [16, 32, 16]);
-        assert_eq!(find("matmul", "mlp_up", "backward_weight").shape, [16, 16, 32]);
+        assert_eq!(
+            find("matmul", "mlp_up", "backward_input").shape,
+            [16, 32, 16]
+        );
+        assert_eq!(
+            find("matmul", "mlp_up", "backward_weight").shape,
+            [16, 16, 32]
+        );
         assert_eq!(find("matmul", "lm_head", "forward").shape, [16, 16, 300]);
         assert_eq!(find("matmul", "attn_qkvo", "forward").calls_per_step, 8);
         assert!(ops

@@ -20,6 +20,7 @@ fn usage() -> ExitCode {
         "usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR [--until UNIX_SECONDS]\n       \
          memwall-job backends\n       memwall-job version"
     );
+    eprintln!("       memwall-job bench --job FILE --out FILE.jsonl [--repeats N] [--warmup N]");
     ExitCode::from(2)
 }
 
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Some("bench") => memwall_runner::bench::cli(&args[1..]),
         Some("backends") => {
             println!("flex");
             if cfg!(feature = "ndarray") {

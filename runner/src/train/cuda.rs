@@ -16,7 +16,7 @@ use memwall_core::record::JobRecord;
 use memwall_core::spec::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, Precision};
 
 /// CUDA without Burn's fusion (one kernel per op), the analog of eager PyTorch.
-type CudaUnfused = CubeBackend<CudaRuntime, f32, i32, u8>;
+pub(crate) type CudaUnfused = CubeBackend<CudaRuntime, f32, i32, u8>;
 
 /// Sets CubeCL's process-wide configuration before the device is first used: the autotune
 /// level, the pool's placement ([`MemoryPool`]), and the autotune and compiled-kernel (PTX)
@@ -28,6 +28,19 @@ type CudaUnfused = CubeBackend<CudaRuntime, f32, i32, u8>;
 /// # Errors
 /// The cache directory cannot be created.
 pub fn configure_runtime(settings: &DeviceSettings) -> std::io::Result<()> {
+    configure_runtime_with(settings, |_| {})
+}
+
+/// [`configure_runtime`], with `adjust` applied to the configuration before it is set (the
+/// attribution benchmark turns on CubeCL's kernel profiling this way). Only the first call of
+/// a process sets the configuration.
+///
+/// # Errors
+/// The cache directory cannot be created.
+pub(crate) fn configure_runtime_with(
+    settings: &DeviceSettings,
+    adjust: impl FnOnce(&mut cubecl::config::CubeClRuntimeConfig),
+) -> std::io::Result<()> {
     use cubecl::config::autotune::AutotuneLevel as Level;
     use cubecl::config::cache::CacheConfig;
     use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
@@ -47,6 +60,7 @@ pub fn configure_runtime(settings: &DeviceSettings) -> std::io::Result<()> {
         config.autotune.cache = CacheConfig::File(dir.clone());
         config.compilation.cache = Some(CacheConfig::File(dir));
     }
+    adjust(&mut config);
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| CubeClRuntimeConfig::set(config));
     Ok(())

@@ -14,7 +14,7 @@ pub mod segment;
 mod tests;
 
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 
 use crate::data::{Batch, Batcher, TokenStream};
 use crate::device::BackendKind;
