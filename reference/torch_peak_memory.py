@@ -3,14 +3,21 @@
 
 Trains memwall's decoder-only transformer (pre-norm, q/k/v/o without bias, GELU MLP without
 bias, LayerNorm with bias, learned positions, head tied to the token embedding, loss in f32)
-with AdamW in PyTorch eager, for the configuration named by --config in the plan file that
+in PyTorch eager, for the configuration named by --config in the plan file that
 `memwall bundle` writes (reference/<study>.plan.json), and prints one JSON row
 (format memwall-torch-row/1) that `memwall import` stores beside memwall's records:
+
+- optimizer: the configuration's `optimizer` (absent in older plans: `adamw`) with its `lr`
+  and `weight_decay` (absent: the plan's `train.lr` / `train.weight_decay`): `adamw` is
+  `torch.optim.AdamW`; `adafactor` is `Adafactor` below, the algorithm of memwall's
+  `runner/src/train/adafactor.rs` (Shazeer and Stern 2018 as forgather runs it), because
+  `torch.optim.Adafactor` always scales its step by the parameters' RMS and by
+  min(lr, 1/sqrt(t)) (the paper's relative step), which forgather's study does not use;
 
 - precision: parameters and activations in f32 / f16 / bf16 (`model.to(dtype)`), loss in f32;
   f32 matmuls at "highest" precision (no TF32), as in the source study;
 - checkpoint K: `torch.utils.checkpoint` (non-reentrant) around every segment of K blocks;
-- fused_optimizer: an AdamW step per parameter in `register_post_accumulate_grad_hook`
+- fused_optimizer: an optimizer step per parameter in `register_post_accumulate_grad_hook`
   (the gradient is freed right after its step), instead of one optimizer step after backward;
 - compile: `torch.compile(model)`;
 - activation_memory_budget B: `torch._functorch.config.activation_memory_budget = B` with
@@ -46,6 +53,87 @@ PLAN_FORMAT = "memwall-torch-plan/1"
 TINY_MODEL = {"layers": 2, "d_model": 64, "heads": 2, "d_ff": 128, "seq_len": 32, "batch": 2,
               "vocab": 320, "tie_embeddings": True}
 TINY_TRAIN = {"steps": 2, "warmup_steps": 1}
+
+
+# Adafactor (Shazeer and Stern 2018, "Adafactor: Adaptive Learning Rates with Sublinear Memory
+# Cost", arXiv:1804.04235, Algorithms 4 and 5) with the settings of forgather's Adafactor
+# (jdinalt/forgather, src/forgather/ml/optim/adafactor.py) as its peak_memory study builds it
+# (lr 2e-4, weight decay 0.01, every other argument at its default). The same constants as
+# memwall's runner/src/train/adafactor.rs; reference/adafactor_reference.py checks this
+# implementation against the paper's formulas and transformers' Adafactor.
+ADAFACTOR_DECAY_RATE = -0.8   # beta2_t = 1 - t^-0.8 (paper Section 7.1)
+ADAFACTOR_BETA2_MAX = 0.999   # forgather clamps beta2_t at betas[1] (not in the paper)
+ADAFACTOR_EPS1 = 1e-30        # added to every squared gradient (paper's epsilon_1)
+ADAFACTOR_CLIP = 1.0          # update clipping threshold d (paper Section 6)
+
+
+def adafactor_beta2(t):
+    """The second-moment decay of step t (1-based): min(1 - t^-0.8, 0.999)."""
+    return min(1.0 - t ** ADAFACTOR_DECAY_RATE, ADAFACTOR_BETA2_MAX)
+
+
+def adafactor_step(torch, p, grad, state, lr, weight_decay):
+    """One Adafactor step on parameter `p` (in place) with gradient `grad`; `state` is the
+    parameter's dict (empty before the first step). Returns RMS(U_t) before clipping.
+
+    Computed in f32 (f64 for f64 parameters) whatever `p`'s dtype, statistics in f32:
+    - rank >= 2, seen as [n, m] (leading dimensions flattened, as forgather does):
+      R_t = b R_{t-1} + (1 - b) (G^2 + eps1) 1_m  ([n], row sums),
+      C_t = b C_{t-1} + (1 - b) 1_n^T (G^2 + eps1)  ([m], column sums),
+      U_t = G / sqrt(R_t C_t / (1_n^T R_t)), as G * rsqrt(R_t / sum R_t) (x) rsqrt(C_t)
+      (Algorithm 4; the outer product of the two scales never underflows where R_t C_t would);
+    - rank 1: V_t = b V_{t-1} + (1 - b) (G^2 + eps1), U_t = G / sqrt(V_t) (Algorithm 5);
+    - U_t / max(1, RMS(U_t) / d) (Section 6);
+    - p <- p (1 - lr weight_decay) - lr U_t (decoupled weight decay, absolute lr: forgather's
+      relative_step = False).
+    No first moment.
+    """
+    dtype = torch.promote_types(p.dtype, torch.float32)
+    g = grad.to(dtype)
+    t = state.get("step", 0) + 1
+    state["step"] = t
+    beta2 = adafactor_beta2(t)
+    sq = g * g + ADAFACTOR_EPS1
+    if g.dim() >= 2:
+        m = g.shape[-1]
+        sq = sq.reshape(-1, m)
+        row_new, col_new = sq.sum(dim=1), sq.sum(dim=0)
+        row = state.get("row")
+        col = state.get("col")
+        row = (1.0 - beta2) * row_new if row is None else beta2 * row + (1.0 - beta2) * row_new
+        col = (1.0 - beta2) * col_new if col is None else beta2 * col + (1.0 - beta2) * col_new
+        state["row"], state["col"] = row, col
+        scale = torch.outer(torch.rsqrt(row / row.sum()), torch.rsqrt(col))
+        update = (g.reshape(-1, m) * scale).reshape(g.shape)
+    else:
+        v = state.get("row")
+        v = (1.0 - beta2) * sq if v is None else beta2 * v + (1.0 - beta2) * sq
+        state["row"] = v
+        update = g / v.sqrt()
+    rms = update.square().mean().sqrt()
+    update = update / (rms / ADAFACTOR_CLIP).clamp(min=1.0)
+    p.copy_((p.to(dtype) * (1.0 - lr * weight_decay) - lr * update).to(p.dtype))
+    return float(rms)
+
+
+def adafactor_class(torch):
+    """`torch.optim.Optimizer` running `adafactor_step` on every parameter with a gradient."""
+
+    class Adafactor(torch.optim.Optimizer):
+        def __init__(self, params, lr, weight_decay=0.0):
+            super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            loss = closure() if closure is not None else None
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        adafactor_step(torch, p, p.grad, self.state[p], group["lr"],
+                                       group["weight_decay"])
+            return loss
+
+    return Adafactor
 
 
 def parse_args(argv):
@@ -172,6 +260,12 @@ def run(args):
     if args.tiny:
         model_cfg.update(TINY_MODEL)
         train.update(TINY_TRAIN)
+    # The configuration's optimizer settings (plans before they were per configuration: AdamW
+    # with the plan's train settings).
+    optimizer_name = cfg.get("optimizer", "adamw")
+    for k in ("lr", "weight_decay"):
+        if cfg.get(k) is not None:
+            train[k] = cfg[k]
     row = {
         "format": ROW_FORMAT, "study": plan["study"], "config": cfg["name"], "status": "failed",
         "reason": None, "device": "unknown", "torch_version": "unknown", "parameters": None,
@@ -214,9 +308,18 @@ def run(args):
         model = Model(cfg.get("checkpoint")).to(device=device, dtype=dtype)
         row["parameters"] = sum(p.numel() for p in model.parameters())
         opt_args = dict(lr=train["lr"], weight_decay=train["weight_decay"])
+        if optimizer_name == "adamw":
+            def make_optimizer(params, foreach):
+                return torch.optim.AdamW(params, foreach=foreach, **opt_args)
+        elif optimizer_name == "adafactor":
+            Adafactor = adafactor_class(torch)
+
+            def make_optimizer(params, foreach):
+                return Adafactor(params, **opt_args)
+        else:
+            raise ValueError(f"optimizer {optimizer_name!r} is not adamw or adafactor")
         if cfg.get("fused_optimizer"):
-            optimizers = {p: torch.optim.AdamW([p], foreach=False, **opt_args)
-                          for p in model.parameters()}
+            optimizers = {p: make_optimizer([p], False) for p in model.parameters()}
 
             def step_now(p):
                 optimizers[p].step()
@@ -226,7 +329,7 @@ def run(args):
                 p.register_post_accumulate_grad_hook(step_now)
             optimizer = None
         else:
-            optimizer = torch.optim.AdamW(model.parameters(), foreach=True, **opt_args)
+            optimizer = make_optimizer(model.parameters(), True)
         forward = torch.compile(model) if cfg.get("compile") else model
         gen = torch.Generator(device="cpu").manual_seed(train["seed"])
         b, t, vocab = model_cfg["batch"], model_cfg["seq_len"], model_cfg["vocab"]

@@ -57,6 +57,38 @@ fn a_valid_file_resolves_paths_and_defaults() {
 }
 
 #[test]
+fn the_optimizer_is_adamw_unless_the_train_table_names_adafactor() {
+    use memwall_core::spec::OptimizerKind;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), GOOD);
+    let adamw = Study::load(&p, Profile::Smoke, None).unwrap();
+    assert_eq!(adamw.train.optimizer, OptimizerKind::Adamw);
+    let text = serde_json::to_string(&adamw.train).unwrap();
+    assert!(text.contains("\"optimizer\":\"adamw\""), "{text}");
+    let p = write(
+        dir.path(),
+        &GOOD.replace(
+            "[data]",
+            "[train]\noptimizer = \"adafactor\"\nlr = 2e-4\nweight_decay = 0.01\n[data]",
+        ),
+    );
+    let s = Study::load(&p, Profile::Smoke, None).unwrap();
+    assert_eq!(s.train.optimizer, OptimizerKind::Adafactor);
+    assert_eq!(s.train.optimizer.as_str(), "adafactor");
+    assert_eq!((s.train.lr, s.train.weight_decay), (2e-4, 0.01));
+    let text = serde_json::to_string(&s.train).unwrap();
+    assert!(text.contains("\"optimizer\":\"adafactor\""), "{text}");
+    let p = write(
+        dir.path(),
+        &GOOD.replace("[data]", "[train]\noptimizer = \"adam\"\n[data]"),
+    );
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("optimizer") || msg.contains("adam"), "{msg}");
+}
+
+#[test]
 fn unknown_field_is_an_error_naming_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(

@@ -9,7 +9,7 @@
 
 use crate::report::model::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
-use crate::spec::{AttentionOption, JobSpec, Study};
+use crate::spec::{AttentionOption, JobSpec, OptimizerKind, Study};
 use crate::strategy::LayerNormSaving;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -46,7 +46,8 @@ pub struct TorchModel {
     pub tie_embeddings: bool,
 }
 
-/// Training settings of a [`TorchPlan`] (AdamW).
+/// Training settings of a [`TorchPlan`] (the first job's; each [`TorchConfig`] carries its own
+/// optimizer, learning rate and weight decay).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct TorchTrain {
     /// Measured steps.
@@ -55,7 +56,7 @@ pub struct TorchTrain {
     pub warmup_steps: usize,
     /// Learning rate.
     pub lr: f64,
-    /// AdamW weight decay.
+    /// Decoupled weight decay.
     pub weight_decay: f64,
     /// Seed of the parameters and the random tokens.
     pub seed: u64,
@@ -80,6 +81,21 @@ pub struct TorchConfig {
     pub activation_memory_budget: Option<f64>,
     /// `sdpa` (scaled_dot_product_attention) or `naive` (scores materialized).
     pub attention: String,
+    /// The job's optimizer: `adamw` (`torch.optim.AdamW`) or `adafactor` (the script's
+    /// Adafactor, memwall's algorithm). Plans written before this field read as `adamw`.
+    #[serde(default = "adamw")]
+    pub optimizer: String,
+    /// The job's learning rate (absent in older plans: the plan's `train.lr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+    /// The job's decoupled weight decay (absent in older plans: the plan's
+    /// `train.weight_decay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_decay: Option<f64>,
+}
+
+fn adamw() -> String {
+    OptimizerKind::Adamw.as_str().into()
 }
 
 /// What the reference script runs for one study.
@@ -193,6 +209,9 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
                 AttentionOption::MemoryEfficient => "sdpa".into(),
                 AttentionOption::Naive => "naive".into(),
             },
+            optimizer: job.train.optimizer.as_str().into(),
+            lr: Some(job.train.lr),
+            weight_decay: Some(job.train.weight_decay),
         });
     }
     Some(TorchPlan {
@@ -577,6 +596,52 @@ mod tests {
         assert_eq!(get("naive_attention").attention, "naive");
         assert!(p.left_out.iter().any(|(n, _)| n == "balanced"));
         assert!(p.configs.iter().all(|c| c.name != "balanced"));
+        for c in &p.configs {
+            assert_eq!(c.optimizer, "adamw");
+            assert_eq!(
+                (c.lr, c.weight_decay),
+                (Some(p.train.lr), Some(p.train.weight_decay))
+            );
+        }
+    }
+
+    #[test]
+    fn the_plan_carries_each_configurations_optimizer() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
+        let study = Study::load(&path, Profile::Full, None).unwrap();
+        let data = PreparedData {
+            dir: "data/x".into(),
+            fingerprint: "x".into(),
+            vocab_size: 3025,
+            eos_id: 0,
+        };
+        let mut jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        let job = jobs.iter_mut().find(|j| j.config == "control").unwrap();
+        job.train.optimizer = OptimizerKind::Adafactor;
+        job.train.lr = 2e-4;
+        job.train.weight_decay = 0.01;
+        let p = plan(&study, &jobs).unwrap();
+        let control = p.configs.iter().find(|c| c.name == "control").unwrap();
+        assert_eq!(
+            (control.optimizer.as_str(), control.lr, control.weight_decay),
+            ("adafactor", Some(2e-4), Some(0.01))
+        );
+        assert!(p
+            .configs
+            .iter()
+            .filter(|c| c.name != "control")
+            .all(|c| c.optimizer == "adamw"));
+        // The script's field names, and a plan from before them reading as AdamW.
+        let json = serde_json::to_value(control).unwrap();
+        assert_eq!(json["optimizer"], "adafactor");
+        assert_eq!(json["lr"], 2e-4);
+        assert_eq!(json["weight_decay"], 0.01);
+        let mut old = json.clone();
+        for k in ["optimizer", "lr", "weight_decay"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let old: TorchConfig = serde_json::from_value(old).unwrap();
+        assert_eq!((old.optimizer.as_str(), old.lr), ("adamw", None));
     }
 
     fn row() -> TorchRow {

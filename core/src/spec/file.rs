@@ -111,6 +111,28 @@ pub enum OptimizerKind {
     /// AdamW (Loshchilov and Hutter, 2019): two states per parameter, in the parameters'
     /// dtype.
     Adamw,
+    /// Adafactor (Shazeer and Stern, 2018, "Adafactor: Adaptive Learning Rates with Sublinear
+    /// Memory Cost", ICML, arXiv:1804.04235) as forgather's
+    /// `forgather.ml.optim.adafactor.Adafactor` (jdinalt/forgather,
+    /// `src/forgather/ml/optim/adafactor.py`) runs it for the `peak_memory` study: Algorithm 4
+    /// for matrices (factored second moments, one f32 value per row and per column, Section 3)
+    /// and Algorithm 5 for vectors (an unfactored f32 second moment), no first moment, update
+    /// clipping at d = 1 (Section 6), the increasing decay `beta2_t = 1 - t^-0.8` (Section 7.1;
+    /// forgather clamps it at 0.999), epsilon_1 = 1e-30, an absolute learning rate (forgather's
+    /// `relative_step = False`, not the relative step of Section 8) and decoupled weight decay.
+    /// The fixed hyperparameters are constants of memwall-runner's `train::adafactor` module;
+    /// `lr` and `weight_decay` come from [`TrainConfig`].
+    Adafactor,
+}
+
+impl OptimizerKind {
+    /// The lowercase name used in experiment files and plans: "adamw" or "adafactor".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Adafactor => "adafactor",
+        }
+    }
 }
 
 /// Resolved training settings.
@@ -124,7 +146,8 @@ pub struct TrainConfig {
     /// Learning rate (default 3e-4), in (0, 1].
     #[serde(with = "crate::record::nonfinite")]
     pub lr: f64,
-    /// Decoupled weight decay of AdamW (default 0), at least 0 with `lr * weight_decay < 1`.
+    /// Decoupled weight decay of the optimizer (AdamW or Adafactor; default 0), at least 0 with
+    /// `lr * weight_decay < 1`.
     #[serde(with = "crate::record::nonfinite")]
     pub weight_decay: f64,
     /// The optimizer (default AdamW).

@@ -6,6 +6,7 @@
 //! peak memory. Warm-up steps are run first and excluded from timing. At the end the model is
 //! evaluated on held-out stories (eval loss and perplexity).
 
+pub mod adafactor;
 pub mod budget;
 pub mod mixed;
 pub mod profile;
@@ -351,6 +352,16 @@ pub(crate) fn run_on<B: TrainBackend>(
             let make_optim = || {
                 AdamWConfig::new()
                     .with_weight_decay(spec.train.weight_decay as f32)
+                    .init::<B, TransformerLm<B>>()
+            };
+            if spec.profile_only {
+                return profile_record::<B, _>(spec, &device, probe, env, make_optim);
+            }
+            train_loop::<B, _>(spec, device, probe, env, peak_flops, make_optim())
+        }
+        OptimizerKind::Adafactor => {
+            let make_optim = || {
+                adafactor::AdafactorConfig::new(spec.train.weight_decay)
                     .init::<B, TransformerLm<B>>()
             };
             if spec.profile_only {
