@@ -144,7 +144,8 @@ pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
     let Some(e) = registry(record.kind) else {
         return Ok(Vec::new());
     };
-    (e.render)(&record.result).map_err(|err| Error::Records {
+    let (result, _) = with_imports(record, path)?;
+    (e.render)(&result).map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
             "the stored result of `{}` does not match this version's {:?} result ({err}); run \
@@ -164,7 +165,8 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
     let Some(e) = registry(record.kind) else {
         return Ok(Vec::new());
     };
-    let measures = (e.measures)(&record.result).map_err(|err| Error::Records {
+    let (result, imported_on) = with_imports(record, path)?;
+    let measures = (e.measures)(&result).map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
             "the stored result of `{}` does not match this version's {:?} result ({err}); run \
@@ -190,10 +192,13 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
             });
         }
     }
-    let device = format!(
+    let mut device = format!(
         "{} ({} threads), {} profile",
         record.env.cpu_model, record.env.cpu_threads, record.profile
     );
+    if let Some(on) = imported_on {
+        device.push_str(&format!("; {on}"));
+    }
     Ok(glance::rows(&study.claims, &device, |c| {
         match measures.iter().find(|m| m.name == c.measure) {
             Some(m) if m.value.is_finite() => Answer::Measured(m.clone()),
@@ -205,6 +210,31 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
             None => Answer::Missing(format!("no measure `{}`", c.measure)),
         }
     }))
+}
+
+/// A stored record's result with what a bundle's import put beside it in its folder
+/// (`runs/<study>/`, the folder of `path`), and where those numbers were measured when the
+/// report shows them. Today one study kind has such a file: `fusion_ir`, whose CUDA part the
+/// slim runner measures on GPU machines (`cuda_chains.json`,
+/// [`demos::fusion::with_imported_cuda`]). Every other result, and one without such a file,
+/// is the stored one unchanged.
+///
+/// # Errors
+/// [`Error::Records`] naming the imported file and its field at fault.
+fn with_imports<'a>(
+    record: &'a StudyRecord,
+    path: &Path,
+) -> Result<(std::borrow::Cow<'a, serde_json::Value>, Option<String>)> {
+    use std::borrow::Cow;
+    let unchanged = Ok((Cow::Borrowed(&record.result), None));
+    if record.kind != StudyKind::FusionIr {
+        return unchanged;
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    match demos::fusion::with_imported_cuda(&record.result, dir)? {
+        Some((merged, measured_on)) => Ok((Cow::Owned(merged), measured_on)),
+        None => unchanged,
+    }
 }
 
 /// The data directory of a study: its `params.data_dir` resolved against the workspace root,

@@ -8,6 +8,8 @@
 //!   fused optimizer step, mixed precision, the budget knapsack);
 //! - [`measure`]: peak-memory probes (counting allocator, CUDA pool) and device faults;
 //! - [`device`]: detecting a GPU before Burn's CUDA backend is touched;
+//! - [`fusion_chains`]: the `fusion_ir` study's elementwise chains on Burn (`memwall-job
+//!   fusion-chains`, the study's CUDA measurement from a GPU bundle);
 //! - [`data`]: token streams and batches (the corpus is tokenized by the driver);
 //! - [`job`]: running a job file, in this process or in a child process.
 //!
@@ -19,6 +21,7 @@
 pub mod bench;
 pub mod data;
 pub mod device;
+pub mod fusion_chains;
 pub mod job;
 pub mod measure;
 pub mod model;

@@ -4,6 +4,7 @@
 //! May import: [`crate::spec`], [`crate::measure`], [`crate::strategy`], [`crate::error`].
 
 pub mod attribution;
+pub mod fusion_chains;
 pub mod nonfinite;
 mod schema;
 mod store;

@@ -9,6 +9,14 @@
 //! when a GPU is present. [`measure`] runs all three parts into a [`FusionResult`]; [`render`]
 //! presents one as three sections.
 //!
+//! The Burn part (the chains' types, [`burn_chains`], the CUDA pair, the study's inputs and the
+//! fused reference loops) lives in the runner ([`memwall_runner::fusion_chains`], types in
+//! `memwall_core::record::fusion_chains`), so GPU machines without Rust measure it with the
+//! slim runner: `memwall-job fusion-chains` writes a [`FusionChainsRun`], a bundle's import
+//! stores it as `runs/fusion_ir/cuda_chains.json` ([`read_cuda_chains`]), and a record without
+//! a CUDA measurement of its own is rendered with it ([`with_imported_cuda`],
+//! [`BurnResult::cuda_shown`]), the report naming the device, the runner and the date.
+//!
 //! Why this module has its own [`Graph`] and not memwall-remat's `Graph`: the remat graph is a
 //! data-flow graph of forward and backward ops, each with a compute cost and an output size in
 //! bytes, which the simulator and the Checkmate MILP schedule (which outputs to keep, which to
@@ -18,15 +26,22 @@
 //! the remat graph has no expression bodies to fuse.
 //!
 //! May import: [`super`] (the study trait, errors, timing, test data), [`crate::report::model`]
-//! (the sections the renderers build), `crate::measure` (the counting allocator, medians),
-//! `crate::device` (the CUDA probe, `cuda` feature), Burn (flex; CUDA, `burn-cubecl` and
-//! `cubecl` with the `cuda` feature), serde.
+//! (the sections the renderers build), `crate::error` (errors of the imported run's file),
+//! `memwall_runner::fusion_chains` (the Burn chains, the study's inputs), `memwall_core`, Burn
+//! (flex), serde.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use super::params::{int_in, ParamResult};
 use super::{demo_study, ensure, median_time, DemoError, XorShift};
 use crate::report::model::{Figure, Measure, Section, Table};
+use memwall_runner::fusion_chains::{random_vec, ChainsBackend, CUDA_CHAINS_FILE, SEED};
+// The chains' types, the fused reference loops and the imported run's format live in
+// memwall-core and the runner (the slim runner times the CUDA part on GPU machines).
+pub use memwall_runner::fusion_chains::{
+    a_bc_1_fused, apb_c_fused, BurnChain, Chain, CudaChains, FusionChainsRun,
+};
 
 /// The post; each claim names its section ("Background / Kernel Fusion", "Demos / User-Driven
 /// Kernel Fusion" or "Demos / Compiler-Driven Kernel Fusion").
@@ -358,13 +373,6 @@ pub fn apb_c_unfused(a: &[f32], b: &[f32], c: &[f32], t: &mut [f32], out: &mut [
     }
 }
 
-/// `(a + b) * c` fused: one loop, no intermediate array.
-pub fn apb_c_fused(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
-    for (((o, a), b), c) in out.iter_mut().zip(a).zip(b).zip(c) {
-        *o = (a + b) * c;
-    }
-}
-
 /// `a + b*c + 1` unfused: `t1 = b*c`, `t2 = a + t1`, `out = t2 + 1`, each a separate pass.
 pub fn a_bc_1_unfused(
     a: &[f32],
@@ -385,85 +393,10 @@ pub fn a_bc_1_unfused(
     }
 }
 
-/// `a + b*c + 1` fused: one loop.
-pub fn a_bc_1_fused(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
-    for (((o, a), b), c) in out.iter_mut().zip(a).zip(b).zip(c) {
-        *o = a + b * c + 1.0;
-    }
-}
-
-fn random_vec(rng: &mut XorShift, n: usize) -> Vec<f32> {
-    (0..n)
-        .map(|_| (rng.unit_f64() * 2.0 - 1.0) as f32)
-        .collect()
-}
-
-/// The two elementwise chains of the study.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Chain {
-    /// `(a+b)*c`, the post's first example.
-    #[serde(rename = "(a+b)*c")]
-    APlusBTimesC,
-    /// `a+b*c+1`, the post's fusion example.
-    #[serde(rename = "a+b*c+1")]
-    APlusBTimesCPlus1,
-}
-
-impl Chain {
-    /// Both chains, in the order of the tables and figures.
-    pub const ALL: [Chain; 2] = [Chain::APlusBTimesC, Chain::APlusBTimesCPlus1];
-
-    /// The chain as written in the tables: `(a+b)*c` or `a+b*c+1`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Chain::APlusBTimesC => "(a+b)*c",
-            Chain::APlusBTimesCPlus1 => "a+b*c+1",
-        }
-    }
-
-    /// f32 loads and stores per element of the unfused loops ([`apb_c_unfused`],
-    /// [`a_bc_1_unfused`]): `(a+b)*c` is `t = a+b` (2 loads, 1 store) and `out = t*c` (2 loads,
-    /// 1 store); `a+b*c+1` is `b*c` (2 loads, 1 store), `a + t1` (2 loads, 1 store) and `t2 + 1`
-    /// (1 load, 1 store).
-    pub fn unfused_accesses(self) -> usize {
-        match self {
-            Chain::APlusBTimesC => 6,
-            Chain::APlusBTimesCPlus1 => 8,
-        }
-    }
-
-    /// f32 loads and stores per element of the fused loops: three inputs read, one output
-    /// written.
-    pub fn fused_accesses(self) -> usize {
-        4
-    }
-}
-
-impl std::fmt::Display for Chain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.label())
-    }
-}
-
-/// One elementwise chain run as Burn tensor ops on one backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BurnChain {
-    /// `(a+b)*c` or `a+b*c+1`.
-    pub expr: Chain,
-    /// Median wall time of the chain (device synchronized after it), seconds; a warm-up run
-    /// (kernel compilation on CUDA) is excluded.
-    pub time_s: f64,
-    /// Heap bytes allocated at the chain's high-water mark above the live bytes before it,
-    /// per element (output included); `None` where the counting allocator does not see the
-    /// device's memory (CUDA).
-    pub alloc_bytes_per_element: Option<f64>,
-    /// Largest absolute difference between Burn's result and the fused loop's (same units as
-    /// the elements; dimensionless here).
-    pub max_abs_diff: f64,
-}
-
 /// Runs `(a+b)*c` and `a+b*c+1` as Burn tensor ops on backend `B` (one op at a time unless the
-/// backend fuses them) and compares each result with the fused loop's `expect`.
+/// backend fuses them) and compares each result with the fused loop's `expect`
+/// ([`memwall_runner::fusion_chains::burn_chains`], which the slim runner's `fusion-chains`
+/// runs too).
 ///
 /// # Errors
 /// [`DemoError::Worker`] when the device cannot be synchronized or a result cannot be read.
@@ -474,113 +407,8 @@ pub fn burn_chains<B: burn::tensor::backend::Backend>(
     repeats: usize,
     count_heap: bool,
 ) -> Result<Vec<BurnChain>, DemoError> {
-    use burn::tensor::{Tensor, TensorData};
-    let n = inputs[0].len();
-    let up = |v: &[f32]| Tensor::<B, 1>::from_data(TensorData::new(v.to_vec(), [n]), device);
-    let (a, b, c) = (up(inputs[0]), up(inputs[1]), up(inputs[2]));
-    let sync =
-        || B::sync(device).map_err(|e| DemoError::Worker(format!("device synchronization: {e:?}")));
-    sync()?;
-    type Ops<'a, B> = (Chain, Box<dyn Fn() -> Tensor<B, 1> + 'a>);
-    let chains: [Ops<B>; 2] = [
-        (
-            Chain::APlusBTimesC,
-            Box::new(|| (a.clone() + b.clone()) * c.clone()),
-        ),
-        (
-            Chain::APlusBTimesCPlus1,
-            Box::new(|| a.clone() + b.clone() * c.clone() + 1.0),
-        ),
-    ];
-    let mut out = Vec::new();
-    for ((expr, chain), want) in chains.into_iter().zip(expect) {
-        // Warm-up: kernel compilation (CUDA), allocator pools. The output is kept until the
-        // device has run the chain, so a fusing backend compiles the kernel it will time.
-        let warm = chain();
-        sync()?;
-        drop(warm);
-        let mut times = Vec::with_capacity(repeats.max(1));
-        let mut alloc = 0u64;
-        let mut last = None;
-        for _ in 0..repeats.max(1) {
-            drop(last.take());
-            let before = crate::measure::allocated_bytes();
-            crate::measure::reset_peak();
-            let t0 = std::time::Instant::now();
-            let r = chain();
-            sync()?;
-            times.push(t0.elapsed().as_secs_f64());
-            alloc = alloc.max(crate::measure::peak_allocated_bytes().saturating_sub(before));
-            last = Some(r);
-        }
-        let got = last
-            .expect("at least one repeat")
-            .into_data()
-            .to_vec::<f32>()
-            .map_err(|e| DemoError::Worker(format!("reading {expr}: {e:?}")))?;
-        let max_abs_diff = got
-            .iter()
-            .zip(want)
-            .map(|(x, y)| (x - y).abs() as f64)
-            .fold(0.0, f64::max);
-        out.push(BurnChain {
-            expr,
-            time_s: crate::measure::median(&times),
-            alloc_bytes_per_element: count_heap.then(|| alloc as f64 / n as f64),
-            max_abs_diff,
-        });
-    }
-    Ok(out)
-}
-
-/// Burn on CUDA: both chains with Burn's fusion backend and without it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CudaChains {
-    /// Name of the GPU (device 0).
-    pub device: String,
-    /// With the fusion backend (`burn::backend::Cuda`), one per chain.
-    pub fused: Vec<BurnChain>,
-    /// Without it (`CubeBackend`: one kernel per op), one per chain.
-    pub unfused: Vec<BurnChain>,
-}
-
-/// Burn's CUDA backend with its fusion backend (`Cuda`) and without it (`CubeBackend`), when
-/// a GPU is present, or the reason it was not measured.
-#[cfg(feature = "cuda")]
-fn burn_cuda_chains(
-    inputs: [&[f32]; 3],
-    expect: [&[f32]; 2],
-    repeats: usize,
-) -> Result<CudaChains, String> {
-    use burn::backend::cuda::CudaDevice;
-    type Unfused = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
-    let info = crate::device::probe_cuda()?;
-    let name = info
-        .names
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "CUDA device 0".into());
-    let device = CudaDevice::new(0);
-    let run = || -> Result<_, DemoError> {
-        Ok((
-            burn_chains::<burn::backend::Cuda>(&device, inputs, expect, repeats, false)?,
-            burn_chains::<Unfused>(&device, inputs, expect, repeats, false)?,
-        ))
-    };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok((fused, unfused))) => Ok(CudaChains {
-            device: name,
-            fused,
-            unfused,
-        }),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the CUDA backend panicked".into()),
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn burn_cuda_chains(_: [&[f32]; 3], _: [&[f32]; 2], _: usize) -> Result<CudaChains, String> {
-    Err("this binary was built without the `cuda` feature".into())
+    memwall_runner::fusion_chains::burn_chains::<B>(device, inputs, expect, repeats, count_heap)
+        .map_err(DemoError::Worker)
 }
 
 /// The result of the fusion study: the three parts it measured, and the parameters.
@@ -646,6 +474,118 @@ pub struct BurnResult {
     /// Burn on CUDA with and without fusion, or why it was not measured (no GPU, no driver,
     /// built without the `cuda` feature).
     pub cuda: Result<CudaChains, String>,
+    /// The slim runner's run of the chains from a GPU bundle (`runs/<study>/cuda_chains.json`),
+    /// merged in when a record without a CUDA measurement is rendered
+    /// ([`with_imported_cuda`]); `None` in every record the study stores (and then absent from
+    /// its JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_cuda: Option<FusionChainsRun>,
+}
+
+impl BurnResult {
+    /// The CUDA chains the report shows: this run's, else the imported run's (with that run),
+    /// else why there are none.
+    ///
+    /// # Errors
+    /// Why no CUDA chains were measured: this run's reason, with the imported run's when it
+    /// has none either or timed flex.
+    pub fn cuda_shown(&self) -> Result<(&CudaChains, Option<&FusionChainsRun>), String> {
+        let why = match &self.cuda {
+            Ok(c) => return Ok((c, None)),
+            Err(why) => why,
+        };
+        let Some(run) = &self.imported_cuda else {
+            return Err(why.clone());
+        };
+        match (run.backend, &run.chains) {
+            (ChainsBackend::Cuda, Ok(c)) => Ok((c, Some(run))),
+            (ChainsBackend::Cuda, Err(theirs)) => Err(format!(
+                "{why}; the slim runner's run from a GPU bundle ({}) measured none either: {theirs}",
+                run.date()
+            )),
+            (ChainsBackend::Flex, _) => Err(format!(
+                "{why}; the imported `{CUDA_CHAINS_FILE}` ({}) is a flex run of the slim runner \
+                 (a check of its timing code), not a CUDA measurement",
+                run.date()
+            )),
+        }
+    }
+}
+
+/// The study's name: its record-store folder is `runs/fusion_ir/`.
+pub const STUDY: &str = "fusion_ir";
+
+/// The slim runner's imported CUDA run of the chains, `runs/fusion_ir/cuda_chains.json`
+/// (`memwall-job fusion-chains`, format `memwall-fusion-chains/1`, written by a bundle's
+/// import), or `None` when there is none.
+///
+/// # Errors
+/// [`Error::Records`](crate::error::Error::Records) naming the file and the field at fault
+/// when it does not read as a [`FusionChainsRun`], or the file cannot be read.
+pub fn read_cuda_chains(runs: &Path) -> crate::error::Result<Option<FusionChainsRun>> {
+    read_cuda_chains_in(&runs.join(STUDY))
+}
+
+/// [`read_cuda_chains`] from a study's record-store folder (`runs/<study>/`).
+///
+/// # Errors
+/// As [`read_cuda_chains`].
+pub fn read_cuda_chains_in(study_dir: &Path) -> crate::error::Result<Option<FusionChainsRun>> {
+    use crate::error::Error;
+    let path = study_dir.join(CUDA_CHAINS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("reading", &path, e)),
+    };
+    memwall_core::record::fusion_chains::parse_run(&text)
+        .map(Some)
+        .map_err(|message| Error::Records {
+            path,
+            message: format!(
+                "{message} (the slim runner's `memwall-job fusion-chains` result, \
+                 memwall-fusion-chains/1, that a bundle's import writes)"
+            ),
+        })
+}
+
+/// A stored fusion result (JSON) with the imported CUDA run of `study_dir` merged in
+/// ([`BurnResult::imported_cuda`]) when the result has no CUDA measurement of its own and the
+/// folder has a `cuda_chains.json`; `None` when nothing changes (no file, a CUDA measurement
+/// of its own, or a result that does not read as this version's: its renderer says so). With
+/// the merged result, where the imported chains were measured (for the glance's device), when
+/// the report shows them.
+///
+/// # Errors
+/// The file is malformed ([`read_cuda_chains`]).
+pub fn with_imported_cuda(
+    result: &serde_json::Value,
+    study_dir: &Path,
+) -> crate::error::Result<Option<(serde_json::Value, Option<String>)>> {
+    let Some(run) = read_cuda_chains_in(study_dir)? else {
+        return Ok(None);
+    };
+    let Ok(mut r) = FusionResult::deserialize(result) else {
+        return Ok(None);
+    };
+    if r.burn.cuda.is_ok() {
+        return Ok(None);
+    }
+    r.burn.imported_cuda = Some(run);
+    let measured_on = r.burn.cuda_shown().ok().and_then(|(c, run)| {
+        run.map(|run| {
+            format!(
+                "CUDA rows: {} (slim runner from a GPU bundle, {})",
+                c.device,
+                run.date()
+            )
+        })
+    });
+    let merged = serde_json::to_value(&r).map_err(|e| crate::error::Error::Records {
+        path: study_dir.join(CUDA_CHAINS_FILE),
+        message: format!("the merged result does not serialize: {e}"),
+    })?;
+    Ok(Some((merged, measured_on)))
 }
 
 /// The fusion IR study ([`InProcessStudy`](super::InProcessStudy)).
@@ -667,7 +607,8 @@ demo_study!(
 /// - `apb_c_bytes_ratio`, `a_bc_1_bytes_ratio` (x): bytes loaded and stored per element,
 ///   unfused over fused (memwall's count of 4-byte accesses).
 /// - `cuda_fusion_speedup` (x): Burn on CUDA, time without its fusion backend over time with
-///   it, the smaller of the two chains; NaN when no GPU was measured.
+///   it, the smaller of the two chains; NaN when no GPU was measured (by the study, or by the
+///   slim runner from a GPU bundle: [`BurnResult::cuda_shown`]).
 /// - `ir_unfused_kernels`, `ir_fused_kernels` (kernels) and `ir_mismatches` (elements): the
 ///   fusion pass on `a + b*c + 1`.
 pub fn measures(r: &FusionResult) -> Vec<Measure> {
@@ -678,8 +619,8 @@ pub fn measures(r: &FusionResult) -> Vec<Measure> {
             l.unfused_bytes_per_element as f64 / l.fused_bytes_per_element as f64
         })
     };
-    let cuda = match &r.burn.cuda {
-        Ok(c) => c
+    let cuda = match r.burn.cuda_shown() {
+        Ok((c, _)) => c
             .unfused
             .iter()
             .zip(&c.fused)
@@ -711,9 +652,7 @@ pub fn measures(r: &FusionResult) -> Vec<Measure> {
     ]
 }
 
-/// Largest `n`: the loop timings hold four f32 arrays of `n` elements (2^27 elements: 512 MiB
-/// each, 2 GiB in all).
-pub const MAX_N: usize = 1 << 27;
+pub use memwall_runner::fusion_chains::MAX_N;
 
 /// Checks `p`'s ranges: `n` in 1..=[`MAX_N`], `repeats` in 1..=100, `ir_n` in 1..=2^24.
 ///
@@ -734,7 +673,7 @@ pub fn validate(p: &FusionParams) -> ParamResult {
 pub fn measure(p: &FusionParams) -> Result<FusionResult, DemoError> {
     validate(p)?;
     ensure(p.n > 0 && p.ir_n > 0, "n", "array lengths must be positive")?;
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = XorShift(SEED);
     let ir = measure_ir(p, &mut rng)?;
     let (loops, arrays) = measure_loops(p, &mut rng)?;
     let burn = measure_burn(p, &arrays)?;
@@ -860,8 +799,12 @@ fn measure_burn(p: &FusionParams, arrays: &ChainArrays) -> Result<BurnResult, De
     let expect = [apb_c.as_slice(), a_bc_1.as_slice()];
     let flex =
         burn_chains::<burn::backend::Flex>(&Default::default(), inputs, expect, p.repeats, true)?;
-    let cuda = burn_cuda_chains(inputs, expect, p.repeats);
-    Ok(BurnResult { flex, cuda })
+    let cuda = memwall_runner::fusion_chains::burn_cuda_chains(inputs, expect, p.repeats);
+    Ok(BurnResult {
+        flex,
+        cuda,
+        imported_cuda: None,
+    })
 }
 
 /// The study's sections: the fusion pass, the loops, the Burn chains.
@@ -1036,6 +979,7 @@ fn cuda_rows(l: &LoopChain, dev: &str, fused: &BurnChain, unfused: &BurnChain) -
 fn burn_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
     let mut rows = Vec::new();
     let mut summary = Vec::new();
+    let cuda = r.burn.cuda_shown().ok().map(|(c, _)| c);
     for (i, (l, f)) in r.loops.chains.iter().zip(&r.burn.flex).enumerate() {
         let name = l.chain.label();
         rows.push(flex_row(l, f));
@@ -1045,7 +989,7 @@ fn burn_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
             f.time_s / l.fused_s,
             fmt_opt_bytes(f.alloc_bytes_per_element)
         ));
-        let Ok(cuda) = &r.burn.cuda else { continue };
+        let Some(cuda) = cuda else { continue };
         if let (Some(fu), Some(un)) = (cuda.fused.get(i), cuda.unfused.get(i)) {
             rows.extend(cuda_rows(l, &cuda.device, fu, un));
             summary.push(format!(
@@ -1077,7 +1021,8 @@ fn burn_figures(r: &FusionResult) -> Vec<Figure> {
             ("Burn flex", ms(r.burn.flex.iter().map(|f| f.time_s))),
         ],
     )];
-    if let Ok(cuda) = &r.burn.cuda {
+    if let Ok((cuda, run)) = r.burn.cuda_shown() {
+        let n = run.map_or(n, |run| run.n);
         figures.push(bar_figure(
             r,
             "fusion_cuda_time",
@@ -1109,8 +1054,12 @@ fn render_burn(r: &FusionResult) -> Section {
             "The same arrays ({n} f32 each) through Burn 0.21, median of {}: {}. {}",
             p.repeats,
             summary.join("; "),
-            match &r.burn.cuda {
-                Ok(_) => "On CUDA, Burn's fusion backend may run each chain as one kernel (16 B/element); the times show how close it comes.".to_string(),
+            match r.burn.cuda_shown() {
+                Ok((_, None)) => "On CUDA, Burn's fusion backend may run each chain as one kernel (16 B/element); the times show how close it comes.".to_string(),
+                Ok((cuda, Some(run))) => format!(
+                    "On CUDA, Burn's fusion backend may run each chain as one kernel (16 B/element); the times show how close it comes. {}",
+                    imported_provenance(p, cuda, run)
+                ),
                 Err(why) => format!(
                     "Burn's kernel fusion exists only for its CubeCL backends (CUDA here); no GPU measurement in this run: {why}."
                 ),
@@ -1126,7 +1075,7 @@ fn render_burn(r: &FusionResult) -> Section {
                 .into(),
         ],
         tables: vec![Table {
-            caption: format!("Burn tensor ops over {n} f32 elements, median of {} runs", p.repeats),
+            caption: burn_caption(r),
             columns: vec![
                 "Expression".into(),
                 "Backend".into(),
@@ -1142,6 +1091,48 @@ fn render_burn(r: &FusionResult) -> Section {
         }],
         figures: burn_figures(r),
     }
+}
+
+/// Where imported CUDA rows come from: the device, the slim runner's run from a GPU bundle
+/// (date, revision), its size, and whether its arrays are this record's.
+fn imported_provenance(p: &FusionParams, cuda: &CudaChains, run: &FusionChainsRun) -> String {
+    let arrays = if run.n == p.n && run.ir_n == p.ir_n {
+        "the same arrays as the rows above (the study's generator)".to_string()
+    } else {
+        format!(
+            "the study's generator at n = {}, ir_n = {} (this record's CPU rows: n = {}, ir_n = {}, so the arrays differ)",
+            run.n, run.ir_n, p.n, p.ir_n
+        )
+    };
+    format!(
+        "The CUDA rows were measured on {} by the slim runner (`memwall-job fusion-chains`, revision {}, Burn {}) from a GPU bundle on {}, \
+         imported as `{CUDA_CHAINS_FILE}`: {} f32 elements per array, median of {}, over {arrays}; the other rows come from this record.",
+        cuda.device,
+        run.runner_revision,
+        run.burn_version,
+        run.date(),
+        run.n,
+        run.repeats
+    )
+}
+
+/// The Burn table's caption: the record's size and repeats, and the imported CUDA run's where
+/// they differ.
+fn burn_caption(r: &FusionResult) -> String {
+    let p = &r.params;
+    let mut caption = format!(
+        "Burn tensor ops over {} f32 elements, median of {} runs",
+        p.n, p.repeats
+    );
+    if let Ok((_, Some(run))) = r.burn.cuda_shown() {
+        if (run.n, run.repeats) != (p.n, p.repeats) {
+            caption.push_str(&format!(
+                " (CUDA rows: {} elements, median of {}, from a GPU bundle)",
+                run.n, run.repeats
+            ));
+        }
+    }
+    caption
 }
 
 /// Grouped bars over the chains of `r` (one group per chain), one series per variant.
@@ -1367,6 +1358,245 @@ mod tests {
         assert_eq!(s[2].figures.len(), 2);
         assert_eq!(s[2].figures[1].series.len(), 2);
         assert!(s[2].ours.contains("`a+b*c+1` on CUDA"), "{}", s[2].ours);
+    }
+
+    #[test]
+    fn the_runners_inputs_and_reference_are_the_studys() {
+        // The slim runner's `fusion-chains` regenerates the arrays the study times (same
+        // generator, after the IR check's draws) and the fused loops' outputs.
+        let p = small();
+        let mut rng = XorShift(SEED);
+        measure_ir(&p, &mut rng).unwrap();
+        let (_, arrays) = measure_loops(&p, &mut rng).unwrap();
+        let inputs = memwall_runner::fusion_chains::study_inputs(p.n, p.ir_n);
+        assert!(bit_equal(&inputs[0], &arrays.a) && inputs[0].len() == p.n);
+        assert!(bit_equal(&inputs[1], &arrays.b) && bit_equal(&inputs[2], &arrays.c));
+        let [e1, e2] = memwall_runner::fusion_chains::expected([&arrays.a, &arrays.b, &arrays.c]);
+        let mut apb_c = vec![0f32; p.n];
+        apb_c_fused(&arrays.a, &arrays.b, &arrays.c, &mut apb_c);
+        assert!(bit_equal(&e1, &apb_c) && bit_equal(&e2, &arrays.a_bc_1));
+    }
+
+    /// A record of the study without a CUDA measurement, stored in `runs/fusion_ir/` of a
+    /// temporary record store; returns the store, the record and its path.
+    fn stored_without_cuda() -> (
+        tempfile::TempDir,
+        crate::studies::StudyRecord,
+        std::path::PathBuf,
+    ) {
+        let mut r = measure(&small()).unwrap();
+        r.burn.cuda = Err("no CUDA driver library (test)".into());
+        let record = crate::studies::StudyRecord {
+            study: STUDY.into(),
+            profile: "cpu".into(),
+            kind: crate::spec::StudyKind::FusionIr,
+            params_hash: "test".into(),
+            env: crate::measure::Environment {
+                cpu_model: "Test CPU".into(),
+                cpu_threads: 2,
+                ..Default::default()
+            },
+            result: serde_json::to_value(&r).unwrap(),
+            wall_s: 1.0,
+            finished_at: "2026-11-25T13:04:06+00:00".into(),
+        };
+        let runs = tempfile::tempdir().unwrap();
+        let path = runs.path().join(STUDY).join("cpu.result.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+        (runs, record, path)
+    }
+
+    /// The slim runner's run of the chains on a GPU, as `memwall-job fusion-chains` writes it.
+    fn gpu_run(n: usize, ir_n: usize) -> FusionChainsRun {
+        let chain = |expr, time_s| BurnChain {
+            expr,
+            time_s,
+            alloc_bytes_per_element: None,
+            max_abs_diff: 0.0,
+        };
+        FusionChainsRun {
+            format: memwall_runner::fusion_chains::FUSION_CHAINS_FORMAT.into(),
+            backend: ChainsBackend::Cuda,
+            n,
+            ir_n,
+            repeats: 5,
+            finished_at: "2026-12-01T09:30:00+00:00".into(),
+            wall_s: 20.0,
+            runner_revision: "0123456789ab".into(),
+            burn_version: "0.21.0".into(),
+            chains: Ok(CudaChains {
+                device: "NVIDIA H100 80GB HBM3".into(),
+                fused: Chain::ALL.map(|c| chain(c, 2e-4)).to_vec(),
+                unfused: vec![
+                    chain(Chain::APlusBTimesC, 5e-4),
+                    chain(Chain::APlusBTimesCPlus1, 7e-4),
+                ],
+            }),
+        }
+    }
+
+    #[test]
+    fn an_imported_cuda_run_is_rendered_and_measured() {
+        let (runs, record, path) = stored_without_cuda();
+        let study_dir = path.parent().unwrap();
+        let experiment = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../experiments")
+            .join(format!("{STUDY}.toml"));
+        let study = crate::spec::Study::load(&experiment, crate::spec::Profile::Cpu, None).unwrap();
+        let speedup = |rows: &[crate::report::model::GlanceRow]| {
+            let i = study
+                .claims
+                .iter()
+                .position(|c| c.measure == "cuda_fusion_speedup")
+                .unwrap();
+            rows[i].ours.clone()
+        };
+
+        // Without the file: the stored result as it is, no CUDA rows, no speed-up.
+        assert_eq!(read_cuda_chains(runs.path()).unwrap(), None);
+        assert_eq!(with_imported_cuda(&record.result, study_dir).unwrap(), None);
+        let before = crate::studies::render(&record, &path).unwrap();
+        assert_eq!(before[2].tables[0].rows.len(), 2);
+        let glance = crate::studies::glance(&study, &record, &path).unwrap();
+        assert_eq!(speedup(&glance), "–");
+        assert!(!glance[0].device.contains("GPU bundle"));
+
+        // With it: the CUDA rows, the figure and the speed-up, saying where they come from.
+        let p = small();
+        let run = gpu_run(p.n, p.ir_n);
+        std::fs::write(
+            study_dir.join(CUDA_CHAINS_FILE),
+            serde_json::to_vec_pretty(&run).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(read_cuda_chains(runs.path()).unwrap(), Some(run.clone()));
+        let s = crate::studies::render(&record, &path).unwrap();
+        let rows = &s[2].tables[0].rows;
+        assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
+        assert_eq!(
+            rows[1][1],
+            "Burn CUDA without fusion (NVIDIA H100 80GB HBM3)"
+        );
+        assert_eq!(rows[1][5], "0.500");
+        assert_eq!(s[2].figures.len(), 2);
+        let ours = &s[2].ours;
+        for part in [
+            "measured on NVIDIA H100 80GB HBM3 by the slim runner",
+            "revision 0123456789ab",
+            "from a GPU bundle on 2026-12-01",
+            "the same arrays as the rows above",
+        ] {
+            assert!(ours.contains(part), "`{part}` not in: {ours}");
+        }
+        let glance = crate::studies::glance(&study, &record, &path).unwrap();
+        assert_eq!(speedup(&glance), "2.50x", "min(5/2, 7/2)");
+        assert!(
+            glance[0].device.contains(
+                "CUDA rows: NVIDIA H100 80GB HBM3 (slim runner from a GPU bundle, 2026-12-01)"
+            ),
+            "{}",
+            glance[0].device
+        );
+        let merged: FusionResult = serde_json::from_value(
+            with_imported_cuda(&record.result, study_dir)
+                .unwrap()
+                .unwrap()
+                .0,
+        )
+        .unwrap();
+        let m = measures(&merged);
+        assert!(value(&m, "cuda_fusion_speedup").is_finite());
+        // The stored record itself is unchanged (the merge happens when it is rendered).
+        let stored: FusionResult = serde_json::from_value(record.result.clone()).unwrap();
+        assert!(stored.burn.imported_cuda.is_none());
+        assert!(value(&measures(&stored), "cuda_fusion_speedup").is_nan());
+
+        // A run at another size says so.
+        let other = gpu_run(1 << 24, 100_000);
+        std::fs::write(
+            study_dir.join(CUDA_CHAINS_FILE),
+            serde_json::to_vec(&other).unwrap(),
+        )
+        .unwrap();
+        let s = crate::studies::render(&record, &path).unwrap();
+        assert!(s[2].ours.contains("so the arrays differ"), "{}", s[2].ours);
+        assert!(
+            s[2].tables[0]
+                .caption
+                .contains("CUDA rows: 16777216 elements"),
+            "{}",
+            s[2].tables[0].caption
+        );
+
+        // A run that measured nothing, or timed flex: no CUDA rows, the reasons.
+        let mut none = gpu_run(p.n, p.ir_n);
+        none.chains = Err("no CUDA driver library (bundle)".into());
+        std::fs::write(
+            study_dir.join(CUDA_CHAINS_FILE),
+            serde_json::to_vec(&none).unwrap(),
+        )
+        .unwrap();
+        let s = crate::studies::render(&record, &path).unwrap();
+        assert_eq!(s[2].tables[0].rows.len(), 2);
+        assert!(s[2]
+            .ours
+            .contains("measured none either: no CUDA driver library (bundle)"));
+        let mut flex = gpu_run(p.n, p.ir_n);
+        flex.backend = ChainsBackend::Flex;
+        flex.chains.as_mut().unwrap().fused.clear();
+        std::fs::write(
+            study_dir.join(CUDA_CHAINS_FILE),
+            serde_json::to_vec(&flex).unwrap(),
+        )
+        .unwrap();
+        let s = crate::studies::render(&record, &path).unwrap();
+        assert_eq!(s[2].tables[0].rows.len(), 2);
+        assert!(
+            s[2].ours.contains("is a flex run of the slim runner"),
+            "{}",
+            s[2].ours
+        );
+        let glance = crate::studies::glance(&study, &record, &path).unwrap();
+        assert_eq!(speedup(&glance), "–");
+    }
+
+    #[test]
+    fn a_malformed_cuda_run_is_an_error_naming_file_and_field() {
+        let (runs, record, path) = stored_without_cuda();
+        let p = small();
+        let text = serde_json::to_string_pretty(&gpu_run(p.n, p.ir_n)).unwrap();
+        let file = path.parent().unwrap().join(CUDA_CHAINS_FILE);
+        let cases = [
+            (
+                text.replace("\"repeats\": 5", "\"repeats\": \"five\""),
+                "field `repeats`",
+            ),
+            (
+                text.replace("\"time_s\": 0.0005", "\"time_s\": -1.0"),
+                "field `chains.Ok.unfused[0].time_s`",
+            ),
+            (
+                text.replace(
+                    "\"format\": \"memwall-fusion-chains/1\"",
+                    "\"format\": \"other\"",
+                ),
+                "field `format`",
+            ),
+            ("{}".to_string(), "field `format`"),
+        ];
+        for (bad, field) in cases {
+            assert_ne!(bad, text, "{field}: the replacement must apply");
+            std::fs::write(&file, &bad).unwrap();
+            for e in [
+                read_cuda_chains(runs.path()).unwrap_err(),
+                crate::studies::render(&record, &path).unwrap_err(),
+            ] {
+                let e = e.to_string();
+                assert!(e.contains(&file.display().to_string()), "{e}");
+                assert!(e.contains(field), "`{field}` not in: {e}");
+            }
+        }
     }
 
     #[test]

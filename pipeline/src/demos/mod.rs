@@ -186,24 +186,9 @@ pub(crate) fn fmt_bytes(b: f64) -> String {
     }
 }
 
-/// Deterministic xorshift64* generator for reproducible test data (no `rand` dependency).
-#[derive(Debug, Clone)]
-pub(crate) struct XorShift(pub u64);
-
-impl XorShift {
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [0, 1).
-    pub(crate) fn unit_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+/// Deterministic xorshift64* generator for reproducible test data (no `rand` dependency); it
+/// lives in the runner, which generates the fusion study's inputs on GPU machines too.
+pub(crate) use memwall_runner::fusion_chains::XorShift;
 
 /// Test helpers shared by the studies' tests: every `[[claims]]` measure of an experiment file
 /// is among its study's measures.

@@ -21,6 +21,7 @@ fn usage() -> ExitCode {
          memwall-job backends\n       memwall-job version"
     );
     eprintln!("       memwall-job bench --job FILE --out FILE.jsonl [--repeats N] [--warmup N]");
+    eprintln!("       memwall-job fusion-chains [--n N] [--repeats R] [--ir-n N] [--backend cuda|flex] --out FILE.json");
     ExitCode::from(2)
 }
 
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
             }
         }
         Some("sweep-dir") => memwall_runner::sweep::cli(&args[1..]),
+        Some("fusion-chains") => memwall_runner::fusion_chains::cli(&args[1..]),
         Some("version") => {
             println!(
                 "memwall-job {} {}",
