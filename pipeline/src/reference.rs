@@ -179,6 +179,15 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
         let Some(c) = study.configs.iter().find(|c| c.name == job.config) else {
             continue;
         };
+        if c.checkmate.is_some() {
+            left_out.push((
+                c.name.clone(),
+                "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
+                 PyTorch's nearest mechanism, activation_memory_budget, is in the budget rows"
+                    .into(),
+            ));
+            continue;
+        }
         if c.balanced_checkpointing {
             left_out.push((
                 c.name.clone(),
@@ -596,13 +605,22 @@ mod tests {
         assert_eq!(get("naive_attention").attention, "naive");
         assert!(p.left_out.iter().any(|(n, _)| n == "balanced"));
         assert!(p.configs.iter().all(|c| c.name != "balanced"));
+        // The source's rows train with the source's Adafactor (weight decay 0.01), the AdamW
+        // rows with the study's AdamW settings.
         for c in &p.configs {
-            assert_eq!(c.optimizer, "adamw");
-            assert_eq!(
-                (c.lr, c.weight_decay),
-                (Some(p.train.lr), Some(p.train.weight_decay))
-            );
+            let wd = if c.name.ends_with("_adafactor") {
+                assert_eq!(c.optimizer, "adafactor", "{}", c.name);
+                0.01
+            } else {
+                assert_eq!(c.optimizer, "adamw", "{}", c.name);
+                0.0 // experiments/peak_memory.toml's [train] weight_decay
+            };
+            assert_eq!((c.lr, c.weight_decay), (Some(p.train.lr), Some(wd)));
         }
+        assert_eq!(get("control_adafactor").checkpoint, None);
+        // Checkmate plans are memwall's own: no PyTorch counterpart.
+        assert!(p.left_out.iter().any(|(n, _)| n == "checkmate_80"));
+        assert!(p.configs.iter().all(|c| !c.name.starts_with("checkmate_")));
     }
 
     #[test]
@@ -629,7 +647,7 @@ mod tests {
         assert!(p
             .configs
             .iter()
-            .filter(|c| c.name != "control")
+            .filter(|c| c.name != "control" && !c.name.ends_with("_adafactor"))
             .all(|c| c.optimizer == "adamw"));
         // The script's field names, and a plan from before them reading as AdamW.
         let json = serde_json::to_value(control).unwrap();

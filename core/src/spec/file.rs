@@ -561,6 +561,15 @@ pub struct ConfigSpec {
     /// study, and run that plan.
     #[serde(default)]
     pub checkmate: Option<f64>,
+    /// The optimizer of this configuration, in place of the study's `[train] optimizer` (e.g.
+    /// AdamW rows beside a study that trains with the source's Adafactor).
+    #[serde(default)]
+    pub optimizer: Option<OptimizerKind>,
+    /// The decoupled weight decay of this configuration, in place of the study's `[train]
+    /// weight_decay`: finite, in [0, 1) (with `lr` <= 1 the per-step factor `1 - lr * wd`
+    /// stays positive).
+    #[serde(default)]
+    pub weight_decay: Option<f64>,
     /// The configuration is the baseline the others are compared with.
     #[serde(default)]
     pub control: bool,
@@ -696,6 +705,8 @@ impl Grid {
                             master_weights: false,
                             loss_scale: None,
                             checkmate: None,
+                            optimizer: None,
+                            weight_decay: None,
                             control: false,
                             maps_to: String::new(),
                             claim: None,
@@ -1127,6 +1138,14 @@ fn check_config_name(
 
 /// A configuration's options are in range and do not contradict each other.
 fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if let Some(wd) = c.weight_decay {
+        if !(wd.is_finite() && (0.0..1.0).contains(&wd)) {
+            return Err(fields.err(
+                &format!("{at}.weight_decay"),
+                format!("{wd} is not a weight decay: use a finite number in [0, 1), e.g. 0.01"),
+            ));
+        }
+    }
     check_budget(c, at, fields)?;
     check_checkmate(c, at, fields)?;
     check_master_weights(c, at, fields)?;

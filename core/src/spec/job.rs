@@ -342,7 +342,11 @@ impl Study {
                     vocab: data.vocab_size,
                     ..model
                 },
-                train: self.train,
+                train: TrainConfig {
+                    optimizer: c.optimizer.unwrap_or(self.train.optimizer),
+                    weight_decay: c.weight_decay.unwrap_or(self.train.weight_decay),
+                    ..self.train
+                },
                 strategy: Strategy::from(c),
                 backend,
                 device_index,

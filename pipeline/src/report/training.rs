@@ -679,15 +679,26 @@ pub fn sections(
     }
     sections.extend(stale_records_section(&inputs, &df));
     sections.extend(unreadable_records_section(records));
+    // The first group (the source's size first) where a claim's configuration finished: a GPU
+    // group that predates the claims' configurations does not hide the stand-in's answers.
+    let answers = |g: &Group| {
+        claims.iter().any(|claim| {
+            training_measure(&claim.measure).is_some_and(|(config, _)| {
+                g.rows.iter().any(|c| c.ok && c.cfg.name == config)
+            })
+        })
+    };
     let glance = groups
-        .first()
+        .iter()
+        .find(|g| answers(g))
+        .or(groups.first())
         .map(|g| glance_rows(g, claims))
         .unwrap_or_default();
     Ok((sections, envs, glance))
 }
 
-/// The glance rows of `claims` measured in group `g` (the report's first group: the source's
-/// size where it ran, else the stand-in).
+/// The glance rows of `claims` measured in group `g` (the report's first group in which a
+/// claim's configuration finished: the source's size where it ran, else the stand-in).
 fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
     glance::rows(claims, &g.device_text(), |claim| {
         let Some((config, metric)) = training_measure(&claim.measure) else {
@@ -718,7 +729,10 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
             TrainingMetric::SamplesPerS => c.r.f64("samples_per_s"),
             TrainingMetric::Perplexity => c.r.f64("eval_perplexity"),
             TrainingMetric::PerplexityRatio => {
-                let control = g.rows.iter().find(|k| k.ok && k.r.bool("control"));
+                // The control of the same optimizer, as for the reductions.
+                let control = g.rows.iter().find(|k| {
+                    k.ok && k.r.bool("control") && k.r.str("optimizer") == c.r.str("optimizer")
+                });
                 match (
                     c.r.f64("eval_perplexity"),
                     control.and_then(|k| k.r.f64("eval_perplexity")),

@@ -136,6 +136,7 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "backend" => [s.backend.as_str()],
         "device_name" => [record.env.device_name.clone()],
         "precision" => [s.strategy.precision.as_str()],
+        "optimizer" => [s.train.optimizer.as_str()],
         "checkpoint" => [s.strategy.checkpoint.to_string()],
         "fused_optimizer" => [s.strategy.fused_optimizer],
         "fusion" => [s.strategy.fusion],
@@ -223,8 +224,10 @@ pub fn runtime_label(spec: &crate::spec::JobSpec) -> String {
 
 /// The study table: the newest record per (profile, backend, device, runtime settings,
 /// configuration), with
-/// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group, percent),
-/// `relative_step_time` (median step time / control's) and `speedup` (control's / ours),
+/// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group and optimizer,
+/// percent: a study may run the source's optimizer and AdamW side by side, each with its own
+/// control), `relative_step_time` (median step time / control's) and `speedup` (control's /
+/// ours),
 /// sorted by profile, backend and the configuration's position in the experiment file.
 ///
 /// # Errors
@@ -237,6 +240,7 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
         col("backend"),
         col("device_name"),
         col("runtime"),
+        col("optimizer"),
     ];
     let latest = lf
         .sort(
@@ -261,6 +265,7 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
             col("backend"),
             col("device_name"),
             col("runtime"),
+            col("optimizer"),
             col("peak_allocated_bytes").alias("control_peak_bytes"),
             col("median_step_s").alias("control_step_s"),
         ]);
