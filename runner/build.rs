@@ -21,13 +21,22 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MEMWALL_BUILD_REVISION");
-    for input in ["src", "../core/src", "../Cargo.lock", "../Cargo.toml", "Cargo.toml"] {
+    for input in [
+        "src",
+        "../core/src",
+        "../Cargo.lock",
+        "../Cargo.toml",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={input}");
     }
     if let Some(git_dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         let git_dir = Path::new(&git_dir);
         println!("cargo:rerun-if-changed={}", git_dir.join("HEAD").display());
-        println!("cargo:rerun-if-changed={}", git_dir.join("packed-refs").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            git_dir.join("packed-refs").display()
+        );
         if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
             println!("cargo:rerun-if-changed={}", git_dir.join(branch).display());
         }

@@ -38,13 +38,20 @@ const REFERENCE_DIR: &str = "reference";
 /// checkpoint interval K x precision x fusion sweep, then mixed precision.
 pub const SUITE: &[&str] = &["peak_memory", "checkpoint_interval", "mixed_precision"];
 
-/// The experiment files of [`SUITE`] in `experiments`, in suite order.
+/// The in-process study whose CUDA measurement a bundle carries: `fusion_ir`'s elementwise
+/// chains with and without Burn's fusion backend (`memwall-job fusion-chains`).
+pub const CHAINS_STUDY: &str = "fusion_ir";
+/// Where run.sh writes the chains' run inside the bundle.
+const CHAINS_FILE: &str = "fusion_ir/chains.json";
+
+/// The experiment files of [`SUITE`] and [`CHAINS_STUDY`] in `experiments`, in suite order.
 ///
 /// # Errors
 /// A suite study with no experiment file there.
 pub fn suite_experiments(experiments: &Path) -> Result<Vec<PathBuf>> {
     SUITE
         .iter()
+        .chain(std::iter::once(&CHAINS_STUDY))
         .map(|name| {
             let p = experiments.join(format!("{name}.toml"));
             if p.is_file() {
@@ -55,6 +62,19 @@ pub fn suite_experiments(experiments: &Path) -> Result<Vec<PathBuf>> {
         })
         .collect()
 }
+
+/// The study whose control the attribution benchmark times, and whose report shows it.
+pub const ATTRIBUTION_STUDY: &str = "peak_memory";
+/// The attribution benchmark's PyTorch script, beside the reference script.
+const ATTRIBUTION_SCRIPT: &str = "torch_attribution.py";
+/// Expected seconds of the attribution benchmark's Burn side on a GPU: about 30 operations x 2
+/// dtypes x 13 timed runs, plus the autotuning of the shapes a warm cache lacks (20-30 s each,
+/// README "GPU runs") and one profiled step per dtype; a guess until a GPU run measures it.
+const ATTRIBUTION_BURN_S: u64 = 240;
+/// Expected seconds of its PyTorch side (cuBLAS and SDPA need no tuning).
+const ATTRIBUTION_TORCH_S: u64 = 90;
+/// Folder (inside the bundle) of the attribution benchmark's rows.
+const ATTRIBUTION_DIR: &str = "attribution";
 
 /// Bytes a device session carries to the GPU machine (README "GPU runs").
 pub const CARRY_LIMIT_BYTES: u64 = 64 << 20;
@@ -138,6 +158,14 @@ pub struct Manifest {
     pub memory_pool: Option<MemoryPool>,
     /// The studies.
     pub studies: Vec<BundledStudy>,
+    /// The job file (relative to the bundle) whose model and device the attribution benchmark
+    /// times (`memwall-job bench`, `reference/torch_attribution.py`): the first control of
+    /// `peak_memory` without kernel fusion; `None` when that study is not bundled.
+    #[serde(default)]
+    pub attribution_job: Option<PathBuf>,
+    /// Whether run.sh runs `fusion_ir`'s chains (`memwall-job fusion-chains`).
+    #[serde(default)]
+    pub fusion_chains: bool,
 }
 
 /// What [`bundle`] wrote.
@@ -220,11 +248,19 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         .collect();
     let rates = rates_of_store(&paths.runs, &names);
     let mut job_seconds = std::collections::BTreeMap::new();
+    let mut attribution_jobs: Vec<(String, String)> = Vec::new();
+    let mut fusion_chains = false;
     let mut queue = String::from(
         "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
     );
     for experiment in &req.experiments {
         let study = Study::load(experiment, profile, req.data.as_deref())?;
+        if study.header.kind == StudyKind::FusionIr {
+            // Its CUDA chains run in the slim runner (`memwall-job fusion-chains`); the rest of
+            // the study is CPU-only and runs in memwall.
+            fusion_chains = true;
+            continue;
+        }
         if study.header.kind != StudyKind::Training {
             eprintln!(
                 "{}: `{}` runs in-process in memwall, not as jobs: left out of the bundle",
@@ -269,12 +305,20 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             std::fs::create_dir_all(&dir)?;
             results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
             bundled.jobs.push((job.config.clone(), job.key()));
+            if job.study == ATTRIBUTION_STUDY && job.control && !job.strategy.fusion {
+                attribution_jobs.push((job.study.clone(), job.key()));
+            }
             jobs.push(job);
         }
         let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0);
         for (job, e) in jobs.iter().zip(&estimates) {
             job_seconds.insert((job.study.clone(), job.config.clone()), e.seconds);
-            queue.push_str(&format!("{}/{}\t{:.0}\n", job.study, job.key(), e.seconds.ceil()));
+            queue.push_str(&format!(
+                "{}/{}\t{:.0}\n",
+                job.study,
+                job.key(),
+                e.seconds.ceil()
+            ));
         }
         bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
         bundled.expected_basis = basis_counts(&estimates);
@@ -297,6 +341,9 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     if studies.iter().all(|s| s.jobs.is_empty()) {
         bail!("nothing to bundle: no training job in the given experiment files");
     }
+    let attribution_job = attribution_jobs
+        .first()
+        .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
     std::fs::create_dir_all(out.join("jobs"))?;
     results::write_atomic(
         &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
@@ -308,6 +355,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(script, dir.join("torch_peak_memory.py"))
                 .with_context(|| format!("copying {}", script.display()))?;
+            // The attribution benchmark's PyTorch side sits beside the reference script.
+            let attribution = script.with_file_name(ATTRIBUTION_SCRIPT);
+            if attribution.is_file() {
+                std::fs::copy(&attribution, dir.join(ATTRIBUTION_SCRIPT))
+                    .with_context(|| format!("copying {}", attribution.display()))?;
+            }
             let mut names = Vec::new();
             for plan in &torch_plans {
                 let file = dir.join(format!("{}.plan.json", plan.study));
@@ -337,6 +390,8 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         memory_cleanup: req.memory_cleanup,
         memory_pool: req.memory_pool,
         studies,
+        attribution_job,
+        fusion_chains,
     };
     results::write_atomic(
         &out.join("manifest.json"),
@@ -396,8 +451,7 @@ fn estimate_jobs(
                 .flatten();
             let mut e = crate::estimate::estimate(job, own.as_ref(), rates);
             let first = warmed.insert((job.strategy.precision.as_str(), job.strategy.fusion));
-            if cold && job.backend.is_gpu() && first && e.basis != crate::estimate::Basis::Record
-            {
+            if cold && job.backend.is_gpu() && first && e.basis != crate::estimate::Basis::Record {
                 e.seconds += crate::estimate::COLD_CACHE_S;
             }
             e
@@ -699,6 +753,33 @@ start=$(date +%s)
 echo "jobs: $(( $(date +%s) - start )) s"
 "#,
     );
+    s.push_str(&format!(
+        r#"
+# fusion_ir's elementwise chains with and without Burn's fusion backend, timed by the runner on
+# this machine's backend (the import keeps a CUDA run as runs/fusion_ir/cuda_chains.json).
+if [ {chains} = 1 ]; then
+    mkdir -p fusion_ir
+    if [ -s {file} ]; then
+        echo "fusion chains: finished before, skipped"
+    elif [ "$(left)" -lt {chains_s} ]; then
+        echo "fusion chains: expected {chains_s} s, $(left) s left: left for the next run"
+    else
+        if [ "$TARGET" = cuda ]; then CHAINS_BACKEND=cuda; else CHAINS_BACKEND=flex; fi
+        if timeout --signal=KILL "$(left)" "$RUNNER" fusion-chains --backend "$CHAINS_BACKEND" \
+                --out {file}.partial > fusion_ir/chains.log 2>&1; then
+            mv {file}.partial {file}
+            echo "fusion chains: done ($CHAINS_BACKEND)"
+        else
+            rm -f {file}.partial
+            echo "fusion chains: did not finish (fusion_ir/chains.log)"
+        fi
+    fi
+fi
+"#,
+        chains = u8::from(m.fusion_chains),
+        file = CHAINS_FILE,
+        chains_s = 60,
+    ));
     s.push_str(&format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list)));
     s.push_str(
         r#"if [ -n "$TORCH_CONFIGS" ] && [ -z "${MEMWALL_SKIP_TORCH:-}" ]; then
@@ -735,13 +816,58 @@ echo "jobs: $(( $(date +%s) - start )) s"
     fi
 fi
 
-# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
+"#,
+    );
+    s.push_str(&format!(
+        r#"# The attribution benchmark: each operation of the model timed alone, in Burn (the runner) and
+# in PyTorch, on the model of one job (where the bf16 time goes).
+ATTR_JOB={attr}
+attribution() {{  # NAME EXPECTED_S COMMAND...: writes attribution/NAME.jsonl when it finishes
+    local name="$1" expected="$2"; shift 2
+    local out="attribution/$name.jsonl"
+    if [ -s "$out" ]; then echo "attribution $name: finished before, skipped"; return 0; fi
+    if [ "$(left)" -lt "$expected" ]; then
+        echo "attribution $name: expected $expected s, $(left) s left: left for the next run"; return 0
+    fi
+    echo "attribution $name: running"
+    rm -f "$out.partial"
+    if timeout --signal=KILL "$(left)" "$@" --out "$out.partial" > "attribution/$name.log" 2>&1; then
+        mv "$out.partial" "$out"
+    else
+        rm -f "$out.partial"
+        echo "attribution $name: did not finish (attribution/$name.log)"
+    fi
+}}
+if [ -n "$ATTR_JOB" ]; then
+    mkdir -p attribution
+    attribution burn {burn_s} "$RUNNER" bench --job "$ATTR_JOB"
+    if [ -f reference/torch_attribution.py ] && [ -z "${{MEMWALL_SKIP_TORCH:-}}" ] \
+            && python3 -c "import torch" >/dev/null 2>&1; then
+        if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
+        attribution pytorch {torch_s} python3 reference/torch_attribution.py --job "$ATTR_JOB" --device "$TORCH_DEVICE"
+    fi
+fi
+
+"#,
+        attr = sh_quote(
+            &m.attribution_job
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ),
+        burn_s = if m.target.is_gpu() { ATTRIBUTION_BURN_S } else { 30 },
+        torch_s = if m.target.is_gpu() { ATTRIBUTION_TORCH_S } else { 60 },
+    ));
+    s.push_str(
+        r#"# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
 files=(manifest.json)
 for d in jobs/*/*/; do
     [ -f "$d/record.json" ] || continue
     files+=("$d")
 done
 [ -d reference/results ] && files+=(reference/results)
+[ -d attribution ] && files+=(attribution)
+[ -d fusion_ir ] && files+=(fusion_ir)
 finished=$(ls -d jobs/*/*/record.json 2>/dev/null | wc -l)
 total=$(ls -d jobs/*/*/job.json 2>/dev/null | wc -l)
 # The kernels and autotune results of these jobs, so the next bundle starts warm.
@@ -768,6 +894,11 @@ pub struct ImportSummary {
     pub already: usize,
     /// PyTorch reference rows written.
     pub torch_rows: usize,
+    /// Attribution benchmark files copied into `runs/<study>/attribution/`.
+    pub attribution_files: usize,
+    /// What became of the bundle's `fusion_ir` chains run (imported, or why not); `None`
+    /// without one.
+    pub fusion_chains: Option<String>,
     /// Files of the bundle's CubeCL cache merged into the local one.
     pub cache_files: usize,
     /// Studies with new rows (their reports to re-render), by experiment file.
@@ -888,11 +1019,92 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         reference::store_row(&req.runs, study, row)?;
         summary.torch_rows += 1;
     }
+    summary.fusion_chains = import_chains(&root.join(CHAINS_FILE), &req.runs)?;
+    if summary.fusion_chains.as_deref().is_some_and(|m| m.starts_with("imported")) {
+        if let Ok(e) = find_experiment(&req.experiments, CHAINS_STUDY) {
+            summary.studies.push(e);
+        }
+    }
+    summary.attribution_files = import_attribution(&root.join(ATTRIBUTION_DIR), &req.runs)?;
+    if summary.attribution_files > 0 {
+        if let Ok(e) = find_experiment(&req.experiments, ATTRIBUTION_STUDY) {
+            if !summary.studies.contains(&e) {
+                summary.studies.push(e);
+            }
+        }
+    }
     let cache = root.join("cache").join("cubecl");
     if cache.is_dir() {
         summary.cache_files = copy_tree(&cache, &req.cubecl_cache)?;
     }
     Ok(summary)
+}
+
+/// Imports a bundle's `fusion_ir` chains run: a CUDA run that measured becomes
+/// `runs/fusion_ir/cuda_chains.json` (which the study's report then shows); a CPU run or one that
+/// could not measure is not imported, and the message says why.
+///
+/// # Errors
+/// A file that does not read as a chains run (naming the file and the field), and I/O errors.
+fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
+    use memwall_core::record::fusion_chains::{read_run, ChainsBackend, CUDA_CHAINS_FILE};
+    let Some(run) = read_run(file).map_err(|e| anyhow!("{e}"))? else {
+        return Ok(None);
+    };
+    if run.backend != ChainsBackend::Cuda {
+        return Ok(Some(format!(
+            "fusion chains ran on {:?}, not CUDA: not imported as the study's CUDA measurement",
+            run.backend
+        )));
+    }
+    if let Err(why) = &run.chains {
+        return Ok(Some(format!("fusion chains did not measure: {why}")));
+    }
+    let to = runs.join(CHAINS_STUDY).join(CUDA_CHAINS_FILE);
+    std::fs::create_dir_all(to.parent().expect("has a parent"))?;
+    std::fs::copy(file, &to)
+        .with_context(|| format!("copying {} to {}", file.display(), to.display()))?;
+    Ok(Some(format!("imported as {}", to.display())))
+}
+
+/// Copies the attribution benchmark's `*.jsonl` of a results folder into
+/// `runs/<ATTRIBUTION_STUDY>/attribution/`, named by framework and device
+/// ([`memwall_core::record::attribution::file_name`]) so a later run on the same device replaces
+/// its file and another device's stays; returns the files copied.
+///
+/// # Errors
+/// A file none of whose lines reads as an attribution row (naming the file and the first
+/// reason), and I/O errors.
+fn import_attribution(dir: &Path, runs: &Path) -> Result<usize> {
+    use memwall_core::record::attribution;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    let to_dir = runs.join(ATTRIBUTION_STUDY).join(ATTRIBUTION_DIR);
+    let mut n = 0;
+    for f in files {
+        let (rows, bad) = attribution::read_rows(&f).map_err(|e| anyhow!("{e}"))?;
+        let Some(first) = rows.first() else {
+            bail!(
+                "{}: no attribution row ({})",
+                f.display(),
+                bad.first().map(String::as_str).unwrap_or("empty file")
+            );
+        };
+        std::fs::create_dir_all(&to_dir)
+            .with_context(|| format!("creating {}", to_dir.display()))?;
+        let to = to_dir.join(attribution::file_name(&first.framework, &first.device));
+        std::fs::copy(&f, &to)
+            .with_context(|| format!("copying {} to {}", f.display(), to.display()))?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// The bundle folder of `req.source`: the folder itself, or an archive unpacked into

@@ -902,8 +902,17 @@ fn bundle(a: &BundleArgs) -> Result<()> {
             println!("  left out {c}: {why}");
         }
     }
-    println!("expected device time: {}", memwall::bundle::expected_line(&s.manifest));
-    let total_min: f64 = s.manifest.studies.iter().map(|st| st.expected_s).sum::<f64>() / 60.0;
+    println!(
+        "expected device time: {}",
+        memwall::bundle::expected_line(&s.manifest)
+    );
+    let total_min: f64 = s
+        .manifest
+        .studies
+        .iter()
+        .map(|st| st.expected_s)
+        .sum::<f64>()
+        / 60.0;
     if a.suite && total_min > memwall::bundle::SUITE_MINUTES {
         println!(
             "note: more than a session's {} device minutes: `run.sh --minutes N` runs what fits \
@@ -957,16 +966,20 @@ fn import(
     };
     let s = memwall::bundle::import(&req)?;
     eprintln!(
-        "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s), {} CubeCL cache file(s) \
-         into {}",
+        "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s), {} attribution file(s), \
+         {} CubeCL cache file(s) into {}",
         source.display(),
         s.imported,
         s.already,
         paths.runs.display(),
         s.torch_rows,
+        s.attribution_files,
         s.cache_files,
         req.cubecl_cache.display()
     );
+    if let Some(m) = &s.fusion_chains {
+        eprintln!("  {m}");
+    }
     for (p, why) in &s.refused {
         eprintln!("  refused {}: {why}", p.display());
     }

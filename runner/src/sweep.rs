@@ -46,16 +46,19 @@ pub fn queue(root: &Path) -> Result<Vec<Queued>, String> {
             let (rel, secs) = line.split_once('\t').unwrap_or((line, ""));
             let expected_s = match secs.trim() {
                 "" | "-" => None,
-                s => Some(s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(
-                    || {
-                        format!(
-                            "{} line {}: expected seconds `{s}` is not a non-negative number \
+                s => Some(
+                    s.parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite() && *v >= 0.0)
+                        .ok_or_else(|| {
+                            format!(
+                                "{} line {}: expected seconds `{s}` is not a non-negative number \
                              (each line is `<study>/<key>` TAB seconds)",
-                            file.display(),
-                            i + 1
-                        )
-                    },
-                )?),
+                                file.display(),
+                                i + 1
+                            )
+                        })?,
+                ),
             };
             out.push(Queued {
                 dir: root.join(rel.trim()),
@@ -124,7 +127,10 @@ pub fn sweep(root: &Path, runner: &Runner, until: Option<SystemTime>) -> SweepSu
             summary.skipped += 1;
             continue;
         }
-        let left = until.map(|t| t.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO));
+        let left = until.map(|t| {
+            t.duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO)
+        });
         if let (Some(left), Some(expected)) = (left, q.expected_s) {
             if expected > left.as_secs_f64() {
                 eprintln!(
