@@ -250,6 +250,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     let mut job_seconds = std::collections::BTreeMap::new();
     let mut attribution_jobs: Vec<(String, String)> = Vec::new();
     let mut fusion_chains = false;
+    let mut warmed = std::collections::BTreeSet::new();
     let mut queue = String::from(
         "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
     );
@@ -310,7 +311,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             }
             jobs.push(job);
         }
-        let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0);
+        let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0, &mut warmed);
         for (job, e) in jobs.iter().zip(&estimates) {
             job_seconds.insert((job.study.clone(), job.config.clone()), e.seconds);
             queue.push_str(&format!(
@@ -436,14 +437,15 @@ fn rates_of_store(runs: &Path, studies: &[String]) -> crate::estimate::Rates {
 }
 
 /// Each job's expected seconds: its own last record in `runs`, or the FLOP rates. Without a
-/// carried kernel cache the first job of each (precision, fusion) pays the cold start.
+/// carried kernel cache the first job of each (precision, fusion) of the bundle (`warmed`
+/// holds those seen in earlier studies) pays the cold start.
 fn estimate_jobs(
     jobs: &[JobSpec],
     runs: &Path,
     rates: &crate::estimate::Rates,
     cold: bool,
+    warmed: &mut std::collections::BTreeSet<(&'static str, bool)>,
 ) -> Vec<crate::estimate::Estimate> {
-    let mut warmed = std::collections::BTreeSet::new();
     jobs.iter()
         .map(|job| {
             let own = results::read_record(&results::record_dir(runs, &job.study, &job.key()))
@@ -1020,7 +1022,11 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         summary.torch_rows += 1;
     }
     summary.fusion_chains = import_chains(&root.join(CHAINS_FILE), &req.runs)?;
-    if summary.fusion_chains.as_deref().is_some_and(|m| m.starts_with("imported")) {
+    if summary
+        .fusion_chains
+        .as_deref()
+        .is_some_and(|m| m.starts_with("imported"))
+    {
         if let Ok(e) = find_experiment(&req.experiments, CHAINS_STUDY) {
             summary.studies.push(e);
         }

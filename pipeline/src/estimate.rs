@@ -114,9 +114,15 @@ impl Rates {
         Rates { by }
     }
 
-    /// The measured FLOP/s of `backend` at `precision`, if any record gives one.
+    /// The measured FLOP/s of `backend` at `precision`, if any record gives one; f16 without
+    /// records of its own takes bf16's (the same tensor-core peak on the GPUs memwall targets:
+    /// H100 SXM, 989 TFLOP/s dense for both, NVIDIA's H100 datasheet).
     pub fn get(&self, backend: BackendKind, precision: Precision) -> Option<f64> {
-        self.by.get(&key(backend, precision)).copied()
+        self.by.get(&key(backend, precision)).copied().or_else(|| {
+            (precision == Precision::F16)
+                .then(|| self.by.get(&key(backend, Precision::Bf16)).copied())
+                .flatten()
+        })
     }
 }
 

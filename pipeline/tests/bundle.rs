@@ -504,9 +504,15 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         .collect();
     assert_eq!(burn_rows.len(), 1, "{}", text(&o));
     let report = std::fs::read_to_string(scratch.join("reports/peak_memory/report.md")).unwrap();
-    assert!(report.contains("Where the time goes"), "no attribution section");
+    assert!(
+        report.contains("Where the time goes"),
+        "no attribution section"
+    );
     // fusion_ir's chains ran in the slim runner; a CPU run is not imported as the CUDA one.
-    assert!(out.join("fusion_ir/chains.json").is_file(), "no fusion chains run");
+    assert!(
+        out.join("fusion_ir/chains.json").is_file(),
+        "no fusion chains run"
+    );
     assert!(!scratch.join("fusion_ir/cuda_chains.json").exists());
 
     // 3. The bundled Checkmate job planned itself in the slim runner: its record carries the

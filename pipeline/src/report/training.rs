@@ -683,9 +683,8 @@ pub fn sections(
     // group that predates the claims' configurations does not hide the stand-in's answers.
     let answers = |g: &Group| {
         claims.iter().any(|claim| {
-            training_measure(&claim.measure).is_some_and(|(config, _)| {
-                g.rows.iter().any(|c| c.ok && c.cfg.name == config)
-            })
+            training_measure(&claim.measure)
+                .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))
         })
     };
     let glance = groups
