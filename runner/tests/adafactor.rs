@@ -9,12 +9,14 @@ use burn::optim::{GradientsParams, Optimizer, SimpleOptimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
 use memwall_core::spec::ModelConfig;
-use memwall_runner::data::Batch;
 use memwall_runner::measure::HeapProbe;
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::adafactor::{AdafactorConfig, AdafactorState};
 use memwall_runner::train::{segment, train_step, Inputs};
 use serde_json::Value;
+
+mod common;
+use common::batch;
 
 type B = Autodiff<Flex>;
 
@@ -273,20 +275,6 @@ fn half_precision_parameters_get_the_f32_update_rounded() {
             e.scaled
         );
         assert!(e.scaled <= 1e-2, "bf16 {tensor}: {}", e.scaled);
-    }
-}
-
-fn batch(cfg: &ModelConfig) -> Batch {
-    let n = cfg.batch * cfg.seq_len;
-    let ids: Vec<i64> = (0..n as i64 + 1)
-        .map(|i| (i * 37 + 11) % cfg.vocab as i64)
-        .collect();
-    Batch {
-        batch: cfg.batch,
-        seq_len: cfg.seq_len,
-        inputs: ids[..n].to_vec(),
-        targets: ids[1..].to_vec(),
-        positions: (0..n as i64).map(|i| i % cfg.seq_len as i64).collect(),
     }
 }
 

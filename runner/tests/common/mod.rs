@@ -21,10 +21,12 @@ pub fn activation_dominated() -> ModelConfig {
     }
 }
 
-/// A deterministic batch of `cfg`'s shape (token ids below 300, document positions).
+/// A deterministic batch of `cfg`'s shape (token ids below `cfg.vocab`, document positions).
 pub fn batch(cfg: &ModelConfig) -> Batch {
     let n = cfg.batch * cfg.seq_len;
-    let ids: Vec<i64> = (0..n as i64 + 1).map(|i| (i * 37 + 11) % 300).collect();
+    let ids: Vec<i64> = (0..n as i64 + 1)
+        .map(|i| (i * 37 + 11) % cfg.vocab as i64)
+        .collect();
     Batch {
         batch: cfg.batch,
         seq_len: cfg.seq_len,
