@@ -133,17 +133,10 @@ def operations(m):
 
 
 def device_name(torch, device):
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.machine() or "cpu"
+    """The device's name as torch_peak_memory.py (and memwall's records) name it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_peak_memory import device_name as reference_device_name
+    return reference_device_name(torch, device)
 
 
 def measure(torch, device, warmup, repeats, setup, run):
