@@ -166,6 +166,10 @@ pub struct Manifest {
     /// Whether run.sh runs `fusion_ir`'s chains (`memwall-job fusion-chains`).
     #[serde(default)]
     pub fusion_chains: bool,
+    /// Expected device seconds of what run.sh runs after the jobs: (part, seconds), e.g.
+    /// ("PyTorch reference", 606.0).
+    #[serde(default)]
+    pub extra_expected_s: Vec<(String, f64)>,
 }
 
 /// What [`bundle`] wrote.
@@ -313,7 +317,9 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         }
         let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0, &mut warmed);
         for (job, e) in jobs.iter().zip(&estimates) {
-            job_seconds.insert((job.study.clone(), job.config.clone()), e.seconds);
+            // Warm: PyTorch's rows do not pay CubeCL's cold start.
+            let warm = e.seconds - e.cold_start_s;
+            job_seconds.insert((job.study.clone(), job.config.clone()), warm);
             queue.push_str(&format!(
                 "{}/{}\t{:.0}\n",
                 job.study,
@@ -391,6 +397,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         memory_cleanup: req.memory_cleanup,
         memory_pool: req.memory_pool,
         studies,
+        extra_expected_s: extra_expected(
+            req.target,
+            fusion_chains,
+            &torch_configs,
+            attribution_job.is_some(),
+        ),
         attribution_job,
         fusion_chains,
     };
@@ -455,6 +467,7 @@ fn estimate_jobs(
             let first = warmed.insert((job.strategy.precision.as_str(), job.strategy.fusion));
             if cold && job.backend.is_gpu() && first && e.basis != crate::estimate::Basis::Record {
                 e.seconds += crate::estimate::COLD_CACHE_S;
+                e.cold_start_s = crate::estimate::COLD_CACHE_S;
             }
             e
         })
@@ -635,6 +648,41 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Expected seconds of run.sh's parts after the jobs, as run.sh budgets them.
+fn extra_expected(
+    target: BackendKind,
+    chains: bool,
+    torch: &[(String, String, u64)],
+    attribution: bool,
+) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    if chains {
+        out.push(("fusion_ir chains".to_string(), CHAINS_S as f64));
+    }
+    if !torch.is_empty() {
+        let s: u64 = torch.iter().map(|(_, _, s)| s).sum();
+        out.push((format!("{} PyTorch reference rows", torch.len()), s as f64));
+    }
+    if attribution {
+        let (b, t) = attribution_seconds(target);
+        let t = if torch.is_empty() { 0 } else { t };
+        out.push(("attribution benchmark".to_string(), (b + t) as f64));
+    }
+    out
+}
+
+/// Expected seconds of the attribution benchmark's Burn and PyTorch sides on `target`.
+fn attribution_seconds(target: BackendKind) -> (u64, u64) {
+    if target.is_gpu() {
+        (ATTRIBUTION_BURN_S, ATTRIBUTION_TORCH_S)
+    } else {
+        (30, 60)
+    }
+}
+
+/// Expected seconds of `fusion_ir`'s chains (a CUDA start-up and two kernel compilations).
+const CHAINS_S: u64 = 60;
+
 /// Seconds `run.sh --minutes N` keeps for packing the results before the N minutes end.
 const PACK_S: u64 = 30;
 
@@ -646,7 +694,13 @@ pub fn expected_line(m: &Manifest) -> String {
         .iter()
         .map(|s| format!("{} {:.1} min", s.name, s.expected_s / 60.0))
         .collect();
-    let total: f64 = m.studies.iter().map(|s| s.expected_s).sum();
+    let extras = m
+        .extra_expected_s
+        .iter()
+        .map(|(part, s)| format!("{part} {:.1} min", s / 60.0));
+    let per: Vec<String> = per.into_iter().chain(extras).collect();
+    let total: f64 = m.studies.iter().map(|s| s.expected_s).sum::<f64>()
+        + m.extra_expected_s.iter().map(|(_, s)| s).sum::<f64>();
     format!("{}; {:.1} min in all", per.join(", "), total / 60.0)
 }
 
@@ -780,7 +834,7 @@ fi
 "#,
         chains = u8::from(m.fusion_chains),
         file = CHAINS_FILE,
-        chains_s = 60,
+        chains_s = CHAINS_S,
     ));
     s.push_str(&format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list)));
     s.push_str(
@@ -857,8 +911,8 @@ fi
                 .map(|p| p.display().to_string())
                 .unwrap_or_default()
         ),
-        burn_s = if m.target.is_gpu() { ATTRIBUTION_BURN_S } else { 30 },
-        torch_s = if m.target.is_gpu() { ATTRIBUTION_TORCH_S } else { 60 },
+        burn_s = attribution_seconds(m.target).0,
+        torch_s = attribution_seconds(m.target).1,
     ));
     s.push_str(
         r#"# Pack what the import needs: the manifest, every job's files and the PyTorch rows.

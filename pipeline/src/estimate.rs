@@ -82,6 +82,9 @@ pub struct Estimate {
     pub seconds: f64,
     /// What the estimate rests on.
     pub basis: Basis,
+    /// Seconds of `seconds` that are the cold start of the kernel caches ([`COLD_CACHE_S`]),
+    /// added by the bundle to the first job of a precision when it carries no cache.
+    pub cold_start_s: f64,
 }
 
 /// Training FLOP/s achieved per (backend, precision) by finished records: the median over
@@ -138,6 +141,7 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> Estima
             return Estimate {
                 seconds: startup + s.wall_s,
                 basis: Basis::Record,
+                cold_start_s: 0.0,
             };
         }
     }
@@ -166,6 +170,7 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> Estima
     Estimate {
         seconds: startup + steps * step_s + profile_pass,
         basis,
+        cold_start_s: 0.0,
     }
 }
 

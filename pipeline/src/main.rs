@@ -906,12 +906,17 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         "expected device time: {}",
         memwall::bundle::expected_line(&s.manifest)
     );
-    let total_min: f64 = s
+    let total_min: f64 = (s
         .manifest
         .studies
         .iter()
         .map(|st| st.expected_s)
         .sum::<f64>()
+        + s.manifest
+            .extra_expected_s
+            .iter()
+            .map(|(_, x)| x)
+            .sum::<f64>())
         / 60.0;
     if a.suite && total_min > memwall::bundle::SUITE_MINUTES {
         println!(

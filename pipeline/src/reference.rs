@@ -164,6 +164,26 @@ pub struct TorchRow {
     pub finished_at: String,
 }
 
+/// Whether two configurations run the same memory mechanism in PyTorch (everything but the
+/// name, label and optimizer settings).
+fn same_mechanism(a: &TorchConfig, b: &TorchConfig) -> bool {
+    (
+        &a.precision,
+        a.checkpoint,
+        a.fused_optimizer,
+        a.compile,
+        a.activation_memory_budget,
+        &a.attention,
+    ) == (
+        &b.precision,
+        b.checkpoint,
+        b.fused_optimizer,
+        b.compile,
+        b.activation_memory_budget,
+        &b.attention,
+    )
+}
+
 /// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover.
 /// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing) are left out
 /// with the reason.
@@ -206,7 +226,7 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
             ));
             continue;
         }
-        configs.push(TorchConfig {
+        let config = TorchConfig {
             name: c.name.clone(),
             label: c.label.clone(),
             precision: c.precision.as_str().into(),
@@ -221,7 +241,21 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
             optimizer: job.train.optimizer.as_str().into(),
             lr: Some(job.train.lr),
             weight_decay: Some(job.train.weight_decay),
-        });
+        };
+        // PyTorch runs each memory configuration once, with the optimizer of its first
+        // configuration (the source's rows come first): GPU time is scarce, and the
+        // framework comparison does not need both optimizers.
+        if let Some(twin) = configs.iter().find(|t| same_mechanism(t, &config)) {
+            left_out.push((
+                c.name.clone(),
+                format!(
+                    "the same mechanism as `{}` with {} instead of {}: PyTorch runs it once",
+                    twin.name, config.optimizer, twin.optimizer
+                ),
+            ));
+            continue;
+        }
+        configs.push(config);
     }
     Some(TorchPlan {
         format: PLAN_FORMAT.into(),
@@ -591,18 +625,23 @@ mod tests {
             (32, 2048, 3025)
         );
         let get = |n: &str| p.configs.iter().find(|c| c.name == n).unwrap();
-        assert_eq!(get("checkpoint").checkpoint, Some(1));
-        assert_eq!(get("control").checkpoint, None);
-        assert!(get("fused").fused_optimizer && !get("fused").compile);
-        assert!(get("compile").compile);
-        let budget = get("memory_budget_05");
+        assert_eq!(get("checkpoint_adafactor").checkpoint, Some(1));
+        assert_eq!(get("control_adafactor").checkpoint, None);
+        let fused = get("fused_adafactor");
+        assert!(fused.fused_optimizer && !fused.compile);
+        assert!(get("compile_adafactor").compile);
+        let budget = get("memory_budget_05_adafactor");
         assert_eq!(budget.activation_memory_budget, Some(0.05));
         assert!(
             budget.compile,
             "the budget is torch.compile's partitioner option"
         );
-        assert_eq!(get("bf16_fused_checkpoint").precision, "bf16");
+        assert_eq!(get("bf16_fused_checkpoint_adafactor").precision, "bf16");
         assert_eq!(get("naive_attention").attention, "naive");
+        // The AdamW twins of the source's rows run once in PyTorch, with the source's optimizer.
+        let twin = p.left_out.iter().find(|(n, _)| n == "checkpoint").unwrap();
+        assert!(twin.1.contains("`checkpoint_adafactor`"), "{}", twin.1);
+        assert!(p.configs.iter().all(|c| c.name != "control"));
         assert!(p.left_out.iter().any(|(n, _)| n == "balanced"));
         assert!(p.configs.iter().all(|c| c.name != "balanced"));
         // The source's rows train with the source's Adafactor (weight decay 0.01), the AdamW
@@ -634,12 +673,20 @@ mod tests {
             eos_id: 0,
         };
         let mut jobs = study.jobs(BackendKind::Cuda, 0, &data);
-        let job = jobs.iter_mut().find(|j| j.config == "control").unwrap();
+        // A configuration of its own (no twin) whose job trains with Adafactor.
+        let job = jobs
+            .iter_mut()
+            .find(|j| j.config == "naive_attention")
+            .unwrap();
         job.train.optimizer = OptimizerKind::Adafactor;
         job.train.lr = 2e-4;
         job.train.weight_decay = 0.01;
         let p = plan(&study, &jobs).unwrap();
-        let control = p.configs.iter().find(|c| c.name == "control").unwrap();
+        let control = p
+            .configs
+            .iter()
+            .find(|c| c.name == "naive_attention")
+            .unwrap();
         assert_eq!(
             (control.optimizer.as_str(), control.lr, control.weight_decay),
             ("adafactor", Some(2e-4), Some(0.01))
@@ -647,7 +694,7 @@ mod tests {
         assert!(p
             .configs
             .iter()
-            .filter(|c| c.name != "control" && !c.name.ends_with("_adafactor"))
+            .filter(|c| c.name != "naive_attention" && !c.name.ends_with("_adafactor"))
             .all(|c| c.optimizer == "adamw"));
         // The script's field names, and a plan from before them reading as AdamW.
         let json = serde_json::to_value(control).unwrap();
