@@ -19,8 +19,11 @@ use std::path::{Path, PathBuf};
 pub const PLAN_FORMAT: &str = "memwall-torch-plan/1";
 /// `format` of a [`TorchRow`].
 pub const ROW_FORMAT: &str = "memwall-torch-row/1";
-/// Studies the reference script covers (the forgather peak-memory study's configurations).
-pub const STUDIES: &[&str] = &["peak_memory"];
+/// Studies the reference script covers: the training studies of the GPU suite, whose
+/// configurations are the script's mechanisms (precision, checkpointing every K blocks, the
+/// fused step, torch.compile, the activation memory budget, the attention), in the suite's
+/// order; mixed precision with master weights is left out configuration by configuration.
+pub const STUDIES: &[&str] = &["peak_memory", "checkpoint_interval", "mixed_precision"];
 /// Folder of the rows inside a study's record-store folder.
 pub const ROWS_DIR: &str = "pytorch";
 
@@ -204,6 +207,15 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
                 c.name.clone(),
                 "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
                  PyTorch's nearest mechanism, activation_memory_budget, is in the budget rows"
+                    .into(),
+            ));
+            continue;
+        }
+        if c.master_weights {
+            left_out.push((
+                c.name.clone(),
+                "f32 master weights with a 16-bit copy (and loss scaling) are not in the \
+                 reference script; its rows train in one precision"
                     .into(),
             ));
             continue;
