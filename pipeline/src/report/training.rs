@@ -92,18 +92,18 @@ fn fmt_ppl(v: Option<f64>) -> String {
 /// "source" columns of the results table (the numbers are there, beside ours); otherwise the
 /// study header's claim or the source document's name.
 fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
-    let quoted: Vec<&str> = configs
-        .iter()
-        .filter(|c| {
-            c.claim.as_ref().is_some_and(|cl| {
-                cl.peak_gib.is_some()
-                    || cl.reduction_pct.is_some()
-                    || cl.samples_per_s.is_some()
-                    || cl.perplexity.is_some()
-            })
-        })
-        .map(|c| c.label.as_str())
-        .collect();
+    // The source's configurations: one per distinct claim (rows that run one source row under
+    // two optimizers carry the same claim).
+    let mut quoted: Vec<&Claim> = Vec::new();
+    for cl in configs.iter().filter_map(|c| c.claim.as_ref()) {
+        let numbers = cl.peak_gib.is_some()
+            || cl.reduction_pct.is_some()
+            || cl.samples_per_s.is_some()
+            || cl.perplexity.is_some();
+        if numbers && !quoted.contains(&cl) {
+            quoted.push(cl);
+        }
+    }
     let source = markdown::escape(&header.source);
     if quoted.is_empty() {
         return match &header.claim {
@@ -122,7 +122,7 @@ fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
     ];
     format!(
         "{source} (Results table) reports {} for {} configuration(s); they are the \"source\" \
-         columns of the first table below, beside ours.",
+         columns of the first table below, beside each of our rows that runs one of them.",
         metrics.join(", "),
         quoted.len()
     )
