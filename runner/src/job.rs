@@ -307,7 +307,9 @@ pub fn run_in_process_until(
 /// estimate fits or the device's memory is unknown.
 pub fn too_large(spec: &JobSpec, env: &memwall_core::measure::Environment) -> Option<JobRecord> {
     let device = crate::device::device_memory(spec.backend, spec.device_index)?;
-    let too = memwall_core::spec::check_fits(&spec.model, &spec.strategy, &device).err()?;
+    let too =
+        memwall_core::spec::check_fits(&spec.model, &spec.strategy, spec.train.optimizer, &device)
+            .err()?;
     let reason = format!(
         "not run: the estimate exceeds the device (model field `{}`): {}",
         too.field, too.message

@@ -13,7 +13,10 @@
 //!   fused into backward only the largest of one block and the vocabulary tables is held;
 //! - optimizer state `2 P b` (AdamW's two moments in the parameters' dtype; `2 P 4` on f32
 //!   master weights). Parameters, gradients and Adam moments as in Rajbhandari et al. 2020,
-//!   "ZeRO", Section 3.1 (`2Ψ + 2Ψ + 12Ψ` bytes for mixed-precision Adam);
+//!   "ZeRO", Section 3.1 (`2Ψ + 2Ψ + 12Ψ` bytes for mixed-precision Adam). Adafactor keeps f32
+//!   row and column statistics of each matrix instead (`n + m` values for an `n x m` matrix, one
+//!   per element of a vector; Shazeer and Stern 2018, Algorithm 4):
+//!   `4 (L (14 d + 2 f) + V + T + 4 d)` bytes, a few MB where AdamW needs GB;
 //! - activations per block and token `6d + 2f` elements kept for backward (Q, K, V and the
 //!   attention output `4d`, the projection input `d`, MLP input `d`, pre- and post-GELU `2f`),
 //!   plus what the two layer norms keep (`4d` for Burn's composed norm, its centered input and
@@ -37,7 +40,7 @@
 //! allocated bytes (most over-estimates within 2%), so sizes whose estimate exceeds the
 //! device's whole memory cannot run, and are refused before any allocation.
 
-use super::{CheckpointSpec, ModelConfig, Strategy};
+use super::{CheckpointSpec, ModelConfig, OptimizerKind, Strategy};
 use crate::strategy::LayerNormSaving;
 use std::fmt;
 
@@ -51,15 +54,25 @@ pub struct MemoryEstimate {
     pub vocabulary: f64,
     /// Gradients held at once, bytes.
     pub gradients: f64,
-    /// AdamW's two moments per parameter, bytes.
+    /// The optimizer's state: AdamW's two moments per parameter, or Adafactor's factored
+    /// statistics, bytes.
     pub optimizer_state: f64,
     /// Activations kept for backward under the job's strategy, bytes.
     pub activations: f64,
 }
 
 impl MemoryEstimate {
-    /// Estimates a job of `model` under `strategy`.
+    /// Estimates a job of `model` under `strategy` with AdamW.
     pub fn of(model: &ModelConfig, strategy: &Strategy) -> MemoryEstimate {
+        Self::of_job(model, strategy, OptimizerKind::Adamw)
+    }
+
+    /// Estimates a job of `model` under `strategy` with `optimizer`.
+    pub fn of_job(
+        model: &ModelConfig,
+        strategy: &Strategy,
+        optimizer: OptimizerKind,
+    ) -> MemoryEstimate {
         let (l, d, f, a, t, b_, v) = (
             model.layers as f64,
             model.d_model as f64,
@@ -101,7 +114,15 @@ impl MemoryEstimate {
             parameters: (p - p_v) * (b + master),
             vocabulary: p_v * (b + master) + tokens * v * (b + 4.0),
             gradients: gradient_params * (b + master),
-            optimizer_state: 2.0 * p * if master > 0.0 { 4.0 } else { b },
+            optimizer_state: match optimizer {
+                OptimizerKind::Adamw => 2.0 * p * if master > 0.0 { 4.0 } else { b },
+                // Row + column statistics of q, k, v, o (4 x 2d), MLP up and down (2 (d + f)),
+                // the two norms' weights and biases (4d) per block; the embedding (V + d), the
+                // positions (T + d) and the final norm (2d); f32 whatever the dtype.
+                OptimizerKind::Adafactor => {
+                    4.0 * (l * (10.0 * d + 2.0 * f + 4.0 * d) + v + t + 2.0 * d + 2.0 * d)
+                }
+            },
             activations: tokens * kept_blocks * b,
         }
     }
@@ -234,15 +255,17 @@ fn size_of(model: &ModelConfig, field: &str) -> usize {
 pub fn check_fits(
     model: &ModelConfig,
     strategy: &Strategy,
+    optimizer: OptimizerKind,
     device: &DeviceMemory,
 ) -> Result<MemoryEstimate, Box<TooLarge>> {
-    let estimate = MemoryEstimate::of(model, strategy);
+    let estimate = MemoryEstimate::of_job(model, strategy, optimizer);
     let cap = device.total_bytes as f64;
     if estimate.total() <= cap {
         return Ok(estimate);
     }
-    let total_with =
-        |field: &str, v: usize| MemoryEstimate::of(&with_size(model, field, v), strategy).total();
+    let total_with = |field: &str, v: usize| {
+        MemoryEstimate::of_job(&with_size(model, field, v), strategy, optimizer).total()
+    };
     let (field, least) = SIZES
         .iter()
         .copied()
@@ -328,6 +351,23 @@ mod tests {
     }
 
     #[test]
+    fn adafactor_keeps_row_and_column_statistics_instead_of_two_moments() {
+        let m = model();
+        let s = strategy(|_| {});
+        let adamw = MemoryEstimate::of_job(&m, &s, OptimizerKind::Adamw);
+        let ada = MemoryEstimate::of_job(&m, &s, OptimizerKind::Adafactor);
+        let p = m.parameter_count() as f64;
+        assert_eq!(adamw.optimizer_state, 2.0 * p * 4.0);
+        let (d, f) = (m.d_model as f64, m.d_ff as f64);
+        let stats = m.layers as f64 * (14.0 * d + 2.0 * f) + (m.vocab + m.seq_len) as f64 + 4.0 * d;
+        assert_eq!(ada.optimizer_state, 4.0 * stats);
+        assert!(ada.optimizer_state < adamw.optimizer_state / 50.0);
+        // Everything else is the optimizer's business only.
+        assert_eq!(ada.activations, adamw.activations);
+        assert_eq!(ada.gradients, adamw.gradients);
+    }
+
+    #[test]
     fn checkpointing_and_attention_change_the_activations() {
         let m = model();
         let plain = MemoryEstimate::of(&m, &strategy(|_| {}));
@@ -366,7 +406,7 @@ mod tests {
             what: "test RAM".into(),
         };
         let s = strategy(|_| {});
-        assert!(check_fits(&model(), &s, &device).is_ok());
+        assert!(check_fits(&model(), &s, OptimizerKind::Adamw, &device).is_ok());
         for (field, edit) in [
             (
                 "vocab",
@@ -378,7 +418,7 @@ mod tests {
         ] {
             let mut m = model();
             edit(&mut m);
-            let err = check_fits(&m, &s, &device).unwrap_err();
+            let err = check_fits(&m, &s, OptimizerKind::Adamw, &device).unwrap_err();
             assert_eq!(err.field, field, "{}", err.message);
             let n = err.largest_fitting.expect("the least value fits") as usize;
             let fits = MemoryEstimate::of(&with_size(&m, field, n), &s).total();

@@ -189,13 +189,18 @@ impl Study {
         let cheapest = self
             .configs
             .iter()
-            .map(Strategy::from)
-            .map(|s| (MemoryEstimate::of(model, &s).total(), s))
+            .map(|c| {
+                (
+                    Strategy::from(c),
+                    c.optimizer.unwrap_or(self.train.optimizer),
+                )
+            })
+            .map(|(s, o)| (MemoryEstimate::of_job(model, &s, o).total(), s, o))
             .min_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((_, strategy)) = cheapest else {
+        let Some((_, strategy, optimizer)) = cheapest else {
             return Ok(());
         };
-        check_fits(model, &strategy, device)
+        check_fits(model, &strategy, optimizer, device)
             .map(|_| ())
             .map_err(|too| Error::SpecField {
                 path: self.path.clone(),
