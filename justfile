@@ -111,3 +111,12 @@ nightly *FLAGS: build
 # A single-node Slurm and a smoke study run through it as a job array.
 slurm-test *ARGS: build
     .ci/slurm-test {{ARGS}}
+
+# memwall beside PyTorch eager on the CPU, alternating per configuration (a benchmark, not a
+# test; needs `python3 -m pip install --user torch`): the peak_memory cpu profile's control,
+# bfloat16, checkpoint, fused_checkpoint and memory_budget_60 (AdamW, as PyTorch's default),
+# `ROUNDS` rounds; prints samples/s of both, the ratio with its range, and both peaks.
+bench-cpu ROUNDS="2": build
+    rm -rf target/bench-cpu
+    {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/bench-cpu --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
+    python3 reference/bench_cpu.py --bundle target/bench-cpu --rounds {{ROUNDS}} --json target/bench-cpu/bench.json
