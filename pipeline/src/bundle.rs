@@ -648,6 +648,15 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+impl Manifest {
+    /// Expected device seconds of the whole bundle: its studies' jobs and what run.sh runs
+    /// after them.
+    pub fn expected_total_s(&self) -> f64 {
+        self.studies.iter().map(|s| s.expected_s).sum::<f64>()
+            + self.extra_expected_s.iter().map(|(_, s)| s).sum::<f64>()
+    }
+}
+
 /// Expected seconds of run.sh's parts after the jobs, as run.sh budgets them.
 fn extra_expected(
     target: BackendKind,
@@ -699,9 +708,11 @@ pub fn expected_line(m: &Manifest) -> String {
         .iter()
         .map(|(part, s)| format!("{part} {:.1} min", s / 60.0));
     let per: Vec<String> = per.into_iter().chain(extras).collect();
-    let total: f64 = m.studies.iter().map(|s| s.expected_s).sum::<f64>()
-        + m.extra_expected_s.iter().map(|(_, s)| s).sum::<f64>();
-    format!("{}; {:.1} min in all", per.join(", "), total / 60.0)
+    format!(
+        "{}; {:.1} min in all",
+        per.join(", "),
+        m.expected_total_s() / 60.0
+    )
 }
 
 /// The bundle's `run.sh`.
@@ -759,6 +770,32 @@ if [ -n "$MINUTES" ]; then
 fi
 # Seconds left before the deadline (a large number without one).
 left() {{ if [ -n "$DEADLINE" ]; then echo $(( DEADLINE - $(date +%s) )); else echo 999999999; fi; }}
+
+# bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
+# OUT is missing and EXPECTED_S fit before the deadline, stopping it at the deadline. OUT appears
+# only when the command ends, so a run stopped at the deadline leaves nothing and runs again next
+# time; a failed run keeps what it wrote when KEEP_FAILED is 1 (a PyTorch row saying why).
+bounded() {{
+    local label="$1" out="$2" expected="$3" log="$4" keep="$5"; shift 5
+    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
+    if [ "$(left)" -lt "$expected" ]; then
+        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
+    fi
+    echo "$label: running"
+    rm -f "$out.partial"
+    if timeout --signal=KILL "$(left)" "$@" --out "$out.partial" > "$log" 2>&1; then
+        mv "$out.partial" "$out"
+    elif [ "$(left)" -le 0 ]; then
+        rm -f "$out.partial"
+        echo "$label: still running at the deadline: stopped, nothing kept"
+    elif [ "$keep" = 1 ] && [ -s "$out.partial" ]; then
+        mv "$out.partial" "$out"
+        echo "$label: failed ($log)"
+    else
+        rm -f "$out.partial"
+        echo "$label: did not finish ($log)"
+    fi
+}}
 "#,
         format = m.format,
         created = m.created_at,
@@ -815,21 +852,9 @@ echo "jobs: $(( $(date +%s) - start )) s"
 # this machine's backend (the import keeps a CUDA run as runs/fusion_ir/cuda_chains.json).
 if [ {chains} = 1 ]; then
     mkdir -p fusion_ir
-    if [ -s {file} ]; then
-        echo "fusion chains: finished before, skipped"
-    elif [ "$(left)" -lt {chains_s} ]; then
-        echo "fusion chains: expected {chains_s} s, $(left) s left: left for the next run"
-    else
-        if [ "$TARGET" = cuda ]; then CHAINS_BACKEND=cuda; else CHAINS_BACKEND=flex; fi
-        if timeout --signal=KILL "$(left)" "$RUNNER" fusion-chains --backend "$CHAINS_BACKEND" \
-                --out {file}.partial > fusion_ir/chains.log 2>&1; then
-            mv {file}.partial {file}
-            echo "fusion chains: done ($CHAINS_BACKEND)"
-        else
-            rm -f {file}.partial
-            echo "fusion chains: did not finish (fusion_ir/chains.log)"
-        fi
-    fi
+    if [ "$TARGET" = cuda ]; then CHAINS_BACKEND=cuda; else CHAINS_BACKEND=flex; fi
+    bounded "fusion chains" {file} {chains_s} fusion_ir/chains.log 0 \
+        "$RUNNER" fusion-chains --backend "$CHAINS_BACKEND"
 fi
 "#,
         chains = u8::from(m.fusion_chains),
@@ -845,27 +870,10 @@ fi
         if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
         for sc in $TORCH_CONFIGS; do
             IFS=: read -r study config expected <<< "$sc"
-            out="reference/results/$study.$config.json"
-            if [ -s "$out" ]; then echo "pytorch $config: finished before, skipped"; continue; fi
-            if [ "$(left)" -lt "$expected" ]; then
-                echo "pytorch $config: expected $expected s, $(left) s left: left for the next run"
-                continue
-            fi
-            echo "pytorch $config: running"
-            # The row is written beside its final name and renamed when the run ends, so a run
-            # stopped at the deadline leaves no row (it runs again next time).
-            rm -f "$out.partial"
-            if timeout --signal=KILL "$(left)" python3 reference/torch_peak_memory.py \
-                    --plan "reference/$study.plan.json" --config "$config" --device "$TORCH_DEVICE" \
-                    --out "$out.partial" > "reference/results/$study.$config.log" 2>&1; then
-                mv "$out.partial" "$out"
-            elif [ "$(left)" -le 0 ]; then
-                rm -f "$out.partial"
-                echo "pytorch $config: still running at the deadline: stopped, no row"
-            else
-                [ -s "$out.partial" ] && mv "$out.partial" "$out"
-                echo "pytorch $config: failed (reference/results/$study.$config.log)"
-            fi
+            bounded "pytorch $config" "reference/results/$study.$config.json" "$expected" \
+                "reference/results/$study.$config.log" 1 \
+                python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
+                --config "$config" --device "$TORCH_DEVICE"
         done
     else
         echo "python3 cannot import torch here: the PyTorch reference column is left out"
@@ -878,29 +886,15 @@ fi
         r#"# The attribution benchmark: each operation of the model timed alone, in Burn (the runner) and
 # in PyTorch, on the model of one job (where the bf16 time goes).
 ATTR_JOB={attr}
-attribution() {{  # NAME EXPECTED_S COMMAND...: writes attribution/NAME.jsonl when it finishes
-    local name="$1" expected="$2"; shift 2
-    local out="attribution/$name.jsonl"
-    if [ -s "$out" ]; then echo "attribution $name: finished before, skipped"; return 0; fi
-    if [ "$(left)" -lt "$expected" ]; then
-        echo "attribution $name: expected $expected s, $(left) s left: left for the next run"; return 0
-    fi
-    echo "attribution $name: running"
-    rm -f "$out.partial"
-    if timeout --signal=KILL "$(left)" "$@" --out "$out.partial" > "attribution/$name.log" 2>&1; then
-        mv "$out.partial" "$out"
-    else
-        rm -f "$out.partial"
-        echo "attribution $name: did not finish (attribution/$name.log)"
-    fi
-}}
 if [ -n "$ATTR_JOB" ]; then
     mkdir -p attribution
-    attribution burn {burn_s} "$RUNNER" bench --job "$ATTR_JOB"
+    bounded "attribution burn" attribution/burn.jsonl {burn_s} attribution/burn.log 0 \
+        "$RUNNER" bench --job "$ATTR_JOB"
     if [ -f reference/torch_attribution.py ] && [ -z "${{MEMWALL_SKIP_TORCH:-}}" ] \
             && python3 -c "import torch" >/dev/null 2>&1; then
         if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
-        attribution pytorch {torch_s} python3 reference/torch_attribution.py --job "$ATTR_JOB" --device "$TORCH_DEVICE"
+        bounded "attribution pytorch" attribution/pytorch.jsonl {torch_s} attribution/pytorch.log 0 \
+            python3 reference/torch_attribution.py --job "$ATTR_JOB" --device "$TORCH_DEVICE"
     fi
 fi
 

@@ -906,18 +906,7 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         "expected device time: {}",
         memwall::bundle::expected_line(&s.manifest)
     );
-    let total_min: f64 = (s
-        .manifest
-        .studies
-        .iter()
-        .map(|st| st.expected_s)
-        .sum::<f64>()
-        + s.manifest
-            .extra_expected_s
-            .iter()
-            .map(|(_, x)| x)
-            .sum::<f64>())
-        / 60.0;
+    let total_min = s.manifest.expected_total_s() / 60.0;
     if a.suite && total_min > memwall::bundle::SUITE_MINUTES {
         println!(
             "note: more than a session's {} device minutes: `run.sh --minutes N` runs what fits \
