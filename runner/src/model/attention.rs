@@ -33,7 +33,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Bool, DType, Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 pub use memwall_core::strategy::{Attention, Tiles};
 
 /// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
@@ -158,15 +158,19 @@ fn tiles_of(len: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..len).step_by(size).map(move |s| (s, size.min(len - s)))
 }
 
-/// The causal mask of the tile `rows r0..r0+nr` x `cols c0..c0+nc` (`true` where the key comes
-/// after the query), broadcast to `[batch, heads, nr, nc]`; `None` when the whole tile is at or
-/// below the diagonal.
-fn causal_mask<B: Backend>(
+/// The causal mask of the tile `rows r0..r0+nr` x `cols c0..c0+nc` as an additive f32 bias,
+/// `[nr, nc]`: `-inf` where the key comes after the query, `0` elsewhere; `None` when the
+/// whole tile is at or below the diagonal.
+///
+/// Adding it gives the same scores as filling the masked entries with `-inf` (`x + 0 = x`,
+/// `x + -inf = -inf` for finite `x`), but it stays `nr x nc` and broadcasts over batch and heads:
+/// a `[batch, heads, nr, nc]` boolean mask made the CPU backend copy the expanded mask element by
+/// element on every tile (a third of a CPU step; issue 28).
+fn causal_bias<B: Backend>(
     (r0, nr): (usize, usize),
     (c0, nc): (usize, usize),
-    [b, h]: [usize; 2],
     device: &B::Device,
-) -> Option<Tensor<B, 4, Bool>> {
+) -> Option<Tensor<B, 2>> {
     if c0 + nc <= r0 + 1 {
         return None;
     }
@@ -176,10 +180,10 @@ fn causal_mask<B: Backend>(
     let cols = Tensor::<B, 1, Int>::arange(c0 as i64..(c0 + nc) as i64, device)
         .reshape([1, nc])
         .expand([nr, nc]);
+    let masked = cols.greater(rows);
     Some(
-        cols.greater(rows)
-            .unsqueeze_dims::<4>(&[0, 1])
-            .expand([b, h, nr, nc]),
+        Tensor::<B, 2>::zeros([nr, nc], (device, DType::F32))
+            .mask_fill(masked, f32::NEG_INFINITY),
     )
 }
 
@@ -191,14 +195,19 @@ fn scores<B: Backend>(
     cols: (usize, usize),
     scale: f64,
 ) -> Tensor<B, 4> {
-    let [b, h, _, _] = qi.dims();
     let device = qi.device();
     let s = qi
         .matmul(kj.swap_dims(2, 3))
         .cast(DType::F32)
         .mul_scalar(scale);
-    match causal_mask::<B>(rows, cols, [b, h], &device) {
-        Some(mask) => s.mask_fill(mask, f32::NEG_INFINITY),
+    match causal_bias::<B>(rows, cols, &device) {
+        // Flattened so that one `[nr * nc]` row of bias is shared by every (batch, head): the
+        // broadcast the CPU backend adds in place with SIMD, where `[1, 1, nr, nc]` against
+        // `[b, h, nr, nc]` took its element-by-element strided path.
+        Some(bias) => {
+            let [b, h, nr, nc] = s.dims();
+            (s.reshape([b * h, nr * nc]) + bias.reshape([1, nr * nc])).reshape([b, h, nr, nc])
+        }
         None => s,
     }
 }
