@@ -20,6 +20,11 @@ operation list, shapes and FLOP formulas are memwall_core::record::attribution's
   backward 2.5 times that.
 - layer_norm: F.layer_norm over d_model with weight and bias, forward and backward; shape
   [m, d]; no FLOPs, `bytes` = inputs read and outputs written once (2 or 3 tensors of m*d).
+- gelu: F.gelu (exact, erf) on the MLP's hidden activations [m, d_ff], forward and backward;
+  `bytes` as layer_norm's (2 or 3 tensors of m*d_ff).
+- head_merge: x.transpose(1, 2).reshape(b, t, d) of a [b, h, t, d/h] tensor, the permuted-to-
+  contiguous copy of merging the heads (forward only; 4 per block and step: the merge, and the
+  backward of the q, k, v split); `bytes` = 2 tensors of m*d.
 - train_step: one step of the model of reference/torch_peak_memory.py (plain backward, AdamW,
   SDPA attention), random tokens; FLOPs (6N + 6*layers*seq*d) per token times the tokens.
 
@@ -30,7 +35,7 @@ run at "highest" precision (no TF32) unless --tf32, as reference/torch_peak_memo
 Usage:
     python3 torch_attribution.py --job runs/peak_memory/<key>/job.json --out torch.jsonl \\
         [--device auto|cuda|cpu] [--repeats 10] [--warmup 3] [--dtypes f32,bf16] \\
-        [--only matmul,attention,attention_naive,layer_norm,train_step] [--tf32] [--tiny]
+        [--only matmul,attention,attention_naive,layer_norm,gelu,head_merge,train_step] [--tf32] [--tiny]
 
 --tiny replaces the job's model with the smoke profile's (2 layers, d_model 32) to check the
 script on a CPU. Every failure is a row (status "failed" or "unsupported"); exit status 0
@@ -127,6 +132,11 @@ def operations(m):
     for pas, tensors in (("forward", 2), ("backward", 3)):
         ops.append(dict(op="layer_norm", name="pre_norm", pass_=pas, shape=[tokens, d],
                         flops=None, elements=tensors * tokens * d, calls=2 * l + 1))
+    for pas, tensors in (("forward", 2), ("backward", 3)):
+        ops.append(dict(op="gelu", name="mlp", pass_=pas, shape=[tokens, f], flops=None,
+                        elements=tensors * tokens * f, calls=l))
+    ops.append(dict(op="head_merge", name="layout_copy", pass_="forward", shape=[b, h, t, dh],
+                    flops=None, elements=2 * tokens * d, calls=4 * l))
     ops.append(dict(op="train_step", name="plain", pass_="step", shape=[b, t],
                     flops=train_flops_per_token(m) * tokens, elements=None, calls=1))
     return ops
@@ -205,6 +215,17 @@ def time_op(torch, spec, m, dtype, device, args):
                 return go(lambda: None, lambda _: fwd()), note
             return go(fwd, lambda y: torch.autograd.grad(y, (x, gamma, beta),
                                                          torch.ones_like(y))), note
+        if op == "gelu":
+            x = rnd(tokens, m["d_ff"], grad=True)
+            fwd = lambda: F.gelu(x)
+            note = "F.gelu (exact, erf)"
+            if pas == "forward":
+                return go(lambda: None, lambda _: fwd()), note
+            return go(fwd, lambda y: torch.autograd.grad(y, (x,), torch.ones_like(y))), note
+        if op == "head_merge":
+            x = rnd(b, h, t, dh)
+            return (go(lambda: None, lambda _: x.transpose(1, 2).reshape(b, t, d)),
+                    "x.transpose(1, 2).reshape(b, t, d): the permuted-to-contiguous copy")
         if op == "train_step":
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             from torch_peak_memory import build_model

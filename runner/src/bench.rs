@@ -52,6 +52,7 @@ use crate::train::{train_step, Inputs};
 use burn::backend::Autodiff;
 use burn::nn::LayerNormConfig;
 use burn::optim::{AdamWConfig, Optimizer};
+use burn::tensor::activation::gelu;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::attention as naive_attention;
 use burn::tensor::ops::AttentionModuleOptions;
@@ -379,6 +380,30 @@ fn time_autodiff_op<B: ModelBackend>(
             Ok((
                 times,
                 format!("memwall's layer norm ({}) under autodiff", saving.as_str()),
+            ))
+        }
+        "gelu" => {
+            let x = random::<Ad<B>, 2>([m.batch * m.seq_len, m.d_ff], dtype, device).require_grad();
+            let forward = || gelu(x.clone());
+            let times = if backward {
+                measure::<B, _, _>(device, opts, forward, |y| y.backward())
+            } else {
+                measure::<B, _, _>(device, opts, || (), |_| forward())
+            }?;
+            Ok((times, "Burn's gelu (exact, erf) under autodiff".to_string()))
+        }
+        "head_merge" => {
+            let (b, h, t) = (m.batch, m.heads, m.seq_len);
+            let x = random::<B, 4>([b, h, t, m.d_model / h], dtype, device);
+            let times = measure::<B, _, _>(
+                device,
+                opts,
+                || (),
+                |_| x.clone().swap_dims(1, 2).reshape([b, t, m.d_model]),
+            )?;
+            Ok((
+                times,
+                "swap_dims(1, 2) then reshape: the permuted-to-contiguous copy".to_string(),
             ))
         }
         other => Err(format!("unknown op `{other}`")),
@@ -883,7 +908,7 @@ mod cuda {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: memwall-job bench --job FILE --out FILE.jsonl [--repeats N] [--warmup N] \
-         [--dtypes f32,bf16] [--only matmul,attention,attention_naive,layer_norm,train_step] \
+         [--dtypes f32,bf16] [--only matmul,attention,attention_naive,layer_norm,gelu,head_merge,train_step] \
          [--no-kernel-profile] [--append]"
     );
     ExitCode::from(2)

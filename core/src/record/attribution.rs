@@ -336,6 +336,31 @@ pub fn operations(model: &ModelConfig) -> Vec<OpSpec> {
             burn_only: false,
         });
     }
+    for (pass, tensors) in [("forward", 2), ("backward", 3)] {
+        ops.push(OpSpec {
+            op: "gelu",
+            name: "mlp",
+            pass,
+            shape: vec![tokens, model.d_ff as u64],
+            flops: None,
+            // forward reads x and writes y; backward reads x and dy and writes dx.
+            elements_moved: Some(tensors * tokens * model.d_ff as u64),
+            calls_per_step: l,
+            burn_only: false,
+        });
+    }
+    // Merging the heads ([b, h, t, dh] -> [b, t, h·dh]) copies a permuted tensor into a
+    // contiguous one: once per block forward, and once per q, k, v in the backward of the split.
+    ops.push(OpSpec {
+        op: "head_merge",
+        name: "layout_copy",
+        pass: "forward",
+        shape: vec![b, h, t, dh],
+        flops: None,
+        elements_moved: Some(2 * tokens * d),
+        calls_per_step: 4 * l,
+        burn_only: false,
+    });
     ops.push(OpSpec {
         op: "train_step",
         name: "plain",

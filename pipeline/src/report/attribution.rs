@@ -60,6 +60,8 @@ const OPS: &[&str] = &[
     "attention",
     "attention_naive",
     "layer_norm",
+    "gelu",
+    "head_merge",
     "train_step",
 ];
 const NAMES: &[&str] = &["attn_qkvo", "mlp_up", "mlp_down", "lm_head"];
@@ -83,6 +85,8 @@ fn op_label(op: &str, name: &str) -> String {
         ("attention", _) => "attention".into(),
         ("attention_naive", _) => "attention, naive".into(),
         ("layer_norm", _) => "layer norm".into(),
+        ("gelu", _) => "GELU".into(),
+        ("head_merge", _) => "head merge (layout copy)".into(),
         ("train_step", _) => "training step".into(),
         (op, name) => format!("{op}, {name}"),
     }
@@ -122,8 +126,9 @@ type Key = (String, String, String, String, Vec<u64>);
 
 /// Per step, by operation group: the time of each group's operations times their calls per
 /// step, for one framework's rows of one dtype. Groups: matmuls (without Burn's flat weight
-/// gradient, which the model does not run), attention (memwall's / SDPA), layer norm; `None`
-/// when an operation of the group is missing or not `ok`.
+/// gradient, which the model does not run), attention (memwall's / SDPA), layer norm, and GELU
+/// and the head merge (`None` where the rows do not have them: they joined the benchmark later);
+/// `None` when an operation of the group is missing or not `ok`.
 fn per_step(
     rows: &BTreeMap<Key, &AttributionRow>,
     dtype: &str,
@@ -144,8 +149,13 @@ fn per_step(
     let attention = group(&["attention"]);
     let norm = group(&["layer_norm"]);
     let step = group(&["train_step"]);
-    let sum = match (matmul, attention, norm) {
-        (Some(a), Some(b), Some(c)) => Some(a + b + c),
+    // GELU and the head merge joined the benchmark later (issue 28): rows without them still
+    // sum the three groups above.
+    let has = |op: &str| rows.keys().any(|(o, _, _, d, _)| o == op && d == dtype);
+    let optional = |op: &str| if has(op) { group(&[op]) } else { Some(0.0) };
+    let (gelu, merge) = (optional("gelu"), optional("head_merge"));
+    let sum = match (matmul, attention, norm, gelu, merge) {
+        (Some(a), Some(b), Some(c), Some(g), Some(h)) => Some(a + b + c + g + h),
         _ => None,
     };
     let rest = match (step, sum) {
@@ -156,11 +166,19 @@ fn per_step(
         ("matmuls", matmul),
         ("attention", attention),
         ("layer norms", norm),
+        ("GELUs", gelu.filter(|_| has("gelu"))),
+        (
+            "head merges (layout copies)",
+            merge.filter(|_| has("head_merge")),
+        ),
         ("sum of the above", sum),
-        ("training step, measured", step),
+        (STEP, step),
         ("rest (step − sum)", rest),
     ]
 }
+
+/// The label of the measured training step in [`per_step`]'s list.
+const STEP: &str = "training step, measured";
 
 /// The section from `rows` and the messages of lines that did not read.
 pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
@@ -318,7 +336,10 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                         ratio(*a, *b),
                     ]);
                 }
-                if let (Some(a), Some(b)) = (ours[4].1, theirs[4].1) {
+                let step_of = |v: &[(&str, Option<f64>)]| {
+                    v.iter().find(|(l, _)| *l == STEP).and_then(|(_, t)| *t)
+                };
+                if let (Some(a), Some(b)) = (step_of(&ours), step_of(&theirs)) {
                     let part = |i: usize| {
                         format!(
                             "{} {} against {} ms",
