@@ -120,3 +120,12 @@ bench-cpu ROUNDS="2": build
     rm -rf target/bench-cpu
     {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/bench-cpu --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
     python3 reference/bench_cpu.py --bundle target/bench-cpu --rounds {{ROUNDS}} --json target/bench-cpu/bench.json
+
+# Where one CPU training step's time goes (needs perf; a profile, not a test): records one
+# peak_memory cpu-profile job (`CONFIG`, default the f32 control) on flex under `perf record
+# --call-graph dwarf` and prints CPU time by category (matmul, layout copies, elementwise math,
+# memory, threads, autodiff bookkeeping), by phase, and the top operations.
+profile-cpu CONFIG="control": build
+    rm -rf target/profile-cpu
+    {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/profile-cpu --no-archive --runner target/release/memwall-job --only {{CONFIG}}
+    python3 reference/perf_step_profile.py --job "$(ls -d target/profile-cpu/jobs/peak_memory/*/ | head -1)job.json" --json target/profile-cpu/profile.json
