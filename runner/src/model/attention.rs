@@ -181,10 +181,7 @@ fn causal_bias<B: Backend>(
         .reshape([1, nc])
         .expand([nr, nc]);
     let masked = cols.greater(rows);
-    Some(
-        Tensor::<B, 2>::zeros([nr, nc], (device, DType::F32))
-            .mask_fill(masked, f32::NEG_INFINITY),
-    )
+    Some(Tensor::<B, 2>::zeros([nr, nc], (device, DType::F32)).mask_fill(masked, f32::NEG_INFINITY))
 }
 
 /// Scaled, causally masked f32 scores of one tile: `Q_i K_j^T / sqrt(d)`, `[b, h, nr, nc]`.
