@@ -11,6 +11,12 @@
 //! metric: the repeats of a configuration where it has several, else the measured steps of its
 //! one run (step time and tokens/s), else none (a single value: the change is then judged by
 //! the threshold alone, and the page says so).
+//!
+//! The threshold is the noise the metric shows from night to night, not within one run (the
+//! steps of one run share a process): deterministic metrics (peak bytes, eval loss at a fixed
+//! seed) are compared within [`EXACT_TOLERANCE`]; timings against [`night_noise`] of the
+//! earlier nights in the history, and only once [`MIN_NIGHTS`] of them measured the metric
+//! ([`changes`]). Two nightlies of the same revision therefore flag nothing (an A/A test).
 
 use crate::driver::{self, Paths, RunOptions};
 use crate::error::{Error, Result};
@@ -27,8 +33,33 @@ use std::path::{Path, PathBuf};
 pub const HISTORY_SCHEMA: u32 = 1;
 
 /// The default noise threshold: a relative change of the medians smaller than 5% is noise
-/// (criterion.rs defaults to 1% for microbenchmarks; a training step shares its machine).
+/// (criterion.rs defaults to 1% for microbenchmarks; a training step shares its machine). It is
+/// the floor of a timing metric's threshold; the history can only raise it ([`night_noise`]).
 pub const DEFAULT_NOISE: f64 = 0.05;
+
+/// Earlier nights a timing metric needs before a change is judged: its night-to-night noise is
+/// estimated from their successive changes (3 changes from 4 nights). With fewer, the verdict
+/// is [`Verdict::NotEnoughHistory`]: the steps of one run share a process and say nothing
+/// about how much the same code moves from one night to the next.
+pub const MIN_NIGHTS: usize = 4;
+
+/// How many earlier nights the noise estimate looks back over.
+pub const NOISE_WINDOW: usize = 10;
+
+/// Relative tolerance of the deterministic metrics (peak bytes, eval loss at a fixed seed):
+/// 0.1%. Peaks on the CPU are exact but vary by a few KiB between runs (rayon's worker threads
+/// allocate too); a real change of the memory plan moves them by far more.
+pub const EXACT_TOLERANCE: f64 = 1e-3;
+
+/// Absolute slack of the peak-byte metrics, added to [`EXACT_TOLERANCE`]: 64 KiB. On the CPU
+/// the rayon worker threads' own allocations land at slightly different moments from run to
+/// run, so the exact high-water mark of the same code moves by a few KiB (2.9 KiB at most over
+/// three runs of a 2.6 MB smoke configuration, 15 KiB of 123 MB at the `cpu` profile; issue 27).
+pub const EXACT_SLACK_BYTES: f64 = 65536.0;
+
+/// A timing change counts when it is beyond this many robust standard deviations of the
+/// night-to-night changes (and beyond the noise floor).
+pub const NOISE_SIGMAS: f64 = 4.0;
 
 /// One nightly run: what ran, where, at which revision, and every configuration's samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +162,12 @@ impl Metric {
         }
     }
 
+    /// Whether the metric repeats exactly at a fixed revision and seed (peak bytes, eval loss),
+    /// so a change beyond [`EXACT_TOLERANCE`] is real; timings are not.
+    pub fn deterministic(self) -> bool {
+        !matches!(self, Metric::StepTime | Metric::TokensPerS)
+    }
+
     /// Whether a smaller value is better (memory, time, loss) or a larger one (throughput).
     pub fn lower_is_better(self) -> bool {
         !matches!(self, Metric::TokensPerS)
@@ -176,6 +213,9 @@ pub enum Verdict {
     Improved,
     /// The interval of the change reaches inside the noise threshold.
     WithinNoise,
+    /// A timing measured in fewer than [`MIN_NIGHTS`] earlier nights: its night-to-night noise
+    /// is unknown, so no verdict is given.
+    NotEnoughHistory,
     /// No earlier run measured it.
     New,
     /// Neither this run nor the last measured it (the configuration did not finish in either).
@@ -190,6 +230,7 @@ impl Verdict {
             Verdict::Missing => "missing",
             Verdict::Improved => "improved",
             Verdict::WithinNoise => "within noise",
+            Verdict::NotEnoughHistory => "not enough history",
             Verdict::New => "new",
             Verdict::NotMeasured => "not measured",
         }
@@ -215,6 +256,68 @@ pub struct Classified {
     /// Relative change of the medians (`cur / prev - 1`) with the conservative interval of the
     /// ratio ([`stats::ratio`]) minus one; `None` when a side is missing or the last median is 0.
     pub change: Option<Estimate>,
+    /// The noise the change was judged against (set by [`changes`]; `None` from [`classify`]).
+    pub noise: Option<Noise>,
+}
+
+/// The noise a metric's change is judged against: a relative threshold and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    /// Relative threshold (0.05 = 5%).
+    pub threshold: f64,
+    /// Earlier nights it was estimated from (0: the floor alone).
+    pub nights: usize,
+    /// Whether the metric is compared as deterministic ([`EXACT_TOLERANCE`]).
+    pub exact: bool,
+    /// Whether the earlier nights raised the threshold above its floor.
+    pub from_history: bool,
+}
+
+impl Noise {
+    /// How the page prints it: `±0.1% (exact)`, `±7.5% (5 nights)` (raised by the history),
+    /// `±5.0% (floor)`.
+    pub fn describe(&self) -> String {
+        let how = if self.from_history {
+            format!("{} nights", self.nights)
+        } else if self.exact {
+            "exact".to_string()
+        } else {
+            "floor".to_string()
+        };
+        format!("±{:.1}% ({how})", self.threshold * 100.0)
+    }
+}
+
+/// The night-to-night noise of a metric from its per-night medians `nights` (oldest first):
+/// `NOISE_SIGMAS` robust standard deviations of the successive relative changes
+/// `n_i / n_{i-1} - 1` (1.4826 times their median absolute value, the normal-consistent MAD;
+/// Rousseeuw and Croux 1993), never below `floor`. A single step in the history moves one of
+/// the changes and barely the median, so a past regression does not hide the next one. Fewer
+/// than two nights: the floor alone.
+pub fn night_noise(nights: &[f64], floor: f64, exact: bool) -> Noise {
+    let mut changes: Vec<f64> = nights
+        .windows(2)
+        .filter(|w| w[0] != 0.0)
+        .map(|w| (w[1] / w[0] - 1.0).abs())
+        .collect();
+    let threshold = if changes.is_empty() {
+        floor
+    } else {
+        changes.sort_by(|a, b| a.total_cmp(b));
+        let mid = changes.len() / 2;
+        let median = if changes.len() % 2 == 1 {
+            changes[mid]
+        } else {
+            (changes[mid - 1] + changes[mid]) / 2.0
+        };
+        floor.max(NOISE_SIGMAS * 1.4826 * median)
+    };
+    Noise {
+        threshold,
+        nights: nights.len(),
+        exact,
+        from_history: threshold > floor,
+    }
 }
 
 /// Classifies the change from the samples `prev` to `cur` of a metric (criterion.rs's rule):
@@ -260,6 +363,7 @@ pub fn classify(prev: &[f64], cur: &[f64], lower_is_better: bool, noise: f64) ->
         prev: p,
         cur: c,
         change,
+        noise: None,
     }
 }
 
@@ -269,6 +373,7 @@ fn verdict_only(verdict: Verdict, prev: Option<Estimate>, cur: Option<Estimate>)
         prev,
         cur,
         change: None,
+        noise: None,
     }
 }
 
@@ -429,6 +534,14 @@ pub struct ConfigChange {
 /// The changes of the last entry of `history` against, per configuration, the latest earlier
 /// entry of the same profile and backend that has the configuration. Empty for an empty
 /// history.
+///
+/// Each metric is judged against the noise it shows between nights: deterministic metrics
+/// (peak bytes, eval loss) against [`EXACT_TOLERANCE`] (peaks: at least [`EXACT_SLACK_BYTES`]
+/// of the last night's peak), raised by the history only if they did
+/// move between earlier nights; timings against [`night_noise`] of the last [`NOISE_WINDOW`]
+/// earlier nights that measured them, never below `noise` (relative, 0.05 = 5%), and only with
+/// at least [`MIN_NIGHTS`] of them ([`Verdict::NotEnoughHistory`] otherwise). The verdict is
+/// [`classify`]'s with that threshold.
 pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
     let Some((cur, earlier)) = history.split_last() else {
         return Vec::new();
@@ -448,10 +561,45 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
                 let samples =
                     |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
                 let before = prev.map(|(_, p)| samples(p)).unwrap_or_default();
-                (
-                    m,
-                    classify(&before, &samples(c), m.lower_is_better(), noise),
-                )
+                // The per-night medians of this configuration's metric, oldest first.
+                let mut nights: Vec<f64> = earlier
+                    .iter()
+                    .rev()
+                    .filter(comparable)
+                    .filter_map(|e| {
+                        let p = e
+                            .configs
+                            .iter()
+                            .find(|p| p.study == c.study && p.config == c.config)?;
+                        stats::median_interval(&samples(p), stats::LEVEL).map(|x| x.median)
+                    })
+                    .take(NOISE_WINDOW)
+                    .collect();
+                nights.reverse();
+                let exact = m.deterministic();
+                let floor = match m {
+                    Metric::PeakAllocated | Metric::PeakReserved => {
+                        let last = nights.last().copied().unwrap_or(0.0);
+                        if last > 0.0 {
+                            EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / last)
+                        } else {
+                            EXACT_TOLERANCE
+                        }
+                    }
+                    _ if exact => EXACT_TOLERANCE,
+                    _ => noise,
+                };
+                let n = night_noise(&nights, floor, exact);
+                let mut k = classify(&before, &samples(c), m.lower_is_better(), n.threshold);
+                k.noise = Some(n);
+                let judged = matches!(
+                    k.verdict,
+                    Verdict::Regressed | Verdict::Improved | Verdict::WithinNoise
+                );
+                if judged && !exact && nights.len() < MIN_NIGHTS {
+                    k.verdict = Verdict::NotEnoughHistory;
+                }
+                (m, k)
             })
             .collect();
         out.push(ConfigChange {
@@ -643,15 +791,24 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         ),
         notes: vec![format!(
             "A change is *regressed* or *improved* only when the whole confidence interval of \
-             the relative change of the medians lies beyond the noise threshold of {:.1}% on \
+             the relative change of the medians lies beyond the metric's noise threshold on \
              one side, as criterion.rs classifies changes; otherwise it is *within noise*. The \
-             medians' intervals are distribution-free order-statistic intervals (Conover 1999, \
-             section 3.2) over a configuration's repeats, or, for a configuration run once, \
-             over its measured steps (step time, tokens/s; these steps share one process, so \
-             the interval is narrower than night-to-night noise); a single value (a peak of one \
-             run) is judged by the threshold alone. *Missing*: measured last time, not \
-             finished now.",
-            noise * 100.0
+             threshold is the noise the metric shows between nights, printed beside each \
+             verdict: peak bytes and eval loss repeat at a fixed revision and seed, so they are \
+             compared within {:.1}% (*exact*; peaks within 64 KiB at least), widened only if they moved between earlier \
+             nights; step time and tokens/s are judged against {} robust standard deviations \
+             (1.4826 times the median absolute night-to-night change) of the last {} earlier \
+             nights, never below {:.1}%, and only once {} earlier nights measured them: before \
+             that the verdict is *not enough history*, since the steps of one run share a \
+             process and say nothing about night-to-night noise. The medians' intervals are \
+             distribution-free order-statistic intervals (Conover 1999, section 3.2) over a \
+             configuration's repeats, or, for a configuration run once, over its measured \
+             steps. *Missing*: measured last time, not finished now.",
+            EXACT_TOLERANCE * 100.0,
+            NOISE_SIGMAS,
+            NOISE_WINDOW,
+            noise * 100.0,
+            MIN_NIGHTS
         )],
         tags: vec!["nightly".into(), "history".into()],
         sections: vec![
@@ -714,6 +871,7 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
             "Last run",
             "This run",
             "Change",
+            "Noise",
             "Verdict",
         ]
         .iter()
@@ -728,9 +886,18 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
             c.against.as_deref().map_or("–".into(), run_name),
         ];
         for (m, k) in &c.metrics {
-            let cell = match k.change {
-                Some(d) => format!("{:+.1}% {}", d.median * 100.0, k.verdict.as_str()),
-                None => k.verdict.as_str().to_string(),
+            let noise = k
+                .noise
+                .map(|n| format!(" {}", n.describe()))
+                .unwrap_or_default();
+            let cell = match (k.change, k.verdict) {
+                (Some(d), Verdict::NotEnoughHistory) => format!(
+                    "{:+.1}% not enough history ({} of {MIN_NIGHTS} nights)",
+                    d.median * 100.0,
+                    k.noise.map_or(0, |n| n.nights)
+                ),
+                (Some(d), v) => format!("{:+.1}% {}{noise}", d.median * 100.0, v.as_str()),
+                (None, v) => v.as_str().to_string(),
             };
             row.push(cell);
             if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured) && c.status != "ok" {
@@ -760,6 +927,7 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
                             format!("{:+.1}%", d.median * 100.0)
                         }
                     }),
+                    k.noise.map_or("–".into(), |n| n.describe()),
                     k.verdict.as_str().to_string(),
                 ]);
             }
@@ -1069,17 +1237,156 @@ mod tests {
                 .1
                 .verdict
         };
-        // x: against c (1.5 -> 1.0), not the cpu run b.
+        // x: against c (1.5 -> 1.0), not the cpu run b; two earlier smoke nights are too few
+        // to know the step time's night-to-night noise.
         assert_eq!(ch[0].against.as_deref(), Some("2026-11-22T000000Z-c"));
-        assert_eq!(step(&ch[0]), Verdict::Improved);
+        assert_eq!(step(&ch[0]), Verdict::NotEnoughHistory);
+        assert!(!Verdict::NotEnoughHistory.is_regression());
         // y: c lacks it, so a.
         assert_eq!(ch[1].against.as_deref(), Some("2026-11-20T000000Z-a"));
-        assert_eq!(step(&ch[1]), Verdict::WithinNoise);
+        assert_eq!(step(&ch[1]), Verdict::NotEnoughHistory);
         // z: never measured before.
         assert_eq!(
             (ch[2].against.as_deref(), step(&ch[2])),
             (None, Verdict::New)
         );
+    }
+
+    #[test]
+    fn night_noise_is_robust_sigmas_of_the_night_to_night_changes_above_a_floor() {
+        // Changes 10%, 9.09%, 10%: median 10%, threshold NOISE_SIGMAS x 1.4826 x 10%.
+        let n = night_noise(&[1.0, 1.1, 1.0, 1.1], 0.05, false);
+        assert!(
+            (n.threshold - NOISE_SIGMAS * 1.4826 * 0.1).abs() < 1e-12,
+            "{n:?}"
+        );
+        assert_eq!(n.nights, 4);
+        // Steady nights: the floor.
+        assert_eq!(night_noise(&[2.0, 2.0, 2.0], 0.05, false).threshold, 0.05);
+        // One night or none: the floor alone.
+        assert_eq!(night_noise(&[2.0], 0.05, false).threshold, 0.05);
+        assert_eq!(night_noise(&[], 1e-3, true).describe(), "±0.1% (exact)");
+        // One step in the history barely moves the estimate: 1% changes and one of 50% give
+        // NOISE_SIGMAS x 1.4826 x 1%, not a threshold near 50%.
+        let n = night_noise(&[1.0, 1.01, 1.0, 1.01, 1.515, 1.53], 0.0, false);
+        assert!(
+            (n.threshold - NOISE_SIGMAS * 1.4826 * 0.01).abs() < 1e-3,
+            "{n:?}"
+        );
+    }
+
+    /// A small deterministic generator (64-bit LCG, Knuth's MMIX constants) for the simulated
+    /// histories below; uniform in [0, 1).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Nights of one configuration: a step time whose level moves up to ±`spread` from night to
+    /// night (the machine, not the code), 11 steps 1% apart within a night, and an exact peak.
+    fn simulated(
+        rng: &mut Lcg,
+        nights: usize,
+        spread: f64,
+        slowdown_last: f64,
+    ) -> Vec<HistoryEntry> {
+        (0..nights)
+            .map(|i| {
+                let mut level = 0.1 * (1.0 + spread * (2.0 * rng.next() - 1.0));
+                if i + 1 == nights {
+                    level *= slowdown_last;
+                }
+                let steps: Vec<f64> = (0..11).map(|j| level * (1.0 + 0.001 * j as f64)).collect();
+                let mut e = entry(
+                    &format!("2026-11-{:02}T000000Z-a", i + 1),
+                    Profile::Smoke,
+                    vec![],
+                );
+                e.configs.push(ConfigEntry {
+                    study: "s".into(),
+                    config: "x".into(),
+                    label: "x".into(),
+                    keys: vec![],
+                    status: "ok".into(),
+                    reason: None,
+                    samples: "steps".into(),
+                    metrics: BTreeMap::from([
+                        (Metric::StepTime.name().to_string(), steps),
+                        (Metric::PeakAllocated.name().to_string(), vec![1e8]),
+                    ]),
+                });
+                e
+            })
+            .collect()
+    }
+
+    fn flagged(history: &[HistoryEntry], metric: Metric) -> Option<Verdict> {
+        let ch = changes(history, DEFAULT_NOISE);
+        let k = &ch[0].metrics.iter().find(|(m, _)| *m == metric)?.1;
+        matches!(k.verdict, Verdict::Regressed | Verdict::Improved).then_some(k.verdict)
+    }
+
+    #[test]
+    fn a_a_nights_are_rarely_flagged_and_a_doubled_step_time_nearly_always() {
+        // 400 simulated A/A histories of 5 to 12 nights whose step-time level moves up to ±10%
+        // between nights (the machine, not the code): the last night is flagged in under 3% of
+        // them (a per-comparison false-alarm rate; a simulation of 6,000 such histories gave
+        // 1.7%, and 2.0% at ±20%). The same histories with the last night 2x slower are
+        // flagged as regressed in at least 98% (the simulation: 99.4%).
+        let mut rng = Lcg(20261125);
+        let (mut false_flags, mut missed, mut cases) = (0, 0, 0);
+        for case in 0..400 {
+            let nights = 5 + case % 8;
+            let seed = rng.0;
+            let aa = simulated(&mut rng, nights, 0.1, 1.0);
+            if flagged(&aa, Metric::StepTime).is_some() {
+                false_flags += 1;
+            }
+            // The deterministic peak never moves: never flagged.
+            assert_eq!(flagged(&aa, Metric::PeakAllocated), None);
+            let ab = simulated(&mut Lcg(seed), nights, 0.1, 2.0);
+            if flagged(&ab, Metric::StepTime) != Some(Verdict::Regressed) {
+                missed += 1;
+            }
+            cases += 1;
+        }
+        assert!(
+            false_flags * 100 < 3 * cases,
+            "{false_flags} of {cases} A/A histories flagged"
+        );
+        assert!(
+            missed * 100 <= 2 * cases,
+            "a 2x slowdown went unflagged {missed} of {cases} times"
+        );
+    }
+
+    #[test]
+    fn deterministic_metrics_are_compared_exactly_from_the_second_night() {
+        let mut rng = Lcg(7);
+        let mut h = simulated(&mut rng, 2, 0.2, 1.0);
+        assert_eq!(flagged(&h, Metric::PeakAllocated), None);
+        // 1% more memory on the second night: regressed, with one earlier night only.
+        h[1].configs[0]
+            .metrics
+            .insert(Metric::PeakAllocated.name().to_string(), vec![1.01e8]);
+        assert_eq!(flagged(&h, Metric::PeakAllocated), Some(Verdict::Regressed));
+        let k = changes(&h, DEFAULT_NOISE)[0].metrics[0].1.clone();
+        assert_eq!(k.noise.unwrap().describe(), "±0.1% (exact)");
+        // The step time of the same two nights: not enough history, whatever it did.
+        let step = changes(&h, DEFAULT_NOISE)[0]
+            .metrics
+            .iter()
+            .find(|(m, _)| *m == Metric::StepTime)
+            .unwrap()
+            .1
+            .verdict;
+        assert_eq!(step, Verdict::NotEnoughHistory);
     }
 
     #[test]

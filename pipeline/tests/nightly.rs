@@ -3,7 +3,7 @@
 
 mod common;
 
-use memwall::nightly::{self, ConfigEntry, HistoryEntry, Metric, HISTORY_SCHEMA};
+use memwall::nightly::{self, ConfigEntry, HistoryEntry, Metric, Verdict, HISTORY_SCHEMA};
 use memwall::spec::Profile;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -64,9 +64,17 @@ fn history_cmd(history: &Path, reports: &Path, fail: bool) -> std::process::Outp
 fn fail_on_regression_sets_the_exit_status() {
     let dir = tempfile::tempdir().unwrap();
     let (history, reports) = (dir.path().join("history"), dir.path().join("reports"));
-    nightly::append(&history, &entry("2026-11-21T020000Z-aaaaaaa", 0.100, 1e8)).unwrap();
+    // Four nights of the same code whose step time moves 1-2% from night to night: the
+    // history a step-time verdict needs (nightly::MIN_NIGHTS).
+    for (id, step) in [
+        ("2026-11-19T020000Z-aaaaaaa", 0.100),
+        ("2026-11-20T020000Z-aaaaaaa", 0.101),
+        ("2026-11-21T020000Z-aaaaaaa", 0.099),
+        ("2026-11-22T020000Z-bbbbbbb", 0.101),
+    ] {
+        nightly::append(&history, &entry(id, step, 1e8)).unwrap();
+    }
     // Same speed, same memory: within noise, exit 0 even with --fail-on-regression.
-    nightly::append(&history, &entry("2026-11-22T020000Z-bbbbbbb", 0.101, 1e8)).unwrap();
     let out = history_cmd(&history, &reports, true);
     assert!(
         out.status.success(),
@@ -88,8 +96,11 @@ fn fail_on_regression_sets_the_exit_status() {
     let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
     assert!(page.contains("Change since the last run"), "{page}");
     assert!(page.contains("regressed"), "{page}");
-    // Compared with the run before: number 2 of the runs table.
-    assert!(page.contains("| run 2 (bbbbbbb) |"), "{page}");
+    // Compared with the run before: number 4 of the runs table.
+    assert!(page.contains("| run 4 (bbbbbbb) |"), "{page}");
+    // The noise each verdict used is beside it: the peak exact, the step time from 4 nights.
+    assert!(page.contains("(exact)"), "{page}");
+    assert!(page.contains("(4 nights)"), "{page}");
     assert!(page.contains("2026-11-22T020000Z-bbbbbbb"), "{page}");
     for m in ["step_time_s", "peak_allocated_bytes"] {
         let svg = reports.join(format!("nightly/figures/history_peak_memory_{m}.svg"));
@@ -181,4 +192,101 @@ control = true
     assert!(scratch.join("nightly_smoke").is_dir());
     assert!(!dir.path().join("runs").exists());
     assert!(!dir.path().join("reports").exists());
+}
+
+/// A/A and A/B through real nightly runs: two nightlies of the same revision flag nothing
+/// (0 regressed, 0 improved over every configuration and metric: the peaks and eval losses
+/// repeat within 0.1%, and two nights are too few to judge a step time); a third, where one
+/// configuration's memory plan changed (its activation checkpointing removed), flags that
+/// configuration's peak as regressed and nothing of the other.
+#[test]
+fn nightlies_of_one_revision_flag_nothing_and_a_changed_configuration_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("nightly_ab.toml");
+    let write = |checkpointed: bool| {
+        std::fs::write(
+            &exp,
+            format!(
+                r#"
+[study]
+name = "nightly_ab"
+title = "Nightly A/B"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[train]
+lr = 3e-3
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ layers = 4, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = 4, warmup_steps = 1, eval_batches = 1 }}
+[[configs]]
+name = "control"
+control = true
+[[configs]]
+name = "checkpoint"
+{}
+"#,
+                common::excerpt().display(),
+                if checkpointed { "checkpoint = 1" } else { "" }
+            ),
+        )
+        .unwrap();
+    };
+    let run = || {
+        let out = memwall()
+            .current_dir(dir.path())
+            .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
+            .arg(&exp)
+            .arg("--templates")
+            .arg(common::root().join("templates"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let flags = |changes: &[nightly::ConfigChange], config: &str| -> Vec<String> {
+        changes
+            .iter()
+            .filter(|c| c.config == config)
+            .flat_map(|c| &c.metrics)
+            .filter(|(_, k)| matches!(k.verdict, Verdict::Regressed | Verdict::Improved))
+            .map(|(m, k)| format!("{} {}", m.name(), k.verdict.as_str()))
+            .collect()
+    };
+    write(true);
+    run();
+    run();
+    let history = nightly::load(&dir.path().join("history")).unwrap();
+    assert_eq!(history.len(), 2);
+    let aa = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    assert_eq!(aa.len(), 2);
+    for c in ["control", "checkpoint"] {
+        assert_eq!(flags(&aa, c), Vec::<String>::new(), "A/A flagged {c}");
+    }
+    // Every metric was judged: deterministic ones within noise, timings not enough history.
+    for c in &aa {
+        for (m, k) in &c.metrics {
+            let want = if m.deterministic() {
+                Verdict::WithinNoise
+            } else {
+                Verdict::NotEnoughHistory
+            };
+            assert_eq!(k.verdict, want, "{} {}", c.config, m.name());
+        }
+    }
+    // B: the checkpointed configuration keeps every activation now.
+    write(false);
+    run();
+    let history = nightly::load(&dir.path().join("history")).unwrap();
+    let ab = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    assert_eq!(flags(&ab, "control"), Vec::<String>::new());
+    let flagged = flags(&ab, "checkpoint");
+    assert!(
+        flagged.contains(&"peak_allocated_bytes regressed".to_string()),
+        "{flagged:?}"
+    );
 }
