@@ -452,34 +452,68 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
     }
 }
 
-/// Appends `entry` to the history store as `<dir>/<entry.id>.json` (atomically) and returns
-/// its path.
+/// Appends `entry` to the history store as `<dir>/<entry.id>.json` and returns its path.
+///
+/// Safe with concurrent writers (two GPUs' nightlies, Slurm tasks, on one shared folder): the
+/// entry is written and synced under a temporary name unique to this writer, then linked to its
+/// final name with `link(2)`, which fails rather than replaces when that name exists. Readers
+/// never see a partial entry, and of two writers of one id exactly one succeeds.
 ///
 /// # Errors
 /// [`Error::Records`] when an entry of that id exists already; I/O errors naming the file.
 pub fn append(dir: &Path, entry: &HistoryEntry) -> Result<PathBuf> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let path = dir.join(format!("{}.json", entry.id));
+    let exists = || Error::Records {
+        path: path.clone(),
+        message: "a history entry of this id exists already; the history is append-only".into(),
+    };
     if path.exists() {
-        return Err(Error::Records {
-            path,
-            message: "a history entry of this id exists already; the history is append-only".into(),
-        });
+        return Err(exists());
     }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    // Hidden (leading dot) so that `load` never reads it.
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        entry.id,
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
     let json = serde_json::to_vec_pretty(entry).expect("history entry serializes");
-    results::write_atomic(&path, &json)?;
-    Ok(path)
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&json).and_then(|_| f.sync_all()))
+        .map_err(|e| Error::io("writing", &tmp, e));
+    let linked = written.and_then(|_| match std::fs::hard_link(&tmp, &path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
+        Err(e) => Err(Error::io("linking", &path, e)),
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked.map(|_| path)
 }
 
-/// Every entry of the history store, oldest first (file names sort by time). A missing folder
-/// is an empty history.
+/// The history store as read: its entries, oldest first, and the files that could not be read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    /// Every readable entry, oldest first (file names sort by time).
+    pub entries: Vec<HistoryEntry>,
+    /// Each entry that was skipped: its file and why (malformed JSON, another schema version).
+    pub damaged: Vec<(PathBuf, String)>,
+}
+
+/// Every entry of the history store, oldest first. A missing folder is an empty history. An
+/// entry that cannot be read or is of another schema version is skipped and named in
+/// [`History::damaged`] (the nightly page lists it), never fatal: one bad file must not stop a
+/// lab's nightly.
 ///
 /// # Errors
-/// [`Error::Records`] naming the file and the JSON field of an entry that cannot be read or is
-/// of another schema version (move it out of the folder to go on).
-pub fn load(dir: &Path) -> Result<Vec<HistoryEntry>> {
+/// I/O errors listing the folder or reading a file.
+pub fn load(dir: &Path) -> Result<History> {
     let listing = match std::fs::read_dir(dir) {
         Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(History::default()),
         Err(e) => return Err(Error::io("listing", dir, e)),
     };
     let mut files: Vec<PathBuf> = listing
@@ -494,25 +528,26 @@ pub fn load(dir: &Path) -> Result<Vec<HistoryEntry>> {
         })
         .collect();
     files.sort();
-    files
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
-            let bad = |message: String| Error::Records {
-                path: path.clone(),
-                message: format!("{message}; move the file out of the history folder to go on"),
-            };
-            let entry: HistoryEntry = results::parse_json(&text)
-                .map_err(|e| bad(format!("malformed history entry ({e})")))?;
-            if entry.schema != HISTORY_SCHEMA {
-                return Err(bad(format!(
-                    "field `schema`: {} is not this memwall's history schema {HISTORY_SCHEMA}",
-                    entry.schema
-                )));
+    let mut history = History::default();
+    for path in files {
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+        let problem = match results::parse_json::<HistoryEntry>(&text) {
+            Err(e) => Some(format!("malformed history entry ({e})")),
+            Ok(entry) if entry.schema != HISTORY_SCHEMA => Some(format!(
+                "field `schema`: {} is not this memwall's history schema {HISTORY_SCHEMA}",
+                entry.schema
+            )),
+            Ok(entry) => {
+                history.entries.push(entry);
+                None
             }
-            Ok(entry)
-        })
-        .collect()
+        };
+        if let Some(message) = problem {
+            tracing::warn!("{}: skipped: {message}", path.display());
+            history.damaged.push((path, message));
+        }
+    }
+    Ok(history)
 }
 
 /// One configuration's changes since the last run that measured it.
@@ -760,11 +795,32 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
 /// # Errors
 /// [`Error::Records`] when the history is empty or an entry cannot be read; rendering errors.
 pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOutcome> {
-    let history = load(history_dir)?;
+    let History {
+        entries: history,
+        damaged,
+    } = load(history_dir)?;
+    let skipped: Vec<String> = damaged
+        .iter()
+        .map(|(path, why)| {
+            format!(
+                "Skipped the history entry `{}`: {why}. Move it out of the history folder.",
+                path.file_name().map_or(path.display().to_string(), |n| n
+                    .to_string_lossy()
+                    .into_owned())
+            )
+        })
+        .collect();
     let Some(last) = history.last() else {
         return Err(Error::Records {
             path: history_dir.to_path_buf(),
-            message: "no nightly run in the history yet: run `memwall nightly` first".into(),
+            message: if skipped.is_empty() {
+                "no nightly run in the history yet: run `memwall nightly` first".into()
+            } else {
+                format!(
+                    "no readable nightly run in the history: {}",
+                    skipped.join(" ")
+                )
+            },
         });
     };
     let changes = changes(&history, noise);
@@ -812,7 +868,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         )],
         tags: vec!["nightly".into(), "history".into()],
         sections: vec![
-            change_section(&history, &changes, noise),
+            change_section(&history, &changes, noise, &skipped),
             history_section(&history),
         ],
         environment: vec![runs_table(&history)],
@@ -827,7 +883,12 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
     })
 }
 
-fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64) -> Section {
+fn change_section(
+    history: &[HistoryEntry],
+    changes: &[ConfigChange],
+    noise: f64,
+    skipped: &[String],
+) -> Section {
     let last = history.last().expect("a non-empty history");
     // "run 3 (abc1234)": the number of the runs table and the figures' x axes.
     let run_name = |id: &str| {
@@ -851,8 +912,8 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
         .join(", ");
     let mut summary = Table {
         caption: format!(
-            "Change of each metric since the last run (relative change of the medians; noise \
-             threshold {:.1}%)",
+            "Change of each metric since the last run (relative change of the medians; beside \
+             each verdict the noise it was judged against; timings never below {:.1}%)",
             noise * 100.0
         ),
         columns: ["Study", "Configuration", "Compared with"]
@@ -963,6 +1024,7 @@ fn change_section(history: &[HistoryEntry], changes: &[ConfigChange], noise: f64
             .errors
             .iter()
             .map(|e| format!("Did not run: {e}"))
+            .chain(skipped.iter().cloned())
             .collect(),
         tables,
         figures: Vec::new(),
@@ -1395,15 +1457,66 @@ mod tests {
         let e = entry("2026-11-20T000000Z-a", Profile::Smoke, vec![("x", 1.0)]);
         append(dir.path(), &e).unwrap();
         assert!(append(dir.path(), &e).is_err());
-        assert_eq!(load(dir.path()).unwrap(), vec![e.clone()]);
-        let mut other = e;
+        assert_eq!(load(dir.path()).unwrap().entries, vec![e.clone()]);
+        // Another schema and a truncated file: skipped and named, the good entry still read.
+        let mut other = e.clone();
         other.id = "2026-11-21T000000Z-b".into();
         other.schema = 99;
         append(dir.path(), &other).unwrap();
-        let msg = load(dir.path()).unwrap_err().to_string();
+        std::fs::write(
+            dir.path().join("2026-11-22T000000Z-c.json"),
+            "{\"schema\": 1, \"id",
+        )
+        .unwrap();
+        let h = load(dir.path()).unwrap();
+        assert_eq!(h.entries, vec![e]);
+        let named: Vec<String> = h
+            .damaged
+            .iter()
+            .map(|(p, why)| format!("{} {why}", p.file_name().unwrap().to_string_lossy()))
+            .collect();
+        assert_eq!(named.len(), 2, "{named:?}");
+        assert!(named[0].starts_with("2026-11-21T000000Z-b.json") && named[0].contains("schema"));
         assert!(
-            msg.contains("2026-11-21T000000Z-b.json") && msg.contains("schema"),
-            "{msg}"
+            named[1].starts_with("2026-11-22T000000Z-c.json") && named[1].contains("malformed")
         );
+    }
+
+    #[test]
+    fn concurrent_writers_keep_every_entry_and_one_id_is_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two writers (threads of one process: the same pid, the harder case for temporary
+        // names), 40 entries each, at once.
+        std::thread::scope(|s| {
+            for w in 0..2 {
+                let dir = dir.path();
+                s.spawn(move || {
+                    for i in 0..40 {
+                        let id = format!("2026-11-{:02}T{w}{i:05}Z-w", 1 + i % 28);
+                        append(dir, &entry(&id, Profile::Smoke, vec![("x", 1.0)])).unwrap();
+                    }
+                });
+            }
+        });
+        let h = load(dir.path()).unwrap();
+        assert_eq!((h.entries.len(), h.damaged.len()), (80, 0));
+        // One id from eight writers at once: exactly one entry, seven clear refusals.
+        let e = entry("2026-11-30T000000Z-same", Profile::Smoke, vec![("x", 1.0)]);
+        let results: Vec<bool> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| append(dir.path(), &e).is_ok()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(results.iter().filter(|ok| **ok).count(), 1, "{results:?}");
+        let h = load(dir.path()).unwrap();
+        assert_eq!((h.entries.len(), h.damaged.len()), (81, 0));
+        // No temporary file is left behind.
+        let hidden = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|f| f.file_name().to_string_lossy().starts_with('.'))
+            .count();
+        assert_eq!(hidden, 0);
     }
 }

@@ -109,15 +109,32 @@ fn fail_on_regression_sets_the_exit_status() {
 }
 
 #[test]
-fn an_unreadable_history_entry_is_named() {
+fn an_unreadable_history_entry_is_named_and_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("history");
+    let reports = dir.path().join("reports");
     std::fs::create_dir_all(&history).unwrap();
     std::fs::write(history.join("2026-11-23T000000Z-x.json"), "{\"schema\": 1}").unwrap();
-    let out = history_cmd(&history, &dir.path().join("reports"), false);
+    // Alone: no readable run, and the error names the damaged file.
+    let out = history_cmd(&history, &reports, false);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("2026-11-23T000000Z-x.json"), "{stderr}");
+    // Beside readable runs: the page renders, and names it.
+    nightly::append(&history, &entry("2026-11-21T020000Z-aaaaaaa", 0.100, 1e8)).unwrap();
+    nightly::append(&history, &entry("2026-11-24T020000Z-bbbbbbb", 0.100, 1e8)).unwrap();
+    let out = history_cmd(&history, &reports, true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
+    assert!(
+        page.contains("Skipped the history entry `2026-11-23T000000Z-x.json`"),
+        "{page}"
+    );
+    assert!(page.contains("2026-11-24T020000Z-bbbbbbb"), "{page}");
     // An empty history: a clear error, not an empty page.
     let out = history_cmd(&dir.path().join("none"), &dir.path().join("reports"), false);
     assert!(String::from_utf8_lossy(&out.stderr).contains("memwall nightly"));
@@ -171,7 +188,7 @@ control = true
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let history = nightly::load(&dir.path().join("history")).unwrap();
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
     assert_eq!(history.len(), 2);
     let last = &history[1];
     assert_eq!(last.profile, Profile::Smoke);
@@ -260,7 +277,7 @@ name = "checkpoint"
     write(true);
     run();
     run();
-    let history = nightly::load(&dir.path().join("history")).unwrap();
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
     assert_eq!(history.len(), 2);
     let aa = nightly::changes(&history, nightly::DEFAULT_NOISE);
     assert_eq!(aa.len(), 2);
@@ -281,7 +298,7 @@ name = "checkpoint"
     // B: the checkpointed configuration keeps every activation now.
     write(false);
     run();
-    let history = nightly::load(&dir.path().join("history")).unwrap();
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
     let ab = nightly::changes(&history, nightly::DEFAULT_NOISE);
     assert_eq!(flags(&ab, "control"), Vec::<String>::new());
     let flagged = flags(&ab, "checkpoint");
