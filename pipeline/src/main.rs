@@ -259,6 +259,10 @@ enum Cmd {
         /// Exit non-zero when a metric regressed (or a configuration stopped finishing).
         #[arg(long)]
         fail_on_regression: bool,
+        /// When something regressed, run this shell command with the path of the page's
+        /// `summary.md` as its last argument (mail, a webhook, an issue comment).
+        #[arg(long, value_name = "CMD")]
+        on_regression: Option<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -271,6 +275,9 @@ enum Cmd {
         /// Exit non-zero when the last run regressed against the one before.
         #[arg(long)]
         fail_on_regression: bool,
+        /// When something regressed, run this shell command with the path of `summary.md`.
+        #[arg(long, value_name = "CMD")]
+        on_regression: Option<String>,
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
         #[arg(long, default_value = "templates")]
@@ -519,6 +526,7 @@ fn main() -> Result<()> {
             cpu_profile,
             noise_threshold,
             fail_on_regression,
+            on_regression,
             run,
         } => {
             check_noise(noise_threshold)?;
@@ -542,12 +550,13 @@ fn main() -> Result<()> {
             if let Some(entry) = &out.entry {
                 eprintln!("history entry: {}", entry.display());
             }
-            nightly_verdict(&out, fail_on_regression)
+            nightly_verdict(&out, fail_on_regression, on_regression.as_deref())
         }
         Cmd::History {
             history,
             noise_threshold,
             fail_on_regression,
+            on_regression,
             reports,
             templates,
         } => {
@@ -558,7 +567,7 @@ fn main() -> Result<()> {
                 ..Paths::default()
             };
             let out = memwall::nightly::render(&history, &paths, noise_threshold)?;
-            nightly_verdict(&out, fail_on_regression)
+            nightly_verdict(&out, fail_on_regression, on_regression.as_deref())
         }
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import {
@@ -594,14 +603,35 @@ fn check_noise(noise: f64) -> Result<()> {
     Ok(())
 }
 
-/// Prints the nightly page's paths and the regressions; an error (exit status 1) when
-/// `fail_on_regression` and something regressed.
-fn nightly_verdict(out: &memwall::nightly::NightlyOutcome, fail_on_regression: bool) -> Result<()> {
+/// Prints the nightly page's paths and the regressions; when something regressed, runs
+/// `on_regression` (`sh -c`, the summary's path as its last argument); an error (exit status 1)
+/// when `fail_on_regression` and something regressed, or when the command failed.
+fn nightly_verdict(
+    out: &memwall::nightly::NightlyOutcome,
+    fail_on_regression: bool,
+    on_regression: Option<&str>,
+) -> Result<()> {
     println!("{}", out.rendered.markdown.display());
     println!("{}", out.rendered.html.display());
+    println!("{}", out.summary.display());
     let regressions = out.regressions();
     for r in &regressions {
         eprintln!("regressed since the last run: {r}");
+    }
+    if let (Some(cmd), false) = (on_regression, regressions.is_empty()) {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{cmd} \"$1\""))
+            .arg("sh")
+            .arg(&out.summary)
+            .status()
+            .with_context(|| format!("--on-regression: could not start `sh -c {cmd}`"))?;
+        if !status.success() {
+            bail!(
+                "--on-regression `{cmd}` failed ({status}) on {}",
+                out.summary.display()
+            );
+        }
     }
     if fail_on_regression && !regressions.is_empty() {
         bail!(

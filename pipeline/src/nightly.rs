@@ -655,6 +655,8 @@ pub struct NightlyOutcome {
     pub entry: Option<PathBuf>,
     /// The nightly page.
     pub rendered: report::Rendered,
+    /// `summary.md` beside the page: [`summary_paragraph`] and the page's path.
+    pub summary: PathBuf,
     /// The changes of the last run.
     pub changes: Vec<ConfigChange>,
 }
@@ -824,13 +826,14 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         });
     };
     let changes = changes(&history, noise);
+    let summary = summary_paragraph(&history, &changes);
     let doc = ReportDoc {
         name: "nightly".into(),
         title: "Nightly runs: change since the last run".into(),
         date: last.date.chars().take(10).collect(),
         source: "memwall's nightly history store".into(),
         source_title: String::new(),
-        summary: String::new(),
+        summary: summary.clone(),
         glance: Vec::new(),
         description: format!(
             "Each nightly run (`memwall nightly`) runs the studies afresh and appends one entry \
@@ -875,12 +878,83 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         records: format!("{}/", history_dir.display()),
         quotes_source: false,
     };
-    let rendered = report::render(&doc, &paths.templates, &paths.reports.join("nightly"))?;
+    let page_dir = paths.reports.join("nightly");
+    let rendered = report::render(&doc, &paths.templates, &page_dir)?;
+    let summary_path = page_dir.join("summary.md");
+    let text = format!("{summary}\n\nThe page: {}\n", rendered.html.display());
+    results::write_atomic(&summary_path, text.as_bytes())?;
     Ok(NightlyOutcome {
         entry: None,
         rendered,
+        summary: summary_path,
         changes,
     })
+}
+
+/// The nightly page's one-paragraph summary, also written as `summary.md` beside it (short
+/// enough for a chat message or an issue comment): the run, how many comparisons regressed,
+/// improved, stayed within noise, went missing or lacked history, and the worst regression with
+/// its interval and the noise it was judged against.
+pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> String {
+    let Some(last) = history.last() else {
+        return "No nightly run in the history yet.".into();
+    };
+    let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
+    for c in changes {
+        for (_, k) in &c.metrics {
+            *counts.entry(k.verdict).or_default() += 1;
+        }
+    }
+    let n = |v: Verdict| counts.get(&v).copied().unwrap_or(0);
+    // The worst regression: the largest relative change towards worse.
+    let worst = changes
+        .iter()
+        .flat_map(|c| c.metrics.iter().map(move |(m, k)| (c, m, k)))
+        .filter(|(_, _, k)| k.verdict == Verdict::Regressed)
+        .filter_map(|(c, m, k)| {
+            let d = k.change?;
+            let worse = if m.lower_is_better() {
+                d.median
+            } else {
+                -d.median
+            };
+            Some((worse, c, m, k, d))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let worst_text = match worst {
+        Some((_, c, m, k, d)) => format!(
+            " Worst regression: {}/{} {} {:+.1}% [{:+.1}%, {:+.1}%] against noise {}.",
+            c.study,
+            c.config,
+            m.name(),
+            d.median * 100.0,
+            d.lo * 100.0,
+            d.hi * 100.0,
+            k.noise.map_or("–".into(), |x| x.describe())
+        ),
+        None if n(Verdict::Missing) > 0 => " No metric regressed, but configurations that \
+            finished last time did not finish now."
+            .into(),
+        None => " Nothing regressed.".into(),
+    };
+    format!(
+        "Nightly run {} ({}, revision `{}`, {} profile, {} on {}): {} regressed, {} improved, {} \
+         within noise, {} missing, {} not enough history, {} not measured, over {} \
+         configurations.{worst_text}",
+        history.len(),
+        last.date,
+        last.git_revision,
+        last.profile,
+        last.backend,
+        last.device,
+        n(Verdict::Regressed),
+        n(Verdict::Improved),
+        n(Verdict::WithinNoise),
+        n(Verdict::Missing),
+        n(Verdict::NotEnoughHistory),
+        n(Verdict::NotMeasured) + n(Verdict::New),
+        last.configs.len()
+    )
 }
 
 fn change_section(
@@ -1007,7 +1081,7 @@ fn change_section(
                 the change lies beyond the noise threshold)."
             .into(),
         ours: format!(
-            "Run {} ({}; {} configurations, {} profile, {} on {}): {}.",
+            "Run {} ({}; {} configurations, {} profile, {} on {}): {}.{}",
             history.len(),
             last.id,
             last.configs.len(),
@@ -1018,7 +1092,10 @@ fn change_section(
                 "no configuration measured".to_string()
             } else {
                 count_text
-            }
+            },
+            summary_paragraph(history, changes)
+                .split_once(" configurations.")
+                .map_or(String::new(), |(_, worst)| worst.to_string())
         ),
         notes: last
             .errors

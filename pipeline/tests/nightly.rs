@@ -81,6 +81,11 @@ fn fail_on_regression_sets_the_exit_status() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let summary = std::fs::read_to_string(reports.join("nightly/summary.md")).unwrap();
+    assert!(
+        summary.contains("0 regressed") && summary.contains("Nothing regressed."),
+        "{summary}"
+    );
     // 20% slower: a regression; the exit status says so only with --fail-on-regression.
     nightly::append(&history, &entry("2026-11-23T020000Z-ccccccc", 0.121, 1e8)).unwrap();
     let out = history_cmd(&history, &reports, false);
@@ -91,6 +96,37 @@ fn fail_on_regression_sets_the_exit_status() {
     assert!(
         stderr.contains("peak_memory/control step_time_s: regressed (+19."),
         "{stderr}"
+    );
+    // summary.md: one paragraph with the counts and the worst regression, for a chat message.
+    let summary = std::fs::read_to_string(reports.join("nightly/summary.md")).unwrap();
+    assert!(summary.contains("1 regressed, 0 improved"), "{summary}");
+    assert!(
+        summary.contains("Worst regression: peak_memory/control step_time_s +19.8% ["),
+        "{summary}"
+    );
+    // --on-regression runs its command with the summary's path.
+    let inbox = dir.path().join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let out = memwall()
+        .arg("history")
+        .arg("--history")
+        .arg(&history)
+        .arg("--reports")
+        .arg(&reports)
+        .arg("--templates")
+        .arg(common::root().join("templates"))
+        .arg("--on-regression")
+        .arg(format!("cp -t {}", inbox.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(inbox.join("summary.md")).unwrap(),
+        summary
     );
     // The nightly page: the change table and a history figure per key metric.
     let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
