@@ -46,6 +46,17 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
 }
 
 fn history_cmd(history: &Path, reports: &Path, fail: bool) -> std::process::Output {
+    history_cmd_with(history, reports, fail, &[])
+}
+
+/// `memwall history` on `history` into `reports`, with `--fail-on-regression` when `fail` and
+/// the `extra` arguments.
+fn history_cmd_with(
+    history: &Path,
+    reports: &Path,
+    fail: bool,
+    extra: &[&str],
+) -> std::process::Output {
     let mut c = memwall();
     c.arg("history")
         .arg("--history")
@@ -57,6 +68,7 @@ fn history_cmd(history: &Path, reports: &Path, fail: bool) -> std::process::Outp
     if fail {
         c.arg("--fail-on-regression");
     }
+    c.args(extra);
     c.output().unwrap()
 }
 
@@ -107,23 +119,9 @@ fn fail_on_regression_sets_the_exit_status() {
     // --on-regression runs its command with the summary's path.
     let inbox = dir.path().join("inbox");
     std::fs::create_dir_all(&inbox).unwrap();
-    let out = memwall()
-        .arg("history")
-        .arg("--history")
-        .arg(&history)
-        .arg("--reports")
-        .arg(&reports)
-        .arg("--templates")
-        .arg(common::root().join("templates"))
-        .arg("--on-regression")
-        .arg(format!("cp -t {}", inbox.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let hook = format!("cp -t {}", inbox.display());
+    let out = history_cmd_with(&history, &reports, false, &["--on-regression", &hook]);
+    assert_ok(&out);
     assert_eq!(
         std::fs::read_to_string(inbox.join("summary.md")).unwrap(),
         summary
@@ -176,19 +174,14 @@ fn an_unreadable_history_entry_is_named_and_skipped() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("memwall nightly"));
 }
 
-/// Two real nightly runs of a one-configuration smoke study on the CPU: two history entries,
-/// the second compared with the first.
-#[test]
-fn two_nightly_runs_append_and_compare() {
-    let dir = tempfile::tempdir().unwrap();
-    let exp = dir.path().join("nightly_smoke.toml");
-    std::fs::write(
-        &exp,
-        format!(
-            r#"
+/// A smoke-size training study `name` on the test corpus: `layers` blocks of d_model 32,
+/// `steps` timed steps, a control and the configurations in `configs` (TOML).
+fn smoke_study(name: &str, layers: usize, steps: usize, configs: &str) -> String {
+    format!(
+        r#"
 [study]
-name = "nightly_smoke"
-title = "Nightly smoke"
+name = "{name}"
+title = "{name}"
 source = "004_cef2fa4595315230.txt"
 kind = "training"
 [train]
@@ -196,33 +189,48 @@ lr = 3e-3
 [data]
 path = "{}"
 [profiles.smoke]
-model = {{ layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
-train = {{ steps = 6, warmup_steps = 1, eval_batches = 1 }}
+model = {{ layers = {layers}, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = {steps}, warmup_steps = 1, eval_batches = 1 }}
 [[configs]]
 name = "control"
 control = true
+{configs}
 "#,
-            common::excerpt().display()
-        ),
+        common::excerpt().display()
     )
-    .unwrap();
-    let run = || {
-        memwall()
-            .current_dir(dir.path())
-            .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
-            .arg(&exp)
-            .arg("--templates")
-            .arg(common::root().join("templates"))
-            .output()
-            .unwrap()
-    };
+}
+
+/// `memwall nightly --device cpu --cpu-profile smoke EXP` in `dir`; fails the test if it fails.
+fn nightly_in(dir: &Path, exp: &Path) {
+    let out = memwall()
+        .current_dir(dir)
+        .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
+        .arg(exp)
+        .arg("--templates")
+        .arg(common::root().join("templates"))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+}
+
+/// Fails the test with the command's stderr unless it succeeded.
+fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two real nightly runs of a one-configuration smoke study on the CPU: two history entries,
+/// the second compared with the first.
+#[test]
+fn two_nightly_runs_append_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("nightly_smoke.toml");
+    std::fs::write(&exp, smoke_study("nightly_smoke", 2, 6, "")).unwrap();
     for _ in 0..2 {
-        let out = run();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        nightly_in(dir.path(), &exp);
     }
     let history = nightly::load(&dir.path().join("history")).unwrap().entries;
     assert_eq!(history.len(), 2);
@@ -257,50 +265,14 @@ fn nightlies_of_one_revision_flag_nothing_and_a_changed_configuration_alone() {
     let dir = tempfile::tempdir().unwrap();
     let exp = dir.path().join("nightly_ab.toml");
     let write = |checkpointed: bool| {
-        std::fs::write(
-            &exp,
-            format!(
-                r#"
-[study]
-name = "nightly_ab"
-title = "Nightly A/B"
-source = "004_cef2fa4595315230.txt"
-kind = "training"
-[train]
-lr = 3e-3
-[data]
-path = "{}"
-[profiles.smoke]
-model = {{ layers = 4, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
-train = {{ steps = 4, warmup_steps = 1, eval_batches = 1 }}
-[[configs]]
-name = "control"
-control = true
-[[configs]]
-name = "checkpoint"
-{}
-"#,
-                common::excerpt().display(),
-                if checkpointed { "checkpoint = 1" } else { "" }
-            ),
-        )
-        .unwrap();
+        let config = if checkpointed {
+            "[[configs]]\nname = \"checkpoint\"\ncheckpoint = 1"
+        } else {
+            "[[configs]]\nname = \"checkpoint\""
+        };
+        std::fs::write(&exp, smoke_study("nightly_ab", 4, 4, config)).unwrap();
     };
-    let run = || {
-        let out = memwall()
-            .current_dir(dir.path())
-            .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
-            .arg(&exp)
-            .arg("--templates")
-            .arg(common::root().join("templates"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = || nightly_in(dir.path(), &exp);
     let flags = |changes: &[nightly::ConfigChange], config: &str| -> Vec<String> {
         changes
             .iter()
