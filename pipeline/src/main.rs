@@ -266,8 +266,11 @@ enum Cmd {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Re-render the nightly page from the history store (no job is run, nothing is appended).
+    /// Re-render the nightly page from the history store (no job is run, nothing is appended);
+    /// `memwall history export FILE` writes the history as one table instead.
     History {
+        #[command(subcommand)]
+        action: Option<HistoryAction>,
         #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
         history: PathBuf,
         #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
@@ -553,6 +556,7 @@ fn main() -> Result<()> {
             nightly_verdict(&out, fail_on_regression, on_regression.as_deref())
         }
         Cmd::History {
+            action,
             history,
             noise_threshold,
             fail_on_regression,
@@ -560,6 +564,12 @@ fn main() -> Result<()> {
             reports,
             templates,
         } => {
+            if let Some(HistoryAction::Export { file }) = action {
+                // Damaged entries are skipped with a warning naming each.
+                memwall::nightly::export(&history, &file)?;
+                println!("{}", file.display());
+                return Ok(());
+            }
             check_noise(noise_threshold)?;
             let paths = Paths {
                 reports,
@@ -593,6 +603,18 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// What `memwall history` does besides rendering the page.
+#[derive(Subcommand)]
+enum HistoryAction {
+    /// Write the whole history as one long table (one row per run, configuration and metric:
+    /// median and interval) for a lab's own dashboards: Parquet when FILE ends in `.parquet`,
+    /// else CSV.
+    Export {
+        /// The table to write (`.parquet` or `.csv`).
+        file: PathBuf,
+    },
 }
 
 /// Refuses a noise threshold outside [0, 1).

@@ -550,6 +550,77 @@ pub fn load(dir: &Path) -> Result<History> {
     Ok(history)
 }
 
+/// The whole history as one long table for a lab's own dashboards: one row per (run,
+/// configuration, metric) with the run's id, date, revision, profile, backend and device, the
+/// configuration's study, name and status, the metric's name, what its samples are (`repeats`
+/// or `steps`), their count, and the median with its order-statistic interval (in the
+/// history's units: bytes, seconds, tokens/s, nats). Written as Parquet when `out` ends in
+/// `.parquet`, else as CSV; damaged entries are skipped (and returned).
+///
+/// # Errors
+/// I/O and writer errors naming `out`.
+pub fn export(history_dir: &Path, out: &Path) -> Result<Vec<(PathBuf, String)>> {
+    use polars::prelude::*;
+    let History { entries, damaged } = load(history_dir)?;
+    let mut cols: [Vec<String>; 11] = Default::default();
+    let (mut n, mut median, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in &entries {
+        for c in &e.configs {
+            for (name, samples) in &c.metrics {
+                let est = stats::median_interval(samples, stats::LEVEL);
+                for (col, v) in cols.iter_mut().zip([
+                    &e.id,
+                    &e.date,
+                    &e.git_revision,
+                    &e.profile.to_string(),
+                    &e.backend,
+                    &e.device,
+                    &c.study,
+                    &c.config,
+                    &c.status,
+                    name,
+                    &c.samples,
+                ]) {
+                    col.push(v.clone());
+                }
+                n.push(samples.len() as u32);
+                median.push(est.map(|x| x.median));
+                lo.push(est.map(|x| x.lo));
+                hi.push(est.map(|x| x.hi));
+            }
+        }
+    }
+    let names = [
+        "run", "date", "revision", "profile", "backend", "device", "study", "config", "status",
+        "metric", "samples",
+    ];
+    let mut columns: Vec<Column> = names
+        .iter()
+        .zip(cols)
+        .map(|(name, v)| Column::new((*name).into(), v))
+        .collect();
+    columns.push(Column::new("n".into(), n));
+    columns.push(Column::new("median".into(), median));
+    columns.push(Column::new("lo".into(), lo));
+    columns.push(Column::new("hi".into(), hi));
+    let perr = |e: PolarsError| Error::Records {
+        path: out.to_path_buf(),
+        message: format!("writing the history table: {e}"),
+    };
+    let height = columns.first().map_or(0, |c| c.len());
+    let mut df = DataFrame::new(height, columns).map_err(perr)?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    }
+    let file = std::fs::File::create(out).map_err(|e| Error::io("creating", out, e))?;
+    if out.extension().is_some_and(|x| x == "parquet") {
+        ParquetWriter::new(file).finish(&mut df).map_err(perr)?;
+    } else {
+        CsvWriter::new(file).finish(&mut df).map_err(perr)?;
+    }
+    Ok(damaged)
+}
+
 /// One configuration's changes since the last run that measured it.
 #[derive(Debug, Clone)]
 pub struct ConfigChange {
@@ -1557,6 +1628,54 @@ mod tests {
         assert!(
             named[1].starts_with("2026-11-22T000000Z-c.json") && named[1].contains("malformed")
         );
+    }
+
+    #[test]
+    fn the_history_exports_as_one_long_table_in_csv_and_parquet() {
+        use polars::prelude::*;
+        let dir = tempfile::tempdir().unwrap();
+        let h = dir.path().join("history");
+        append(
+            &h,
+            &entry(
+                "2026-11-20T000000Z-a",
+                Profile::Smoke,
+                vec![("x", 1.0), ("y", 2.0)],
+            ),
+        )
+        .unwrap();
+        append(
+            &h,
+            &entry("2026-11-21T000000Z-b", Profile::Smoke, vec![("x", 1.5)]),
+        )
+        .unwrap();
+        std::fs::write(h.join("2026-11-22T000000Z-c.json"), "not json").unwrap();
+        let csv = dir.path().join("out/history.csv");
+        let damaged = export(&h, &csv).unwrap();
+        assert_eq!(damaged.len(), 1);
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "run,date,revision,profile,backend,device,study,config,status,metric,samples,n,median,lo,hi"
+        );
+        // One row per run, configuration and metric (one metric each here): 3 rows.
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[3].starts_with("2026-11-21T000000Z-b,2026-11-21,abc,smoke,flex,cpu,s,x,ok,step_time_s,steps,11,1.5"), "{}", lines[3]);
+        let parquet = dir.path().join("history.parquet");
+        export(&h, &parquet).unwrap();
+        let df = ParquetReader::new(std::fs::File::open(&parquet).unwrap())
+            .finish()
+            .unwrap();
+        assert_eq!(df.height(), 3);
+        let medians: Vec<f64> = df
+            .column("median")
+            .unwrap()
+            .f64()
+            .unwrap()
+            .into_no_null_iter()
+            .collect();
+        assert_eq!(medians, vec![1.0, 2.0, 1.5]);
     }
 
     #[test]
