@@ -177,19 +177,9 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> Estima
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{PreparedData, Profile, Study};
-    use std::path::Path;
 
     fn jobs() -> Vec<JobSpec> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
-        let study = Study::load(&path, Profile::Full, None).unwrap();
-        let data = PreparedData {
-            dir: "data/x".into(),
-            fingerprint: "x".into(),
-            vocab_size: 3025,
-            eos_id: 0,
-        };
-        study.jobs(BackendKind::Cuda, 0, &data)
+        crate::test_support::peak_memory_full().1
     }
 
     #[test]

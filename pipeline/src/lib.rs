@@ -34,6 +34,29 @@ pub use memwall_core::{error, spec, strategy};
 pub use memwall_core::{Error, Result};
 pub use memwall_runner::{device, init_logging, measure, model, train, BURN_VERSION};
 
+/// Fixtures shared by the crate's unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::device::BackendKind;
+    use crate::spec::{JobSpec, PreparedData, Profile, Study};
+    use std::path::Path;
+
+    /// `experiments/peak_memory.toml` at its `full` profile and its CUDA jobs, on a stand-in
+    /// tokenized corpus (vocabulary 3025, as the shared data's).
+    pub fn peak_memory_full() -> (Study, Vec<JobSpec>) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
+        let study = Study::load(&path, Profile::Full, None).unwrap();
+        let data = PreparedData {
+            dir: "data/x".into(),
+            fingerprint: "x".into(),
+            vocab_size: 3025,
+            eos_id: 0,
+        };
+        let jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        (study, jobs)
+    }
+}
+
 /// Rematerialization planning ([`memwall_remat`]) and the Checkmate study built on it.
 pub mod remat {
     pub use memwall_remat::*;

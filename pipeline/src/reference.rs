@@ -613,19 +613,9 @@ pub fn section(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::BackendKind;
-    use crate::spec::{PreparedData, Profile};
 
     fn peak_memory_plan() -> TorchPlan {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
-        let study = Study::load(&path, Profile::Full, None).unwrap();
-        let data = PreparedData {
-            dir: "data/x".into(),
-            fingerprint: "x".into(),
-            vocab_size: 3025,
-            eos_id: 0,
-        };
-        let jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        let (study, jobs) = crate::test_support::peak_memory_full();
         plan(&study, &jobs).expect("peak_memory is covered")
     }
 
@@ -676,15 +666,7 @@ mod tests {
 
     #[test]
     fn the_plan_carries_each_configurations_optimizer() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
-        let study = Study::load(&path, Profile::Full, None).unwrap();
-        let data = PreparedData {
-            dir: "data/x".into(),
-            fingerprint: "x".into(),
-            vocab_size: 3025,
-            eos_id: 0,
-        };
-        let mut jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        let (study, mut jobs) = crate::test_support::peak_memory_full();
         // A configuration of its own (no twin) whose job trains with Adafactor.
         let job = jobs
             .iter_mut()
