@@ -655,12 +655,19 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
     let comparable = |e: &&HistoryEntry| e.profile == cur.profile && e.backend == cur.backend;
     let mut out = Vec::new();
     for c in &cur.configs {
-        let prev = earlier.iter().rev().filter(comparable).find_map(|e| {
-            e.configs
-                .iter()
-                .find(|p| p.study == c.study && p.config == c.config)
-                .map(|p| (e, p))
-        });
+        // This configuration in the earlier comparable entries, latest first.
+        let before_c: Vec<(&HistoryEntry, &ConfigEntry)> = earlier
+            .iter()
+            .rev()
+            .filter(comparable)
+            .filter_map(|e| {
+                e.configs
+                    .iter()
+                    .find(|p| p.study == c.study && p.config == c.config)
+                    .map(|p| (e, p))
+            })
+            .collect();
+        let prev = before_c.first().copied();
         let metrics = Metric::ALL
             .iter()
             .map(|&m| {
@@ -668,15 +675,9 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
                     |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
                 let before = prev.map(|(_, p)| samples(p)).unwrap_or_default();
                 // The per-night medians of this configuration's metric, oldest first.
-                let mut nights: Vec<f64> = earlier
+                let mut nights: Vec<f64> = before_c
                     .iter()
-                    .rev()
-                    .filter(comparable)
-                    .filter_map(|e| {
-                        let p = e
-                            .configs
-                            .iter()
-                            .find(|p| p.study == c.study && p.config == c.config)?;
+                    .filter_map(|(_, p)| {
                         stats::median_interval(&samples(p), stats::LEVEL).map(|x| x.median)
                     })
                     .take(NOISE_WINDOW)
@@ -962,22 +963,20 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
     })
 }
 
-/// The nightly page's one-paragraph summary, also written as `summary.md` beside it (short
-/// enough for a chat message or an issue comment): the run, how many comparisons regressed,
-/// improved, stayed within noise, went missing or lacked history, and the worst regression with
-/// its interval and the noise it was judged against.
-pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> String {
-    let Some(last) = history.last() else {
-        return "No nightly run in the history yet.".into();
-    };
+/// How many comparisons of `changes` got each verdict.
+fn verdict_counts(changes: &[ConfigChange]) -> BTreeMap<Verdict, usize> {
     let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
     for c in changes {
         for (_, k) in &c.metrics {
             *counts.entry(k.verdict).or_default() += 1;
         }
     }
-    let n = |v: Verdict| counts.get(&v).copied().unwrap_or(0);
-    // The worst regression: the largest relative change towards worse.
+    counts
+}
+
+/// The sentence on the worst regression of `changes` (the largest relative change towards
+/// worse, with its interval and noise), or on there being none; starts with a space.
+fn worst_regression(changes: &[ConfigChange], counts: &BTreeMap<Verdict, usize>) -> String {
     let worst = changes
         .iter()
         .flat_map(|c| c.metrics.iter().map(move |(m, k)| (c, m, k)))
@@ -992,7 +991,7 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
             Some((worse, c, m, k, d))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0));
-    let worst_text = match worst {
+    match worst {
         Some((_, c, m, k, d)) => format!(
             " Worst regression: {}/{} {} {:+.1}% [{:+.1}%, {:+.1}%] against noise {}.",
             c.study,
@@ -1003,11 +1002,24 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
             d.hi * 100.0,
             k.noise.map_or("–".into(), |x| x.describe())
         ),
-        None if n(Verdict::Missing) > 0 => " No metric regressed, but configurations that \
-            finished last time did not finish now."
+        None if counts.get(&Verdict::Missing).is_some_and(|&n| n > 0) => " No metric \
+            regressed, but configurations that finished last time did not finish now."
             .into(),
         None => " Nothing regressed.".into(),
+    }
+}
+
+/// The nightly page's one-paragraph summary, also written as `summary.md` beside it (short
+/// enough for a chat message or an issue comment): the run, how many comparisons regressed,
+/// improved, stayed within noise, went missing or lacked history, and the worst regression with
+/// its interval and the noise it was judged against.
+pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> String {
+    let Some(last) = history.last() else {
+        return "No nightly run in the history yet.".into();
     };
+    let counts = verdict_counts(changes);
+    let n = |v: Verdict| counts.get(&v).copied().unwrap_or(0);
+    let worst_text = worst_regression(changes, &counts);
     format!(
         "Nightly run {} ({}, revision `{}`, {} profile, {} on {}): {} regressed, {} improved, {} \
          within noise, {} missing, {} not enough history, {} not measured, over {} \
@@ -1044,12 +1056,7 @@ fn change_section(
                 format!("run {} ({})", i + 1, history[i].git_revision)
             })
     };
-    let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
-    for c in changes {
-        for (_, k) in &c.metrics {
-            *counts.entry(k.verdict).or_default() += 1;
-        }
-    }
+    let counts = verdict_counts(changes);
     let count_text = counts
         .iter()
         .map(|(v, n)| format!("{n} {}", v.as_str()))
@@ -1164,9 +1171,7 @@ fn change_section(
             } else {
                 count_text
             },
-            summary_paragraph(history, changes)
-                .split_once(" configurations.")
-                .map_or(String::new(), |(_, worst)| worst.to_string())
+            worst_regression(changes, &counts)
         ),
         notes: last
             .errors
