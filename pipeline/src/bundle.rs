@@ -955,6 +955,11 @@ pub struct ImportSummary {
     pub studies: Vec<PathBuf>,
     /// Records refused (path, reason); non-empty only with `skip_mismatched`.
     pub refused: Vec<(PathBuf, String)>,
+    /// Every accepted record of the bundle (imported now or already in the store), in the
+    /// order of its manifest: what `memwall import --nightly` makes a history entry of.
+    pub records: Vec<JobRecord>,
+    /// The bundle's manifest (`None` only in a default value).
+    pub manifest: Option<Manifest>,
 }
 
 /// Where an import reads from and writes to.
@@ -1065,6 +1070,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         results::write_record(&dir, record)?;
         summary.imported += 1;
     }
+    summary.records = accepted.into_iter().map(|(_, r)| r).collect();
     for (study, row) in &torch {
         reference::store_row(&req.runs, study, row)?;
         summary.torch_rows += 1;
@@ -1091,6 +1097,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     if cache.is_dir() {
         summary.cache_files = copy_tree(&cache, &req.cubecl_cache)?;
     }
+    summary.manifest = Some(manifest);
     Ok(summary)
 }
 

@@ -141,17 +141,10 @@ enum Cmd {
         experiment: PathBuf,
         /// `slurm`: write a Slurm job-array script (one array task per job key, records into
         /// --runs, a dependent final job that renders the report) instead of running.
-        #[arg(long)]
-        emit: Option<String>,
-        /// Folder of the Slurm scripts (default: slurm/<study file stem>).
-        #[arg(long)]
-        slurm_dir: Option<PathBuf>,
-        /// Slurm partition of the jobs.
-        #[arg(long)]
-        partition: Option<String>,
-        /// Slurm time limit of each array task, e.g. 02:00:00.
-        #[arg(long)]
-        time: Option<String>,
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+        #[command(flatten)]
+        slurm: SlurmArgs,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -183,6 +176,10 @@ enum Cmd {
         /// The rendered reports to publish.
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
+        /// Also publish this rendered nightly page (e.g. `history/runs/reports/nightly`, which
+        /// `memwall nightly` writes) as `reports/nightly/`, last in the index.
+        #[arg(long)]
+        nightly: Option<PathBuf>,
     },
     /// List the studies and their configurations.
     List {
@@ -247,22 +244,23 @@ enum Cmd {
         /// Directory of experiment files.
         #[arg(long, default_value = "experiments")]
         experiments_dir: PathBuf,
-        /// The history store (one JSON entry per run).
-        #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
-        history: PathBuf,
         /// The profile where no GPU exists (smoke or cpu) when --profile is not given.
         #[arg(long, default_value = "smoke")]
         cpu_profile: Profile,
-        /// Relative change below which a change is noise (0.05 = 5%).
-        #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
-        noise_threshold: f64,
-        /// Exit non-zero when a metric regressed (or a configuration stopped finishing).
-        #[arg(long)]
-        fail_on_regression: bool,
-        /// When something regressed, run this shell command with the path of the page's
-        /// `summary.md` as its last argument (mail, a webhook, an issue comment).
-        #[arg(long, value_name = "CMD")]
-        on_regression: Option<String>,
+        /// Write the nightly as a Slurm job array instead of running it here: one array task
+        /// per training job, then a final job (after the whole array) that runs the in-process
+        /// studies, renders the reports, appends the history entry and renders the nightly
+        /// page; `bash <SLURM_DIR>/submit.sh` submits both.
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+        #[command(flatten)]
+        slurm: SlurmArgs,
+        /// The final job of a Slurm nightly (written by `--emit slurm`, run by Slurm): collect
+        /// the array's records listed in this folder's `nightly.json` into one history entry.
+        #[arg(long, value_name = "SLURM_DIR", conflicts_with = "emit", hide = true)]
+        slurm_final: Option<PathBuf>,
+        #[command(flatten)]
+        verdict: NightlyVerdictArgs,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -271,18 +269,12 @@ enum Cmd {
     History {
         #[command(subcommand)]
         action: Option<HistoryAction>,
-        #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
-        history: PathBuf,
-        #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
-        noise_threshold: f64,
-        /// Exit non-zero when the last run regressed against the one before.
+        #[command(flatten)]
+        verdict: NightlyVerdictArgs,
+        /// Report output root (default `<HISTORY>/runs/reports`, where `memwall nightly`
+        /// renders: the nightly page is scratch, never part of the published `reports/`).
         #[arg(long)]
-        fail_on_regression: bool,
-        /// When something regressed, run this shell command with the path of `summary.md`.
-        #[arg(long, value_name = "CMD")]
-        on_regression: Option<String>,
-        #[arg(long, default_value = "reports")]
-        reports: PathBuf,
+        reports: Option<PathBuf>,
         #[arg(long, default_value = "templates")]
         templates: PathBuf,
     },
@@ -314,6 +306,13 @@ enum Cmd {
         /// Import the records that match and list the others (default: refuse the import).
         #[arg(long)]
         skip_mismatched: bool,
+        /// The bundle's run is a nightly run: its records replace those in the store (default
+        /// store `<HISTORY>/runs`, scratch, as `memwall nightly`'s), one entry is appended to
+        /// the history store and the nightly page is rendered, as after `memwall nightly`.
+        #[arg(long)]
+        nightly: bool,
+        #[command(flatten)]
+        verdict: NightlyVerdictArgs,
     },
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
@@ -413,42 +412,25 @@ fn main() -> Result<()> {
         Cmd::Sweep {
             experiment,
             emit,
-            slurm_dir,
-            partition,
-            time,
+            slurm,
             run,
         } => {
             let (paths, opts) = options(&run)?;
-            match emit.as_deref() {
+            match emit {
                 None => run_study(&experiment, &paths, &opts, false),
-                Some("slurm") => {
+                Some(Emit::Slurm) => {
                     let workdir =
                         std::env::current_dir().context("reading the working directory")?;
                     let stem = experiment
                         .file_stem()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_else(|| "study".into());
-                    let slurm = memwall::slurm::SlurmOptions {
-                        out: slurm_dir.unwrap_or_else(|| Path::new("slurm").join(stem)),
-                        memwall: opts.runner.0.clone(),
-                        workdir,
-                        partition,
-                        time,
-                    };
+                    let slurm = slurm.options(&opts, workdir, Path::new("slurm").join(stem));
                     let s = memwall::slurm::emit(&experiment, &paths, &opts, &slurm).with_context(
                         || format!("writing Slurm scripts for {}", experiment.display()),
                     )?;
-                    println!("{}", s.array.display());
-                    println!("{}", s.final_job.display());
-                    println!("{}", s.submit.display());
-                    eprintln!(
-                        "{} array tasks; submit with `{}`",
-                        s.tasks,
-                        s.submit.display()
-                    );
-                    Ok(())
+                    print_slurm(&s)
                 }
-                Some(other) => bail!("--emit {other}: expected `slurm`"),
             }
         }
         Cmd::Report {
@@ -470,10 +452,14 @@ fn main() -> Result<()> {
                 report(experiments, &paths)
             }
         }
-        Cmd::Publish { to, reports } => {
-            let n = memwall::publish::publish(&reports, &to).with_context(|| {
-                format!("publishing {} into {}", reports.display(), to.display())
-            })?;
+        Cmd::Publish {
+            to,
+            reports,
+            nightly,
+        } => {
+            let n = memwall::publish::publish(&reports, &to, nightly.as_deref()).with_context(
+                || format!("publishing {} into {}", reports.display(), to.display()),
+            )?;
             println!("{}", to.join("reports").display());
             eprintln!("{n} report page bundles and the index written");
             Ok(())
@@ -525,77 +511,77 @@ fn main() -> Result<()> {
         Cmd::Nightly {
             experiments,
             experiments_dir,
-            history,
             cpu_profile,
-            noise_threshold,
-            fail_on_regression,
-            on_regression,
+            emit,
+            slurm,
+            slurm_final,
+            verdict,
             run,
-        } => {
-            check_noise(noise_threshold)?;
-            if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
-                bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
-            }
-            // A nightly's records are scratch, not the committed evidence in runs/: by default
-            // they go to <history>/runs (and its reports to <history>/runs/reports).
-            let mut run = run;
-            if run.runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
-                run.runs = history.join("runs");
-            }
-            let (paths, opts) = options(&run)?;
-            let nightly = memwall::nightly::NightlyOptions {
-                experiments: memwall::nightly::experiment_files(experiments, &experiments_dir)?,
-                history,
-                noise: noise_threshold,
-                cpu_profile,
-            };
-            let out = memwall::nightly::run(&nightly, &paths, &opts)?;
-            if let Some(entry) = &out.entry {
-                eprintln!("history entry: {}", entry.display());
-            }
-            nightly_verdict(&out, fail_on_regression, on_regression.as_deref())
-        }
+        } => nightly(
+            experiments,
+            &experiments_dir,
+            cpu_profile,
+            emit,
+            &slurm,
+            slurm_final.as_deref(),
+            &verdict,
+            run,
+        ),
         Cmd::History {
             action,
-            history,
-            noise_threshold,
-            fail_on_regression,
-            on_regression,
+            verdict,
             reports,
             templates,
         } => {
             if let Some(HistoryAction::Export { file }) = action {
                 // Damaged entries are skipped with a warning naming each.
-                memwall::nightly::export(&history, &file)?;
+                memwall::nightly::export(&verdict.history, &file)?;
                 println!("{}", file.display());
                 return Ok(());
             }
-            check_noise(noise_threshold)?;
+            check_noise(verdict.noise_threshold)?;
             let paths = Paths {
-                reports,
+                reports: reports.unwrap_or_else(|| verdict.history.join("runs").join("reports")),
                 templates,
                 ..Paths::default()
             };
-            let out = memwall::nightly::render(&history, &paths, noise_threshold)?;
-            nightly_verdict(&out, fail_on_regression, on_regression.as_deref())
+            let out = memwall::nightly::render(&verdict.history, &paths, verdict.noise_threshold)?;
+            nightly_verdict(&out, &verdict)
         }
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import {
             source,
-            runs,
+            mut runs,
             experiments,
             reports,
             templates,
             force,
             skip_mismatched,
+            nightly,
+            verdict,
         } => {
+            if nightly {
+                check_noise(verdict.noise_threshold)?;
+                // A nightly's records are scratch, as `memwall nightly`'s.
+                if runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
+                    runs = verdict.history.join("runs");
+                }
+            }
             let paths = Paths {
                 reports: driver::reports_root(&runs, reports),
                 runs,
                 templates,
                 ..Paths::default()
             };
-            import(&source, &experiments, &paths, force, skip_mismatched)
+            let nightly = nightly.then_some(&verdict);
+            import(
+                &source,
+                &experiments,
+                &paths,
+                force,
+                skip_mismatched,
+                nightly,
+            )
         }
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
@@ -603,6 +589,65 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// What `--emit` writes instead of running (`memwall sweep`, `memwall nightly`).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Emit {
+    /// A Slurm job array (one task per training job) and a final job after it.
+    Slurm,
+}
+
+/// Where Slurm scripts go and what their `#SBATCH` lines ask for.
+#[derive(Args, Clone)]
+struct SlurmArgs {
+    /// Folder of the Slurm scripts (default: slurm/<study file stem>, or slurm/nightly).
+    #[arg(long)]
+    slurm_dir: Option<PathBuf>,
+    /// Slurm partition of the jobs.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Slurm time limit of each array task, e.g. 02:00:00.
+    #[arg(long)]
+    time: Option<String>,
+}
+
+impl SlurmArgs {
+    /// The scripts' options: memwall from `opts`' runner, `default_dir` without --slurm-dir.
+    fn options(
+        &self,
+        opts: &RunOptions,
+        workdir: PathBuf,
+        default_dir: PathBuf,
+    ) -> memwall::slurm::SlurmOptions {
+        memwall::slurm::SlurmOptions {
+            out: self.slurm_dir.clone().unwrap_or(default_dir),
+            memwall: opts.runner.0.clone(),
+            workdir,
+            partition: self.partition.clone(),
+            time: self.time.clone(),
+        }
+    }
+}
+
+/// Where a nightly's history lives and what a regression does (`memwall nightly`, `memwall
+/// history`, `memwall import --nightly`).
+#[derive(Args, Clone)]
+struct NightlyVerdictArgs {
+    /// The history store (one JSON entry per run; keep it on durable storage).
+    #[arg(long, default_value = "history", env = "MEMWALL_HISTORY")]
+    history: PathBuf,
+    /// Relative change below which a timing change is noise (0.05 = 5%); the floor of the
+    /// threshold the history's night-to-night noise sets.
+    #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
+    noise_threshold: f64,
+    /// Exit non-zero when a metric regressed (or a configuration stopped finishing).
+    #[arg(long)]
+    fail_on_regression: bool,
+    /// When something regressed, run this shell command with the path of the page's
+    /// `summary.md` as its last argument (mail, a webhook, an issue comment).
+    #[arg(long, value_name = "CMD")]
+    on_regression: Option<String>,
 }
 
 /// What `memwall history` does besides rendering the page.
@@ -625,14 +670,108 @@ fn check_noise(noise: f64) -> Result<()> {
     Ok(())
 }
 
+/// `memwall nightly`: runs the nightly here, writes it as a Slurm array (`--emit slurm`), or
+/// is the final job of such an array (`--slurm-final DIR`).
+#[allow(clippy::too_many_arguments)]
+fn nightly(
+    experiments: Vec<PathBuf>,
+    experiments_dir: &Path,
+    cpu_profile: Profile,
+    emit: Option<Emit>,
+    slurm: &SlurmArgs,
+    slurm_final: Option<&Path>,
+    verdict: &NightlyVerdictArgs,
+    mut run: RunArgs,
+) -> Result<()> {
+    check_noise(verdict.noise_threshold)?;
+    if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
+        bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
+    }
+    // A nightly's records are scratch, not the committed evidence in runs/: by default they go
+    // to <history>/runs (and its reports to <history>/runs/reports).
+    if run.runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
+        run.runs = verdict.history.join("runs");
+    }
+    let (paths, opts) = options(&run)?;
+    let nightly = memwall::nightly::NightlyOptions {
+        experiments: memwall::nightly::experiment_files(experiments, experiments_dir)?,
+        history: verdict.history.clone(),
+        noise: verdict.noise_threshold,
+        cpu_profile,
+    };
+    if let Some(dir) = slurm_final {
+        let out = memwall::nightly::slurm_final(dir, &nightly, &paths, &opts)?;
+        if let Some(entry) = &out.entry {
+            eprintln!("history entry: {}", entry.display());
+        }
+        return nightly_verdict(&out, verdict);
+    }
+    if let Some(Emit::Slurm) = emit {
+        let (resolved, _) = memwall::nightly::nightly_run_options(&nightly, &opts)?;
+        let workdir = std::env::current_dir().context("reading the working directory")?;
+        let history = if verdict.history.is_absolute() {
+            verdict.history.clone()
+        } else {
+            workdir.join(&verdict.history)
+        };
+        let mut final_flags = format!(
+            "--history {} --noise-threshold {}",
+            sh_quote(&history.display().to_string()),
+            verdict.noise_threshold
+        );
+        if verdict.fail_on_regression {
+            final_flags += " --fail-on-regression";
+        }
+        if let Some(cmd) = &verdict.on_regression {
+            final_flags += &format!(" --on-regression {}", sh_quote(cmd));
+        }
+        let slurm = slurm.options(&resolved, workdir, Path::new("slurm").join("nightly"));
+        let s = memwall::slurm::emit_nightly(
+            &nightly.experiments,
+            &paths,
+            &resolved,
+            &slurm,
+            &final_flags,
+        )
+        .context("writing the nightly's Slurm scripts")?;
+        return print_slurm(&s);
+    }
+    let out = memwall::nightly::run(&nightly, &paths, &opts)?;
+    if let Some(entry) = &out.entry {
+        eprintln!("history entry: {}", entry.display());
+    }
+    nightly_verdict(&out, verdict)
+}
+
+/// Single-quotes `s` for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Prints the Slurm scripts written and how to submit them.
+fn print_slurm(s: &memwall::slurm::SlurmScripts) -> Result<()> {
+    if s.tasks > 0 {
+        println!("{}", s.array.display());
+    }
+    println!("{}", s.final_job.display());
+    println!("{}", s.submit.display());
+    eprintln!(
+        "{} array tasks; submit with `bash {}`",
+        s.tasks,
+        s.submit.display()
+    );
+    Ok(())
+}
+
 /// Prints the nightly page's paths and the regressions; when something regressed, runs
-/// `on_regression` (`sh -c`, the summary's path as its last argument); an error (exit status 1)
-/// when `fail_on_regression` and something regressed, or when the command failed.
+/// `--on-regression` (`sh -c`, the summary's path as its last argument); an error (exit status
+/// 1) with `--fail-on-regression` when something regressed, or when the command failed.
 fn nightly_verdict(
     out: &memwall::nightly::NightlyOutcome,
-    fail_on_regression: bool,
-    on_regression: Option<&str>,
+    verdict: &NightlyVerdictArgs,
 ) -> Result<()> {
+    let (fail_on_regression, on_regression) =
+        (verdict.fail_on_regression, verdict.on_regression.as_deref());
     println!("{}", out.rendered.markdown.display());
     println!("{}", out.rendered.html.display());
     println!("{}", out.summary.display());
@@ -994,19 +1133,23 @@ fn bundle(a: &BundleArgs) -> Result<()> {
 }
 
 /// `memwall import`: merges a bundle's records and re-renders the reports of its studies.
+/// With `nightly`, the bundle's run is a nightly: its records replace those in the store, and
+/// one history entry is appended and the nightly page rendered, as after `memwall nightly`.
 fn import(
     source: &Path,
     experiments: &Path,
     paths: &Paths,
     force: bool,
     skip_mismatched: bool,
+    nightly: Option<&NightlyVerdictArgs>,
 ) -> Result<()> {
     let req = memwall::bundle::ImportRequest {
         source: source.to_path_buf(),
         runs: paths.runs.clone(),
         experiments: experiments.to_path_buf(),
         scratch: paths.cache.join("import"),
-        force,
+        // A nightly measures tonight's code: its records replace last night's.
+        force: force || nightly.is_some(),
         skip_mismatched,
         cubecl_cache: paths.cache.join("cubecl"),
     };
@@ -1031,6 +1174,28 @@ fn import(
     }
     for f in &s.studies {
         report_study(f, paths)?;
+    }
+    if let Some(verdict) = nightly {
+        let manifest = s.manifest.as_ref().context("the import read no manifest")?;
+        let info = memwall::nightly::import_info(source, manifest, &s.records)?;
+        let entry = memwall::nightly::entry_of(&info, &s.records, &[], Vec::new());
+        let out = memwall::nightly::record(
+            &verdict.history,
+            &entry,
+            paths,
+            verdict.noise_threshold,
+            &s.studies,
+        )
+        .with_context(|| {
+            format!(
+                "appending the imported run to the history {}",
+                verdict.history.display()
+            )
+        })?;
+        if let Some(entry) = &out.entry {
+            eprintln!("history entry: {}", entry.display());
+        }
+        nightly_verdict(&out, verdict)?;
     }
     if !s.refused.is_empty() {
         bail!("{} record(s) refused", s.refused.len());

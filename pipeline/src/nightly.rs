@@ -18,6 +18,7 @@
 //! earlier nights in the history, and only once [`MIN_NIGHTS`] of them measured the metric
 //! ([`changes`]). Two nightlies of the same revision therefore flag nothing (an A/A test).
 
+use crate::demos::{Tracked, TrackedKind};
 use crate::driver::{self, Paths, RunOptions};
 use crate::error::{Error, Result};
 use crate::report::model::{Figure, Section, Series, Table};
@@ -91,13 +92,29 @@ pub struct HistoryEntry {
     pub errors: Vec<String>,
 }
 
+/// What a [`ConfigEntry`] is: a training configuration (its records' metrics, [`Metric::ALL`])
+/// or a case an in-process study tracks ([`Metric::IN_PROCESS`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigKind {
+    /// A training configuration (entries written before the field existed are these).
+    #[default]
+    Training,
+    /// A case of an in-process study (a graph at a budget, a loop chain).
+    InProcess,
+}
+
 /// One configuration of a nightly run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigEntry {
     /// Study name.
     pub study: String,
-    /// Configuration name.
+    /// Configuration name (for an in-process study, the tracked case, e.g. "VGG19 at budget
+    /// 0.8").
     pub config: String,
+    /// Training configuration or in-process case.
+    #[serde(default)]
+    pub kind: ConfigKind,
     /// Display label.
     pub label: String,
     /// Job keys of its records (one per repeat).
@@ -128,10 +145,17 @@ pub enum Metric {
     TokensPerS,
     /// Held-out loss, nats per token.
     EvalLoss,
+    /// An in-process study's solver wall time, seconds ([`TrackedKind::SolveTime`]).
+    SolveTime,
+    /// An in-process study's schedule cost, the graph's cost units
+    /// ([`TrackedKind::ScheduleCost`]).
+    ScheduleCost,
+    /// An in-process study's kernel or loop time, seconds ([`TrackedKind::KernelTime`]).
+    KernelTime,
 }
 
 impl Metric {
-    /// Every metric, in table order.
+    /// Every metric of a training configuration, in table order.
     pub const ALL: [Metric; 5] = [
         Metric::PeakAllocated,
         Metric::PeakReserved,
@@ -139,6 +163,19 @@ impl Metric {
         Metric::TokensPerS,
         Metric::EvalLoss,
     ];
+
+    /// Every metric an in-process study can track ([`crate::demos::InProcessStudy::tracked`]).
+    pub const IN_PROCESS: [Metric; 3] =
+        [Metric::SolveTime, Metric::ScheduleCost, Metric::KernelTime];
+
+    /// The metric of a tracked number's kind.
+    pub fn of_tracked(kind: TrackedKind) -> Metric {
+        match kind {
+            TrackedKind::SolveTime => Metric::SolveTime,
+            TrackedKind::ScheduleCost => Metric::ScheduleCost,
+            TrackedKind::KernelTime => Metric::KernelTime,
+        }
+    }
 
     /// The name in history entries.
     pub fn name(self) -> &'static str {
@@ -148,6 +185,9 @@ impl Metric {
             Metric::StepTime => "step_time_s",
             Metric::TokensPerS => "tokens_per_s",
             Metric::EvalLoss => "eval_loss",
+            Metric::SolveTime => "solve_time_s",
+            Metric::ScheduleCost => "schedule_cost",
+            Metric::KernelTime => "kernel_time_s",
         }
     }
 
@@ -159,13 +199,19 @@ impl Metric {
             Metric::StepTime => "Step time (ms)",
             Metric::TokensPerS => "Tokens/s",
             Metric::EvalLoss => "Eval loss (nats)",
+            Metric::SolveTime => "Solve time (s)",
+            Metric::ScheduleCost => "Schedule cost (cost units)",
+            Metric::KernelTime => "Kernel time (µs)",
         }
     }
 
-    /// Whether the metric repeats exactly at a fixed revision and seed (peak bytes, eval loss),
-    /// so a change beyond [`EXACT_TOLERANCE`] is real; timings are not.
+    /// Whether the metric repeats exactly at a fixed revision and seed (peak bytes, eval loss,
+    /// a schedule's cost), so a change beyond [`EXACT_TOLERANCE`] is real; timings are not.
     pub fn deterministic(self) -> bool {
-        !matches!(self, Metric::StepTime | Metric::TokensPerS)
+        !matches!(
+            self,
+            Metric::StepTime | Metric::TokensPerS | Metric::SolveTime | Metric::KernelTime
+        )
     }
 
     /// Whether a smaller value is better (memory, time, loss) or a larger one (throughput).
@@ -178,7 +224,8 @@ impl Metric {
         match self {
             Metric::PeakAllocated | Metric::PeakReserved => v / (1024.0 * 1024.0),
             Metric::StepTime => v * 1e3,
-            Metric::TokensPerS | Metric::EvalLoss => v,
+            Metric::KernelTime => v * 1e6,
+            Metric::TokensPerS | Metric::EvalLoss | Metric::SolveTime | Metric::ScheduleCost => v,
         }
     }
 
@@ -440,6 +487,7 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
     ConfigEntry {
         study: first.spec.study.clone(),
         config: first.spec.config.clone(),
+        kind: ConfigKind::Training,
         label: first.spec.label.clone(),
         keys: group.iter().map(|r| r.key.clone()).collect(),
         status: not_ok
@@ -450,6 +498,38 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
         samples: if repeats { "repeats" } else { "steps" }.to_string(),
         metrics,
     }
+}
+
+/// The history entry's configurations of an in-process study from the numbers it tracked
+/// ([`crate::demos::InProcessStudy::tracked`]): one per case, in the order given, each with one
+/// sample per metric (`samples`: "single").
+pub fn tracked_entries(study: &str, tracked: &[Tracked]) -> Vec<ConfigEntry> {
+    let mut out: Vec<ConfigEntry> = Vec::new();
+    for t in tracked {
+        let i = match out.iter().position(|c| c.config == t.case) {
+            Some(i) => i,
+            None => {
+                out.push(ConfigEntry {
+                    study: study.to_string(),
+                    config: t.case.clone(),
+                    kind: ConfigKind::InProcess,
+                    label: t.case.clone(),
+                    keys: Vec::new(),
+                    status: JobStatus::Ok.as_str().to_string(),
+                    reason: None,
+                    samples: "single".into(),
+                    metrics: BTreeMap::new(),
+                });
+                out.len() - 1
+            }
+        };
+        out[i]
+            .metrics
+            .entry(Metric::of_tracked(t.kind).name().to_string())
+            .or_default()
+            .push(t.value);
+    }
+    out
 }
 
 /// Appends `entry` to the history store as `<dir>/<entry.id>.json` and returns its path.
@@ -626,12 +706,15 @@ pub fn export(history_dir: &Path, out: &Path) -> Result<Vec<(PathBuf, String)>> 
 pub struct ConfigChange {
     /// Study name.
     pub study: String,
-    /// Configuration name.
+    /// Configuration name (or in-process case).
     pub config: String,
+    /// Training configuration or in-process case.
+    pub kind: ConfigKind,
     /// The id of the run compared with (`None`: no earlier run of the same profile and
     /// backend had this configuration).
     pub against: Option<String>,
-    /// Per metric, in [`Metric::ALL`] order.
+    /// Per metric, in [`Metric::ALL`] order (a training configuration) or
+    /// [`Metric::IN_PROCESS`] order (the metrics an in-process case has).
     pub metrics: Vec<(Metric, Classified)>,
     /// The configuration's status in this run.
     pub status: String,
@@ -668,7 +751,18 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
             })
             .collect();
         let prev = before_c.first().copied();
-        let metrics = Metric::ALL
+        let tracked: Vec<Metric> = match c.kind {
+            ConfigKind::Training => Metric::ALL.to_vec(),
+            // An in-process case tracks only some metrics: those this run or the last has.
+            ConfigKind::InProcess => Metric::IN_PROCESS
+                .into_iter()
+                .filter(|m| {
+                    c.metrics.contains_key(m.name())
+                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
+                })
+                .collect(),
+        };
+        let metrics = tracked
             .iter()
             .map(|&m| {
                 let samples =
@@ -712,6 +806,7 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
         out.push(ConfigChange {
             study: c.study.clone(),
             config: c.config.clone(),
+            kind: c.kind,
             against: prev.map(|(e, _)| e.id.clone()),
             metrics,
             status: c.status.clone(),
@@ -797,15 +892,288 @@ pub fn git_revision() -> String {
     }
 }
 
+/// Where and what a run ran: the run-level fields of its history entry.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// When the run started (the entry's id and `started_at`).
+    pub started: chrono::DateTime<chrono::Utc>,
+    /// When it finished.
+    pub finished: chrono::DateTime<chrono::Utc>,
+    /// The revision that ran ([`git_revision`] where it ran from this checkout; the bundle's
+    /// revision for an imported run).
+    pub git_revision: String,
+    /// The size profile every study ran at.
+    pub profile: Profile,
+    /// The backend the jobs ran on.
+    pub backend: String,
+    /// The device name used when no job finished (otherwise the first finished job's).
+    pub device: String,
+}
+
+/// The history entry of one run: `records` (training jobs, grouped by configuration), the
+/// in-process studies' tracked numbers `tracked` ((study, numbers)), and the studies that could
+/// not run (`errors`).
+pub fn entry_of(
+    info: &RunInfo,
+    records: &[JobRecord],
+    tracked: &[StudyTracked],
+    errors: Vec<String>,
+) -> HistoryEntry {
+    let mut configs = config_entries(records);
+    for (study, numbers) in tracked {
+        configs.extend(tracked_entries(study, numbers));
+    }
+    HistoryEntry {
+        schema: HISTORY_SCHEMA,
+        id: format!(
+            "{}-{}",
+            info.started.format("%Y-%m-%dT%H%M%S%.3fZ"),
+            info.git_revision
+        ),
+        date: info.started.format("%Y-%m-%d").to_string(),
+        started_at: info.started.to_rfc3339(),
+        finished_at: info.finished.to_rfc3339(),
+        git_revision: info.git_revision.clone(),
+        profile: info.profile,
+        backend: info.backend.clone(),
+        device: records
+            .iter()
+            .find(|r| r.status == JobStatus::Ok)
+            .map_or_else(|| info.device.clone(), |r| r.env.device_name.clone()),
+        configs,
+        errors,
+    }
+}
+
+/// Appends `entry` to the history store `history_dir`, renders the nightly page from the whole
+/// history ([`render`]) and writes the index of `paths.reports` (the reports of `experiments`
+/// rendered there, and the nightly page): the last step of every way a run reaches the history
+/// (a local nightly, an imported bundle, the Slurm final job).
+///
+/// # Errors
+/// Those of [`append`] (an entry of that id exists already), [`render`] and
+/// [`crate::publish::write_index`].
+pub fn record(
+    history_dir: &Path,
+    entry: &HistoryEntry,
+    paths: &Paths,
+    noise: f64,
+    experiments: &[PathBuf],
+) -> Result<NightlyOutcome> {
+    let path = append(history_dir, entry)?;
+    let mut out = render(history_dir, paths, noise)?;
+    crate::publish::write_index(experiments, &paths.reports, &paths.templates)?;
+    out.entry = Some(path);
+    Ok(out)
+}
+
+/// The run-level fields of an imported bundle run (`memwall import --nightly`): the bundle's
+/// profile and backend; the revision the runner was built from (its records' `env`), else the
+/// revision the bundle was written from; the device of the first finished job. A bundle's
+/// records say when each job finished, not when the run started: the run is taken to have
+/// started when its first record was written and finished with its last.
+///
+/// # Errors
+/// [`Error::Records`] naming `source` when the bundle holds no record (nothing ran).
+pub fn import_info(
+    source: &Path,
+    manifest: &crate::bundle::Manifest,
+    records: &[JobRecord],
+) -> Result<RunInfo> {
+    let times: Vec<chrono::DateTime<chrono::Utc>> = records
+        .iter()
+        .filter_map(|r| chrono::DateTime::parse_from_rfc3339(&r.finished_at).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .collect();
+    let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) else {
+        return Err(Error::Records {
+            path: source.to_path_buf(),
+            message: "the bundle holds no job record: nothing ran, so there is no nightly run to \
+                      append to the history (run its run.sh first)"
+                .into(),
+        });
+    };
+    let built = records
+        .iter()
+        .map(|r| r.env.git_revision.as_str())
+        .find(|r| !r.is_empty() && *r != "unknown");
+    Ok(RunInfo {
+        started: *first,
+        finished: *last,
+        git_revision: built.unwrap_or(&manifest.git_revision).to_string(),
+        profile: manifest.profile,
+        backend: manifest.target.as_str().to_string(),
+        device: "unknown".into(),
+    })
+}
+
+/// An in-process study's name and the numbers it tracked in one run.
+pub type StudyTracked = (String, Vec<Tracked>);
+
+/// The numbers an in-process study's stored record tracks, read after the study ran into
+/// `paths.runs` at `profile`; `None` for a training study.
+///
+/// # Errors
+/// An experiment file that does not load; a stored record that does not read back.
+pub fn study_tracked(
+    experiment: &Path,
+    paths: &Paths,
+    profile: Profile,
+) -> Result<Option<StudyTracked>> {
+    let study = Study::load(experiment, profile, None)?;
+    if study.header.kind == crate::spec::StudyKind::Training {
+        return Ok(None);
+    }
+    let path = crate::studies::record_path(&paths.runs, &study);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+    let rec: crate::studies::StudyRecord =
+        results::parse_json(&text).map_err(|message| Error::Records {
+            path: path.clone(),
+            message,
+        })?;
+    Ok(Some((
+        study.header.name.clone(),
+        crate::studies::tracked(&rec, &path)?,
+    )))
+}
+
+/// One study of a run: its report rendered from `paths.runs`, its training records (those of
+/// `keys` when given, else every job the study expands to at `run`'s profile and device), or
+/// its tracked numbers when it is an in-process study.
+fn collect_study(
+    exp: &Path,
+    paths: &Paths,
+    run: &RunOptions,
+    keys: Option<&[String]>,
+) -> Result<(Vec<JobRecord>, Option<StudyTracked>)> {
+    driver::report(exp, paths)?;
+    let (study, _, jobs) = driver::plan_jobs(exp, paths, run)?;
+    let tracked = study_tracked(exp, paths, study.profile)?;
+    let mut recs = Vec::new();
+    for job in jobs {
+        let key = job.key();
+        if keys.is_some_and(|k| !k.contains(&key)) {
+            continue;
+        }
+        let dir = results::record_dir(&paths.runs, &job.study, &key);
+        if let Some(r) = results::read_record(&dir)? {
+            recs.push(r);
+        }
+    }
+    Ok((recs, tracked))
+}
+
 /// Runs the nightly suite: every study of `opts.experiments` is run afresh (`--force`: a
-/// nightly measures tonight's code) and its report rendered; the run's records become one
-/// history entry appended to `opts.history`; the nightly page is rendered from the history.
-/// A study that fails is named in the entry and the run goes on.
+/// nightly measures tonight's code) and its report rendered; the run's records and the
+/// in-process studies' tracked numbers become one history entry appended to `opts.history`;
+/// the nightly page is rendered from the history. A study that fails is named in the entry and
+/// the run goes on.
 ///
 /// # Errors
 /// An unavailable device, and I/O errors on the history store and the reports.
 pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<NightlyOutcome> {
     let started = chrono::Utc::now();
+    let (run, dev) = nightly_run_options(opts, run)?;
+    let profile = run.profile.expect("set by nightly_run_options");
+    let mut records = Vec::new();
+    let mut tracked = Vec::new();
+    let mut errors = Vec::new();
+    for exp in &opts.experiments {
+        let step = || -> Result<_> {
+            driver::sweep(exp, paths, &run)?;
+            collect_study(exp, paths, &run, None)
+        };
+        match step() {
+            Ok((r, t)) => {
+                records.extend(r);
+                tracked.extend(t);
+            }
+            Err(e) => {
+                tracing::error!("{}: {e}", exp.display());
+                errors.push(format!("{}: {e}", exp.display()));
+            }
+        }
+    }
+    let info = RunInfo {
+        started,
+        finished: chrono::Utc::now(),
+        git_revision: git_revision(),
+        profile,
+        backend: dev.backend.to_string(),
+        device: dev.name.clone(),
+    };
+    let entry = entry_of(&info, &records, &tracked, errors);
+    record(&opts.history, &entry, paths, opts.noise, &opts.experiments)
+}
+
+/// The final job of a Slurm nightly (`memwall nightly --slurm-final <dir>`, written by
+/// [`crate::slurm::emit_nightly`]): after the array, runs the in-process studies here, renders
+/// every study's report from the shared store, and makes one history entry of the array's
+/// records (the job keys of `<dir>/nightly.json`) and the in-process studies' numbers, with
+/// the start time and revision of the moment the scripts were written. A study that fails is
+/// named in the entry and the others go on.
+///
+/// # Errors
+/// A missing or malformed `nightly.json`; those of [`record`].
+pub fn slurm_final(
+    dir: &Path,
+    opts: &NightlyOptions,
+    paths: &Paths,
+    run: &RunOptions,
+) -> Result<NightlyOutcome> {
+    let plan = crate::slurm::read_nightly_plan(dir)?;
+    let mut run = run.clone();
+    run.profile = Some(plan.profile);
+    run.force = true;
+    let mut records = Vec::new();
+    let mut tracked = Vec::new();
+    let mut errors = Vec::new();
+    for exp in &plan.experiments {
+        let step = || -> Result<_> {
+            let study = Study::load(exp, plan.profile, run.data.as_deref())?;
+            if study.header.kind != crate::spec::StudyKind::Training {
+                driver::sweep(exp, paths, &run)?;
+            }
+            collect_study(exp, paths, &run, Some(&plan.keys))
+        };
+        match step() {
+            Ok((r, t)) => {
+                records.extend(r);
+                tracked.extend(t);
+            }
+            Err(e) => {
+                tracing::error!("{}: {e}", exp.display());
+                errors.push(format!("{}: {e}", exp.display()));
+            }
+        }
+    }
+    let started = chrono::DateTime::parse_from_rfc3339(&plan.started_at)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| Error::Records {
+            path: dir.join(crate::slurm::NIGHTLY_PLAN),
+            message: format!("field `started_at`: {e}"),
+        })?;
+    let info = RunInfo {
+        started,
+        finished: chrono::Utc::now(),
+        git_revision: plan.git_revision.clone(),
+        profile: plan.profile,
+        backend: plan.backend.clone(),
+        device: plan.device.clone(),
+    };
+    let entry = entry_of(&info, &records, &tracked, errors);
+    record(&opts.history, &entry, paths, opts.noise, &plan.experiments)
+}
+
+/// The run options of a nightly: `run` with `force` (a nightly measures tonight's code) and
+/// the profile resolved (given, else `full` on a GPU and `opts.cpu_profile` on the CPU).
+///
+/// # Errors
+/// An unavailable device.
+pub fn nightly_run_options(
+    opts: &NightlyOptions,
+    run: &RunOptions,
+) -> Result<(RunOptions, crate::device::ResolvedDevice)> {
     let mut run = run.clone();
     let (dev, _) = driver::resolve(&run)?;
     run.profile = Some(run.profile.unwrap_or(if dev.backend.is_gpu() {
@@ -814,52 +1182,7 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
         opts.cpu_profile
     }));
     run.force = true;
-    let profile = run.profile.expect("set above");
-    let mut records = Vec::new();
-    let mut errors = Vec::new();
-    for exp in &opts.experiments {
-        let step = || -> Result<Vec<JobRecord>> {
-            driver::sweep(exp, paths, &run)?;
-            driver::report(exp, paths)?;
-            let (_, _, jobs) = driver::plan_jobs(exp, paths, &run)?;
-            let mut recs = Vec::new();
-            for job in jobs {
-                let dir = results::record_dir(&paths.runs, &job.study, &job.key());
-                if let Some(r) = results::read_record(&dir)? {
-                    recs.push(r);
-                }
-            }
-            Ok(recs)
-        };
-        match step() {
-            Ok(r) => records.extend(r),
-            Err(e) => {
-                tracing::error!("{}: {e}", exp.display());
-                errors.push(format!("{}: {e}", exp.display()));
-            }
-        }
-    }
-    let rev = git_revision();
-    let entry = HistoryEntry {
-        schema: HISTORY_SCHEMA,
-        id: format!("{}-{rev}", started.format("%Y-%m-%dT%H%M%S%.3fZ")),
-        date: started.format("%Y-%m-%d").to_string(),
-        started_at: started.to_rfc3339(),
-        finished_at: chrono::Utc::now().to_rfc3339(),
-        git_revision: rev,
-        profile,
-        backend: dev.backend.to_string(),
-        device: records
-            .iter()
-            .find(|r| r.status == JobStatus::Ok)
-            .map_or_else(|| dev.name.clone(), |r| r.env.device_name.clone()),
-        configs: config_entries(&records),
-        errors,
-    };
-    let path = append(&opts.history, &entry)?;
-    let mut out = render(&opts.history, paths, opts.noise)?;
-    out.entry = Some(path);
-    Ok(out)
+    Ok((run, dev))
 }
 
 /// Renders the nightly page (`<reports>/nightly/`) from the history store: the change of the
@@ -1092,6 +1415,25 @@ fn change_section(
         .collect(),
         ..Default::default()
     };
+    let mut in_process = Table {
+        caption: "Numbers the in-process studies track (solve times, schedule costs, kernel \
+                  timings): change since the last run, with the noise each verdict was judged \
+                  against"
+            .into(),
+        columns: [
+            "Study",
+            "Case",
+            "Metric",
+            "Compared with",
+            "Last run",
+            "This run",
+            "Change",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    };
     for c in changes {
         let mut row = vec![
             c.study.clone(),
@@ -1112,6 +1454,18 @@ fn change_section(
                 (Some(d), v) => format!("{:+.1}% {}{noise}", d.median * 100.0, v.as_str()),
                 (None, v) => v.as_str().to_string(),
             };
+            if c.kind == ConfigKind::InProcess {
+                let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
+                in_process.rows.push(vec![
+                    c.study.clone(),
+                    c.config.clone(),
+                    m.title().to_string(),
+                    row[2].clone(),
+                    est(&k.prev),
+                    est(&k.cur),
+                    cell.clone(),
+                ]);
+            }
             row.push(cell);
             if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured) && c.status != "ok" {
                 let at = (summary.rows.len(), row.len() - 1);
@@ -1145,9 +1499,14 @@ fn change_section(
                 ]);
             }
         }
-        summary.rows.push(row);
+        if c.kind == ConfigKind::Training {
+            summary.rows.push(row);
+        }
     }
     let mut tables = vec![summary];
+    if !in_process.rows.is_empty() {
+        tables.push(in_process);
+    }
     if !detail.rows.is_empty() {
         tables.push(detail);
     }
@@ -1197,7 +1556,10 @@ fn history_section(history: &[HistoryEntry]) -> Section {
     }
     let mut figures = Vec::new();
     for study in &studies {
-        for m in [Metric::PeakAllocated, Metric::StepTime, Metric::TokensPerS] {
+        let key_metrics = [Metric::PeakAllocated, Metric::StepTime, Metric::TokensPerS]
+            .into_iter()
+            .chain(Metric::IN_PROCESS);
+        for m in key_metrics {
             let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
             for (i, e) in history.iter().enumerate() {
                 for c in e.configs.iter().filter(|c| c.study == *study) {
@@ -1412,6 +1774,7 @@ mod tests {
                 .map(|(name, step)| ConfigEntry {
                     study: "s".into(),
                     config: name.into(),
+                    kind: ConfigKind::Training,
                     label: name.into(),
                     keys: vec![],
                     status: "ok".into(),
@@ -1526,6 +1889,7 @@ mod tests {
                 e.configs.push(ConfigEntry {
                     study: "s".into(),
                     config: "x".into(),
+                    kind: ConfigKind::Training,
                     label: "x".into(),
                     keys: vec![],
                     status: "ok".into(),
@@ -1719,5 +2083,62 @@ mod tests {
             .filter(|f| f.file_name().to_string_lossy().starts_with('.'))
             .count();
         assert_eq!(hidden, 0);
+    }
+
+    /// An in-process study's numbers: one entry per case, its metrics by kind; a schedule's
+    /// cost is compared as deterministic (a 1% worse schedule is a regression at once), a
+    /// solve time only once enough nights measured it.
+    #[test]
+    fn in_process_cases_are_tracked_and_judged_by_kind() {
+        use crate::demos::{Tracked, TrackedKind};
+        let night = |id: &str, cost: f64, time: f64| {
+            let t = |kind, value| Tracked {
+                case: "VGG16 at budget 0.9".into(),
+                kind,
+                value,
+            };
+            let mut e = entry(id, Profile::Smoke, vec![("control", 0.1)]);
+            e.configs.extend(tracked_entries(
+                "checkmate",
+                &[
+                    t(TrackedKind::SolveTime, time),
+                    t(TrackedKind::ScheduleCost, cost),
+                ],
+            ));
+            e
+        };
+        let first = night("2026-11-20T000000Z-a", 1000.0, 0.50);
+        let cases: Vec<_> = first
+            .configs
+            .iter()
+            .filter(|c| c.kind == ConfigKind::InProcess)
+            .collect();
+        assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].study, "checkmate");
+        assert_eq!(cases[0].metrics["schedule_cost"], vec![1000.0]);
+        assert_eq!(cases[0].metrics["solve_time_s"], vec![0.50]);
+        // The same cost and a 30% slower solve: cost within noise, time not judged yet.
+        let h = vec![first.clone(), night("2026-11-21T000000Z-a", 1000.0, 0.65)];
+        let c = changes(&h, DEFAULT_NOISE);
+        let case = c.iter().find(|c| c.kind == ConfigKind::InProcess).unwrap();
+        let verdicts: Vec<(Metric, Verdict)> =
+            case.metrics.iter().map(|(m, k)| (*m, k.verdict)).collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                (Metric::SolveTime, Verdict::NotEnoughHistory),
+                (Metric::ScheduleCost, Verdict::WithinNoise)
+            ]
+        );
+        // A 1% costlier schedule: regressed, and only that.
+        let h = vec![first, night("2026-11-21T000000Z-b", 1010.0, 0.50)];
+        let c = changes(&h, DEFAULT_NOISE);
+        let flagged: Vec<String> = c
+            .iter()
+            .flat_map(|c| c.metrics.iter().map(move |(m, k)| (c, m, k)))
+            .filter(|(_, _, k)| k.verdict.is_regression())
+            .map(|(c, m, _)| format!("{} {}", c.config, m.name()))
+            .collect();
+        assert_eq!(flagged, vec!["VGG16 at budget 0.9 schedule_cost"]);
     }
 }

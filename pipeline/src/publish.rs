@@ -143,13 +143,21 @@ fn index_html(entries: &[IndexEntry], templates: &Path) -> Result<String> {
         .map_err(|e| Error::Report(format!("rendering {}: {e:#}", path.display())))
 }
 
+/// The folder of the nightly page under a reports root (`memwall nightly`, `memwall history`).
+pub const NIGHTLY_DIR: &str = "nightly";
+
 /// Writes `<reports>/index.md` and `<reports>/index.html` (from `templates/index.html.j2`) for
-/// the studies of `experiments`. Returns the Markdown index's path.
+/// the studies of `experiments`, and a last line for the nightly page when `<reports>/nightly/`
+/// holds one (a nightly's own reports root). Returns the Markdown index's path.
 ///
 /// # Errors
 /// As [`entries`]; [`Error::Io`] when a template cannot be read or a file written.
 pub fn write_index(experiments: &[PathBuf], reports: &Path, templates: &Path) -> Result<PathBuf> {
-    let entries = entries(experiments, reports)?;
+    let mut entries = entries(experiments, reports)?;
+    let nightly = reports.join(NIGHTLY_DIR).join("report.md");
+    if nightly.is_file() {
+        entries.push(IndexEntry::read(NIGHTLY_DIR.into(), &nightly)?);
+    }
     let md = index_markdown(&entries, |n| format!("{n}/report.md"))?;
     let html = index_html(&entries, templates)?;
     let md_path = reports.join(INDEX_MD);
@@ -161,18 +169,31 @@ pub fn write_index(experiments: &[PathBuf], reports: &Path, templates: &Path) ->
 /// Copies the rendered reports under `reports` into the Hugo content folder `to`: the index as
 /// `to/reports/_index.md` (links to the page bundles) and each study's `report.md` as the page
 /// bundle `to/reports/<study>/index.md` with its `figures/`. `to/reports` is replaced. Returns
-/// the number of studies.
+/// the number of pages. `nightly`, a rendered nightly page (`<history>/runs/reports/nightly`,
+/// which `memwall nightly` writes beside its scratch reports), is published too, as the bundle
+/// `to/reports/nightly/` and the index's last line.
 ///
 /// # Errors
-/// [`Error::Report`] when `reports` holds no report; [`Error::Io`] on copy errors.
-pub fn publish(reports: &Path, to: &Path) -> Result<usize> {
+/// [`Error::Report`] when `reports` holds no report or `nightly` no nightly page;
+/// [`Error::Io`] on copy errors.
+pub fn publish(reports: &Path, to: &Path, nightly: Option<&Path>) -> Result<usize> {
     let mut studies: Vec<PathBuf> = std::fs::read_dir(reports)
         .map_err(|e| Error::io("listing", reports, e))?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("report.md").is_file())
+        .filter(|p| nightly.is_none() || !p.ends_with(NIGHTLY_DIR))
         .collect();
     studies.sort();
+    if let Some(n) = nightly {
+        if !n.join("report.md").is_file() {
+            return Err(Error::Report(format!(
+                "{}: no nightly page (report.md) to publish: run `memwall nightly` or `memwall \
+                 history` first, or name the folder that holds it",
+                n.display()
+            )));
+        }
+    }
     if studies.is_empty() {
         return Err(Error::Report(format!(
             "{}: no report to publish (run `memwall report` first)",
@@ -184,11 +205,18 @@ pub fn publish(reports: &Path, to: &Path) -> Result<usize> {
         std::fs::remove_dir_all(&out).map_err(|e| Error::io("replacing", &out, e))?;
     }
     let mut entries = Vec::new();
-    for dir in &studies {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    let nightly_page = nightly.map(|n| (n.to_path_buf(), NIGHTLY_DIR.to_string()));
+    let pages = studies
+        .iter()
+        .map(|d| {
+            let name = d
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (d.clone(), name)
+        })
+        .chain(nightly_page);
+    for (dir, name) in pages {
         let bundle = out.join(&name);
         let figures = bundle.join("figures");
         std::fs::create_dir_all(&figures).map_err(|e| Error::io("creating", &figures, e))?;
@@ -205,7 +233,8 @@ pub fn publish(reports: &Path, to: &Path) -> Result<usize> {
         }
         entries.push(IndexEntry::read(name, &md)?);
     }
-    entries.sort_by(|a, b| a.title.cmp(&b.title));
+    // Studies by title; the nightly page last.
+    entries.sort_by_key(|e| (e.name == NIGHTLY_DIR, e.title.clone()));
     let index = index_markdown(&entries, |n| format!("{n}/"))?;
     crate::results::write_atomic(&out.join("_index.md"), index.as_bytes())?;
     Ok(entries.len())

@@ -4,13 +4,21 @@
 //! (`afterany`, so a failed task still gets its record reported), renders the report from the
 //! shared store.
 //!
-//! Written files, under the output folder: `jobs.tsv` (task index, job key, configuration),
-//! `array.sbatch`, `final.sbatch`, `submit.sh` (submits both with the dependency) and `logs/`.
+//! `memwall nightly --emit slurm` writes a nightly the same way ([`emit_nightly`]): one array
+//! over the training jobs of every study, run afresh, and a final job that runs the in-process
+//! studies, renders the reports and appends one entry to the history store.
+//!
+//! Written files, under the output folder: `jobs.tsv` (task index, job key, configuration,
+//! experiment file), `array.sbatch`, `final.sbatch`, `submit.sh` (submits both with the
+//! dependency), `logs/`, and for a nightly `nightly.json` ([`NightlyPlan`]).
 //! Paths inside the scripts are absolute, so the folder, the record store and the repository
 //! must be on a file system every node sees.
 
+use crate::device::ResolvedDevice;
 use crate::driver::{self, Paths, RunOptions};
 use crate::error::{Error, Result};
+use crate::spec::Profile;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// How the Slurm scripts call memwall.
@@ -54,6 +62,30 @@ fn sh(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// One array task: a job of a study.
+struct Task {
+    /// The study's experiment file (absolute).
+    experiment: PathBuf,
+    /// The job's key.
+    key: String,
+    /// The job's configuration.
+    config: String,
+}
+
+/// What the scripts run, besides the tasks.
+struct Commands {
+    /// The array's name and comment line.
+    name: String,
+    comment: String,
+    /// `memwall sweep` flags of every task (profile, device, store, data, settings).
+    sweep_flags: String,
+    /// Whether the tasks need a GPU.
+    gpu: bool,
+    /// The final job's comment line and command.
+    final_comment: String,
+    final_command: String,
+}
+
 /// Plans the study's jobs (tokenizing the corpus into the shared cache now, so that the tasks
 /// find it ready) and writes the Slurm scripts for them.
 ///
@@ -77,109 +109,277 @@ pub fn emit(
         });
     }
     let w = &slurm.workdir;
-    let out = abs(&slurm.out, w);
-    let logs = out.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| Error::io("creating", &logs, e))?;
-    let tsv: String = jobs
+    let exp = abs(experiment, w);
+    let tasks: Vec<Task> = jobs
         .iter()
-        .enumerate()
-        .map(|(i, j)| format!("{i}\t{}\t{}\n", j.key(), j.config))
+        .map(|j| Task {
+            experiment: exp.clone(),
+            key: j.key(),
+            config: j.config.clone(),
+        })
         .collect();
-    let jobs_file = out.join("jobs.tsv");
-    write(&jobs_file, &tsv)?;
-
+    let flags = sweep_flags(study.profile, &dev, paths, opts, w);
     let memwall = sh(&slurm.memwall.display().to_string());
-    let exp = sh(&abs(experiment, w).display().to_string());
-    let runs = sh(&abs(&paths.runs, w).display().to_string());
-    let reports = sh(&abs(&paths.reports, w).display().to_string());
-    let templates = sh(&abs(&paths.templates, w).display().to_string());
+    let cmds = Commands {
+        name: format!("memwall-{}", study.header.name),
+        comment: format!(
+            "# {} ({} profile on {}): one array task per job key; records go to the shared store.",
+            study.header.name, study.profile, dev.backend
+        ),
+        sweep_flags: flags,
+        gpu: dev.backend.is_gpu(),
+        final_comment: "# After every array task (afterany): the report from the shared record \
+                        store."
+            .into(),
+        final_command: format!(
+            "{memwall} report {} --runs {} --reports {} --templates {}",
+            sh(&exp.display().to_string()),
+            sh(&abs(&paths.runs, w).display().to_string()),
+            sh(&abs(&paths.reports, w).display().to_string()),
+            sh(&abs(&paths.templates, w).display().to_string())
+        ),
+    };
+    write_scripts(&tasks, &cmds, slurm)
+}
+
+/// What the final job of a Slurm nightly reads (`<slurm dir>/nightly.json`, written by
+/// [`emit_nightly`]): the run's studies, when and at which revision it was written, and the
+/// job keys of its array.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NightlyPlan {
+    /// The experiment files (absolute), in order.
+    pub experiments: Vec<PathBuf>,
+    /// RFC 3339 time the scripts were written: the run's start in its history entry.
+    pub started_at: String,
+    /// [`crate::nightly::git_revision`] of the checkout the scripts were written from.
+    pub git_revision: String,
+    /// The profile every study runs at.
+    pub profile: Profile,
+    /// The backend the jobs run on.
+    pub backend: String,
+    /// The device name where the scripts were written (used when no job finished).
+    pub device: String,
+    /// The job keys of the array, one per task.
+    pub keys: Vec<String>,
+}
+
+/// The file of [`NightlyPlan`] in a Slurm nightly's folder.
+pub const NIGHTLY_PLAN: &str = "nightly.json";
+
+/// Writes a nightly as Slurm scripts: one array task per training job of every study of
+/// `experiments` (run afresh: `--force`), and a final job, after the whole array, that runs
+/// `final_command` (`memwall nightly --slurm-final <dir> ...`: the in-process studies, the
+/// reports, the history entry and the nightly page). `opts` are the nightly's resolved run
+/// options ([`crate::nightly::nightly_run_options`]). Without training jobs, only the final job
+/// is written and submitted.
+///
+/// # Errors
+/// Those of [`driver::plan_jobs`] for any study; I/O errors naming the file.
+pub fn emit_nightly(
+    experiments: &[PathBuf],
+    paths: &Paths,
+    opts: &RunOptions,
+    slurm: &SlurmOptions,
+    final_flags: &str,
+) -> Result<SlurmScripts> {
+    let w = &slurm.workdir;
+    let mut tasks = Vec::new();
+    let mut resolved = None;
+    for experiment in experiments {
+        let (study, dev, jobs) = driver::plan_jobs(experiment, paths, opts)?;
+        let exp = abs(experiment, w);
+        tasks.extend(jobs.iter().map(|j| Task {
+            experiment: exp.clone(),
+            key: j.key(),
+            config: j.config.clone(),
+        }));
+        resolved = Some((study.profile, dev));
+    }
+    let Some((profile, dev)) = resolved else {
+        return Err(Error::Records {
+            path: slurm.out.clone(),
+            message: "no experiment file for the nightly".into(),
+        });
+    };
+    let out = abs(&slurm.out, w);
+    std::fs::create_dir_all(&out).map_err(|e| Error::io("creating", &out, e))?;
+    let plan = NightlyPlan {
+        experiments: experiments.iter().map(|e| abs(e, w)).collect(),
+        started_at: chrono::Utc::now().to_rfc3339(),
+        git_revision: crate::nightly::git_revision(),
+        profile,
+        backend: dev.backend.to_string(),
+        device: dev.name.clone(),
+        keys: tasks.iter().map(|t| t.key.clone()).collect(),
+    };
+    let plan_file = out.join(NIGHTLY_PLAN);
+    let json = serde_json::to_string_pretty(&plan).expect("the plan serializes");
+    write(&plan_file, &json)?;
+    let memwall = sh(&slurm.memwall.display().to_string());
+    let flags = sweep_flags(profile, &dev, paths, opts, w);
+    let cmds = Commands {
+        name: "memwall-nightly".into(),
+        comment: format!(
+            "# memwall nightly ({profile} profile on {}): one array task per training job, run \
+             afresh; records go to the shared store.",
+            dev.backend
+        ),
+        sweep_flags: format!("{flags} --force"),
+        gpu: dev.backend.is_gpu(),
+        final_comment: "# After every array task (afterany): the in-process studies, the \
+                        reports, one history entry and the nightly page."
+            .into(),
+        final_command: format!(
+            "{memwall} nightly --slurm-final {} {flags} --reports {} --templates {} {final_flags}",
+            sh(&out.display().to_string()),
+            sh(&abs(&paths.reports, w).display().to_string()),
+            sh(&abs(&paths.templates, w).display().to_string()),
+        ),
+    };
+    write_scripts(&tasks, &cmds, slurm)
+}
+
+/// Reads a Slurm nightly's [`NightlyPlan`].
+///
+/// # Errors
+/// I/O errors and a file that does not read as a plan, naming it.
+pub fn read_nightly_plan(dir: &Path) -> Result<NightlyPlan> {
+    let path = dir.join(NIGHTLY_PLAN);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+    crate::results::parse_json(&text).map_err(|message| Error::Records { path, message })
+}
+
+/// The `memwall sweep` flags every task of a study runs with: its profile and device, the shared
+/// store, and the run's data and device settings.
+fn sweep_flags(
+    profile: Profile,
+    dev: &ResolvedDevice,
+    paths: &Paths,
+    opts: &RunOptions,
+    w: &Path,
+) -> String {
     let device = if dev.backend.is_gpu() {
         "--device cuda".to_string()
     } else {
         format!("--device cpu --backend {}", dev.backend)
     };
-    let mut sweep_flags = format!("--profile {} {device} --runs {runs}", study.profile);
+    let runs = sh(&abs(&paths.runs, w).display().to_string());
+    let mut flags = format!("--profile {profile} {device} --runs {runs}");
     if let Some(data) = &opts.data {
-        sweep_flags += &format!(" --data {}", sh(&abs(data, w).display().to_string()));
+        flags += &format!(" --data {}", sh(&abs(data, w).display().to_string()));
     }
     if opts.memory_cleanup {
-        sweep_flags += " --memory-cleanup";
+        flags += " --memory-cleanup";
     }
     if let Some(pool) = opts.memory_pool {
         let name = serde_json::to_value(pool).expect("pool serializes");
-        sweep_flags += &format!(" --memory-pool {}", name.as_str().unwrap_or("exact_size"));
+        flags += &format!(" --memory-pool {}", name.as_str().unwrap_or("exact_size"));
     }
-    let name = format!("memwall-{}", study.header.name);
+    flags
+}
+
+/// Writes `jobs.tsv` (task, key, configuration, experiment), `array.sbatch` (when there are
+/// tasks), `final.sbatch` and `submit.sh` under `slurm.out`.
+fn write_scripts(tasks: &[Task], cmds: &Commands, slurm: &SlurmOptions) -> Result<SlurmScripts> {
+    let w = &slurm.workdir;
+    let out = abs(&slurm.out, w);
+    let logs = out.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| Error::io("creating", &logs, e))?;
+    let tsv: String = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{i}\t{}\t{}\t{}\n", t.key, t.config, t.experiment.display()))
+        .collect();
+    let jobs_file = out.join("jobs.tsv");
+    write(&jobs_file, &tsv)?;
+    let memwall = sh(&slurm.memwall.display().to_string());
     let mut header = vec![
         "#!/bin/bash".to_string(),
-        format!("#SBATCH --job-name={name}"),
+        format!("#SBATCH --job-name={}", cmds.name),
         format!("#SBATCH --chdir={}", w.display()),
     ];
     if let Some(p) = &slurm.partition {
         header.push(format!("#SBATCH --partition={p}"));
     }
-    let mut array = header.clone();
-    array.push(format!("#SBATCH --array=0-{}", jobs.len() - 1));
-    array.push(format!("#SBATCH --output={}/%A_%a.out", logs.display()));
-    array.push("#SBATCH --ntasks=1".into());
-    if dev.backend.is_gpu() {
-        array.push("#SBATCH --gres=gpu:1".into());
+    let array_file = out.join("array.sbatch");
+    if !tasks.is_empty() {
+        let mut array = header.clone();
+        array.push(format!("#SBATCH --array=0-{}", tasks.len() - 1));
+        array.push(format!("#SBATCH --output={}/%A_%a.out", logs.display()));
+        array.push("#SBATCH --ntasks=1".into());
+        if cmds.gpu {
+            array.push("#SBATCH --gres=gpu:1".into());
+        }
+        if let Some(t) = &slurm.time {
+            array.push(format!("#SBATCH --time={t}"));
+        }
+        let jobs = sh(&jobs_file.display().to_string());
+        array.extend([
+            String::new(),
+            cmds.comment.clone(),
+            "set -euo pipefail".into(),
+            format!(
+                "key=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $2 }}' {jobs})"
+            ),
+            format!(
+                "exp=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $4 }}' {jobs})"
+            ),
+            "if [ -z \"$key\" ]; then echo \"no job for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 1; fi"
+                .into(),
+            format!(
+                "exec {memwall} sweep \"$exp\" {} --keys \"$key\"",
+                cmds.sweep_flags
+            ),
+            String::new(),
+        ]);
+        write(&array_file, &array.join("\n"))?;
+    } else if array_file.exists() {
+        std::fs::remove_file(&array_file).map_err(|e| Error::io("removing", &array_file, e))?;
     }
-    if let Some(t) = &slurm.time {
-        array.push(format!("#SBATCH --time={t}"));
-    }
-    array.extend([
-        String::new(),
-        format!(
-            "# {} ({} profile on {}): one array task per job key; records go to the shared store.",
-            study.header.name, study.profile, dev.backend
-        ),
-        "set -euo pipefail".into(),
-        format!(
-            "key=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $2 }}' {})",
-            sh(&jobs_file.display().to_string())
-        ),
-        "if [ -z \"$key\" ]; then echo \"no job for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 1; fi"
-            .into(),
-        format!("exec {memwall} sweep {exp} {sweep_flags} --keys \"$key\""),
-        String::new(),
-    ]);
     let mut final_job = header;
     final_job.push(format!("#SBATCH --output={}/final_%j.out", logs.display()));
     final_job.push("#SBATCH --ntasks=1".into());
     final_job.extend([
         String::new(),
-        "# After every array task (afterany): the report from the shared record store.".into(),
+        cmds.final_comment.clone(),
         "set -euo pipefail".into(),
-        format!(
-            "exec {memwall} report {exp} --runs {runs} --reports {reports} --templates {templates}"
-        ),
+        format!("exec {}", cmds.final_command),
         String::new(),
     ]);
-    let array_file = out.join("array.sbatch");
     let final_file = out.join("final.sbatch");
-    write(&array_file, &array.join("\n"))?;
     write(&final_file, &final_job.join("\n"))?;
-    let submit = format!(
-        "#!/bin/bash\n# Submits the array, then the report job after it.\nset -euo pipefail\n\
-         array=$(sbatch --parsable {})\n\
-         array=${{array%%;*}}\n\
-         final=$(sbatch --parsable --dependency=afterany:\"$array\" {})\n\
-         echo \"array job $array ({} tasks), report job ${{final%%;*}}\"\n",
-        sh(&array_file.display().to_string()),
-        sh(&final_file.display().to_string()),
-        jobs.len()
-    );
+    let final_q = sh(&final_file.display().to_string());
+    let submit = if tasks.is_empty() {
+        format!(
+            "#!/bin/bash\n# Submits the final job (no training job to run as an array).\n\
+             set -euo pipefail\n\
+             final=$(sbatch --parsable {final_q})\n\
+             echo \"report job ${{final%%;*}}\"\n"
+        )
+    } else {
+        format!(
+            "#!/bin/bash\n# Submits the array, then the final job after it.\nset -euo pipefail\n\
+             array=$(sbatch --parsable {})\n\
+             array=${{array%%;*}}\n\
+             final=$(sbatch --parsable --dependency=afterany:\"$array\" {final_q})\n\
+             echo \"array job $array ({} tasks), report job ${{final%%;*}}\"\n",
+            sh(&array_file.display().to_string()),
+            tasks.len()
+        )
+    };
     let submit_file = out.join("submit.sh");
     write(&submit_file, &submit)?;
     for f in [&array_file, &final_file, &submit_file] {
-        make_executable(f)?;
+        if f.exists() {
+            make_executable(f)?;
+        }
     }
     Ok(SlurmScripts {
         array: array_file,
         final_job: final_file,
         submit: submit_file,
-        tasks: jobs.len(),
+        tasks: tasks.len(),
     })
 }
 

@@ -3,7 +3,7 @@
 //! (`runs/<study>/<profile>.result.json`); its renderer turns the stored result into report
 //! sections, so `memwall report` re-renders without re-running.
 
-use crate::demos::{self, InProcessStudy};
+use crate::demos::{self, InProcessStudy, Tracked};
 use crate::error::{Error, Result};
 use crate::measure::Environment;
 use crate::report::glance::{self, Answer};
@@ -41,6 +41,7 @@ struct Entry {
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
     render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
     measures: fn(&serde_json::Value) -> std::result::Result<Vec<Measure>, serde_json::Error>,
+    tracked: fn(&serde_json::Value) -> std::result::Result<Vec<Tracked>, serde_json::Error>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
@@ -49,6 +50,7 @@ fn entry<S: InProcessStudy>() -> Entry {
         run: run_typed::<S>,
         render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
+        tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
     }
 }
 
@@ -146,6 +148,26 @@ pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
     };
     let (result, _) = with_imports(record, path)?;
     (e.render)(&result).map_err(|err| Error::Records {
+        path: path.to_path_buf(),
+        message: format!(
+            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
+             the study again with --force",
+            record.study, record.kind
+        ),
+    })
+}
+
+/// The numbers of a stored study record that the nightly run tracks
+/// ([`InProcessStudy::tracked`]), from the record as this run stored it (no imported
+/// measurement merged in); empty for a training study.
+///
+/// # Errors
+/// [`Error::Records`] when the record's result does not match its kind's result type.
+pub fn tracked(record: &StudyRecord, path: &Path) -> Result<Vec<Tracked>> {
+    let Some(e) = registry(record.kind) else {
+        return Ok(Vec::new());
+    };
+    (e.tracked)(&record.result).map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
             "the stored result of `{}` does not match this version's {:?} result ({err}); run \

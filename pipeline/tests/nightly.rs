@@ -3,7 +3,9 @@
 
 mod common;
 
-use memwall::nightly::{self, ConfigEntry, HistoryEntry, Metric, Verdict, HISTORY_SCHEMA};
+use memwall::nightly::{
+    self, ConfigEntry, ConfigKind, HistoryEntry, Metric, Verdict, HISTORY_SCHEMA,
+};
 use memwall::spec::Profile;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +33,7 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
         configs: vec![ConfigEntry {
             study: "peak_memory".into(),
             config: "control".into(),
+            kind: ConfigKind::Training,
             label: "control".into(),
             keys: vec!["0123456789abcdef".into()],
             status: "ok".into(),
@@ -314,4 +317,235 @@ fn nightlies_of_one_revision_flag_nothing_and_a_changed_configuration_alone() {
         flagged.contains(&"peak_allocated_bytes regressed".to_string()),
         "{flagged:?}"
     );
+}
+
+/// The slim runner `cargo test --all-targets` builds beside `memwall`.
+fn runner() -> std::path::PathBuf {
+    let runner = Path::new(env!("CARGO_BIN_EXE_memwall")).with_file_name("memwall-job");
+    assert!(
+        runner.is_file(),
+        "{} is missing: build it with `cargo build --release --locked --bins`",
+        runner.display()
+    );
+    runner
+}
+
+/// Two nightlies through the bundle path, as a lab without Rust on its GPU node runs them:
+/// `memwall bundle` here, `run.sh` "there", `memwall import --nightly` here, twice (a fresh
+/// bundle each night). Two history entries, the trend page comparing the second with the
+/// first, the scratch index linking it, and nothing in the committed stores.
+#[test]
+fn two_nightlies_through_the_bundle_path_reach_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let experiments = dir.path().join("experiments");
+    std::fs::create_dir_all(&experiments).unwrap();
+    let exp = experiments.join("bundle_nightly.toml");
+    std::fs::write(&exp, smoke_study("bundle_nightly", 2, 4, "")).unwrap();
+    let templates = common::root().join("templates");
+    for night in 0..2 {
+        let out = dir.path().join(format!("bundle-{night}"));
+        let o = memwall()
+            .current_dir(dir.path())
+            .env_remove("MEMWALL_RUNS")
+            .arg("bundle")
+            .arg(&exp)
+            .args(["--profile", "smoke", "--target", "flex", "--out"])
+            .arg(&out)
+            .arg("--runner")
+            .arg(runner())
+            .args(["--torch-script", "none"])
+            .output()
+            .unwrap();
+        assert_ok(&o);
+        let o = Command::new("bash")
+            .arg(out.join("run.sh"))
+            .env("MEMWALL_SKIP_TORCH", "1")
+            .output()
+            .unwrap();
+        assert_ok(&o);
+        let o = memwall()
+            .current_dir(dir.path())
+            .env_remove("MEMWALL_RUNS")
+            .env_remove("MEMWALL_HISTORY")
+            .arg("import")
+            .arg(out.join("results.tar.gz"))
+            .arg("--nightly")
+            .arg("--experiments")
+            .arg(&experiments)
+            .arg("--templates")
+            .arg(&templates)
+            .output()
+            .unwrap();
+        assert_ok(&o);
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("history entry:"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
+    assert_eq!(history.len(), 2);
+    for e in &history {
+        assert_eq!((e.profile, e.backend.as_str()), (Profile::Smoke, "flex"));
+        assert_eq!(e.configs.len(), 1);
+        assert_eq!(e.configs[0].status, "ok");
+        assert_eq!(e.configs[0].metrics[Metric::StepTime.name()].len(), 4);
+    }
+    assert!(history[0].id < history[1].id);
+    let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    assert_eq!(changes[0].against.as_deref(), Some(history[0].id.as_str()));
+    // The same verdicts as a local nightly: nothing flagged between two runs of one revision.
+    assert!(changes[0]
+        .metrics
+        .iter()
+        .all(|(_, k)| !matches!(k.verdict, Verdict::Regressed | Verdict::Improved)));
+    let scratch = dir.path().join("history/runs");
+    let page = std::fs::read_to_string(scratch.join("reports/nightly/report.md")).unwrap();
+    assert!(
+        page.contains(&history[1].id) && page.contains("run 1 ("),
+        "{page}"
+    );
+    let index = std::fs::read_to_string(scratch.join("reports/index.md")).unwrap();
+    assert!(index.contains("(nightly/report.md)"), "{index}");
+    assert!(index.contains("(bundle_nightly/report.md)"), "{index}");
+    let html = std::fs::read_to_string(scratch.join("reports/index.html")).unwrap();
+    assert!(html.contains("nightly/index.html"), "{html}");
+    // Importing the same results again is the same run: refused, the history unchanged.
+    let o = memwall()
+        .current_dir(dir.path())
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_HISTORY")
+        .arg("import")
+        .arg(dir.path().join("bundle-1/results.tar.gz"))
+        .arg("--nightly")
+        .arg("--experiments")
+        .arg(&experiments)
+        .arg("--templates")
+        .arg(&templates)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("exists already"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        nightly::load(&dir.path().join("history"))
+            .unwrap()
+            .entries
+            .len(),
+        2
+    );
+    assert!(!dir.path().join("runs").exists());
+    assert!(!dir.path().join("reports").exists());
+}
+
+/// The in-process studies' key numbers through two real nightlies: Checkmate's solve time and
+/// schedule cost per graph and budget, fusion_ir's kernel times, each a case of its own in the
+/// history and on the page; the same code gives the same schedule cost (within noise), and
+/// `memwall publish --nightly` puts the page in the blog's content as the last bundle.
+#[test]
+fn nightlies_track_the_in_process_studies_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = common::root();
+    for _ in 0..2 {
+        let out = memwall()
+            .current_dir(dir.path())
+            .env_remove("MEMWALL_RUNS")
+            .env_remove("MEMWALL_HISTORY")
+            .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
+            .arg(root.join("experiments/checkmate.toml"))
+            .arg(root.join("experiments/fusion_ir.toml"))
+            .arg("--templates")
+            .arg(root.join("templates"))
+            .output()
+            .unwrap();
+        assert_ok(&out);
+    }
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
+    assert_eq!(history.len(), 2);
+    let cases = |study: &str| -> Vec<&ConfigEntry> {
+        history[1]
+            .configs
+            .iter()
+            .filter(|c| c.study == study && c.kind == ConfigKind::InProcess)
+            .collect()
+    };
+    let checkmate = cases("checkmate");
+    assert!(!checkmate.is_empty());
+    for c in &checkmate {
+        assert!(c.config.contains(" at budget "), "{}", c.config);
+        assert!(c.metrics[Metric::SolveTime.name()][0] > 0.0);
+        assert!(c.metrics[Metric::ScheduleCost.name()][0] > 0.0);
+    }
+    let fusion = cases("fusion_ir");
+    assert!(
+        fusion.iter().any(|c| c.config.ends_with(" fused")),
+        "{fusion:?}"
+    );
+    assert!(fusion
+        .iter()
+        .all(|c| c.metrics[Metric::KernelTime.name()][0] > 0.0));
+    let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    for c in changes.iter().filter(|c| c.study == "checkmate") {
+        for (m, k) in &c.metrics {
+            let want = if *m == Metric::ScheduleCost {
+                Verdict::WithinNoise
+            } else {
+                Verdict::NotEnoughHistory
+            };
+            assert_eq!(k.verdict, want, "{} {}", c.config, m.name());
+        }
+    }
+    let reports = dir.path().join("history/runs/reports");
+    let page = std::fs::read_to_string(reports.join("nightly/report.md")).unwrap();
+    assert!(
+        page.contains("Numbers the in-process studies track"),
+        "{page}"
+    );
+    assert!(page.contains("| checkmate | VGG16"), "{page}");
+    for fig in [
+        "history_checkmate_solve_time_s",
+        "history_checkmate_schedule_cost",
+        "history_fusion_ir_kernel_time_s",
+    ] {
+        assert!(
+            reports.join(format!("nightly/figures/{fig}.svg")).is_file(),
+            "{fig}"
+        );
+    }
+    // Published beside the reports: the page bundle and the index's last line.
+    let site = dir.path().join("site");
+    let out = memwall()
+        .arg("publish")
+        .arg("--to")
+        .arg(&site)
+        .arg("--reports")
+        .arg(&reports)
+        .arg("--nightly")
+        .arg(reports.join("nightly"))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(site.join("reports/nightly/index.md").is_file());
+    assert!(site
+        .join("reports/nightly/figures/history_checkmate_solve_time_s.svg")
+        .is_file());
+    let index = std::fs::read_to_string(site.join("reports/_index.md")).unwrap();
+    let last = index.lines().rfind(|l| l.starts_with("| [")).unwrap();
+    assert!(last.contains("(nightly/)"), "{index}");
+    // A folder without a nightly page is a clear error.
+    let out = memwall()
+        .arg("publish")
+        .arg("--to")
+        .arg(&site)
+        .arg("--reports")
+        .arg(&reports)
+        .arg("--nightly")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no nightly page"));
 }

@@ -596,8 +596,40 @@ demo_study!(
     validate,
     measure,
     render,
-    measures
+    measures,
+    tracked
 );
+
+/// The timings the nightly run tracks ([`super::Tracked`], [`super::TrackedKind::KernelTime`]):
+/// per chain, the median time of the unfused and the fused loops, of Burn flex, and of Burn on
+/// CUDA with and without fusion where this run measured it (an imported CUDA run is not this
+/// run's measurement and is left out).
+pub fn tracked(r: &FusionResult) -> Vec<super::Tracked> {
+    use super::{Tracked, TrackedKind::KernelTime};
+    let t = |case: String, value: f64| Tracked {
+        case,
+        kind: KernelTime,
+        value,
+    };
+    let mut out = Vec::new();
+    for l in &r.loops.chains {
+        let c = l.chain.label();
+        out.push(t(format!("loops {c} unfused"), l.unfused_s));
+        out.push(t(format!("loops {c} fused"), l.fused_s));
+    }
+    for f in &r.burn.flex {
+        out.push(t(format!("burn flex {}", f.expr.label()), f.time_s));
+    }
+    if let Ok(cuda) = &r.burn.cuda {
+        for (how, chains) in [("fused", &cuda.fused), ("unfused", &cuda.unfused)] {
+            for f in chains {
+                out.push(t(format!("burn cuda {how} {}", f.expr.label()), f.time_s));
+            }
+        }
+    }
+    out.retain(|x| x.value.is_finite() && x.value > 0.0);
+    out
+}
 
 /// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
 /// stored result only (NaN where the run has no such measurement):

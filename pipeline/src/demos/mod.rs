@@ -66,11 +66,44 @@ pub trait InProcessStudy {
         let _ = output;
         Vec::new()
     }
+    /// The numbers of `output` that the nightly run tracks from night to night (the history
+    /// store, `memwall nightly`): solve times, schedule costs, kernel timings. Empty for a
+    /// study with nothing whose change would mean a change of the code.
+    fn tracked(output: &Self::Output) -> Vec<Tracked> {
+        let _ = output;
+        Vec::new()
+    }
+}
+
+/// What kind of number a [`Tracked`] value is: it decides its unit, which direction is better
+/// and how its night-to-night change is judged (`crate::nightly`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackedKind {
+    /// Wall time of a solver (model build and solve), seconds; a timing.
+    SolveTime,
+    /// Total compute cost of the best schedule found, in the graph's cost units (Jain et al.
+    /// 2020, eq. 1a); repeats at a fixed revision unless a time limit cut the solve short.
+    ScheduleCost,
+    /// Median wall time of one kernel or loop chain, seconds; a timing.
+    KernelTime,
+}
+
+/// One number an in-process study tracks from night to night: `case` names what was measured
+/// (e.g. "VGG19 at budget 0.8", "loops (a+b)*c fused"), stable from run to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracked {
+    /// What was measured; the nightly page's configuration column.
+    pub case: String,
+    /// The kind of number.
+    pub kind: TrackedKind,
+    /// The value, in the kind's unit.
+    pub value: f64,
 }
 
 /// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `validate`
 /// returns `$validate(params)`, `run` returns `$measure(params)` (a `Result<$output,
-/// DemoError>`) and `render` returns `$render(output)`.
+/// DemoError>`) and `render` returns `$render(output)`; optionally `measures` returns
+/// `$measures(output)` and `tracked` `$tracked(output)`.
 ///
 /// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);`
 macro_rules! demo_study {
@@ -80,6 +113,11 @@ macro_rules! demo_study {
     };
     ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
      $measures:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
+            $measures, |_: &$output| ::std::vec::Vec::new());
+    };
+    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
+     $measures:expr, $tracked:expr) => {
         impl $crate::demos::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
@@ -100,6 +138,9 @@ macro_rules! demo_study {
             }
             fn measures(output: &$output) -> ::std::vec::Vec<$crate::report::model::Measure> {
                 $measures(output)
+            }
+            fn tracked(output: &$output) -> ::std::vec::Vec<$crate::demos::Tracked> {
+                $tracked(output)
             }
         }
     };

@@ -551,6 +551,35 @@ impl InProcessStudy for Checkmate {
     fn measures(output: &CheckmateResult) -> Vec<Measure> {
         measures(output)
     }
+    fn tracked(output: &CheckmateResult) -> Vec<crate::demos::Tracked> {
+        tracked(output)
+    }
+}
+
+/// The numbers the nightly run tracks ([`crate::demos::Tracked`]) per graph and budget: the
+/// wall time of the solve that answers it (the MILP, or the staged MILP with its refinement)
+/// and the cost of the best schedule it found (none when no schedule fits).
+pub fn tracked(r: &CheckmateResult) -> Vec<crate::demos::Tracked> {
+    use crate::demos::{Tracked, TrackedKind};
+    let mut out = Vec::new();
+    for (g, b) in budgets(r) {
+        let case = format!("{} at budget {}", g.name, b.fraction);
+        if let Some((time, _)) = solve_outcome(b, r.params.mip_gap) {
+            out.push(Tracked {
+                case: case.clone(),
+                kind: TrackedKind::SolveTime,
+                value: time,
+            });
+        }
+        if let Some(cost) = milp_cost(b) {
+            out.push(Tracked {
+                case,
+                kind: TrackedKind::ScheduleCost,
+                value: cost,
+            });
+        }
+    }
+    out
 }
 
 /// Budget fractions at or below this reduce memory at least 2x against checkpoint-all (the
