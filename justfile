@@ -100,11 +100,16 @@ carry:
     ls -l target/carry/memwall-job
 
 # Every study afresh (a GPU runs `full`, the CPU `--cpu-profile`, default smoke), one entry
-# appended to history/ (date and git revision), reports/nightly/ with the change since the last
-# run; --fail-on-regression exits non-zero on a regression.
-# The nightly run: studies afresh, history entry, change since the last run.
+# appended to history/ (date and git revision), history/runs/reports/nightly/ with the change
+# since the last run; --fail-on-regression exits non-zero on a regression.
 nightly *FLAGS: build
     {{memwall}} nightly {{FLAGS}}
+
+# The nightly on a GPU node that has Rust: every study afresh at the `full` profile on CUDA, one
+# history entry, the trend page (where the node has no Rust: `just gpu-suite` here, `run.sh`
+# there, `memwall import RESULTS --nightly` here; README "Nightly runs").
+nightly-gpu *FLAGS: build
+    {{memwall}} nightly --device cuda {{FLAGS}}
 
 # Installs Debian's slurm-wlm and munge (needs root), starts slurmctld, slurmd and munge on
 # loopback in a scratch folder, and runs a smoke study through `memwall sweep --emit slurm`.
