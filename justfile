@@ -111,6 +111,12 @@ nightly *FLAGS: build
 nightly-gpu *FLAGS: build
     {{memwall}} nightly --device cuda {{FLAGS}}
 
+# Write the files of a scheduler (systemd, cron, slurm or github) that run the nightly every night
+# in this checkout, e.g. `just nightly-install systemd --at 03:00`; prints the command that
+# enables them (README "Nightly runs, repeats, several GPUs, Slurm").
+nightly-install SCHEDULER *FLAGS: build
+    {{memwall}} nightly install --scheduler {{SCHEDULER}} {{FLAGS}}
+
 # Installs Debian's slurm-wlm and munge (needs root), starts slurmctld, slurmd and munge on
 # loopback in a scratch folder, and runs a smoke study through `memwall sweep --emit slurm`.
 # A single-node Slurm and a smoke study run through it as a job array.

@@ -85,6 +85,14 @@ pub enum Error {
     /// A report could not be rendered.
     #[error("report: {0}")]
     Report(String),
+    /// A command-line option (or a value derived from one) is invalid.
+    #[error("{option}: {message}")]
+    InvalidOption {
+        /// The option as given, with its value where it has one (e.g. `--at 25:00`).
+        option: String,
+        /// Why the value is invalid and the expected form.
+        message: String,
+    },
 }
 
 impl Error {

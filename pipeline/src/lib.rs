@@ -26,6 +26,7 @@ pub mod publish;
 pub mod reference;
 pub mod report;
 pub mod results;
+pub mod schedule;
 pub mod slurm;
 pub mod stats;
 pub mod studies;
