@@ -1345,8 +1345,8 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
     let worst_text = worst_regression(changes, &counts);
     format!(
         "Nightly run {} ({}, revision `{}`, {} profile, {} on {}): {} regressed, {} improved, {} \
-         within noise, {} missing, {} not enough history, {} not measured, over {} \
-         configurations.{worst_text}",
+         within noise, {} missing, {} not enough history, {} not measured, over \
+         {}.{worst_text}",
         history.len(),
         last.date,
         last.git_revision,
@@ -1359,8 +1359,30 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
         n(Verdict::Missing),
         n(Verdict::NotEnoughHistory),
         n(Verdict::NotMeasured) + n(Verdict::New),
-        last.configs.len()
+        measured(last)
     )
+}
+
+/// What a run measured, for the page's sentences: "73 configurations", "7 in-process cases",
+/// or both joined by "and".
+fn measured(e: &HistoryEntry) -> String {
+    let cases = e
+        .configs
+        .iter()
+        .filter(|c| c.kind == ConfigKind::InProcess)
+        .count();
+    let configs = e.configs.len() - cases;
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match (configs, cases) {
+        (_, 0) => plural(configs, "configuration", "configurations"),
+        (0, _) => plural(cases, "in-process case", "in-process cases"),
+        _ => format!(
+            "{} and {}",
+            plural(configs, "configuration", "configurations"),
+            plural(cases, "in-process case", "in-process cases")
+        ),
+    }
 }
 
 fn change_section(
@@ -1503,7 +1525,10 @@ fn change_section(
             summary.rows.push(row);
         }
     }
-    let mut tables = vec![summary];
+    let mut tables = Vec::new();
+    if !summary.rows.is_empty() {
+        tables.push(summary);
+    }
     if !in_process.rows.is_empty() {
         tables.push(in_process);
     }
@@ -1518,10 +1543,10 @@ fn change_section(
                 the change lies beyond the noise threshold)."
             .into(),
         ours: format!(
-            "Run {} ({}; {} configurations, {} profile, {} on {}): {}.{}",
+            "Run {} ({}; {}, {} profile, {} on {}): {}.{}",
             history.len(),
             last.id,
-            last.configs.len(),
+            measured(last),
             last.profile,
             last.backend,
             last.device,
@@ -1584,6 +1609,7 @@ fn history_section(history: &[HistoryEntry]) -> Section {
                 name: format!("history_{study}_{}", m.name()),
                 title: format!("{study}: {} per nightly run", m.title()),
                 x_label: "nightly run (numbers in the runs table below)".into(),
+                integer_x: true,
                 y_label: m.title().into(),
                 series: lines
                     .into_iter()

@@ -524,6 +524,27 @@ fn draw_mesh<X: Axis, Y: Axis>(
     if fig.log_x {
         mesh.x_labels(LOG_LABELS);
     }
+    // Whole-number x (run numbers): a tick per number up to 20 of them, labels only there.
+    let whole = |v: &f64| {
+        if (v - v.round()).abs() < 1e-9 {
+            format!("{}", v.round() as i64)
+        } else {
+            String::new()
+        }
+    };
+    if fig.integer_x && !fig.log_x && !bars {
+        let xs = drawable_points(fig).into_iter().map(|(x, _)| x);
+        let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+        let span = if hi >= lo {
+            (hi - lo).round() as usize
+        } else {
+            0
+        };
+        mesh.x_labels((span + 1).clamp(2, 21))
+            .x_label_formatter(&whole);
+    }
     if fig.log_y {
         mesh.y_labels(LOG_LABELS);
     }

@@ -149,6 +149,9 @@ pub struct Figure {
     pub nodes: Vec<String>,
     /// Graph edges `(from, to)` as indices into `nodes`.
     pub edges: Vec<(usize, usize)>,
+    /// The x values are whole numbers (e.g. the number of a nightly run): ticks only there.
+    #[serde(default)]
+    pub integer_x: bool,
 }
 
 impl Figure {
