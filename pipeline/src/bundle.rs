@@ -17,7 +17,7 @@
 
 use crate::data;
 use crate::device::BackendKind;
-use crate::driver::Paths;
+use crate::driver::{self, Paths};
 use crate::reference::{self, TorchRow};
 use crate::results::{self, JobRecord};
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
@@ -213,11 +213,9 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             req.runner.display()
         );
     }
-    let profile = req.profile.unwrap_or(if req.target.is_gpu() {
-        Profile::Full
-    } else {
-        Profile::Cpu
-    });
+    let profile = req
+        .profile
+        .unwrap_or_else(|| driver::default_profile(req.target, Profile::Cpu));
     let out = &req.out;
     if out.join("manifest.json").exists() {
         // A previous bundle: rewritten in place, its records (if any) are kept.
@@ -296,16 +294,30 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             expected_s: 0.0,
             expected_basis: Vec::new(),
         };
+        // `--only` spans the bundled studies: each study takes the names it has, and a name no
+        // study has is refused below.
+        let only: Vec<String> = req
+            .only
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| study.configs.iter().any(|c| &c.name == *o))
+            .map(|(i, o)| {
+                matched_only[i] = true;
+                o.clone()
+            })
+            .collect();
+        let settings = driver::JobSettings {
+            cache_dir: Some(cache_rel.clone()),
+            memory_cleanup: req.memory_cleanup,
+            memory_pool: req.memory_pool,
+        };
+        let expanded = if !req.only.is_empty() && only.is_empty() {
+            Vec::new()
+        } else {
+            driver::expand_jobs(&study, req.target, 0, &carried, &settings, &only, &[])?
+        };
         let mut jobs = Vec::new();
-        for mut job in study.jobs(req.target, 0, &carried) {
-            if !req.only.is_empty() {
-                match req.only.iter().position(|o| o == &job.config) {
-                    Some(i) => matched_only[i] = true,
-                    None => continue,
-                }
-            }
-            apply_overrides(&mut job, req.memory_cleanup, req.memory_pool);
-            job.device_settings.cache_dir = Some(cache_rel.clone());
+        for job in expanded {
             let dir = out.join("jobs").join(&job.study).join(job.key());
             std::fs::create_dir_all(&dir)?;
             results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
@@ -540,15 +552,6 @@ pub fn archive_path(out: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bundle".into());
     out.with_file_name(format!("{name}.tar.gz"))
-}
-
-/// The bundle-wide job settings (`--memory-cleanup`, `--memory-pool`), applied as the driver
-/// applies them, so the import can rebuild the same keys.
-fn apply_overrides(job: &mut JobSpec, cleanup: bool, pool: Option<MemoryPool>) {
-    job.device_settings.memory_cleanup |= cleanup;
-    if let Some(pool) = pool {
-        job.device_settings.memory_pool = pool;
-    }
 }
 
 /// Copies the runner to `to`, stripped when a `strip` program exists; returns whether it was.
@@ -1292,14 +1295,30 @@ fn check_record(
             record.spec.data.fingerprint, bundled.fingerprint
         ));
     }
-    let Some(mut expected) = study
-        .jobs(
-            record.spec.backend,
-            record.spec.device_index,
-            &record.spec.data,
-        )
-        .into_iter()
-        .find(|j| j.config == record.spec.config)
+    // The jobs the local file gives this configuration with the bundle's settings (one per
+    // repeat): the record must be one of them.
+    let settings = driver::JobSettings {
+        cache_dir: None,
+        memory_cleanup: manifest.memory_cleanup,
+        memory_pool: manifest.memory_pool,
+    };
+    let expected: Vec<JobSpec> = driver::expand_jobs(
+        study,
+        record.spec.backend,
+        record.spec.device_index,
+        &record.spec.data,
+        &settings,
+        &[],
+        &[],
+    )
+    .map_err(|e| e.to_string())?
+    .into_iter()
+    .filter(|j| j.config == record.spec.config)
+    .collect();
+    let Some(expected) = expected
+        .iter()
+        .find(|j| j.key() == record.key)
+        .or(expected.first())
     else {
         return Err(format!(
             "configuration `{}` is not in {} any more",
@@ -1307,7 +1326,6 @@ fn check_record(
             experiment.display()
         ));
     };
-    apply_overrides(&mut expected, manifest.memory_cleanup, manifest.memory_pool);
     if expected.key() != record.key {
         return Err(format!(
             "job key {} is not the key {} that {} gives configuration `{}` at profile {} on {} \

@@ -187,6 +187,101 @@ pub struct SweepOutcome {
     pub unfinished: Vec<(String, JobStatus, String)>,
     /// The profile the study ran at (`None` before the study was resolved).
     pub profile: Option<Profile>,
+    /// The record of every job of the sweep, run now or finished before, in the order of its
+    /// jobs (a job that stopped the sweep with an error has none).
+    pub records: Vec<JobRecord>,
+    /// An in-process study's stored record (computed now or read back).
+    pub in_process: Option<crate::studies::StudyRecord>,
+}
+
+/// The size profile where none is given: `full` on a GPU backend, `on_cpu` otherwise (`cpu`
+/// for a study run, `--cpu-profile` for a nightly). The one place this default is decided
+/// (run, sweep, bundle, export-jobs, nightly).
+pub fn default_profile(backend: BackendKind, on_cpu: Profile) -> Profile {
+    if backend.is_gpu() {
+        Profile::Full
+    } else {
+        on_cpu
+    }
+}
+
+/// Settings applied to every job a study expands to, whatever path runs it.
+#[derive(Debug, Clone, Default)]
+pub struct JobSettings {
+    /// The kernel and autotune cache of the jobs (CubeCL's cache folder).
+    pub cache_dir: Option<PathBuf>,
+    /// CUDA: release the pool's free pages at every step boundary (added to the
+    /// configurations' own setting).
+    pub memory_cleanup: bool,
+    /// CUDA: the memory pool, replacing the configurations' own.
+    pub memory_pool: Option<crate::spec::MemoryPool>,
+}
+
+/// The jobs of a training study on `target` (device `index`) over `data`, with `settings`
+/// applied, then narrowed to the configurations `only` and the job keys `keys` (each: all when
+/// empty): the one job expansion of memwall (run, sweep, Slurm, bundle, export-jobs, nightly).
+///
+/// # Errors
+/// [`Error::SpecField`] naming the experiment file's `configs` for a name of `only` that is no
+/// configuration of the study (listing the names it has), and for a key of `keys` that is no
+/// job of the study at this profile, backend and data.
+pub fn expand_jobs(
+    study: &Study,
+    target: BackendKind,
+    index: usize,
+    data: &crate::spec::PreparedData,
+    settings: &JobSettings,
+    only: &[String],
+    keys: &[String],
+) -> Result<Vec<JobSpec>> {
+    let mut jobs = study.jobs(target, index, data);
+    for job in &mut jobs {
+        if let Some(dir) = &settings.cache_dir {
+            job.device_settings.cache_dir = Some(dir.clone());
+        }
+        job.device_settings.memory_cleanup |= settings.memory_cleanup;
+        if let Some(pool) = settings.memory_pool {
+            job.device_settings.memory_pool = pool;
+        }
+    }
+    if let Some(name) = only.iter().find(|n| !jobs.iter().any(|j| &j.config == *n)) {
+        return Err(unknown_config(study, name));
+    }
+    if !only.is_empty() {
+        jobs.retain(|j| only.contains(&j.config));
+    }
+    if let Some(key) = keys.iter().find(|k| !jobs.iter().any(|j| &j.key() == *k)) {
+        return Err(Error::SpecField {
+            path: study.path.clone(),
+            field: "configs".into(),
+            message: format!(
+                "no job with key `{key}` at the {} profile on {target} (keys change with the \
+                 profile, device and data: write the Slurm script again)",
+                study.profile
+            ),
+        });
+    }
+    if !keys.is_empty() {
+        jobs.retain(|j| keys.contains(&j.key()));
+    }
+    Ok(jobs)
+}
+
+/// The error for `--only NAME` when `NAME` is no configuration of `study`, listing its names.
+pub fn unknown_config(study: &Study, name: &str) -> Error {
+    Error::SpecField {
+        path: study.path.clone(),
+        field: "configs".into(),
+        message: format!(
+            "--only {name}: no configuration named `{name}` (have: {})",
+            study
+                .configs
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// Resolves the device and the profile of a run.
@@ -195,11 +290,9 @@ pub struct SweepOutcome {
 /// [`Error::Device`] when the requested device is not available (e.g. `cuda:0` without a GPU).
 pub fn resolve(opts: &RunOptions) -> Result<(ResolvedDevice, Profile)> {
     let dev = device::resolve(opts.device, opts.cpu_backend)?;
-    let profile = opts.profile.unwrap_or(if dev.backend.is_gpu() {
-        Profile::Full
-    } else {
-        Profile::Cpu
-    });
+    let profile = opts
+        .profile
+        .unwrap_or_else(|| default_profile(dev.backend, Profile::Cpu));
     Ok((dev, profile))
 }
 
@@ -264,50 +357,20 @@ pub fn plan_jobs(
     } else {
         dev.index
     };
-    let mut jobs = study.jobs(dev.backend, index, &prepared);
-    for job in &mut jobs {
-        job.device_settings.cache_dir = Some(paths.cache.join("cubecl"));
-        job.device_settings.memory_cleanup |= opts.memory_cleanup;
-        if let Some(pool) = opts.memory_pool {
-            job.device_settings.memory_pool = pool;
-        }
-    }
-    if !opts.only.is_empty() {
-        for name in &opts.only {
-            if !jobs.iter().any(|j| &j.config == name) {
-                return Err(Error::SpecField {
-                    path: study_path.to_path_buf(),
-                    field: "configs".into(),
-                    message: format!(
-                        "no configuration named `{name}` (have: {})",
-                        study
-                            .configs
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                });
-            }
-        }
-        jobs.retain(|j| opts.only.contains(&j.config));
-    }
-    if !opts.keys.is_empty() {
-        for key in &opts.keys {
-            if !jobs.iter().any(|j| &j.key() == key) {
-                return Err(Error::SpecField {
-                    path: study_path.to_path_buf(),
-                    field: "configs".into(),
-                    message: format!(
-                        "no job with key `{key}` at the {} profile on {} (keys change with the \
-                         profile, device and data: write the Slurm script again)",
-                        study.profile, dev.backend
-                    ),
-                });
-            }
-        }
-        jobs.retain(|j| opts.keys.contains(&j.key()));
-    }
+    let settings = JobSettings {
+        cache_dir: Some(paths.cache.join("cubecl")),
+        memory_cleanup: opts.memory_cleanup,
+        memory_pool: opts.memory_pool,
+    };
+    let jobs = expand_jobs(
+        &study,
+        dev.backend,
+        index,
+        &prepared,
+        &settings,
+        &opts.only,
+        &opts.keys,
+    )?;
     Ok((study, dev, jobs))
 }
 
@@ -387,6 +450,7 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
         } else {
             out.skipped += 1;
         }
+        out.in_process = Some(rec);
         return Ok(out);
     }
     if jobs.is_empty() {
@@ -425,8 +489,11 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let out = sweep_devices(&jobs, &slots, paths, opts, out, &bar)?;
+        let mut out = sweep_devices(&jobs, &slots, paths, opts, out, &bar)?;
         bar.finish_and_clear();
+        // The workers finish in any order: the records in the order of the jobs.
+        out.records
+            .sort_by_key(|r| jobs.iter().position(|j| j.key() == r.key));
         return Ok(out);
     }
     for job in &jobs {
@@ -439,6 +506,7 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
                 record.reason.clone().unwrap_or_default(),
             ));
         }
+        out.records.push(record);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -481,12 +549,16 @@ fn sweep_devices(
                     st.0.ran += mine.ran;
                     st.0.skipped += mine.skipped;
                     match result {
-                        Ok(record) if record.status != JobStatus::Ok => st.0.unfinished.push((
-                            job.config.clone(),
-                            record.status,
-                            record.reason.clone().unwrap_or_default(),
-                        )),
-                        Ok(_) => {}
+                        Ok(record) => {
+                            if record.status != JobStatus::Ok {
+                                st.0.unfinished.push((
+                                    job.config.clone(),
+                                    record.status,
+                                    record.reason.clone().unwrap_or_default(),
+                                ));
+                            }
+                            st.0.records.push(record);
+                        }
                         Err(e) => {
                             st.1.get_or_insert(e);
                         }

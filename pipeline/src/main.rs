@@ -1148,11 +1148,9 @@ fn export_jobs(
     paths: &Paths,
     opts: &RunOptions,
 ) -> Result<usize> {
-    let profile = opts.profile.unwrap_or(if backend.is_gpu() {
-        Profile::Full
-    } else {
-        Profile::Cpu
-    });
+    let profile = opts
+        .profile
+        .unwrap_or_else(|| driver::default_profile(backend, Profile::Cpu));
     let study = Study::load(experiment, profile, opts.data.as_deref())?;
     let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
         bail!("{} is not a training study", experiment.display());
@@ -1166,20 +1164,17 @@ fn export_jobs(
     }
     let mut carried = prepared.clone();
     carried.dir = data_dir;
-    let mut jobs = study.jobs(backend, 0, &carried);
-    if !opts.only.is_empty() {
-        jobs.retain(|j| opts.only.contains(&j.config));
-    }
     // One kernel and autotune cache for every exported job, carried with them.
     let cache_dir = out.join("cache").join("cubecl");
     std::fs::create_dir_all(&cache_dir)?;
-    for job in &mut jobs {
-        job.device_settings.cache_dir = Some(cache_dir.clone());
-        job.device_settings.memory_cleanup |= opts.memory_cleanup;
-        if let Some(pool) = opts.memory_pool {
-            job.device_settings.memory_pool = pool;
-        }
-    }
+    let settings = driver::JobSettings {
+        cache_dir: Some(cache_dir),
+        memory_cleanup: opts.memory_cleanup,
+        memory_pool: opts.memory_pool,
+    };
+    let jobs = driver::expand_jobs(
+        &study, backend, 0, &carried, &settings, &opts.only, &opts.keys,
+    )?;
     for job in &jobs {
         let dir = out.join(&job.study).join(job.key());
         std::fs::create_dir_all(&dir)?;
@@ -1216,13 +1211,10 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         a.experiments.clone()
     };
     let target = a.target.parse()?;
-    let profile = match (a.profile, a.suite) {
-        (None, true) if BackendKind::is_gpu(target) => Some(Profile::Full),
-        (p, _) => p,
-    };
     let req = memwall::bundle::BundleRequest {
         experiments,
-        profile,
+        // None: `full` for a GPU target, `cpu` otherwise (driver::default_profile).
+        profile: a.profile,
         target,
         out: a.out.clone(),
         runner,

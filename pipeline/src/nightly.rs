@@ -1010,57 +1010,28 @@ pub fn import_info(
 /// An in-process study's name and the numbers it tracked in one run.
 pub type StudyTracked = (String, Vec<Tracked>);
 
-/// The numbers an in-process study's stored record tracks, read after the study ran into
-/// `paths.runs` at `profile`; `None` for a training study.
+/// What one study of a run adds to its history entry: the records of its training jobs, or
+/// the numbers its in-process record tracks.
+type StudyPart = (Vec<JobRecord>, Option<StudyTracked>);
+
+/// A study run now by [`driver::sweep`] (afresh: `run.force`), its report rendered: the
+/// records the sweep returned, or the numbers of the in-process record it stored.
 ///
 /// # Errors
-/// An experiment file that does not load; a stored record that does not read back.
-pub fn study_tracked(
-    experiment: &Path,
-    paths: &Paths,
-    profile: Profile,
-) -> Result<Option<StudyTracked>> {
-    let study = Study::load(experiment, profile, None)?;
-    if study.header.kind == crate::spec::StudyKind::Training {
-        return Ok(None);
-    }
-    let path = crate::studies::record_path(&paths.runs, &study);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    let rec: crate::studies::StudyRecord =
-        results::parse_json(&text).map_err(|message| Error::Records {
-            path: path.clone(),
-            message,
-        })?;
-    Ok(Some((
-        study.header.name.clone(),
-        crate::studies::tracked(&rec, &path)?,
-    )))
-}
-
-/// One study of a run: its report rendered from `paths.runs`, its training records (those of
-/// `keys` when given, else every job the study expands to at `run`'s profile and device), or
-/// its tracked numbers when it is an in-process study.
-fn collect_study(
-    exp: &Path,
-    paths: &Paths,
-    run: &RunOptions,
-    keys: Option<&[String]>,
-) -> Result<(Vec<JobRecord>, Option<StudyTracked>)> {
+/// Those of [`driver::sweep`] and [`driver::report`]; an in-process record that does not
+/// match its kind.
+fn sweep_study(exp: &Path, paths: &Paths, run: &RunOptions) -> Result<StudyPart> {
+    let outcome = driver::sweep(exp, paths, run)?;
     driver::report(exp, paths)?;
-    let (study, _, jobs) = driver::plan_jobs(exp, paths, run)?;
-    let tracked = study_tracked(exp, paths, study.profile)?;
-    let mut recs = Vec::new();
-    for job in jobs {
-        let key = job.key();
-        if keys.is_some_and(|k| !k.contains(&key)) {
-            continue;
+    let tracked = match outcome.in_process {
+        Some(rec) => {
+            let path = paths.runs.join(&rec.study);
+            let numbers = crate::studies::tracked(&rec, &path)?;
+            Some((rec.study, numbers))
         }
-        let dir = results::record_dir(&paths.runs, &job.study, &key);
-        if let Some(r) = results::read_record(&dir)? {
-            recs.push(r);
-        }
-    }
-    Ok((recs, tracked))
+        None => None,
+    };
+    Ok((outcome.records, tracked))
 }
 
 /// Runs the nightly suite: every study of `opts.experiments` is run afresh (`--force`: a
@@ -1079,10 +1050,7 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
     let mut tracked = Vec::new();
     let mut errors = Vec::new();
     for exp in &opts.experiments {
-        let step = || -> Result<_> {
-            driver::sweep(exp, paths, &run)?;
-            collect_study(exp, paths, &run, None)
-        };
+        let step = || sweep_study(exp, paths, &run);
         match step() {
             Ok((r, t)) => {
                 records.extend(r);
@@ -1129,12 +1097,19 @@ pub fn slurm_final(
     let mut tracked = Vec::new();
     let mut errors = Vec::new();
     for exp in &plan.experiments {
-        let step = || -> Result<_> {
+        let step = || -> Result<StudyPart> {
             let study = Study::load(exp, plan.profile, run.data.as_deref())?;
             if study.header.kind != crate::spec::StudyKind::Training {
-                driver::sweep(exp, paths, &run)?;
+                return sweep_study(exp, paths, &run);
             }
-            collect_study(exp, paths, &run, Some(&plan.keys))
+            // The array wrote the records: the study's jobs among the plan's keys.
+            driver::report(exp, paths)?;
+            let mut records = Vec::new();
+            for key in &plan.keys {
+                let dir = results::record_dir(&paths.runs, &study.header.name, key);
+                records.extend(results::read_record(&dir)?);
+            }
+            Ok((records, None))
         };
         match step() {
             Ok((r, t)) => {
@@ -1176,11 +1151,10 @@ pub fn nightly_run_options(
 ) -> Result<(RunOptions, crate::device::ResolvedDevice)> {
     let mut run = run.clone();
     let (dev, _) = driver::resolve(&run)?;
-    run.profile = Some(run.profile.unwrap_or(if dev.backend.is_gpu() {
-        Profile::Full
-    } else {
-        opts.cpu_profile
-    }));
+    run.profile = Some(
+        run.profile
+            .unwrap_or_else(|| driver::default_profile(dev.backend, opts.cpu_profile)),
+    );
     run.force = true;
     Ok((run, dev))
 }

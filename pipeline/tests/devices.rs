@@ -139,7 +139,10 @@ fn emit_slurm_writes_one_array_task_per_job_key() {
     let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), jobs.len());
     for (i, (row, job)) in rows.iter().zip(&jobs).enumerate() {
-        assert_eq!(row, &vec![i.to_string().as_str(), &job.key(), &job.config]);
+        // task, key, configuration, the experiment file (absolute) the task sweeps
+        let exp_abs = exp.canonicalize().unwrap();
+        assert_eq!(row[..3], [i.to_string().as_str(), &job.key(), &job.config]);
+        assert_eq!(Path::new(row[3]).canonicalize().unwrap(), exp_abs);
     }
     let array = std::fs::read_to_string(slurm.join("array.sbatch")).unwrap();
     assert!(array.starts_with("#!/bin/bash\n"), "{array}");
