@@ -1034,6 +1034,28 @@ fn sweep_study(exp: &Path, paths: &Paths, run: &RunOptions) -> Result<StudyPart>
     Ok((outcome.records, tracked))
 }
 
+/// `step` for every experiment file, in order: the records and tracked numbers of those that
+/// succeeded, and for each that failed its file and error (logged; the others go on).
+fn each_study(
+    experiments: &[PathBuf],
+    step: impl Fn(&Path) -> Result<StudyPart>,
+) -> (Vec<JobRecord>, Vec<StudyTracked>, Vec<String>) {
+    let (mut records, mut tracked, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for exp in experiments {
+        match step(exp) {
+            Ok((r, t)) => {
+                records.extend(r);
+                tracked.extend(t);
+            }
+            Err(e) => {
+                tracing::error!("{}: {e}", exp.display());
+                errors.push(format!("{}: {e}", exp.display()));
+            }
+        }
+    }
+    (records, tracked, errors)
+}
+
 /// Runs the nightly suite: every study of `opts.experiments` is run afresh (`--force`: a
 /// nightly measures tonight's code) and its report rendered; the run's records and the
 /// in-process studies' tracked numbers become one history entry appended to `opts.history`;
@@ -1046,22 +1068,8 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
     let started = chrono::Utc::now();
     let (run, dev) = nightly_run_options(opts, run)?;
     let profile = run.profile.expect("set by nightly_run_options");
-    let mut records = Vec::new();
-    let mut tracked = Vec::new();
-    let mut errors = Vec::new();
-    for exp in &opts.experiments {
-        let step = || sweep_study(exp, paths, &run);
-        match step() {
-            Ok((r, t)) => {
-                records.extend(r);
-                tracked.extend(t);
-            }
-            Err(e) => {
-                tracing::error!("{}: {e}", exp.display());
-                errors.push(format!("{}: {e}", exp.display()));
-            }
-        }
-    }
+    let (records, tracked, errors) =
+        each_study(&opts.experiments, |exp| sweep_study(exp, paths, &run));
     let info = RunInfo {
         started,
         finished: chrono::Utc::now(),
@@ -1093,35 +1101,20 @@ pub fn slurm_final(
     let mut run = run.clone();
     run.profile = Some(plan.profile);
     run.force = true;
-    let mut records = Vec::new();
-    let mut tracked = Vec::new();
-    let mut errors = Vec::new();
-    for exp in &plan.experiments {
-        let step = || -> Result<StudyPart> {
-            let study = Study::load(exp, plan.profile, run.data.as_deref())?;
-            if study.header.kind != crate::spec::StudyKind::Training {
-                return sweep_study(exp, paths, &run);
-            }
-            // The array wrote the records: the study's jobs among the plan's keys.
-            driver::report(exp, paths)?;
-            let mut records = Vec::new();
-            for key in &plan.keys {
-                let dir = results::record_dir(&paths.runs, &study.header.name, key);
-                records.extend(results::read_record(&dir)?);
-            }
-            Ok((records, None))
-        };
-        match step() {
-            Ok((r, t)) => {
-                records.extend(r);
-                tracked.extend(t);
-            }
-            Err(e) => {
-                tracing::error!("{}: {e}", exp.display());
-                errors.push(format!("{}: {e}", exp.display()));
-            }
+    let (records, tracked, errors) = each_study(&plan.experiments, |exp| {
+        let study = Study::load(exp, plan.profile, run.data.as_deref())?;
+        if study.header.kind != crate::spec::StudyKind::Training {
+            return sweep_study(exp, paths, &run);
         }
-    }
+        // The array wrote the records: the study's jobs among the plan's keys.
+        driver::report(exp, paths)?;
+        let mut records = Vec::new();
+        for key in &plan.keys {
+            let dir = results::record_dir(&paths.runs, &study.header.name, key);
+            records.extend(results::read_record(&dir)?);
+        }
+        Ok((records, None))
+    });
     let started = chrono::DateTime::parse_from_rfc3339(&plan.started_at)
         .map(|t| t.with_timezone(&chrono::Utc))
         .map_err(|e| Error::Records {

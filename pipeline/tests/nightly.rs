@@ -342,6 +342,22 @@ fn two_nightlies_through_the_bundle_path_reach_the_history() {
     let exp = experiments.join("bundle_nightly.toml");
     std::fs::write(&exp, smoke_study("bundle_nightly", 2, 4, "")).unwrap();
     let templates = common::root().join("templates");
+    // `memwall import RESULTS --nightly` in the test's folder (history/ and its scratch store).
+    let import_nightly = |results: &Path| {
+        memwall()
+            .current_dir(dir.path())
+            .env_remove("MEMWALL_RUNS")
+            .env_remove("MEMWALL_HISTORY")
+            .arg("import")
+            .arg(results)
+            .arg("--nightly")
+            .arg("--experiments")
+            .arg(&experiments)
+            .arg("--templates")
+            .arg(&templates)
+            .output()
+            .unwrap()
+    };
     for night in 0..2 {
         let out = dir.path().join(format!("bundle-{night}"));
         let o = memwall()
@@ -363,19 +379,7 @@ fn two_nightlies_through_the_bundle_path_reach_the_history() {
             .output()
             .unwrap();
         assert_ok(&o);
-        let o = memwall()
-            .current_dir(dir.path())
-            .env_remove("MEMWALL_RUNS")
-            .env_remove("MEMWALL_HISTORY")
-            .arg("import")
-            .arg(out.join("results.tar.gz"))
-            .arg("--nightly")
-            .arg("--experiments")
-            .arg(&experiments)
-            .arg("--templates")
-            .arg(&templates)
-            .output()
-            .unwrap();
+        let o = import_nightly(&out.join("results.tar.gz"));
         assert_ok(&o);
         assert!(
             String::from_utf8_lossy(&o.stderr).contains("history entry:"),
@@ -411,19 +415,7 @@ fn two_nightlies_through_the_bundle_path_reach_the_history() {
     let html = std::fs::read_to_string(scratch.join("reports/index.html")).unwrap();
     assert!(html.contains("nightly/index.html"), "{html}");
     // Importing the same results again is the same run: refused, the history unchanged.
-    let o = memwall()
-        .current_dir(dir.path())
-        .env_remove("MEMWALL_RUNS")
-        .env_remove("MEMWALL_HISTORY")
-        .arg("import")
-        .arg(dir.path().join("bundle-1/results.tar.gz"))
-        .arg("--nightly")
-        .arg("--experiments")
-        .arg(&experiments)
-        .arg("--templates")
-        .arg(&templates)
-        .output()
-        .unwrap();
+    let o = import_nightly(&dir.path().join("bundle-1/results.tar.gz"));
     assert!(!o.status.success());
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("exists already"),
