@@ -491,3 +491,65 @@ fn a_scratch_record_store_never_renders_into_the_published_reports() {
         .join("scratch/reports/autodiff_example/report.md")
         .is_file());
 }
+
+/// An `--only` name that is no configuration of the study is an error listing the names, on
+/// every path that expands jobs (run, export-jobs; bundle across its studies), never a silent
+/// empty selection.
+#[test]
+fn an_unknown_only_name_is_an_error_listing_the_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let exp = study(
+        d,
+        &common::excerpt(),
+        SMALL,
+        "[[configs]]\nname = \"control\"\ncontrol = true\n[[configs]]\nname = \"checkpoint\"\ncheckpoint = 1",
+    );
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+            .current_dir(d)
+            .args(args)
+            .env_remove("MEMWALL_RUNS")
+            .output()
+            .unwrap()
+    };
+    let exp_s = exp.to_str().unwrap();
+    for args in [
+        vec![
+            "run",
+            exp_s,
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--only",
+            "contrl",
+        ],
+        vec![
+            "export-jobs",
+            exp_s,
+            "--target",
+            "flex",
+            "--profile",
+            "smoke",
+            "--out",
+            "jobs",
+            "--only",
+            "contrl",
+        ],
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted --only contrl");
+        assert!(
+            stderr.contains(
+                "--only contrl: no configuration named `contrl` (have: control, checkpoint)"
+            ),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("bad_input.toml"), "{args:?}: {stderr}");
+    }
+    // Nothing ran or was exported.
+    assert!(!d.join("runs").exists());
+    assert!(!d.join("jobs/bad_input").exists());
+}
