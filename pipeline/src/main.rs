@@ -55,8 +55,8 @@ struct RunArgs {
     memory_cleanup: bool,
     /// CUDA: the memory pool of every job, `exact_size` (memwall's default) or `sliced`
     /// (CubeCL's); a recorded job setting; a configuration can also set `memory_pool`.
-    #[arg(long)]
-    memory_pool: Option<String>,
+    #[arg(long, value_enum)]
+    memory_pool: Option<PoolArg>,
     /// Run jobs on these devices at once, one job per device (GPU ordinals, comma separated;
     /// default: every visible GPU with --device auto). On the CPU the ids name parallel job
     /// slots (which share the CPU: their times are not comparable with a one-job sweep).
@@ -114,8 +114,8 @@ struct BundleArgs {
     #[arg(long)]
     memory_cleanup: bool,
     /// CUDA: the memory pool of every job, `exact_size` or `sliced`.
-    #[arg(long)]
-    memory_pool: Option<String>,
+    #[arg(long, value_enum)]
+    memory_pool: Option<PoolArg>,
 }
 
 #[derive(Subcommand)]
@@ -349,7 +349,7 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
             runner: (exe, vec!["run-job".into()]),
             progress: true,
             memory_cleanup: a.memory_cleanup,
-            memory_pool: a.memory_pool.as_deref().map(memory_pool).transpose()?,
+            memory_pool: a.memory_pool.map(MemoryPool::from),
             devices: a.devices.clone(),
             keys: a.keys.clone(),
             repeats: a.repeats,
@@ -357,10 +357,23 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
     ))
 }
 
-/// Parses `--memory-pool` (`sliced` or `exact_size`).
-fn memory_pool(p: &str) -> Result<MemoryPool> {
-    serde_json::from_value(serde_json::Value::String(p.into()))
-        .map_err(|_| anyhow::anyhow!("--memory-pool {p}: expected `sliced` or `exact_size`"))
+/// `--memory-pool`: the CUDA memory pool of every job ([`MemoryPool`]).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PoolArg {
+    /// CubeCL's pages cut into slices ([`MemoryPool::Sliced`]).
+    Sliced,
+    /// One buffer of the exact size per allocation ([`MemoryPool::ExactSize`]).
+    #[value(name = "exact_size")]
+    ExactSize,
+}
+
+impl From<PoolArg> for MemoryPool {
+    fn from(p: PoolArg) -> Self {
+        match p {
+            PoolArg::Sliced => MemoryPool::Sliced,
+            PoolArg::ExactSize => MemoryPool::ExactSize,
+        }
+    }
 }
 
 fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Result<()> {
@@ -1221,7 +1234,7 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         data: a.data.clone(),
         only: a.only.clone(),
         memory_cleanup: a.memory_cleanup,
-        memory_pool: a.memory_pool.as_deref().map(memory_pool).transpose()?,
+        memory_pool: a.memory_pool.map(MemoryPool::from),
         autotune_cache: a.autotune_cache.clone(),
         torch_script,
         archive: !a.no_archive,
