@@ -7,6 +7,7 @@
 //! - [`segment_plan`]: the exact planner of executable segment plans under a memory budget
 //!   (Checkmate's objective over the executor's plans, a dynamic program);
 //! - [`record`]: the job record schema and the record store (`runs/<study>/<key>/`);
+//! - [`solve_status`]: how a planner's solve ended (HiGHS' statuses and memwall's bounds), typed;
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
 //! - [`error`]: the typed errors every stage returns.
@@ -24,6 +25,7 @@ pub mod measure;
 pub mod record;
 pub mod segment_memory;
 pub mod segment_plan;
+pub mod solve_status;
 pub mod spec;
 pub mod strategy;
 

@@ -25,6 +25,7 @@
 
 pub use crate::segment_memory::ExecutorProfile;
 use crate::segment_memory::{grad_bytes, predict, segment_backward, segment_forward};
+use crate::solve_status::SolveStatus;
 pub use crate::strategy::TransformerPlan;
 use crate::strategy::{per_block_stored, Segment};
 use std::time::Instant;
@@ -219,7 +220,7 @@ pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<Transforme
         budget_fraction: fraction,
         budget_bytes: budget,
         predicted_cost_ratio: ratio,
-        solver_status: "Optimal (exact dynamic program over executable segment plans)".into(),
+        solver_status: SolveStatus::OptimalSegmentPlan,
         solve_time_s: t0.elapsed().as_secs_f64(),
     })
 }

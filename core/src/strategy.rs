@@ -3,8 +3,9 @@
 //! executors (`memwall_runner::train::segment`, `memwall_runner::model::attention`) carry them
 //! out; the planners (`memwall_remat`, the runner's budget knapsack) produce them.
 //!
-//! May import: serde only.
+//! May import: serde and [`crate::solve_status`] only.
 
+use crate::solve_status::SolveStatus;
 use serde::{Deserialize, Serialize};
 
 /// A run of consecutive blocks `[start, end)` and whether its activations are recomputed in
@@ -80,8 +81,9 @@ pub struct TransformerPlan {
     /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
     #[serde(with = "crate::record::nonfinite")]
     pub predicted_cost_ratio: f64,
-    /// How the planner ended (e.g. "Optimal (exact dynamic program ...)").
-    pub solver_status: String,
+    /// How the planner ended ([`SolveStatus::OptimalSegmentPlan`] from
+    /// [`crate::segment_plan::plan_transformer`]).
+    pub solver_status: SolveStatus,
     /// Wall time of the planner, seconds.
     #[serde(with = "crate::record::nonfinite")]
     pub solve_time_s: f64,

@@ -120,6 +120,41 @@ pub struct TorchPlan {
     pub left_out: Vec<(String, String)>,
 }
 
+/// How one configuration's PyTorch run ended, as `torch_peak_memory.py` writes it (`"ok"`,
+/// `"out_of_memory"`, `"failed"`, `"unsupported"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TorchStatus {
+    /// Finished (`"ok"`): the row has its step time and throughput.
+    Ok,
+    /// The configuration did not fit in device memory (`"out_of_memory"`).
+    OutOfMemory,
+    /// The run failed (`"failed"`); `reason` holds the error.
+    Failed,
+    /// PyTorch or CUDA is missing where the script ran (`"unsupported"`); `reason` says which.
+    Unsupported,
+}
+
+impl TorchStatus {
+    /// The status's text in the rows: `"ok"`, `"out_of_memory"`, `"failed"` or
+    /// `"unsupported"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TorchStatus::Ok => "ok",
+            TorchStatus::OutOfMemory => "out_of_memory",
+            TorchStatus::Failed => "failed",
+            TorchStatus::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl std::fmt::Display for TorchStatus {
+    /// [`TorchStatus::as_str`], honouring width and alignment.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// One configuration's result, as `torch_peak_memory.py` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TorchRow {
@@ -129,8 +164,8 @@ pub struct TorchRow {
     pub study: String,
     /// The configuration.
     pub config: String,
-    /// `ok`, `out_of_memory` or `failed`.
-    pub status: String,
+    /// `ok`, `out_of_memory`, `failed` or `unsupported`.
+    pub status: TorchStatus,
     /// Why it did not finish.
     #[serde(default)]
     pub reason: Option<String>,
@@ -336,12 +371,6 @@ fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
     if row.study != study {
         return Err(format!("field `study`: `{}` is not `{study}`", row.study));
     }
-    if !["ok", "out_of_memory", "failed", "unsupported"].contains(&row.status.as_str()) {
-        return Err(format!(
-            "field `status`: `{}` is not ok, out_of_memory, failed or unsupported",
-            row.status
-        ));
-    }
     for (field, v) in [
         ("median_step_s", row.median_step_s),
         ("samples_per_s", row.samples_per_s),
@@ -353,7 +382,8 @@ fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
             }
         }
     }
-    if row.status == "ok" && (row.median_step_s.is_none() || row.samples_per_s.is_none()) {
+    if row.status == TorchStatus::Ok && (row.median_step_s.is_none() || row.samples_per_s.is_none())
+    {
         return Err("an `ok` row needs `median_step_s` and `samples_per_s`".into());
     }
     if row.config.is_empty() || row.config.contains('/') {
@@ -535,14 +565,14 @@ pub fn section(
                 .map(|(_, l)| l.clone())
                 .unwrap_or_else(|| r.config.clone());
             let ours = memwall_row(records, r).and_then(|m| m.summary);
-            let torch_ok = r.status == "ok";
+            let torch_ok = r.status == TorchStatus::Ok;
             let mut cells = vec![
                 label,
                 gib(ours.map(|s| s.peak_reserved_bytes)),
                 if torch_ok {
                     gib(r.max_memory_reserved_bytes)
                 } else {
-                    r.status.clone()
+                    r.status.to_string()
                 },
                 ratio(
                     ours.map(|s| s.peak_reserved_bytes as f64),
@@ -552,7 +582,7 @@ pub fn section(
                 if torch_ok {
                     gib(r.max_memory_allocated_bytes)
                 } else {
-                    r.status.clone()
+                    r.status.to_string()
                 },
                 ratio(
                     ours.map(|s| s.peak_allocated_bytes as f64),
@@ -709,7 +739,7 @@ mod tests {
             format: ROW_FORMAT.into(),
             study: "peak_memory".into(),
             config: "control".into(),
-            status: "ok".into(),
+            status: TorchStatus::Ok,
             reason: None,
             device: "NVIDIA H100 80GB HBM3".into(),
             torch_version: "2.11.0".into(),
@@ -735,7 +765,20 @@ mod tests {
             check_row(&r, "peak_memory").unwrap_err()
         };
         assert!(bad(|r| r.format = "other/1".into()).contains("`format`"));
-        assert!(bad(|r| r.status = "great".into()).contains("`status`"));
+        let text = serde_json::to_string(&row()).unwrap();
+        assert!(text.contains("\"status\":\"ok\""), "{text}");
+        let great = text.replace("\"status\":\"ok\"", "\"status\":\"great\"");
+        let err = results::parse_json::<TorchRow>(&great).unwrap_err();
+        assert!(err.contains("field `status`"), "{err}");
+        for (status, text) in [
+            (TorchStatus::Ok, "ok"),
+            (TorchStatus::OutOfMemory, "out_of_memory"),
+            (TorchStatus::Failed, "failed"),
+            (TorchStatus::Unsupported, "unsupported"),
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), text);
+            assert_eq!((status.as_str(), status.to_string()), (text, text.into()));
+        }
         assert!(bad(|r| r.median_step_s = Some(f64::NAN)).contains("`median_step_s`"));
         assert!(bad(|r| r.samples_per_s = None).contains("samples_per_s"));
         assert!(bad(|r| r.config = "../x".into()).contains("`config`"));

@@ -48,12 +48,13 @@
 //! rows each and `n^2 / 2` `U` columns: on the 250-node random layered graph 129,469 rows
 //! against 659,860, and 60,086 rows with the 187-stage prefix of its budget 0.8.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
+//! HiGHS.
 
 use super::graph::Graph;
-use super::milp::{configure, MilpOptions};
+use super::milp::{configure, highs_status, MilpOptions};
 use super::sim::{simulate, stage_memory, Schedule};
-use super::RematError;
+use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 use std::time::Instant;
 
@@ -71,8 +72,9 @@ pub struct BoundaryOutcome {
     /// eq. 1b–1c but may exceed the budget inside a stage (simulate it before use). Its cost
     /// is at most `objective`.
     pub schedule: Option<Schedule>,
-    /// HiGHS model status, e.g. "Optimal", "ReachedTimeLimit", "Infeasible".
-    pub status: String,
+    /// HiGHS model status of its last round ([`crate::milp::highs_status`]), or
+    /// [`SolveStatus::InfeasibleWorkingSet`] when no round was solved.
+    pub status: SolveStatus,
     /// Wall time of build and solve, seconds.
     pub solve_time_s: f64,
     /// Rows of the relaxation in its last round.
@@ -86,8 +88,8 @@ pub struct BoundaryOutcome {
     pub lp_bound: Option<f64>,
     /// Closure cuts added by separation (also in every round's model).
     pub cuts: usize,
-    /// Whether `schedule` fits the budget in Checkmate's accounting; with status "Optimal"
-    /// it is then an optimal schedule of Checkmate's problem.
+    /// Whether `schedule` fits the budget in Checkmate's accounting; with status
+    /// [`SolveStatus::Optimal`] it is then an optimal schedule of Checkmate's problem.
     pub fits: bool,
 }
 
@@ -423,7 +425,7 @@ pub fn boundary_bound(
         bound: f64::INFINITY,
         objective: None,
         schedule: None,
-        status: "Infeasible (working-set bound)".into(),
+        status: SolveStatus::InfeasibleWorkingSet,
         solve_time_s: 0.0,
         rows: 0,
         columns: 0,
@@ -471,7 +473,7 @@ pub fn boundary_bound(
             .try_solve()
             .map_err(|e| RematError::Solver(format!("{e:?}")))?;
         let status = solved.status();
-        out.status = format!("{status:?}");
+        out.status = highs_status(status);
         if status == HighsModelStatus::Infeasible {
             best_bound = f64::INFINITY;
             break;
@@ -644,7 +646,7 @@ mod tests {
                     continue;
                 };
                 checked += 1;
-                assert_eq!(relax.status, "Optimal", "seed {seed} f {f}");
+                assert_eq!(relax.status, SolveStatus::Optimal, "seed {seed} f {f}");
                 assert!(
                     relax.bound <= best.cost + 1e-6,
                     "seed {seed} f {f}: bound {} above the optimum {}",
@@ -712,12 +714,16 @@ mod tests {
             "the last stage does not overrun: {relax:?}"
         );
         let opt = solve_milp(&g, budget, &exact()).unwrap();
-        assert_eq!(opt.status, "Infeasible");
+        assert_eq!(opt.status, SolveStatus::Infeasible);
         let staged =
             crate::staged::solve_staged(&g, budget, &crate::staged::StagedOptions::default())
                 .unwrap();
         assert!(staged.best.is_none(), "{}", staged.status);
-        assert!(staged.status.contains("Infeasible"), "{}", staged.status);
+        assert!(
+            staged.status.is_infeasible() || staged.status == SolveStatus::UnboundedOrInfeasible,
+            "{}",
+            staged.status
+        );
     }
 
     /// Every closure cut holds for every schedule of Checkmate's model: no cut is violated by

@@ -49,6 +49,9 @@ pub mod nets;
 pub mod plan;
 pub mod static_plan;
 pub use graph::{Graph, Node, OpKind};
+/// How a solve ended (HiGHS' model status or the bound that settled it); defined in
+/// `memwall-core` so that the segment planner's plans carry it too.
+pub use memwall_core::solve_status::SolveStatus;
 pub use sim::{simulate, Schedule, SimResult};
 
 use std::path::PathBuf;

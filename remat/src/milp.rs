@@ -13,7 +13,7 @@
 use super::baselines::solve_r_given_s;
 use super::graph::Graph;
 use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
-use super::RematError;
+use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 use std::time::Instant;
 
@@ -60,8 +60,9 @@ pub struct MilpOutcome {
     pub dual_bound: f64,
     /// Relative gap `(objective - dual_bound) / objective` reported by HiGHS.
     pub mip_gap: f64,
-    /// HiGHS model status, e.g. "Optimal", "ReachedTimeLimit", "Infeasible".
-    pub status: String,
+    /// HiGHS model status ([`highs_status`]), or [`SolveStatus::InfeasibleWorkingSet`] when
+    /// the budget is below the working-set bound (HiGHS not called).
+    pub status: SolveStatus,
     /// Wall time of model build + solve, seconds.
     pub solve_time_s: f64,
 }
@@ -272,11 +273,39 @@ pub(crate) fn configure(model: &mut highs::Model, opts: &MilpOptions) {
     }
 }
 
+/// HiGHS' model status as a [`SolveStatus`]: the variant of the same name (whose text is the
+/// status' `Debug` name, what records stored before statuses were typed), or
+/// [`SolveStatus::Other`] with that name for a status added to HiGHS after this memwall.
+pub fn highs_status(status: HighsModelStatus) -> SolveStatus {
+    match status {
+        HighsModelStatus::NotSet => SolveStatus::NotSet,
+        HighsModelStatus::LoadError => SolveStatus::LoadError,
+        HighsModelStatus::ModelError => SolveStatus::ModelError,
+        HighsModelStatus::PresolveError => SolveStatus::PresolveError,
+        HighsModelStatus::SolveError => SolveStatus::SolveError,
+        HighsModelStatus::PostsolveError => SolveStatus::PostsolveError,
+        HighsModelStatus::ModelEmpty => SolveStatus::ModelEmpty,
+        HighsModelStatus::Infeasible => SolveStatus::Infeasible,
+        HighsModelStatus::UnboundedOrInfeasible => SolveStatus::UnboundedOrInfeasible,
+        HighsModelStatus::Unbounded => SolveStatus::Unbounded,
+        HighsModelStatus::Optimal => SolveStatus::Optimal,
+        HighsModelStatus::ObjectiveBound => SolveStatus::ObjectiveBound,
+        HighsModelStatus::ObjectiveTarget => SolveStatus::ObjectiveTarget,
+        HighsModelStatus::ReachedTimeLimit => SolveStatus::ReachedTimeLimit,
+        HighsModelStatus::ReachedIterationLimit => SolveStatus::ReachedIterationLimit,
+        HighsModelStatus::Unknown => SolveStatus::Unknown,
+        HighsModelStatus::ReachedSolutionLimit => SolveStatus::ReachedSolutionLimit,
+        HighsModelStatus::ReachedInterrupt => SolveStatus::ReachedInterrupt,
+        HighsModelStatus::ReachedMemoryLimit => SolveStatus::ReachedMemoryLimit,
+        other => SolveStatus::Other(format!("{other:?}")),
+    }
+}
+
 /// Solves the Checkmate MILP at `budget` bytes (total, including `g.fixed_mem`), minimizing
 /// total compute cost (eq. 1a). The returned schedule is re-validated by the simulator; if the
 /// incumbent has numerical slack, its `S` is kept and `R` recomputed minimally. A budget below
 /// [`Graph::working_set_bound`] is reported infeasible without calling HiGHS (status
-/// "Infeasible (working-set bound)"), since HiGHS may not prove it within the time limit.
+/// [`SolveStatus::InfeasibleWorkingSet`]), since HiGHS may not prove it within the time limit.
 pub fn solve_milp(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<MilpOutcome, RematError> {
     let start = Instant::now();
     if budget < g.working_set_bound() {
@@ -285,7 +314,7 @@ pub fn solve_milp(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<MilpOutc
             objective: None,
             dual_bound: f64::INFINITY,
             mip_gap: f64::NAN,
-            status: "Infeasible (working-set bound)".into(),
+            status: SolveStatus::InfeasibleWorkingSet,
             solve_time_s: start.elapsed().as_secs_f64(),
         });
     }
@@ -313,7 +342,7 @@ pub fn solve_milp(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<MilpOutc
         objective: None,
         dual_bound,
         mip_gap: gap,
-        status: format!("{status:?}"),
+        status: highs_status(status),
         solve_time_s: 0.0,
     };
     if solved.primal_solution_status() == HighsSolutionStatus::Feasible
@@ -494,5 +523,38 @@ mod tests {
         // Below the largest single-op working set nothing fits.
         let out = solve_milp(&g, 1, &MilpOptions::default()).unwrap();
         assert!(out.best.is_none(), "{}", out.status);
+    }
+
+    /// Every HiGHS status maps to the variant whose text is the status' `Debug` name: the text
+    /// records stored when statuses were `format!("{status:?}")`.
+    #[test]
+    fn highs_statuses_keep_their_text() {
+        let all = [
+            HighsModelStatus::NotSet,
+            HighsModelStatus::LoadError,
+            HighsModelStatus::ModelError,
+            HighsModelStatus::PresolveError,
+            HighsModelStatus::SolveError,
+            HighsModelStatus::PostsolveError,
+            HighsModelStatus::ModelEmpty,
+            HighsModelStatus::Infeasible,
+            HighsModelStatus::UnboundedOrInfeasible,
+            HighsModelStatus::Unbounded,
+            HighsModelStatus::Optimal,
+            HighsModelStatus::ObjectiveBound,
+            HighsModelStatus::ObjectiveTarget,
+            HighsModelStatus::ReachedTimeLimit,
+            HighsModelStatus::ReachedIterationLimit,
+            HighsModelStatus::Unknown,
+            HighsModelStatus::ReachedSolutionLimit,
+            HighsModelStatus::ReachedInterrupt,
+            HighsModelStatus::ReachedMemoryLimit,
+        ];
+        for h in all {
+            let s = highs_status(h);
+            assert!(!matches!(s, SolveStatus::Other(_)), "{h:?}");
+            assert_eq!(s.to_string(), format!("{h:?}"));
+            assert_eq!(SolveStatus::from_text(&format!("{h:?}")), s);
+        }
     }
 }

@@ -7,7 +7,7 @@ use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds
 use super::milp::{solve_lp_rounding, solve_milp, MilpOptions};
 use super::sim::{simulate, Schedule, SimResult};
 use super::staged::{greedy_best, solve_refined, uniform_stages, StagedOptions, StagedOutcome};
-use super::{Graph, RematError};
+use super::{Graph, RematError, SolveStatus};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -157,9 +157,10 @@ pub struct PlanOutcome {
     pub solver: Solver,
     /// The budget, bytes.
     pub budget_bytes: u64,
-    /// "feasible", "infeasible", or the MILP's HiGHS status (e.g. "Optimal",
-    /// "ReachedTimeLimit").
-    pub status: String,
+    /// [`SolveStatus::Feasible`] or [`SolveStatus::NotFound`] for the heuristics (baselines,
+    /// LP rounding), else the MILP's status (e.g. [`SolveStatus::Optimal`],
+    /// [`SolveStatus::ReachedTimeLimit`]).
+    pub status: SolveStatus,
     /// Total compute cost of the schedule (eq. 1a), graph cost units.
     pub cost: Option<f64>,
     /// Cost over one evaluation of every node (1.0 = no recomputation).
@@ -333,20 +334,20 @@ pub fn plan(
                 solve_lp_rounding(g, budget, &opts.milp(), &ROUNDING_THRESHOLDS, &LP_TIGHTEN)?;
             let best = out.rounded.map(|(s, r, _)| (s, r));
             let status = if best.is_some() {
-                "feasible"
+                SolveStatus::Feasible
             } else {
-                "infeasible"
+                SolveStatus::NotFound
             };
-            (best, status.to_string(), out.lp_bound)
+            (best, status, out.lp_bound)
         }
         _ => {
             let best = cheapest_fitting(g, baseline_schedules(g, solver), budget)?;
             let status = if best.is_some() {
-                "feasible"
+                SolveStatus::Feasible
             } else {
-                "infeasible"
+                SolveStatus::NotFound
             };
-            (best, status.to_string(), None)
+            (best, status, None)
         }
     };
     let total = g.total_cost();
@@ -430,9 +431,9 @@ pub fn smallest_feasible_budget(
                 ..opts.milp()
             },
         )?;
-        match (&out.best, out.status.as_str()) {
+        match (&out.best, &out.status) {
             (Some((_, r)), _) => upper = r.peak_mem.min(mid),
-            (None, status) if status.starts_with("Infeasible") => lower = mid + 1,
+            (None, status) if status.is_infeasible() => lower = mid + 1,
             _ => break,
         }
     }
@@ -585,11 +586,13 @@ mod tests {
                                 );
                             }
                         }
-                        if milp.status == "Optimal" {
+                        if milp.status == SolveStatus::Optimal {
                             let c = milp.cost.unwrap();
                             assert!(costs.iter().all(|&x| c <= x + 1e-6), "{case}");
                             feasible += 1;
-                        } else if milp.status.contains("Infeasible") {
+                        } else if milp.status.is_infeasible()
+                            || milp.status == SolveStatus::UnboundedOrInfeasible
+                        {
                             assert!(costs.is_empty(), "{case}: {costs:?}");
                             infeasible += 1;
                         }

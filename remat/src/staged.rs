@@ -37,14 +37,15 @@
 //! [`lp_bound`] solves the LP relaxation of the unrestricted tight model, a lower bound on
 //! Checkmate's optimum.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
+//! HiGHS.
 
 use super::anneal::{anneal, AnnealOptions};
 use super::boundary::boundary_bound;
 use super::graph::Graph;
-use super::milp::MilpOptions;
+use super::milp::{highs_status, MilpOptions};
 use super::sim::{simulate, Schedule, SimResult};
-use super::RematError;
+use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
 use std::ops::RangeInclusive;
 use std::time::Instant;
@@ -806,8 +807,11 @@ pub struct StagedOutcome {
     /// `sum_i C_i`, `boundary_bound` and, for the unrestricted model, `dual_bound` and
     /// `lp_bound`.
     pub valid_bound: f64,
-    /// HiGHS model status.
-    pub status: String,
+    /// HiGHS model status ([`crate::milp::highs_status`]), or the bound that settled the solve
+    /// without the MILP: [`SolveStatus::InfeasibleWorkingSet`],
+    /// [`SolveStatus::InfeasibleBoundaryRelaxation`], [`SolveStatus::OptimalBoundaryRelaxation`]
+    /// or [`SolveStatus::OptimalNodeCostSum`].
+    pub status: SolveStatus,
     /// Wall time of heuristic, model build and solve, seconds.
     pub solve_time_s: f64,
     /// Columns, integer columns and rows of the model (of the boundary relaxation when it
@@ -1163,8 +1167,9 @@ pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -
 
 /// A fitting schedule (the cheaper of `warm` and `fallback`) within the target gap of
 /// `out.valid_bound`, a bound valid for Checkmate's problem, ends the solve: no restricted
-/// model can do better than Checkmate's optimum. Fills `out` (status "Optimal (boundary
-/// relaxation)" when the relaxation's bound proves it, else "Optimal (sum of node costs)"),
+/// model can do better than Checkmate's optimum. Fills `out` (status
+/// [`SolveStatus::OptimalBoundaryRelaxation`] when the relaxation's bound proves it, else
+/// [`SolveStatus::OptimalNodeCostSum`]),
 /// with `size` the model that gave the bound, and returns true.
 fn end_within_gap(
     out: &mut StagedOutcome,
@@ -1189,10 +1194,9 @@ fn end_within_gap(
         return false;
     }
     out.status = match size {
-        Some(_) => "Optimal (boundary relaxation)",
-        None => "Optimal (sum of node costs)",
-    }
-    .into();
+        Some(_) => SolveStatus::OptimalBoundaryRelaxation,
+        None => SolveStatus::OptimalNodeCostSum,
+    };
     out.size = size.unwrap_or_default();
     out.dual_bound = out.valid_bound;
     out.mip_gap = gap;
@@ -1230,7 +1234,8 @@ pub fn solve_staged(
         dual_bound: f64::NAN,
         mip_gap: f64::NAN,
         valid_bound: g.total_cost(),
-        status: String::new(),
+        // Set on every return below.
+        status: SolveStatus::NotSet,
         solve_time_s: 0.0,
         size: ModelSize::default(),
         stage_size: opts.stage_size.max(1),
@@ -1240,7 +1245,7 @@ pub fn solve_staged(
         annealed: None,
     };
     if budget < g.working_set_bound() {
-        out.status = "Infeasible (working-set bound)".into();
+        out.status = SolveStatus::InfeasibleWorkingSet;
         out.dual_bound = f64::INFINITY;
         out.valid_bound = f64::INFINITY;
         out.solve_time_s = start.elapsed().as_secs_f64();
@@ -1303,7 +1308,7 @@ pub fn solve_staged(
         out.closure_cuts = relax.cuts;
         out.valid_bound = out.valid_bound.max(relax.bound);
         if relax.bound.is_infinite() {
-            out.status = "Infeasible (boundary relaxation)".into();
+            out.status = SolveStatus::InfeasibleBoundaryRelaxation;
             out.dual_bound = f64::INFINITY;
             out.solve_time_s = start.elapsed().as_secs_f64();
             return Ok(out);
@@ -1452,7 +1457,7 @@ pub fn solve_staged(
         .try_solve()
         .map_err(|e| RematError::Solver(format!("{e:?}")))?;
     let status = solved.status();
-    out.status = format!("{status:?}");
+    out.status = highs_status(status);
     out.dual_bound = solved
         .double_info_value(c"mip_dual_bound")
         .unwrap_or(f64::NAN);
@@ -1536,7 +1541,7 @@ pub fn solve_refined(
     let coarse = solve_staged(g, budget, &coarse_opts)?;
     // Only the working-set bound proves the full problem infeasible: a grouped model can be
     // infeasible at its granularity while one node per stage fits.
-    if !refine || opts.stage_size <= 1 || coarse.status == "Infeasible (working-set bound)" {
+    if !refine || opts.stage_size <= 1 || coarse.status == SolveStatus::InfeasibleWorkingSet {
         return Ok((coarse, None));
     }
     let warm = coarse
@@ -1819,7 +1824,7 @@ mod tests {
             let g = small(16, seed);
             for budget in budgets(&g) {
                 let with = solve_staged(&g, budget, &exact()).unwrap();
-                if with.status != "Optimal (boundary relaxation)" {
+                if with.status != SolveStatus::OptimalBoundaryRelaxation {
                     continue;
                 }
                 proven += 1;
@@ -1875,6 +1880,6 @@ mod tests {
         assert!(fine.valid_bound <= r.cost + 1e-6);
         let out = solve_staged(&g, g.working_set_bound() - 1, &exact()).unwrap();
         assert!(out.best.is_none());
-        assert_eq!(out.status, "Infeasible (working-set bound)");
+        assert_eq!(out.status, SolveStatus::InfeasibleWorkingSet);
     }
 }

@@ -58,7 +58,9 @@ use burn::tensor::module::attention as naive_attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Distribution, Tensor, TensorPrimitive};
 use memwall_core::device::BackendKind;
-use memwall_core::record::attribution::{operations, AttributionRow, OpSpec, ATTRIBUTION_FORMAT};
+use memwall_core::record::attribution::{
+    operations, AttributionRow, AttributionStatus, OpSpec, ATTRIBUTION_FORMAT,
+};
 use memwall_core::spec::{JobSpec, Precision};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -116,7 +118,7 @@ impl Ctx<'_> {
             shape: spec.shape.clone(),
             dtype: precision.to_string(),
             pass: spec.pass.into(),
-            status: "failed".into(),
+            status: AttributionStatus::Failed,
             reason: None,
             median_s: None,
             repeats: 0,
@@ -518,7 +520,7 @@ fn bench_on<B: ModelBackend>(device: &B::Device, ctx: &Ctx, sink: &mut dyn FnMut
             }
             let mut row = ctx.row(&spec, precision);
             if !supported {
-                row.status = "unsupported".into();
+                row.status = AttributionStatus::Unsupported;
                 row.reason = Some(format!(
                     "the {} backend does not support {precision} tensors",
                     ctx.backend
@@ -549,7 +551,7 @@ fn bench_on<B: ModelBackend>(device: &B::Device, ctx: &Ctx, sink: &mut dyn FnMut
             match outcome {
                 Ok((times, note)) => {
                     let s = median(&times);
-                    row.status = "ok".into();
+                    row.status = AttributionStatus::Ok;
                     row.median_s = Some(s);
                     row.repeats = times.len();
                     row.tflops = row.flops.map(|f| f / s / 1e12);
@@ -724,7 +726,11 @@ fn kernel_rows(
     let row = |op: &str, name: String, s: f64, launches: u64, note: String| AttributionRow {
         op: op.into(),
         name,
-        status: if s > 0.0 { "ok" } else { "failed" }.into(),
+        status: if s > 0.0 {
+            AttributionStatus::Ok
+        } else {
+            AttributionStatus::Failed
+        },
         median_s: Some(s),
         repeats: 1,
         kernel_launches: Some(launches),
@@ -861,7 +867,7 @@ mod cuda {
             base.flops = None;
             base.calls_per_step = None;
             if !B::supports_dtype(device, dtype_of(precision)) {
-                base.status = "unsupported".into();
+                base.status = AttributionStatus::Unsupported;
                 base.reason = Some(format!("CUDA here does not support {precision} tensors"));
                 sink(base);
                 continue;
@@ -1112,7 +1118,7 @@ Executing Foo\n";
             shape: vec![2, 8],
             dtype: "bf16".into(),
             pass: "step".into(),
-            status: "failed".into(),
+            status: AttributionStatus::Failed,
             reason: None,
             median_s: None,
             repeats: 0,

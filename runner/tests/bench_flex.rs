@@ -2,7 +2,9 @@
 //! the model in f32 and bf16 gets a row with a positive time and the FLOPs of its formula.
 
 use memwall_core::device::BackendKind;
-use memwall_core::record::attribution::{attention_flops, matmul_flops, operations, read_rows};
+use memwall_core::record::attribution::{
+    attention_flops, matmul_flops, operations, read_rows, AttributionStatus,
+};
 use memwall_core::spec::{PreparedData, Profile, Study};
 use std::path::Path;
 use std::process::ExitCode;
@@ -58,7 +60,12 @@ fn bench_on_flex_times_every_operation_with_the_flops_of_its_formula() {
             assert_eq!(row.framework, "burn");
             assert_eq!(row.backend, "flex");
             assert_eq!(row.model, m);
-            assert_eq!(row.status, "ok", "{what}: {:?}", row.reason);
+            assert_eq!(
+                row.status,
+                AttributionStatus::Ok,
+                "{what}: {:?}",
+                row.reason
+            );
             assert_eq!(row.repeats, 1, "{what}");
             let s = row.median_s.unwrap();
             assert!(s > 0.0, "{what}: {s}");

@@ -37,6 +37,38 @@ use std::path::Path;
 /// `format` of an [`AttributionRow`].
 pub const ATTRIBUTION_FORMAT: &str = "memwall-attribution/1";
 
+/// How the timing of one [`AttributionRow`] ended, as the Burn bench and the PyTorch script
+/// write it (`"ok"`, `"unsupported"`, `"failed"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttributionStatus {
+    /// Timed (`"ok"`): the row has its `median_s` and repeats.
+    Ok,
+    /// The backend cannot run the operation, e.g. lacks the dtype (`"unsupported"`); the row's
+    /// `reason` says why.
+    Unsupported,
+    /// The operation failed (`"failed"`); the row's `reason` holds the error.
+    Failed,
+}
+
+impl AttributionStatus {
+    /// The status's text in the rows: `"ok"`, `"unsupported"` or `"failed"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttributionStatus::Ok => "ok",
+            AttributionStatus::Unsupported => "unsupported",
+            AttributionStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for AttributionStatus {
+    /// [`AttributionStatus::as_str`], honouring width and alignment.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// Folder of the attribution rows inside a study's record-store folder
 /// (`runs/<study>/attribution/<framework>.<device>.jsonl`).
 pub const ATTRIBUTION_DIR: &str = "attribution";
@@ -68,7 +100,7 @@ pub struct AttributionRow {
     /// `step`.
     pub pass: String,
     /// `ok`, `unsupported` (the backend lacks the dtype) or `failed`.
-    pub status: String,
+    pub status: AttributionStatus,
     /// Why it is not `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -142,12 +174,6 @@ impl AttributionRow {
         if !["f32", "bf16", "f16"].contains(&self.dtype.as_str()) {
             return bad("dtype", format!("`{}` is not f32, bf16 or f16", self.dtype));
         }
-        if !["ok", "unsupported", "failed"].contains(&self.status.as_str()) {
-            return bad(
-                "status",
-                format!("`{}` is not ok, unsupported or failed", self.status),
-            );
-        }
         for (field, v) in [
             ("median_s", self.median_s),
             ("flops", self.flops),
@@ -160,7 +186,7 @@ impl AttributionRow {
                 }
             }
         }
-        if self.status == "ok" {
+        if self.status == AttributionStatus::Ok {
             if !self.median_s.is_some_and(|s| s > 0.0) {
                 return bad("median_s", "an `ok` row needs a time above 0".into());
             }
@@ -403,7 +429,7 @@ mod tests {
             shape: vec![16, 16, 32],
             dtype: "f32".into(),
             pass: "forward".into(),
-            status: "ok".into(),
+            status: AttributionStatus::Ok,
             reason: None,
             median_s: Some(0.5),
             repeats: 3,
@@ -466,6 +492,17 @@ mod tests {
         assert_eq!(parse_row(&line).unwrap(), row());
         let err = parse_row(&line.replace("\"repeats\":3", "\"repeats\":\"x\"")).unwrap_err();
         assert!(err.contains("`repeats`"), "{err}");
+        let err =
+            parse_row(&line.replace("\"status\":\"ok\"", "\"status\":\"great\"")).unwrap_err();
+        assert!(err.contains("field `status`"), "{err}");
+        for (status, text) in [
+            (AttributionStatus::Ok, "ok"),
+            (AttributionStatus::Unsupported, "unsupported"),
+            (AttributionStatus::Failed, "failed"),
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), text);
+            assert_eq!((status.as_str(), status.to_string()), (text, text.into()));
+        }
         let mut r = row();
         r.median_s = None;
         let err = parse_row(&serde_json::to_string(&r).unwrap()).unwrap_err();

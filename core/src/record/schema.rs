@@ -36,6 +36,24 @@ impl JobStatus {
     }
 }
 
+impl std::str::FromStr for JobStatus {
+    type Err = String;
+
+    /// The status named by its record text ([`JobStatus::as_str`]).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        [
+            JobStatus::Ok,
+            JobStatus::OutOfMemory,
+            JobStatus::Unsupported,
+            JobStatus::Failed,
+            JobStatus::Infeasible,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| format!("`{text}` is not a job status"))
+    }
+}
+
 /// One training step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -188,5 +206,25 @@ impl JobRecord {
             peak_bounds: None,
             finished_at: chrono::Utc::now().to_rfc3339(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobStatus;
+
+    #[test]
+    fn a_job_status_reads_back_from_its_text() {
+        for s in [
+            JobStatus::Ok,
+            JobStatus::OutOfMemory,
+            JobStatus::Unsupported,
+            JobStatus::Failed,
+            JobStatus::Infeasible,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(s.as_str().parse::<JobStatus>(), Ok(s));
+        }
+        assert!("done".parse::<JobStatus>().is_err());
     }
 }

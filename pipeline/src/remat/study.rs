@@ -18,7 +18,7 @@ use super::layered::{random_layered, LayeredParams};
 use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
 use super::sim::{simulate, Schedule, SimResult};
 use super::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
-use super::RematError;
+use super::{RematError, SolveStatus};
 use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
 use crate::demos::{InProcessStudy, ParamError};
 use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
@@ -197,8 +197,9 @@ pub struct StagedSolve {
     pub stage_size: usize,
     /// Bound on computations per node (`None`: unbounded).
     pub max_computations: Option<u32>,
-    /// HiGHS model status, or "Infeasible (working-set bound)".
-    pub status: String,
+    /// HiGHS model status, or the bound that settled the solve (e.g.
+    /// [`SolveStatus::InfeasibleWorkingSet`], [`SolveStatus::OptimalBoundaryRelaxation`]).
+    pub status: SolveStatus,
     /// Wall time of heuristics, LP relaxation, model build and MILP, seconds.
     pub solve_time_s: f64,
     /// Columns of the MILP.
@@ -350,9 +351,10 @@ impl From<&SimResult> for ScheduleStats {
 /// One MILP solve (HiGHS).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MilpSolve {
-    /// HiGHS model status, e.g. "Optimal", "ReachedTimeLimit", or "Infeasible (working-set
-    /// bound)" when the budget is below the largest single-op working set (HiGHS not called).
-    pub status: String,
+    /// HiGHS model status, e.g. [`SolveStatus::Optimal`], [`SolveStatus::ReachedTimeLimit`], or
+    /// [`SolveStatus::InfeasibleWorkingSet`] when the budget is below the largest single-op
+    /// working set (HiGHS not called).
+    pub status: SolveStatus,
     /// Wall time of model build + solve, seconds.
     pub solve_time_s: f64,
     /// The best schedule found, validated by the simulator.
@@ -386,8 +388,8 @@ impl From<&MilpOutcome> for MilpSolve {
 /// on Checkmate's optimum and, when its pruned schedule fits the budget, that schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoundarySolve {
-    /// HiGHS status of its last round, or "Infeasible (working-set bound)".
-    pub status: String,
+    /// HiGHS status of its last round, or [`SolveStatus::InfeasibleWorkingSet`].
+    pub status: SolveStatus,
     /// Lower bound on Checkmate's optimal cost, cost units (infinite: infeasible budget).
     #[serde(with = "memwall_core::record::nonfinite")]
     pub bound: f64,
@@ -595,14 +597,14 @@ const LARGE_GRAPH_NODES: usize = 100;
 /// valid for Checkmate's problem, or an infeasible budget. `None` without a solve.
 fn solve_outcome(b: &BudgetResult, gap: f64) -> Option<(f64, bool)> {
     if let Some(m) = &b.milp {
-        let done = m.status == "Optimal" || m.status.starts_with("Infeasible");
+        let done = m.status == SolveStatus::Optimal || m.status.is_infeasible();
         return Some((m.solve_time_s, done));
     }
     let coarse = b.staged.as_ref()?;
     let last = b.refined.as_ref().unwrap_or(coarse);
     let time = coarse.solve_time_s + b.refined.as_ref().map_or(0.0, |f| f.solve_time_s);
-    let done = last.status.starts_with("Infeasible")
-        || (last.best.is_some() && last.valid_gap() <= gap + 1e-9);
+    let done =
+        last.status.is_infeasible() || (last.best.is_some() && last.valid_gap() <= gap + 1e-9);
     Some((time, done))
 }
 
@@ -914,7 +916,7 @@ fn measure_staged(
     let c = StagedSolve::new(&coarse, params.staged_max_computations);
     let f = fine.as_ref().map(|f| StagedSolve::new(f, None));
     tracing::info!(graph = %g.name, budget, stage_size, status = %c.status, time_s = c.solve_time_s,
-        refined = ?f.as_ref().map(|f| (&f.status, f.solve_time_s)), "staged milp");
+        refined = ?f.as_ref().map(|f| (f.status.as_str(), f.solve_time_s)), "staged milp");
     Ok((c, f))
 }
 
@@ -1115,7 +1117,7 @@ fn one_decimal(x: Option<f64>) -> String {
 fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
     let (status, time, cost, dual, gap) = match &b.milp {
         Some(m) => (
-            m.status.clone(),
+            m.status.to_string(),
             format!("{:.2}", m.solve_time_s),
             m.best.map(|x| x.cost),
             Some(m.dual_bound),
@@ -1274,7 +1276,7 @@ fn boundary_table(r: &CheckmateResult) -> Option<Table> {
                 format!("{:.2}", b.fraction),
                 one_decimal(milp_cost),
                 format!("{:.2}", m.solve_time_s),
-                x.status.clone(),
+                x.status.to_string(),
                 x.rounds.to_string(),
                 x.cuts.to_string(),
                 format!("{:.2}", x.solve_time_s),
@@ -1390,7 +1392,7 @@ fn staged_table(r: &CheckmateResult) -> Option<Table> {
                         .map_or(String::new(), |k| format!(", C = {k}"))
                 ),
                 format!("{} / {} / {}", m.columns, m.integer_columns, m.rows),
-                m.status.clone(),
+                m.status.to_string(),
                 format!("{:.1}", m.solve_time_s),
                 c(m.heuristic),
                 c(m.annealed),
@@ -1686,6 +1688,66 @@ mod tests {
 
     use crate::demos::claim_checks::{assert_claims_have_measures, value};
 
+    /// The committed result (`runs/checkmate/cpu.result.json`) reads with typed statuses
+    /// (among them "ReachedTimeLimit" and "Infeasible (working-set bound)") and writes every
+    /// status back as the text it had.
+    #[test]
+    fn the_committed_result_keeps_its_status_texts() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../runs/checkmate/cpu.result.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let record: crate::studies::StudyRecord = crate::results::parse_json(&text).unwrap();
+        let r: CheckmateResult = serde_json::from_value(record.result.clone()).unwrap();
+        let statuses: Vec<&SolveStatus> = budgets(&r)
+            .flat_map(|(_, b)| {
+                let staged = [&b.staged, &b.refined].into_iter().flatten();
+                b.milp
+                    .iter()
+                    .map(|m| &m.status)
+                    .chain(staged.map(|s| &s.status))
+                    .chain(b.boundary.iter().map(|x| &x.status))
+            })
+            .chain(
+                r.batch
+                    .iter()
+                    .flat_map(|b| &b.milp_probes)
+                    .map(|p| &p.milp.status),
+            )
+            .collect();
+        for s in [
+            SolveStatus::Optimal,
+            SolveStatus::ReachedTimeLimit,
+            SolveStatus::InfeasibleWorkingSet,
+            SolveStatus::OptimalBoundaryRelaxation,
+        ] {
+            assert!(statuses.contains(&&s), "{s} not in {statuses:?}");
+        }
+        assert!(
+            !statuses.iter().any(|s| matches!(s, SolveStatus::Other(_))),
+            "{statuses:?}"
+        );
+        // Every status string of the file, in order, is written back byte for byte.
+        fn texts(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, x) in m {
+                        match x {
+                            serde_json::Value::String(s) if k == "status" => out.push(s.clone()),
+                            _ => texts(x, out),
+                        }
+                    }
+                }
+                serde_json::Value::Array(xs) => xs.iter().for_each(|x| texts(x, out)),
+                _ => {}
+            }
+        }
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        texts(&record.result, &mut before);
+        texts(&serde_json::to_value(&r).unwrap(), &mut after);
+        assert_eq!(before.len(), statuses.len(), "{before:?}");
+        assert_eq!(before, after);
+    }
+
     #[test]
     fn params_deny_unknown_fields() {
         let mut v = serde_json::to_value(serde_json::json!({})).unwrap();
@@ -1815,7 +1877,7 @@ mod tests {
     #[test]
     fn non_finite_bounds_survive_json() {
         let m = MilpSolve {
-            status: "Infeasible (working-set bound)".into(),
+            status: SolveStatus::InfeasibleWorkingSet,
             solve_time_s: 0.0,
             best: None,
             objective: None,
@@ -1851,7 +1913,7 @@ mod tests {
         };
         let r = run_study(&params, &data_dir()).unwrap();
         let low = r.graphs[0].budgets[0].milp.as_ref().unwrap();
-        assert_eq!(low.status, "Infeasible (working-set bound)");
+        assert_eq!(low.status, SolveStatus::InfeasibleWorkingSet);
         assert_eq!(low.dual_bound, f64::INFINITY);
         let high = r.graphs[0].budgets[1].milp.as_ref().unwrap();
         let best = high.best.unwrap();
@@ -1905,7 +1967,7 @@ mod tests {
         let overhead = (cost / r.graphs[0].forward_backward_cost - 1.0) * 100.0;
         assert!((value(&m, "milp_overhead_pct_at_2x_reduction") - overhead).abs() < 1e-9);
         let solve = value(&m, "max_solve_s_100_plus_nodes");
-        if milp.status == "Optimal" {
+        if milp.status == SolveStatus::Optimal {
             assert!((solve - milp.solve_time_s).abs() < 1e-12);
         } else {
             assert!(solve.is_nan());

@@ -7,7 +7,9 @@
 //! step), and, where the CUDA runner profiled a step, its kernel categories.
 
 use crate::report::model::{Section, Table};
-use memwall_core::record::attribution::{read_rows, AttributionRow, ATTRIBUTION_DIR};
+use memwall_core::record::attribution::{
+    read_rows, AttributionRow, AttributionStatus, ATTRIBUTION_DIR,
+};
 use memwall_core::spec::ModelConfig;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -119,7 +121,8 @@ fn is_op_row(r: &AttributionRow) -> bool {
 
 /// The time of an `ok` row, else `None`.
 fn time(r: Option<&&AttributionRow>) -> Option<f64> {
-    r.filter(|r| r.status == "ok").and_then(|r| r.median_s)
+    r.filter(|r| r.status == AttributionStatus::Ok)
+        .and_then(|r| r.median_s)
 }
 
 type Key = (String, String, String, String, Vec<u64>);
@@ -262,11 +265,11 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                 let t = torch.get(key);
                 let cell_ms = |r: Option<&&AttributionRow>| match r {
                     None => "–".to_string(),
-                    Some(r) if r.status == "ok" => ms(r.median_s),
-                    Some(r) => r.status.clone(),
+                    Some(r) if r.status == AttributionStatus::Ok => ms(r.median_s),
+                    Some(r) => r.status.to_string(),
                 };
                 let cell_tflops = |r: Option<&&AttributionRow>| {
-                    r.filter(|r| r.status == "ok")
+                    r.filter(|r| r.status == AttributionStatus::Ok)
                         .and_then(|r| r.tflops)
                         .map(|t| format!("{t:.2}"))
                         .unwrap_or_else(|| "–".into())
@@ -294,7 +297,7 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                     ratio(time(b), time(t)),
                 ]);
                 for (column, r, who) in [(5, b, "Burn"), (7, t, "PyTorch")] {
-                    if let Some(r) = r.filter(|r| r.status != "ok") {
+                    if let Some(r) = r.filter(|r| r.status != AttributionStatus::Ok) {
                         if let Some(reason) = &r.reason {
                             table.note(row_index, column, format!("{who}: {reason}"));
                         }
@@ -378,7 +381,7 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                 let find = |c: &str, d: &str| {
                     kernels
                         .iter()
-                        .find(|r| r.name == c && r.dtype == d && r.status == "ok")
+                        .find(|r| r.name == c && r.dtype == d && r.status == AttributionStatus::Ok)
                 };
                 let total = |d: &str| find("total", d).and_then(|r| r.median_s);
                 let mut kt = Table {
@@ -419,7 +422,7 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                         ratio(hs, fs),
                     ]);
                 }
-                for r in kernels.iter().filter(|r| r.status != "ok") {
+                for r in kernels.iter().filter(|r| r.status != AttributionStatus::Ok) {
                     if let Some(reason) = &r.reason {
                         let i = kt.rows.iter().position(|row| row[0] == r.name);
                         if let Some(i) = i {
@@ -535,7 +538,7 @@ mod tests {
                     shape: spec.shape.clone(),
                     dtype: dtype.into(),
                     pass: spec.pass.into(),
-                    status: "ok".into(),
+                    status: AttributionStatus::Ok,
                     reason: None,
                     median_s: Some(s),
                     repeats: 3,
@@ -576,7 +579,7 @@ mod tests {
             .iter()
             .position(|r| r.dtype == "bf16" && r.name == "attn_qkvo" && r.pass == "forward")
             .unwrap();
-        burn[i].status = "unsupported".into();
+        burn[i].status = AttributionStatus::Unsupported;
         burn[i].median_s = None;
         burn[i].tflops = None;
         burn[i].reason = Some("no bf16 here".into());

@@ -411,7 +411,7 @@ fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
     let name = r.str("config");
     vec![
         cfg.label.clone(),
-        c.status.clone(),
+        c.status.as_str().to_string(),
         cfg.precision.to_string(),
         if cfg.master_weights { "f32" } else { "–" }.into(),
         cfg.loss_scale
@@ -498,7 +498,7 @@ struct ConfigRow<'a> {
     r: Row<'a>,
     cfg: &'a ConfigSpec,
     claim: Option<&'a Claim>,
-    status: String,
+    status: JobStatus,
     ok: bool,
     /// Peak allocated bytes.
     peak: Option<f64>,
@@ -717,7 +717,8 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
         if !c.ok {
             return Answer::Missing(format!(
                 "configuration `{config}` did not finish on {} ({})",
-                g.device, c.status
+                g.device,
+                c.status.as_str()
             ));
         }
         let value = match metric {
@@ -806,7 +807,7 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
             };
             let (unsupported, rows) = rows
                 .into_iter()
-                .partition(|c| c.status == JobStatus::Unsupported.as_str());
+                .partition(|c| c.status == JobStatus::Unsupported);
             Group {
                 slug: slug(&format!("{profile}_{backend_label}")),
                 gpu: backend == "cuda",
@@ -845,9 +846,10 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
 
 fn config_row<'a>(inputs: &StudyInputs<'a>, r: Row<'a>, cfg: &'a ConfigSpec) -> ConfigRow<'a> {
     let claim = cfg.claim.as_ref();
-    let status = r.str("status");
+    // The study table's status column holds each record's `JobStatus::as_str`.
+    let status = r.str("status").parse().unwrap_or(JobStatus::Failed);
     ConfigRow {
-        ok: status == JobStatus::Ok.as_str(),
+        ok: status == JobStatus::Ok,
         status,
         peak: r.f64("peak_allocated_bytes"),
         red: r.f64("reduction_pct"),
@@ -973,7 +975,7 @@ fn summary(g: &Group) -> String {
         .rows
         .iter()
         .filter(|c| !c.ok)
-        .map(|c| format!("{} ({})", markdown::escape(&c.cfg.label), c.status))
+        .map(|c| format!("{} ({})", markdown::escape(&c.cfg.label), c.status.as_str()))
         .collect();
     let best = g
         .rows
@@ -1144,7 +1146,7 @@ fn config_table(caption: String, g: &Group, columns: Vec<Column>) -> Table {
             .rows
             .iter()
             .map(|c| {
-                [c.cfg.label.clone(), c.status.clone()]
+                [c.cfg.label.clone(), c.status.as_str().to_string()]
                     .into_iter()
                     .chain(columns.iter().map(|col| (col.cell)(c)))
                     .collect()
