@@ -120,7 +120,7 @@ pub struct ConfigEntry {
     /// Job keys of its records (one per repeat).
     pub keys: Vec<String>,
     /// `ok` when every repeat finished, else the first other status (`out_of_memory`, ...).
-    pub status: String,
+    pub status: JobStatus,
     /// Why a repeat did not finish.
     #[serde(default)]
     pub reason: Option<String>,
@@ -490,10 +490,7 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
         kind: ConfigKind::Training,
         label: first.spec.label.clone(),
         keys: group.iter().map(|r| r.key.clone()).collect(),
-        status: not_ok
-            .map_or(JobStatus::Ok, |r| r.status)
-            .as_str()
-            .to_string(),
+        status: not_ok.map_or(JobStatus::Ok, |r| r.status),
         reason: not_ok.and_then(|r| r.reason.clone()),
         samples: if repeats { "repeats" } else { "steps" }.to_string(),
         metrics,
@@ -515,7 +512,7 @@ pub fn tracked_entries(study: &str, tracked: &[Tracked]) -> Vec<ConfigEntry> {
                     kind: ConfigKind::InProcess,
                     label: t.case.clone(),
                     keys: Vec::new(),
-                    status: JobStatus::Ok.as_str().to_string(),
+                    status: JobStatus::Ok,
                     reason: None,
                     samples: "single".into(),
                     metrics: BTreeMap::new(),
@@ -657,7 +654,7 @@ pub fn export(history_dir: &Path, out: &Path) -> Result<Vec<(PathBuf, String)>> 
                     &e.device,
                     &c.study,
                     &c.config,
-                    &c.status,
+                    &c.status.as_str().to_string(),
                     name,
                     &c.samples,
                 ]) {
@@ -717,7 +714,7 @@ pub struct ConfigChange {
     /// [`Metric::IN_PROCESS`] order (the metrics an in-process case has).
     pub metrics: Vec<(Metric, Classified)>,
     /// The configuration's status in this run.
-    pub status: String,
+    pub status: JobStatus,
 }
 
 /// The changes of the last entry of `history` against, per configuration, the latest earlier
@@ -809,7 +806,7 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
             kind: c.kind,
             against: prev.map(|(e, _)| e.id.clone()),
             metrics,
-            status: c.status.clone(),
+            status: c.status,
         });
     }
     out
@@ -1456,9 +1453,11 @@ fn change_section(
                 ]);
             }
             row.push(cell);
-            if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured) && c.status != "ok" {
+            if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured)
+                && c.status != JobStatus::Ok
+            {
                 let at = (summary.rows.len(), row.len() - 1);
-                summary.note(at.0, at.1, format!("this run: {}", c.status));
+                summary.note(at.0, at.1, format!("this run: {}", c.status.as_str()));
             }
             if matches!(
                 k.verdict,
@@ -1644,7 +1643,10 @@ fn runs_table(history: &[HistoryEntry]) -> Table {
                     format!(
                         "{} ({})",
                         e.configs.len(),
-                        e.configs.iter().filter(|c| c.status == "ok").count()
+                        e.configs
+                            .iter()
+                            .filter(|c| c.status == JobStatus::Ok)
+                            .count()
                     ),
                     wall,
                 ]
@@ -1770,7 +1772,7 @@ mod tests {
                     kind: ConfigKind::Training,
                     label: name.into(),
                     keys: vec![],
-                    status: "ok".into(),
+                    status: JobStatus::Ok,
                     reason: None,
                     samples: "steps".into(),
                     metrics: BTreeMap::from([(
@@ -1885,7 +1887,7 @@ mod tests {
                     kind: ConfigKind::Training,
                     label: "x".into(),
                     keys: vec![],
-                    status: "ok".into(),
+                    status: JobStatus::Ok,
                     reason: None,
                     samples: "steps".into(),
                     metrics: BTreeMap::from([
