@@ -20,6 +20,7 @@ use crate::device::BackendKind;
 use crate::driver::{self, Paths};
 use crate::reference::{self, TorchRow};
 use crate::results::{self, JobRecord};
+use crate::schedule::sh_quote;
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -644,11 +645,6 @@ fn unpack_tgz(file: &Path, into: &Path) -> Result<()> {
             .with_context(|| format!("unpacking {} into {}", file.display(), into.display()))?;
     }
     Ok(())
-}
-
-/// Quotes `s` for a POSIX shell (single quotes).
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 impl Manifest {

@@ -889,14 +889,14 @@ fn nightly(
         };
         let mut final_flags = format!(
             "--history {} --noise-threshold {}",
-            sh_quote(&history.display().to_string()),
+            memwall::schedule::sh_quote(&history.display().to_string()),
             verdict.noise_threshold
         );
         if verdict.fail_on_regression {
             final_flags += " --fail-on-regression";
         }
         if let Some(cmd) = &verdict.on_regression {
-            final_flags += &format!(" --on-regression {}", sh_quote(cmd));
+            final_flags += &format!(" --on-regression {}", memwall::schedule::sh_quote(cmd));
         }
         let slurm = slurm.options(&resolved, workdir, Path::new("slurm").join("nightly"));
         let s = memwall::slurm::emit_nightly(
@@ -914,11 +914,6 @@ fn nightly(
         eprintln!("history entry: {}", entry.display());
     }
     nightly_verdict(&out, verdict)
-}
-
-/// Single-quotes `s` for a POSIX shell.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Prints the Slurm scripts written and how to submit them.

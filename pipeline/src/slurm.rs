@@ -58,9 +58,7 @@ fn abs(p: &Path, workdir: &Path) -> PathBuf {
 }
 
 /// Single-quotes `s` for a POSIX shell.
-fn sh(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+use crate::schedule::sh_quote as sh;
 
 /// One array task: a job of a study.
 struct Task {
