@@ -222,7 +222,8 @@ enum Cmd {
         /// checkpoint-all, or all.
         #[arg(long, default_value = "milp")]
         solver: String,
-        /// Time limit per MILP or LP solve, seconds.
+        /// Time limit of the whole command, seconds: the solvers that solve LPs or MILPs share
+        /// it; the staged solver splits its share among its stages and prints what each took.
         #[arg(long, default_value_t = 60.0)]
         time_limit: f64,
         /// Relative MIP gap at which the MILP stops (0.01 = 1%).

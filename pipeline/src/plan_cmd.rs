@@ -3,6 +3,7 @@
 //! Prints cost, overhead, simulated peak, status, lower bound, gap and solve time per solver and
 //! writes the cheapest schedule found as JSON ([`memwall_remat::plan::schedule_json`]).
 
+use crate::remat::deadline::Deadline;
 use crate::remat::graph_file::read_graph;
 use crate::remat::plan::{
     checkpoint_all_peak, plan, schedule_json, smallest_feasible_budget, Budget, PlanOptions,
@@ -74,6 +75,7 @@ fn row(o: &PlanOutcome) -> String {
 /// flag), solver failures, and an unwritable `--out` file.
 pub fn run(req: &PlanRequest) -> Result<String> {
     check_options(&req.options)?;
+    let deadline = Deadline::new(req.options.time_limit_s);
     let solvers = Solver::parse_list(&req.solver)?;
     let g = read_graph(&req.graph)?;
     let reference = checkpoint_all_peak(&g)?;
@@ -108,11 +110,17 @@ pub fn run(req: &PlanRequest) -> Result<String> {
         "time (s)"
     )?;
     let mut outcomes = Vec::with_capacity(solvers.len());
-    for s in solvers {
-        let o = plan(&g, s, budget, &req.options)?;
+    for (k, &s) in solvers.iter().enumerate() {
+        let o = plan(
+            &g,
+            s,
+            budget,
+            &solver_options(&req.options, &deadline, &solvers[k..]),
+        )?;
         writeln!(text, "{}", row(&o))?;
         outcomes.push(o);
     }
+    write_stages(&mut text, &outcomes, &deadline)?;
     // Ties go to the solver listed last (the MILP, whose optimality is proven).
     let best = outcomes
         .iter()
@@ -137,7 +145,11 @@ pub fn run(req: &PlanRequest) -> Result<String> {
             schedule_json(&g, o)
         }
         None => {
-            let fb = smallest_feasible_budget(&g, &req.options)?;
+            let left = PlanOptions {
+                time_limit_s: deadline.left(),
+                ..req.options.clone()
+            };
+            let fb = smallest_feasible_budget(&g, &left)?;
             let proven = budget < fb.lower_bytes;
             let smallest = if fb.exact() {
                 format!(
@@ -179,6 +191,45 @@ pub fn run(req: &PlanRequest) -> Result<String> {
         writeln!(text, "schedule written to {}", out.display())?;
     }
     Ok(text)
+}
+
+/// Whether `s` solves an LP or a MILP (the solvers that share the time limit).
+fn solves(s: Solver) -> bool {
+    matches!(s, Solver::Milp | Solver::Staged | Solver::LpRounding)
+}
+
+/// Options of the first of `rest` (the solvers still to run): an LP or MILP solver gets an
+/// equal share of what is left of the command's time limit among those still to run.
+fn solver_options(o: &PlanOptions, deadline: &Deadline, rest: &[Solver]) -> PlanOptions {
+    let heavy = rest.iter().filter(|&&s| solves(s)).count().max(1);
+    PlanOptions {
+        time_limit_s: (deadline.left() / heavy as f64).max(0.01),
+        ..o.clone()
+    }
+}
+
+/// Per solver with stages, the time each took of its share, and the stages cut short; then the
+/// command's wall time against its limit.
+fn write_stages(text: &mut String, outcomes: &[PlanOutcome], deadline: &Deadline) -> Result<()> {
+    for o in outcomes.iter().filter(|o| !o.stages.is_empty()) {
+        let parts: Vec<String> = o
+            .stages
+            .iter()
+            .map(|t| {
+                let limit = t.limit_s.map_or(String::new(), |l| format!(" of {l:.1}"));
+                let cut = if t.at_limit { ", cut short" } else { "" };
+                format!("{} {:.1}{limit} s{cut}", t.stage.name(), t.seconds)
+            })
+            .collect();
+        writeln!(text, "{} stages: {}", o.solver.name(), parts.join("; "))?;
+    }
+    writeln!(
+        text,
+        "wall time {:.1} s of the {:.1} s time limit",
+        deadline.elapsed(),
+        deadline.limit_s()
+    )?;
+    Ok(())
 }
 
 fn write_json(path: &Path, json: &serde_json::Value) -> Result<()> {

@@ -100,13 +100,92 @@ struct Vars {
     keep: Vec<Vec<Col>>,
 }
 
-/// Builds the relaxation with one memory row per stage's last step, one per `(s, j)` in
+/// The stages a relaxation models: columns and rows for stages `first..=last`, and the storage
+/// `S[first]` entering the window as free columns, bounded only by the memory row of stage
+/// `first - 1` when that stage is after the checkpoint-all prefix. The whole relaxation is the
+/// window `prefix..=n - 1`.
+///
+/// **Why a window bounds its share of the cost.** Every constraint of the window's model is a
+/// row of the whole relaxation on the window's variables, so the restriction of any schedule
+/// of Checkmate's model is feasible for it, and its recomputation cost in the window's stages
+/// is at least the window's optimum. Windows that partition the stages after the prefix give
+/// a lower bound `sum C + sum_w OPT_w` on Checkmate's optimum: a Lagrangian decomposition
+/// (Guignard and Kim, "Lagrangean decomposition", Mathematical Programming 39, 1987) of the
+/// copies of the storage `S[first]` that two consecutive windows share (each window has its own
+/// copy, one as its exit storage, the other as its entry storage).
+///
+/// **Multipliers.** With zero multipliers a window drops, free of charge, every value that is
+/// read only after its end, and the next window starts with it resident, also free: the memory
+/// such values hold across a window boundary is lost, and on the random layered graphs the
+/// bound falls back to `sum C`. [`Window::keep_price`] prices the copies instead: entering a
+/// window with a value read in it costs `C_i`, leaving the previous window with it earns `C_i`
+/// (the multiplier of the linking equality is `C_i`, the cost of recomputing the value alone).
+/// Any multipliers give a valid bound (the two terms cancel for every schedule of the whole
+/// problem); these make holding a value across the boundary cost memory in the earlier window
+/// or a recomputation in the later one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// First stage with columns (at least the checkpoint-all prefix).
+    pub first: usize,
+    /// Last stage with columns (inclusive).
+    pub last: usize,
+}
+
+impl Window {
+    /// Whether stage `s` is in the window.
+    pub fn contains(&self, s: usize) -> bool {
+        (self.first..=self.last).contains(&s)
+    }
+
+    /// Cost of the keep column `S[s+1][i]` in the window's objective: `+C_i` for the entry
+    /// storage (`s + 1 == first`, after the prefix) of a value read in or after the window,
+    /// `-C_i` for the exit storage (`s == last`, before the graph's end) of a value read after
+    /// it, 0 otherwise (the whole relaxation has no priced column).
+    pub fn keep_price(&self, g: &Graph, prefix: usize, s: usize, i: usize) -> f64 {
+        let last_user = g.users[i].last().copied().unwrap_or(0);
+        if s + 1 == self.first && self.first > prefix && last_user >= self.first {
+            g.nodes[i].cost
+        } else if s == self.last && s + 1 < g.len() && last_user > s {
+            -g.nodes[i].cost
+        } else {
+            0.0
+        }
+    }
+
+    /// The sum of the exit rewards (`C_i` of every value `i <= last` read after the window),
+    /// cost units: minus this is a lower bound on the window's objective.
+    pub fn exit_reward(&self, g: &Graph, prefix: usize) -> f64 {
+        -(0..=self.last)
+            .map(|i| self.keep_price(g, prefix, self.last, i))
+            .sum::<f64>()
+    }
+
+    /// The whole relaxation: stages `prefix..=n - 1`.
+    pub fn whole(n: usize, prefix: usize) -> Window {
+        Window {
+            first: prefix,
+            last: n.saturating_sub(1),
+        }
+    }
+
+    /// Binary columns of the window's model on an `n`-node graph: `R[s][i]` (`i < s`) and the
+    /// storage into each stage after the window's first (`S[s+1][i]`, `i <= s`) and into it.
+    pub fn columns(&self, n: usize) -> usize {
+        (self.first..=self.last)
+            .map(|s| s + if s + 1 < n { s + 1 } else { 0 })
+            .sum::<usize>()
+            + self.first
+    }
+}
+
+/// Builds the relaxation on the stages of `w` ([`Window`]) with one memory row per stage's last step, one per `(s, j)` in
 /// `steps` (recomputation of node `j` in stage `s`, see [`step_row`]) and one per closure cut
 /// in `cuts` ([`ClosureCut::row`]); `None` when a node's working set exceeds the budget.
 fn build(
     g: &Graph,
     budget: u64,
     prefix: usize,
+    w: Window,
     steps: &[(usize, usize)],
     cuts: &[ClosureCut],
 ) -> Option<(RowProblem, Vars)> {
@@ -121,24 +200,25 @@ fn build(
     for s in 0..n {
         // Stages before the prefix's end compute their own node only; outputs kept into
         // stage `prefix` (`keep[prefix - 1]`) are free choices.
-        let recomputed = if s >= prefix { s } else { 0 };
+        let recomputed = if w.contains(s) { s } else { 0 };
         v.r.push(
             (0..recomputed)
                 .map(|i| pb.add_integer_column(g.nodes[i].cost, 0.0..=1.0))
                 .collect(),
         );
-        let kept = if s + 1 < n && s + 1 >= prefix {
+        // `keep[first - 1]` is the window's entry storage `S[first]`.
+        let kept = if s + 1 < n && s + 1 >= w.first && s <= w.last {
             s + 1
         } else {
             0
         };
         v.keep.push(
             (0..kept)
-                .map(|_| pb.add_integer_column(0.0, 0.0..=1.0))
+                .map(|i| pb.add_integer_column(w.keep_price(g, prefix, s, i), 0.0..=1.0))
                 .collect(),
         );
     }
-    for s in prefix.max(1)..n {
+    for s in w.first.max(1)..=w.last {
         // Node s's inputs: R[s][p] + S[s][p] >= 1.
         for &p in &g.deps[s] {
             pb.add_row(1.0.., [(v.r[s][p], 1.0), (v.keep[s - 1][p], 1.0)]);
@@ -173,7 +253,8 @@ fn build(
         if forced > budget {
             return None;
         }
-        if s + 1 == n || s < prefix {
+        // Rows of the window's stages and of the stage before it (on `S[first]` alone).
+        if s + 1 == n || s < prefix || s + 1 < w.first || s > w.last {
             continue;
         }
         let row: Vec<(Col, f64)> = (0..s)
@@ -293,10 +374,10 @@ impl ClosureCut {
 }
 
 /// Closure cuts ([`ClosureCut`]) violated by the column values `x` of the relaxation built
-/// with `prefix`, for every boundary `b` with keep columns (`prefix - 1 <= b <= n - 2`),
-/// every value `x_0 <= b` read by a later stage and every input chain up to
+/// on the stages of `w`, for every boundary `b` with keep columns (`first - 1 <= b`), every
+/// value `x_0 <= b` read by a later stage `u` of the window and every input chain up to
 /// [`CLOSURE_DEPTH`] edges; at most [`CUTS_PER_ROUND`], the most violated first.
-fn separate_closure_cuts(g: &Graph, prefix: usize, v: &Vars, x: &[f64]) -> Vec<ClosureCut> {
+fn separate_closure_cuts(g: &Graph, w: Window, v: &Vars, x: &[f64]) -> Vec<ClosureCut> {
     let n = g.len();
     let val = |c: Col| x[c.index()];
     // cum[i][t] = sum_{t' < t} R[t'][i] (zero where node i has no recomputation column).
@@ -310,13 +391,16 @@ fn separate_closure_cuts(g: &Graph, prefix: usize, v: &Vars, x: &[f64]) -> Vec<C
         })
         .collect();
     let mut found: Vec<(f64, ClosureCut)> = Vec::new();
-    for b in prefix.saturating_sub(1)..n.saturating_sub(1) {
+    for b in w.first.saturating_sub(1)..n.saturating_sub(1) {
         if v.keep[b].is_empty() {
             continue;
         }
         for x0 in 0..=b {
             let users = &g.users[x0];
-            let Some(&u) = users.get(users.partition_point(|&w| w <= b)) else {
+            let Some(&u) = users
+                .get(users.partition_point(|&k| k <= b))
+                .filter(|&&u| u <= w.last)
+            else {
                 continue;
             };
             let kept0 = val(v.keep[b][x0]);
@@ -437,13 +521,15 @@ pub fn boundary_bound(
     let mut steps: Vec<(usize, usize)> = Vec::new();
     let mut best_bound = total;
     let prefix = g.fitting_prefix(budget);
-    let cuts = separate(g, budget, prefix, opts, start, &mut out)?;
+    let whole = Window::whole(n, prefix);
+    let cut_limit = opts.time_limit_s * CUT_SHARE;
+    let cuts = separate(g, budget, prefix, whole, opts, (start, cut_limit), &mut out)?;
     if let Some(lp) = out.lp_bound {
         best_bound = best_bound.max(lp);
     }
     loop {
         let left = opts.time_limit_s - start.elapsed().as_secs_f64();
-        let Some((pb, v)) = build(g, budget, prefix, &steps, &cuts) else {
+        let Some((pb, v)) = build(g, budget, prefix, whole, &steps, &cuts) else {
             break;
         };
         if out.rounds > 0 && left < 0.5 {
@@ -525,19 +611,22 @@ pub fn boundary_bound(
 
 /// Cutting-plane loop on the relaxation's LP: solve, add the violated closure cuts
 /// ([`separate_closure_cuts`]), re-solve from the previous basis, until none is violated,
-/// the LP bound is within `opts.mip_gap` of a fitting `opts.warm_start`, or
-/// [`CUT_SHARE`] of the time limit has passed. Records the last optimal LP bound and the cut
-/// count in `out`; returns the cuts for the integer rounds.
+/// the LP bound is within `opts.mip_gap` of a fitting `opts.warm_start`, or `limit.1`
+/// seconds have passed since `limit.0`. Records the last optimal LP bound (the window's
+/// recomputation cost plus `sum C`) and the cut count in `out`; returns the cuts for the
+/// integer rounds.
 fn separate(
     g: &Graph,
     budget: u64,
     prefix: usize,
+    w: Window,
     opts: &MilpOptions,
-    start: Instant,
+    limit: (Instant, f64),
     out: &mut BoundaryOutcome,
 ) -> Result<Vec<ClosureCut>, RematError> {
+    let (start, limit) = limit;
     let mut cuts = Vec::new();
-    let Some((pb, v)) = build(g, budget, prefix, &[], &[]) else {
+    let Some((pb, v)) = build(g, budget, prefix, w, &[], &[]) else {
         return Ok(cuts);
     };
     let total = g.total_cost();
@@ -548,7 +637,6 @@ fn separate(
         .and_then(|w| simulate(g, w).ok())
         .filter(|r| r.peak_mem <= budget)
         .map(|r| r.cost);
-    let limit = opts.time_limit_s * CUT_SHARE;
     let mut model = pb.optimise(Sense::Minimise);
     configure(
         &mut model,
@@ -576,7 +664,7 @@ fn separate(
         if incumbent.is_some_and(|c| c - lp <= opts.mip_gap * c) {
             break;
         }
-        let fresh = separate_closure_cuts(g, prefix, &v, solved.get_solution().columns());
+        let fresh = separate_closure_cuts(g, w, &v, solved.get_solution().columns());
         if fresh.is_empty() {
             break;
         }
@@ -588,6 +676,212 @@ fn separate(
     }
     out.cuts = cuts.len();
     Ok(cuts)
+}
+
+/// Result of [`window_bound`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowOutcome {
+    /// Lower bound on Checkmate's optimal cost, cost units: `sum_i C_i` plus, per window, the
+    /// larger of its cut LP's optimum and its integer round's dual bound (minus its exit
+    /// rewards, [`Window::exit_reward`], for a window not solved in its time share);
+    /// `f64::INFINITY` when a node's working set exceeds the budget.
+    pub bound: f64,
+    /// The windows, in stage order.
+    pub windows: Vec<Window>,
+    /// Each window's share of the bound (cost units: recomputations plus the priced storage of
+    /// [`Window::keep_price`]; minus the exit rewards when not solved).
+    pub window_bounds: Vec<f64>,
+    /// Windows whose cut LP was solved to optimality.
+    pub solved: usize,
+    /// Closure cuts added over all windows.
+    pub cuts: usize,
+    /// Whether the time limit ended the bound before every window's LP was solved.
+    pub at_limit: bool,
+    /// Wall time, seconds.
+    pub solve_time_s: f64,
+}
+
+/// Share of a window's time in [`window_bound`] for its cutting-plane LP; an integer round gets
+/// what is left. On the random layered n1000 graph at budget 0.8 the windows' LPs alone need
+/// most of the time, and what a window leaves passes to the next.
+pub const WINDOW_CUT_SHARE: f64 = 0.9;
+
+/// Columns of one window's model in [`window_bound`] when `memwall plan` picks the size: on
+/// the random layered graphs of 500 and 1,000 nodes, windows of about this size solve their cut
+/// LP in a few seconds on 2 threads (the whole relaxation of the 1,000-node graph at budget 0.8
+/// has about 6 x 10^5 columns and its LP does not finish in 60 s).
+pub const WINDOW_COLUMNS: usize = 40_000;
+
+/// The stages `prefix..n` split into consecutive windows of about equal column counts, each at
+/// most `max_columns` columns ([`Window::columns`]) unless a single stage has more.
+pub fn windows(n: usize, prefix: usize, max_columns: usize) -> Vec<Window> {
+    if prefix >= n {
+        return Vec::new();
+    }
+    let total = Window::whole(n, prefix).columns(n);
+    let count = total.div_ceil(max_columns.max(1)).max(1);
+    let target = total.div_ceil(count);
+    let mut out = Vec::with_capacity(count);
+    let mut first = prefix;
+    while first < n {
+        let mut last = first;
+        while last + 1 < n
+            && (Window {
+                first,
+                last: last + 1,
+            })
+            .columns(n)
+                <= target
+        {
+            last += 1;
+        }
+        out.push(Window { first, last });
+        first = last + 1;
+    }
+    out
+}
+
+/// A lower bound on Checkmate's optimal cost at `budget` bytes that scales to graphs whose
+/// whole boundary relaxation ([`boundary_bound`]) HiGHS cannot solve in the time limit: the
+/// stages after the checkpoint-all prefix are split into [`windows`] of at most `max_columns`
+/// columns, and each window's relaxation ([`Window`]: the boundary relaxation's rows on its
+/// stages, its entry storage free) is solved in turn, in a share of `opts.time_limit_s`
+/// proportional to its columns: the cutting-plane LP with closure cuts
+/// (those whose first reader is in the window; [`WINDOW_CUT_SHARE`] of its time), the rest for
+/// an integer round with those cuts
+/// (HiGHS' dual bound). Each window's optimum bounds the recomputation cost of its own stages
+/// in every schedule (see [`Window`]), so `sum C` plus the windows' bounds is a lower bound on
+/// Checkmate's optimum. A window left unsolved adds the least its objective can be (minus its
+/// exit rewards), and the unsolved windows at the end, one window reaching the graph's end
+/// with no exit reward, add 0; the bound stays valid.
+///
+/// # Errors
+/// [`RematError::Solver`] when HiGHS fails.
+pub fn window_bound(
+    g: &Graph,
+    budget: u64,
+    opts: &MilpOptions,
+    max_columns: usize,
+) -> Result<WindowOutcome, RematError> {
+    let start = Instant::now();
+    let n = g.len();
+    let total = g.total_cost();
+    let prefix = g.fitting_prefix(budget);
+    let ws = windows(n, prefix, max_columns);
+    let mut out = WindowOutcome {
+        bound: total,
+        window_bounds: ws.iter().map(|w| -w.exit_reward(g, prefix)).collect(),
+        windows: ws,
+        solved: 0,
+        cuts: 0,
+        at_limit: false,
+        solve_time_s: 0.0,
+    };
+    if budget < g.working_set_bound() {
+        out.bound = f64::INFINITY;
+        return Ok(out);
+    }
+    let columns: Vec<usize> = out.windows.iter().map(|w| w.columns(n)).collect();
+    let mut unsolved = vec![true; out.windows.len()];
+    let opts = MilpOptions {
+        warm_start: None,
+        cost_cutoff: None,
+        ..opts.clone()
+    };
+    for k in 0..out.windows.len() {
+        let left = opts.time_limit_s - start.elapsed().as_secs_f64();
+        let share = left * columns[k] as f64 / columns[k..].iter().sum::<usize>() as f64;
+        if share < 0.05 {
+            out.at_limit = true;
+            break;
+        }
+        let (b, solved, cuts) = solve_window(g, budget, prefix, out.windows[k], &opts, share)?;
+        out.window_bounds[k] = b;
+        unsolved[k] = !solved;
+        out.solved += usize::from(solved);
+        out.at_limit |= !solved;
+        out.cuts += cuts;
+    }
+    // The unsolved windows at the end form one window reaching the graph's end: its objective
+    // has no exit reward, so it is at least 0.
+    let solved_upto = solved_upto(&out.window_bounds, &unsolved);
+    for b in &mut out.window_bounds[solved_upto..] {
+        *b = 0.0;
+    }
+    out.bound = total + out.window_bounds.iter().sum::<f64>();
+    out.solve_time_s = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// The index from which every window is unsolved (the length when the last one was solved).
+fn solved_upto(bounds: &[f64], unsolved: &[bool]) -> usize {
+    debug_assert_eq!(bounds.len(), unsolved.len());
+    unsolved.iter().rposition(|&u| !u).map_or(0, |k| k + 1)
+}
+
+/// One window of [`window_bound`] in `share` seconds: its bound on the window's objective
+/// (recomputations of its stages and its priced storage, cost units; minus its exit rewards when
+/// nothing was solved), whether its cut LP was solved to optimality, and the cuts it added.
+fn solve_window(
+    g: &Graph,
+    budget: u64,
+    prefix: usize,
+    w: Window,
+    opts: &MilpOptions,
+    share: f64,
+) -> Result<(f64, bool, usize), RematError> {
+    let start = Instant::now();
+    let total = g.total_cost();
+    let mut part = BoundaryOutcome {
+        bound: 0.0,
+        objective: None,
+        schedule: None,
+        status: SolveStatus::NotSet,
+        solve_time_s: 0.0,
+        rows: 0,
+        columns: 0,
+        rounds: 0,
+        lp_bound: None,
+        cuts: 0,
+        fits: false,
+    };
+    let cuts = separate(
+        g,
+        budget,
+        prefix,
+        w,
+        opts,
+        (start, share * WINDOW_CUT_SHARE),
+        &mut part,
+    )?;
+    // An unsolved window adds its objective's lower bound: every cost is nonnegative except
+    // the exit rewards.
+    let mut bound = part
+        .lp_bound
+        .map_or(-w.exit_reward(g, prefix), |lp| lp - total);
+    let left = share - start.elapsed().as_secs_f64();
+    if part.lp_bound.is_some() && left > 0.2 {
+        if let Some((pb, _)) = build(g, budget, prefix, w, &[], &cuts) {
+            let mut model = pb.optimise(Sense::Minimise);
+            configure(
+                &mut model,
+                &MilpOptions {
+                    time_limit_s: (share - start.elapsed().as_secs_f64()).max(0.01),
+                    ..opts.clone()
+                },
+            );
+            let solved = model
+                .try_solve()
+                .map_err(|e| RematError::Solver(format!("window MILP: {e:?}")))?;
+            let dual = solved
+                .double_info_value(c"mip_dual_bound")
+                .unwrap_or(f64::NAN);
+            if dual.is_finite() {
+                bound = bound.max(dual);
+            }
+        }
+    }
+    Ok((bound, part.lp_bound.is_some(), cuts.len()))
 }
 
 /// Recomputation steps `(s, j)` of `sch` whose memory (`memory[s][j]`, from
@@ -683,6 +977,51 @@ mod tests {
         );
     }
 
+    /// Randomized: the windowed bound (windows of every size, from one stage to the whole
+    /// relaxation, with the priced linking storage of [`Window::keep_price`]) never exceeds
+    /// Checkmate's exact optimum, on random layered graphs small enough for the exact MILP,
+    /// at budgets from loose to tight; with several windows it still rises above `sum C`.
+    #[test]
+    fn window_bound_never_exceeds_the_exact_optimum() {
+        let mut checked = 0;
+        let mut split_strict = 0;
+        for seed in 1..=10u64 {
+            let g = graph(12 + (seed as usize % 5), seed * 7919);
+            let n = g.len();
+            let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
+            for f in [0.9, 0.75, 0.6] {
+                let budget = g.working_set_bound().max((peak as f64 * f) as u64);
+                let opt = solve_milp(&g, budget, &exact()).unwrap();
+                let Some((_, best)) = &opt.best else {
+                    continue;
+                };
+                let prefix = g.fitting_prefix(budget);
+                let whole = Window::whole(n, prefix).columns(n);
+                for max_columns in [1, whole / 4, whole / 2, whole] {
+                    let w = window_bound(&g, budget, &exact(), max_columns.max(1)).unwrap();
+                    checked += 1;
+                    assert!(
+                        w.bound <= best.cost + 1e-6,
+                        "seed {seed} f {f} windows {:?}: bound {} above the optimum {}",
+                        w.windows,
+                        w.bound,
+                        best.cost
+                    );
+                    let covered: usize = w.windows.iter().map(|x| x.last + 1 - x.first).sum();
+                    assert_eq!(covered, n - prefix.min(n), "windows partition the stages");
+                    if w.windows.len() >= 2 && w.bound > g.total_cost() + 1e-6 {
+                        split_strict += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 60, "only {checked} cases");
+        assert!(
+            split_strict >= 5,
+            "only {split_strict} split cases rise above sum C"
+        );
+    }
+
     /// A relaxed schedule that recomputes a node over the budget in the last stage gets step
     /// rows there like in any other stage (nothing is kept past the last stage; the row used
     /// to index the last stage's empty `keep` and panic). On this graph and budget Checkmate's
@@ -697,7 +1036,8 @@ mod tests {
         let budget = g.working_set_bound().max((peak as f64 * 0.75) as u64);
         let prefix = g.fitting_prefix(budget);
         // The last stage's row for every node it could recompute, on the first round's model.
-        let (_, v) = build(&g, budget, prefix, &[], &[]).expect("fitting working sets");
+        let (_, v) = build(&g, budget, prefix, Window::whole(n, prefix), &[], &[])
+            .expect("fitting working sets");
         let scale = g.nodes.iter().map(|x| x.mem).max().unwrap() as f64;
         for j in 0..n - 1 {
             let (row, rhs) = step_row(&g, budget, &v, n - 1, j, scale);
@@ -742,7 +1082,8 @@ mod tests {
             for f in [1.0, 0.9, 0.75, 0.6, 0.5] {
                 let budget = g.working_set_bound().max((peak as f64 * f) as u64);
                 let prefix = g.fitting_prefix(budget);
-                let Some((pb, v)) = build(&g, budget, prefix, &[], &[]) else {
+                let whole = Window::whole(n, prefix);
+                let Some((pb, v)) = build(&g, budget, prefix, whole, &[], &[]) else {
                     continue;
                 };
                 let stages = crate::staged::uniform_stages(n, 1);
@@ -755,7 +1096,7 @@ mod tests {
                     let sim = simulate(&g, sch).expect("valid schedule");
                     recomputing += usize::from(sim.recomputations > 0);
                     let x = warm_vector(n, &v, sch, pb.num_cols());
-                    let violated = separate_closure_cuts(&g, prefix, &v, &x);
+                    let violated = separate_closure_cuts(&g, whole, &v, &x);
                     assert!(
                         violated.is_empty(),
                         "seed {seed} f {f}: a valid schedule violates {:?}",
@@ -778,7 +1119,7 @@ mod tests {
         let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
         let budget = (peak as f64 * 0.8) as u64;
         let prefix = g.fitting_prefix(budget);
-        let (pb, _) = build(&g, budget, prefix, &[], &[]).unwrap();
+        let (pb, _) = build(&g, budget, prefix, Window::whole(g.len(), prefix), &[], &[]).unwrap();
         let mut model = pb.optimise(Sense::Minimise);
         // HiGHS' thread pool is global: every model of the process uses the same threads.
         configure(&mut model, &exact());

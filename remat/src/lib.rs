@@ -37,6 +37,7 @@
 pub mod anneal;
 pub mod baselines;
 pub mod boundary;
+pub mod deadline;
 pub mod graph;
 pub mod graph_file;
 pub mod layered;

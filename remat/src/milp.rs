@@ -403,9 +403,20 @@ pub fn solve_lp_rounding(
         if lp_budget < floor {
             break;
         }
+        // Every relaxation solve shares the one time limit.
+        let left = opts.time_limit_s - start.elapsed().as_secs_f64();
+        if left < 0.05 {
+            break;
+        }
         let (pb, v) = build(g, lp_budget, false);
         let mut model = pb.optimise(Sense::Minimise);
-        configure(&mut model, opts);
+        configure(
+            &mut model,
+            &MilpOptions {
+                time_limit_s: (opts.time_limit_s - start.elapsed().as_secs_f64()).max(0.01),
+                ..opts.clone()
+            },
+        );
         let solved = model
             .try_solve()
             .map_err(|e| RematError::Solver(format!("{e:?}")))?;

@@ -4,6 +4,7 @@
 //! stage and the list of recomputations, Jain et al. 2020, Section 4).
 
 use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
+use super::deadline::{Deadline, PlanStage, StageTime};
 use super::milp::{solve_lp_rounding, solve_milp, MilpOptions};
 use super::sim::{simulate, Schedule, SimResult};
 use super::staged::{greedy_best, solve_refined, uniform_stages, StagedOptions, StagedOutcome};
@@ -19,7 +20,9 @@ pub enum Solver {
     Milp,
     /// The scalable MILP of [`crate::staged`]: `ceil(n / 50)` nodes per stage for 40% of the
     /// time, then (graphs of at most 300 nodes) Checkmate's one node per stage warm-started
-    /// from it; its gap is against a bound valid for the unrestricted problem.
+    /// from it; its gap is against a bound valid for the unrestricted problem (the boundary
+    /// relaxation, or on graphs too large for it the window bound of
+    /// [`crate::boundary::window_bound`]).
     Staged,
     /// The LP relaxation with two-phase rounding (Section 5).
     LpRounding,
@@ -121,7 +124,8 @@ pub fn checkpoint_all_peak(g: &Graph) -> Result<u64, RematError> {
 /// Solver options of `memwall plan`.
 #[derive(Debug, Clone)]
 pub struct PlanOptions {
-    /// Wall-clock limit per MILP or LP solve, seconds.
+    /// Wall-clock limit of the whole plan, seconds: baselines, bounds, annealing, every LP
+    /// and MILP (see [`plan`]).
     pub time_limit_s: f64,
     /// Relative MIP gap at which the MILP stops.
     pub gap: f64,
@@ -176,6 +180,9 @@ pub struct PlanOutcome {
     pub gap: Option<f64>,
     /// Wall time, seconds.
     pub solve_time_s: f64,
+    /// How each stage used its share of the time limit, in the order run (the LP and MILP
+    /// solvers; empty for the baselines).
+    pub stages: Vec<StageTime>,
     /// The schedule (not serialized here; see [`schedule_json`]).
     #[serde(skip)]
     pub schedule: Option<Schedule>,
@@ -259,8 +266,14 @@ const LP_TIGHTEN: [f64; 8] = [0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5];
 /// Fewer re-solves when LP rounding only seeds the MILP's warm start.
 const WARM_START_TIGHTEN: [f64; 4] = [0.95, 0.9, 0.8, 0.7];
 
-/// Runs `solver` on `g` at `budget` bytes. The MILP is warm-started from the cheapest fitting
-/// baseline, greedy-eviction or LP-rounded schedule (its time includes finding them).
+/// Share of the MILP solver's time limit given to the LP rounding that seeds its warm start.
+pub const MILP_ROUNDING_SHARE: f64 = 1.0 / 3.0;
+
+/// Runs `solver` on `g` at `budget` bytes within `opts.time_limit_s` for the whole call. The
+/// MILP is warm-started from the cheapest fitting baseline, greedy-eviction or LP-rounded
+/// schedule (the rounding gets [`MILP_ROUNDING_SHARE`] of the time, the MILP the rest); the
+/// staged solver's baselines count against its limit (see [`crate::staged::solve_staged`] for
+/// its shares). [`PlanOutcome::stages`] says how each stage used its share.
 ///
 /// # Errors
 /// Solver errors (HiGHS) and invalid graphs.
@@ -271,67 +284,20 @@ pub fn plan(
     opts: &PlanOptions,
 ) -> Result<PlanOutcome, RematError> {
     let start = Instant::now();
+    let mut stages = Vec::new();
     let (best, status, lower_bound) = match solver {
-        Solver::Milp => {
-            // Warm start: the cheapest fitting baseline, greedy-eviction or LP-rounded schedule.
-            let rounded = solve_lp_rounding(
-                g,
-                budget,
-                &opts.milp(),
-                &ROUNDING_THRESHOLDS,
-                &WARM_START_TIGHTEN,
-            )?
-            .rounded
-            .map(|(s, r, _)| (s, r));
-            let warm = best_baseline(g, budget)?
-                .into_iter()
-                .chain(rounded)
-                .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
-                .map(|b| b.0);
-            let out = solve_milp(
-                g,
-                budget,
-                &MilpOptions {
-                    warm_start: warm,
-                    ..opts.milp()
-                },
-            )?;
-            let lb = out.dual_bound.is_finite().then_some(out.dual_bound);
-            (out.best, out.status, lb)
-        }
-        Solver::Staged => {
-            let so = StagedOptions {
-                milp: MilpOptions {
-                    warm_start: best_baseline(g, budget)?.map(|b| b.0),
-                    ..opts.milp()
-                },
-                stage_size: super::staged::default_stage_size(
-                    g,
-                    budget,
-                    super::staged::DEFAULT_MAX_STAGES,
-                ),
-                ..Default::default()
-            };
-            let (coarse, fine) = solve_refined(g, budget, &so, 0.4, g.len() <= 300)?;
-            // The refined outcome when it is at least as cheap; the best valid bound of both.
-            let cost = |o: &StagedOutcome| o.best.as_ref().map_or(f64::INFINITY, |b| b.1.cost);
-            let bound = fine.as_ref().map_or(coarse.valid_bound, |f| {
-                f.valid_bound.max(coarse.valid_bound)
-            });
-            let best = match fine {
-                Some(f) if cost(&f) <= cost(&coarse) => f,
-                _ => coarse,
-            };
-            let out = StagedOutcome {
-                valid_bound: bound,
-                ..best
-            };
-            let lb = out.valid_bound.is_finite().then_some(out.valid_bound);
-            (out.best, out.status, lb)
-        }
+        Solver::Milp => plan_milp(g, budget, opts, &mut stages)?,
+        Solver::Staged => plan_staged(g, budget, opts, start, &mut stages)?,
         Solver::LpRounding => {
             let out =
                 solve_lp_rounding(g, budget, &opts.milp(), &ROUNDING_THRESHOLDS, &LP_TIGHTEN)?;
+            let at_limit = out.lp_bound.is_none() && out.solve_time_s >= 0.99 * opts.time_limit_s;
+            stages.push(StageTime::since(
+                PlanStage::LpRounding,
+                start,
+                Some(opts.time_limit_s),
+                at_limit,
+            ));
             let best = out.rounded.map(|(s, r, _)| (s, r));
             let status = if best.is_some() {
                 SolveStatus::Feasible
@@ -350,13 +316,124 @@ pub fn plan(
             (best, status, None)
         }
     };
+    let mut out = outcome(g, solver, budget, best, status, lower_bound);
+    out.solve_time_s = start.elapsed().as_secs_f64();
+    out.stages = stages;
+    Ok(out)
+}
+
+/// The best schedule, status and lower bound of a solver's run.
+type Planned = (Option<(Schedule, SimResult)>, SolveStatus, Option<f64>);
+
+/// The MILP warm-started from the best baseline and LP-rounded schedule.
+fn plan_milp(
+    g: &Graph,
+    budget: u64,
+    opts: &PlanOptions,
+    stages: &mut Vec<StageTime>,
+) -> Result<Planned, RematError> {
+    let deadline = Deadline::new(opts.time_limit_s);
+    let since = Instant::now();
+    let limit = deadline.share(MILP_ROUNDING_SHARE);
+    let rounding = solve_lp_rounding(
+        g,
+        budget,
+        &MilpOptions {
+            time_limit_s: limit,
+            ..opts.milp()
+        },
+        &ROUNDING_THRESHOLDS,
+        &WARM_START_TIGHTEN,
+    )?;
+    let at_limit = rounding.lp_bound.is_none() && rounding.solve_time_s >= 0.99 * limit;
+    stages.push(StageTime::since(
+        PlanStage::LpRounding,
+        since,
+        Some(limit),
+        at_limit,
+    ));
+    let since = Instant::now();
+    let warm = best_baseline(g, budget)?
+        .into_iter()
+        .chain(rounding.rounded.map(|(s, r, _)| (s, r)))
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+        .map(|b| b.0);
+    stages.push(StageTime::since(PlanStage::Baselines, since, None, false));
+    let since = Instant::now();
+    let limit = deadline.left();
+    let out = solve_milp(
+        g,
+        budget,
+        &MilpOptions {
+            warm_start: warm,
+            time_limit_s: limit.max(0.01),
+            ..opts.milp()
+        },
+    )?;
+    let at_limit = out.status == SolveStatus::ReachedTimeLimit;
+    stages.push(StageTime::since(
+        PlanStage::Milp,
+        since,
+        Some(limit),
+        at_limit,
+    ));
+    let lb = out.dual_bound.is_finite().then_some(out.dual_bound);
+    Ok((out.best, out.status, lb))
+}
+
+/// The staged solver ([`solve_refined`]) after the baselines, all within one time limit from
+/// `start`.
+fn plan_staged(
+    g: &Graph,
+    budget: u64,
+    opts: &PlanOptions,
+    start: Instant,
+    stages: &mut Vec<StageTime>,
+) -> Result<Planned, RematError> {
+    let warm = best_baseline(g, budget)?.map(|b| b.0);
+    stages.push(StageTime::since(PlanStage::Baselines, start, None, false));
+    let so = StagedOptions {
+        milp: MilpOptions {
+            warm_start: warm,
+            ..opts.milp()
+        },
+        stage_size: super::staged::default_stage_size(g, budget, super::staged::DEFAULT_MAX_STAGES),
+        start: Some(start),
+        ..Default::default()
+    };
+    let (coarse, fine) = solve_refined(g, budget, &so, 0.4, g.len() <= 300)?;
+    stages.extend(coarse.stages.iter().copied());
+    if let Some(f) = &fine {
+        stages.extend(f.stages.iter().copied());
+    }
+    let cost = |o: &StagedOutcome| o.best.as_ref().map_or(f64::INFINITY, |b| b.1.cost);
+    let bound = fine.as_ref().map_or(coarse.valid_bound, |f| {
+        f.valid_bound.max(coarse.valid_bound)
+    });
+    let best = match fine {
+        Some(f) if cost(&f) <= cost(&coarse) => f,
+        _ => coarse,
+    };
+    let lb = bound.is_finite().then_some(bound);
+    Ok((best.best, best.status, lb))
+}
+
+/// A solver's [`PlanOutcome`] from its best schedule, status and lower bound.
+fn outcome(
+    g: &Graph,
+    solver: Solver,
+    budget: u64,
+    best: Option<(Schedule, SimResult)>,
+    status: SolveStatus,
+    lower_bound: Option<f64>,
+) -> PlanOutcome {
     let total = g.total_cost();
     let (schedule, sim) = match best {
         Some((s, r)) => (Some(s), Some(r)),
         None => (None, None),
     };
     let cost = sim.map(|r| r.cost);
-    Ok(PlanOutcome {
+    PlanOutcome {
         solver,
         budget_bytes: budget,
         status,
@@ -369,9 +446,10 @@ pub fn plan(
             (Some(c), Some(lb)) if c > 0.0 => Some(((c - lb) / c).max(0.0)),
             _ => None,
         },
-        solve_time_s: start.elapsed().as_secs_f64(),
+        solve_time_s: 0.0,
+        stages: Vec::new(),
         schedule,
-    })
+    }
 }
 
 /// The smallest feasible budget of a graph, as far as it was established.

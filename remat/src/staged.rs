@@ -41,7 +41,8 @@
 //! HiGHS.
 
 use super::anneal::{anneal, AnnealOptions};
-use super::boundary::boundary_bound;
+use super::boundary::{boundary_bound, window_bound, Window, WINDOW_COLUMNS};
+use super::deadline::{Deadline, PlanStage, StageTime};
 use super::graph::Graph;
 use super::milp::{highs_status, MilpOptions};
 use super::sim::{simulate, Schedule, SimResult};
@@ -760,6 +761,10 @@ pub struct StagedOptions {
     /// [`ANNEAL_SHARE`] of the time limit) before the MILP, when the boundary relaxation did
     /// not end the solve; a schedule within the gap of the valid bound then ends it.
     pub anneal: bool,
+    /// When `milp.time_limit_s` starts counting (`None`: at the call), so that a caller's own
+    /// work (the baselines of [`crate::plan::plan`], a coarse solve before a refined one)
+    /// counts against the same limit.
+    pub start: Option<Instant>,
 }
 
 /// Share of [`StagedOptions`]' time limit given to the boundary-memory relaxation.
@@ -778,6 +783,7 @@ impl Default for StagedOptions {
             lp_rounding: true,
             boundary: true,
             anneal: true,
+            start: None,
         }
     }
 }
@@ -830,6 +836,39 @@ pub struct StagedOutcome {
     /// Simulation of the annealed schedule ([`StagedOptions::anneal`]; `None`: not run or
     /// nothing fitted).
     pub annealed: Option<SimResult>,
+    /// Moves the annealing tried (0: not run).
+    pub anneal_moves: u64,
+    /// Windows of the bound: 1 for the whole boundary relaxation, more for
+    /// [`crate::boundary::window_bound`], 0 when no relaxation was solved.
+    pub bound_windows: usize,
+    /// How each stage used its share of the time limit, in the order run.
+    pub stages: Vec<StageTime>,
+}
+
+impl StagedOutcome {
+    /// The outcome before any stage: no schedule, the bound `sum C`, status not set.
+    fn empty(g: &Graph, opts: &StagedOptions) -> StagedOutcome {
+        StagedOutcome {
+            best: None,
+            greedy: None,
+            lp_bound: None,
+            objective: None,
+            dual_bound: f64::NAN,
+            mip_gap: f64::NAN,
+            valid_bound: g.total_cost(),
+            status: SolveStatus::NotSet,
+            solve_time_s: 0.0,
+            size: ModelSize::default(),
+            stage_size: opts.stage_size.max(1),
+            boundary_bound: None,
+            boundary_lp_bound: None,
+            closure_cuts: 0,
+            annealed: None,
+            anneal_moves: 0,
+            bound_windows: 0,
+            stages: Vec::new(),
+        }
+    }
 }
 
 impl StagedOutcome {
@@ -1165,52 +1204,143 @@ pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -
     }
 }
 
-/// A fitting schedule (the cheaper of `warm` and `fallback`) within the target gap of
+/// A fitting schedule (the cheaper of warm start and fallback) within the target gap of
 /// `out.valid_bound`, a bound valid for Checkmate's problem, ends the solve: no restricted
 /// model can do better than Checkmate's optimum. Fills `out` (status
-/// [`SolveStatus::OptimalBoundaryRelaxation`] when the relaxation's bound proves it, else
-/// [`SolveStatus::OptimalNodeCostSum`]),
-/// with `size` the model that gave the bound, and returns true.
-fn end_within_gap(
-    out: &mut StagedOutcome,
-    warm: &Option<(StagedSchedule, Schedule, SimResult)>,
-    fallback: &Option<(Schedule, SimResult)>,
-    opts: &StagedOptions,
-    size: Option<ModelSize>,
-    heuristic: Option<SimResult>,
-) -> bool {
+/// [`SolveStatus::OptimalBoundaryRelaxation`] when a boundary relaxation gave the bound, else
+/// [`SolveStatus::OptimalNodeCostSum`], with `size` the relaxation's) and returns true.
+fn end_within_gap(st: &mut Solve) -> bool {
     let best = [
-        warm.as_ref().map(|x| (&x.1, x.2)),
-        fallback.as_ref().map(|x| (&x.0, x.1)),
+        st.warm.as_ref().map(|x| (&x.1, x.2)),
+        st.fallback.as_ref().map(|x| (&x.0, x.1)),
     ]
     .into_iter()
     .flatten()
-    .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+    .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+    .map(|(sch, sim)| (sch.clone(), sim));
     let Some((sch, sim)) = best else {
         return false;
     };
-    let gap = (sim.cost - out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
-    if gap > opts.milp.mip_gap {
+    let gap = (sim.cost - st.out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
+    if gap > st.opts.milp.mip_gap {
         return false;
     }
-    out.status = match size {
+    let heuristic = st.out.greedy;
+    let out = &mut st.out;
+    out.status = match st.relax_size {
         Some(_) => SolveStatus::OptimalBoundaryRelaxation,
         None => SolveStatus::OptimalNodeCostSum,
     };
-    out.size = size.unwrap_or_default();
+    out.size = st.relax_size.unwrap_or_default();
     out.dual_bound = out.valid_bound;
     out.mip_gap = gap;
     out.objective = Some(sim.cost);
     out.greedy = heuristic;
-    out.best = Some((sch.clone(), sim));
+    out.best = Some((sch, sim));
     true
 }
+
+/// A candidate schedule: staged, expanded to Checkmate's matrices, simulated.
+type Candidate = (StagedSchedule, Schedule, SimResult);
+
+/// The state of one [`solve_staged`] call, passed from stage to stage.
+struct Solve<'a> {
+    g: &'a Graph,
+    budget: u64,
+    opts: &'a StagedOptions,
+    deadline: Deadline,
+    stages: Vec<RangeInclusive<usize>>,
+    prefix: usize,
+    /// One node per stage after the prefix: Checkmate's schedule space.
+    fine: bool,
+    /// The best schedule at the model's granularity (its warm start).
+    warm: Option<Candidate>,
+    /// With grouped stages, the best one-node-per-stage schedule (it cannot warm-start the
+    /// grouped model but is reported when HiGHS finds nothing better).
+    fallback: Option<(Schedule, SimResult)>,
+    /// Size of the boundary relaxation solved (the largest window's when windowed).
+    relax_size: Option<ModelSize>,
+    out: StagedOutcome,
+}
+
+impl Solve<'_> {
+    /// `s` when it fits the budget and the computation bound, expanded and simulated.
+    fn within(&self, s: &StagedSchedule) -> Option<Candidate> {
+        if let Some(c) = self.opts.max_computations {
+            let over = (0..self.g.len()).any(|i| s.r.iter().filter(|r| r[i]).count() > c as usize);
+            if over {
+                return None;
+            }
+        }
+        let e = s.expand(self.g);
+        let sim = simulate(self.g, &e).ok()?;
+        (sim.peak_mem <= self.budget).then(|| (s.clone(), e, sim))
+    }
+
+    /// Keeps `c` as the warm start when it is cheaper.
+    fn offer_warm(&mut self, c: Candidate) {
+        if self.warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
+            self.warm = Some(c);
+        }
+    }
+
+    /// Keeps `c` as the fallback when it is cheaper than both warm start and fallback.
+    fn offer_fallback(&mut self, c: (Schedule, SimResult)) {
+        let cost = c.1.cost;
+        if self.warm.as_ref().is_none_or(|x| cost < x.2.cost)
+            && self.fallback.as_ref().is_none_or(|x| cost < x.1.cost)
+        {
+            self.fallback = Some(c);
+        }
+    }
+
+    /// The simulation of the cheaper of warm start and fallback.
+    fn best_sim(&self) -> Option<SimResult> {
+        self.warm
+            .as_ref()
+            .map(|x| x.2)
+            .or(self.fallback.as_ref().map(|x| x.1))
+    }
+
+    fn record(&mut self, stage: PlanStage, since: Instant, limit: Option<f64>, at_limit: bool) {
+        self.out
+            .stages
+            .push(StageTime::since(stage, since, limit, at_limit));
+    }
+
+    fn finish(mut self) -> StagedOutcome {
+        self.out.solve_time_s = self.deadline.elapsed();
+        self.out
+    }
+}
+
+/// Columns of the whole boundary relaxation above which [`solve_staged`] (with
+/// [`StagedOptions::boundary`]) bounds by windows ([`crate::boundary::window_bound`]) and, its
+/// staged model being too large for HiGHS in the time, gives the rest of the time to annealing
+/// instead of the LP rounding and the MILP. The
+/// whole relaxation of the random layered n250 graph at budget 0.8 (about 5 x 10^4 columns)
+/// solves in 16 s on 2 threads, that of n500 (2.3 x 10^5) in 43 s, that of n1000 (9.1 x 10^5)
+/// not in 60 s.
+pub const WHOLE_RELAXATION_COLUMNS: usize = 100_000;
+
+/// Share of the time limit given to the windowed bound on graphs over
+/// [`WHOLE_RELAXATION_COLUMNS`].
+pub const WINDOW_SHARE: f64 = 0.6;
 
 /// Solves the staged MILP at `budget` bytes (fixed memory included), minimizing total compute
 /// cost (eq. 1a), warm-started from the best of [`greedy_best`] and (one node per stage)
 /// `opts.milp.warm_start`. The returned schedule is the cheaper of HiGHS' incumbent (with its
 /// recomputation made minimal for its storage decisions) and the warm start, expanded to
 /// Checkmate's matrices and validated by the simulator.
+///
+/// **Time.** `opts.milp.time_limit_s` bounds the whole call, counted from `opts.start` (or
+/// the call): greedy eviction, the bound ([`BOUNDARY_SHARE`], or [`WINDOW_SHARE`] on graphs
+/// whose whole relaxation has more than [`WHOLE_RELAXATION_COLUMNS`] columns), annealing
+/// ([`ANNEAL_SHARE`], or all that is left on those graphs), the LP rounding (a third, at most
+/// half of what is left) and the MILP (the rest; skipped, with status
+/// [`SolveStatus::ReachedTimeLimit`], when less than [`MIN_SOLVE_S`] is left). Each stage's
+/// time and limit are in [`StagedOutcome::stages`]. Beyond the limit it overruns by at most
+/// one model construction and one simulation per candidate schedule.
 ///
 /// # Errors
 /// [`RematError::Solver`] when HiGHS fails.
@@ -1219,236 +1349,346 @@ pub fn solve_staged(
     budget: u64,
     opts: &StagedOptions,
 ) -> Result<StagedOutcome, RematError> {
-    let start = Instant::now();
+    let deadline = Deadline::from(
+        opts.start.unwrap_or_else(Instant::now),
+        opts.milp.time_limit_s,
+    );
+    let large = opts.boundary
+        && Window::whole(g.len(), g.fitting_prefix(budget)).columns(g.len())
+            > WHOLE_RELAXATION_COLUMNS;
     let (stages, prefix) = model_stages(g, budget, opts.stage_size);
-    // One node per stage after the prefix: Checkmate's schedule space.
     let fine = stages
         .iter()
         .skip(usize::from(prefix > 0))
         .all(|st| st.start() == st.end());
-    let mut out = StagedOutcome {
-        best: None,
-        greedy: None,
-        lp_bound: None,
-        objective: None,
-        dual_bound: f64::NAN,
-        mip_gap: f64::NAN,
-        valid_bound: g.total_cost(),
-        // Set on every return below.
-        status: SolveStatus::NotSet,
-        solve_time_s: 0.0,
-        size: ModelSize::default(),
-        stage_size: opts.stage_size.max(1),
-        boundary_bound: None,
-        boundary_lp_bound: None,
-        closure_cuts: 0,
-        annealed: None,
+    let mut st = Solve {
+        g,
+        budget,
+        opts,
+        deadline,
+        stages,
+        prefix,
+        fine,
+        warm: None,
+        fallback: None,
+        relax_size: None,
+        out: StagedOutcome::empty(g, opts),
     };
     if budget < g.working_set_bound() {
-        out.status = SolveStatus::InfeasibleWorkingSet;
-        out.dual_bound = f64::INFINITY;
-        out.valid_bound = f64::INFINITY;
-        out.solve_time_s = start.elapsed().as_secs_f64();
-        return Ok(out);
+        st.out.status = SolveStatus::InfeasibleWorkingSet;
+        st.out.dual_bound = f64::INFINITY;
+        st.out.valid_bound = f64::INFINITY;
+        return Ok(st.finish());
     }
-    let within = |s: &StagedSchedule| -> Option<(StagedSchedule, Schedule, SimResult)> {
-        if let Some(c) = opts.max_computations {
-            let over = (0..g.len()).any(|i| s.r.iter().filter(|r| r[i]).count() > c as usize);
-            if over {
-                return None;
-            }
-        }
-        let e = s.expand(g);
-        let sim = simulate(g, &e).ok()?;
-        (sim.peak_mem <= budget).then(|| (s.clone(), e, sim))
-    };
-    let mut warm = greedy_best(g, budget, &stages).and_then(|(s, _)| within(&s));
-    // With grouped stages and no fitting heuristic at that granularity, the heuristics with one
-    // node per stage may still fit: such a schedule cannot warm-start the grouped model but is
-    // reported when HiGHS finds nothing better.
-    let mut fallback = if warm.is_none() && !fine && opts.max_computations.is_none() {
-        greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r))
-    } else {
-        None
-    };
-    if fine {
-        if let Some(w) = opts
-            .milp
-            .warm_start
-            .as_ref()
-            .map(|w| from_checkmate(w, &stages))
-        {
-            if let Some(c) = within(&w) {
-                if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
-                    warm = Some(c);
-                }
-            }
-        }
-    }
-    let heuristic = warm
-        .as_ref()
-        .map(|x| x.2)
-        .or(fallback.as_ref().map(|x| x.1));
-    let mut relax_size = None;
+    heuristics(&mut st);
     if opts.boundary {
-        let relax = boundary_bound(
-            g,
-            budget,
-            &MilpOptions {
-                time_limit_s: opts.milp.time_limit_s * BOUNDARY_SHARE,
-                warm_start: warm
-                    .as_ref()
-                    .map(|x| x.1.clone())
-                    .or(fallback.as_ref().map(|x| x.0.clone())),
-                ..opts.milp.clone()
-            },
-        )?;
-        out.boundary_bound = Some(relax.bound);
-        out.boundary_lp_bound = relax.lp_bound;
-        out.closure_cuts = relax.cuts;
-        out.valid_bound = out.valid_bound.max(relax.bound);
-        if relax.bound.is_infinite() {
-            out.status = SolveStatus::InfeasibleBoundaryRelaxation;
-            out.dual_bound = f64::INFINITY;
-            out.solve_time_s = start.elapsed().as_secs_f64();
-            return Ok(out);
+        if large {
+            window_stage(&mut st)?;
+        } else {
+            boundary_stage(&mut st)?;
         }
-        if let Some(sch) = &relax.schedule {
-            let one = uniform_stages(g.len(), 1);
-            let repaired = repair(g, budget, &one, &sch.s).map(|x| x.expand(g));
-            for cand in [Some(sch.clone()), repaired].into_iter().flatten() {
-                let cand = if fine {
-                    from_checkmate(&cand, &stages)
-                } else {
-                    StagedSchedule {
-                        stages: one.clone(),
-                        r: cand.r,
-                        s: cand.s,
-                    }
-                };
-                let Some(c) = within(&cand) else { continue };
-                let cost = c.2.cost;
-                if fine {
-                    if warm.as_ref().is_none_or(|x| cost < x.2.cost) {
-                        warm = Some(c);
-                    }
-                } else if warm.as_ref().is_none_or(|x| cost < x.2.cost)
-                    && fallback.as_ref().is_none_or(|x| cost < x.1.cost)
-                {
-                    fallback = Some((c.1, c.2));
-                }
-            }
-        }
-        relax_size = Some(ModelSize {
-            columns: relax.columns,
-            integer_columns: relax.columns,
-            rows: relax.rows,
-        });
-        if end_within_gap(&mut out, &warm, &fallback, opts, relax_size, heuristic) {
-            out.solve_time_s = start.elapsed().as_secs_f64();
-            return Ok(out);
+        if st.out.status != SolveStatus::NotSet {
+            return Ok(st.finish());
         }
     }
     if opts.anneal {
-        let limit = (opts.milp.time_limit_s * ANNEAL_SHARE)
-            .min(opts.milp.time_limit_s - start.elapsed().as_secs_f64());
-        // The cheaper of the model's warm start and the one-node-per-stage fallback.
-        let from = match (&warm, &fallback) {
-            (Some(w), f) if f.as_ref().is_none_or(|f| w.2.cost <= f.1.cost) => Some(w.0.clone()),
-            (_, Some(f)) => Some(from_checkmate(&f.0, &uniform_stages(g.len(), 1))),
-            _ => None,
-        };
-        if let Some(from) = from.filter(|_| limit > 0.0) {
-            let a = anneal(
-                g,
-                budget,
-                &from.stages,
-                &from,
-                &AnnealOptions {
-                    time_limit_s: limit,
-                    seed: 0,
-                    max_moves: None,
-                },
-            );
-            if let Some(c) = a.best.and_then(|(s, _)| within(&s)) {
-                out.annealed = Some(c.2);
-                if from.stages == stages {
-                    if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
-                        warm = Some(c);
-                    }
-                } else if fallback.as_ref().is_none_or(|x| c.2.cost < x.1.cost) {
-                    fallback = Some((c.1, c.2));
-                }
-            }
-        }
-        if end_within_gap(&mut out, &warm, &fallback, opts, relax_size, heuristic) {
-            out.solve_time_s = start.elapsed().as_secs_f64();
-            return Ok(out);
+        let share = if large { 1.0 } else { ANNEAL_SHARE };
+        anneal_stage(&mut st, share);
+        if end_within_gap(&mut st) {
+            return Ok(st.finish());
         }
     }
-    let unrestricted = fine && opts.max_computations.is_none();
-    // LP relaxation (a third of the time limit): its bound, and its storage rounded at several
-    // thresholds and repaired to fit (two-phase rounding, Checkmate Section 5.1, with repair).
+    if large {
+        // The staged model of such a graph is too large for HiGHS in the time left.
+        st.out.status = if st.best_sim().is_some() {
+            SolveStatus::Feasible
+        } else {
+            SolveStatus::NotFound
+        };
+        st.out.greedy = st.best_sim();
+        st.out.best = [
+            st.warm.clone().map(|(_, e, sim)| (e, sim)),
+            st.fallback.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+        return Ok(st.finish());
+    }
     if opts.lp_rounding {
-        let (pb, v) = build(g, budget, &stages, prefix, opts.max_computations, false);
-        let mut model = pb.optimise(Sense::Minimise);
-        let lp_opts = StagedOptions {
-            milp: MilpOptions {
-                time_limit_s: (opts.milp.time_limit_s / 3.0)
-                    .min((opts.milp.time_limit_s - start.elapsed().as_secs_f64()) / 2.0)
-                    .max(0.01),
-                ..opts.milp.clone()
-            },
-            ..opts.clone()
-        };
-        configure(&mut model, &lp_opts);
-        let solved = model
-            .try_solve()
-            .map_err(|e| RematError::Solver(format!("{e:?}")))?;
-        if solved.status() == HighsModelStatus::Optimal {
-            out.lp_bound = Some(solved.objective_value());
-            let sol = solved.get_solution();
-            let cols = sol.columns();
-            for th in LP_THRESHOLDS {
-                let s0: Vec<Vec<bool>> = stages
-                    .iter()
-                    .enumerate()
-                    .map(|(si, st)| {
-                        (0..g.len())
-                            .map(|i| i < *st.start() && cols[v.s[si][i].index()] > th)
-                            .collect()
-                    })
-                    .collect();
-                if let Some(c) = repair(g, budget, &stages, &s0).and_then(|x| within(&x)) {
-                    if warm.as_ref().is_none_or(|x| c.2.cost < x.2.cost) {
-                        warm = Some(c);
-                    }
+        lp_rounding_stage(&mut st)?;
+    }
+    st.out.greedy = st.best_sim();
+    milp_stage(&mut st)?;
+    Ok(st.finish())
+}
+
+/// Least time, seconds, for which [`solve_staged`] still starts an LP or a MILP.
+pub const MIN_SOLVE_S: f64 = 0.5;
+
+/// Greedy eviction at the model's granularity, the one-node-per-stage fallback, and the
+/// caller's warm start.
+fn heuristics(st: &mut Solve) {
+    let since = Instant::now();
+    let (g, budget) = (st.g, st.budget);
+    st.warm = greedy_best(g, budget, &st.stages).and_then(|(s, _)| st.within(&s));
+    // With grouped stages and no fitting heuristic at that granularity, the heuristics with one
+    // node per stage may still fit.
+    if st.warm.is_none() && !st.fine && st.opts.max_computations.is_none() {
+        st.fallback =
+            greedy_best(g, budget, &uniform_stages(g.len(), 1)).map(|(s, r)| (s.expand(g), r));
+    }
+    let given = st.opts.milp.warm_start.as_ref();
+    if st.fine {
+        if let Some(c) = given.and_then(|w| st.within(&from_checkmate(w, &st.stages))) {
+            st.offer_warm(c);
+        }
+    } else if st.opts.max_computations.is_none() {
+        // A Checkmate schedule cannot warm-start a grouped model, but may be the best one.
+        let one = uniform_stages(g.len(), 1);
+        if let Some(c) = given.and_then(|w| st.within(&from_checkmate(w, &one))) {
+            st.offer_fallback((c.1, c.2));
+        }
+    }
+    st.out.greedy = st.best_sim();
+    st.record(PlanStage::GreedyEviction, since, None, false);
+}
+
+/// The whole boundary relaxation ([`boundary_bound`], [`BOUNDARY_SHARE`] of the time): its
+/// bound, its schedule (repaired) as a candidate, and the end of the solve when it proves the
+/// budget infeasible or a schedule within the gap.
+fn boundary_stage(st: &mut Solve) -> Result<(), RematError> {
+    let since = Instant::now();
+    let (g, budget) = (st.g, st.budget);
+    let limit = st.deadline.share(BOUNDARY_SHARE);
+    let relax = boundary_bound(
+        g,
+        budget,
+        &MilpOptions {
+            time_limit_s: limit,
+            warm_start: st
+                .warm
+                .as_ref()
+                .map(|x| x.1.clone())
+                .or(st.fallback.as_ref().map(|x| x.0.clone())),
+            ..st.opts.milp.clone()
+        },
+    )?;
+    st.out.boundary_bound = Some(relax.bound);
+    st.out.boundary_lp_bound = relax.lp_bound;
+    st.out.closure_cuts = relax.cuts;
+    st.out.valid_bound = st.out.valid_bound.max(relax.bound);
+    st.out.bound_windows = 1;
+    let at_limit = relax.status == SolveStatus::ReachedTimeLimit;
+    st.record(PlanStage::BoundaryRelaxation, since, Some(limit), at_limit);
+    if relax.bound.is_infinite() {
+        st.out.status = SolveStatus::InfeasibleBoundaryRelaxation;
+        st.out.dual_bound = f64::INFINITY;
+        return Ok(());
+    }
+    if let Some(sch) = &relax.schedule {
+        let one = uniform_stages(g.len(), 1);
+        let repaired = repair(g, budget, &one, &sch.s).map(|x| x.expand(g));
+        for cand in [Some(sch.clone()), repaired].into_iter().flatten() {
+            let cand = if st.fine {
+                from_checkmate(&cand, &st.stages)
+            } else {
+                StagedSchedule {
+                    stages: one.clone(),
+                    r: cand.r,
+                    s: cand.s,
                 }
+            };
+            let Some(c) = st.within(&cand) else { continue };
+            if st.fine {
+                st.offer_warm(c);
+            } else {
+                st.offer_fallback((c.1, c.2));
             }
         }
     }
-    out.greedy = warm
-        .as_ref()
-        .map(|x| x.2)
-        .or(fallback.as_ref().map(|x| x.1));
-    let (pb, v) = build(g, budget, &stages, prefix, opts.max_computations, true);
-    out.size = ModelSize {
+    st.relax_size = Some(ModelSize {
+        columns: relax.columns,
+        integer_columns: relax.columns,
+        rows: relax.rows,
+    });
+    end_within_gap(st);
+    Ok(())
+}
+
+/// The windowed boundary relaxation ([`window_bound`], [`WINDOW_SHARE`] of the time) of a
+/// graph too large for the whole one: a bound only.
+fn window_stage(st: &mut Solve) -> Result<(), RematError> {
+    let since = Instant::now();
+    let limit = st.deadline.share(WINDOW_SHARE);
+    let w = window_bound(
+        st.g,
+        st.budget,
+        &MilpOptions {
+            time_limit_s: limit,
+            ..st.opts.milp.clone()
+        },
+        WINDOW_COLUMNS,
+    )?;
+    st.out.boundary_bound = Some(w.bound);
+    st.out.bound_windows = w.windows.len();
+    let columns = w.windows.iter().map(|x| x.columns(st.g.len())).max();
+    st.relax_size = Some(ModelSize {
+        columns: columns.unwrap_or(0),
+        integer_columns: columns.unwrap_or(0),
+        rows: 0,
+    });
+    st.out.closure_cuts = w.cuts;
+    st.out.valid_bound = st.out.valid_bound.max(w.bound);
+    st.record(PlanStage::WindowBound, since, Some(limit), w.at_limit);
+    if w.bound.is_infinite() {
+        st.out.status = SolveStatus::InfeasibleBoundaryRelaxation;
+        st.out.dual_bound = f64::INFINITY;
+        return Ok(());
+    }
+    end_within_gap(st);
+    Ok(())
+}
+
+/// Simulated annealing ([`anneal`]) from the cheaper of warm start and fallback, in `share`
+/// of the time limit (at most what is left).
+fn anneal_stage(st: &mut Solve, share: f64) {
+    let since = Instant::now();
+    let g = st.g;
+    let limit = st.deadline.share(share);
+    let from = match (&st.warm, &st.fallback) {
+        (Some(w), f) if f.as_ref().is_none_or(|f| w.2.cost <= f.1.cost) => Some(w.0.clone()),
+        (_, Some(f)) => Some(from_checkmate(&f.0, &uniform_stages(g.len(), 1))),
+        _ => None,
+    };
+    let Some(from) = from.filter(|_| limit > 0.0) else {
+        return;
+    };
+    let a = anneal(
+        g,
+        st.budget,
+        &from.stages,
+        &from,
+        &AnnealOptions {
+            time_limit_s: limit,
+            seed: 0,
+            max_moves: None,
+        },
+    );
+    st.out.anneal_moves = a.moves;
+    if let Some(c) = a.best.and_then(|(s, _)| st.within(&s)) {
+        st.out.annealed = Some(c.2);
+        if from.stages == st.stages {
+            st.offer_warm(c);
+        } else {
+            st.offer_fallback((c.1, c.2));
+        }
+    }
+    let at_limit = a.time_s >= 0.99 * limit;
+    st.record(PlanStage::Anneal, since, Some(limit), at_limit);
+}
+
+/// The staged model's LP relaxation (a third of the time limit, at most half of what is left):
+/// its bound, and its storage rounded at several thresholds and repaired to fit (two-phase
+/// rounding, Checkmate Section 5.1, with repair) as warm starts.
+fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
+    let since = Instant::now();
+    let (g, budget) = (st.g, st.budget);
+    let limit = (st.deadline.limit_s() / 3.0).min(st.deadline.left() / 2.0);
+    if limit < MIN_SOLVE_S {
+        st.record(PlanStage::LpRounding, since, Some(limit), true);
+        return Ok(());
+    }
+    let (pb, v) = build(
+        g,
+        budget,
+        &st.stages,
+        st.prefix,
+        st.opts.max_computations,
+        false,
+    );
+    let mut model = pb.optimise(Sense::Minimise);
+    let lp_opts = StagedOptions {
+        milp: MilpOptions {
+            time_limit_s: (limit - since.elapsed().as_secs_f64()).max(0.01),
+            ..st.opts.milp.clone()
+        },
+        ..st.opts.clone()
+    };
+    configure(&mut model, &lp_opts);
+    let solved = model
+        .try_solve()
+        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let optimal = solved.status() == HighsModelStatus::Optimal;
+    if optimal {
+        st.out.lp_bound = Some(solved.objective_value());
+        let sol = solved.get_solution();
+        let cols = sol.columns();
+        for th in LP_THRESHOLDS {
+            let s0: Vec<Vec<bool>> = st
+                .stages
+                .iter()
+                .enumerate()
+                .map(|(si, r)| {
+                    (0..g.len())
+                        .map(|i| i < *r.start() && cols[v.s[si][i].index()] > th)
+                        .collect()
+                })
+                .collect();
+            if let Some(c) = repair(g, budget, &st.stages, &s0).and_then(|x| st.within(&x)) {
+                st.offer_warm(c);
+            }
+        }
+    }
+    st.record(PlanStage::LpRounding, since, Some(limit), !optimal);
+    Ok(())
+}
+
+/// The staged MILP in what is left of the time limit, warm-started; the best of its incumbent
+/// (with minimal recomputation) and the candidates so far, and the bounds.
+fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
+    let since = Instant::now();
+    let (g, budget) = (st.g, st.budget);
+    let limit = st.deadline.left();
+    let unrestricted = st.fine && st.opts.max_computations.is_none();
+    let candidates = |st: &Solve| {
+        [
+            st.warm.clone().map(|(_, e, sim)| (e, sim)),
+            st.fallback.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+    };
+    if limit < MIN_SOLVE_S {
+        st.out.status = SolveStatus::ReachedTimeLimit;
+        st.out.best = candidates(st);
+        st.record(PlanStage::Milp, since, Some(limit), true);
+        return Ok(());
+    }
+    let (pb, v) = build(
+        g,
+        budget,
+        &st.stages,
+        st.prefix,
+        st.opts.max_computations,
+        true,
+    );
+    st.out.size = ModelSize {
         columns: pb.num_cols(),
         integer_columns: v.nint,
         rows: pb.num_rows(),
     };
     let mut model = pb.optimise(Sense::Minimise);
-    configure(
-        &mut model,
-        &StagedOptions {
-            milp: MilpOptions {
-                time_limit_s: (opts.milp.time_limit_s - start.elapsed().as_secs_f64()).max(1.0),
-                ..opts.milp.clone()
-            },
-            ..opts.clone()
+    let milp_opts = StagedOptions {
+        milp: MilpOptions {
+            time_limit_s: (limit - since.elapsed().as_secs_f64()).max(0.01),
+            ..st.opts.milp.clone()
         },
-    );
-    if let Some((ws, _, _)) = &warm {
+        ..st.opts.clone()
+    };
+    configure(&mut model, &milp_opts);
+    if let Some((ws, _, _)) = &st.warm {
         model
             .try_set_solution(Some(&warm_vector(g, &v, ws)), None, None, None)
             .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
@@ -1457,39 +1697,20 @@ pub fn solve_staged(
         .try_solve()
         .map_err(|e| RematError::Solver(format!("{e:?}")))?;
     let status = solved.status();
-    out.status = highs_status(status);
-    out.dual_bound = solved
+    st.out.status = highs_status(status);
+    st.out.dual_bound = solved
         .double_info_value(c"mip_dual_bound")
         .unwrap_or(f64::NAN);
-    out.mip_gap = solved.mip_gap();
-    // The cheaper of the warm start and the one-node-per-stage fallback (with grouped stages
-    // the boundary relaxation's repaired schedule lands there and may beat the warm start).
-    let mut best = [warm.map(|(_, e, sim)| (e, sim)), fallback]
-        .into_iter()
-        .flatten()
-        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+    st.out.mip_gap = solved.mip_gap();
+    let mut best = candidates(st);
     if solved.primal_solution_status() == HighsSolutionStatus::Feasible
         && !matches!(status, HighsModelStatus::Infeasible)
     {
-        out.objective = Some(solved.objective_value());
+        st.out.objective = Some(solved.objective_value());
         let sol = solved.get_solution();
-        let cols = sol.columns();
-        let n = g.len();
-        let mut sch = StagedSchedule {
-            stages: stages.clone(),
-            r: vec![vec![false; n]; stages.len()],
-            s: vec![vec![false; n]; stages.len()],
-        };
-        for (si, st) in stages.iter().enumerate() {
-            for i in 0..=*st.end() {
-                sch.r[si][i] = v.r[si][i].is_none_or(|c| cols[c.index()] > 0.5);
-            }
-            for i in 0..*st.start() {
-                sch.s[si][i] = cols[v.s[si][i].index()] > 0.5;
-            }
-        }
+        let sch = incumbent(g, &st.stages, &v, sol.columns());
         for cand in [minimal_r(g, &sch), sch] {
-            if let Some((_, e, sim)) = within(&cand) {
+            if let Some((_, e, sim)) = st.within(&cand) {
                 if best.as_ref().is_none_or(|b| sim.cost < b.1.cost) {
                     best = Some((e, sim));
                 }
@@ -1497,15 +1718,43 @@ pub fn solve_staged(
         }
     }
     if unrestricted {
-        for b in [Some(out.dual_bound), out.lp_bound].into_iter().flatten() {
+        for b in [Some(st.out.dual_bound), st.out.lp_bound]
+            .into_iter()
+            .flatten()
+        {
             if b.is_finite() {
-                out.valid_bound = out.valid_bound.max(b);
+                st.out.valid_bound = st.out.valid_bound.max(b);
             }
         }
     }
-    out.best = best;
-    out.solve_time_s = start.elapsed().as_secs_f64();
-    Ok(out)
+    st.out.best = best;
+    let at_limit = st.out.status == SolveStatus::ReachedTimeLimit;
+    st.record(PlanStage::Milp, since, Some(limit), at_limit);
+    Ok(())
+}
+
+/// The staged schedule of the MILP's column values `cols`.
+fn incumbent(
+    g: &Graph,
+    stages: &[RangeInclusive<usize>],
+    v: &Vars,
+    cols: &[f64],
+) -> StagedSchedule {
+    let n = g.len();
+    let mut sch = StagedSchedule {
+        stages: stages.to_vec(),
+        r: vec![vec![false; n]; stages.len()],
+        s: vec![vec![false; n]; stages.len()],
+    };
+    for (si, st) in stages.iter().enumerate() {
+        for i in 0..=*st.end() {
+            sch.r[si][i] = v.r[si][i].is_none_or(|c| cols[c.index()] > 0.5);
+        }
+        for i in 0..*st.start() {
+            sch.s[si][i] = cols[v.s[si][i].index()] > 0.5;
+        }
+    }
+    sch
 }
 
 /// Coarse-to-fine solve: the staged MILP with `opts.stage_size` nodes per stage for
@@ -1523,7 +1772,7 @@ pub fn solve_refined(
     coarse_share: f64,
     refine: bool,
 ) -> Result<(StagedOutcome, Option<StagedOutcome>), RematError> {
-    let start = Instant::now();
+    let start = opts.start.unwrap_or_else(Instant::now);
     let total = opts.milp.time_limit_s;
     // One node per stage is already the unrestricted model: it gets the whole time.
     let refine = refine && opts.stage_size > 1;
@@ -1536,6 +1785,7 @@ pub fn solve_refined(
             },
             ..opts.milp.clone()
         },
+        start: Some(start),
         ..opts.clone()
     };
     let coarse = solve_staged(g, budget, &coarse_opts)?;
@@ -1549,9 +1799,10 @@ pub fn solve_refined(
         .as_ref()
         .map(|(s, _)| s.clone())
         .or_else(|| opts.milp.warm_start.clone());
+    // The refined solve ends at the same deadline, counted from the same start.
     let fine_opts = StagedOptions {
         milp: MilpOptions {
-            time_limit_s: (total - start.elapsed().as_secs_f64()).max(1.0),
+            time_limit_s: total,
             warm_start: warm,
             ..opts.milp.clone()
         },
@@ -1559,9 +1810,15 @@ pub fn solve_refined(
         max_computations: None,
         lp_rounding: false,
         boundary: false,
+        start: Some(start),
         ..opts.clone()
     };
     let mut fine = solve_staged(g, budget, &fine_opts)?;
+    for t in &mut fine.stages {
+        if t.stage == PlanStage::Milp {
+            t.stage = PlanStage::RefineMilp;
+        }
+    }
     // The coarse solve's boundary relaxation bounds Checkmate's problem too.
     fine.valid_bound = fine.valid_bound.max(coarse.valid_bound);
     fine.boundary_bound = coarse.boundary_bound;

@@ -910,6 +910,7 @@ fn measure_staged(
         lp_rounding: true,
         boundary: true,
         anneal: true,
+        start: None,
     };
     let refine = g.len() <= params.refine_max_nodes;
     let (coarse, fine) = solve_refined(g, budget, &so, params.coarse_share, refine)?;
