@@ -1,18 +1,20 @@
-//! Report sections of a training study, built from the polars study table
-//! ([`crate::results::study_table`]) and the per-step table.
+//! Report sections of a training study. The analysis stage ([`crate::results::analysis`])
+//! reads the polars study table ([`crate::results::study_table`]) and the per-step table into
+//! typed values (configuration rows, groups, goal outcomes, step curves); this module only
+//! arranges and formats them.
 
 use super::glance::{self, Answer};
 use super::markdown;
 use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::results::analysis::{
-    config_summaries, goal_outcomes, group_summaries, joint_coverage, step_scaling, study_name,
-    ConfigSummary, GoalOutcome, GroupSummary, RepeatRuns, StepScaling,
+    config_summaries, goal_outcomes, group_summaries, joint_coverage, step_curves, step_scaling,
+    study_name, ConfigSummary, GoalOutcome, GroupSummary, RepeatRuns, StepScaling,
 };
 use crate::results::{steps_table, study_table, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
 use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
-use polars::prelude::*;
+use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
 
 /// Formats a byte count with a binary unit (KiB, MiB, GiB).
@@ -46,10 +48,6 @@ pub fn parse_duration(s: &str) -> Option<f64> {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn rerr(e: PolarsError) -> Error {
-    Error::Report(format!("study table: {e}"))
-}
 
 fn fmt_opt(v: Option<f64>, digits: usize, suffix: &str) -> String {
     v.map(|x| format!("{x:.digits$}{suffix}"))
@@ -248,10 +246,13 @@ fn mixed_precision(
     };
     let mut table = table;
     status_notes(&mut table, g, 1);
-    let mut scale_series = Vec::new();
-    for c in g.rows.iter().filter(|c| c.cfg.loss_scale.is_some()) {
-        scale_series.extend(loss_scale_series(c, steps_df)?);
-    }
+    let scales = step_curves(steps_df, &inputs.study, "loss_scale")?;
+    let scale_series: Vec<Series> = g
+        .rows
+        .iter()
+        .filter(|c| c.cfg.loss_scale.is_some())
+        .filter_map(|c| loss_scale_series(c, &scales))
+        .collect();
     let figure = (!scale_series.is_empty()).then(|| Figure {
         name: "loss_scale".into(),
         title: "Dynamic loss scale per step".into(),
@@ -303,42 +304,20 @@ fn mixed_row(c: &ConfigRow, agg: &BTreeMap<String, StepScaling>) -> Vec<String> 
     ]
 }
 
-/// log2 of the loss scale per step of one configuration (`None` without the column or
-/// points).
-fn loss_scale_series(c: &ConfigRow, steps_df: &DataFrame) -> Result<Option<Series>> {
-    if steps_df.height() == 0 {
-        return Ok(None);
-    }
-    let part = steps_df
-        .clone()
-        .lazy()
-        .filter(col("config").eq(lit(c.s.config.clone())))
-        .select([
-            col("step").cast(DataType::Float64),
-            col("loss_scale").cast(DataType::Float64),
-        ])
-        .collect()
-        .map_err(rerr)?;
-    let column = |name: &str| -> Result<Float64Chunked> {
-        Ok(part
-            .column(name)
-            .map_err(rerr)?
-            .f64()
-            .map_err(rerr)?
-            .clone())
-    };
-    let (xs, ys) = (column("step")?, column("loss_scale")?);
-    let points: Vec<(f64, f64)> = xs
+/// log2 of the loss scale per step of one configuration, from the loss-scale points of every
+/// configuration ([`step_curves`]); `None` without points.
+fn loss_scale_series(c: &ConfigRow, scales: &BTreeMap<String, Vec<(f64, f64)>>) -> Option<Series> {
+    let points: Vec<(f64, f64)> = scales
+        .get(&c.s.config)?
         .iter()
-        .zip(ys.iter())
-        .filter_map(|(x, y)| Some((x?, y?.log2())))
+        .map(|&(x, y)| (x, y.log2()))
         .collect();
-    Ok((!points.is_empty()).then(|| Series {
+    (!points.is_empty()).then(|| Series {
         label: c.cfg.label.clone(),
         points,
         mark: Mark::Line,
         point_labels: Vec::new(),
-    }))
+    })
 }
 
 /// What every group's section of a study uses: the experiment file's configurations, claims and
@@ -517,7 +496,9 @@ fn human_count(n: f64) -> String {
 /// last section listing records whose configuration is no longer in the experiment file.
 ///
 /// # Errors
-/// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
+/// [`crate::Error::Records`] when the study has no records; [`crate::Error::Report`] on table
+/// errors and when the analysis stage cannot read a column (an
+/// [`crate::results::analysis::AnalysisError`] naming it and the study).
 pub fn sections(
     records: &StudyRecords,
     header: &StudyHeader,
@@ -757,7 +738,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         figures.extend(pareto_figure(g));
         figures.extend(interval_figures(g));
         figures.extend(estimate_figure(g));
-        figures.extend(loss_figures(g, &steps_df)?);
+        figures.extend(loss_figures(
+            g,
+            &step_curves(&steps_df, &inputs.study, "loss")?,
+        ));
     }
     let mut table_mixed = None;
     if let Some((t, fig)) = mixed_precision(inputs, g, &steps_df)? {
@@ -1410,34 +1394,7 @@ const MAX_LINES: usize = 8;
 
 /// Training loss per step of each finished configuration, in the group's order: one chart per
 /// [`MAX_LINES`] - 1 configurations, each with the control's curve as the reference.
-fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
-    if steps_df.height() == 0 {
-        return Ok(Vec::new());
-    }
-    let configs = steps_df
-        .column("config")
-        .map_err(rerr)?
-        .str()
-        .map_err(rerr)?
-        .clone();
-    let steps = steps_df
-        .column("step")
-        .map_err(rerr)?
-        .cast(&DataType::Float64)
-        .map_err(rerr)?;
-    let steps = steps.f64().map_err(rerr)?;
-    let losses = steps_df
-        .column("loss")
-        .map_err(rerr)?
-        .f64()
-        .map_err(rerr)?
-        .clone();
-    let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for i in 0..steps_df.height() {
-        if let (Some(c), Some(s), Some(l)) = (configs.get(i), steps.get(i), losses.get(i)) {
-            curves.entry(c.to_string()).or_default().push((s, l));
-        }
-    }
+fn loss_figures(g: &Group, curves: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Figure> {
     let line = |name: &str| {
         curves.get(name).map(|points| Series {
             label: name.to_string(),
@@ -1462,7 +1419,7 @@ fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
     let per_chart = MAX_LINES - usize::from(reference.is_some());
     let chunks: Vec<&[Series]> = others.chunks(per_chart).collect();
     let n = chunks.len();
-    Ok(chunks
+    chunks
         .into_iter()
         .enumerate()
         .map(|(i, chunk)| Figure {
@@ -1485,7 +1442,7 @@ fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
                 .collect(),
             ..Default::default()
         })
-        .collect())
+        .collect()
 }
 
 /// The environment of a group, read from its first record: device, backend, numerics, host,

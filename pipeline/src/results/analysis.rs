@@ -157,13 +157,13 @@ impl<'a> Columns<'a> {
             .collect()
     }
 
-    /// The numeric column `c` as `f64` (in the column's unit); a null or non-finite cell
-    /// (a job that did not finish, a ratio to a missing control) is `None`.
+    /// The numeric column `c` as `f64` (in the column's unit), a null cell as `None`, a
+    /// non-finite value kept.
     ///
     /// # Errors
     /// [`AnalysisError::MissingColumn`], or [`AnalysisError::ColumnType`] when `c` is not
     /// numeric (an all-null column is read as all `None`).
-    pub fn f64s(&self, c: &str) -> AnalysisResult<Vec<Option<f64>>> {
+    pub fn raw_f64s(&self, c: &str) -> AnalysisResult<Vec<Option<f64>>> {
         let column = self.column(c)?;
         let dtype = column.dtype();
         if !(dtype.is_primitive_numeric() || dtype.is_null()) {
@@ -175,7 +175,20 @@ impl<'a> Columns<'a> {
         let s = cast
             .f64()
             .map_err(|_| self.wrong_type(c, "a number", dtype))?;
-        Ok(s.iter().map(|v| v.filter(|v| v.is_finite())).collect())
+        Ok(s.iter().collect())
+    }
+
+    /// The numeric column `c` as `f64` (in the column's unit); a null or non-finite cell
+    /// (a job that did not finish, a ratio to a missing control) is `None`.
+    ///
+    /// # Errors
+    /// As [`Columns::raw_f64s`].
+    pub fn f64s(&self, c: &str) -> AnalysisResult<Vec<Option<f64>>> {
+        Ok(self
+            .raw_f64s(c)?
+            .into_iter()
+            .map(|v| v.filter(|v| v.is_finite()))
+            .collect())
     }
 
     /// The count column `c` (a non-negative integer every row has).
@@ -780,6 +793,34 @@ pub fn step_scaling(
     Ok(out)
 }
 
+/// Per configuration of the per-step table `steps_df` of `study` ([`super::steps_table`]), the
+/// points (step, `value`) in table order (by job, then step): `value` in its column's unit
+/// (e.g. `loss` in nats/token, `loss_scale`). A row with a null step or value gives no point; a
+/// non-finite value (a diverged loss) is kept, as the figures draw it. Empty for an empty table.
+///
+/// # Errors
+/// [`AnalysisError`] naming the column when `config`, `step` or `value` is missing or not of
+/// its type.
+pub fn step_curves(
+    steps_df: &DataFrame,
+    study: &str,
+    value: &str,
+) -> AnalysisResult<BTreeMap<String, Vec<(f64, f64)>>> {
+    let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    if steps_df.height() == 0 {
+        return Ok(curves);
+    }
+    let t = Columns::new(steps_df, study, "steps");
+    let configs = t.strs("config")?;
+    let (steps, values) = (t.raw_f64s("step")?, t.raw_f64s(value)?);
+    for (i, config) in configs.into_iter().enumerate() {
+        if let (Some(s), Some(v)) = (steps[i], values[i]) {
+            curves.entry(config).or_default().push((s, v));
+        }
+    }
+    Ok(curves)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -910,6 +951,22 @@ mod tests {
             text.contains("`reduction_pct`") && text.contains("synthetic"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn step_curves_keep_table_order_and_a_diverged_value() {
+        let steps = df!(
+            "config" => ["b", "a", "b", "a"],
+            "step" => [0u32, 0, 1, 1],
+            "loss" => [Some(2.0), Some(3.0), Some(f64::NAN), None],
+        )
+        .unwrap();
+        let curves = step_curves(&steps, "synthetic", "loss").unwrap();
+        assert_eq!(curves["a"], [(0.0, 3.0)], "a null loss gives no point");
+        assert_eq!(curves["b"][0], (0.0, 2.0));
+        assert!(curves["b"][1].1.is_nan(), "a diverged loss is drawn");
+        let err = step_curves(&steps, "synthetic", "loss_scale").unwrap_err();
+        assert!(matches!(err, AnalysisError::MissingColumn { .. }), "{err}");
     }
 
     #[test]
