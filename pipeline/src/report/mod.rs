@@ -1,5 +1,6 @@
 //! Reports: the content model ([`model`]), SVG figures (plotters), Markdown and HTML rendering
-//! (minijinja), and the sections of training studies built from the polars study table.
+//! (minijinja), and the sections of training studies built from the typed analysis of their
+//! polars tables ([`crate::results::analysis`]).
 
 pub mod attribution;
 mod figures;

@@ -1,14 +1,20 @@
-//! Report sections of a training study, built from the polars study table
-//! ([`crate::results::study_table`]) and the per-step table.
+//! Report sections of a training study. The analysis stage ([`crate::results::analysis`])
+//! reads the polars study table ([`crate::results::study_table`]) and the per-step table into
+//! typed values (configuration rows, groups, goal outcomes, step curves); this module only
+//! arranges and formats them.
 
 use super::glance::{self, Answer};
 use super::markdown;
 use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::results::analysis::{
+    config_summaries, goal_outcomes, group_summaries, joint_coverage, step_curves, step_scaling,
+    study_name, ConfigSummary, GoalOutcome, GroupSummary, RepeatRuns, StepScaling,
+};
 use crate::results::{steps_table, study_table, JobStatus, StudyRecords};
-use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, GoalSelector, StudyHeader};
+use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
 use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
-use polars::prelude::*;
+use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
 
 /// Formats a byte count with a binary unit (KiB, MiB, GiB).
@@ -42,38 +48,6 @@ pub fn parse_duration(s: &str) -> Option<f64> {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn rerr(e: PolarsError) -> Error {
-    Error::Report(format!("study table: {e}"))
-}
-
-/// Typed access to one row of the study table.
-struct Row<'a> {
-    df: &'a DataFrame,
-    i: usize,
-}
-
-impl Row<'_> {
-    fn str(&self, c: &str) -> String {
-        self.df
-            .column(c)
-            .ok()
-            .and_then(|s| s.str().ok().and_then(|s| s.get(self.i).map(str::to_string)))
-            .unwrap_or_default()
-    }
-    fn f64(&self, c: &str) -> Option<f64> {
-        let s = self.df.column(c).ok()?;
-        let s = s.cast(&DataType::Float64).ok()?;
-        s.f64().ok()?.get(self.i).filter(|v| v.is_finite())
-    }
-    fn bool(&self, c: &str) -> bool {
-        self.df
-            .column(c)
-            .ok()
-            .and_then(|s| s.bool().ok().and_then(|s| s.get(self.i)))
-            .unwrap_or(false)
-    }
-}
 
 fn fmt_opt(v: Option<f64>, digits: usize, suffix: &str) -> String {
     v.map(|x| format!("{x:.digits$}{suffix}"))
@@ -158,61 +132,47 @@ fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
         rows: Vec::new(),
         notes: Vec::new(),
     };
-    for r in rows
+    for s in rows
         .iter()
-        .map(|c| &c.r)
-        .filter(|r| r.f64("checkmate").is_some())
+        .map(|c| &c.s)
+        .filter(|s| s.strategy.checkmate.is_some())
     {
-        let measured_bytes = match (r.f64("peak_allocated_bytes"), r.f64("steady_bytes")) {
+        let m = &s.measured;
+        let measured_bytes = match (m.peak_allocated_bytes, m.steady_bytes) {
             (Some(p), Some(s)) => Some((p - s).max(0.0)),
             _ => None,
         };
         let measured = match measured_bytes {
             Some(m) => format_bytes(m),
             None => {
-                table.note(table.rows.len(), 4, r.str("reason"));
-                r.str("status")
+                table.note(table.rows.len(), 4, s.reason.as_deref().unwrap_or(""));
+                s.status.as_str().to_string()
             }
         };
-        let ratio = match (measured_bytes, r.f64("planned_peak_bytes")) {
+        let ratio = match (measured_bytes, s.plan.peak_bytes) {
             (Some(m), Some(p)) if p > 0.0 => format!("{:.3}", m / p),
             _ => "–".into(),
         };
         table.rows.push(vec![
-            r.str("config"),
-            fmt_opt(r.f64("checkmate"), 2, ""),
-            fmt_opt(r.f64("planned_recomputed_blocks"), 0, ""),
-            r.f64("planned_peak_bytes")
+            s.config.clone(),
+            fmt_opt(s.strategy.checkmate, 2, ""),
+            fmt_opt(s.plan.recomputed_blocks, 0, ""),
+            s.plan
+                .peak_bytes
                 .map(format_bytes)
                 .unwrap_or_else(|| "–".into()),
             measured,
             ratio,
-            fmt_opt(r.f64("planned_cost_ratio"), 3, "x"),
-            fmt_opt(r.f64("relative_step_time"), 3, "x"),
+            fmt_opt(s.plan.cost_ratio, 3, "x"),
+            fmt_opt(m.relative_step_time, 3, "x"),
         ]);
     }
     table
 }
 
-/// The `[[goals]]` of the experiment file evaluated on a group's rows: for each precision and
-/// goal, the ratio of the goal's metric between the first finished configuration matching its
-/// numerator and the first matching its denominator (same precision, no kernel fusion, no
-/// budget). A goal whose configurations are missing gives no row.
-///
-/// With repeats (`[study] repeats`), each side is the median over its finished runs and the
-/// ratio gets an interval: the ratio of the two medians' order-statistic intervals
-/// ([`crate::stats::median_interval`], [`crate::stats::ratio`]). The goal is met when the whole
-/// interval is within it, missed when the whole interval is beyond it, and undecided otherwise.
-fn goals_table(records: &StudyRecords, rows: &[ConfigRow], goals: &[Goal]) -> Table {
-    let find = |prec: &str, sel: &GoalSelector| {
-        rows.iter().find(|c| {
-            c.ok && c.r.str("precision") == prec
-                && c.r.str("checkpoint") == sel.checkpoint.to_string()
-                && c.r.bool("fused_optimizer") == sel.fused_optimizer
-                && !c.r.bool("fusion")
-                && c.r.f64("budget").is_none()
-        })
-    };
+/// The goals evaluated on a group ([`goal_outcomes`]) as a table: per precision and goal, the
+/// ratio (with its interval, with repeats), the goal, the verdict and the runs per side.
+fn goals_table(outcomes: &[GoalOutcome], goals: &[Goal]) -> Table {
     let step_time_only = goals.iter().all(|g| g.metric == GoalMetric::MedianStepS);
     let mut table = Table {
         caption: if step_time_only {
@@ -226,61 +186,21 @@ fn goals_table(records: &StudyRecords, rows: &[ConfigRow], goals: &[Goal]) -> Ta
         rows: Vec::new(),
         notes: Vec::new(),
     };
-    let mut with_interval = None;
-    for prec in ["f32", "f16", "bf16"] {
-        for g in goals {
-            let (Some(a), Some(b)) = (find(prec, &g.numerator), find(prec, &g.denominator)) else {
-                continue;
-            };
-            let col = g.metric.column();
-            let (Some(x), Some(y)) = (a.r.f64(col), b.r.f64(col)) else {
-                continue;
-            };
-            let runs = |row: &ConfigRow, fallback: f64| {
-                let v = repeat_values(records, &row.r, g.metric);
-                if v.is_empty() {
-                    vec![fallback]
-                } else {
-                    v
-                }
-            };
-            let (xs, ys) = (runs(a, x), runs(b, y));
-            let est = |v: &[f64]| crate::stats::median_interval(v, crate::stats::LEVEL);
-            let Some(r) = est(&xs)
-                .zip(est(&ys))
-                .and_then(|(ex, ey)| crate::stats::ratio(&ex, &ey))
-            else {
-                continue;
-            };
-            let (ratio, met) = if r.has_interval() {
-                with_interval = Some(with_interval.map_or(r.coverage, |c: f64| c.min(r.coverage)));
-                (
-                    format!("{:.3}x [{:.3}, {:.3}]", r.median, r.lo, r.hi),
-                    if r.hi <= g.at_most {
-                        "yes"
-                    } else if r.lo > g.at_most {
-                        "no"
-                    } else {
-                        "undecided"
-                    },
-                )
-            } else {
-                (
-                    format!("{:.3}x", r.median),
-                    if r.median <= g.at_most { "yes" } else { "no" },
-                )
-            };
-            table.rows.push(vec![
-                g.label.clone(),
-                prec.to_string(),
-                ratio,
-                format!("<= {}x", g.at_most),
-                met.into(),
-                format!("{} / {}", xs.len(), ys.len()),
-            ]);
-        }
+    for o in outcomes {
+        let ratio = match o.interval {
+            Some(i) => format!("{:.3}x [{:.3}, {:.3}]", o.median, i.lo, i.hi),
+            None => format!("{:.3}x", o.median),
+        };
+        table.rows.push(vec![
+            o.goal.label.clone(),
+            o.precision.to_string(),
+            ratio,
+            format!("<= {}x", o.goal.at_most),
+            o.verdict.as_str().into(),
+            format!("{} / {}", o.runs.0, o.runs.1),
+        ]);
     }
-    if let Some(coverage) = with_interval {
+    if let Some(coverage) = joint_coverage(outcomes) {
         table.caption += &format!(
             "; ratio of the medians over the runs, with the ratio of their order-statistic \
              intervals (joint coverage at least {:.0}%)",
@@ -288,39 +208,6 @@ fn goals_table(records: &StudyRecords, rows: &[ConfigRow], goals: &[Goal]) -> Ta
         );
     }
     table
-}
-
-/// The job without its repeat index: the key every run of a configuration shares.
-fn base_key(spec: &crate::spec::JobSpec) -> String {
-    crate::spec::JobSpec {
-        repeat: 0,
-        ..spec.clone()
-    }
-    .key()
-}
-
-/// The values of `metric` over every finished run of the job of `row` (its repeats: the same
-/// job but for [`crate::spec::JobSpec::repeat`], on the same device); empty when the row's
-/// record is not found.
-fn repeat_values(records: &StudyRecords, row: &Row, metric: GoalMetric) -> Vec<f64> {
-    let Some(rec) = records.get(&row.str("key")) else {
-        return Vec::new();
-    };
-    let base = base_key(&rec.spec);
-    records
-        .records
-        .iter()
-        .filter(|r| {
-            r.status == JobStatus::Ok
-                && r.env.device_name == rec.env.device_name
-                && base_key(&r.spec) == base
-        })
-        .filter_map(|r| r.summary)
-        .map(|s| match metric {
-            GoalMetric::MedianStepS => s.median_step_s,
-            GoalMetric::PeakAllocatedBytes => s.peak_allocated_bytes as f64,
-        })
-        .collect()
 }
 
 /// The mixed-precision table: per configuration, its master weights and loss scale, the
@@ -335,7 +222,7 @@ fn mixed_precision(
     if !inputs.by_name.values().any(|c| c.master_weights) {
         return Ok(None);
     }
-    let agg = scaling_per_config(steps_df)?;
+    let agg = step_scaling(steps_df, &inputs.study)?;
     let table = Table {
         caption: "Mixed precision: loss scaling and gradient underflow".into(),
         columns: [
@@ -359,10 +246,13 @@ fn mixed_precision(
     };
     let mut table = table;
     status_notes(&mut table, g, 1);
-    let mut scale_series = Vec::new();
-    for c in g.rows.iter().filter(|c| c.cfg.loss_scale.is_some()) {
-        scale_series.extend(loss_scale_series(c, steps_df)?);
-    }
+    let scales = step_curves(steps_df, &inputs.study, "loss_scale")?;
+    let scale_series: Vec<Series> = g
+        .rows
+        .iter()
+        .filter(|c| c.cfg.loss_scale.is_some())
+        .filter_map(|c| loss_scale_series(c, &scales))
+        .collect();
     let figure = (!scale_series.is_empty()).then(|| Figure {
         name: "loss_scale".into(),
         title: "Dynamic loss scale per step".into(),
@@ -374,41 +264,9 @@ fn mixed_precision(
     Ok(Some((table, figure)))
 }
 
-/// Per configuration: steps skipped, mean zero-gradient fraction, final and minimum loss
-/// scale (a lazy polars aggregation of the per-step rows; empty without those columns).
-fn scaling_per_config(steps_df: &DataFrame) -> Result<DataFrame> {
-    let has = |c: &str| steps_df.column(c).is_ok();
-    if steps_df.height() == 0 || !has("skipped") || !has("grad_zero_fraction") {
-        return Ok(DataFrame::empty());
-    }
-    steps_df
-        .clone()
-        .lazy()
-        .group_by([col("config")])
-        .agg([
-            col("skipped")
-                .cast(DataType::UInt32)
-                .sum()
-                .alias("skipped_steps"),
-            col("grad_zero_fraction").mean().alias("zero_fraction"),
-            col("loss_scale").last().alias("final_scale"),
-            col("loss_scale").min().alias("min_scale"),
-        ])
-        .collect()
-        .map_err(rerr)
-}
-
-/// The value of column `c` for `config` in the aggregation of [`scaling_per_config`].
-fn lookup(agg: &DataFrame, config: &str, c: &str) -> Option<f64> {
-    let names = agg.column("config").ok()?.str().ok()?.clone();
-    let i = (0..agg.height()).find(|&i| names.get(i) == Some(config))?;
-    let s = agg.column(c).ok()?.cast(&DataType::Float64).ok()?;
-    s.f64().ok()?.get(i).filter(|v| v.is_finite())
-}
-
-fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
-    let (r, cfg, ok) = (&c.r, c.cfg, c.ok);
-    let name = r.str("config");
+fn mixed_row(c: &ConfigRow, agg: &BTreeMap<String, StepScaling>) -> Vec<String> {
+    let (s, cfg, ok) = (&c.s, c.cfg, c.ok);
+    let scaling = agg.get(&s.config);
     vec![
         cfg.label.clone(),
         c.status.as_str().to_string(),
@@ -418,24 +276,26 @@ fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
             .map(|l| l.to_string())
             .unwrap_or_else(|| "none".into()),
         fmt_opt(
-            lookup(agg, &name, "skipped_steps").filter(|_| cfg.master_weights),
+            scaling
+                .and_then(|x| x.skipped_steps)
+                .filter(|_| cfg.master_weights),
             0,
             "",
         ),
         match (
-            lookup(agg, &name, "final_scale"),
-            lookup(agg, &name, "min_scale"),
+            scaling.and_then(|x| x.final_scale),
+            scaling.and_then(|x| x.min_scale),
         ) {
             (Some(f), Some(m)) => format!("{f} / {m}"),
             _ => "–".into(),
         },
         fmt_opt(
-            lookup(agg, &name, "zero_fraction").map(|z| 100.0 * z),
+            scaling.and_then(|x| x.zero_fraction).map(|z| 100.0 * z),
             3,
             "%",
         ),
-        fmt_opt(r.f64("final_train_loss").filter(|_| ok), 3, ""),
-        fmt_ppl(r.f64("eval_perplexity").filter(|_| ok)),
+        fmt_opt(s.measured.final_train_loss.filter(|_| ok), 3, ""),
+        fmt_ppl(s.measured.eval_perplexity.filter(|_| ok)),
         c.peak
             .filter(|_| ok)
             .map(format_bytes)
@@ -444,48 +304,30 @@ fn mixed_row(c: &ConfigRow, agg: &DataFrame) -> Vec<String> {
     ]
 }
 
-/// log2 of the loss scale per step of one configuration (`None` without the column or
-/// points).
-fn loss_scale_series(c: &ConfigRow, steps_df: &DataFrame) -> Result<Option<Series>> {
-    if steps_df.column("loss_scale").is_err() {
-        return Ok(None);
-    }
-    let part = steps_df
-        .clone()
-        .lazy()
-        .filter(col("config").eq(lit(c.r.str("config"))))
-        .select([
-            col("step").cast(DataType::Float64),
-            col("loss_scale").cast(DataType::Float64),
-        ])
-        .collect()
-        .map_err(rerr)?;
-    let column = |name: &str| -> Result<Float64Chunked> {
-        Ok(part
-            .column(name)
-            .map_err(rerr)?
-            .f64()
-            .map_err(rerr)?
-            .clone())
-    };
-    let (xs, ys) = (column("step")?, column("loss_scale")?);
-    let points: Vec<(f64, f64)> = xs
+/// log2 of the loss scale per step of one configuration, from the loss-scale points of every
+/// configuration ([`step_curves`]); `None` without points.
+fn loss_scale_series(c: &ConfigRow, scales: &BTreeMap<String, Vec<(f64, f64)>>) -> Option<Series> {
+    let points: Vec<(f64, f64)> = scales
+        .get(&c.s.config)?
         .iter()
-        .zip(ys.iter())
-        .filter_map(|(x, y)| Some((x?, y?.log2())))
+        .map(|&(x, y)| (x, y.log2()))
         .collect();
-    Ok((!points.is_empty()).then(|| Series {
+    (!points.is_empty()).then(|| Series {
         label: c.cfg.label.clone(),
         points,
         mark: Mark::Line,
         point_labels: Vec::new(),
-    }))
+    })
 }
 
 /// What every group's section of a study uses: the experiment file's configurations, claims and
 /// goals, and where the records are.
 struct StudyInputs<'a> {
     records: &'a StudyRecords,
+    /// The study's name, for analysis errors.
+    study: String,
+    /// The finished runs of every job (repeats), for the goals' intervals.
+    repeats: RepeatRuns,
     header: &'a StudyHeader,
     configs: &'a [ConfigSpec],
     goals: &'a [Goal],
@@ -495,7 +337,7 @@ struct StudyInputs<'a> {
 
 /// One row of the study table with its configuration and the numbers derived from it.
 struct ConfigRow<'a> {
-    r: Row<'a>,
+    s: ConfigSummary,
     cfg: &'a ConfigSpec,
     claim: Option<&'a Claim>,
     status: JobStatus,
@@ -528,17 +370,20 @@ struct Group<'a> {
     /// Another group of the same profile and device comes first (other GPU runtime settings):
     /// this one is shown as tables only, so that a page does not repeat a figure set per pool.
     secondary: bool,
+    /// The study's goals evaluated on `rows`.
+    goals: Vec<GoalOutcome>,
 }
 
 impl Group<'_> {
-    /// ", lower bound" (the bound named by the column `c` of the first row) or "".
-    fn bound(&self, c: &str) -> String {
-        let b = self.rows.first().map(|r| r.r.str(c)).unwrap_or_default();
-        if b.is_empty() {
-            String::new()
-        } else {
-            format!(", {b}")
+    /// ", lower bound" (the bound `b` of the first row names) or "".
+    fn bound(&self, b: impl Fn(&ConfigSummary) -> &str) -> String {
+        match self.rows.first().map(|c| b(&c.s)) {
+            Some(b) if !b.is_empty() => format!(", {b}"),
+            _ => String::new(),
         }
+    }
+    fn allocated_bound(&self) -> String {
+        self.bound(|s| &s.peak_allocated_bound)
     }
     /// The unit of the group's memory axes: GiB when a peak reaches 1 GiB, else MiB (bytes
     /// per unit, name).
@@ -554,15 +399,16 @@ impl Group<'_> {
     fn peak_axis(&self) -> String {
         format!(
             "peak allocated{} ({})",
-            self.bound("peak_allocated_bound"),
+            self.allocated_bound(),
             self.mem_unit().1
         )
     }
-    fn first_f64(&self, c: &str) -> Option<f64> {
+    /// The first value of `value` over the rows (finished or not, then unsupported ones).
+    fn first<T>(&self, value: impl Fn(&ConfigSummary) -> Option<T>) -> Option<T> {
         self.rows
             .iter()
             .chain(&self.unsupported)
-            .find_map(|r| r.r.f64(c))
+            .find_map(|c| value(&c.s))
     }
     /// Whether the group ran at the source document's size (the `full` profile).
     fn at_source_size(&self) -> bool {
@@ -579,12 +425,12 @@ impl Group<'_> {
     }
     /// The model in words: "8 layers, d_model 128, 1.9M parameters".
     fn model_text(&self) -> String {
-        let n = |c: &str| self.first_f64(c).map(|v| format!("{v:.0}"));
+        let n = |v: fn(&ConfigSummary) -> u64| self.first(|s| Some(v(s).to_string()));
         format!(
             "{} layers, d_model {}, {} parameters",
-            n("layers").unwrap_or_else(|| "–".into()),
-            n("d_model").unwrap_or_else(|| "–".into()),
-            self.first_f64("parameters")
+            n(|s| s.size.layers).unwrap_or_else(|| "–".into()),
+            n(|s| s.size.d_model).unwrap_or_else(|| "–".into()),
+            self.first(|s| s.size.parameters)
                 .map(human_count)
                 .unwrap_or_else(|| "–".into()),
         )
@@ -611,8 +457,8 @@ impl Group<'_> {
                 "CPU stand-in ({} profile): {}, {}-thread {} ({})",
                 self.profile,
                 self.model_text(),
-                self.first_f64("cpu_threads")
-                    .map(|t| format!("{t:.0}"))
+                self.first(|s| Some(s.size.cpu_threads))
+                    .map(|t| t.to_string())
                     .unwrap_or_else(|| "–".into()),
                 self.device,
                 self.backend_label
@@ -650,7 +496,9 @@ fn human_count(n: f64) -> String {
 /// last section listing records whose configuration is no longer in the experiment file.
 ///
 /// # Errors
-/// [`Error::Records`] when the study has no records; [`Error::Report`] on table errors.
+/// [`crate::Error::Records`] when the study has no records; [`crate::Error::Report`] on table
+/// errors and when the analysis stage cannot read a column (an
+/// [`crate::results::analysis::AnalysisError`] naming it and the study).
 pub fn sections(
     records: &StudyRecords,
     header: &StudyHeader,
@@ -658,9 +506,12 @@ pub fn sections(
     goals: &[Goal],
     claims: &[SourceClaim],
 ) -> Result<(Vec<Section>, Vec<Table>, Vec<GlanceRow>)> {
-    let df = study_table(records)?;
+    let study = study_name(records);
+    let summaries = config_summaries(&study_table(records)?, &study)?;
     let inputs = StudyInputs {
         records,
+        repeats: RepeatRuns::new(records),
+        study,
         header,
         configs,
         goals,
@@ -672,12 +523,15 @@ pub fn sections(
     };
     let mut sections = Vec::new();
     let mut envs = Vec::new();
-    let groups = groups(&inputs, &df);
+    let (known, stale): (Vec<ConfigSummary>, Vec<ConfigSummary>) = summaries
+        .into_iter()
+        .partition(|s| inputs.by_name.contains_key(s.config.as_str()));
+    let groups = groups(&inputs, group_summaries(known));
     for group in &groups {
         sections.push(group_section(&inputs, group)?);
         envs.extend(environment_table(&inputs, group)?);
     }
-    sections.extend(stale_records_section(&inputs, &df));
+    sections.extend(stale_records_section(&inputs, &stale));
     sections.extend(unreadable_records_section(records));
     // The first group (the source's size first) where a claim's configuration finished: a GPU
     // group that predates the claims' configurations does not hide the stand-in's answers.
@@ -726,16 +580,16 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
             TrainingMetric::ReductionPct => c.red,
             TrainingMetric::StepTimeRatio => c.rel,
             TrainingMetric::Speedup => c.rel.filter(|r| *r > 0.0).map(|r| 1.0 / r),
-            TrainingMetric::SamplesPerS => c.r.f64("samples_per_s"),
-            TrainingMetric::Perplexity => c.r.f64("eval_perplexity"),
+            TrainingMetric::SamplesPerS => c.s.measured.samples_per_s,
+            TrainingMetric::Perplexity => c.s.measured.eval_perplexity,
             TrainingMetric::PerplexityRatio => {
                 // The control of the same optimizer, as for the reductions.
                 let control = g.rows.iter().find(|k| {
-                    k.ok && k.r.bool("control") && k.r.str("optimizer") == c.r.str("optimizer")
+                    k.ok && k.s.strategy.control && k.s.strategy.optimizer == c.s.strategy.optimizer
                 });
                 match (
-                    c.r.f64("eval_perplexity"),
-                    control.and_then(|k| k.r.f64("eval_perplexity")),
+                    c.s.measured.eval_perplexity,
+                    control.and_then(|k| k.s.measured.eval_perplexity),
                 ) {
                     (Some(p), Some(k)) if k > 0.0 => Some(p / k),
                     _ => None,
@@ -757,58 +611,51 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
     })
 }
 
-/// The study table's rows grouped by (profile, backend, device, runtime), configurations of the
-/// experiment file only, in table order.
-fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
-    let mut by_key: BTreeMap<(String, String, String, String), Vec<ConfigRow<'a>>> =
-        BTreeMap::new();
-    for i in 0..df.height() {
-        let r = Row { df, i };
-        let Some(cfg) = inputs.by_name.get(r.str("config").as_str()).copied() else {
-            continue; // listed by stale_records_section
-        };
-        let key = (
-            r.str("profile"),
-            r.str("backend"),
-            r.str("device_name"),
-            r.str("runtime"),
-        );
-        by_key
-            .entry(key)
-            .or_default()
-            .push(config_row(inputs, r, cfg));
-    }
-    // A record without a device name (a job that ended before it could report its device, as
-    // written by an older runner) joins the one group of its profile, backend and runtime that
-    // has one, instead of forming a group of its own with nothing to plot.
-    let unnamed: Vec<_> = by_key.keys().filter(|k| k.2.is_empty()).cloned().collect();
-    for key in unnamed {
-        let mut named = by_key
-            .keys()
-            .filter(|k| !k.2.is_empty() && (&k.0, &k.1, &k.3) == (&key.0, &key.1, &key.3));
-        if let (Some(target), None) = (named.next().cloned(), named.next()) {
-            let rows = by_key.remove(&key).unwrap_or_default();
-            by_key.entry(target).or_default().extend(rows);
-        }
-    }
+/// The groups of the study table ([`group_summaries`], configurations of the experiment file
+/// only) as report sections: rows in the experiment file's order, the goals evaluated on them,
+/// groups in report order ([`Group::rank`]), each with a figure-name slug.
+fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Group<'a>> {
+    // Each group's key fields (its rows moved out) and its rows with their configurations.
+    let mut by_key: Vec<(GroupSummary, Vec<ConfigRow<'a>>)> = summaries
+        .into_iter()
+        .map(|mut g| {
+            let rows = std::mem::take(&mut g.rows)
+                .into_iter()
+                .filter_map(|s| {
+                    let cfg = inputs.by_name.get(s.config.as_str()).copied()?;
+                    Some(config_row(inputs, s, cfg))
+                })
+                .collect();
+            (g, rows)
+        })
+        .collect();
     // Rows follow the experiment file as it is now: records of one group may carry other
     // positions from the file as it was when they ran (ties included).
     let position = |c: &ConfigRow| inputs.configs.iter().position(|x| x.name == c.cfg.name);
-    for rows in by_key.values_mut() {
+    for (_, rows) in &mut by_key {
         rows.sort_by_key(|c| position(c));
     }
     let mut groups: Vec<Group> = by_key
         .into_iter()
-        .map(|((profile, backend, device, runtime), rows)| {
+        .map(|(g, rows)| {
+            let GroupSummary {
+                profile,
+                backend,
+                device,
+                runtime,
+                ..
+            } = g;
             let backend_label = if runtime.is_empty() {
                 backend.clone()
             } else {
                 format!("{backend}, {runtime}")
             };
-            let (unsupported, rows) = rows
+            let (unsupported, rows): (Vec<_>, Vec<_>) = rows
                 .into_iter()
                 .partition(|c| c.status == JobStatus::Unsupported);
+            let summaries: Vec<&ConfigSummary> = rows.iter().map(|c| &c.s).collect();
             Group {
+                goals: goal_outcomes(&summaries, inputs.goals, &inputs.repeats),
                 slug: slug(&format!("{profile}_{backend_label}")),
                 gpu: backend == "cuda",
                 profile,
@@ -844,20 +691,22 @@ fn groups<'a>(inputs: &StudyInputs<'a>, df: &'a DataFrame) -> Vec<Group<'a>> {
     groups
 }
 
-fn config_row<'a>(inputs: &StudyInputs<'a>, r: Row<'a>, cfg: &'a ConfigSpec) -> ConfigRow<'a> {
+fn config_row<'a>(
+    inputs: &StudyInputs<'a>,
+    s: ConfigSummary,
+    cfg: &'a ConfigSpec,
+) -> ConfigRow<'a> {
     let claim = cfg.claim.as_ref();
-    // The study table's status column holds each record's `JobStatus::as_str`.
-    let status = r.str("status").parse().unwrap_or(JobStatus::Failed);
     ConfigRow {
-        ok: status == JobStatus::Ok,
-        status,
-        peak: r.f64("peak_allocated_bytes"),
-        red: r.f64("reduction_pct"),
-        rel: r.f64("relative_step_time"),
+        ok: s.ok(),
+        status: s.status,
+        peak: s.measured.peak_allocated_bytes,
+        red: s.measured.reduction_pct,
+        rel: s.measured.relative_step_time,
         src_rel: source_relative_time(claim, inputs.control_claim),
         claim,
         cfg,
-        r,
+        s,
     }
 }
 
@@ -879,7 +728,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         .rows
         .iter()
         .filter(|c| c.ok)
-        .map(|c| c.r.str("key"))
+        .map(|c| c.s.key.clone())
         .collect();
     let steps_df = steps_table(inputs.records, &keys)?;
     // A group in which no job finished gets no figure (its rows say why; nothing to draw).
@@ -889,7 +738,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         figures.extend(pareto_figure(g));
         figures.extend(interval_figures(g));
         figures.extend(estimate_figure(g));
-        figures.extend(loss_figures(g, &steps_df)?);
+        figures.extend(loss_figures(
+            g,
+            &step_curves(&steps_df, &inputs.study, "loss")?,
+        ));
     }
     let mut table_mixed = None;
     if let Some((t, fig)) = mixed_precision(inputs, g, &steps_df)? {
@@ -924,11 +776,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
             .chain(table_mixed)
-            .chain(non_empty(goals_table(
-                inputs.records,
-                &g.rows,
-                inputs.goals,
-            )))
+            .chain(non_empty(goals_table(&g.goals, inputs.goals)))
             .chain(non_empty(planned_vs_measured(&g.rows)))
             .collect(),
         figures,
@@ -946,12 +794,12 @@ fn layer_norm_drift(g: &Group) -> Option<String> {
     let drifted: Vec<String> = g
         .rows
         .iter()
-        .filter(|c| c.r.str("layer_norm") != c.cfg.layer_norm.as_str())
+        .filter(|c| c.s.strategy.layer_norm != c.cfg.layer_norm.as_str())
         .map(|c| {
             format!(
                 "{} (`{}`)",
                 markdown::escape(&c.cfg.name),
-                c.r.str("layer_norm")
+                c.s.strategy.layer_norm
             )
         })
         .collect();
@@ -980,21 +828,21 @@ fn summary(g: &Group) -> String {
     let best = g
         .rows
         .iter()
-        .filter(|c| c.ok && !c.r.bool("control"))
+        .filter(|c| c.ok && !c.s.strategy.control)
         .filter_map(|c| Some((c, c.red?)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
     let mut text = format!(
         "{} parameters on {} ({}), median of {} measured steps per configuration; peak \
          allocated memory{}. {finished} of {} configuration(s) finished",
-        g.first_f64("parameters")
+        g.first(|s| s.size.parameters)
             .map(human_count)
             .unwrap_or_else(|| "–".into()),
         markdown::escape(&g.device),
         markdown::escape(&g.backend_label),
-        g.first_f64("measured_steps")
-            .map(|s| format!("{s:.0}"))
+        g.first(|s| Some(s.size.measured_steps))
+            .map(|s| s.to_string())
             .unwrap_or_else(|| "–".into()),
-        g.bound("peak_allocated_bound")
+        g.allocated_bound()
             .strip_prefix(", ")
             .map(|b| format!(" is {b}"))
             .unwrap_or_default(),
@@ -1018,7 +866,7 @@ fn summary(g: &Group) -> String {
             " Largest reduction against the control: {} {}, {red:.1}% ({}{source}).",
             markdown::escape(&c.cfg.label),
             c.peak.map(format_bytes).unwrap_or_default(),
-            fmt_opt(c.r.f64("samples_per_s"), 2, " samples/s"),
+            fmt_opt(c.s.measured.samples_per_s, 2, " samples/s"),
         ));
     }
     text
@@ -1031,7 +879,7 @@ fn summary(g: &Group) -> String {
 fn unsupported_sentences(g: &Group) -> String {
     let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
     for c in &g.unsupported {
-        let reason = c.r.str("reason");
+        let reason = c.s.reason.as_deref().unwrap_or("").to_string();
         match by_reason.iter_mut().find(|(r, _)| *r == reason) {
             Some((_, names)) => names.push(&c.cfg.name),
             None => by_reason.push((reason, vec![&c.cfg.name])),
@@ -1162,9 +1010,9 @@ fn config_table(caption: String, g: &Group, columns: Vec<Column>) -> Table {
 /// record's reason.
 fn status_notes(table: &mut Table, g: &Group, column: usize) {
     for (i, c) in g.rows.iter().enumerate().filter(|(_, c)| !c.ok) {
-        let reason = c.r.str("reason");
-        if !reason.is_empty() {
-            table.note(i, column, reason);
+        match c.s.reason.as_deref() {
+            Some(reason) if !reason.is_empty() => table.note(i, column, reason),
+            _ => {}
         }
     }
 }
@@ -1181,16 +1029,13 @@ fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
         let max = g.rows.iter().filter_map(|c| c.peak).fold(0.0, f64::max);
         let digits = if max >= MIB * 1024.0 { 3 } else { 4 };
         Column::new(
-            format!(
-                "Peak allocated, ours{} (GiB)",
-                g.bound("peak_allocated_bound")
-            ),
+            format!("Peak allocated, ours{} (GiB)", g.allocated_bound()),
             move |c| fmt_opt(c.peak.map(|p| p / (MIB * 1024.0)), digits, ""),
         )
     } else {
         Column::bytes(
             g,
-            &format!("Peak allocated, ours{}", g.bound("peak_allocated_bound")),
+            &format!("Peak allocated, ours{}", g.allocated_bound()),
             |c| c.peak,
         )
     }];
@@ -1208,7 +1053,7 @@ fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
         }));
     }
     columns.push(Column::new("Samples/s, ours", |c| {
-        fmt_opt(c.r.f64("samples_per_s"), 2, "")
+        fmt_opt(c.s.measured.samples_per_s, 2, "")
     }));
     if has(|c| c.samples_per_s.is_some()) {
         columns.push(Column::new("Samples/s, source", |c| {
@@ -1230,7 +1075,7 @@ fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
         ));
     }
     columns.push(Column::new("Eval ppl, ours", |c| {
-        fmt_ppl(c.r.f64("eval_perplexity"))
+        fmt_ppl(c.s.measured.eval_perplexity)
     }));
     if has(|c| c.perplexity.is_some()) {
         columns.push(Column::new("Eval ppl, source", |c| {
@@ -1275,30 +1120,30 @@ fn source_number(v: Option<f64>) -> String {
 fn memory_table(g: &Group) -> Table {
     let mut columns = vec![Column::bytes(
         g,
-        &format!("Peak allocated{}", g.bound("peak_allocated_bound")),
+        &format!("Peak allocated{}", g.allocated_bound()),
         |c| c.peak,
     )];
     if g.gpu {
         columns.push(Column::bytes(
             g,
-            &format!("Peak reserved{}", g.bound("peak_reserved_bound")),
-            |c| c.r.f64("peak_reserved_bytes"),
+            &format!("Peak reserved{}", g.bound(|s| &s.peak_reserved_bound)),
+            |c| c.s.measured.peak_reserved_bytes,
         ));
     }
     columns.push(Column::bytes(g, "Activations, estimated", |c| {
-        c.r.f64("estimated_activation_bytes")
+        c.s.measured.estimated_activation_bytes
     }));
     columns.push(Column::bytes(
         g,
         "Peak − steady state, measured",
-        |c| match (c.peak, c.r.f64("steady_bytes")) {
+        |c| match (c.peak, c.s.measured.steady_bytes) {
             (Some(p), Some(s)) if c.ok => Some((p - s).max(0.0)),
             _ => None,
         },
     ));
     if g.gpu {
         columns.push(Column::new("First timed step after (s)", |c| {
-            fmt_opt(c.r.f64("time_to_first_measured_step_s"), 1, "")
+            fmt_opt(c.s.measured.time_to_first_measured_step_s, 1, "")
         }));
     }
     config_table(
@@ -1390,7 +1235,7 @@ fn pareto_figure(g: &Group) -> Option<Figure> {
         .filter(|c| c.ok)
         .filter_map(|c| {
             Some((
-                c.r.f64("median_step_s")?,
+                c.s.measured.median_step_s?,
                 c.peak? / unit,
                 c.cfg.name.clone(),
             ))
@@ -1425,23 +1270,22 @@ fn interval_points(
     let mut by_k: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
     let mut none_level = BTreeMap::new();
     for c in g.rows.iter().filter(|c| c.ok) {
-        let r = &c.r;
-        if r.bool("fused_optimizer") || r.f64("budget").is_some() {
+        let st = &c.s.strategy;
+        if st.fused_optimizer || st.budget.is_some() {
             continue;
         }
-        let (Some(p), Some(t)) = (c.peak, r.f64("median_step_s")) else {
+        let (Some(p), Some(t)) = (c.peak, c.s.measured.median_step_s) else {
             continue;
         };
-        let fusion = if r.bool("fusion") { ", fusion" } else { "" };
-        let key = format!("{}{fusion}", r.str("precision"));
-        match r.str("checkpoint").as_str() {
+        let fusion = if st.fusion { ", fusion" } else { "" };
+        let key = format!("{}{fusion}", st.precision);
+        match st.checkpoint.as_str() {
             "none" => {
                 none_level.insert(key, (p / unit, t));
             }
             "sqrt" => {
-                if let Some(k) = r.f64("layers").map(|l| l.sqrt().ceil()) {
-                    by_k.entry(key).or_default().push((k, p / unit, t));
-                }
+                let k = (c.s.size.layers as f64).sqrt().ceil();
+                by_k.entry(key).or_default().push((k, p / unit, t));
             }
             other => {
                 if let Ok(k) = other.parse::<f64>() {
@@ -1460,7 +1304,7 @@ fn interval_figures(g: &Group) -> Vec<Figure> {
     if !by_k.values().any(|v| v.len() >= 2) {
         return Vec::new();
     }
-    let layers = g.first_f64("layers").unwrap_or(1.0);
+    let layers = g.first(|s| Some(s.size.layers as f64)).unwrap_or(1.0);
     let line = |label: String, points: Vec<(f64, f64)>| Series {
         label,
         points,
@@ -1514,8 +1358,8 @@ fn estimate_figure(g: &Group) -> Option<Figure> {
         .iter()
         .filter(|c| c.ok)
         .filter_map(|c| {
-            let est = c.r.f64("estimated_activation_bytes")?;
-            let above = (c.peak? - c.r.f64("steady_bytes")?).max(0.0);
+            let est = c.s.measured.estimated_activation_bytes?;
+            let above = (c.peak? - c.s.measured.steady_bytes?).max(0.0);
             Some((est / unit, above / unit, c.cfg.name.clone()))
         })
         .collect();
@@ -1550,34 +1394,7 @@ const MAX_LINES: usize = 8;
 
 /// Training loss per step of each finished configuration, in the group's order: one chart per
 /// [`MAX_LINES`] - 1 configurations, each with the control's curve as the reference.
-fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
-    if steps_df.height() == 0 {
-        return Ok(Vec::new());
-    }
-    let configs = steps_df
-        .column("config")
-        .map_err(rerr)?
-        .str()
-        .map_err(rerr)?
-        .clone();
-    let steps = steps_df
-        .column("step")
-        .map_err(rerr)?
-        .cast(&DataType::Float64)
-        .map_err(rerr)?;
-    let steps = steps.f64().map_err(rerr)?;
-    let losses = steps_df
-        .column("loss")
-        .map_err(rerr)?
-        .f64()
-        .map_err(rerr)?
-        .clone();
-    let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for i in 0..steps_df.height() {
-        if let (Some(c), Some(s), Some(l)) = (configs.get(i), steps.get(i), losses.get(i)) {
-            curves.entry(c.to_string()).or_default().push((s, l));
-        }
-    }
+fn loss_figures(g: &Group, curves: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Figure> {
     let line = |name: &str| {
         curves.get(name).map(|points| Series {
             label: name.to_string(),
@@ -1589,12 +1406,12 @@ fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
     let control = g
         .rows
         .iter()
-        .find(|c| c.r.bool("control"))
-        .map(|c| c.r.str("config"));
+        .find(|c| c.s.strategy.control)
+        .map(|c| c.s.config.clone());
     let others: Vec<Series> = g
         .rows
         .iter()
-        .map(|c| c.r.str("config"))
+        .map(|c| c.s.config.clone())
         .filter(|n| Some(n) != control.as_ref())
         .filter_map(|n| line(&n))
         .collect();
@@ -1602,7 +1419,7 @@ fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
     let per_chart = MAX_LINES - usize::from(reference.is_some());
     let chunks: Vec<&[Series]> = others.chunks(per_chart).collect();
     let n = chunks.len();
-    Ok(chunks
+    chunks
         .into_iter()
         .enumerate()
         .map(|(i, chunk)| Figure {
@@ -1625,13 +1442,13 @@ fn loss_figures(g: &Group, steps_df: &DataFrame) -> Result<Vec<Figure>> {
                 .collect(),
             ..Default::default()
         })
-        .collect())
+        .collect()
 }
 
 /// The environment of a group, read from its first record: device, backend, numerics, host,
 /// revision, model and training settings, and the memory probe.
 fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
-    let Some(key) = g.rows.first().map(|c| c.r.str("key")) else {
+    let Some(key) = g.rows.first().map(|c| c.s.key.clone()) else {
         return Ok(None);
     };
     let Some(rec) = inputs.records.get(&key) else {
@@ -1676,14 +1493,17 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
 }
 
 /// Records whose configuration is no longer in the experiment file: listed, not dropped.
-fn stale_records_section(inputs: &StudyInputs, df: &DataFrame) -> Option<Section> {
-    let rows: Vec<Vec<String>> = (0..df.height())
-        .map(|i| Row { df, i })
-        .filter(|r| !inputs.by_name.contains_key(r.str("config").as_str()))
-        .map(|r| {
-            ["config", "profile", "backend", "status", "key"]
-                .map(|c| r.str(c))
-                .to_vec()
+fn stale_records_section(inputs: &StudyInputs, stale: &[ConfigSummary]) -> Option<Section> {
+    let rows: Vec<Vec<String>> = stale
+        .iter()
+        .map(|s| {
+            vec![
+                s.config.clone(),
+                s.profile.clone(),
+                s.backend.clone(),
+                s.status.as_str().to_string(),
+                s.key.clone(),
+            ]
         })
         .collect();
     if rows.is_empty() {

@@ -1,6 +1,7 @@
 //! Job records, the record store (one folder per job under `runs/<study>/`, read-only here), and
 //! the analysis: polars tables built from a study's records, and their Parquet sink.
 
+pub mod analysis;
 mod table;
 
 pub use memwall_core::record::{

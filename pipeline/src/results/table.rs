@@ -329,17 +329,8 @@ pub fn steps_table(records: &StudyRecords, keys: &[String]) -> Result<DataFrame>
 /// [`Error::Records`] or [`Error::Io`] naming the file.
 pub fn write_parquet_tables(records: &StudyRecords, out_dir: &Path) -> Result<()> {
     let mut summary = study_table(records)?;
-    let keys: Vec<String> = summary
-        .column("key")
-        .ok()
-        .and_then(|c| {
-            c.str().ok().map(|s| {
-                (0..s.len())
-                    .filter_map(|i| s.get(i).map(String::from))
-                    .collect()
-            })
-        })
-        .unwrap_or_default();
+    let study = super::analysis::study_name(records);
+    let keys = super::analysis::Columns::new(&summary, &study, "study").strs("key")?;
     let mut steps = steps_table(records, &keys)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("creating", out_dir, e))?;
     write_parquet(&out_dir.join(SUMMARY_FILE), &mut summary)?;
