@@ -178,25 +178,40 @@ fn closure(g: &Graph, st: &RangeInclusive<usize>, s_in: &[bool]) -> Vec<bool> {
 /// M_i s_in[i]`, add `M_k` when `k` is computed, and after computing `k` free each `i in
 /// DEPS[k] ∪ {k}` that is not kept (`s_out[i]`) and has no later user computed in the stage.
 pub fn stage_peak(g: &Graph, e: usize, s_in: &[bool], r: &[bool], s_out: &[bool]) -> i128 {
-    let mut cur: i128 = g.fixed_mem as i128
-        + (0..g.len())
-            .filter(|&i| s_in[i])
-            .map(|i| g.nodes[i].mem as i128)
-            .sum::<i128>();
+    let computed: Vec<usize> = (0..=e).filter(|&k| r[k]).collect();
+    stage_peak_of(g, e, s_in, r, &computed, s_out)
+}
+
+/// [`stage_peak`] given the stage's computed nodes in increasing order (`computed`, the `k`
+/// with `r[k]`): between two computations memory only falls, so only the steps that compute
+/// can set the peak, and the cost is linear in the computations, not in `e`.
+fn stage_peak_of(
+    g: &Graph,
+    e: usize,
+    s_in: &[bool],
+    r: &[bool],
+    computed: &[usize],
+    s_out: &[bool],
+) -> i128 {
+    let mem = |i: usize| g.nodes[i].mem as i128;
+    let resident: i128 = s_in
+        .iter()
+        .zip(&g.nodes)
+        .map(|(&k, x)| if k { x.mem as i128 } else { 0 })
+        .sum();
+    let mut cur = g.fixed_mem as i128 + resident;
     let mut peak = cur;
-    for k in 0..=e {
-        if k > 0 && r[k - 1] {
-            let p = k - 1;
+    for (x, &k) in computed.iter().enumerate() {
+        if x > 0 {
+            let p = computed[x - 1];
             for &i in g.deps[p].iter().chain(std::iter::once(&p)) {
                 let later = g.users[i].iter().any(|&j| j > p && j <= e && r[j]);
                 if !s_out[i] && !later {
-                    cur -= g.nodes[i].mem as i128;
+                    cur -= mem(i);
                 }
             }
         }
-        if r[k] {
-            cur += g.nodes[k].mem as i128;
-        }
+        cur += mem(k);
         peak = peak.max(cur);
     }
     peak
@@ -362,28 +377,28 @@ fn stage_r(
     st: &RangeInclusive<usize>,
     s_in: &[bool],
     s_next: Option<&[bool]>,
-) -> Vec<bool> {
+) -> (Vec<bool>, Vec<usize>) {
     let mut r = vec![false; g.len()];
-    for k in st.clone() {
+    let mut stack: Vec<usize> = st.clone().collect();
+    if let Some(next) = s_next {
+        stack.extend((0..*st.start()).filter(|&i| next[i] && !s_in[i]));
+    }
+    for &k in &stack {
         r[k] = true;
     }
-    if let Some(next) = s_next {
-        for i in 0..*st.start() {
-            if next[i] && !s_in[i] {
-                r[i] = true;
+    let mut computed = stack.clone();
+    // Depth-first over the inputs that are not resident: each is computed once.
+    while let Some(k) = stack.pop() {
+        for &d in &g.deps[k] {
+            if !s_in[d] && !r[d] {
+                r[d] = true;
+                computed.push(d);
+                stack.push(d);
             }
         }
     }
-    for k in (0..=*st.end()).rev() {
-        if r[k] {
-            for &d in &g.deps[k] {
-                if !s_in[d] {
-                    r[d] = true;
-                }
-            }
-        }
-    }
-    r
+    computed.sort_unstable();
+    (r, computed)
 }
 
 /// A drop applied by [`RepairState::drop_step`]: (cost change in cost units, node, first and
@@ -441,13 +456,17 @@ impl<'a> RepairState<'a> {
     fn refresh(&mut self, si: usize) {
         let (g, st) = (self.g, &self.stages[si]);
         let next = self.s.get(si + 1).map(|v| v.as_slice());
-        let r = stage_r(g, st, &self.s[si], next);
-        let none = vec![false; g.len()];
-        self.peak[si] = stage_peak(g, *st.end(), &self.s[si], &r, next.unwrap_or(&none));
-        self.cost[si] = (0..g.len())
-            .filter(|&i| r[i])
-            .map(|i| g.nodes[i].cost)
-            .sum();
+        let (r, computed) = stage_r(g, st, &self.s[si], next);
+        let none;
+        let s_out = match next {
+            Some(x) => x,
+            None => {
+                none = vec![false; g.len()];
+                &none
+            }
+        };
+        self.peak[si] = stage_peak_of(g, *st.end(), &self.s[si], &r, &computed, s_out);
+        self.cost[si] = computed.iter().map(|&i| g.nodes[i].cost).sum();
         self.r[si] = r;
     }
 
