@@ -122,13 +122,18 @@ struct Vars {
 /// (the multiplier of the linking equality is `C_i`, the cost of recomputing the value alone).
 /// Any multipliers give a valid bound (the two terms cancel for every schedule of the whole
 /// problem); these make holding a value across the boundary cost memory in the earlier window
-/// or a recomputation in the later one.
+/// or a recomputation in the later one. A boundary whose earlier window was not solved has
+/// price 0 on both sides ([`window_bound`]), so that window adds 0, not minus its rewards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     /// First stage with columns (at least the checkpoint-all prefix).
     pub first: usize,
     /// Last stage with columns (inclusive).
     pub last: usize,
+    /// Whether the entry storage is priced ([`Window::keep_price`]).
+    pub entry_priced: bool,
+    /// Whether the exit storage is priced.
+    pub exit_priced: bool,
 }
 
 impl Window {
@@ -143,21 +148,14 @@ impl Window {
     /// it, 0 otherwise (the whole relaxation has no priced column).
     pub fn keep_price(&self, g: &Graph, prefix: usize, s: usize, i: usize) -> f64 {
         let last_user = g.users[i].last().copied().unwrap_or(0);
-        if s + 1 == self.first && self.first > prefix && last_user >= self.first {
+        let entry = self.entry_priced && self.first > prefix;
+        if entry && s + 1 == self.first && last_user >= self.first {
             g.nodes[i].cost
-        } else if s == self.last && s + 1 < g.len() && last_user > s {
+        } else if self.exit_priced && s == self.last && s + 1 < g.len() && last_user > s {
             -g.nodes[i].cost
         } else {
             0.0
         }
-    }
-
-    /// The sum of the exit rewards (`C_i` of every value `i <= last` read after the window),
-    /// cost units: minus this is a lower bound on the window's objective.
-    pub fn exit_reward(&self, g: &Graph, prefix: usize) -> f64 {
-        -(0..=self.last)
-            .map(|i| self.keep_price(g, prefix, self.last, i))
-            .sum::<f64>()
     }
 
     /// The whole relaxation: stages `prefix..=n - 1`.
@@ -165,6 +163,8 @@ impl Window {
         Window {
             first: prefix,
             last: n.saturating_sub(1),
+            entry_priced: false,
+            exit_priced: false,
         }
     }
 
@@ -682,14 +682,15 @@ fn separate(
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowOutcome {
     /// Lower bound on Checkmate's optimal cost, cost units: `sum_i C_i` plus, per window, the
-    /// larger of its cut LP's optimum and its integer round's dual bound (minus its exit
-    /// rewards, [`Window::exit_reward`], for a window not solved in its time share);
-    /// `f64::INFINITY` when a node's working set exceeds the budget.
+    /// larger of its cut LP's optimum and its integer round's dual bound (0 for a window not
+    /// solved in its time share); `f64::INFINITY` when a node's working set exceeds the
+    /// budget.
     pub bound: f64,
-    /// The windows, in stage order.
+    /// The windows, in stage order, with the prices they were solved at (the exit of a window
+    /// not solved, and the next window's entry, unpriced).
     pub windows: Vec<Window>,
     /// Each window's share of the bound (cost units: recomputations plus the priced storage of
-    /// [`Window::keep_price`]; minus the exit rewards when not solved).
+    /// [`Window::keep_price`]; 0 when not solved).
     pub window_bounds: Vec<f64>,
     /// Windows whose cut LP was solved to optimality.
     pub solved: usize,
@@ -708,9 +709,9 @@ pub const WINDOW_CUT_SHARE: f64 = 0.9;
 
 /// Columns of one window's model in [`window_bound`] when `memwall plan` picks the size: on
 /// the random layered graphs of 500 and 1,000 nodes, windows of about this size solve their cut
-/// LP in a few seconds on 2 threads (the whole relaxation of the 1,000-node graph at budget 0.8
-/// has about 6 x 10^5 columns and its LP does not finish in 60 s).
-pub const WINDOW_COLUMNS: usize = 40_000;
+/// LP in 2–8 s on 2 threads (the whole relaxation of the 1,000-node graph at budget 0.8 has
+/// 9.1 x 10^5 columns and its LP does not finish in 60 s).
+pub const WINDOW_COLUMNS: usize = 60_000;
 
 /// The stages `prefix..n` split into consecutive windows of about equal column counts, each at
 /// most `max_columns` columns ([`Window::columns`]) unless a single stage has more.
@@ -727,15 +728,20 @@ pub fn windows(n: usize, prefix: usize, max_columns: usize) -> Vec<Window> {
         let mut last = first;
         while last + 1 < n
             && (Window {
-                first,
                 last: last + 1,
+                ..Window::whole(n, first)
             })
             .columns(n)
                 <= target
         {
             last += 1;
         }
-        out.push(Window { first, last });
+        out.push(Window {
+            first,
+            last,
+            entry_priced: first > prefix,
+            exit_priced: last + 1 < n,
+        });
         first = last + 1;
     }
     out
@@ -751,9 +757,9 @@ pub fn windows(n: usize, prefix: usize, max_columns: usize) -> Vec<Window> {
 /// an integer round with those cuts
 /// (HiGHS' dual bound). Each window's optimum bounds the recomputation cost of its own stages
 /// in every schedule (see [`Window`]), so `sum C` plus the windows' bounds is a lower bound on
-/// Checkmate's optimum. A window left unsolved adds the least its objective can be (minus its
-/// exit rewards), and the unsolved windows at the end, one window reaching the graph's end
-/// with no exit reward, add 0; the bound stays valid.
+/// Checkmate's optimum. A window left unsolved adds 0: the boundary after it is unpriced on
+/// both sides (the next window is built with its entry storage free), so every cost of its
+/// objective is nonnegative. The bound stays valid whatever the time.
 ///
 /// # Errors
 /// [`RematError::Solver`] when HiGHS fails.
@@ -770,7 +776,7 @@ pub fn window_bound(
     let ws = windows(n, prefix, max_columns);
     let mut out = WindowOutcome {
         bound: total,
-        window_bounds: ws.iter().map(|w| -w.exit_reward(g, prefix)).collect(),
+        window_bounds: vec![0.0; ws.len()],
         windows: ws,
         solved: 0,
         cuts: 0,
@@ -782,7 +788,6 @@ pub fn window_bound(
         return Ok(out);
     }
     let columns: Vec<usize> = out.windows.iter().map(|w| w.columns(n)).collect();
-    let mut unsolved = vec![true; out.windows.len()];
     let opts = MilpOptions {
         warm_start: None,
         cost_cutoff: None,
@@ -791,32 +796,26 @@ pub fn window_bound(
     for k in 0..out.windows.len() {
         let left = opts.time_limit_s - start.elapsed().as_secs_f64();
         let share = left * columns[k] as f64 / columns[k..].iter().sum::<usize>() as f64;
-        if share < 0.05 {
-            out.at_limit = true;
-            break;
-        }
-        let (b, solved, cuts) = solve_window(g, budget, prefix, out.windows[k], &opts, share)?;
-        out.window_bounds[k] = b;
-        unsolved[k] = !solved;
+        let (b, solved, cuts) = if share < 0.05 {
+            (0.0, false, 0)
+        } else {
+            solve_window(g, budget, prefix, out.windows[k], &opts, share)?
+        };
         out.solved += usize::from(solved);
         out.at_limit |= !solved;
         out.cuts += cuts;
-    }
-    // The unsolved windows at the end form one window reaching the graph's end: its objective
-    // has no exit reward, so it is at least 0.
-    let solved_upto = solved_upto(&out.window_bounds, &unsolved);
-    for b in &mut out.window_bounds[solved_upto..] {
-        *b = 0.0;
+        if solved {
+            out.window_bounds[k] = b;
+        } else if k + 1 < out.windows.len() {
+            // Price 0 on both sides of this window's exit: its objective is then at least 0
+            // (it adds 0), and the next window enters with its storage free of charge.
+            out.windows[k].exit_priced = false;
+            out.windows[k + 1].entry_priced = false;
+        }
     }
     out.bound = total + out.window_bounds.iter().sum::<f64>();
     out.solve_time_s = start.elapsed().as_secs_f64();
     Ok(out)
-}
-
-/// The index from which every window is unsolved (the length when the last one was solved).
-fn solved_upto(bounds: &[f64], unsolved: &[bool]) -> usize {
-    debug_assert_eq!(bounds.len(), unsolved.len());
-    unsolved.iter().rposition(|&u| !u).map_or(0, |k| k + 1)
 }
 
 /// One window of [`window_bound`] in `share` seconds: its bound on the window's objective
@@ -854,11 +853,8 @@ fn solve_window(
         (start, share * WINDOW_CUT_SHARE),
         &mut part,
     )?;
-    // An unsolved window adds its objective's lower bound: every cost is nonnegative except
-    // the exit rewards.
-    let mut bound = part
-        .lp_bound
-        .map_or(-w.exit_reward(g, prefix), |lp| lp - total);
+    // An unsolved window adds 0 ([`window_bound`] unprices its exit).
+    let mut bound = part.lp_bound.map_or(0.0, |lp| lp - total);
     let left = share - start.elapsed().as_secs_f64();
     if part.lp_bound.is_some() && left > 0.2 {
         if let Some((pb, _)) = build(g, budget, prefix, w, &[], &cuts) {
@@ -1020,6 +1016,40 @@ mod tests {
             split_strict >= 5,
             "only {split_strict} split cases rise above sum C"
         );
+    }
+
+    /// A window bound whose windows get no time adds nothing to `sum C` and unprices every
+    /// boundary after an unsolved window (the next window enters free of charge), so the bound
+    /// is `sum C`, not below it.
+    #[test]
+    fn unsolved_windows_add_nothing() {
+        // The first graph and budget whose stages after the prefix make three windows.
+        let (g, budget, cols) = (1..40u64)
+            .find_map(|seed| {
+                let g = graph(16, seed);
+                let n = g.len();
+                let peak = simulate(&g, &checkpoint_all(&g)).unwrap().peak_mem;
+                let budget = g.working_set_bound().max((peak as f64 * 0.6) as u64);
+                let prefix = g.fitting_prefix(budget);
+                let cols = Window::whole(n, prefix).columns(n);
+                (windows(n, prefix, cols / 3).len() >= 3).then_some((g, budget, cols))
+            })
+            .expect("a graph with three windows");
+        let none = MilpOptions {
+            time_limit_s: 0.0,
+            ..exact()
+        };
+        let w = window_bound(&g, budget, &none, cols / 3).unwrap();
+        assert!(w.windows.len() >= 2, "{w:?}");
+        assert_eq!(w.solved, 0);
+        assert!(w.at_limit);
+        assert!((w.bound - g.total_cost()).abs() < 1e-9, "{w:?}");
+        assert!(w.windows.iter().skip(1).all(|x| !x.entry_priced), "{w:?}");
+        assert!(w.windows.iter().all(|x| !x.exit_priced), "{w:?}");
+        // With time, the same windows are priced and solved.
+        let all = window_bound(&g, budget, &exact(), cols / 3).unwrap();
+        assert_eq!(all.solved, all.windows.len());
+        assert!(all.windows[1].entry_priced && all.windows[0].exit_priced);
     }
 
     /// A relaxed schedule that recomputes a node over the budget in the last stage gets step
