@@ -709,9 +709,11 @@ pub const WINDOW_CUT_SHARE: f64 = 0.9;
 
 /// Columns of one window's model in [`window_bound`] when `memwall plan` picks the size: on
 /// the random layered graphs of 500 and 1,000 nodes, windows of about this size solve their cut
-/// LP in 2–8 s on 2 threads (the whole relaxation of the 1,000-node graph at budget 0.8 has
-/// 9.1 x 10^5 columns and its LP does not finish in 60 s).
-pub const WINDOW_COLUMNS: usize = 60_000;
+/// LP in 1–4 s on 2 threads (the whole relaxation of the 1,000-node graph at budget 0.8 has
+/// 9.1 x 10^5 columns and its LP does not finish in 60 s). Windows of 60,000 columns bound the
+/// w 0.31 graph higher (507,718 against 507,041) but leave windows of the wider w 0.43 graph
+/// unsolved in 45 s.
+pub const WINDOW_COLUMNS: usize = 40_000;
 
 /// The stages `prefix..n` split into consecutive windows of about equal column counts, each at
 /// most `max_columns` columns ([`Window::columns`]) unless a single stage has more.

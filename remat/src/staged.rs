@@ -1321,6 +1321,19 @@ impl Solve<'_> {
             .or(self.fallback.as_ref().map(|x| x.1))
     }
 
+    /// The staged model of this solve (its LP relaxation when not `integer`).
+    fn model(&self, integer: bool) -> (RowProblem, Vars) {
+        let (g, stages) = (self.g, &self.stages);
+        build(
+            g,
+            self.budget,
+            stages,
+            self.prefix,
+            self.opts.max_computations,
+            integer,
+        )
+    }
+
     fn record(&mut self, stage: PlanStage, since: Instant, limit: Option<f64>, at_limit: bool) {
         self.out
             .stages
@@ -1345,8 +1358,7 @@ pub const WHOLE_RELAXATION_COLUMNS: usize = 100_000;
 /// Share of the time limit given to the windowed bound on graphs over
 /// [`WHOLE_RELAXATION_COLUMNS`]. Annealing, which gets the rest, levels off within seconds
 /// there (random layered n1000 at budget 0.8: 523,796 after 6 s, 523,115 after 24 s, from
-/// greedy eviction's 535,099), while larger windows raise the bound (60,000 columns a window:
-/// 507,718 in 40 s against 507,041 with 40,000 in 36 s; `sum C` 506,540).
+/// greedy eviction's 535,099), while the windows' LPs need most of the time.
 pub const WINDOW_SHARE: f64 = 0.75;
 
 /// Solves the staged MILP at `budget` bytes (fixed memory included), minimizing total compute
@@ -1621,14 +1633,7 @@ fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
         st.record(PlanStage::LpRounding, since, Some(limit), true);
         return Ok(());
     }
-    let (pb, v) = build(
-        g,
-        budget,
-        &st.stages,
-        st.prefix,
-        st.opts.max_computations,
-        false,
-    );
+    let (pb, v) = st.model(false);
     let mut model = pb.optimise(Sense::Minimise);
     let lp_opts = StagedOptions {
         milp: MilpOptions {
@@ -1670,7 +1675,7 @@ fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
 /// (with minimal recomputation) and the candidates so far, and the bounds.
 fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
     let since = Instant::now();
-    let (g, budget) = (st.g, st.budget);
+    let g = st.g;
     let limit = st.deadline.left();
     let unrestricted = st.fine && st.opts.max_computations.is_none();
     let candidates = |st: &Solve| {
@@ -1688,14 +1693,7 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
         st.record(PlanStage::Milp, since, Some(limit), true);
         return Ok(());
     }
-    let (pb, v) = build(
-        g,
-        budget,
-        &st.stages,
-        st.prefix,
-        st.opts.max_computations,
-        true,
-    );
+    let (pb, v) = st.model(true);
     st.out.size = ModelSize {
         columns: pb.num_cols(),
         integer_columns: v.nint,
