@@ -3,6 +3,10 @@
 
 use std::path::PathBuf;
 
+/// Any error, boxed, as the [`std::error::Error::source`] of a memwall [`Error`] variant that
+/// wraps an error of another crate.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Result with memwall's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -22,12 +26,13 @@ pub enum Error {
         source: std::io::Error,
     },
     /// An experiment file is malformed (syntax, unknown field, wrong type).
-    #[error("experiment file {path}: {message}")]
+    #[error("experiment file {path}: {source}")]
     Spec {
         /// The experiment file.
         path: PathBuf,
-        /// What is malformed, as the TOML parser reports it (with the line).
-        message: String,
+        /// What is malformed, as the TOML parser reports it (with the line and the field).
+        #[source]
+        source: toml::de::Error,
     },
     /// An experiment file is well formed but a value is invalid.
     #[error("experiment file {path}, field `{field}`: {message}")]
@@ -82,9 +87,35 @@ pub enum Error {
         /// What went wrong (the serializer's or reader's message, or what is missing).
         message: String,
     },
+    /// A record file (or another JSON file of the record store) does not read as what it should
+    /// hold.
+    #[error("records {path}: {what} ({source}){fix}")]
+    MalformedRecord {
+        /// The file.
+        path: PathBuf,
+        /// What the file should be (e.g. "malformed record", "not a study record").
+        what: String,
+        /// Why it does not read: the JSON field at fault, line and column.
+        #[source]
+        source: crate::record::JsonError,
+        /// What to do about it, starting with "; " (empty when there is nothing to add).
+        fix: String,
+    },
     /// A report could not be rendered.
     #[error("report: {0}")]
     Report(String),
+    /// An in-process study failed while it ran (a solver error, a failed allocation or
+    /// consistency check); its `[params]` were valid.
+    #[error("experiment file {path}: study `{study}` failed: {source}")]
+    Study {
+        /// The experiment file of the study.
+        path: PathBuf,
+        /// The study's name.
+        study: String,
+        /// The study's own error (e.g. the solver's).
+        #[source]
+        source: BoxError,
+    },
     /// A command-line option (or a value derived from one) is invalid.
     #[error("{option}: {message}")]
     InvalidOption {

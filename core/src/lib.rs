@@ -29,4 +29,4 @@ pub mod solve_status;
 pub mod spec;
 pub mod strategy;
 
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};

@@ -22,9 +22,101 @@ use crate::reference::{self, TorchRow};
 use crate::results::{self, JobRecord};
 use crate::schedule::sh_quote;
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
-use anyhow::{anyhow, bail, Context, Result};
+use memwall_core::record::{JsonError, RecordFileError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Why a bundle could not be written or imported. Every message names the file (or flag) and,
+/// where there is one, the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// A file or folder could not be read, written, copied, packed or unpacked.
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done, naming the paths (e.g. "copying a to b").
+        action: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step failed; `action` says which (e.g. "unpacking the autotune cache x.tgz").
+    #[error("{action}: {source}")]
+    Context {
+        /// What was being done.
+        action: String,
+        /// Why it failed.
+        #[source]
+        source: Box<BundleError>,
+    },
+    /// The request or the bundle is refused: what is wrong, naming the file or flag, and the fix.
+    #[error("{0}")]
+    Refused(String),
+    /// The source has no readable `manifest.json`.
+    #[error(
+        "{path}: {source}; not a memwall bundle or results archive (expected manifest.json at \
+         its top, as `memwall bundle` and its run.sh write)"
+    )]
+    NoManifest {
+        /// Where the manifest was looked for.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `manifest.json` does not read as a bundle manifest.
+    #[error("{path}: not a bundle manifest ({source})")]
+    NotAManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// The JSON field at fault, line and column.
+        #[source]
+        source: JsonError,
+    },
+    /// A bundle file (job, plan, record) does not serialize.
+    #[error("serializing a bundle file: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// An experiment file, corpus, job expansion or record store error (naming file and field).
+    #[error(transparent)]
+    Core(#[from] crate::Error),
+    /// A PyTorch reference row that does not read or store (naming the file).
+    #[error(transparent)]
+    Reference(#[from] reference::ReferenceError),
+    /// A results file (fusion chains run, attribution rows) that does not read (naming the file).
+    #[error(transparent)]
+    Record(#[from] RecordFileError),
+}
+
+type Result<T, E = BundleError> = std::result::Result<T, E>;
+
+/// `Err(BundleError::Refused(..))` with a formatted message.
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err(BundleError::Refused(format!($($arg)*)))
+    };
+}
+
+/// Names what was being done when an I/O step or a bundle step fails.
+trait Doing<T> {
+    fn doing(self, action: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> Doing<T> for std::io::Result<T> {
+    fn doing(self, action: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| BundleError::Io {
+            action: action(),
+            source,
+        })
+    }
+}
+
+impl<T> Doing<T> for Result<T> {
+    fn doing(self, action: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| BundleError::Context {
+            action: action(),
+            source: Box::new(e),
+        })
+    }
+}
 
 /// `format` field of a bundle's `manifest.json`.
 pub const MANIFEST_FORMAT: &str = "memwall-bundle/1";
@@ -58,7 +150,10 @@ pub fn suite_experiments(experiments: &Path) -> Result<Vec<PathBuf>> {
             if p.is_file() {
                 Ok(p)
             } else {
-                bail!("the GPU suite needs {}: not found", p.display())
+                Err(BundleError::Refused(format!(
+                    "the GPU suite needs {}: not found",
+                    p.display()
+                )))
             }
         })
         .collect()
@@ -205,10 +300,10 @@ pub struct BundleSummary {
 /// name that no study has, and I/O errors naming the path.
 pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     if req.experiments.is_empty() {
-        bail!("no experiment files to bundle");
+        refuse!("no experiment files to bundle");
     }
     if !req.runner.is_file() {
-        bail!(
+        refuse!(
             "runner {} not found: build it with `just carry` (slim CUDA runner) or `cargo build \
              --release --locked --bin memwall-job`, or name one with --runner",
             req.runner.display()
@@ -223,11 +318,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         tracing::info!("{}: rewriting the bundle in place", out.display());
     }
     std::fs::create_dir_all(out.join("bin"))
-        .with_context(|| format!("creating {}", out.join("bin").display()))?;
+        .doing(|| format!("creating {}", out.join("bin").display()))?;
     check_runner_backend(&req.runner, req.target)?;
     let stripped = copy_runner(&req.runner, &out.join("bin").join("memwall-job"))?;
     let cache_rel = PathBuf::from("cache").join("cubecl");
-    std::fs::create_dir_all(out.join(&cache_rel))?;
+    std::fs::create_dir_all(out.join(&cache_rel))
+        .doing(|| format!("creating {}", out.join(&cache_rel).display()))?;
     // The kernels and tunings of earlier GPU runs (imported with their records) go along, so
     // the jobs there start warm.
     let local_cache = paths.cache.join("cubecl");
@@ -238,7 +334,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     };
     if let Some(tgz) = &req.autotune_cache {
         unpack_tgz(tgz, &out.join("cache"))
-            .with_context(|| format!("unpacking the autotune cache {}", tgz.display()))?;
+            .doing(|| format!("unpacking the autotune cache {}", tgz.display()))?;
     }
     let mut studies = Vec::new();
     let mut torch_plans = Vec::new();
@@ -278,11 +374,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         };
         let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
         let data_rel = PathBuf::from("data").join(&prepared.fingerprint);
-        std::fs::create_dir_all(out.join(&data_rel))?;
+        std::fs::create_dir_all(out.join(&data_rel))
+            .doing(|| format!("creating {}", out.join(&data_rel).display()))?;
         for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
             let to = out.join(&data_rel).join(f);
             std::fs::copy(prepared.dir.join(f), &to)
-                .with_context(|| format!("copying {f} to {}", to.display()))?;
+                .doing(|| format!("copying {f} to {}", to.display()))?;
         }
         let mut carried = prepared.clone();
         carried.dir = data_rel;
@@ -320,7 +417,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         let mut jobs = Vec::new();
         for job in expanded {
             let dir = out.join("jobs").join(&job.study).join(job.key());
-            std::fs::create_dir_all(&dir)?;
+            std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
             results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
             bundled.jobs.push((job.config.clone(), job.key()));
             if job.study == ATTRIBUTION_STUDY && job.control && !job.strategy.fusion {
@@ -348,7 +445,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         studies.push(bundled);
     }
     if let Some(i) = matched_only.iter().position(|m| !m) {
-        bail!(
+        refuse!(
             "--only {}: no configuration of that name in {}",
             req.only[i],
             req.experiments
@@ -359,12 +456,13 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         );
     }
     if studies.iter().all(|s| s.jobs.is_empty()) {
-        bail!("nothing to bundle: no training job in the given experiment files");
+        refuse!("nothing to bundle: no training job in the given experiment files");
     }
     let attribution_job = attribution_jobs
         .first()
         .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
-    std::fs::create_dir_all(out.join("jobs"))?;
+    std::fs::create_dir_all(out.join("jobs"))
+        .doing(|| format!("creating {}", out.join("jobs").display()))?;
     results::write_atomic(
         &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
         queue.as_bytes(),
@@ -372,14 +470,14 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     let torch_configs = match (&req.torch_script, torch_plans.is_empty()) {
         (Some(script), false) => {
             let dir = out.join(REFERENCE_DIR);
-            std::fs::create_dir_all(&dir)?;
+            std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
             std::fs::copy(script, dir.join("torch_peak_memory.py"))
-                .with_context(|| format!("copying {}", script.display()))?;
+                .doing(|| format!("copying {}", script.display()))?;
             // The attribution benchmark's PyTorch side sits beside the reference script.
             let attribution = script.with_file_name(ATTRIBUTION_SCRIPT);
             if attribution.is_file() {
                 std::fs::copy(&attribution, dir.join(ATTRIBUTION_SCRIPT))
-                    .with_context(|| format!("copying {}", attribution.display()))?;
+                    .doing(|| format!("copying {}", attribution.display()))?;
             }
             let mut names = Vec::new();
             for plan in &torch_plans {
@@ -436,7 +534,9 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         None
     };
     let archive_bytes = match &archive {
-        Some(a) => std::fs::metadata(a)?.len(),
+        Some(a) => std::fs::metadata(a)
+            .doing(|| format!("reading {}", a.display()))?
+            .len(),
         None => 0,
     };
     Ok(BundleSummary {
@@ -515,7 +615,7 @@ fn check_runner_backend(runner: &Path, target: BackendKind) -> Result<()> {
         }
     };
     if !listed.lines().any(|l| l.trim() == target.as_str()) {
-        bail!(
+        refuse!(
             "runner {}: built without the {} backend (it runs: {}); build one with `just carry` \
              (the slim CUDA runner) or `cargo build --release --locked --bin memwall-job` with \
              the default features, or name another with --runner",
@@ -530,16 +630,16 @@ fn check_runner_backend(runner: &Path, target: BackendKind) -> Result<()> {
 /// Copies the files under `from` into `to` (folders created, files overwritten); returns how
 /// many files it copied.
 fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
-    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    std::fs::create_dir_all(to).doing(|| format!("creating {}", to.display()))?;
     let mut n = 0;
-    for entry in std::fs::read_dir(from).with_context(|| format!("listing {}", from.display()))? {
-        let entry = entry.with_context(|| format!("listing {}", from.display()))?;
+    for entry in std::fs::read_dir(from).doing(|| format!("listing {}", from.display()))? {
+        let entry = entry.doing(|| format!("listing {}", from.display()))?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         if src.is_dir() {
             n += copy_tree(&src, &dst)?;
         } else if src.is_file() {
             std::fs::copy(&src, &dst)
-                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+                .doing(|| format!("copying {} to {}", src.display(), dst.display()))?;
             n += 1;
         }
     }
@@ -566,9 +666,8 @@ fn copy_runner(from: &Path, to: &Path) -> Result<bool> {
         .map(|s| s.success())
         .unwrap_or(false);
     if !stripped {
-        std::fs::copy(from, to).with_context(|| {
-            format!("copying the runner {} to {}", from.display(), to.display())
-        })?;
+        std::fs::copy(from, to)
+            .doing(|| format!("copying the runner {} to {}", from.display(), to.display()))?;
     }
     set_executable(to)?;
     Ok(stripped)
@@ -577,15 +676,17 @@ fn copy_runner(from: &Path, to: &Path) -> Result<bool> {
 fn set_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .with_context(|| format!("making {} executable", path.display()))
+        .doing(|| format!("making {} executable", path.display()))
 }
 
 /// Total bytes of the regular files under `dir`.
 fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
+    for entry in std::fs::read_dir(dir).doing(|| format!("listing {}", dir.display()))? {
+        let entry = entry.doing(|| format!("listing {}", dir.display()))?;
+        let meta = entry
+            .metadata()
+            .doing(|| format!("reading {}", entry.path().display()))?;
         if meta.is_dir() {
             total += dir_size(&entry.path())?;
         } else {
@@ -599,7 +700,7 @@ fn dir_size(dir: &Path) -> Result<u64> {
 /// (so unpacking it recreates the folder). The archive is written beside and renamed into place.
 fn pack_dir(dir: &Path, file: &Path) -> Result<()> {
     let tmp = file.with_extension("gz.partial");
-    let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let f = std::fs::File::create(&tmp).doing(|| format!("creating {}", tmp.display()))?;
     let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     tar.follow_symlinks(false);
@@ -608,41 +709,43 @@ fn pack_dir(dir: &Path, file: &Path) -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| "bundle".into());
     tar.append_dir_all(&name, dir)
-        .with_context(|| format!("packing {}", dir.display()))?;
-    tar.into_inner()?.finish()?;
-    std::fs::rename(&tmp, file).with_context(|| format!("writing {}", file.display()))?;
+        .doing(|| format!("packing {}", dir.display()))?;
+    tar.into_inner()
+        .and_then(|gz| gz.finish())
+        .doing(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, file).doing(|| format!("writing {}", file.display()))?;
     Ok(())
 }
 
 /// Unpacks the gzip-compressed tar `file` into `into` (entries that would leave `into` are
 /// refused by the `tar` crate's `unpack_in`).
 fn unpack_tgz(file: &Path, into: &Path) -> Result<()> {
-    let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let f = std::fs::File::open(file).doing(|| format!("opening {}", file.display()))?;
     let mut magic = [0u8; 2];
     {
         use std::io::Read;
         let mut probe =
-            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+            std::fs::File::open(file).doing(|| format!("opening {}", file.display()))?;
         probe
             .read_exact(&mut magic)
-            .with_context(|| format!("reading {}", file.display()))?;
+            .doing(|| format!("reading {}", file.display()))?;
     }
     if magic != [0x1f, 0x8b] {
-        bail!(
+        refuse!(
             "{} is not a gzip-compressed tar archive (expected a .tar.gz/.tgz, e.g. {RESULTS_ARCHIVE})",
             file.display()
         );
     }
-    std::fs::create_dir_all(into)?;
+    std::fs::create_dir_all(into).doing(|| format!("creating {}", into.display()))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
     for entry in archive
         .entries()
-        .with_context(|| format!("reading {}", file.display()))?
+        .doing(|| format!("reading {}", file.display()))?
     {
-        let mut entry = entry.with_context(|| format!("reading {}", file.display()))?;
+        let mut entry = entry.doing(|| format!("reading {}", file.display()))?;
         entry
             .unpack_in(into)
-            .with_context(|| format!("unpacking {} into {}", file.display(), into.display()))?;
+            .doing(|| format!("unpacking {} into {}", file.display(), into.display()))?;
     }
     Ok(())
 }
@@ -995,17 +1098,18 @@ pub struct ImportRequest {
 pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     let root = open_source(req)?;
     let manifest_path = root.join("manifest.json");
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-        anyhow!(
-            "{}: {e}; not a memwall bundle or results archive (expected manifest.json at its \
-             top, as `memwall bundle` and its run.sh write)",
-            manifest_path.display()
-        )
-    })?;
-    let manifest: Manifest = results::parse_json(&text)
-        .map_err(|e| anyhow!("{}: not a bundle manifest ({e})", manifest_path.display()))?;
+    let text =
+        std::fs::read_to_string(&manifest_path).map_err(|source| BundleError::NoManifest {
+            path: manifest_path.clone(),
+            source,
+        })?;
+    let manifest: Manifest =
+        results::parse_json(&text).map_err(|source| BundleError::NotAManifest {
+            path: manifest_path.clone(),
+            source,
+        })?;
     if manifest.format != MANIFEST_FORMAT {
-        bail!(
+        refuse!(
             "{}: field `format`: {} is not {MANIFEST_FORMAT}; import it with the memwall that \
              wrote it",
             manifest_path.display(),
@@ -1034,7 +1138,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         torch.extend(rows.into_iter().map(|r| (bundled.name.clone(), r)));
     }
     if !summary.refused.is_empty() && !req.skip_mismatched {
-        bail!(
+        refuse!(
             "refused {} record(s) of {} (nothing imported; `--skip-mismatched` imports the \
              others):\n{}",
             summary.refused.len(),
@@ -1055,7 +1159,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
                 continue;
             }
         }
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
         results::write_atomic(
             &dir.join("job.json"),
             &serde_json::to_vec_pretty(&record.spec)?,
@@ -1063,7 +1167,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         if let Some(src) = file.parent().map(|p| p.join("job.log")) {
             if src.is_file() {
                 std::fs::copy(&src, dir.join("job.log"))
-                    .with_context(|| format!("copying {}", src.display()))?;
+                    .doing(|| format!("copying {}", src.display()))?;
             }
         }
         results::write_record(&dir, record)?;
@@ -1108,7 +1212,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
 /// A file that does not read as a chains run (naming the file and the field), and I/O errors.
 fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
     use memwall_core::record::fusion_chains::{read_run, ChainsBackend, CUDA_CHAINS_FILE};
-    let Some(run) = read_run(file).map_err(|e| anyhow!("{e}"))? else {
+    let Some(run) = read_run(file)? else {
         return Ok(None);
     };
     if run.backend != ChainsBackend::Cuda {
@@ -1121,9 +1225,9 @@ fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
         return Ok(Some(format!("fusion chains did not measure: {why}")));
     }
     let to = runs.join(CHAINS_STUDY).join(CUDA_CHAINS_FILE);
-    std::fs::create_dir_all(to.parent().expect("has a parent"))?;
-    std::fs::copy(file, &to)
-        .with_context(|| format!("copying {} to {}", file.display(), to.display()))?;
+    let dir = to.parent().expect("has a parent");
+    std::fs::create_dir_all(dir).doing(|| format!("creating {}", dir.display()))?;
+    std::fs::copy(file, &to).doing(|| format!("copying {} to {}", file.display(), to.display()))?;
     Ok(Some(format!("imported as {}", to.display())))
 }
 
@@ -1149,19 +1253,17 @@ fn import_attribution(dir: &Path, runs: &Path) -> Result<usize> {
     let to_dir = runs.join(ATTRIBUTION_STUDY).join(ATTRIBUTION_DIR);
     let mut n = 0;
     for f in files {
-        let (rows, bad) = attribution::read_rows(&f).map_err(|e| anyhow!("{e}"))?;
+        let (rows, bad) = attribution::read_rows(&f)?;
         let Some(first) = rows.first() else {
-            bail!(
+            refuse!(
                 "{}: no attribution row ({})",
                 f.display(),
                 bad.first().map(String::as_str).unwrap_or("empty file")
             );
         };
-        std::fs::create_dir_all(&to_dir)
-            .with_context(|| format!("creating {}", to_dir.display()))?;
+        std::fs::create_dir_all(&to_dir).doing(|| format!("creating {}", to_dir.display()))?;
         let to = to_dir.join(attribution::file_name(&first.framework, &first.device));
-        std::fs::copy(&f, &to)
-            .with_context(|| format!("copying {} to {}", f.display(), to.display()))?;
+        std::fs::copy(&f, &to).doing(|| format!("copying {} to {}", f.display(), to.display()))?;
         n += 1;
     }
     Ok(n)
@@ -1175,7 +1277,7 @@ fn open_source(req: &ImportRequest) -> Result<PathBuf> {
         return Ok(src.clone());
     }
     if !src.is_file() {
-        bail!("{}: no such bundle folder or archive", src.display());
+        refuse!("{}: no such bundle folder or archive", src.display());
     }
     let name = src
         .file_name()
@@ -1189,24 +1291,25 @@ fn open_source(req: &ImportRequest) -> Result<PathBuf> {
         .scratch
         .join(if stem.is_empty() { "import" } else { stem });
     if into.exists() {
-        std::fs::remove_dir_all(&into).with_context(|| format!("clearing {}", into.display()))?;
+        std::fs::remove_dir_all(&into).doing(|| format!("clearing {}", into.display()))?;
     }
     unpack_tgz(src, &into)?;
     if into.join("manifest.json").is_file() {
         return Ok(into);
     }
     // A bundle archive: one top folder.
-    let tops: Vec<PathBuf> = std::fs::read_dir(&into)?
+    let tops: Vec<PathBuf> = std::fs::read_dir(&into)
+        .doing(|| format!("listing {}", into.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("manifest.json").is_file())
         .collect();
     match tops.as_slice() {
         [one] => Ok(one.clone()),
-        _ => bail!(
+        _ => Err(BundleError::Refused(format!(
             "{}: no manifest.json at its top or in one top folder; not a memwall bundle or \
              results archive",
             src.display()
-        ),
+        ))),
     }
 }
 
@@ -1223,7 +1326,7 @@ fn find_experiment(dir: &Path, name: &str) -> Result<PathBuf> {
             }
         }
     }
-    bail!(
+    refuse!(
         "study `{name}` of the bundle has no experiment file in {} (its records can only be \
          checked against the experiment file they were made from)",
         dir.display()
@@ -1237,7 +1340,10 @@ fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
         return Ok(files);
     };
     for e in entries {
-        let p = e?.path().join(results::RECORD_FILE);
+        let p = e
+            .doing(|| format!("listing {}", dir.display()))?
+            .path()
+            .join(results::RECORD_FILE);
         if p.is_file() {
             files.push(p);
         }
@@ -1337,4 +1443,72 @@ fn check_record(
         ));
     }
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    fn request(source: PathBuf, tmp: &Path) -> ImportRequest {
+        ImportRequest {
+            source,
+            runs: tmp.join("runs"),
+            experiments: tmp.join("experiments"),
+            scratch: tmp.join("scratch"),
+            force: false,
+            skip_mismatched: false,
+            cubecl_cache: tmp.join("cubecl"),
+        }
+    }
+
+    #[test]
+    fn a_bad_manifest_names_the_file_and_keeps_the_parser_error_as_source() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bundle = tmp.path().join("bundle");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::write(bundle.join("manifest.json"), "{\"format\": 3}").unwrap();
+        let err = import(&request(bundle.clone(), tmp.path())).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("manifest.json: not a bundle manifest"),
+            "{msg}"
+        );
+        assert!(msg.contains("field `format`"), "{msg}");
+        assert!(matches!(err, BundleError::NotAManifest { .. }), "{err:?}");
+        let json = err.source().expect("the JSON error is the source");
+        assert!(json.source().is_some(), "serde_json's error under it");
+
+        std::fs::remove_file(bundle.join("manifest.json")).unwrap();
+        let err = import(&request(bundle, tmp.path())).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("manifest.json") && msg.contains("not a memwall bundle"),
+            "{msg}"
+        );
+        let io = err.source().expect("the I/O error is the source");
+        assert!(io.downcast_ref::<std::io::Error>().is_some(), "{io:?}");
+    }
+
+    #[test]
+    fn an_unreadable_archive_names_the_step_and_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("nothing.tar.gz");
+        let msg = import(&request(missing, tmp.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("nothing.tar.gz: no such bundle folder or archive"),
+            "{msg}"
+        );
+        let not_gz = tmp.path().join("results.tar.gz");
+        std::fs::write(&not_gz, "plain text").unwrap();
+        let msg = import(&request(not_gz, tmp.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("is not a gzip-compressed tar archive"),
+            "{msg}"
+        );
+    }
 }

@@ -9,9 +9,40 @@ use crate::remat::plan::{
     checkpoint_all_peak, plan, schedule_json, smallest_feasible_budget, Budget, PlanOptions,
     PlanOutcome, Solver,
 };
-use anyhow::{bail, Context, Result};
+use crate::remat::RematError;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// Why `memwall plan` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanCmdError {
+    /// A numeric option is out of range: the flag with its value, and the accepted range.
+    #[error("{option}: {fix}")]
+    Option {
+        /// The flag with its value (e.g. `--gap 2`).
+        option: String,
+        /// The accepted range, as the fix.
+        fix: &'static str,
+    },
+    /// The graph file, the budget, the solver list or a solver failed (naming the file and
+    /// field, or the parameter).
+    #[error(transparent)]
+    Remat(#[from] RematError),
+    /// The schedule could not be written to `--out`.
+    #[error("cannot write --out {path}: {source}")]
+    Write {
+        /// The `--out` file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Formatting the printed table failed (writing to a `String` does not fail).
+    #[error("formatting the plan table: {0}")]
+    Format(#[from] std::fmt::Error),
+}
+
+type Result<T, E = PlanCmdError> = std::result::Result<T, E>;
 
 /// What `memwall plan` was asked.
 #[derive(Debug, Clone)]
@@ -31,19 +62,22 @@ pub struct PlanRequest {
 /// Checks the numeric options (each error names the flag and the accepted range).
 fn check_options(o: &PlanOptions) -> Result<()> {
     if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0) {
-        bail!(
-            "--time-limit {}: give a positive number of seconds",
-            o.time_limit_s
-        );
+        return Err(PlanCmdError::Option {
+            option: format!("--time-limit {}", o.time_limit_s),
+            fix: "give a positive number of seconds",
+        });
     }
     if !(o.gap.is_finite() && (0.0..=1.0).contains(&o.gap)) {
-        bail!(
-            "--gap {}: give a relative gap in [0, 1], e.g. 0.01 for 1%",
-            o.gap
-        );
+        return Err(PlanCmdError::Option {
+            option: format!("--gap {}", o.gap),
+            fix: "give a relative gap in [0, 1], e.g. 0.01 for 1%",
+        });
     }
     if o.threads == 0 {
-        bail!("--threads 0: give at least 1 thread");
+        return Err(PlanCmdError::Option {
+            option: "--threads 0".into(),
+            fix: "give at least 1 thread",
+        });
     }
     Ok(())
 }
@@ -234,5 +268,62 @@ fn write_stages(text: &mut String, outcomes: &[PlanOutcome], deadline: &Deadline
 
 fn write_json(path: &Path, json: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(json).expect("JSON values serialize");
-    std::fs::write(path, text).with_context(|| format!("cannot write --out {}", path.display()))
+    std::fs::write(path, text).map_err(|source| PlanCmdError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn bad_options_name_the_flag_and_the_range() {
+        let o = PlanOptions {
+            gap: 2.0,
+            ..PlanOptions::default()
+        };
+        let msg = check_options(&o).unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "--gap 2: give a relative gap in [0, 1], e.g. 0.01 for 1%"
+        );
+        let o = PlanOptions {
+            threads: 0,
+            ..PlanOptions::default()
+        };
+        let msg = check_options(&o).unwrap_err().to_string();
+        assert_eq!(msg, "--threads 0: give at least 1 thread");
+    }
+
+    #[test]
+    fn an_unwritable_out_file_is_named_with_the_io_error_as_source() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("no-such-dir").join("schedule.json");
+        let err = write_json(&out, &serde_json::json!({})).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot write --out {}", out.display())),
+            "{err}"
+        );
+        let io = err.source().expect("the I/O error is the source");
+        assert!(io.downcast_ref::<std::io::Error>().is_some(), "{io:?}");
+    }
+
+    #[test]
+    fn an_unreadable_graph_file_is_a_remat_error_naming_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let req = PlanRequest {
+            graph: tmp.path().join("missing.json"),
+            budget: Budget::Fraction(0.5),
+            solver: "greedy".into(),
+            options: PlanOptions::default(),
+            out: None,
+        };
+        let err = run(&req).unwrap_err();
+        assert!(matches!(err, PlanCmdError::Remat(_)), "{err:?}");
+        assert!(err.to_string().contains("missing.json"), "{err}");
+    }
 }

@@ -11,9 +11,52 @@ use crate::report::model::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{AttentionOption, JobSpec, OptimizerKind, Study};
 use crate::strategy::LayerNormSaving;
-use anyhow::{anyhow, Context, Result};
+use memwall_core::record::JsonError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Why a PyTorch reference row could not be read or stored; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    /// The row file cannot be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The row file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not read as a [`TorchRow`].
+    #[error("{path}: not a PyTorch reference row ({source})")]
+    NotARow {
+        /// The row file.
+        path: PathBuf,
+        /// The JSON field at fault, line and column.
+        #[source]
+        source: JsonError,
+    },
+    /// The row reads but is of another format or study, or a number is invalid.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The row file.
+        path: PathBuf,
+        /// The field at fault and why.
+        reason: String,
+    },
+    /// The row does not serialize (it is not stored).
+    #[error("{path}: row not written: {source}")]
+    Serialize {
+        /// Where the row was to be stored.
+        path: PathBuf,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The row could not be written into the record store.
+    #[error(transparent)]
+    Store(#[from] crate::Error),
+}
 
 /// `format` of a [`TorchPlan`].
 pub const PLAN_FORMAT: &str = "memwall-torch-plan/1";
@@ -336,7 +379,7 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
 /// # Errors
 /// A row that is not a [`TorchRow`] (naming the file and the field), of another format or
 /// study, or with a non-finite or negative number.
-pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>> {
+pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, ReferenceError> {
     let mut rows = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(rows);
@@ -351,11 +394,19 @@ pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>> {
         .collect();
     files.sort();
     for f in files {
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
-        let row: TorchRow = results::parse_json(&text)
-            .map_err(|e| anyhow!("{}: not a PyTorch reference row ({e})", f.display()))?;
-        check_row(&row, study).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        let text = std::fs::read_to_string(&f).map_err(|source| ReferenceError::Read {
+            path: f.clone(),
+            source,
+        })?;
+        let row: TorchRow =
+            results::parse_json(&text).map_err(|source| ReferenceError::NotARow {
+                path: f.clone(),
+                source,
+            })?;
+        check_row(&row, study).map_err(|reason| ReferenceError::Invalid {
+            path: f.clone(),
+            reason,
+        })?;
         rows.push(row);
     }
     Ok(rows)
@@ -410,12 +461,16 @@ fn slug(s: &str) -> String {
 ///
 /// # Errors
 /// I/O errors naming the path.
-pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf> {
+pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, ReferenceError> {
     let path =
         runs.join(study)
             .join(ROWS_DIR)
             .join(format!("{}.{}.json", slug(&row.device), row.config));
-    results::write_atomic(&path, &serde_json::to_vec_pretty(row)?)?;
+    let json = serde_json::to_vec_pretty(row).map_err(|source| ReferenceError::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    results::write_atomic(&path, &json)?;
     Ok(path)
 }
 
@@ -437,7 +492,7 @@ pub fn load_rows(runs: &Path, study: &str) -> (Vec<TorchRow>, Vec<(PathBuf, Stri
     for f in files {
         match std::fs::read_to_string(&f)
             .map_err(|e| e.to_string())
-            .and_then(|t| results::parse_json::<TorchRow>(&t))
+            .and_then(|t| results::parse_json::<TorchRow>(&t).map_err(|e| e.to_string()))
             .and_then(|r| check_row(&r, study).map(|_| r))
         {
             Ok(r) => rows.push(r),
@@ -768,7 +823,9 @@ mod tests {
         let text = serde_json::to_string(&row()).unwrap();
         assert!(text.contains("\"status\":\"ok\""), "{text}");
         let great = text.replace("\"status\":\"ok\"", "\"status\":\"great\"");
-        let err = results::parse_json::<TorchRow>(&great).unwrap_err();
+        let err = results::parse_json::<TorchRow>(&great)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("field `status`"), "{err}");
         for (status, text) in [
             (TorchStatus::Ok, "ok"),

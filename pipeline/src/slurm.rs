@@ -245,7 +245,12 @@ pub fn emit_nightly(
 pub fn read_nightly_plan(dir: &Path) -> Result<NightlyPlan> {
     let path = dir.join(NIGHTLY_PLAN);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    crate::results::parse_json(&text).map_err(|message| Error::Records { path, message })
+    crate::results::parse_json(&text).map_err(|source| Error::MalformedRecord {
+        path,
+        what: "not a Slurm nightly plan".into(),
+        source,
+        fix: format!("; `memwall nightly --emit slurm` writes it as {NIGHTLY_PLAN}"),
+    })
 }
 
 /// The `memwall sweep` flags every task of a study runs with: its profile and device, the shared

@@ -116,20 +116,21 @@ pub fn check(study: &Study) -> Result<()> {
 
 /// Parses and checks the study's `[params]`, runs it and returns its result as JSON.
 fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_json::Value> {
-    let invalid = |message: String| Error::SpecField {
+    let failed = |source: memwall_core::BoxError| Error::Study {
         path: study.path.clone(),
-        field: "params".into(),
-        message,
+        study: study.header.name.clone(),
+        source,
     };
     let params = params::<S>(study)?;
-    let output = S::run(&params, data_dir).map_err(|e| invalid(e.to_string()))?;
-    serde_json::to_value(&output).map_err(|e| invalid(format!("result does not serialize: {e}")))
+    let output = S::run(&params, data_dir).map_err(|e| failed(e.into()))?;
+    serde_json::to_value(&output).map_err(|e| failed(e.into()))
 }
 
 /// Runs a non-training study and returns its result as JSON.
 ///
 /// # Errors
-/// [`Error::SpecField`] naming `params` for invalid parameters or the study's own failures.
+/// [`Error::SpecField`] naming `params` for invalid parameters; [`Error::Study`] for the
+/// study's own failures (a solver error, a failed check), with that error as its source.
 pub fn run(study: &Study) -> Result<serde_json::Value> {
     match registry(study.header.kind) {
         Some(e) => (e.run)(study, &shared_data_dir(study)),
@@ -336,9 +337,11 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRe
     })?;
     // Checked before it is stored: a record that would not read back is not written.
     let text = String::from_utf8_lossy(&json);
-    crate::results::parse_json::<StudyRecord>(&text).map_err(|e| Error::Records {
+    crate::results::parse_json::<StudyRecord>(&text).map_err(|source| Error::MalformedRecord {
         path: path.clone(),
-        message: format!("study record not written: it would not read back ({e})"),
+        what: "study record not written: it would not read back".into(),
+        source,
+        fix: String::new(),
     })?;
     crate::results::write_atomic(&path, &json)?;
     Ok((rec, true))
@@ -355,7 +358,9 @@ pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<(StudyRecord, PathBuf
                 // A record that cannot be read is named and left out; the study reruns it.
                 let read = std::fs::read_to_string(&p)
                     .map_err(|e| e.to_string())
-                    .and_then(|text| crate::results::parse_json::<StudyRecord>(&text));
+                    .and_then(|text| {
+                        crate::results::parse_json::<StudyRecord>(&text).map_err(|e| e.to_string())
+                    });
                 match read {
                     Ok(rec) => out.push((rec, p)),
                     Err(e) => tracing::warn!(
@@ -368,4 +373,47 @@ pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<(StudyRecord, PathBuf
     }
     out.sort_by(|a, b| b.0.finished_at.cmp(&a.0.finished_at));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Profile;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failing_study_is_a_study_error_with_its_own_error_as_source() {
+        let tmp = tempfile::tempdir().unwrap();
+        let header = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/checkmate.toml"),
+        )
+        .unwrap();
+        let header = &header[..header.find("[params]").unwrap()];
+        let path = tmp.path().join("checkmate.toml");
+        std::fs::write(
+            &path,
+            format!("{header}[params]\ngraphs = [\"missing_nx.json\"]\nbudget_fractions = [0.8]\n"),
+        )
+        .unwrap();
+        let study = Study::load(&path, Profile::Smoke, None).unwrap();
+        let err = run_typed::<crate::remat::study::Checkmate>(&study, tmp.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "experiment file {}: study `checkmate` failed: ",
+                path.display()
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains("missing_nx.json"), "{msg}");
+        assert!(
+            !msg.contains("field `params`"),
+            "not an experiment-file field: {msg}"
+        );
+        let source = err.source().expect("the study's error is the source");
+        assert!(
+            source.downcast_ref::<crate::remat::RematError>().is_some(),
+            "{source:?}"
+        );
+    }
 }

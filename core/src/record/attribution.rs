@@ -30,6 +30,7 @@
 //! Kernel rows (`op` = `kernels` or `kernel`, CUDA only) split one profiled training step by
 //! CubeCL kernel category (see `memwall_runner::bench`).
 
+use super::{RecordFileError, RowError};
 use crate::spec::ModelConfig;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -201,10 +202,10 @@ impl AttributionRow {
 /// Parses one JSON line as an [`AttributionRow`] and checks it.
 ///
 /// # Errors
-/// The message names the field at fault (`field `median_s`: ...`).
-pub fn parse_row(line: &str) -> Result<AttributionRow, String> {
+/// [`RowError`], naming the field at fault (`field `median_s`: ...`).
+pub fn parse_row(line: &str) -> Result<AttributionRow, RowError> {
     let row: AttributionRow = super::parse_json(line)?;
-    row.check().map_err(|(f, m)| format!("field `{f}`: {m}"))?;
+    row.check()?;
     Ok(row)
 }
 
@@ -212,9 +213,12 @@ pub fn parse_row(line: &str) -> Result<AttributionRow, String> {
 /// error naming the file, the 1-based line and the field: `FILE:LINE: field `x`: ...`.
 ///
 /// # Errors
-/// The file cannot be read.
-pub fn read_rows(path: &Path) -> Result<(Vec<AttributionRow>, Vec<String>), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// [`RecordFileError::Io`] when the file cannot be read.
+pub fn read_rows(path: &Path) -> Result<(Vec<AttributionRow>, Vec<String>), RecordFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RecordFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -490,10 +494,13 @@ mod tests {
     fn rows_round_trip_and_bad_lines_name_the_field() {
         let line = serde_json::to_string(&row()).unwrap();
         assert_eq!(parse_row(&line).unwrap(), row());
-        let err = parse_row(&line.replace("\"repeats\":3", "\"repeats\":\"x\"")).unwrap_err();
+        let err = parse_row(&line.replace("\"repeats\":3", "\"repeats\":\"x\""))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`repeats`"), "{err}");
-        let err =
-            parse_row(&line.replace("\"status\":\"ok\"", "\"status\":\"great\"")).unwrap_err();
+        let err = parse_row(&line.replace("\"status\":\"ok\"", "\"status\":\"great\""))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("field `status`"), "{err}");
         for (status, text) in [
             (AttributionStatus::Ok, "ok"),
@@ -505,11 +512,15 @@ mod tests {
         }
         let mut r = row();
         r.median_s = None;
-        let err = parse_row(&serde_json::to_string(&r).unwrap()).unwrap_err();
+        let err = parse_row(&serde_json::to_string(&r).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`median_s`"), "{err}");
         r = row();
         r.dtype = "f64".into();
-        let err = parse_row(&serde_json::to_string(&r).unwrap()).unwrap_err();
+        let err = parse_row(&serde_json::to_string(&r).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`dtype`"), "{err}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("burn.x.jsonl");

@@ -9,6 +9,7 @@
 //! `runs/<study>/cuda_chains.json` ([`CUDA_CHAINS_FILE`]) and the study's report shows it in
 //! place of a CUDA measurement its own record lacks. Both crates read these types from here.
 
+use super::{RecordFileError, RowError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -209,10 +210,10 @@ impl FusionChainsRun {
 /// Parses a [`FusionChainsRun`] from JSON text and checks it.
 ///
 /// # Errors
-/// The message names the field at fault (`field `n`: ...`).
-pub fn parse_run(text: &str) -> Result<FusionChainsRun, String> {
+/// [`RowError`], naming the field at fault (`field `n`: ...`).
+pub fn parse_run(text: &str) -> Result<FusionChainsRun, RowError> {
     let run: FusionChainsRun = super::parse_json(text)?;
-    run.check().map_err(|(f, m)| format!("field `{f}`: {m}"))?;
+    run.check()?;
     Ok(run)
 }
 
@@ -221,15 +222,23 @@ pub fn parse_run(text: &str) -> Result<FusionChainsRun, String> {
 /// # Errors
 /// The file cannot be read or does not parse: the message names the file and the field
 /// (`runs/fusion_ir/cuda_chains.json: field `n`: ...`).
-pub fn read_run(path: &Path) -> Result<Option<FusionChainsRun>, String> {
+pub fn read_run(path: &Path) -> Result<Option<FusionChainsRun>, RecordFileError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => {
+            return Err(RecordFileError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     };
     parse_run(&text)
         .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| RecordFileError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 #[cfg(test)]
@@ -274,18 +283,25 @@ mod tests {
         assert_eq!(parse_run(&text).unwrap(), r);
         assert_eq!(r.date(), "2026-12-01");
 
-        let e = parse_run(&text.replace("\"n\": 16777216", "\"n\": \"many\"")).unwrap_err();
+        let e = parse_run(&text.replace("\"n\": 16777216", "\"n\": \"many\""))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("field `n`:"), "{e}");
-        let e =
-            parse_run(&text.replace(FUSION_CHAINS_FORMAT, "memwall-fusion-chains/0")).unwrap_err();
+        let e = parse_run(&text.replace(FUSION_CHAINS_FORMAT, "memwall-fusion-chains/0"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("field `format`:"), "{e}");
         let mut bad = r.clone();
         bad.chains.as_mut().unwrap().unfused[1].time_s = 0.0;
-        let e = parse_run(&serde_json::to_string(&bad).unwrap()).unwrap_err();
+        let e = parse_run(&serde_json::to_string(&bad).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("field `chains.Ok.unfused[1].time_s`:"), "{e}");
         let mut bad = r.clone();
         bad.chains.as_mut().unwrap().fused.pop();
-        let e = parse_run(&serde_json::to_string(&bad).unwrap()).unwrap_err();
+        let e = parse_run(&serde_json::to_string(&bad).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("field `chains.Ok.fused`:"), "{e}");
 
         // Not measured: the reason, and nothing else to check.
@@ -307,7 +323,25 @@ mod tests {
         let path = dir.path().join(CUDA_CHAINS_FILE);
         assert_eq!(read_run(&path).unwrap(), None);
         std::fs::write(&path, "{\"format\": 3}").unwrap();
-        let e = read_run(&path).unwrap_err();
+        let e = read_run(&path).unwrap_err().to_string();
         assert!(e.contains("cuda_chains.json: field `format`"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_file_keeps_the_json_error_as_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CUDA_CHAINS_FILE);
+        std::fs::write(&path, "{\"format\": 3}").unwrap();
+        let e = read_run(&path).unwrap_err();
+        let row = e.source().expect("the refused row is the source");
+        let json = row.source().expect("the JSON error is its source");
+        assert!(json.to_string().starts_with("field `format`"), "{json}");
+        assert!(
+            json.source()
+                .and_then(|s| s.downcast_ref::<serde_json::Error>())
+                .is_some(),
+            "serde_json's error under it"
+        );
     }
 }

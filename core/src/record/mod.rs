@@ -11,6 +11,6 @@ mod store;
 
 pub use schema::{JobRecord, JobStatus, StepRecord, Summary};
 pub use store::{
-    parse_json, read_record, record_dir, set_aside, write_atomic, write_record, RECORD_FILE,
-    UNREADABLE_PREFIX,
+    parse_json, read_record, record_dir, set_aside, write_atomic, write_record, JsonError,
+    RecordFileError, RowError, RECORD_FILE, UNREADABLE_PREFIX,
 };

@@ -39,26 +39,95 @@ pub fn record_dir(runs_root: &Path, study: &str, key: &str) -> PathBuf {
     runs_root.join(study).join(key)
 }
 
+/// Why a JSON text does not read as the type asked for ([`parse_json`]). Its message names the
+/// JSON field at fault (e.g. `summary.eval_perplexity`) and the line and column; the caller
+/// wraps it with the file's path.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// The text is empty (or only white space).
+    #[error("the file is empty")]
+    Empty,
+    /// A field has the wrong type or value, is unknown, or is missing.
+    #[error("field `{field}`: {source}")]
+    Field {
+        /// Dotted path of the field (e.g. `summary.eval_perplexity`, `steps[3].loss`).
+        field: String,
+        /// The JSON parser's error (with line and column).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The text is not JSON, or not the type asked for at its top.
+    #[error("{0}")]
+    Syntax(#[source] serde_json::Error),
+}
+
+/// Why a record (a JSON file or one line of a `.jsonl` file) was refused: it does not read, or
+/// a field fails the record's check.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// It does not read as the record type.
+    #[error("{0}")]
+    Json(#[from] JsonError),
+    /// It reads, but a field's value is invalid.
+    #[error("field `{field}`: {message}")]
+    Check {
+        /// Dotted path of the field.
+        field: String,
+        /// Why the value is invalid.
+        message: String,
+    },
+}
+
+impl From<(String, String)> for RowError {
+    fn from((field, message): (String, String)) -> Self {
+        RowError::Check { field, message }
+    }
+}
+
+/// A record file that cannot be read, or whose record is refused; the message starts with the
+/// file's path.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFileError {
+    /// The file cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's record is refused.
+    #[error("{path}: {source}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: RowError,
+    },
+}
+
 /// Parses `text` as a `T`, naming the JSON field at fault (e.g. `summary.eval_perplexity`) and
 /// the line and column in the error message.
 ///
 /// # Errors
-/// The message, for the caller to wrap with the file's path.
-pub fn parse_json<T: DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
+/// [`JsonError`], for the caller to wrap with the file's path.
+pub fn parse_json<T: DeserializeOwned>(text: &str) -> std::result::Result<T, JsonError> {
     if text.trim().is_empty() {
-        return Err("the file is empty".to_string());
+        return Err(JsonError::Empty);
     }
     let mut de = serde_json::Deserializer::from_str(text);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let at = e.path().to_string();
-        let inner = e.into_inner();
+        let source = e.into_inner();
         if at.is_empty() || at == "." {
-            inner.to_string()
+            JsonError::Syntax(source)
         } else {
-            format!("field `{at}`: {inner}")
+            JsonError::Field { field: at, source }
         }
     })?;
-    de.end().map_err(|e| e.to_string())?;
+    de.end().map_err(JsonError::Syntax)?;
     Ok(value)
 }
 
@@ -104,13 +173,17 @@ pub fn write_record(dir: &Path, record: &JobRecord) -> Result<()> {
 pub fn read_record(dir: &Path) -> Result<Option<JobRecord>> {
     let path = dir.join(RECORD_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => parse_json(&text).map(Some).map_err(|e| Error::Records {
-            path,
-            message: format!(
-                "malformed record ({e}); it is left out: move it aside or rerun the job \
-                 (`memwall run` moves it to {UNREADABLE_PREFIX}<time>.json and reruns the job)"
-            ),
-        }),
+        Ok(text) => parse_json(&text)
+            .map(Some)
+            .map_err(|source| Error::MalformedRecord {
+                path,
+                what: "malformed record".into(),
+                source,
+                fix: format!(
+                    "; it is left out: move it aside or rerun the job (`memwall run` moves it \
+                     to {UNREADABLE_PREFIX}<time>.json and reruns the job)"
+                ),
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::Records {
             path,

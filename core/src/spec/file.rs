@@ -827,9 +827,9 @@ pub(super) fn parse(
 
 /// Deserializes the file and appends the `[grid]`'s configurations to `[[configs]]`.
 fn read_experiment(path: &Path, text: &str) -> Result<ExperimentFile> {
-    let mut file: ExperimentFile = toml::from_str(text).map_err(|e| Error::Spec {
+    let mut file: ExperimentFile = toml::from_str(text).map_err(|source| Error::Spec {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source,
     })?;
     if let Some(grid) = file.grid.take() {
         file.configs.extend(grid.expand());

@@ -44,8 +44,9 @@ pub trait InProcessStudy {
     type Params: DeserializeOwned;
     /// What the study measured.
     type Output: Serialize + DeserializeOwned;
-    /// Why a run failed (reported against the experiment file's `params`).
-    type Error: std::fmt::Display;
+    /// Why a run failed (reported as the study's failure, [`crate::Error::Study`], with this
+    /// error as its source).
+    type Error: std::error::Error + Send + Sync + 'static;
     /// Checks every parameter's range and their consistency before anything runs (called when
     /// the experiment file is loaded, and again by `run`).
     ///

@@ -34,7 +34,7 @@ pub fn load(runs: &Path, study: &str) -> Option<(Vec<AttributionRow>, Vec<String
                 rows.extend(r);
                 bad.extend(b);
             }
-            Err(e) => bad.push(e),
+            Err(e) => bad.push(e.to_string()),
         }
     }
     Some((rows, bad))
