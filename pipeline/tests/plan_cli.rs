@@ -1,28 +1,16 @@
 //! `memwall plan` as a user runs it: the binary on every shared graph and on graphs the test
 //! writes itself, each schedule it writes re-checked by the simulator.
 
+mod common;
+use common::plan;
+
 use memwall::remat::graph_file::read_graph;
 use memwall::remat::sim::{simulate, validate, Schedule};
 use memwall::remat::Graph;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn graphs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/remat-graphs")
-}
-
-/// Runs `memwall plan ARGS`; returns (success, stdout, stderr).
-fn plan(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .arg("plan")
-        .args(args)
-        .output()
-        .expect("memwall runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The schedule of a `--out` file, rebuilt from its stage lists.

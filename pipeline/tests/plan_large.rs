@@ -3,21 +3,8 @@
 //! windows' LPs getting their share of the time limit, which the other planner tests, run in
 //! parallel in one binary, would take.
 
-use std::process::Command;
-
-/// Runs `memwall plan ARGS`; returns (success, stdout, stderr).
-fn plan(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .arg("plan")
-        .args(args)
-        .output()
-        .expect("memwall runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::plan;
 
 /// A generated 500-node random layered graph (larger than the whole boundary relaxation's
 /// limit): `--solver staged` bounds it by windows, reports a lower bound above the sum of node

@@ -51,3 +51,17 @@ pub fn temp_paths(dir: &std::path::Path) -> memwall::driver::Paths {
         templates: root().join("templates"),
     }
 }
+
+/// Runs `memwall plan ARGS` (the built binary); returns (success, stdout, stderr).
+pub fn plan(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("memwall runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
