@@ -27,11 +27,6 @@ impl Deadline {
         Deadline { start, limit_s }
     }
 
-    /// The instant the limit counts from.
-    pub fn start(&self) -> Instant {
-        self.start
-    }
-
     /// The whole limit, seconds.
     pub fn limit_s(&self) -> f64 {
         self.limit_s
@@ -50,11 +45,6 @@ impl Deadline {
     /// Seconds a stage may use: `share` of the whole limit, at most what is left.
     pub fn share(&self, share: f64) -> f64 {
         (self.limit_s * share).min(self.left())
-    }
-
-    /// A deadline at the same start that ends `share` of the way through this one.
-    pub fn part(&self, share: f64) -> Deadline {
-        Deadline::from(self.start, self.limit_s * share)
     }
 }
 
@@ -139,8 +129,8 @@ mod tests {
         let left = d.left();
         let all = d.share(1.0);
         assert!(all <= left + 1e-9 && all > 2.5, "share {all}, left {left}");
-        let part = d.part(0.5);
-        assert_eq!(part.left(), 0.0, "half of 8 s has passed after 5 s");
-        assert_eq!(part.share(0.1), 0.0);
+        let half = Deadline::from(past, 4.0);
+        assert_eq!(half.left(), 0.0, "4 s have passed after 5 s");
+        assert_eq!(half.share(0.1), 0.0);
     }
 }

@@ -855,11 +855,6 @@ pub struct StagedOutcome {
     /// Simulation of the annealed schedule ([`StagedOptions::anneal`]; `None`: not run or
     /// nothing fitted).
     pub annealed: Option<SimResult>,
-    /// Moves the annealing tried (0: not run).
-    pub anneal_moves: u64,
-    /// Windows of the bound: 1 for the whole boundary relaxation, more for
-    /// [`crate::boundary::window_bound`], 0 when no relaxation was solved.
-    pub bound_windows: usize,
     /// How each stage used its share of the time limit, in the order run.
     pub stages: Vec<StageTime>,
 }
@@ -883,8 +878,6 @@ impl StagedOutcome {
             boundary_lp_bound: None,
             closure_cuts: 0,
             annealed: None,
-            anneal_moves: 0,
-            bound_windows: 0,
             stages: Vec::new(),
         }
     }
@@ -1229,15 +1222,7 @@ pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -
 /// [`SolveStatus::OptimalBoundaryRelaxation`] when a boundary relaxation gave the bound, else
 /// [`SolveStatus::OptimalNodeCostSum`], with `size` the relaxation's) and returns true.
 fn end_within_gap(st: &mut Solve) -> bool {
-    let best = [
-        st.warm.as_ref().map(|x| (&x.1, x.2)),
-        st.fallback.as_ref().map(|x| (&x.0, x.1)),
-    ]
-    .into_iter()
-    .flatten()
-    .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
-    .map(|(sch, sim)| (sch.clone(), sim));
-    let Some((sch, sim)) = best else {
+    let Some((sch, sim)) = st.best() else {
         return false;
     };
     let gap = (sim.cost - st.out.valid_bound).max(0.0) / sim.cost.max(f64::MIN_POSITIVE);
@@ -1313,12 +1298,36 @@ impl Solve<'_> {
         }
     }
 
-    /// The simulation of the cheaper of warm start and fallback.
+    /// The cheaper of warm start and fallback, expanded, with its simulation.
+    fn best(&self) -> Option<(Schedule, SimResult)> {
+        let warm = self.warm.as_ref().map(|x| (&x.1, x.2));
+        let fallback = self.fallback.as_ref().map(|x| (&x.0, x.1));
+        [warm, fallback]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+            .map(|(sch, sim)| (sch.clone(), sim))
+    }
+
+    /// The simulation of the warm start, else of the fallback (what
+    /// [`StagedOutcome::greedy`] reports).
     fn best_sim(&self) -> Option<SimResult> {
         self.warm
             .as_ref()
             .map(|x| x.2)
             .or(self.fallback.as_ref().map(|x| x.1))
+    }
+
+    /// HiGHS options of this solve on `model`, with `seconds` as its time limit.
+    fn configure(&self, model: &mut highs::Model, seconds: f64) {
+        let opts = StagedOptions {
+            milp: MilpOptions {
+                time_limit_s: seconds.max(0.01),
+                ..self.opts.milp.clone()
+            },
+            ..self.opts.clone()
+        };
+        configure(model, &opts);
     }
 
     /// The staged model of this solve (its LP relaxation when not `integer`).
@@ -1440,13 +1449,7 @@ pub fn solve_staged(
             SolveStatus::NotFound
         };
         st.out.greedy = st.best_sim();
-        st.out.best = [
-            st.warm.clone().map(|(_, e, sim)| (e, sim)),
-            st.fallback.clone(),
-        ]
-        .into_iter()
-        .flatten()
-        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost));
+        st.out.best = st.best();
         return Ok(st.finish());
     }
     if opts.lp_rounding {
@@ -1512,7 +1515,6 @@ fn boundary_stage(st: &mut Solve) -> Result<(), RematError> {
     st.out.boundary_lp_bound = relax.lp_bound;
     st.out.closure_cuts = relax.cuts;
     st.out.valid_bound = st.out.valid_bound.max(relax.bound);
-    st.out.bound_windows = 1;
     let at_limit = relax.status == SolveStatus::ReachedTimeLimit;
     st.record(PlanStage::BoundaryRelaxation, since, Some(limit), at_limit);
     if relax.bound.is_infinite() {
@@ -1565,7 +1567,6 @@ fn window_stage(st: &mut Solve) -> Result<(), RematError> {
         WINDOW_COLUMNS,
     )?;
     st.out.boundary_bound = Some(w.bound);
-    st.out.bound_windows = w.windows.len();
     let columns = w.windows.iter().map(|x| x.columns(st.g.len())).max();
     st.relax_size = Some(ModelSize {
         columns: columns.unwrap_or(0),
@@ -1609,7 +1610,6 @@ fn anneal_stage(st: &mut Solve, share: f64) {
             max_moves: None,
         },
     );
-    st.out.anneal_moves = a.moves;
     if let Some(c) = a.best.and_then(|(s, _)| st.within(&s)) {
         st.out.annealed = Some(c.2);
         if from.stages == st.stages {
@@ -1635,14 +1635,7 @@ fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
     }
     let (pb, v) = st.model(false);
     let mut model = pb.optimise(Sense::Minimise);
-    let lp_opts = StagedOptions {
-        milp: MilpOptions {
-            time_limit_s: (limit - since.elapsed().as_secs_f64()).max(0.01),
-            ..st.opts.milp.clone()
-        },
-        ..st.opts.clone()
-    };
-    configure(&mut model, &lp_opts);
+    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
     let solved = model
         .try_solve()
         .map_err(|e| RematError::Solver(format!("{e:?}")))?;
@@ -1678,18 +1671,9 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
     let g = st.g;
     let limit = st.deadline.left();
     let unrestricted = st.fine && st.opts.max_computations.is_none();
-    let candidates = |st: &Solve| {
-        [
-            st.warm.clone().map(|(_, e, sim)| (e, sim)),
-            st.fallback.clone(),
-        ]
-        .into_iter()
-        .flatten()
-        .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
-    };
     if limit < MIN_SOLVE_S {
         st.out.status = SolveStatus::ReachedTimeLimit;
-        st.out.best = candidates(st);
+        st.out.best = st.best();
         st.record(PlanStage::Milp, since, Some(limit), true);
         return Ok(());
     }
@@ -1700,14 +1684,7 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
         rows: pb.num_rows(),
     };
     let mut model = pb.optimise(Sense::Minimise);
-    let milp_opts = StagedOptions {
-        milp: MilpOptions {
-            time_limit_s: (limit - since.elapsed().as_secs_f64()).max(0.01),
-            ..st.opts.milp.clone()
-        },
-        ..st.opts.clone()
-    };
-    configure(&mut model, &milp_opts);
+    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
     if let Some((ws, _, _)) = &st.warm {
         model
             .try_set_solution(Some(&warm_vector(g, &v, ws)), None, None, None)
@@ -1722,7 +1699,7 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
         .double_info_value(c"mip_dual_bound")
         .unwrap_or(f64::NAN);
     st.out.mip_gap = solved.mip_gap();
-    let mut best = candidates(st);
+    let mut best = st.best();
     if solved.primal_solution_status() == HighsSolutionStatus::Feasible
         && !matches!(status, HighsModelStatus::Infeasible)
     {
