@@ -6,6 +6,9 @@
 //!   measured per-block costs);
 //! - [`segment_plan`]: the exact planner of executable segment plans under a memory budget
 //!   (Checkmate's objective over the executor's plans, a dynamic program);
+//! - [`budget`]: the block-level knapsack of an activation memory budget;
+//! - [`planner`]: the plan stage's one planner, from a job's strategy (and its profiling pass)
+//!   to the segment plan the runner executes;
 //! - [`record`]: the job record schema and the record store (`runs/<study>/<key>/`);
 //! - [`solve_status`]: how a planner's solve ended (HiGHS' statuses and memwall's bounds), typed;
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
@@ -19,9 +22,11 @@
 
 #![warn(missing_docs)]
 
+pub mod budget;
 pub mod device;
 pub mod error;
 pub mod measure;
+pub mod planner;
 pub mod record;
 pub mod segment_memory;
 pub mod segment_plan;

@@ -193,6 +193,16 @@ fn experiment_cases() -> Vec<(&'static str, String, &'static str)> {
             "`configs[0].checkmate`",
         ),
         (
+            "balanced checkpointing with a budget",
+            a_with("balanced_checkpointing = true\nbudget = 0.5"),
+            "`configs[0].balanced_checkpointing`",
+        ),
+        (
+            "balanced checkpointing with the fused optimizer step",
+            a_with("balanced_checkpointing = true\nfused_optimizer = true"),
+            "`configs[0].balanced_checkpointing`",
+        ),
+        (
             "attention tile 0",
             a_with("attention_tile = 0"),
             "`configs[0].attention_tile`",
@@ -423,7 +433,7 @@ fn every_malformed_record_is_named_with_its_path_and_field() {
 fn records_with_non_finite_numbers_are_stored_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let (mut rec, out) = record(dir.path());
-    rec.spec.strategy.budget = Some(f64::NAN);
+    rec.spec.strategy.recompute = memwall_core::spec::Recompute::Budget(f64::NAN);
     rec.steps.push(memwall_core::record::StepRecord {
         step: 0,
         warmup: false,
@@ -439,7 +449,7 @@ fn records_with_non_finite_numbers_are_stored_and_read_back() {
     rec.key = rec.spec.key();
     write_record(&out, &rec).unwrap();
     let back = read_record(&out).unwrap().unwrap();
-    assert!(back.spec.strategy.budget.unwrap().is_nan());
+    assert!(back.spec.strategy.recompute.budget().unwrap().is_nan());
     assert_eq!(back.steps[0].loss, f64::INFINITY);
     assert_eq!(back.steps[0].loss_scale, Some(f64::NEG_INFINITY));
 }

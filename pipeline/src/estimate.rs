@@ -152,17 +152,12 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> Estima
     let m = &job.model;
     let tokens = (m.batch * m.seq_len) as f64;
     let s = &job.strategy;
-    let recompute = s.checkpoint != crate::spec::CheckpointSpec::None
-        || s.budget.is_some()
-        || s.checkmate.is_some()
-        || s.segments
-            .as_ref()
-            .is_some_and(|g| g.iter().any(|x| x.recompute));
+    let recompute = s.recompute.recomputes();
     let step_s =
         m.train_flops_per_token() * tokens / rate * if recompute { 4.0 / 3.0 } else { 1.0 };
     let t = &job.train;
     let steps = (t.warmup_steps + 1 + t.steps) as f64 + t.eval_batches as f64 / 3.0;
-    let profile_pass = if s.checkmate.is_some() && s.segments.is_none() {
+    let profile_pass = if s.recompute.needs_profile() && job.plan.is_none() {
         startup + 3.0 * step_s
     } else {
         0.0

@@ -545,7 +545,11 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         .as_ref()
         .expect("the record holds its plan");
     assert!(plan.predicted_peak_bytes <= plan.budget_bytes);
-    assert!(planned.spec.strategy.segments.is_some());
+    assert_eq!(
+        planned.spec.plan.as_ref().map(|p| &p.segments),
+        Some(&plan.segments),
+        "the plan the job ran is the Checkmate solver's"
+    );
     for r in &checkmate {
         assert!(
             matches!(

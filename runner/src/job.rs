@@ -1,18 +1,20 @@
 //! Running one job: in this process ([`run_job_file`], the `run-job` subcommand) or in a child
 //! process with its log captured ([`run_in_process`]), so that a crash or an out-of-memory
-//! costs one job and still leaves a record (`../shared/DESIGN.md` section 3). A Checkmate
-//! configuration is planned first ([`run_planned`]): its profiling pass in a child process on
-//! the job's device, then the exact planner of [`memwall_core::segment_plan`]. `memwall run`
-//! and the slim runner's `sweep-dir` (bundles on GPU machines) go through the same stage.
+//! costs one job and still leaves a record (`../shared/DESIGN.md` section 3). Every job is
+//! planned first ([`run_planned`], [`plan_stage`]): where its plan needs measured costs (a
+//! budget, Checkmate), its profiling pass in a child process on the job's device, then the one
+//! planner of [`memwall_core::planner`]. `memwall run` and the slim runner's `sweep-dir`
+//! (bundles on GPU machines) go through the same stage.
 //!
 //! May import: [`crate::train`], [`crate::measure`], `memwall_core`.
 
 use crate::measure::fault;
 use memwall_core::error::{Error, Result};
 use memwall_core::measure::Environment;
+use memwall_core::planner;
 use memwall_core::record::{self as results, JobRecord, JobStatus};
 use memwall_core::segment_memory::ExecutorProfile;
-use memwall_core::segment_plan::{plan_transformer, PlanError};
+use memwall_core::segment_plan::PlanError;
 use memwall_core::spec::JobSpec;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -85,11 +87,12 @@ pub fn run_planned(
     run_in_process_until(&job, dir, runner, deadline)
 }
 
-/// The plan stage: a Checkmate configuration (`checkmate = F` without segments) is planned from
-/// its own inputs. The job's profiling pass runs in its own process on the job's device and
-/// precision (`<dir>/profile/`, [`JobSpec::profile_only`]), and the exact planner
-/// ([`plan_transformer`]) picks the least recomputation whose predicted peak fits `F` of the
-/// no-recomputation peak. Other jobs pass through unchanged. No other job's record is read.
+/// The plan stage: every job gets its segment plan here, before it runs, from
+/// [`memwall_core::planner::plan`]. A strategy whose plan depends on measured costs (a memory
+/// budget, a Checkmate fraction) runs the job's profiling pass first, in its own process on the
+/// job's device and precision (`<dir>/profile/`, [`JobSpec::profile_only`]); every K, sqrt, the
+/// fused optimizer step's per-block plan and explicit plans need none. A job that already has
+/// its plan passes through unchanged. No other job's record is read.
 ///
 /// # Errors
 /// I/O errors on the job folder, or a runner that cannot be started.
@@ -99,11 +102,19 @@ pub fn plan_stage(
     runner: &Runner,
     deadline: Option<Instant>,
 ) -> Result<Planned> {
-    let Some(fraction) = job.strategy.checkmate else {
+    if job.plan.is_some() || !job.strategy.needs_plan() {
         return Ok(Planned::Job(job.clone()));
-    };
-    if job.strategy.segments.is_some() {
-        return Ok(Planned::Job(job.clone()));
+    }
+    if !job.strategy.recompute.needs_profile() {
+        return Ok(match planned(job, None) {
+            Ok(job) => Planned::Job(job),
+            Err((status, reason)) => Planned::Failed(unplanned(
+                job,
+                status,
+                reason,
+                crate::train::job_environment(job),
+            )),
+        });
     }
     let profile = match profile_pass(job, dir, runner, deadline)? {
         Outcome::Finished(r) => r,
@@ -126,7 +137,7 @@ pub fn plan_stage(
             )));
         }
     };
-    match plan_checkmate(job, fraction, executor) {
+    match planned(job, Some(executor)) {
         Ok(planned) => Ok(Planned::Job(planned)),
         Err((status, reason)) => Ok(Planned::Failed(unplanned(job, status, reason, profile.env))),
     }
@@ -162,34 +173,39 @@ fn unplanned(job: &JobSpec, status: JobStatus, reason: String, env: Environment)
     JobRecord::unfinished(job, status, reason, env)
 }
 
-/// `job` with its Checkmate plan: the least recomputation whose predicted peak fits `fraction`
-/// of the no-recomputation peak, over the segment plans the executor runs, with the job's own
-/// measured executor profile (Jain et al., "Checkmate", MLSys 2020, eq. 1a and 1e; the model and
-/// solver in [`memwall_core::segment_plan`]).
-fn plan_checkmate(
+/// `job` with its plan from [`memwall_core::planner::plan`] over `profile` (the job's own
+/// profiling pass, where its strategy needs one). A Checkmate plan is the least recomputation
+/// whose predicted peak fits its fraction of the no-recomputation peak (Jain et al.,
+/// "Checkmate", MLSys 2020, eq. 1a and 1e; the model and solver in
+/// [`memwall_core::segment_plan`]); a budget plan is the knapsack of [`memwall_core::budget`].
+fn planned(
     job: &JobSpec,
-    fraction: f64,
-    profile: &ExecutorProfile,
+    profile: Option<&ExecutorProfile>,
 ) -> std::result::Result<JobSpec, (JobStatus, String)> {
-    let plan = plan_transformer(profile, fraction).map_err(|e| match e {
+    let plan = planner::plan(&job.strategy, job.model.layers, profile).map_err(|e| match e {
         PlanError::Infeasible { .. } => (
             JobStatus::Infeasible,
-            format!("budget {fraction} of the no-recomputation peak: {e}"),
+            format!(
+                "budget {} of the no-recomputation peak: {e}",
+                job.strategy.recompute.checkmate().unwrap_or(f64::NAN)
+            ),
         ),
         e => (JobStatus::Failed, format!("plan stage: {e}")),
     })?;
-    tracing::info!(
-        "{}: plan at {fraction} of the no-recomputation peak: {} recomputed of {} blocks, predicted peak {} bytes above steady state, cost {:.3}x ({:.3} s)",
-        job.config,
-        plan.segments.iter().filter(|s| s.recompute).map(|s| s.end - s.start).sum::<usize>(),
-        profile.blocks.len(),
-        plan.predicted_peak_bytes,
-        plan.predicted_cost_ratio,
-        plan.solve_time_s
-    );
+    if let Some(s) = &plan.segments {
+        tracing::info!(
+            "{}: plan ({:?}): {} recomputed of {} blocks, predicted {} bytes, {} s recomputed per step",
+            job.config,
+            s.method,
+            s.segments.iter().filter(|x| x.recompute).map(|x| x.end - x.start).sum::<usize>(),
+            job.model.layers,
+            s.predicted_bytes.map_or("-".into(), |b| b.to_string()),
+            s.predicted_recompute_s.map_or("-".into(), |t| format!("{t:.3}")),
+        );
+    }
     let mut planned = job.clone();
-    planned.strategy.segments = Some(plan.segments.clone());
-    planned.planned = Some(plan);
+    planned.plan = plan.segments;
+    planned.planned = plan.checkmate;
     Ok(planned)
 }
 

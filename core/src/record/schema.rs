@@ -138,7 +138,7 @@ pub struct Summary {
     /// Bytes live at the start of the last measured step (parameters, optimizer state, data).
     pub steady_bytes: u64,
     /// Estimated activation bytes of the job's plan from measured per-block costs
-    /// (`train::budget::estimate_plan`).
+    /// (`memwall_core::budget::estimate_plan`).
     pub estimated_activation_bytes: u64,
     /// Seconds from the start of the training loop (device initialization, model, per-block
     /// profiling, warm-up and memory steps with their kernel compilation and autotuning) to

@@ -480,6 +480,26 @@ pub enum AttentionOption {
 }
 
 impl ConfigSpec {
+    /// The configuration's one recompute strategy. The file's fields `checkpoint`, `budget`,
+    /// `checkmate` and `balanced_checkpointing` are exclusive (checked when the file loads), so
+    /// at most one of them is set.
+    pub fn recompute(&self) -> super::Recompute {
+        use super::Recompute;
+        if let Some(f) = self.checkmate {
+            Recompute::Checkmate(f)
+        } else if let Some(b) = self.budget {
+            Recompute::Budget(b)
+        } else if self.balanced_checkpointing {
+            Recompute::Balanced
+        } else {
+            match self.checkpoint {
+                CheckpointSpec::None => Recompute::None,
+                CheckpointSpec::Every(k) => Recompute::EveryK(k),
+                CheckpointSpec::Sqrt => Recompute::Sqrt,
+            }
+        }
+    }
+
     /// The attention this configuration runs.
     pub fn attention(&self) -> Attention {
         match self.attention {
@@ -556,9 +576,10 @@ pub struct ConfigSpec {
     /// Loss scaling for the 16-bit backward pass (needs `master_weights`).
     #[serde(default)]
     pub loss_scale: Option<LossScale>,
-    /// Plan with the Checkmate MILP at this fraction (0, 1] of the no-recomputation peak of the
-    /// blocks' activations, from per-block costs measured by an earlier configuration of the
-    /// study, and run that plan.
+    /// Plan with Checkmate's objective at this fraction (0, 1] of the no-recomputation peak:
+    /// the plan stage runs the job's own profiling pass on its device and solves the exact
+    /// dynamic program over the executor's segment plans (`memwall_core::segment_plan`), then
+    /// the job runs that plan.
     #[serde(default)]
     pub checkmate: Option<f64>,
     /// The optimizer of this configuration, in place of the study's `[train] optimizer` (e.g.
@@ -1148,6 +1169,7 @@ fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
     }
     check_budget(c, at, fields)?;
     check_checkmate(c, at, fields)?;
+    check_balanced(c, at, fields)?;
     check_master_weights(c, at, fields)?;
     check_attention_tile(c, at, fields)?;
     check_claim(c, at, fields)
@@ -1257,6 +1279,31 @@ fn check_checkmate(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Burn's `BalancedCheckpointing` is an autodiff strategy of plain backward: it replaces
+/// `checkpoint`, `budget` and `checkmate`, and the fused optimizer step (which runs backward
+/// segment by segment) cannot run under it.
+fn check_balanced(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if !c.balanced_checkpointing {
+        return Ok(());
+    }
+    let others = [
+        ("checkpoint", c.checkpoint != CheckpointSpec::None),
+        ("budget", c.budget.is_some()),
+        ("checkmate", c.checkmate.is_some()),
+        ("fused_optimizer", c.fused_optimizer),
+    ];
+    match others.iter().find(|(_, set)| *set) {
+        Some((name, _)) => Err(fields.err(
+            &format!("{at}.balanced_checkpointing"),
+            format!(
+                "Burn's BalancedCheckpointing is an autodiff strategy of plain backward: remove \
+                 `{name}` or `balanced_checkpointing` from this configuration"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// f32 master weights need a 16-bit precision, loss scaling needs master weights, and mixed

@@ -5,69 +5,246 @@ use super::{
 };
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
-use crate::strategy::{Attention, LayerNormSaving};
+use crate::strategy::{Attention, LayerNormSaving, Segment};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
+/// How a job recomputes activations: exactly one of the field's strategies, so that conflicting
+/// settings cannot be expressed (an experiment file that sets two of `checkpoint`, `budget`,
+/// `checkmate` and `balanced_checkpointing` is refused when it loads, naming the fields).
+///
+/// Every variant but [`Recompute::Balanced`] is carried out by the runner's segment executor
+/// from a segment plan that the plan stage makes before the run ([`crate::planner::plan`]);
+/// `Balanced` is Burn's op-level autodiff strategy and needs no plan.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Recompute {
+    /// Plain backward: every block's activations are kept from the forward pass.
+    #[default]
+    None,
+    /// Keep the input of every K-th block; backward recomputes one K-block segment at a time
+    /// (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", section 3).
+    EveryK(usize),
+    /// K = ceil(sqrt(layers)) (Chen et al. 2016, section 4.1).
+    Sqrt,
+    /// An activation memory budget `b` in [0, 1] of the span between full checkpointing
+    /// (`b = 0`) and none (`b = 1`): the block-level knapsack of [`crate::budget`] over the
+    /// job's own profile (PyTorch's `activation_memory_budget`).
+    Budget(f64),
+    /// The least recomputation whose predicted peak fits this fraction (0, 1] of the
+    /// no-recomputation peak: the exact dynamic program of [`crate::segment_plan`] over the
+    /// job's own profile (the Checkmate objective, Jain et al., MLSys 2020, eq. 1a).
+    Checkmate(f64),
+    /// Burn's op-level `BalancedCheckpointing` autodiff strategy (no segment plan).
+    Balanced,
+    /// An explicit segment plan, as written in a job file.
+    Explicit(Vec<Segment>),
+}
+
+impl Recompute {
+    /// The activation-checkpointing interval of an every-K or sqrt strategy (the experiment
+    /// file's `checkpoint` field); [`CheckpointSpec::None`] for every other strategy.
+    pub fn checkpoint(&self) -> CheckpointSpec {
+        match self {
+            Recompute::EveryK(k) => CheckpointSpec::Every(*k),
+            Recompute::Sqrt => CheckpointSpec::Sqrt,
+            _ => CheckpointSpec::None,
+        }
+    }
+
+    /// The budget `b` of a [`Recompute::Budget`] strategy.
+    pub fn budget(&self) -> Option<f64> {
+        match self {
+            Recompute::Budget(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The budget fraction of a [`Recompute::Checkmate`] strategy.
+    pub fn checkmate(&self) -> Option<f64> {
+        match self {
+            Recompute::Checkmate(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// Whether this is Burn's `BalancedCheckpointing`.
+    pub fn is_balanced(&self) -> bool {
+        matches!(self, Recompute::Balanced)
+    }
+
+    /// Whether the plan depends on measured costs, so the plan stage runs the job's profiling
+    /// pass first (budget and Checkmate).
+    pub fn needs_profile(&self) -> bool {
+        matches!(self, Recompute::Budget(_) | Recompute::Checkmate(_))
+    }
+
+    /// Whether the job recomputes some activations in backward (every strategy but plain
+    /// backward; an explicit plan when one of its segments is recomputed).
+    pub fn recomputes(&self) -> bool {
+        match self {
+            Recompute::None => false,
+            Recompute::Explicit(segments) => segments.iter().any(|s| s.recompute),
+            _ => true,
+        }
+    }
+}
+
 /// The memory strategy of a job.
+///
+/// In JSON (job files, records and the job key) it keeps the fields it had before
+/// [`Recompute`] existed (`checkpoint`, `budget`, `checkmate`, `balanced_checkpointing`,
+/// `segments`), so the keys of recorded jobs are unchanged and every record stays readable;
+/// reading a strategy that sets two of them fails, naming both.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(try_from = "StrategyWire", into = "StrategyWire")]
 pub struct Strategy {
     /// Precision of parameters and activations.
     pub precision: Precision,
-    /// Segment activation checkpointing.
-    pub checkpoint: CheckpointSpec,
-    /// Activation memory budget in [0, 1], if set.
-    #[serde(default, with = "crate::record::nonfinite::option")]
-    pub budget: Option<f64>,
+    /// How activations are recomputed.
+    pub recompute: Recompute,
     /// Step each segment's parameters as soon as their gradients exist.
     pub fused_optimizer: bool,
     /// Burn's kernel-fusion backend (CUDA only).
     pub fusion: bool,
-    /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
-    pub balanced_checkpointing: bool,
-    /// The blocks' attention. Job files without the field predate it and ran the naive
-    /// attention; the naive attention is omitted from the JSON, so those jobs keep their keys.
+    /// The blocks' attention.
+    pub attention: Attention,
+    /// What the layer norms keep for backward.
+    pub layer_norm: LayerNormSaving,
+    /// f32 master weights with `precision` compute (see [`ConfigSpec::master_weights`]).
+    pub master_weights: bool,
+    /// Loss scaling of the 16-bit backward pass.
+    pub loss_scale: Option<LossScale>,
+}
+
+impl Strategy {
+    /// Whether the job runs the segment executor, so the plan stage must give it a segment plan
+    /// ([`JobSpec::plan`]): every strategy but plain backward without the fused optimizer step,
+    /// and Burn's balanced checkpointing.
+    pub fn needs_plan(&self) -> bool {
+        match self.recompute {
+            Recompute::None => self.fused_optimizer,
+            Recompute::Balanced => false,
+            _ => true,
+        }
+    }
+}
+
+/// [`Strategy`] as it reads and writes in JSON: the fields of job files and records from before
+/// [`Recompute`] (one per strategy, so that old keys and records stay as they are).
+#[derive(Serialize, Deserialize)]
+struct StrategyWire {
+    precision: Precision,
+    checkpoint: CheckpointSpec,
+    #[serde(default, with = "crate::record::nonfinite::option")]
+    budget: Option<f64>,
+    fused_optimizer: bool,
+    fusion: bool,
+    balanced_checkpointing: bool,
+    /// Job files without the field predate it and ran the naive attention; the naive attention
+    /// is omitted from the JSON, so those jobs keep their keys.
     #[serde(
         default = "Attention::legacy",
         skip_serializing_if = "Attention::is_naive"
     )]
-    pub attention: Attention,
-    /// What the layer norms keep for backward. Job files without the field predate it and ran
-    /// Burn's composed layer norm, which is omitted from the JSON, so those jobs keep their keys.
+    attention: Attention,
+    /// Job files without the field predate it and ran Burn's composed layer norm, which is
+    /// omitted from the JSON, so those jobs keep their keys.
     #[serde(
         default = "LayerNormSaving::legacy",
         skip_serializing_if = "LayerNormSaving::is_composed"
     )]
-    pub layer_norm: LayerNormSaving,
-    /// Checkmate budget fraction, if the plan comes from the MILP.
+    layer_norm: LayerNormSaving,
     #[serde(default, with = "crate::record::nonfinite::option")]
-    pub checkmate: Option<f64>,
-    /// An explicit segment plan (filled by the driver for Checkmate plans).
+    checkmate: Option<f64>,
+    /// An explicit segment plan; in records written before [`JobSpec::plan`] existed, also the
+    /// plan the driver made for a Checkmate configuration (now in [`JobSpec::plan`]).
     #[serde(default)]
-    pub segments: Option<Vec<crate::strategy::Segment>>,
-    /// f32 master weights with `precision` compute (see [`ConfigSpec::master_weights`]).
-    /// Omitted from the JSON when false, so keys of jobs without it are unchanged.
+    segments: Option<Vec<Segment>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub master_weights: bool,
-    /// Loss scaling of the 16-bit backward pass (omitted from the JSON when unset).
+    master_weights: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_scale: Option<LossScale>,
+    loss_scale: Option<LossScale>,
+}
+
+impl TryFrom<StrategyWire> for Strategy {
+    type Error = String;
+
+    fn try_from(w: StrategyWire) -> std::result::Result<Self, String> {
+        let mut set = Vec::new();
+        if w.checkpoint != CheckpointSpec::None {
+            set.push((
+                "checkpoint",
+                match w.checkpoint {
+                    CheckpointSpec::Every(k) => Recompute::EveryK(k),
+                    _ => Recompute::Sqrt,
+                },
+            ));
+        }
+        if let Some(b) = w.budget {
+            set.push(("budget", Recompute::Budget(b)));
+        }
+        if w.balanced_checkpointing {
+            set.push(("balanced_checkpointing", Recompute::Balanced));
+        }
+        match (w.checkmate, w.segments) {
+            // A Checkmate job's segments were its plan, not a strategy of their own.
+            (Some(f), _) => set.push(("checkmate", Recompute::Checkmate(f))),
+            (None, Some(s)) => set.push(("segments", Recompute::Explicit(s))),
+            (None, None) => {}
+        }
+        if set.len() > 1 {
+            let names: Vec<&str> = set.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "strategy sets {}: a job recomputes activations one way, so keep one of them",
+                names.join(" and ")
+            ));
+        }
+        Ok(Strategy {
+            precision: w.precision,
+            recompute: set.pop().map(|(_, r)| r).unwrap_or_default(),
+            fused_optimizer: w.fused_optimizer,
+            fusion: w.fusion,
+            attention: w.attention,
+            layer_norm: w.layer_norm,
+            master_weights: w.master_weights,
+            loss_scale: w.loss_scale,
+        })
+    }
+}
+
+impl From<Strategy> for StrategyWire {
+    fn from(s: Strategy) -> Self {
+        let r = &s.recompute;
+        StrategyWire {
+            precision: s.precision,
+            checkpoint: r.checkpoint(),
+            budget: r.budget(),
+            fused_optimizer: s.fused_optimizer,
+            fusion: s.fusion,
+            balanced_checkpointing: r.is_balanced(),
+            attention: s.attention,
+            layer_norm: s.layer_norm,
+            checkmate: r.checkmate(),
+            segments: match &s.recompute {
+                Recompute::Explicit(segments) => Some(segments.clone()),
+                _ => None,
+            },
+            master_weights: s.master_weights,
+            loss_scale: s.loss_scale,
+        }
+    }
 }
 
 impl From<&ConfigSpec> for Strategy {
     fn from(c: &ConfigSpec) -> Self {
         Strategy {
             precision: c.precision,
-            checkpoint: c.checkpoint,
-            budget: c.budget,
+            recompute: c.recompute(),
             fused_optimizer: c.fused_optimizer,
             fusion: c.fusion,
-            balanced_checkpointing: c.balanced_checkpointing,
             attention: c.attention(),
             layer_norm: c.layer_norm,
-            checkmate: c.checkmate,
-            segments: None,
             master_weights: c.master_weights,
             loss_scale: c.loss_scale,
         }
@@ -186,7 +363,13 @@ pub struct JobSpec {
     pub device_index: usize,
     /// The tokenized corpus.
     pub data: PreparedData,
-    /// The Checkmate plan and its predictions (not part of the key; its segments are).
+    /// The segment plan the runner executes, made by the plan stage before the run
+    /// ([`crate::planner::plan`]), with its prediction; `None` before planning and for
+    /// strategies without segments (plain backward, balanced checkpointing). Not in the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::planner::SegmentPlan>,
+    /// A Checkmate plan's solver report: budget, predicted peak and cost, status and solve
+    /// time (its segments are [`JobSpec::plan`]'s). Not in the key.
     #[serde(default)]
     pub planned: Option<crate::strategy::TransformerPlan>,
     /// GPU runtime settings (autotune level, pool cleanup, cache directory).
@@ -229,23 +412,16 @@ impl JobSpec {
             #[serde(skip_serializing_if = "is_zero")]
             repeat: usize,
         }
-        // A Checkmate plan is derived from measured costs: the job is identified by its
-        // budget fraction, not by the segments the solver picked.
-        let strategy = Strategy {
-            segments: if self.strategy.checkmate.is_some() {
-                None
-            } else {
-                self.strategy.segments.clone()
-            },
-            ..self.strategy.clone()
-        };
+        // A plan is derived from the strategy (and measured costs): the job is identified by
+        // its strategy, not by the segments the planner picked (`plan` is not a key field).
+        let strategy = &self.strategy;
         let fields = KeyFields {
             study: &self.study,
             profile: self.profile,
             config: &self.config,
             model: &self.model,
             train: &self.train,
-            strategy: &strategy,
+            strategy,
             backend: self.backend,
             device_index: self.device_index,
             data: &self.data.fingerprint,
@@ -295,18 +471,38 @@ impl JobSpec {
         };
         super::file::validate_model(&sizes).map_err(|(f, m)| (format!("model.{f}"), m))?;
         super::file::check_train(&self.train).map_err(|(f, m)| (format!("train.{f}"), m))?;
-        if let CheckpointSpec::Every(k) = self.strategy.checkpoint {
-            if k == 0 || k > self.model.layers {
-                return Err((
-                    "strategy.checkpoint".into(),
-                    format!(
-                        "interval {k} is not in [1, {}] (the model's layers)",
-                        self.model.layers
-                    ),
-                ));
-            }
+        self.check_strategy()
+    }
+
+    /// The strategy's numbers against the model: a checkpoint interval of at most the layer
+    /// count, a budget in [0, 1], a Checkmate fraction in (0, 1], an explicit plan that covers
+    /// the blocks, and no fused optimizer step with balanced checkpointing.
+    fn check_strategy(&self) -> std::result::Result<(), (String, String)> {
+        let layers = self.model.layers;
+        let err = |field: &str, m: String| Err((format!("strategy.{field}"), m));
+        match &self.strategy.recompute {
+            Recompute::EveryK(k) if *k == 0 || *k > layers => err(
+                "checkpoint",
+                format!("interval {k} is not in [1, {layers}] (the model's layers)"),
+            ),
+            Recompute::Budget(b) if !(0.0..=1.0).contains(b) => err(
+                "budget",
+                format!("{b} is not in [0, 1] (0 = full checkpointing, 1 = none)"),
+            ),
+            Recompute::Checkmate(f) if !(*f > 0.0 && *f <= 1.0) => err(
+                "checkmate",
+                format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
+            ),
+            Recompute::Explicit(segments) => crate::planner::check_segments(segments, layers)
+                .map_err(|m| ("strategy.segments".to_string(), m)),
+            Recompute::Balanced if self.strategy.fused_optimizer => err(
+                "balanced_checkpointing",
+                "Burn's BalancedCheckpointing is an autodiff strategy of plain backward: remove \
+                 fused_optimizer or balanced_checkpointing"
+                    .into(),
+            ),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -351,6 +547,7 @@ impl Study {
                 backend,
                 device_index,
                 data: data.clone(),
+                plan: None,
                 planned: None,
                 device_settings: DeviceSettings {
                     autotune_level: c.autotune_level,
@@ -362,5 +559,82 @@ impl Study {
                 repeat,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A strategy as job files and records wrote it before `Recompute` (field order included).
+    fn wire(fields: &str) -> String {
+        format!(
+            r#"{{"precision":"f32","checkpoint":"none","budget":null,"fused_optimizer":false,"fusion":false,"balanced_checkpointing":false,{fields}"checkmate":null,"segments":null}}"#
+        )
+    }
+
+    #[test]
+    fn every_recompute_strategy_writes_the_json_it_was_read_from() {
+        let segments = r#"[{"start":0,"end":2,"recompute":true}]"#;
+        let cases = [
+            (wire(""), Recompute::None),
+            (
+                wire("").replace(r#""checkpoint":"none""#, r#""checkpoint":2"#),
+                Recompute::EveryK(2),
+            ),
+            (
+                wire("").replace(r#""checkpoint":"none""#, r#""checkpoint":"sqrt""#),
+                Recompute::Sqrt,
+            ),
+            (
+                wire("").replace(r#""budget":null"#, r#""budget":0.05"#),
+                Recompute::Budget(0.05),
+            ),
+            (
+                wire("").replace(r#""checkmate":null"#, r#""checkmate":0.6"#),
+                Recompute::Checkmate(0.6),
+            ),
+            (
+                wire("").replace(
+                    r#""balanced_checkpointing":false"#,
+                    r#""balanced_checkpointing":true"#,
+                ),
+                Recompute::Balanced,
+            ),
+            (
+                wire("").replace(r#""segments":null"#, &format!(r#""segments":{segments}"#)),
+                Recompute::Explicit(vec![Segment {
+                    start: 0,
+                    end: 2,
+                    recompute: true,
+                }]),
+            ),
+        ];
+        for (json, recompute) in cases {
+            let s: Strategy = serde_json::from_str(&json).unwrap();
+            assert_eq!(s.recompute, recompute, "{json}");
+            // The same bytes back: job keys hash this JSON, so they stay the same.
+            assert_eq!(serde_json::to_string(&s).unwrap(), json);
+        }
+    }
+
+    #[test]
+    fn a_recorded_checkmate_plan_is_not_an_explicit_strategy_and_two_strategies_are_refused() {
+        // Records written before `JobSpec::plan` kept a Checkmate plan's segments here.
+        let old = wire("")
+            .replace(r#""checkmate":null"#, r#""checkmate":0.8"#)
+            .replace(
+                r#""segments":null"#,
+                r#""segments":[{"start":0,"end":1,"recompute":false}]"#,
+            );
+        let s: Strategy = serde_json::from_str(&old).unwrap();
+        assert_eq!(s.recompute, Recompute::Checkmate(0.8));
+        let both = wire("")
+            .replace(r#""checkpoint":"none""#, r#""checkpoint":1"#)
+            .replace(r#""budget":null"#, r#""budget":0.5"#);
+        let err = serde_json::from_str::<Strategy>(&both)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("checkpoint and budget"), "{err}");
     }
 }

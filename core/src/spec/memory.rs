@@ -40,7 +40,7 @@
 //! allocated bytes (most over-estimates within 2%), so sizes whose estimate exceeds the
 //! device's whole memory cannot run, and are refused before any allocation.
 
-use super::{CheckpointSpec, ModelConfig, OptimizerKind, Strategy};
+use super::{ModelConfig, OptimizerKind, Recompute, Strategy};
 use crate::strategy::LayerNormSaving;
 use std::fmt;
 
@@ -138,20 +138,18 @@ impl MemoryEstimate {
 }
 
 /// Blocks per kept segment of `strategy`, or `None` when every block's activations are kept;
-/// strategies whose plan is made at run time (budget, Checkmate, balanced checkpointing) count
-/// at their least, 1.
+/// strategies whose plan depends on measured costs (budget, Checkmate), explicit plans and
+/// balanced checkpointing count at their least, 1.
 fn segment_len(strategy: &Strategy, layers: usize) -> Option<usize> {
-    if strategy.budget.is_some()
-        || strategy.checkmate.is_some()
-        || strategy.segments.is_some()
-        || strategy.balanced_checkpointing
-    {
-        return Some(1);
-    }
-    match strategy.checkpoint {
-        CheckpointSpec::None => None,
-        CheckpointSpec::Every(k) => Some(k.clamp(1, layers.max(1))),
-        CheckpointSpec::Sqrt => CheckpointSpec::Sqrt.segment_len(layers),
+    match &strategy.recompute {
+        Recompute::None => None,
+        Recompute::EveryK(_) | Recompute::Sqrt => {
+            strategy.recompute.checkpoint().segment_len(layers)
+        }
+        Recompute::Budget(_)
+        | Recompute::Checkmate(_)
+        | Recompute::Explicit(_)
+        | Recompute::Balanced => Some(1),
     }
 }
 
@@ -317,7 +315,7 @@ pub fn tokenizer_training_bytes(vocab: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{ConfigSpec, Precision};
+    use crate::spec::{CheckpointSpec, ConfigSpec, Precision};
 
     fn model() -> ModelConfig {
         ModelConfig {

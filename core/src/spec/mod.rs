@@ -37,7 +37,9 @@ pub use file::{
     LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
 pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_VOCAB};
-pub use job::{AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Strategy};
+pub use job::{
+    AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Recompute, Strategy,
+};
 pub use memory::{
     check_fits, human_bytes, tokenizer_training_bytes, DeviceMemory, MemoryEstimate, TooLarge,
 };

@@ -198,7 +198,7 @@ pub(super) fn run(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
         peak_in_use: 0,
         peak_reserved: 0,
     };
-    match (spec.strategy.fusion, spec.strategy.balanced_checkpointing) {
+    match (spec.strategy.fusion, spec.strategy.recompute.is_balanced()) {
         (true, false) => run_on::<Autodiff<Cuda>>(spec, device, &mut probe, env, peak),
         (false, false) => run_on::<Autodiff<CudaUnfused>>(spec, device, &mut probe, env, peak),
         (true, true) => run_on::<Autodiff<Cuda, Balanced>>(spec, device, &mut probe, env, peak),

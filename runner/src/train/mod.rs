@@ -7,7 +7,6 @@
 //! evaluated on held-out stories (eval loss and perplexity).
 
 pub mod adafactor;
-pub mod budget;
 pub mod mixed;
 pub mod profile;
 pub mod segment;
@@ -23,11 +22,11 @@ use crate::measure::fault::{self, OutOfMemory};
 use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
 use crate::model::ModelBackend;
 use crate::model::{cast_model, dtype_of, InitModel, TransformerLm};
-use budget::BlockCost;
 use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
+use memwall_core::budget::{self, BlockCost};
 use memwall_core::error::{Error, Result};
 use memwall_core::record::{JobRecord, JobStatus, StepRecord, Summary};
 use memwall_core::spec::{JobSpec, OptimizerKind};
@@ -82,23 +81,11 @@ impl<B: Backend> Inputs<B> {
     }
 }
 
-/// The segment plan of a strategy, or `None` for plain backward.
-///
-/// Checkpointing every K blocks gives recomputed K-block segments; the fused optimizer step
-/// without checkpointing gives one stored segment per block (backward block by block).
-pub fn plan_for(spec: &JobSpec, blocks: &[BlockCost]) -> Option<Vec<Segment>> {
-    let layers = spec.model.layers;
-    if let Some(segments) = &spec.strategy.segments {
-        return Some(segments.clone());
-    }
-    if let Some(b) = spec.strategy.budget {
-        return Some(budget::plan_budget(blocks, b).segments);
-    }
-    match spec.strategy.checkpoint.segment_len(layers) {
-        Some(k) => Some(segment::every_k(layers, k)),
-        None if spec.strategy.fused_optimizer => Some(segment::per_block_stored(layers)),
-        None => None,
-    }
+/// The segment plan `spec` runs: the plan stage's ([`JobSpec::plan`], made by
+/// [`memwall_core::planner::plan`] before the run), or `None` for plain backward. The runner
+/// never plans; [`unsupported`] refuses a job whose strategy needs a plan it lacks.
+pub fn plan_of(spec: &JobSpec) -> Option<Vec<Segment>> {
+    spec.plan.as_ref().map(|p| p.segments.clone())
 }
 
 /// The profiling pass of `spec` alone ([`JobSpec::profile_only`]): the model as the job
@@ -147,15 +134,11 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
             spec.backend
         ));
     }
-    if s.checkmate.is_some() && s.segments.is_none() && !spec.profile_only {
-        return Some("a Checkmate configuration needs its plan from the plan stage (`memwall run`, or `memwall-job sweep-dir` in a bundle: the job's profiling pass, then the exact planner), which this job file lacks".into());
+    if s.needs_plan() && spec.plan.is_none() && !spec.profile_only {
+        return Some("this strategy runs a segment plan, which the plan stage makes before the run (`memwall run` or `memwall-job sweep-dir`: the job's profiling pass where the plan needs measured costs, then the planner); this job file has none".into());
     }
-    if s.balanced_checkpointing
-        && (s.fused_optimizer
-            || s.budget.is_some()
-            || s.checkpoint != memwall_core::spec::CheckpointSpec::None)
-    {
-        return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; combine it with neither segments nor budgets".into());
+    if s.recompute.is_balanced() && s.fused_optimizer {
+        return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; it cannot run with the fused optimizer step".into());
     }
     None
 }
@@ -309,7 +292,7 @@ where
 {
     use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
     use burn::backend::Autodiff;
-    if spec.strategy.balanced_checkpointing {
+    if spec.strategy.recompute.is_balanced() {
         run_on::<Autodiff<B, BalancedCheckpointing>>(
             spec,
             Default::default(),
@@ -469,7 +452,8 @@ struct Prepared {
     baseline_bytes: u64,
 }
 
-/// Reads the token streams, initializes the model, profiles its blocks and plans segments.
+/// Reads the token streams, initializes the model and profiles its blocks (for the record; the
+/// segment plan is the job's own, from the plan stage).
 fn prepare<B: TrainBackend>(
     spec: &JobSpec,
     device: &B::Device,
@@ -483,7 +467,7 @@ fn prepare<B: TrainBackend>(
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, t.seed)?;
     let model = init_model::<B>(spec, device);
     let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
-    let plan = plan_for(spec, &block_costs);
+    let plan = plan_of(spec);
     let estimated_activation_bytes = match &plan {
         Some(p) => budget::estimate_plan(&block_costs, p),
         None => block_costs.iter().map(|b| b.activation_bytes).sum(),

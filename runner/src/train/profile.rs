@@ -105,8 +105,8 @@ fn profile_block<B: TrainBackend>(
 /// measurements as the executor profile): the bytes its autodiff graph keeps after a forward
 /// pass with its output, its input's bytes, and the time of its forward pass without autodiff
 /// (device synchronized, after one warm-up pass). Two passes over the blocks, the second kept,
-/// as in [`profile_executor`]. This is what budget plans ([`super::budget::plan_budget`]) and
-/// every record's `block_costs` come from.
+/// as in [`profile_executor`]. This is what every record's `block_costs`
+/// come from (budget plans are made from the profiling pass's [`profile_executor`]).
 pub fn profile_blocks<B: TrainBackend>(
     model: &TransformerLm<B>,
     inputs: &Inputs<B>,

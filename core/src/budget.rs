@@ -10,8 +10,8 @@
 //! `forward_s`). Recomputing a block also needs its activations transiently in backward, so a
 //! plan with any recomputed block pays `max activation_bytes` once more.
 
-pub use memwall_core::strategy::BlockCost;
-use memwall_core::strategy::Segment;
+pub use crate::strategy::BlockCost;
+use crate::strategy::Segment;
 use serde::{Deserialize, Serialize};
 
 /// A plan for a budget, with its estimate.
@@ -167,7 +167,7 @@ mod tests {
             p.estimated_activation_bytes
         );
         // checkpoint every 3: two boundaries plus one 3-block segment live in backward
-        let every3 = crate::train::segment::every_k(6, 3);
+        let every3 = crate::strategy::every_k(6, 3);
         assert_eq!(estimate_plan(&blocks, &every3), 2 * 100 + 3 * 1000);
     }
 

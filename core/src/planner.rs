@@ -1,0 +1,316 @@
+//! The plan stage's one planner: every segment plan a job runs (checkpoint every K, sqrt, the
+//! per-block plan of the fused optimizer step, the budget knapsack, the Checkmate dynamic
+//! program, an explicit plan) is made here, before the run, from the job's strategy and, where
+//! the plan depends on measured costs, the job's own profiling pass on its device
+//! ([`ExecutorProfile`]). The runner's segment executor carries the plan out and never plans.
+//!
+//! `memwall run` and the slim runner's `sweep-dir` (bundles on GPU machines) call [`plan`] from
+//! the same plan stage (`memwall_runner::job::plan_stage`); the plan and its prediction are
+//! written into the job file ([`crate::spec::JobSpec::plan`]) and so into its record.
+//!
+//! May import: [`crate::strategy`], [`crate::spec`], [`crate::budget`],
+//! [`crate::segment_plan`], [`crate::segment_memory`].
+
+use crate::segment_memory::{predict, ExecutorProfile};
+use crate::segment_plan::{plan_transformer, PlanError};
+use crate::spec::{Recompute, Strategy};
+use crate::strategy::{every_k, per_block_stored, Segment, TransformerPlan};
+use serde::{Deserialize, Serialize};
+
+/// Which planner made a [`SegmentPlan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMethod {
+    /// K-block segments, all recomputed ([`Recompute::EveryK`], [`Recompute::Sqrt`]).
+    EveryK,
+    /// One stored segment per block: no recomputation, per-block backward (the fused optimizer
+    /// step without checkpointing).
+    PerBlockStored,
+    /// The block-level 0/1 knapsack of an activation memory budget ([`crate::budget`]).
+    Knapsack,
+    /// The exact dynamic program over executable segment plans ([`crate::segment_plan`]).
+    CheckmateDp,
+    /// The job's own explicit segments ([`Recompute::Explicit`]).
+    Explicit,
+}
+
+/// A segment plan for the runner's executor, with what the planner predicted of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentPlan {
+    /// The blocks cut into stored and recomputed segments, in order, covering every block.
+    pub segments: Vec<Segment>,
+    /// The planner that made it.
+    pub method: PlanMethod,
+    /// Predicted activation bytes held by the plan over the profile it was made from: the
+    /// knapsack's per-block estimate ([`crate::budget::estimate_plan`]) for a budget, the
+    /// executor model's peak above the steady state with margin
+    /// ([`crate::segment_memory::predict`]) otherwise. `None` without a profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_bytes: Option<u64>,
+    /// Predicted recomputation per step, seconds (the recomputed blocks' forward time over the
+    /// profile). `None` without a profile.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::record::nonfinite::option"
+    )]
+    pub predicted_recompute_s: Option<f64>,
+}
+
+/// What [`plan`] made of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The segment plan, or `None` when the job runs without the segment executor (plain
+    /// backward, Burn's balanced checkpointing).
+    pub segments: Option<SegmentPlan>,
+    /// The Checkmate solver's report (budget, predicted peak and cost, status, solve time).
+    pub checkmate: Option<TransformerPlan>,
+}
+
+/// Plans a job of `layers` blocks with `strategy`. `profile` is the job's own profiling pass,
+/// needed exactly when [`Recompute::needs_profile`]; without it the other plans carry no
+/// prediction, with it every plan carries its predicted bytes and recomputation.
+///
+/// # Errors
+/// [`PlanError::Params`] when a budget or Checkmate strategy has no profile, the profile's
+/// blocks are not the model's, or an explicit plan does not cover the blocks;
+/// [`PlanError::Infeasible`] when no Checkmate plan fits its budget (with the smallest that
+/// does).
+pub fn plan(
+    strategy: &Strategy,
+    layers: usize,
+    profile: Option<&ExecutorProfile>,
+) -> Result<Plan, PlanError> {
+    if let Some(p) = profile {
+        if p.blocks.len() != layers {
+            return Err(PlanError::Params(format!(
+                "the profile has {} blocks, the model {layers}",
+                p.blocks.len()
+            )));
+        }
+    }
+    let needs = |what: &str| {
+        PlanError::Params(format!(
+            "{what} plans from measured costs: run the job's profiling pass first (the plan stage of `memwall run` or `memwall-job sweep-dir`)"
+        ))
+    };
+    let (segments, method) = match &strategy.recompute {
+        Recompute::None if strategy.fused_optimizer => {
+            (per_block_stored(layers), PlanMethod::PerBlockStored)
+        }
+        Recompute::None | Recompute::Balanced => {
+            return Ok(Plan {
+                segments: None,
+                checkmate: None,
+            })
+        }
+        Recompute::EveryK(_) | Recompute::Sqrt => {
+            let k = strategy
+                .recompute
+                .checkpoint()
+                .segment_len(layers)
+                .unwrap_or(1);
+            (every_k(layers, k), PlanMethod::EveryK)
+        }
+        Recompute::Explicit(segments) => {
+            check_segments(segments, layers).map_err(PlanError::Params)?;
+            (segments.clone(), PlanMethod::Explicit)
+        }
+        Recompute::Budget(b) => {
+            let p = profile.ok_or_else(|| needs("a memory budget"))?;
+            let knapsack = crate::budget::plan_budget(&p.block_costs(), *b);
+            return Ok(Plan {
+                segments: Some(SegmentPlan {
+                    segments: knapsack.segments,
+                    method: PlanMethod::Knapsack,
+                    predicted_bytes: Some(knapsack.estimated_activation_bytes),
+                    predicted_recompute_s: Some(knapsack.recompute_s),
+                }),
+                checkmate: None,
+            });
+        }
+        Recompute::Checkmate(f) => {
+            let p = profile.ok_or_else(|| needs("a Checkmate budget"))?;
+            let solved = plan_transformer(p, *f)?;
+            return Ok(Plan {
+                segments: Some(SegmentPlan {
+                    predicted_bytes: Some(solved.predicted_peak_bytes),
+                    predicted_recompute_s: Some(recompute_s(p, &solved.segments)),
+                    segments: solved.segments.clone(),
+                    method: PlanMethod::CheckmateDp,
+                }),
+                checkmate: Some(solved),
+            });
+        }
+    };
+    let (predicted_bytes, predicted_recompute_s) = match profile {
+        Some(p) => (
+            Some(predict(p, &segments, true)),
+            Some(recompute_s(p, &segments)),
+        ),
+        None => (None, None),
+    };
+    Ok(Plan {
+        segments: Some(SegmentPlan {
+            segments,
+            method,
+            predicted_bytes,
+            predicted_recompute_s,
+        }),
+        checkmate: None,
+    })
+}
+
+/// Seconds of forward recomputation per step of `segments` over `p`: the forward time of every
+/// block in a recomputed segment.
+fn recompute_s(p: &ExecutorProfile, segments: &[Segment]) -> f64 {
+    segments
+        .iter()
+        .filter(|s| s.recompute)
+        .flat_map(|s| s.range())
+        .map(|i| p.blocks[i].cost.forward_s)
+        .sum()
+}
+
+/// Checks that `segments` cover blocks `0..layers` in order, each non-empty and starting where
+/// the previous one ended.
+///
+/// # Errors
+/// A message naming the first segment that does not.
+pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String> {
+    let mut next = 0;
+    for (i, s) in segments.iter().enumerate() {
+        if s.start != next || s.end <= s.start {
+            return Err(format!(
+                "segment {i} is [{}, {}): expected a non-empty segment starting at block {next}",
+                s.start, s.end
+            ));
+        }
+        next = s.end;
+    }
+    if next != layers {
+        return Err(format!(
+            "the segments cover blocks [0, {next}), the model has {layers}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment_memory::BlockProfile;
+    use crate::spec::Precision;
+    use crate::strategy::{Attention, BlockCost, LayerNormSaving};
+
+    fn strategy(recompute: Recompute, fused_optimizer: bool) -> Strategy {
+        Strategy {
+            precision: Precision::F32,
+            recompute,
+            fused_optimizer,
+            fusion: false,
+            attention: Attention::Naive,
+            layer_norm: LayerNormSaving::Composed,
+            master_weights: false,
+            loss_scale: None,
+        }
+    }
+
+    fn profile(layers: usize) -> ExecutorProfile {
+        ExecutorProfile {
+            blocks: (0..layers)
+                .map(|i| BlockProfile {
+                    cost: BlockCost {
+                        activation_bytes: 1000 + 10 * i as u64,
+                        boundary_bytes: 100,
+                        forward_s: 1.0 + i as f64,
+                    },
+                    forward_peak_bytes: 1300,
+                    recompute_forward_peak_bytes: 300,
+                    backward_peak_bytes: 400,
+                    grad_bytes: 30,
+                })
+                .collect(),
+            embed_bytes: 100,
+            head_peak_bytes: 800,
+            head_grad_bytes: 20,
+            tail_peak_bytes: 500,
+            margin_bytes: 11,
+            fused: false,
+            calibration: Vec::new(),
+        }
+    }
+
+    fn recomputed(plan: &Plan) -> usize {
+        let s = plan.segments.as_ref().expect("a segment plan");
+        s.segments
+            .iter()
+            .filter(|x| x.recompute)
+            .map(|x| x.end - x.start)
+            .sum()
+    }
+
+    #[test]
+    fn every_strategy_gets_its_plan_and_only_profiled_ones_a_prediction() {
+        let p = profile(6);
+        let none = plan(&strategy(Recompute::None, false), 6, None).unwrap();
+        assert_eq!(none.segments, None);
+        let fused = plan(&strategy(Recompute::None, true), 6, None).unwrap();
+        assert_eq!(
+            fused.segments.as_ref().unwrap().method,
+            PlanMethod::PerBlockStored
+        );
+        assert_eq!(recomputed(&fused), 0);
+        let k2 = plan(&strategy(Recompute::EveryK(2), false), 6, None).unwrap();
+        assert_eq!(k2.segments.as_ref().unwrap().segments.len(), 3);
+        assert_eq!(k2.segments.as_ref().unwrap().predicted_bytes, None);
+        let sqrt = plan(&strategy(Recompute::Sqrt, false), 6, Some(&p)).unwrap();
+        // ceil(sqrt(6)) = 3: two segments, every block recomputed, 1+2+...+6 = 21 s.
+        let s = sqrt.segments.unwrap();
+        assert_eq!(s.segments.len(), 2);
+        assert_eq!(s.predicted_recompute_s, Some(21.0));
+        assert_eq!(s.predicted_bytes, Some(predict(&p, &s.segments, true)));
+        let balanced = plan(&strategy(Recompute::Balanced, false), 6, None).unwrap();
+        assert_eq!(balanced.segments, None);
+    }
+
+    #[test]
+    fn budget_and_checkmate_need_the_profile_and_follow_their_budget() {
+        let p = profile(6);
+        for r in [Recompute::Budget(0.5), Recompute::Checkmate(0.8)] {
+            let err = plan(&strategy(r.clone(), false), 6, None).unwrap_err();
+            assert!(err.to_string().contains("profiling pass"), "{err}");
+        }
+        let b0 = plan(&strategy(Recompute::Budget(0.0), false), 6, Some(&p)).unwrap();
+        let b1 = plan(&strategy(Recompute::Budget(1.0), false), 6, Some(&p)).unwrap();
+        assert_eq!(recomputed(&b0), 6);
+        assert_eq!(recomputed(&b1), 0);
+        let c = plan(&strategy(Recompute::Checkmate(0.8), false), 6, Some(&p)).unwrap();
+        let report = c.checkmate.as_ref().unwrap();
+        let s = c.segments.as_ref().unwrap();
+        assert_eq!(s.segments, report.segments);
+        assert!(s.predicted_bytes.unwrap() <= report.budget_bytes);
+        assert_eq!(s.method, PlanMethod::CheckmateDp);
+    }
+
+    #[test]
+    fn a_profile_of_another_model_or_a_gapped_explicit_plan_is_refused() {
+        let p = profile(4);
+        let err = plan(&strategy(Recompute::Budget(0.5), false), 6, Some(&p)).unwrap_err();
+        assert!(err.to_string().contains("4 blocks, the model 6"), "{err}");
+        let gapped = vec![
+            Segment {
+                start: 0,
+                end: 2,
+                recompute: true,
+            },
+            Segment {
+                start: 3,
+                end: 6,
+                recompute: false,
+            },
+        ];
+        let err = plan(&strategy(Recompute::Explicit(gapped), false), 6, None).unwrap_err();
+        assert!(err.to_string().contains("segment 1 is [3, 6)"), "{err}");
+    }
+}
