@@ -42,6 +42,7 @@ pub mod graph;
 pub mod graph_file;
 pub mod layered;
 pub mod milp;
+mod model;
 pub mod sim;
 pub mod staged;
 

@@ -44,10 +44,14 @@ use super::anneal::{anneal, AnnealOptions};
 use super::boundary::{boundary_bound, window_bound, Window, WINDOW_COLUMNS};
 use super::deadline::{Deadline, PlanStage, StageTime};
 use super::graph::Graph;
-use super::milp::{highs_status, MilpOptions};
+use super::milp::MilpOptions;
+use super::model::{
+    dual_bound, highs_status, incumbent_objective, optimise, solve, threshold, warm_start, Columns,
+    Form, ModelBuilder,
+};
 use super::sim::{simulate, Schedule, SimResult};
 use super::{RematError, SolveStatus};
-use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{Col, HighsModelStatus, RowProblem};
 use std::ops::RangeInclusive;
 use std::time::Instant;
 
@@ -906,34 +910,20 @@ pub struct ModelSize {
     pub rows: usize,
 }
 
+/// The staged model's columns: [`Columns`] with `r[s]` = `R[s][0..b]` (the stage's own nodes
+/// `b..=e` are fixed to 1), `s[s]` = `S[s][0..b]`, `u[s]` = `U[s][0..=e]` (empty for the
+/// checkpoint-all prefix stage) and the tight `FREE` columns.
 struct Vars {
     stages: Vec<RangeInclusive<usize>>,
-    /// `r[s][i]`: `None` where fixed to 1 (the stage's own nodes).
-    r: Vec<Vec<Option<Col>>>,
-    s: Vec<Vec<Col>>,
-    u: Vec<Vec<Col>>,
-    /// `(stage, i, k, col)`.
-    free: Vec<(usize, usize, usize, Col)>,
+    cols: Columns,
     /// The column fixed to 1 that carries the cost of the fixed computations.
     one: Col,
-    ncols: usize,
-    nint: usize,
-    scale: f64,
-}
-
-/// A linear term `coef * R[s][i]`: a constant when `R` is fixed to 1.
-fn r_term(v: &Vars, s: usize, i: usize, coef: f64, row: &mut Vec<(Col, f64)>) -> f64 {
-    match v.r[s][i] {
-        Some(c) => {
-            row.push((c, coef));
-            0.0
-        }
-        None => coef,
-    }
 }
 
 /// The staged model over `stages`; with `prefix > 0`, `stages[0]` is the checkpoint-all prefix
-/// `0..=prefix - 1` and has no memory columns or rows (see [`model_stages`]).
+/// `0..=prefix - 1` and has no memory columns or rows (see [`model_stages`]). Columns: per
+/// stage `R`, `S`, `U`, then the constant, then `FREE`; rows 1b, 1c, 2, 3 (tight), then the
+/// computation bound.
 fn build(
     g: &Graph,
     budget: u64,
@@ -942,161 +932,152 @@ fn build(
     cmax: Option<u32>,
     integer: bool,
 ) -> (RowProblem, Vars) {
-    let n = g.len();
-    let mut pb = RowProblem::default();
-    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-    let m = |i: usize| g.nodes[i].mem as f64 / scale;
-    let cap = budget as f64 / scale;
-    let (mut r, mut s, mut u) = (Vec::new(), Vec::new(), Vec::new());
-    let mut nint = 0;
-    for st in stages {
-        let (b, e) = (*st.start(), *st.end());
-        r.push(
-            (0..=e)
-                .map(|i| {
-                    (i < b).then(|| {
-                        pb.add_column_with_integrality(g.nodes[i].cost, 0.0..=1.0, integer)
-                    })
-                })
-                .collect::<Vec<_>>(),
-        );
-        nint += 2 * b;
-        s.push(
-            (0..b)
-                .map(|_| pb.add_column_with_integrality(0.0, 0.0..=1.0, integer))
-                .collect::<Vec<_>>(),
-        );
-        let steps = if prefix > 0 && b == 0 { 0 } else { e + 1 };
-        u.push((0..steps).map(|_| pb.add_column(0.0, 0.0..=cap)).collect());
-    }
+    let mut mb = ModelBuilder::new(g, integer);
+    add_stage_columns(&mut mb, g, budget, stages, prefix);
     // Every node is computed once in its own stage: that cost is a constant, carried by one
     // column fixed to 1 (the crate does not expose HiGHS' objective offset).
-    let one = pb.add_column(g.total_cost(), 1.0..=1.0);
-    let mut v = Vars {
+    let one = mb.add_constant(g.total_cost());
+    add_free_columns(&mut mb, g, stages);
+    add_dependency_rows(&mut mb, g, stages);
+    add_memory_rows(&mut mb, g, stages);
+    add_free_rows(&mut mb, g, stages);
+    if let Some(cm) = cmax {
+        add_computation_bounds(&mut mb, g, cm);
+    }
+    let (pb, cols) = mb.finish();
+    let v = Vars {
         stages: stages.to_vec(),
-        r,
-        s,
-        u,
-        free: Vec::new(),
+        cols,
         one,
-        ncols: 0,
-        nint: if integer { nint } else { 0 },
-        scale,
     };
-    let users_in = |i: usize, k: usize, e: usize| -> Vec<usize> {
-        g.users[i]
-            .iter()
-            .copied()
-            .filter(|&j| j > k && j <= e)
-            .collect()
-    };
+    (pb, v)
+}
+
+/// Per stage `b..=e`: `R[s][0..b]` (cost `C_i`; the stage's own nodes are fixed to 1),
+/// `S[s][0..b]`, and `U[s][0..=e]` in `[0, budget]` (none for the prefix stage).
+fn add_stage_columns(
+    mb: &mut ModelBuilder,
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+    prefix: usize,
+) {
+    for st in stages {
+        let (b, e) = (*st.start(), *st.end());
+        mb.add_r_stage(g, b, false);
+        mb.add_s_stage(b, |_| 0.0);
+        let steps = if prefix > 0 && b == 0 { 0 } else { e + 1 };
+        mb.add_u_stage(steps, budget);
+    }
+}
+
+/// Later users `j` of node `i` in a stage ending at `e` after step `k` (`k < j <= e`).
+fn users_in(g: &Graph, i: usize, k: usize, e: usize) -> Vec<usize> {
+    g.users[i]
+        .iter()
+        .copied()
+        .filter(|&j| j > k && j <= e)
+        .collect()
+}
+
+/// Continuous `FREE[s][i][k]` for `i in DEPS[k] ∪ {k}`, `k < e`, in stages with memory rows;
+/// none (fixed to 0) when a later user of `i` in the stage is one of the stage's own nodes.
+fn add_free_columns(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
     for (si, st) in stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
-        if v.u[si].is_empty() {
+        if mb.cols().u[si].is_empty() {
             continue;
         }
         for k in 0..e {
             for &i in g.deps[k].iter().chain(std::iter::once(&k)) {
-                // Fixed to 0 when a later user in the stage is one of its own nodes.
-                if users_in(i, k, e).iter().any(|&j| j >= b) {
+                if users_in(g, i, k, e).iter().any(|&j| j >= b) {
                     continue;
                 }
-                let c = pb.add_column(0.0, 0.0..=1.0);
-                v.free.push((si, i, k, c));
+                mb.add_free(si, i, k, false);
             }
         }
     }
-    v.ncols = pb.num_cols();
-    // (1b) dependencies: R[s][k] <= R[s][i] + S[s][i] for i in DEPS[k], i < b.
+}
+
+/// (1b) `R[s][k] <= R[s][i] + S[s][i]` for `i in DEPS[k]`, `i < b`; (1c) `S[s+1][i] <=
+/// S[s][i] + R[s][i]` for `i < b` (later nodes are computed in stage `s`).
+fn add_dependency_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
     for (si, st) in stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
         for k in 0..=e {
             for &i in g.deps[k].iter().filter(|&&i| i < b) {
-                let mut row = Vec::new();
-                let c = r_term(&v, si, k, 1.0, &mut row);
-                row.push((v.r[si][i].expect("i < b"), -1.0));
-                row.push((v.s[si][i], -1.0));
-                pb.add_row(..=-c, row);
+                let v = mb.cols();
+                let (rk, ri, s) = (v.r_term(si, k), v.r[si][i], v.s[si][i]);
+                mb.dependency(rk, ri, s, Form::AtMost);
             }
         }
     }
-    // (1c) S[s+1][i] <= S[s][i] + R[s][i] for i < b (later nodes are computed in stage s).
     for si in 0..stages.len().saturating_sub(1) {
-        let b = *stages[si].start();
-        for i in 0..b {
-            let row = vec![
-                (v.s[si + 1][i], 1.0),
-                (v.s[si][i], -1.0),
-                (v.r[si][i].expect("i < b"), -1.0),
-            ];
-            pb.add_row(..=0.0, row);
+        for i in 0..*stages[si].start() {
+            let v = mb.cols();
+            let (next, cur, r) = (v.s[si + 1][i], v.s[si][i], v.r[si][i]);
+            mb.storage(next, Some(cur), r);
         }
     }
-    // (2) memory, with FREE of step k-1 subtracted at step k.
-    let fixed = g.fixed_mem as f64 / scale;
-    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = stages
-        .iter()
-        .map(|st| vec![Vec::new(); *st.end() + 1])
-        .collect();
-    for &(si, i, k, c) in &v.free {
-        free_at[si][k].push((i, c));
-    }
+}
+
+/// (2) Memory of every stage with `U` columns, with `FREE` of step `k - 1` subtracted at step
+/// `k`. Values freed for sure (fixed `R`, nothing else can keep them) are `FREE` columns too:
+/// no freed value is a constant.
+fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+    let free_at = mb.free_by_step(|si| *stages[si].end() + 1);
     for (si, st) in stages.iter().enumerate() {
-        let (b, e) = (*st.start(), *st.end());
-        if v.u[si].is_empty() {
+        if mb.cols().u[si].is_empty() {
             continue;
         }
-        let mut row = vec![(v.u[si][0], 1.0)];
-        let c0 = r_term(&v, si, 0, -m(0), &mut row);
-        row.extend((0..b).map(|i| (v.s[si][i], -m(i))));
-        pb.add_row(fixed - c0..=fixed - c0, row);
-        for k in 1..=e {
-            let mut row = vec![(v.u[si][k], 1.0), (v.u[si][k - 1], -1.0)];
-            let c = r_term(&v, si, k, -m(k), &mut row);
-            row.extend(free_at[si][k - 1].iter().map(|&(i, c)| (c, m(i))));
-            // Values freed for sure (fixed R, nothing else can keep them) are FREE columns
-            // too; none is a constant here.
-            pb.add_row(-c..=-c, row);
+        mb.memory_start(g, si, g.fixed_mem);
+        for k in 1..=*st.end() {
+            mb.memory_step(g, si, k, &free_at[si][k - 1]);
         }
     }
-    // (3) tight FREE: FREE <= R[s][k], FREE <= 1 - S[s+1][i], FREE <= 1 - R[s][j].
-    for &(si, i, k, c) in &v.free {
-        let e = *stages[si].end();
-        if let Some(rk) = v.r[si][k] {
-            pb.add_row(..=0.0, [(c, 1.0), (rk, -1.0)]);
-        }
-        if let Some(sn) = v.s.get(si + 1) {
-            pb.add_row(..=1.0, [(c, 1.0), (sn[i], 1.0)]);
-        }
-        for j in users_in(i, k, e) {
-            let rj = v.r[si][j].expect("users in the stage's own nodes were skipped");
-            pb.add_row(..=1.0, [(c, 1.0), (rj, 1.0)]);
+}
+
+/// (3, tight) `FREE <= R[s][k]`, `FREE <= 1 - S[s+1][i]`, `FREE <= 1 - R[s][j]`.
+fn add_free_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+    let free = mb.cols().free.clone();
+    for (si, i, k, c) in free {
+        let v = mb.cols();
+        let rk = v.r[si].get(k).copied();
+        let s_next = v.s.get(si + 1).map(|sn| sn[i]);
+        let later: Vec<Col> = users_in(g, i, k, *stages[si].end())
+            .into_iter()
+            .map(|j| v.r[si][j])
+            .collect();
+        mb.free_tight(c, rk, s_next, &later);
+    }
+}
+
+/// Bounded recomputation: `sum_s R[s][i] <= C` (the fixed computation counts as one) for
+/// every node with a recomputation column.
+fn add_computation_bounds(mb: &mut ModelBuilder, g: &Graph, cmax: u32) {
+    for i in 0..g.len() {
+        let r: Vec<Col> = mb
+            .cols()
+            .r
+            .iter()
+            .filter_map(|x| x.get(i).copied())
+            .collect();
+        if !r.is_empty() {
+            mb.computation_bound(&r, cmax);
         }
     }
-    // Bounded recomputation: sum_s R[s][i] <= C (the fixed computation counts as one).
-    if let Some(cm) = cmax {
-        for i in 0..n {
-            let row: Vec<(Col, f64)> = (0..stages.len())
-                .filter_map(|si| v.r[si].get(i).copied().flatten().map(|c| (c, 1.0)))
-                .collect();
-            if !row.is_empty() {
-                pb.add_row(..=(cm.max(1) as f64 - 1.0), row);
-            }
-        }
-    }
-    (pb, v)
 }
 
 fn warm_vector(g: &Graph, v: &Vars, sch: &StagedSchedule) -> Vec<f64> {
-    let mut x = vec![0.0; v.ncols];
+    let mut x = vec![0.0; v.cols.count];
     let b01 = |f: bool| if f { 1.0 } else { 0.0 };
     let n = g.len();
     let none = vec![false; n];
     for (si, st) in v.stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
         for i in 0..b {
-            x[v.r[si][i].expect("i < b").index()] = b01(sch.r[si][i]);
-            x[v.s[si][i].index()] = b01(sch.s[si][i]);
+            x[v.cols.r[si][i].index()] = b01(sch.r[si][i]);
+            x[v.cols.s[si][i].index()] = b01(sch.s[si][i]);
         }
         let next = sch.s.get(si + 1).unwrap_or(&none);
         let mut cur = g.fixed_mem as f64
@@ -1117,12 +1098,12 @@ fn warm_vector(g: &Graph, v: &Vars, sch: &StagedSchedule) -> Vec<f64> {
             if sch.r[si][k] {
                 cur += g.nodes[k].mem as f64;
             }
-            if let Some(c) = v.u[si].get(k) {
-                x[c.index()] = cur / v.scale;
+            if let Some(c) = v.cols.u[si].get(k) {
+                x[c.index()] = cur / v.cols.scale;
             }
         }
     }
-    for &(si, i, k, c) in &v.free {
+    for &(si, i, k, c) in &v.cols.free {
         let e = *v.stages[si].end();
         let next = sch.s.get(si + 1).unwrap_or(&none);
         let later = g.users[i].iter().any(|&j| j > k && j <= e && sch.r[si][j]);
@@ -1189,29 +1170,13 @@ fn minimal_r(g: &Graph, sch: &StagedSchedule) -> StagedSchedule {
     out
 }
 
-fn configure(model: &mut highs::Model, o: &StagedOptions) {
-    model.make_quiet();
-    let m = &o.milp;
-    model.set_option("time_limit", m.time_limit_s.max(0.01));
-    model.set_option("mip_rel_gap", m.mip_gap.max(0.0));
-    model.set_option("threads", m.threads.max(1) as i32);
-    model.set_option("random_seed", 0);
-    model.set_option("mip_heuristic_effort", m.heuristic_effort.clamp(0.0, 1.0));
-    if o.stop_at_first {
-        model.set_option("mip_max_improving_sols", 1);
-    }
-    if let Some(c) = m.cost_cutoff {
-        model.set_option("objective_bound", c + 1e-6 * c.abs().max(1.0));
-    }
-}
-
 /// Size of the staged model for `g` without building HiGHS' copy of it.
 pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -> ModelSize {
     let stages = uniform_stages(g.len(), stage_size);
     let (pb, v) = build(g, u64::MAX / 2, &stages, 0, max_computations, true);
     ModelSize {
         columns: pb.num_cols(),
-        integer_columns: v.nint,
+        integer_columns: v.cols.integer,
         rows: pb.num_rows(),
     }
 }
@@ -1318,16 +1283,13 @@ impl Solve<'_> {
             .or(self.fallback.as_ref().map(|x| x.1))
     }
 
-    /// HiGHS options of this solve on `model`, with `seconds` as its time limit.
-    fn configure(&self, model: &mut highs::Model, seconds: f64) {
-        let opts = StagedOptions {
-            milp: MilpOptions {
-                time_limit_s: seconds.max(0.01),
-                ..self.opts.milp.clone()
-            },
-            ..self.opts.clone()
+    /// `pb` handed to HiGHS with this solve's options and `seconds` as its time limit.
+    fn optimise(&self, pb: RowProblem, seconds: f64) -> highs::Model {
+        let milp = MilpOptions {
+            time_limit_s: seconds.max(0.01),
+            ..self.opts.milp.clone()
         };
-        configure(model, &opts);
+        optimise(pb, &milp, self.opts.stop_at_first)
     }
 
     /// The staged model of this solve (its LP relaxation when not `integer`).
@@ -1634,27 +1596,15 @@ fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
         return Ok(());
     }
     let (pb, v) = st.model(false);
-    let mut model = pb.optimise(Sense::Minimise);
-    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let model = st.optimise(pb, limit - since.elapsed().as_secs_f64());
+    let solved = solve(model, "")?;
     let optimal = solved.status() == HighsModelStatus::Optimal;
     if optimal {
         st.out.lp_bound = Some(solved.objective_value());
         let sol = solved.get_solution();
         let cols = sol.columns();
         for th in LP_THRESHOLDS {
-            let s0: Vec<Vec<bool>> = st
-                .stages
-                .iter()
-                .enumerate()
-                .map(|(si, r)| {
-                    (0..g.len())
-                        .map(|i| i < *r.start() && cols[v.s[si][i].index()] > th)
-                        .collect()
-                })
-                .collect();
+            let s0 = threshold(&v.cols.s, cols, th, g.len());
             if let Some(c) = repair(g, budget, &st.stages, &s0).and_then(|x| st.within(&x)) {
                 st.offer_warm(c);
             }
@@ -1680,30 +1630,20 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
     let (pb, v) = st.model(true);
     st.out.size = ModelSize {
         columns: pb.num_cols(),
-        integer_columns: v.nint,
+        integer_columns: v.cols.integer,
         rows: pb.num_rows(),
     };
-    let mut model = pb.optimise(Sense::Minimise);
-    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
+    let mut model = st.optimise(pb, limit - since.elapsed().as_secs_f64());
     if let Some((ws, _, _)) = &st.warm {
-        model
-            .try_set_solution(Some(&warm_vector(g, &v, ws)), None, None, None)
-            .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
+        warm_start(&mut model, &warm_vector(g, &v, ws))?;
     }
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
-    let status = solved.status();
-    st.out.status = highs_status(status);
-    st.out.dual_bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .unwrap_or(f64::NAN);
+    let solved = solve(model, "")?;
+    st.out.status = highs_status(solved.status());
+    st.out.dual_bound = dual_bound(&solved);
     st.out.mip_gap = solved.mip_gap();
     let mut best = st.best();
-    if solved.primal_solution_status() == HighsSolutionStatus::Feasible
-        && !matches!(status, HighsModelStatus::Infeasible)
-    {
-        st.out.objective = Some(solved.objective_value());
+    if let Some(objective) = incumbent_objective(&solved) {
+        st.out.objective = Some(objective);
         let sol = solved.get_solution();
         let sch = incumbent(g, &st.stages, &v, sol.columns());
         for cand in [minimal_r(g, &sch), sch] {
@@ -1745,10 +1685,10 @@ fn incumbent(
     };
     for (si, st) in stages.iter().enumerate() {
         for i in 0..=*st.end() {
-            sch.r[si][i] = v.r[si][i].is_none_or(|c| cols[c.index()] > 0.5);
+            sch.r[si][i] = v.cols.r[si].get(i).is_none_or(|c| cols[c.index()] > 0.5);
         }
         for i in 0..*st.start() {
-            sch.s[si][i] = cols[v.s[si][i].index()] > 0.5;
+            sch.s[si][i] = cols[v.cols.s[si][i].index()] > 0.5;
         }
     }
     sch
@@ -1844,17 +1784,7 @@ pub fn lp_bound(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<Option<f64
     }
     let (stages, prefix) = model_stages(g, budget, 1);
     let (pb, _) = build(g, budget, &stages, prefix, None, false);
-    let mut model = pb.optimise(Sense::Minimise);
-    configure(
-        &mut model,
-        &StagedOptions {
-            milp: opts.clone(),
-            ..Default::default()
-        },
-    );
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let solved = solve(optimise(pb, opts, false), "")?;
     Ok((solved.status() == HighsModelStatus::Optimal).then(|| solved.objective_value()))
 }
 
