@@ -273,8 +273,12 @@ pub fn greedy_evict(
     w: EvictWeights,
 ) -> Option<StagedSchedule> {
     let n = g.len();
-    let last = last_users(g);
-    let budget = budget as i128;
+    let ev = Evictor {
+        g,
+        budget: budget as i128,
+        last: last_users(g),
+        w,
+    };
     let mut out = StagedSchedule {
         stages: stages.to_vec(),
         r: Vec::with_capacity(stages.len()),
@@ -282,17 +286,47 @@ pub fn greedy_evict(
     };
     let mut s_in = vec![false; n];
     for (si, st) in stages.iter().enumerate() {
-        let e = *st.end();
         let r = closure(g, st, &s_in);
         let Some(nst) = stages.get(si + 1) else {
-            if stage_peak(g, e, &s_in, &r, &vec![false; n]) > budget {
+            if stage_peak(g, *st.end(), &s_in, &r, &vec![false; n]) > ev.budget {
                 return None;
             }
             out.r.push(r);
             out.s.push(s_in);
             break;
         };
-        let e2 = *nst.end();
+        let next = ev.keep_into_next(st, nst, &s_in, &r)?;
+        out.r.push(r);
+        out.s.push(s_in);
+        s_in = next;
+    }
+    Some(out)
+}
+
+/// The fixed inputs of [`greedy_evict`]: the graph, the budget (bytes), each node's last user
+/// ([`last_users`]) and the score's weights.
+struct Evictor<'a> {
+    g: &'a Graph,
+    budget: i128,
+    last: Vec<usize>,
+    w: EvictWeights,
+}
+
+impl Evictor<'_> {
+    /// The values kept from stage `st` (resident at its start: `s_in`; computed: `r`) into the
+    /// next stage `nst`: every present value that a later node reads, less evictions in
+    /// [`Evictor::eviction_order`] until both stages fit (the next one computed minimally
+    /// from the kept set and keeping every value read after it). `None` when evicting
+    /// everything does not fit.
+    fn keep_into_next(
+        &self,
+        st: &RangeInclusive<usize>,
+        nst: &RangeInclusive<usize>,
+        s_in: &[bool],
+        r: &[bool],
+    ) -> Option<Vec<bool>> {
+        let (g, n, last) = (self.g, self.g.len(), &self.last);
+        let (e, e2) = (*st.end(), *nst.end());
         let mut next: Vec<bool> = (0..n)
             .map(|i| i <= e && (s_in[i] || r[i]) && last[i] > e)
             .collect();
@@ -301,46 +335,17 @@ pub fn greedy_evict(
             let next2: Vec<bool> = (0..n)
                 .map(|i| i <= e2 && (next[i] || r2[i]) && last[i] > e2)
                 .collect();
-            let over = (stage_peak(g, e, &s_in, &r, &next) - budget)
-                .max(stage_peak(g, e2, &next, &r2, &next2) - budget);
+            let over = (stage_peak(g, e, s_in, r, &next) - self.budget)
+                .max(stage_peak(g, e2, &next, &r2, &next2) - self.budget);
             if over <= 0 {
-                break;
+                return Some(next);
             }
-            // Values read in the next stage (by a node it computes) are evicted last.
-            let mut read2 = vec![false; n];
-            for k in 0..=e2 {
-                if r2[k] {
-                    for &d in &g.deps[k] {
-                        read2[d] = true;
-                    }
-                }
-            }
-            let mut cand: Vec<(bool, f64, usize)> = (0..n)
-                .filter(|&i| next[i])
-                .map(|i| {
-                    let rc = g.nodes[i].cost
-                        + g.deps[i]
-                            .iter()
-                            .filter(|&&d| !next[d])
-                            .map(|&d| g.nodes[d].cost)
-                            .sum::<f64>();
-                    let first = g.users[i]
-                        .iter()
-                        .copied()
-                        .find(|&j| j > e)
-                        .unwrap_or(last[i]);
-                    let dist = (first - e) as f64;
-                    let score = (rc.max(1e-9)).powf(w.alpha)
-                        / ((g.nodes[i].mem.max(1) as f64) * dist.powf(w.beta));
-                    (read2[i], score, i)
-                })
-                .collect();
-            if cand.is_empty() {
+            let order = self.eviction_order(e, &next, &r2, e2);
+            if order.is_empty() {
                 return None;
             }
-            cand.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
             let mut freed: i128 = 0;
-            for &(_, _, i) in &cand {
+            for i in order {
                 next[i] = false;
                 freed += g.nodes[i].mem as i128;
                 if freed >= over {
@@ -348,11 +353,46 @@ pub fn greedy_evict(
                 }
             }
         }
-        out.r.push(r);
-        out.s.push(s_in);
-        s_in = next;
     }
-    Some(out)
+
+    /// The values kept past a stage ending at node `e` (`next`) in eviction order: first those
+    /// the next stage (ending at `e2`, computing `r2`) does not read, then by increasing score
+    /// `recompute_cost^alpha / (M_i * distance^beta)` ([`EvictWeights`]; recomputation cost:
+    /// own cost plus the inputs not kept; distance: nodes from `e` to the next reader).
+    fn eviction_order(&self, e: usize, next: &[bool], r2: &[bool], e2: usize) -> Vec<usize> {
+        let (g, w) = (self.g, self.w);
+        // Values read in the next stage (by a node it computes) are evicted last.
+        let mut read2 = vec![false; g.len()];
+        for k in 0..=e2 {
+            if r2[k] {
+                for &d in &g.deps[k] {
+                    read2[d] = true;
+                }
+            }
+        }
+        let mut cand: Vec<(bool, f64, usize)> = (0..g.len())
+            .filter(|&i| next[i])
+            .map(|i| {
+                let rc = g.nodes[i].cost
+                    + g.deps[i]
+                        .iter()
+                        .filter(|&&d| !next[d])
+                        .map(|&d| g.nodes[d].cost)
+                        .sum::<f64>();
+                let first = g.users[i]
+                    .iter()
+                    .copied()
+                    .find(|&j| j > e)
+                    .unwrap_or(self.last[i]);
+                let dist = (first - e) as f64;
+                let score = (rc.max(1e-9)).powf(w.alpha)
+                    / ((g.nodes[i].mem.max(1) as f64) * dist.powf(w.beta));
+                (read2[i], score, i)
+            })
+            .collect();
+        cand.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        cand.into_iter().map(|(_, _, i)| i).collect()
+    }
 }
 
 /// The cheapest of [`greedy_evict`] over [`EVICT_WEIGHTS`] whose expanded schedule the
@@ -408,6 +448,30 @@ fn stage_r(
 /// A drop applied by [`RepairState::drop_step`]: (cost change in cost units, node, first and
 /// last stage of the run, whether the stage after the run recomputes the value).
 pub(crate) type DroppedRun = (f64, usize, usize, usize, bool);
+
+/// A candidate of [`RepairState::drop_step`]: node `i`'s run of stages `lo..=hi` that hold it
+/// without reading it; `tail`: the stage after the run holds it too.
+#[derive(Debug, Clone, Copy)]
+struct RunDrop {
+    i: usize,
+    lo: usize,
+    hi: usize,
+    tail: bool,
+}
+
+/// What a drop does, measured by [`RepairState::trial`].
+struct Trial {
+    /// Change of the total cost, cost units.
+    cost_change: f64,
+    /// No stage rose above both the budget and its own peak before the move.
+    no_new_violation: bool,
+    /// The peak of the stage that was the worst before the move, bytes.
+    worst_peak: i128,
+    /// The highest peak after the move, bytes.
+    new_max: i128,
+    /// Whether keeping the inputs set any storage cell.
+    kept_any: bool,
+}
 
 /// Working state of [`repair`] and [`crate::anneal`]: storage decisions, minimal compute sets,
 /// per-stage peaks (bytes) and costs.
@@ -584,15 +648,30 @@ impl<'a> RepairState<'a> {
         exact: usize,
         tabu: &[usize],
     ) -> Option<Option<DroppedRun>> {
-        let g = self.g;
-        let m = self.stages.len();
         let (worst, &p) = self.peak.iter().enumerate().max_by_key(|x| *x.1)?;
         if p <= budget {
             return Some(None);
         }
-        // Candidates by estimated cost per byte; the best few are evaluated exactly and the
-        // cheapest per byte that does not push its neighbours to the current worst peak wins.
-        let mut cand: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
+        let cand = self.drop_candidates(worst, tabu);
+        if cand.is_empty() {
+            return None;
+        }
+        let (d, keep) = self.best_drop(&cand[..cand.len().min(exact)], budget, worst)?;
+        let before = self.total_cost();
+        self.set_run(d.i, d.lo, d.hi, d.tail, false);
+        if keep {
+            self.keep_inputs(d.i, d.hi + 1);
+        }
+        Some(Some((self.total_cost() - before, d.i, d.lo, d.hi, d.tail)))
+    }
+
+    /// The values stage `worst` holds without reading them (never `tabu`), each with its whole
+    /// unread run, by estimated recomputation cost per byte (its own cost plus its missing
+    /// inputs' at the stage after the run, when that stage reads or keeps it), longer runs
+    /// first on ties.
+    fn drop_candidates(&self, worst: usize, tabu: &[usize]) -> Vec<RunDrop> {
+        let g = self.g;
+        let mut cand: Vec<(f64, RunDrop)> = Vec::new();
         for i in 0..g.len() {
             if !self.s[worst][i] || self.reads(worst, i) || tabu.contains(&i) {
                 continue;
@@ -610,65 +689,94 @@ impl<'a> RepairState<'a> {
                 }
                 _ => 0.0,
             };
-            cand.push((est / g.nodes[i].mem.max(1) as f64, i, lo, hi, tail));
+            let per_byte = est / g.nodes[i].mem.max(1) as f64;
+            cand.push((per_byte, RunDrop { i, lo, hi, tail }));
         }
-        if cand.is_empty() {
-            return None;
-        }
-        cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
-        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
-        // new worst peak, then the least cost per useful byte.
-        // (preference key, cost per byte, node, run start, run end, tail, keep inputs).
-        type Pick = ((bool, bool), f64, usize, usize, usize, bool, bool);
-        let mut pick: Option<Pick> = None;
+        cand.sort_by(|a, b| {
+            let len = |d: &RunDrop| d.hi - d.lo;
+            a.0.total_cmp(&b.0).then(len(&b.1).cmp(&len(&a.1)))
+        });
+        cand.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// The best of the candidate drops `cand` (each alone and, when the stage after its run
+    /// recomputes the value, with its inputs kept: the cheap-ancestor move), each evaluated
+    /// exactly by [`RepairState::trial`], with whether to keep the inputs. Preference: no
+    /// cascade (only the value itself is recomputed) and no stage newly above the budget, then
+    /// no stage newly above the budget, then the least cost per useful byte. A move that lifts
+    /// some stage above the current worst peak (a recomputation cascade) is never taken: it
+    /// trades one violation for a larger one. `None` when no move lowers the worst peak.
+    fn best_drop(
+        &mut self,
+        cand: &[RunDrop],
+        budget: i128,
+        worst: usize,
+    ) -> Option<(RunDrop, bool)> {
+        let m = self.stages.len();
+        let p = self.peak[worst];
         let peaks_before = self.peak.clone();
-        for &(_, i, lo, hi, tail) in cand.iter().take(exact) {
+        // (preference key, cost per byte, move, keep inputs).
+        let mut pick: Option<((bool, bool), f64, RunDrop, bool)> = None;
+        for &d in cand {
             // The stage after the run recomputes `i` when it reads or keeps it.
-            let reader = (hi + 1 < m && (self.reads(hi + 1, i) || tail)).then_some(hi + 1);
+            let reader =
+                (d.hi + 1 < m && (self.reads(d.hi + 1, d.i) || d.tail)).then_some(d.hi + 1);
             for keep in [false, true] {
                 if keep && reader.is_none() {
                     continue;
                 }
-                let before = self.total_cost();
-                self.set_run(i, lo, hi, tail, false);
-                let cells = match (keep, reader) {
-                    (true, Some(rd)) => self.keep_inputs(i, rd),
-                    _ => Vec::new(),
-                };
-                let dc = self.total_cost() - before;
-                // No stage rises above both the budget and its own peak before the move.
-                let ok = self
-                    .peak
-                    .iter()
-                    .zip(&peaks_before)
-                    .all(|(&now, &was)| now <= was.max(budget));
-                let gain = p - self.peak[worst];
-                let new_max = self.peak.iter().copied().max().unwrap_or(i128::MIN);
-                self.unset_cells(&cells);
-                self.set_run(i, lo, hi, tail, true);
-                // A move that lifts some stage above the current worst peak (a recomputation
-                // cascade) is never taken: it trades one violation for a larger one.
-                if gain <= 0 || (keep && cells.is_empty()) || new_max > p {
+                let keep_at = if keep { reader } else { None };
+                let t = self.trial(d, keep_at, budget, &peaks_before, worst);
+                let gain = p - t.worst_peak;
+                if gain <= 0 || (keep && !t.kept_any) || t.new_max > p {
                     continue;
                 }
-                let no_cascade = dc <= g.nodes[i].cost + 1e-9;
+                let no_cascade = t.cost_change <= self.g.nodes[d.i].cost + 1e-9;
                 // Bytes beyond the excess do not help this stage.
                 let useful = gain.min(p - budget).max(1) as f64;
-                let per_byte = dc / useful;
-                let key = (ok && no_cascade, ok);
+                let per_byte = t.cost_change / useful;
+                let key = (t.no_new_violation && no_cascade, t.no_new_violation);
                 let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
                 if better {
-                    pick = Some((key, per_byte, i, lo, hi, tail, keep));
+                    pick = Some((key, per_byte, d, keep));
                 }
             }
         }
-        let (_, _, i, lo, hi, tail, keep) = pick?;
+        pick.map(|(_, _, d, keep)| (d, keep))
+    }
+
+    /// Applies the drop `d` (with `i`'s inputs kept resident up to stage `keep_at`, when
+    /// given), measures it against the peaks before it (`peaks_before`), `budget` and stage
+    /// `worst`, and undoes it.
+    fn trial(
+        &mut self,
+        d: RunDrop,
+        keep_at: Option<usize>,
+        budget: i128,
+        peaks_before: &[i128],
+        worst: usize,
+    ) -> Trial {
         let before = self.total_cost();
-        self.set_run(i, lo, hi, tail, false);
-        if keep {
-            self.keep_inputs(i, hi + 1);
-        }
-        Some(Some((self.total_cost() - before, i, lo, hi, tail)))
+        self.set_run(d.i, d.lo, d.hi, d.tail, false);
+        let cells = match keep_at {
+            Some(rd) => self.keep_inputs(d.i, rd),
+            None => Vec::new(),
+        };
+        let t = Trial {
+            cost_change: self.total_cost() - before,
+            // No stage rises above both the budget and its own peak before the move.
+            no_new_violation: self
+                .peak
+                .iter()
+                .zip(peaks_before)
+                .all(|(&now, &was)| now <= was.max(budget)),
+            worst_peak: self.peak[worst],
+            new_max: self.peak.iter().copied().max().unwrap_or(i128::MIN),
+            kept_any: !cells.is_empty(),
+        };
+        self.unset_cells(&cells);
+        self.set_run(d.i, d.lo, d.hi, d.tail, true);
+        t
     }
 
     /// The restoring pass of [`repair`]: puts back dropped runs (most expensive first) where
