@@ -151,30 +151,10 @@ impl StagedSchedule {
     }
 }
 
-/// Last-user index of each node (itself when it has none).
-fn last_users(g: &Graph) -> Vec<usize> {
-    (0..g.len())
-        .map(|i| g.users[i].last().copied().unwrap_or(i))
-        .collect()
-}
-
 /// Minimal compute set of a stage: its nodes and, in reverse topological order, every
-/// dependency of a computed node that is not resident (`s_in`).
+/// dependency of a computed node that is not resident (`s_in`): [`Graph::compute_closure`].
 fn closure(g: &Graph, st: &RangeInclusive<usize>, s_in: &[bool]) -> Vec<bool> {
-    let mut r = vec![false; g.len()];
-    for k in st.clone() {
-        r[k] = true;
-    }
-    for k in (0..=*st.end()).rev() {
-        if r[k] {
-            for &d in &g.deps[k] {
-                if !s_in[d] {
-                    r[d] = true;
-                }
-            }
-        }
-    }
-    r
+    g.compute_closure(*st.end(), s_in, st.clone())
 }
 
 /// Peak memory (bytes, fixed memory included) of one grouped stage ending at node `e`, by the
@@ -276,7 +256,7 @@ pub fn greedy_evict(
     let ev = Evictor {
         g,
         budget: budget as i128,
-        last: last_users(g),
+        last: g.last_users(),
         w,
     };
     let mut out = StagedSchedule {
@@ -304,7 +284,7 @@ pub fn greedy_evict(
 }
 
 /// The fixed inputs of [`greedy_evict`]: the graph, the budget (bytes), each node's last user
-/// ([`last_users`]) and the score's weights.
+/// ([`Graph::last_users`]) and the score's weights.
 struct Evictor<'a> {
     g: &'a Graph,
     budget: i128,
@@ -415,7 +395,10 @@ pub fn greedy_best(
 
 /// Compute set of one stage for the storage decisions `s_in` (resident at its start) and
 /// `s_next` (kept into the next stage): its nodes, the values first kept into the next stage,
-/// and, in reverse topological order, every non-resident input of a computed node.
+/// and every non-resident input of a computed node, with the computed nodes in increasing
+/// order. The set is [`Graph::compute_closure`]'s for those seeds, found depth-first from them
+/// so that the cost grows with the computations rather than with the stage's last node (the
+/// repair's and annealing's inner loop).
 fn stage_r(
     g: &Graph,
     st: &RangeInclusive<usize>,
@@ -855,7 +838,7 @@ pub fn repair(
 /// Storage of checkpoint-all over `stages`: a value is held from its stage until the stage of
 /// its last reader.
 pub fn keep_all(g: &Graph, stages: &[RangeInclusive<usize>]) -> Vec<Vec<bool>> {
-    let last = last_users(g);
+    let last = g.last_users();
     stages
         .iter()
         .map(|st| {
@@ -1245,35 +1228,18 @@ fn from_checkmate(sch: &Schedule, stages: &[RangeInclusive<usize>]) -> StagedSch
 }
 
 /// Minimal recomputation for the storage decisions of `sch`: each stage computes its nodes,
-/// the values first kept into the next stage, and their missing inputs.
+/// the values first kept into the next stage, and their missing inputs
+/// ([`Graph::compute_closure`]; [`stage_r`] finds the same set depth-first).
 fn minimal_r(g: &Graph, sch: &StagedSchedule) -> StagedSchedule {
-    let n = g.len();
     let mut out = sch.clone();
     for (si, st) in sch.stages.iter().enumerate() {
-        let b = *st.start();
-        let mut r = closure(g, st, &sch.s[si]);
-        if let Some(next) = sch.s.get(si + 1) {
-            let mut extra = false;
-            for i in 0..b {
-                if next[i] && !sch.s[si][i] && !r[i] {
-                    r[i] = true;
-                    extra = true;
-                }
-            }
-            if extra {
-                for k in (0..b).rev() {
-                    if r[k] {
-                        for &d in &g.deps[k] {
-                            if !sch.s[si][d] {
-                                r[d] = true;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        debug_assert_eq!(r.len(), n);
-        out.r[si] = r;
+        let s_in = &sch.s[si];
+        let first_kept = sch
+            .s
+            .get(si + 1)
+            .into_iter()
+            .flat_map(|next| (0..*st.start()).filter(move |&i| next[i] && !s_in[i]));
+        out.r[si] = g.compute_closure(*st.end(), s_in, st.clone().chain(first_kept));
     }
     out
 }
