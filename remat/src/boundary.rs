@@ -48,8 +48,8 @@
 //! rows each and `n^2 / 2` `U` columns: on the 250-node random layered graph 129,469 rows
 //! against 659,860, and 60,086 rows with the 187-stage prefix of its budget 0.8.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
-//! HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
+//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
 
 use super::graph::Graph;
 use super::milp::MilpOptions;

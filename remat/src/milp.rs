@@ -9,6 +9,12 @@
 //!
 //! Warm start: the best feasible baseline is passed to HiGHS as a full primal solution
 //! (`Highs_setSolution`, with `FREE` and `U` computed by the simulator's formulas).
+//!
+//! The model is built with the HiGHS model builder shared with [`crate::staged`] and
+//! [`crate::boundary`] (`crate::model`).
+//!
+//! May import: the graph IR, the simulator, the baselines' [`solve_r_given_s`], the HiGHS model
+//! builder, [`crate::SolveStatus`], HiGHS.
 
 use super::baselines::solve_r_given_s;
 use super::graph::Graph;

@@ -37,8 +37,8 @@
 //! [`lp_bound`] solves the LP relaxation of the unrestricted tight model, a lower bound on
 //! Checkmate's optimum.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
-//! HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
+//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
 
 use super::anneal::{anneal, AnnealOptions};
 use super::boundary::{boundary_bound, window_bound, Window, WINDOW_COLUMNS};
