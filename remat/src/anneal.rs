@@ -86,9 +86,13 @@ pub fn anneal(
     let clock = Instant::now();
     let budget = budget as i128;
     let mut st = RepairState::new(g, stages, &start.s);
-    let n = g.len();
-    let mean_c = (g.total_cost() / n as f64).max(1e-9);
-    let (t0, t1) = (T_START * mean_c, T_END * mean_c);
+    let mean_c = (g.total_cost() / g.len() as f64).max(1e-9);
+    let cooling = Cooling {
+        t0: T_START * mean_c,
+        t1: T_END * mean_c,
+        limit_s: opts.time_limit_s.max(1e-9),
+        max_moves: opts.max_moves,
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut out = AnnealOutcome {
         best: None,
@@ -103,60 +107,97 @@ pub fn anneal(
     }
     let mut cost = st.total_cost();
     out.best = Some((st.schedule(), cost));
-    let limit = opts.time_limit_s.max(1e-9);
-    loop {
-        let elapsed = clock.elapsed().as_secs_f64();
-        // Progress through the schedule: by moves under a move limit (deterministic), else by
-        // moves or time, whichever is further along.
-        let by_moves = out.moves as f64 / opts.max_moves.unwrap_or(MOVES).max(1) as f64;
-        let progress = match opts.max_moves {
-            Some(_) => by_moves,
-            None => by_moves.max(elapsed / limit),
-        };
-        if elapsed >= limit || progress >= 1.0 {
-            break;
-        }
-        let temp = t0 * (t1 / t0).powf(progress);
-        // The recomputations of the current schedule: (stage, node).
-        let recomputed: Vec<(usize, usize)> = stages
-            .iter()
-            .enumerate()
-            .flat_map(|(y, sy)| {
-                let r = &st.r[y];
-                (0..*sy.start()).filter(move |&i| r[i]).map(move |i| (y, i))
-            })
-            .collect();
+    while let Some(temp) = cooling.temperature(out.moves, clock.elapsed().as_secs_f64()) {
+        let recomputed = recomputations(&st);
         if recomputed.is_empty() {
             break;
         }
         out.moves += 1;
         let (y, i) = recomputed[rng.random_range(0..recomputed.len())];
-        // The last stage before `y` at whose end `i` is present (its own stage at the latest).
-        let Some(x) = (0..y).rev().find(|&x| st.s[x][i] || st.r[x][i]) else {
+        let Some(c1) = eject(&mut st, budget, (y, i), |c1| {
+            c1 <= cost || rng.random::<f64>() < (-(c1 - cost) / temp).exp()
+        }) else {
             continue;
         };
-        let saved = (st.s.clone(), st.r.clone(), st.peak.clone(), st.cost.clone());
-        // Stages x+1..y-1 neither hold nor read `i`: the run's compute sets do not change.
-        if y > x + 1 {
-            st.set_run(i, x + 1, y - 1, true, true);
-        } else {
-            st.set_cell(y, i, true);
-        }
-        let fits = repair_in_place(&mut st, budget, Some(i));
-        let c1 = st.total_cost();
-        if fits && (c1 <= cost || rng.random::<f64>() < (-(c1 - cost) / temp).exp()) {
-            out.accepted += 1;
-            cost = c1;
-            if out.best.as_ref().is_none_or(|b| cost < b.1 - 1e-9) {
-                out.best = Some((st.schedule(), cost));
-                out.best_move = out.moves;
-            }
-        } else {
-            (st.s, st.r, st.peak, st.cost) = saved;
+        out.accepted += 1;
+        cost = c1;
+        if out.best.as_ref().is_none_or(|b| cost < b.1 - 1e-9) {
+            out.best = Some((st.schedule(), cost));
+            out.best_move = out.moves;
         }
     }
     out.time_s = clock.elapsed().as_secs_f64();
     out
+}
+
+/// The temperature schedule of [`anneal`]: geometric from `t0` to `t1` (cost units) over the
+/// run's progress.
+struct Cooling {
+    t0: f64,
+    t1: f64,
+    /// Wall-clock limit, seconds (positive).
+    limit_s: f64,
+    /// [`AnnealOptions::max_moves`].
+    max_moves: Option<u64>,
+}
+
+impl Cooling {
+    /// The temperature after `moves` moves and `elapsed` seconds; `None` when the run is over
+    /// (the time limit, or the end of the schedule). Progress is by moves under a move limit
+    /// (deterministic), else by moves or time, whichever is further along.
+    fn temperature(&self, moves: u64, elapsed: f64) -> Option<f64> {
+        let by_moves = moves as f64 / self.max_moves.unwrap_or(MOVES).max(1) as f64;
+        let progress = match self.max_moves {
+            Some(_) => by_moves,
+            None => by_moves.max(elapsed / self.limit_s),
+        };
+        if elapsed >= self.limit_s || progress >= 1.0 {
+            return None;
+        }
+        Some(self.t0 * (self.t1 / self.t0).powf(progress))
+    }
+}
+
+/// The recomputations of the state's schedule: `(stage, node)` for each node a stage computes
+/// before its own nodes.
+fn recomputations(st: &RepairState) -> Vec<(usize, usize)> {
+    st.stages
+        .iter()
+        .enumerate()
+        .flat_map(|(y, sy)| {
+            let r = &st.r[y];
+            (0..*sy.start()).filter(move |&i| r[i]).map(move |i| (y, i))
+        })
+        .collect()
+}
+
+/// The ejection-chain move on recomputation `(y, i)`: keep `i` resident from the last stage
+/// before `y` at whose end it is present through stage `y`, then repair the stages over the
+/// budget without dropping `i` ([`repair_in_place`]). When the end state fits and `accept`
+/// takes its total cost, keeps it and returns that cost; otherwise restores the state and
+/// returns `None` (also when no earlier stage has `i`).
+fn eject(
+    st: &mut RepairState,
+    budget: i128,
+    (y, i): (usize, usize),
+    accept: impl FnOnce(f64) -> bool,
+) -> Option<f64> {
+    // The last stage before `y` at whose end `i` is present (its own stage at the latest).
+    let x = (0..y).rev().find(|&x| st.s[x][i] || st.r[x][i])?;
+    let saved = (st.s.clone(), st.r.clone(), st.peak.clone(), st.cost.clone());
+    // Stages x+1..y-1 neither hold nor read `i`: the run's compute sets do not change.
+    if y > x + 1 {
+        st.set_run(i, x + 1, y - 1, true, true);
+    } else {
+        st.set_cell(y, i, true);
+    }
+    let fits = repair_in_place(st, budget, Some(i));
+    let c1 = st.total_cost();
+    if fits && accept(c1) {
+        return Some(c1);
+    }
+    (st.s, st.r, st.peak, st.cost) = saved;
+    None
 }
 
 /// Drops at the worst stage until every stage fits (never `tabu`), then puts back the dropped

@@ -19,33 +19,11 @@ use super::sim::Schedule;
 use memwall_core::strategy::{every_k, Segment};
 
 /// Computes the minimal `R` for stage `t` given the resident set `s_t` and the nodes `must`
-/// that have to be computed in the stage (closure over non-resident dependencies).
+/// that have to be computed in the stage ([`Graph::compute_closure`] of node `t` and the
+/// non-resident `must`).
 fn closure(g: &Graph, t: usize, s_t: &[bool], must: &[usize]) -> Vec<bool> {
-    let mut r = vec![false; g.len()];
-    r[t] = true;
-    for &m in must {
-        if !s_t[m] {
-            r[m] = true;
-        }
-    }
-    for k in (0..=t).rev() {
-        if r[k] {
-            for &d in &g.deps[k] {
-                if !s_t[d] {
-                    r[d] = true;
-                }
-            }
-        }
-    }
-    r
-}
-
-/// `last_users(g)[i]`: the last node that reads node `i`'s output (`i` itself when none does),
-/// the stage after which a kept output can be freed.
-fn last_users(g: &Graph) -> Vec<usize> {
-    (0..g.len())
-        .map(|i| g.users[i].last().copied().unwrap_or(i))
-        .collect()
+    let seeds = std::iter::once(t).chain(must.iter().copied().filter(|&m| !s_t[m]));
+    g.compute_closure(t, s_t, seeds)
 }
 
 /// Minimal compute matrix for a given storage matrix (the second phase of two-phase rounding,
@@ -120,7 +98,7 @@ pub fn from_checkpoints(g: &Graph, ckpt: &[bool]) -> Schedule {
             need[i] = need[i].max(h);
         }
     }
-    let last_user = last_users(g);
+    let last_user = g.last_users();
     build(
         g,
         |i, t| {
@@ -286,7 +264,7 @@ pub fn revolve(g: &Graph, slots: usize) -> Schedule {
     let stage = event_stages(g, &fwd, &ev);
     let want = snapshot_wants(n, &fwd, &ev, &stage);
     let e_end = sweep_end(g);
-    let last_user = last_users(g);
+    let last_user = g.last_users();
     build(
         g,
         |i, t| {

@@ -48,14 +48,18 @@
 //! rows each and `n^2 / 2` `U` columns: on the 250-node random layered graph 129,469 rows
 //! against 659,860, and 60,086 rows with the 187-stage prefix of its budget 0.8.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
-//! HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
+//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
 
 use super::graph::Graph;
-use super::milp::{configure, highs_status, MilpOptions};
+use super::milp::MilpOptions;
+use super::model::{
+    dual_bound, highs_status, incumbent_objective, optimise, solve, warm_start, Columns, Form,
+    ModelBuilder,
+};
 use super::sim::{simulate, stage_memory, Schedule};
 use super::{RematError, SolveStatus};
-use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{Col, HighsModelStatus, RowProblem};
 use std::time::Instant;
 
 /// Result of [`boundary_bound`].
@@ -93,11 +97,11 @@ pub struct BoundaryOutcome {
     pub fits: bool,
 }
 
-struct Vars {
-    /// `r[s][i]`, `i < s`: node `i` recomputed in stage `s`.
-    r: Vec<Vec<Col>>,
-    /// `keep[s][i]`, `i <= s`, `s < n - 1`: `S[s+1][i]`.
-    keep: Vec<Vec<Col>>,
+/// `S[s+1]`, the storage kept across the boundary after stage `s` (`keep[s]`, `i <= s`,
+/// `s < n - 1`): the relaxation's columns ([`Columns`], built by [`build`]) have `S[0]` empty
+/// and `S[s+1]` added with stage `s`.
+fn keep(v: &Columns, s: usize) -> &[Col] {
+    v.s.get(s + 1).map_or(&[], |x| x.as_slice())
 }
 
 /// The stages a relaxation models: columns and rows for stages `first..=last`, and the storage
@@ -178,9 +182,11 @@ impl Window {
     }
 }
 
-/// Builds the relaxation on the stages of `w` ([`Window`]) with one memory row per stage's last step, one per `(s, j)` in
-/// `steps` (recomputation of node `j` in stage `s`, see [`step_row`]) and one per closure cut
-/// in `cuts` ([`ClosureCut::row`]); `None` when a node's working set exceeds the budget.
+/// Builds the relaxation on the stages of `w` ([`Window`]) with one memory row per stage's
+/// last step, one per `(s, j)` in `steps` (recomputation of node `j` in stage `s`, see
+/// [`step_row`]) and one per closure cut in `cuts` ([`ClosureCut::row`]); `None` when a node's
+/// working set exceeds the budget. Columns: per stage `R[s]`, then `S[s+1]`; rows: per stage
+/// 1b and 1c, then the stage-end memory rows, the step rows and the cuts.
 fn build(
     g: &Graph,
     budget: u64,
@@ -188,91 +194,97 @@ fn build(
     w: Window,
     steps: &[(usize, usize)],
     cuts: &[ClosureCut],
-) -> Option<(RowProblem, Vars)> {
+) -> Option<(RowProblem, Columns)> {
+    let mut mb = ModelBuilder::new(g, true);
+    add_columns(&mut mb, g, prefix, w);
+    add_schedule_rows(&mut mb, g, w);
+    add_stage_end_rows(&mut mb, g, budget, prefix, w)?;
+    for &(st, j) in steps {
+        let (row, rhs) = step_row(g, budget, mb.cols(), st, j, mb.cols().scale);
+        mb.row(..=rhs, row);
+    }
+    for c in cuts {
+        let row = c.row(mb.cols());
+        mb.row(1.0.., row);
+    }
+    Some(mb.finish())
+}
+
+/// Binary columns, stage by stage: `R[s][0..s]` (cost `C_i`) for the window's stages, then the
+/// storage `S[s+1][0..=s]` kept into each stage after `first` and into `first` (its entry
+/// storage), priced by [`Window::keep_price`].
+fn add_columns(mb: &mut ModelBuilder, g: &Graph, prefix: usize, w: Window) {
     let n = g.len();
-    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-    let m = |i: usize| g.nodes[i].mem as f64 / scale;
-    let mut pb = RowProblem::default();
-    let mut v = Vars {
-        r: Vec::with_capacity(n),
-        keep: Vec::with_capacity(n),
-    };
+    // Nothing is resident before the first stage.
+    mb.add_s_stage(0, |_| 0.0);
     for s in 0..n {
         // Stages before the prefix's end compute their own node only; outputs kept into
         // stage `prefix` (`keep[prefix - 1]`) are free choices.
         let recomputed = if w.contains(s) { s } else { 0 };
-        v.r.push(
-            (0..recomputed)
-                .map(|i| pb.add_integer_column(g.nodes[i].cost, 0.0..=1.0))
-                .collect(),
-        );
+        mb.add_r_stage(g, recomputed, false);
         // `keep[first - 1]` is the window's entry storage `S[first]`.
         let kept = if s + 1 < n && s + 1 >= w.first && s <= w.last {
             s + 1
         } else {
             0
         };
-        v.keep.push(
-            (0..kept)
-                .map(|i| pb.add_integer_column(w.keep_price(g, prefix, s, i), 0.0..=1.0))
-                .collect(),
-        );
+        mb.add_s_stage(kept, |i| w.keep_price(g, prefix, s, i));
     }
+}
+
+/// Per stage of the window: the dependencies (eq. 1b) of node `s` (`R[s][s] = 1`) and of each
+/// recomputed node, written `R[s][p] + S[s][p] >= R[s][j]`, and the storage rows (eq. 1c).
+fn add_schedule_rows(mb: &mut ModelBuilder, g: &Graph, w: Window) {
+    let n = g.len();
     for s in w.first.max(1)..=w.last {
-        // Node s's inputs: R[s][p] + S[s][p] >= 1.
-        for &p in &g.deps[s] {
-            pb.add_row(1.0.., [(v.r[s][p], 1.0), (v.keep[s - 1][p], 1.0)]);
-        }
-        // A recomputed node's inputs: R[s][p] + S[s][p] >= R[s][j].
-        for j in 0..s {
+        for j in std::iter::once(s).chain(0..s) {
             for &p in &g.deps[j] {
-                pb.add_row(
-                    0.0..,
-                    [(v.r[s][p], 1.0), (v.keep[s - 1][p], 1.0), (v.r[s][j], -1.0)],
-                );
+                let v = mb.cols();
+                let (rj, rp, sp) = (v.r_term(s, j), v.r[s][p], keep(v, s - 1)[p]);
+                mb.dependency(rj, rp, sp, Form::AtLeast);
             }
         }
         // Only a present value is kept: S[s+1][i] <= S[s][i] + R[s][i].
         if s + 1 < n {
             for i in 0..s {
-                pb.add_row(
-                    ..=0.0,
-                    [
-                        (v.keep[s][i], 1.0),
-                        (v.keep[s - 1][i], -1.0),
-                        (v.r[s][i], -1.0),
-                    ],
-                );
+                let v = mb.cols();
+                let (next, cur, r) = (keep(v, s)[i], keep(v, s - 1)[i], v.r[s][i]);
+                mb.storage(next, Some(cur), r);
             }
         }
     }
-    // Memory at each stage's last step (the last stage keeps nothing: only its working set).
+}
+
+/// Memory at each stage's last step (the last stage keeps nothing: only its working set):
+/// `sum_{i < s, i not in DEPS[s]} M_i S[s+1][i] <= budget - fixed - M_s - sum_{p in DEPS[s]}
+/// M_p`, for the window's stages and the stage before it (on `S[first]` alone). `None` when
+/// some node's working set alone exceeds the budget.
+fn add_stage_end_rows(
+    mb: &mut ModelBuilder,
+    g: &Graph,
+    budget: u64,
+    prefix: usize,
+    w: Window,
+) -> Option<()> {
+    let n = g.len();
     for s in 0..n {
         let forced =
             g.fixed_mem + g.nodes[s].mem + g.deps[s].iter().map(|&p| g.nodes[p].mem).sum::<u64>();
         if forced > budget {
             return None;
         }
-        // Rows of the window's stages and of the stage before it (on `S[first]` alone).
         if s + 1 == n || s < prefix || s + 1 < w.first || s > w.last {
             continue;
         }
         let row: Vec<(Col, f64)> = (0..s)
             .filter(|i| !g.deps[s].contains(i))
-            .map(|i| (v.keep[s][i], m(i)))
+            .map(|i| (keep(mb.cols(), s)[i], mb.mem(g, i)))
             .collect();
         if !row.is_empty() {
-            pb.add_row(..=(budget - forced) as f64 / scale, row);
+            mb.row(..=mb.units(budget - forced), row);
         }
     }
-    for &(st, j) in steps {
-        let (row, rhs) = step_row(g, budget, &v, st, j, scale);
-        pb.add_row(..=rhs, row);
-    }
-    for c in cuts {
-        pb.add_row(1.0.., c.row(&v));
-    }
-    Some((pb, v))
+    Some(())
 }
 
 /// Memory row of the step that recomputes node `j` (`j < s`) in stage `s`, a lower bound on
@@ -289,7 +301,7 @@ fn build(
 fn step_row(
     g: &Graph,
     budget: u64,
-    v: &Vars,
+    v: &Columns,
     s: usize,
     j: usize,
     scale: f64,
@@ -299,13 +311,13 @@ fn step_row(
     let mut row: Vec<(Col, f64)> = g.deps[s]
         .iter()
         .filter(|&&i| !in_j(i))
-        .map(|&i| (v.keep[s - 1][i], m(i)))
+        .map(|&i| (keep(v, s - 1)[i], m(i)))
         .collect();
     row.extend(
         (0..j)
             .filter(|&i| !in_j(i) && !g.deps[s].contains(&i))
             // The last stage keeps nothing into a next one (its `keep` is empty).
-            .filter_map(|i| v.keep[s].get(i).map(|&c| (c, m(i)))),
+            .filter_map(|i| keep(v, s).get(i).map(|&c| (c, m(i)))),
     );
     let own = m(j) + g.deps[j].iter().map(|&p| m(p)).sum::<f64>();
     row.push((v.r[s][j], own));
@@ -361,12 +373,12 @@ struct ClosureCut {
 
 impl ClosureCut {
     /// The cut's entries (right-hand side `>= 1`).
-    fn row(&self, v: &Vars) -> Vec<(Col, f64)> {
+    fn row(&self, v: &Columns) -> Vec<(Col, f64)> {
         let last = *self.path.last().expect("a cut has a path");
         let mut row: Vec<(Col, f64)> = self
             .path
             .iter()
-            .map(|&x| (v.keep[self.b][x], 1.0))
+            .map(|&x| (keep(v, self.b)[x], 1.0))
             .collect();
         row.extend((self.b + 1..=self.u).map(|t| (v.r[t][last], 1.0)));
         row
@@ -377,7 +389,7 @@ impl ClosureCut {
 /// on the stages of `w`, for every boundary `b` with keep columns (`first - 1 <= b`), every
 /// value `x_0 <= b` read by a later stage `u` of the window and every input chain up to
 /// [`CLOSURE_DEPTH`] edges; at most [`CUTS_PER_ROUND`], the most violated first.
-fn separate_closure_cuts(g: &Graph, w: Window, v: &Vars, x: &[f64]) -> Vec<ClosureCut> {
+fn separate_closure_cuts(g: &Graph, w: Window, v: &Columns, x: &[f64]) -> Vec<ClosureCut> {
     let n = g.len();
     let val = |c: Col| x[c.index()];
     // cum[i][t] = sum_{t' < t} R[t'][i] (zero where node i has no recomputation column).
@@ -392,7 +404,7 @@ fn separate_closure_cuts(g: &Graph, w: Window, v: &Vars, x: &[f64]) -> Vec<Closu
         .collect();
     let mut found: Vec<(f64, ClosureCut)> = Vec::new();
     for b in w.first.saturating_sub(1)..n.saturating_sub(1) {
-        if v.keep[b].is_empty() {
+        if keep(v, b).is_empty() {
             continue;
         }
         for x0 in 0..=b {
@@ -403,19 +415,19 @@ fn separate_closure_cuts(g: &Graph, w: Window, v: &Vars, x: &[f64]) -> Vec<Closu
             else {
                 continue;
             };
-            let kept0 = val(v.keep[b][x0]);
+            let kept0 = val(keep(v, b)[x0]);
             if kept0 >= 1.0 - CUT_TOLERANCE {
                 continue;
             }
             // S[b+1][i] + sum_{t = b+1}^{u} R[t][i].
-            let avail = |i: usize| val(v.keep[b][i]) + cum[i][u + 1] - cum[i][b + 1];
+            let avail = |i: usize| val(keep(v, b)[i]) + cum[i][u + 1] - cum[i][b + 1];
             // Depth-first over input chains: (path, sum of its nodes' keep values).
             let mut stack = vec![(vec![x0], kept0)];
             while let Some((path, kept)) = stack.pop() {
                 let node = *path.last().expect("non-empty");
                 for &p in &g.deps[node] {
                     let violation = 1.0 - kept - avail(p);
-                    let kept_p = kept + val(v.keep[b][p]);
+                    let kept_p = kept + val(keep(v, b)[p]);
                     let deeper = path.len() < CLOSURE_DEPTH && kept_p < 1.0 - CUT_TOLERANCE;
                     if violation <= CUT_TOLERANCE && !deeper {
                         continue;
@@ -438,14 +450,14 @@ fn separate_closure_cuts(g: &Graph, w: Window, v: &Vars, x: &[f64]) -> Vec<Closu
 }
 
 /// Column values of a Checkmate schedule in the relaxation's column order.
-fn warm_vector(n: usize, v: &Vars, sch: &Schedule, ncols: usize) -> Vec<f64> {
+fn warm_vector(n: usize, v: &Columns, sch: &Schedule, ncols: usize) -> Vec<f64> {
     let mut x = vec![0.0; ncols];
     let b = |f: bool| if f { 1.0 } else { 0.0 };
     for s in 0..n {
         for (i, c) in v.r[s].iter().enumerate() {
             x[c.index()] = b(sch.r[s][i]);
         }
-        for (i, c) in v.keep[s].iter().enumerate() {
+        for (i, c) in keep(v, s).iter().enumerate() {
             x[c.index()] = b(sch.s[s + 1][i]);
         }
     }
@@ -503,110 +515,169 @@ pub fn boundary_bound(
     opts: &MilpOptions,
 ) -> Result<BoundaryOutcome, RematError> {
     let start = Instant::now();
-    let n = g.len();
-    let total = g.total_cost();
-    let mut out = BoundaryOutcome {
-        bound: f64::INFINITY,
-        objective: None,
-        schedule: None,
-        status: SolveStatus::InfeasibleWorkingSet,
-        solve_time_s: 0.0,
-        rows: 0,
-        columns: 0,
-        rounds: 0,
-        lp_bound: None,
-        cuts: 0,
-        fits: false,
-    };
-    let mut steps: Vec<(usize, usize)> = Vec::new();
-    let mut best_bound = total;
     let prefix = g.fitting_prefix(budget);
-    let whole = Window::whole(n, prefix);
+    let whole = Window::whole(g.len(), prefix);
+    let mut rounds = Rounds {
+        g,
+        budget,
+        prefix,
+        opts,
+        steps: Vec::new(),
+        best_bound: g.total_cost(),
+        out: BoundaryOutcome::empty(f64::INFINITY, SolveStatus::InfeasibleWorkingSet),
+    };
     let cut_limit = opts.time_limit_s * CUT_SHARE;
-    let cuts = separate(g, budget, prefix, whole, opts, (start, cut_limit), &mut out)?;
-    if let Some(lp) = out.lp_bound {
-        best_bound = best_bound.max(lp);
+    let cuts = separate(
+        g,
+        budget,
+        prefix,
+        whole,
+        opts,
+        (start, cut_limit),
+        &mut rounds.out,
+    )?;
+    if let Some(lp) = rounds.out.lp_bound {
+        rounds.best_bound = rounds.best_bound.max(lp);
     }
     loop {
         let left = opts.time_limit_s - start.elapsed().as_secs_f64();
-        let Some((pb, v)) = build(g, budget, prefix, whole, &steps, &cuts) else {
+        let Some((pb, v)) = build(g, budget, prefix, whole, &rounds.steps, &cuts) else {
             break;
         };
-        if out.rounds > 0 && left < 0.5 {
+        if rounds.out.rounds > 0 && left < 0.5 {
             break;
         }
-        out.rounds += 1;
-        out.rows = pb.num_rows();
-        let ncols = pb.num_cols();
-        out.columns = ncols;
-        let mut model = pb.optimise(Sense::Minimise);
-        // The objective here counts recomputations only: a cutoff on total cost does not apply.
-        configure(
-            &mut model,
-            &MilpOptions {
-                time_limit_s: left,
-                cost_cutoff: None,
-                warm_start: None,
-                ..opts.clone()
-            },
-        );
-        if let Some(w) = opts.warm_start.as_ref().filter(|w| w.r.len() == n) {
-            model
-                .try_set_solution(Some(&warm_vector(n, &v, w, ncols)), None, None, None)
-                .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
-        }
-        let solved = model
-            .try_solve()
-            .map_err(|e| RematError::Solver(format!("{e:?}")))?;
-        let status = solved.status();
-        out.status = highs_status(status);
-        if status == HighsModelStatus::Infeasible {
-            best_bound = f64::INFINITY;
-            break;
-        }
-        // The objective counts recomputations only; every node's own computation adds sum C.
-        let dual = solved
-            .double_info_value(c"mip_dual_bound")
-            .unwrap_or(f64::NAN);
-        if dual.is_finite() {
-            best_bound = best_bound.max(total + dual.max(0.0));
-        }
-        if solved.primal_solution_status() != HighsSolutionStatus::Feasible {
-            break;
-        }
-        out.objective = Some(total + solved.objective_value());
-        let sol = solved.get_solution();
-        let cols = sol.columns();
-        let mut sch = Schedule::empty(n);
-        for s in 0..n {
-            sch.r[s][s] = true;
-            for (i, c) in v.r[s].iter().enumerate() {
-                sch.r[s][i] = cols[c.index()] > 0.5;
+        match rounds.round(pb, &v, left)? {
+            RoundEnd::Steps(fresh) => rounds.steps.extend(fresh),
+            RoundEnd::Infeasible => {
+                rounds.best_bound = f64::INFINITY;
+                break;
             }
-            for (i, c) in v.keep[s].iter().enumerate() {
-                sch.s[s + 1][i] = cols[c.index()] > 0.5;
-            }
-            // Stages before the prefix's end keep every output ([`prune`] drops the unread).
-            if s < prefix {
-                sch.s[s][..s].fill(true);
-            }
+            RoundEnd::Done => break,
         }
-        let sch = prune(g, &sch);
-        let memory = stage_memory(g, &sch);
-        out.fits = memory.iter().flatten().all(|&m| m <= budget as i128);
-        let fresh = over_budget_steps(budget, &sch, &memory, &steps);
-        out.schedule = Some(sch);
-        if out.fits || status != HighsModelStatus::Optimal || fresh.is_empty() {
-            break;
-        }
-        steps.extend(fresh);
     }
-    out.bound = best_bound;
-    if out.rounds == 0 {
-        out.bound = f64::INFINITY;
-    }
+    let mut out = rounds.out;
+    out.bound = if out.rounds == 0 {
+        f64::INFINITY
+    } else {
+        rounds.best_bound
+    };
     out.solve_time_s = start.elapsed().as_secs_f64();
     Ok(out)
+}
+
+impl BoundaryOutcome {
+    /// The outcome before any solve: bound `bound`, status `status`, nothing else.
+    fn empty(bound: f64, status: SolveStatus) -> BoundaryOutcome {
+        BoundaryOutcome {
+            bound,
+            objective: None,
+            schedule: None,
+            status,
+            solve_time_s: 0.0,
+            rows: 0,
+            columns: 0,
+            rounds: 0,
+            lp_bound: None,
+            cuts: 0,
+            fits: false,
+        }
+    }
+}
+
+/// How an integer round of [`boundary_bound`] ended.
+enum RoundEnd {
+    /// The relaxation, hence Checkmate's problem, is infeasible.
+    Infeasible,
+    /// No further round: the schedule fits, HiGHS stopped short of optimality or found no
+    /// schedule, or no step over the budget is new.
+    Done,
+    /// Recomputation steps over the budget to add as rows ([`step_row`]) for the next round.
+    Steps(Vec<(usize, usize)>),
+}
+
+/// The state of [`boundary_bound`]'s integer rounds (row generation).
+struct Rounds<'a> {
+    g: &'a Graph,
+    budget: u64,
+    prefix: usize,
+    opts: &'a MilpOptions,
+    /// Step rows `(s, j)` of the model.
+    steps: Vec<(usize, usize)>,
+    /// The best bound so far, total cost units.
+    best_bound: f64,
+    out: BoundaryOutcome,
+}
+
+impl Rounds<'_> {
+    /// One integer round on the relaxation `pb` (columns `v`) in `left` seconds, warm-started
+    /// from `opts.warm_start`: records its size, status, objective and [`prune`]d schedule
+    /// (and whether that fits) in `out`, raises `best_bound` to `sum C` plus HiGHS' dual
+    /// bound, and returns the new steps over the budget when the round was solved to
+    /// optimality and its schedule does not fit.
+    fn round(&mut self, pb: RowProblem, v: &Columns, left: f64) -> Result<RoundEnd, RematError> {
+        let (g, n) = (self.g, self.g.len());
+        let total = g.total_cost();
+        self.out.rounds += 1;
+        self.out.rows = pb.num_rows();
+        self.out.columns = pb.num_cols();
+        // The objective here counts recomputations only: a cutoff on total cost does not apply.
+        let round_opts = MilpOptions {
+            time_limit_s: left,
+            cost_cutoff: None,
+            warm_start: None,
+            ..self.opts.clone()
+        };
+        let mut model = optimise(pb, &round_opts, false);
+        if let Some(w) = self.opts.warm_start.as_ref().filter(|w| w.r.len() == n) {
+            warm_start(&mut model, &warm_vector(n, v, w, self.out.columns))?;
+        }
+        let solved = solve(model, "")?;
+        let status = solved.status();
+        self.out.status = highs_status(status);
+        if status == HighsModelStatus::Infeasible {
+            return Ok(RoundEnd::Infeasible);
+        }
+        // The objective counts recomputations only; every node's own computation adds sum C.
+        let dual = dual_bound(&solved);
+        if dual.is_finite() {
+            self.best_bound = self.best_bound.max(total + dual.max(0.0));
+        }
+        let Some(objective) = incumbent_objective(&solved) else {
+            return Ok(RoundEnd::Done);
+        };
+        self.out.objective = Some(total + objective);
+        let x = solved.get_solution();
+        let sch = prune(g, &relaxed_schedule(n, self.prefix, v, x.columns()));
+        let memory = stage_memory(g, &sch);
+        self.out.fits = memory.iter().flatten().all(|&m| m <= self.budget as i128);
+        let fresh = over_budget_steps(self.budget, &sch, &memory, &self.steps);
+        self.out.schedule = Some(sch);
+        if self.out.fits || status != HighsModelStatus::Optimal || fresh.is_empty() {
+            return Ok(RoundEnd::Done);
+        }
+        Ok(RoundEnd::Steps(fresh))
+    }
+}
+
+/// The relaxation's schedule as Checkmate's `n x n` matrices from its column values `x`:
+/// `R[s][s] = 1`, the recomputations and kept values above 0.5, and every output kept through
+/// the prefix stages ([`prune`] drops the unread ones).
+fn relaxed_schedule(n: usize, prefix: usize, v: &Columns, x: &[f64]) -> Schedule {
+    let mut sch = Schedule::empty(n);
+    for s in 0..n {
+        sch.r[s][s] = true;
+        for (i, c) in v.r[s].iter().enumerate() {
+            sch.r[s][i] = x[c.index()] > 0.5;
+        }
+        for (i, c) in keep(v, s).iter().enumerate() {
+            sch.s[s + 1][i] = x[c.index()] > 0.5;
+        }
+        if s < prefix {
+            sch.s[s][..s].fill(true);
+        }
+    }
+    sch
 }
 
 /// Cutting-plane loop on the relaxation's LP: solve, add the violated closure cuts
@@ -637,15 +708,12 @@ fn separate(
         .and_then(|w| simulate(g, w).ok())
         .filter(|r| r.peak_mem <= budget)
         .map(|r| r.cost);
-    let mut model = pb.optimise(Sense::Minimise);
-    configure(
-        &mut model,
-        &MilpOptions {
-            cost_cutoff: None,
-            warm_start: None,
-            ..opts.clone()
-        },
-    );
+    let lp_opts = MilpOptions {
+        cost_cutoff: None,
+        warm_start: None,
+        ..opts.clone()
+    };
+    let mut model = optimise(pb, &lp_opts, false);
     model.set_option("solve_relaxation", true);
     loop {
         let left = limit - start.elapsed().as_secs_f64();
@@ -653,9 +721,7 @@ fn separate(
             break;
         }
         model.set_option("time_limit", left);
-        let solved = model
-            .try_solve()
-            .map_err(|e| RematError::Solver(format!("cut LP: {e:?}")))?;
+        let solved = solve(model, "cut LP: ")?;
         if solved.status() != HighsModelStatus::Optimal {
             break;
         }
@@ -833,19 +899,7 @@ fn solve_window(
 ) -> Result<(f64, bool, usize), RematError> {
     let start = Instant::now();
     let total = g.total_cost();
-    let mut part = BoundaryOutcome {
-        bound: 0.0,
-        objective: None,
-        schedule: None,
-        status: SolveStatus::NotSet,
-        solve_time_s: 0.0,
-        rows: 0,
-        columns: 0,
-        rounds: 0,
-        lp_bound: None,
-        cuts: 0,
-        fits: false,
-    };
+    let mut part = BoundaryOutcome::empty(0.0, SolveStatus::NotSet);
     let cuts = separate(
         g,
         budget,
@@ -860,20 +914,12 @@ fn solve_window(
     let left = share - start.elapsed().as_secs_f64();
     if part.lp_bound.is_some() && left > 0.2 {
         if let Some((pb, _)) = build(g, budget, prefix, w, &[], &cuts) {
-            let mut model = pb.optimise(Sense::Minimise);
-            configure(
-                &mut model,
-                &MilpOptions {
-                    time_limit_s: (share - start.elapsed().as_secs_f64()).max(0.01),
-                    ..opts.clone()
-                },
-            );
-            let solved = model
-                .try_solve()
-                .map_err(|e| RematError::Solver(format!("window MILP: {e:?}")))?;
-            let dual = solved
-                .double_info_value(c"mip_dual_bound")
-                .unwrap_or(f64::NAN);
+            let round_opts = MilpOptions {
+                time_limit_s: (share - start.elapsed().as_secs_f64()).max(0.01),
+                ..opts.clone()
+            };
+            let solved = solve(optimise(pb, &round_opts, false), "window MILP: ")?;
+            let dual = dual_bound(&solved);
             if dual.is_finite() {
                 bound = bound.max(dual);
             }
@@ -1152,9 +1198,8 @@ mod tests {
         let budget = (peak as f64 * 0.8) as u64;
         let prefix = g.fitting_prefix(budget);
         let (pb, _) = build(&g, budget, prefix, Window::whole(g.len(), prefix), &[], &[]).unwrap();
-        let mut model = pb.optimise(Sense::Minimise);
         // HiGHS' thread pool is global: every model of the process uses the same threads.
-        configure(&mut model, &exact());
+        let mut model = optimise(pb, &exact(), false);
         model.set_option("solve_relaxation", true);
         let solved = model.solve();
         assert_eq!(solved.status(), HighsModelStatus::Optimal);

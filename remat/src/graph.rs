@@ -253,9 +253,7 @@ impl Graph {
     /// outputs kept into stage `a` fit those stages.
     pub fn fitting_prefix(&self, budget: u64) -> usize {
         let n = self.len();
-        let last: Vec<usize> = (0..n)
-            .map(|i| self.users[i].last().copied().unwrap_or(i))
-            .collect();
+        let last = self.last_users();
         // `resident` at stage `t`: sum of M_i over i < t with last_user(i) >= t; an output
         // leaves it at stage last_user + 1.
         let mut resident = 0u64;
@@ -271,6 +269,42 @@ impl Graph {
             }
         }
         n.saturating_sub(1)
+    }
+
+    /// `last_users()[i]`: the last node that reads node `i`'s output (`i` itself when none
+    /// does), the stage after which a kept output can be freed. Length `n`.
+    pub fn last_users(&self) -> Vec<usize> {
+        (0..self.len())
+            .map(|i| self.users[i].last().copied().unwrap_or(i))
+            .collect()
+    }
+
+    /// Minimal compute set of a stage that ends at node `end`, given the outputs `resident` at
+    /// its start (length `n`): the nodes `seeds` and, in reverse topological order from `end`,
+    /// every input of a computed node that is not resident (Checkmate's minimal `R` for a
+    /// given `S`, the second phase of two-phase rounding, Jain et al. 2020, Section 5.1).
+    /// Returns `r` of length `n`, `r[k]` when node `k` is computed; a seed after `end` is
+    /// computed but its inputs are not added.
+    pub fn compute_closure(
+        &self,
+        end: usize,
+        resident: &[bool],
+        seeds: impl IntoIterator<Item = usize>,
+    ) -> Vec<bool> {
+        let mut r = vec![false; self.len()];
+        for k in seeds {
+            r[k] = true;
+        }
+        for k in (0..=end).rev() {
+            if r[k] {
+                for &d in &self.deps[k] {
+                    if !resident[d] {
+                        r[d] = true;
+                    }
+                }
+            }
+        }
+        r
     }
 
     /// Same graph with every output size multiplied by `factor` (rounded up, bytes): activation
@@ -523,6 +557,36 @@ pub(crate) fn test_data_dir() -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Last users and the minimal compute set on the 3-node linear chain (7 nodes: forward
+    /// nodes 0–2, the loss, gradient nodes 4–6; node 6 reads node 0 and node 5): with all but
+    /// node 0 resident, node 6's stage recomputes node 0 only; with nothing resident, every
+    /// ancestor; a seed after the stage's end adds no inputs.
+    #[test]
+    fn last_users_and_compute_closure() {
+        let g = Graph::linear_chain(3).unwrap();
+        let n = g.len();
+        let last = g.last_users();
+        assert_eq!(last[0], 6);
+        assert_eq!(last[n - 1], n - 1);
+        for i in 0..n {
+            assert!(g.users[i].iter().all(|&j| j <= last[i]));
+        }
+        // Everything but f_0 resident: node 6 and f_0.
+        let mut resident = vec![true; n];
+        resident[0] = false;
+        resident[6] = false;
+        let r = g.compute_closure(6, &resident, [6]);
+        assert_eq!(r.iter().filter(|&&x| x).count(), 2);
+        assert!(r[0] && r[6]);
+        // Nothing resident: every node up to 6 is an ancestor of node 6 here.
+        let r = g.compute_closure(6, &vec![false; n], [6]);
+        let ancestors: Vec<bool> = (0..n).map(|i| i <= 6).collect();
+        assert_eq!(r, ancestors);
+        // A seed after `end` is computed, its inputs are not added.
+        let r = g.compute_closure(2, &vec![false; n], [2, 6]);
+        assert_eq!(r, vec![true, true, true, false, false, false, true]);
+    }
 
     #[test]
     fn linear_chain_shape() {

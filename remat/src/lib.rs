@@ -12,6 +12,8 @@
 //! * [`staged`]: the scalable MILP: tight `FREE` linearization, the checkpoint-all prefix as one
 //!   stage, optionally fewer stages and bounded recomputation, warm-started by greedy eviction;
 //!   lower bounds valid for Checkmate.
+//! * `model` (crate-private): the one HiGHS model builder of [`milp`], [`staged`] and
+//!   [`boundary`]: column maps and Checkmate's constraint families (eq. 1b–1c, 2–4) by name.
 //! * [`boundary`]: the boundary-memory relaxation of Checkmate's MILP (one memory row per stage
 //!   end, rows generated for overrun recomputation steps): lower bounds and, when its schedule
 //!   fits, proven optima.
@@ -42,6 +44,7 @@ pub mod graph;
 pub mod graph_file;
 pub mod layered;
 pub mod milp;
+mod model;
 pub mod sim;
 pub mod staged;
 

@@ -9,12 +9,23 @@
 //!
 //! Warm start: the best feasible baseline is passed to HiGHS as a full primal solution
 //! (`Highs_setSolution`, with `FREE` and `U` computed by the simulator's formulas).
+//!
+//! The model is built with the HiGHS model builder shared with [`crate::staged`] and
+//! [`crate::boundary`] (`crate::model`).
+//!
+//! May import: the graph IR, the simulator, the baselines' [`solve_r_given_s`], the HiGHS model
+//! builder, [`crate::SolveStatus`], HiGHS.
 
 use super::baselines::solve_r_given_s;
 use super::graph::Graph;
+pub use super::model::highs_status;
+use super::model::{
+    dual_bound, incumbent_objective, optimise, solve, threshold, warm_start, Columns, Form,
+    ModelBuilder, Term,
+};
 use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
 use super::{RematError, SolveStatus};
-use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{Col, HighsModelStatus, RowProblem};
 use std::time::Instant;
 
 /// Solver options.
@@ -80,153 +91,89 @@ pub struct LpOutcome {
     pub solve_time_s: f64,
 }
 
-struct Vars {
-    r: Vec<Vec<Col>>,
-    s: Vec<Vec<Col>>,
-    free: Vec<(usize, usize, usize, Col)>,
-    u: Vec<Vec<Col>>,
-    ncols: usize,
-    scale: f64,
-}
-
 /// Builds the MILP (or, with `integer = false`, its LP relaxation) for `budget` bytes. Columns
 /// and rows are added in a fixed order (per stage `R`, `S`, `U`, then `FREE`; rows 1b, 1c, 2, 3).
-fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Vars) {
-    let mut pb = RowProblem::default();
-    let v = add_columns(&mut pb, g, budget, integer);
-    add_dependency_rows(&mut pb, g, &v);
-    add_memory_rows(&mut pb, g, &v);
-    add_free_rows(&mut pb, g, &v);
-    (pb, v)
-}
-
-/// Output size of node `i` in units of the largest output (numerical conditioning).
-fn scaled_mem(g: &Graph, v: &Vars, i: usize) -> f64 {
-    g.nodes[i].mem as f64 / v.scale
+fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Columns) {
+    let mut mb = ModelBuilder::new(g, integer);
+    add_columns(&mut mb, g, budget);
+    add_dependency_rows(&mut mb, g);
+    add_memory_rows(&mut mb, g);
+    add_free_rows(&mut mb, g);
+    mb.finish()
 }
 
 /// Columns: per stage `t`, `R[t][0..=t]` (cost `C_i`, `R[t][t] = 1`), `S[t][0..t]`,
 /// `U[t][0..=t]` in `[0, budget]` (scaled), then `FREE[t][i][k]` for `i in DEPS[k] ∪ {k}`,
 /// `k < t`.
-fn add_columns(pb: &mut RowProblem, g: &Graph, budget: u64, integer: bool) -> Vars {
+fn add_columns(mb: &mut ModelBuilder, g: &Graph, budget: u64) {
     let n = g.len();
-    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-    let cap = budget as f64 / scale;
-    let mut r = Vec::with_capacity(n);
-    let mut s = Vec::with_capacity(n);
-    let mut u = Vec::with_capacity(n);
-    let mut free = Vec::new();
     for t in 0..n {
-        r.push(
-            (0..=t)
-                .map(|i| {
-                    let lo = if i == t { 1.0 } else { 0.0 };
-                    pb.add_column_with_integrality(g.nodes[i].cost, lo..=1.0, integer)
-                })
-                .collect::<Vec<_>>(),
-        );
-        s.push(
-            (0..t)
-                .map(|_| pb.add_column_with_integrality(0.0, 0.0..=1.0, integer))
-                .collect::<Vec<_>>(),
-        );
-        u.push(
-            (0..=t)
-                .map(|_| pb.add_column(0.0, 0.0..=cap))
-                .collect::<Vec<_>>(),
-        );
+        mb.add_r_stage(g, t + 1, true);
+        mb.add_s_stage(t, |_| 0.0);
+        mb.add_u_stage(t + 1, budget);
     }
     for t in 0..n {
         for k in 0..t {
             for &i in g.deps[k].iter().chain(std::iter::once(&k)) {
-                let c = pb.add_column_with_integrality(0.0, 0.0..=1.0, integer);
-                free.push((t, i, k, c));
+                mb.add_free(t, i, k, true);
             }
         }
-    }
-    Vars {
-        r,
-        s,
-        free,
-        u,
-        ncols: pb.num_cols(),
-        scale,
     }
 }
 
 /// (1b) dependencies `R[t][k] <= R[t][i] + S[t][i]`; (1c) `S[t+1][i] <= S[t][i] + R[t][i]`.
-fn add_dependency_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
+fn add_dependency_rows(mb: &mut ModelBuilder, g: &Graph) {
     let n = g.len();
-    let (r, s) = (&v.r, &v.s);
     for t in 0..n {
         for k in 0..=t {
             for &i in &g.deps[k] {
-                pb.add_row(..=0.0, [(r[t][k], 1.0), (r[t][i], -1.0), (s[t][i], -1.0)]);
+                let v = mb.cols();
+                let (rk, ri, si) = (Term::Col(v.r[t][k]), v.r[t][i], v.s[t][i]);
+                mb.dependency(rk, ri, si, Form::AtMost);
             }
         }
     }
     for t in 0..n.saturating_sub(1) {
         for i in 0..=t {
-            let mut row = vec![(s[t + 1][i], 1.0), (r[t][i], -1.0)];
-            if i < t {
-                row.push((s[t][i], -1.0));
-            }
-            pb.add_row(..=0.0, row);
+            let v = mb.cols();
+            let (next, cur, r) = (v.s[t + 1][i], v.s[t].get(i).copied(), v.r[t][i]);
+            mb.storage(next, cur, r);
         }
     }
 }
 
 /// (2) `U[t][0] = M_static + sum_i M_i S[t][i] + M_0 R[t][0]` and
 /// `U[t][k] = U[t][k-1] + M_k R[t][k] - sum_i M_i FREE[t][i][k-1]` (bytes, scaled).
-fn add_memory_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
-    let n = g.len();
-    let (r, s, u) = (&v.r, &v.s, &v.u);
-    let m = |i: usize| scaled_mem(g, v, i);
-    let fixed = g.fixed_mem as f64 / v.scale;
-    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = (0..n).map(|t| vec![Vec::new(); t]).collect();
-    for &(t, i, k, c) in &v.free {
-        free_at[t][k].push((i, c));
-    }
-    for t in 0..n {
-        let mut row = vec![(u[t][0], 1.0), (r[t][0], -m(0))];
-        row.extend((0..t).map(|i| (s[t][i], -m(i))));
-        pb.add_row(fixed..=fixed, row);
+fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph) {
+    let free_at = mb.free_by_step(|t| t);
+    for t in 0..g.len() {
+        mb.memory_start(g, t, g.fixed_mem);
         for k in 1..=t {
-            let mut row = vec![(u[t][k], 1.0), (u[t][k - 1], -1.0), (r[t][k], -m(k))];
-            row.extend(free_at[t][k - 1].iter().map(|&(i, c)| (c, m(i))));
-            pb.add_row(0.0..=0.0, row);
+            mb.memory_step(g, t, k, &free_at[t][k - 1]);
         }
     }
 }
 
 /// (3) FREE linearization with hazards h = (1 - R[t][k]) + S[t+1][i] + sum_{j in USERS[i],
 /// k < j <= t} R[t][j]:  1 - FREE <= h  and  kappa (1 - FREE) >= h, kappa = max hazards.
-fn add_free_rows(pb: &mut RowProblem, g: &Graph, v: &Vars) {
+fn add_free_rows(mb: &mut ModelBuilder, g: &Graph) {
     let n = g.len();
-    let (r, s) = (&v.r, &v.s);
-    for &(t, i, k, c) in &v.free {
-        let mut hz: Vec<(Col, f64)> = vec![(r[t][k], -1.0)];
-        if t + 1 < n {
-            hz.push((s[t + 1][i], 1.0));
-        }
-        let later: Vec<usize> = g.users[i]
+    let free = mb.cols().free.clone();
+    for (t, i, k, c) in free {
+        let v = mb.cols();
+        let s_next = (t + 1 < n).then(|| v.s[t + 1][i]);
+        let later: Vec<Col> = g.users[i]
             .iter()
-            .copied()
-            .filter(|&j| j > k && j <= t)
+            .filter(|&&j| j > k && j <= t)
+            .map(|&j| v.r[t][j])
             .collect();
-        hz.extend(later.iter().map(|&j| (r[t][j], 1.0)));
-        let kappa = 2.0 + later.len() as f64;
-        let mut a = hz.clone();
-        a.push((c, 1.0));
-        pb.add_row(0.0.., a);
-        let mut b = hz;
-        b.push((c, kappa));
-        pb.add_row(..=kappa - 1.0, b);
+        let rk = v.r[t][k];
+        mb.free_aggregated(c, rk, s_next, &later);
     }
 }
 
-fn warm_vector(g: &Graph, v: &Vars, sch: &Schedule) -> Vec<f64> {
-    let mut x = vec![0.0; v.ncols];
+fn warm_vector(g: &Graph, v: &Columns, sch: &Schedule) -> Vec<f64> {
+    let mut x = vec![0.0; v.count];
     let b = |f: bool| if f { 1.0 } else { 0.0 };
     let mem = stage_memory(g, sch);
     for t in 0..g.len() {
@@ -242,63 +189,6 @@ fn warm_vector(g: &Graph, v: &Vars, sch: &Schedule) -> Vec<f64> {
         x[c.index()] = b(frees(g, sch, t, i, k));
     }
     x
-}
-
-fn extract(g: &Graph, v: &Vars, cols: &[f64], threshold: f64) -> Vec<Vec<bool>> {
-    let n = g.len();
-    let mut s = vec![vec![false; n]; n];
-    for t in 0..n {
-        for i in 0..t {
-            s[t][i] = cols[v.s[t][i].index()] > threshold;
-        }
-    }
-    s
-}
-
-/// Applies `opts` (time limit, gap, threads, heuristic effort, cost cutoff) to a HiGHS model,
-/// quiet and with a fixed random seed.
-pub(crate) fn configure(model: &mut highs::Model, opts: &MilpOptions) {
-    model.make_quiet();
-    model.set_option("time_limit", opts.time_limit_s.max(0.01));
-    model.set_option("mip_rel_gap", opts.mip_gap.max(0.0));
-    model.set_option("threads", opts.threads.max(1) as i32);
-    model.set_option("random_seed", 0);
-    model.set_option(
-        "mip_heuristic_effort",
-        opts.heuristic_effort.clamp(0.0, 1.0),
-    );
-    if let Some(c) = opts.cost_cutoff {
-        // Small slack so that a schedule of exactly the cutoff cost is kept.
-        model.set_option("objective_bound", c + 1e-6 * c.abs().max(1.0));
-    }
-}
-
-/// HiGHS' model status as a [`SolveStatus`]: the variant of the same name (whose text is the
-/// status' `Debug` name, what records stored before statuses were typed), or
-/// [`SolveStatus::Other`] with that name for a status added to HiGHS after this memwall.
-pub fn highs_status(status: HighsModelStatus) -> SolveStatus {
-    match status {
-        HighsModelStatus::NotSet => SolveStatus::NotSet,
-        HighsModelStatus::LoadError => SolveStatus::LoadError,
-        HighsModelStatus::ModelError => SolveStatus::ModelError,
-        HighsModelStatus::PresolveError => SolveStatus::PresolveError,
-        HighsModelStatus::SolveError => SolveStatus::SolveError,
-        HighsModelStatus::PostsolveError => SolveStatus::PostsolveError,
-        HighsModelStatus::ModelEmpty => SolveStatus::ModelEmpty,
-        HighsModelStatus::Infeasible => SolveStatus::Infeasible,
-        HighsModelStatus::UnboundedOrInfeasible => SolveStatus::UnboundedOrInfeasible,
-        HighsModelStatus::Unbounded => SolveStatus::Unbounded,
-        HighsModelStatus::Optimal => SolveStatus::Optimal,
-        HighsModelStatus::ObjectiveBound => SolveStatus::ObjectiveBound,
-        HighsModelStatus::ObjectiveTarget => SolveStatus::ObjectiveTarget,
-        HighsModelStatus::ReachedTimeLimit => SolveStatus::ReachedTimeLimit,
-        HighsModelStatus::ReachedIterationLimit => SolveStatus::ReachedIterationLimit,
-        HighsModelStatus::Unknown => SolveStatus::Unknown,
-        HighsModelStatus::ReachedSolutionLimit => SolveStatus::ReachedSolutionLimit,
-        HighsModelStatus::ReachedInterrupt => SolveStatus::ReachedInterrupt,
-        HighsModelStatus::ReachedMemoryLimit => SolveStatus::ReachedMemoryLimit,
-        other => SolveStatus::Other(format!("{other:?}")),
-    }
 }
 
 /// Solves the Checkmate MILP at `budget` bytes (total, including `g.fixed_mem`), minimizing
@@ -319,46 +209,28 @@ pub fn solve_milp(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<MilpOutc
         });
     }
     let (pb, v) = build(g, budget, true);
-    let mut model = pb.optimise(Sense::Minimise);
-    configure(&mut model, opts);
+    let mut model = optimise(pb, opts, false);
     if let Some(ws) = &opts.warm_start {
         if simulate(g, ws).is_ok_and(|r| r.peak_mem <= budget) {
-            let x = warm_vector(g, &v, ws);
-            model
-                .try_set_solution(Some(&x), None, None, None)
-                .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
+            warm_start(&mut model, &warm_vector(g, &v, ws))?;
         }
     }
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
-    let status = solved.status();
-    let dual_bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .unwrap_or(f64::NAN);
-    let gap = solved.mip_gap();
+    let solved = solve(model, "")?;
     let mut out = MilpOutcome {
         best: None,
-        objective: None,
-        dual_bound,
-        mip_gap: gap,
-        status: highs_status(status),
+        objective: incumbent_objective(&solved),
+        dual_bound: dual_bound(&solved),
+        mip_gap: solved.mip_gap(),
+        status: highs_status(solved.status()),
         solve_time_s: 0.0,
     };
-    if solved.primal_solution_status() == HighsSolutionStatus::Feasible
-        && !matches!(status, HighsModelStatus::Infeasible)
-    {
-        out.objective = Some(solved.objective_value());
+    if out.objective.is_some() {
         let sol = solved.get_solution();
-        let cols = sol.columns();
         let n = g.len();
-        let mut sch = Schedule::empty(n);
-        sch.s = extract(g, &v, cols, 0.5);
-        for t in 0..n {
-            for i in 0..=t {
-                sch.r[t][i] = cols[v.r[t][i].index()] > 0.5;
-            }
-        }
+        let sch = Schedule {
+            r: threshold(&v.r, sol.columns(), 0.5, n),
+            s: threshold(&v.s, sol.columns(), 0.5, n),
+        };
         let raw = simulate(g, &sch).ok().filter(|r| r.peak_mem <= budget);
         let minimal = solve_r_given_s(g, &sch.s);
         let min_sim = simulate(g, &minimal).ok().filter(|r| r.peak_mem <= budget);
@@ -409,17 +281,15 @@ pub fn solve_lp_rounding(
             break;
         }
         let (pb, v) = build(g, lp_budget, false);
-        let mut model = pb.optimise(Sense::Minimise);
-        configure(
-            &mut model,
+        let model = optimise(
+            pb,
             &MilpOptions {
                 time_limit_s: (opts.time_limit_s - start.elapsed().as_secs_f64()).max(0.01),
                 ..opts.clone()
             },
+            false,
         );
-        let solved = model
-            .try_solve()
-            .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+        let solved = solve(model, "")?;
         if solved.status() != HighsModelStatus::Optimal {
             break;
         }
@@ -428,7 +298,7 @@ pub fn solve_lp_rounding(
         }
         let sol = solved.get_solution();
         for &th in thresholds {
-            let s = extract(g, &v, sol.columns(), th);
+            let s = threshold(&v.s, sol.columns(), th, g.len());
             let sch = solve_r_given_s(g, &s);
             if let Ok(sim) = simulate(g, &sch) {
                 let better = out

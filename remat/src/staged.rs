@@ -37,17 +37,21 @@
 //! [`lp_bound`] solves the LP relaxation of the unrestricted tight model, a lower bound on
 //! Checkmate's optimum.
 //!
-//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], [`crate::SolveStatus`],
-//! HiGHS.
+//! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
+//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
 
 use super::anneal::{anneal, AnnealOptions};
 use super::boundary::{boundary_bound, window_bound, Window, WINDOW_COLUMNS};
 use super::deadline::{Deadline, PlanStage, StageTime};
 use super::graph::Graph;
-use super::milp::{highs_status, MilpOptions};
+use super::milp::MilpOptions;
+use super::model::{
+    dual_bound, highs_status, incumbent_objective, optimise, solve, threshold, warm_start, Columns,
+    Form, ModelBuilder,
+};
 use super::sim::{simulate, Schedule, SimResult};
 use super::{RematError, SolveStatus};
-use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense};
+use highs::{Col, HighsModelStatus, RowProblem};
 use std::ops::RangeInclusive;
 use std::time::Instant;
 
@@ -147,30 +151,10 @@ impl StagedSchedule {
     }
 }
 
-/// Last-user index of each node (itself when it has none).
-fn last_users(g: &Graph) -> Vec<usize> {
-    (0..g.len())
-        .map(|i| g.users[i].last().copied().unwrap_or(i))
-        .collect()
-}
-
 /// Minimal compute set of a stage: its nodes and, in reverse topological order, every
-/// dependency of a computed node that is not resident (`s_in`).
+/// dependency of a computed node that is not resident (`s_in`): [`Graph::compute_closure`].
 fn closure(g: &Graph, st: &RangeInclusive<usize>, s_in: &[bool]) -> Vec<bool> {
-    let mut r = vec![false; g.len()];
-    for k in st.clone() {
-        r[k] = true;
-    }
-    for k in (0..=*st.end()).rev() {
-        if r[k] {
-            for &d in &g.deps[k] {
-                if !s_in[d] {
-                    r[d] = true;
-                }
-            }
-        }
-    }
-    r
+    g.compute_closure(*st.end(), s_in, st.clone())
 }
 
 /// Peak memory (bytes, fixed memory included) of one grouped stage ending at node `e`, by the
@@ -269,8 +253,12 @@ pub fn greedy_evict(
     w: EvictWeights,
 ) -> Option<StagedSchedule> {
     let n = g.len();
-    let last = last_users(g);
-    let budget = budget as i128;
+    let ev = Evictor {
+        g,
+        budget: budget as i128,
+        last: g.last_users(),
+        w,
+    };
     let mut out = StagedSchedule {
         stages: stages.to_vec(),
         r: Vec::with_capacity(stages.len()),
@@ -278,17 +266,47 @@ pub fn greedy_evict(
     };
     let mut s_in = vec![false; n];
     for (si, st) in stages.iter().enumerate() {
-        let e = *st.end();
         let r = closure(g, st, &s_in);
         let Some(nst) = stages.get(si + 1) else {
-            if stage_peak(g, e, &s_in, &r, &vec![false; n]) > budget {
+            if stage_peak(g, *st.end(), &s_in, &r, &vec![false; n]) > ev.budget {
                 return None;
             }
             out.r.push(r);
             out.s.push(s_in);
             break;
         };
-        let e2 = *nst.end();
+        let next = ev.keep_into_next(st, nst, &s_in, &r)?;
+        out.r.push(r);
+        out.s.push(s_in);
+        s_in = next;
+    }
+    Some(out)
+}
+
+/// The fixed inputs of [`greedy_evict`]: the graph, the budget (bytes), each node's last user
+/// ([`Graph::last_users`]) and the score's weights.
+struct Evictor<'a> {
+    g: &'a Graph,
+    budget: i128,
+    last: Vec<usize>,
+    w: EvictWeights,
+}
+
+impl Evictor<'_> {
+    /// The values kept from stage `st` (resident at its start: `s_in`; computed: `r`) into the
+    /// next stage `nst`: every present value that a later node reads, less evictions in
+    /// [`Evictor::eviction_order`] until both stages fit (the next one computed minimally
+    /// from the kept set and keeping every value read after it). `None` when evicting
+    /// everything does not fit.
+    fn keep_into_next(
+        &self,
+        st: &RangeInclusive<usize>,
+        nst: &RangeInclusive<usize>,
+        s_in: &[bool],
+        r: &[bool],
+    ) -> Option<Vec<bool>> {
+        let (g, n, last) = (self.g, self.g.len(), &self.last);
+        let (e, e2) = (*st.end(), *nst.end());
         let mut next: Vec<bool> = (0..n)
             .map(|i| i <= e && (s_in[i] || r[i]) && last[i] > e)
             .collect();
@@ -297,46 +315,17 @@ pub fn greedy_evict(
             let next2: Vec<bool> = (0..n)
                 .map(|i| i <= e2 && (next[i] || r2[i]) && last[i] > e2)
                 .collect();
-            let over = (stage_peak(g, e, &s_in, &r, &next) - budget)
-                .max(stage_peak(g, e2, &next, &r2, &next2) - budget);
+            let over = (stage_peak(g, e, s_in, r, &next) - self.budget)
+                .max(stage_peak(g, e2, &next, &r2, &next2) - self.budget);
             if over <= 0 {
-                break;
+                return Some(next);
             }
-            // Values read in the next stage (by a node it computes) are evicted last.
-            let mut read2 = vec![false; n];
-            for k in 0..=e2 {
-                if r2[k] {
-                    for &d in &g.deps[k] {
-                        read2[d] = true;
-                    }
-                }
-            }
-            let mut cand: Vec<(bool, f64, usize)> = (0..n)
-                .filter(|&i| next[i])
-                .map(|i| {
-                    let rc = g.nodes[i].cost
-                        + g.deps[i]
-                            .iter()
-                            .filter(|&&d| !next[d])
-                            .map(|&d| g.nodes[d].cost)
-                            .sum::<f64>();
-                    let first = g.users[i]
-                        .iter()
-                        .copied()
-                        .find(|&j| j > e)
-                        .unwrap_or(last[i]);
-                    let dist = (first - e) as f64;
-                    let score = (rc.max(1e-9)).powf(w.alpha)
-                        / ((g.nodes[i].mem.max(1) as f64) * dist.powf(w.beta));
-                    (read2[i], score, i)
-                })
-                .collect();
-            if cand.is_empty() {
+            let order = self.eviction_order(e, &next, &r2, e2);
+            if order.is_empty() {
                 return None;
             }
-            cand.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
             let mut freed: i128 = 0;
-            for &(_, _, i) in &cand {
+            for i in order {
                 next[i] = false;
                 freed += g.nodes[i].mem as i128;
                 if freed >= over {
@@ -344,11 +333,46 @@ pub fn greedy_evict(
                 }
             }
         }
-        out.r.push(r);
-        out.s.push(s_in);
-        s_in = next;
     }
-    Some(out)
+
+    /// The values kept past a stage ending at node `e` (`next`) in eviction order: first those
+    /// the next stage (ending at `e2`, computing `r2`) does not read, then by increasing score
+    /// `recompute_cost^alpha / (M_i * distance^beta)` ([`EvictWeights`]; recomputation cost:
+    /// own cost plus the inputs not kept; distance: nodes from `e` to the next reader).
+    fn eviction_order(&self, e: usize, next: &[bool], r2: &[bool], e2: usize) -> Vec<usize> {
+        let (g, w) = (self.g, self.w);
+        // Values read in the next stage (by a node it computes) are evicted last.
+        let mut read2 = vec![false; g.len()];
+        for k in 0..=e2 {
+            if r2[k] {
+                for &d in &g.deps[k] {
+                    read2[d] = true;
+                }
+            }
+        }
+        let mut cand: Vec<(bool, f64, usize)> = (0..g.len())
+            .filter(|&i| next[i])
+            .map(|i| {
+                let rc = g.nodes[i].cost
+                    + g.deps[i]
+                        .iter()
+                        .filter(|&&d| !next[d])
+                        .map(|&d| g.nodes[d].cost)
+                        .sum::<f64>();
+                let first = g.users[i]
+                    .iter()
+                    .copied()
+                    .find(|&j| j > e)
+                    .unwrap_or(self.last[i]);
+                let dist = (first - e) as f64;
+                let score = (rc.max(1e-9)).powf(w.alpha)
+                    / ((g.nodes[i].mem.max(1) as f64) * dist.powf(w.beta));
+                (read2[i], score, i)
+            })
+            .collect();
+        cand.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        cand.into_iter().map(|(_, _, i)| i).collect()
+    }
 }
 
 /// The cheapest of [`greedy_evict`] over [`EVICT_WEIGHTS`] whose expanded schedule the
@@ -371,7 +395,10 @@ pub fn greedy_best(
 
 /// Compute set of one stage for the storage decisions `s_in` (resident at its start) and
 /// `s_next` (kept into the next stage): its nodes, the values first kept into the next stage,
-/// and, in reverse topological order, every non-resident input of a computed node.
+/// and every non-resident input of a computed node, with the computed nodes in increasing
+/// order. The set is [`Graph::compute_closure`]'s for those seeds, found depth-first from them
+/// so that the cost grows with the computations rather than with the stage's last node (the
+/// repair's and annealing's inner loop).
 fn stage_r(
     g: &Graph,
     st: &RangeInclusive<usize>,
@@ -404,6 +431,30 @@ fn stage_r(
 /// A drop applied by [`RepairState::drop_step`]: (cost change in cost units, node, first and
 /// last stage of the run, whether the stage after the run recomputes the value).
 pub(crate) type DroppedRun = (f64, usize, usize, usize, bool);
+
+/// A candidate of [`RepairState::drop_step`]: node `i`'s run of stages `lo..=hi` that hold it
+/// without reading it; `tail`: the stage after the run holds it too.
+#[derive(Debug, Clone, Copy)]
+struct RunDrop {
+    i: usize,
+    lo: usize,
+    hi: usize,
+    tail: bool,
+}
+
+/// What a drop does, measured by [`RepairState::trial`].
+struct Trial {
+    /// Change of the total cost, cost units.
+    cost_change: f64,
+    /// No stage rose above both the budget and its own peak before the move.
+    no_new_violation: bool,
+    /// The peak of the stage that was the worst before the move, bytes.
+    worst_peak: i128,
+    /// The highest peak after the move, bytes.
+    new_max: i128,
+    /// Whether keeping the inputs set any storage cell.
+    kept_any: bool,
+}
 
 /// Working state of [`repair`] and [`crate::anneal`]: storage decisions, minimal compute sets,
 /// per-stage peaks (bytes) and costs.
@@ -580,15 +631,30 @@ impl<'a> RepairState<'a> {
         exact: usize,
         tabu: &[usize],
     ) -> Option<Option<DroppedRun>> {
-        let g = self.g;
-        let m = self.stages.len();
         let (worst, &p) = self.peak.iter().enumerate().max_by_key(|x| *x.1)?;
         if p <= budget {
             return Some(None);
         }
-        // Candidates by estimated cost per byte; the best few are evaluated exactly and the
-        // cheapest per byte that does not push its neighbours to the current worst peak wins.
-        let mut cand: Vec<(f64, usize, usize, usize, bool)> = Vec::new();
+        let cand = self.drop_candidates(worst, tabu);
+        if cand.is_empty() {
+            return None;
+        }
+        let (d, keep) = self.best_drop(&cand[..cand.len().min(exact)], budget, worst)?;
+        let before = self.total_cost();
+        self.set_run(d.i, d.lo, d.hi, d.tail, false);
+        if keep {
+            self.keep_inputs(d.i, d.hi + 1);
+        }
+        Some(Some((self.total_cost() - before, d.i, d.lo, d.hi, d.tail)))
+    }
+
+    /// The values stage `worst` holds without reading them (never `tabu`), each with its whole
+    /// unread run, by estimated recomputation cost per byte (its own cost plus its missing
+    /// inputs' at the stage after the run, when that stage reads or keeps it), longer runs
+    /// first on ties.
+    fn drop_candidates(&self, worst: usize, tabu: &[usize]) -> Vec<RunDrop> {
+        let g = self.g;
+        let mut cand: Vec<(f64, RunDrop)> = Vec::new();
         for i in 0..g.len() {
             if !self.s[worst][i] || self.reads(worst, i) || tabu.contains(&i) {
                 continue;
@@ -606,65 +672,94 @@ impl<'a> RepairState<'a> {
                 }
                 _ => 0.0,
             };
-            cand.push((est / g.nodes[i].mem.max(1) as f64, i, lo, hi, tail));
+            let per_byte = est / g.nodes[i].mem.max(1) as f64;
+            cand.push((per_byte, RunDrop { i, lo, hi, tail }));
         }
-        if cand.is_empty() {
-            return None;
-        }
-        cand.sort_by(|a, b| a.0.total_cmp(&b.0).then((b.3 - b.2).cmp(&(a.3 - a.2))));
-        // Preference: no cascade (only `i` itself is recomputed) and no new worst peak, then no
-        // new worst peak, then the least cost per useful byte.
-        // (preference key, cost per byte, node, run start, run end, tail, keep inputs).
-        type Pick = ((bool, bool), f64, usize, usize, usize, bool, bool);
-        let mut pick: Option<Pick> = None;
+        cand.sort_by(|a, b| {
+            let len = |d: &RunDrop| d.hi - d.lo;
+            a.0.total_cmp(&b.0).then(len(&b.1).cmp(&len(&a.1)))
+        });
+        cand.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// The best of the candidate drops `cand` (each alone and, when the stage after its run
+    /// recomputes the value, with its inputs kept: the cheap-ancestor move), each evaluated
+    /// exactly by [`RepairState::trial`], with whether to keep the inputs. Preference: no
+    /// cascade (only the value itself is recomputed) and no stage newly above the budget, then
+    /// no stage newly above the budget, then the least cost per useful byte. A move that lifts
+    /// some stage above the current worst peak (a recomputation cascade) is never taken: it
+    /// trades one violation for a larger one. `None` when no move lowers the worst peak.
+    fn best_drop(
+        &mut self,
+        cand: &[RunDrop],
+        budget: i128,
+        worst: usize,
+    ) -> Option<(RunDrop, bool)> {
+        let m = self.stages.len();
+        let p = self.peak[worst];
         let peaks_before = self.peak.clone();
-        for &(_, i, lo, hi, tail) in cand.iter().take(exact) {
+        // (preference key, cost per byte, move, keep inputs).
+        let mut pick: Option<((bool, bool), f64, RunDrop, bool)> = None;
+        for &d in cand {
             // The stage after the run recomputes `i` when it reads or keeps it.
-            let reader = (hi + 1 < m && (self.reads(hi + 1, i) || tail)).then_some(hi + 1);
+            let reader =
+                (d.hi + 1 < m && (self.reads(d.hi + 1, d.i) || d.tail)).then_some(d.hi + 1);
             for keep in [false, true] {
                 if keep && reader.is_none() {
                     continue;
                 }
-                let before = self.total_cost();
-                self.set_run(i, lo, hi, tail, false);
-                let cells = match (keep, reader) {
-                    (true, Some(rd)) => self.keep_inputs(i, rd),
-                    _ => Vec::new(),
-                };
-                let dc = self.total_cost() - before;
-                // No stage rises above both the budget and its own peak before the move.
-                let ok = self
-                    .peak
-                    .iter()
-                    .zip(&peaks_before)
-                    .all(|(&now, &was)| now <= was.max(budget));
-                let gain = p - self.peak[worst];
-                let new_max = self.peak.iter().copied().max().unwrap_or(i128::MIN);
-                self.unset_cells(&cells);
-                self.set_run(i, lo, hi, tail, true);
-                // A move that lifts some stage above the current worst peak (a recomputation
-                // cascade) is never taken: it trades one violation for a larger one.
-                if gain <= 0 || (keep && cells.is_empty()) || new_max > p {
+                let keep_at = if keep { reader } else { None };
+                let t = self.trial(d, keep_at, budget, &peaks_before, worst);
+                let gain = p - t.worst_peak;
+                if gain <= 0 || (keep && !t.kept_any) || t.new_max > p {
                     continue;
                 }
-                let no_cascade = dc <= g.nodes[i].cost + 1e-9;
+                let no_cascade = t.cost_change <= self.g.nodes[d.i].cost + 1e-9;
                 // Bytes beyond the excess do not help this stage.
                 let useful = gain.min(p - budget).max(1) as f64;
-                let per_byte = dc / useful;
-                let key = (ok && no_cascade, ok);
+                let per_byte = t.cost_change / useful;
+                let key = (t.no_new_violation && no_cascade, t.no_new_violation);
                 let better = pick.is_none_or(|b| (key, -per_byte) > (b.0, -b.1));
                 if better {
-                    pick = Some((key, per_byte, i, lo, hi, tail, keep));
+                    pick = Some((key, per_byte, d, keep));
                 }
             }
         }
-        let (_, _, i, lo, hi, tail, keep) = pick?;
+        pick.map(|(_, _, d, keep)| (d, keep))
+    }
+
+    /// Applies the drop `d` (with `i`'s inputs kept resident up to stage `keep_at`, when
+    /// given), measures it against the peaks before it (`peaks_before`), `budget` and stage
+    /// `worst`, and undoes it.
+    fn trial(
+        &mut self,
+        d: RunDrop,
+        keep_at: Option<usize>,
+        budget: i128,
+        peaks_before: &[i128],
+        worst: usize,
+    ) -> Trial {
         let before = self.total_cost();
-        self.set_run(i, lo, hi, tail, false);
-        if keep {
-            self.keep_inputs(i, hi + 1);
-        }
-        Some(Some((self.total_cost() - before, i, lo, hi, tail)))
+        self.set_run(d.i, d.lo, d.hi, d.tail, false);
+        let cells = match keep_at {
+            Some(rd) => self.keep_inputs(d.i, rd),
+            None => Vec::new(),
+        };
+        let t = Trial {
+            cost_change: self.total_cost() - before,
+            // No stage rises above both the budget and its own peak before the move.
+            no_new_violation: self
+                .peak
+                .iter()
+                .zip(peaks_before)
+                .all(|(&now, &was)| now <= was.max(budget)),
+            worst_peak: self.peak[worst],
+            new_max: self.peak.iter().copied().max().unwrap_or(i128::MIN),
+            kept_any: !cells.is_empty(),
+        };
+        self.unset_cells(&cells);
+        self.set_run(d.i, d.lo, d.hi, d.tail, true);
+        t
     }
 
     /// The restoring pass of [`repair`]: puts back dropped runs (most expensive first) where
@@ -743,7 +838,7 @@ pub fn repair(
 /// Storage of checkpoint-all over `stages`: a value is held from its stage until the stage of
 /// its last reader.
 pub fn keep_all(g: &Graph, stages: &[RangeInclusive<usize>]) -> Vec<Vec<bool>> {
-    let last = last_users(g);
+    let last = g.last_users();
     stages
         .iter()
         .map(|st| {
@@ -906,34 +1001,20 @@ pub struct ModelSize {
     pub rows: usize,
 }
 
+/// The staged model's columns: [`Columns`] with `r[s]` = `R[s][0..b]` (the stage's own nodes
+/// `b..=e` are fixed to 1), `s[s]` = `S[s][0..b]`, `u[s]` = `U[s][0..=e]` (empty for the
+/// checkpoint-all prefix stage) and the tight `FREE` columns.
 struct Vars {
     stages: Vec<RangeInclusive<usize>>,
-    /// `r[s][i]`: `None` where fixed to 1 (the stage's own nodes).
-    r: Vec<Vec<Option<Col>>>,
-    s: Vec<Vec<Col>>,
-    u: Vec<Vec<Col>>,
-    /// `(stage, i, k, col)`.
-    free: Vec<(usize, usize, usize, Col)>,
+    cols: Columns,
     /// The column fixed to 1 that carries the cost of the fixed computations.
     one: Col,
-    ncols: usize,
-    nint: usize,
-    scale: f64,
-}
-
-/// A linear term `coef * R[s][i]`: a constant when `R` is fixed to 1.
-fn r_term(v: &Vars, s: usize, i: usize, coef: f64, row: &mut Vec<(Col, f64)>) -> f64 {
-    match v.r[s][i] {
-        Some(c) => {
-            row.push((c, coef));
-            0.0
-        }
-        None => coef,
-    }
 }
 
 /// The staged model over `stages`; with `prefix > 0`, `stages[0]` is the checkpoint-all prefix
-/// `0..=prefix - 1` and has no memory columns or rows (see [`model_stages`]).
+/// `0..=prefix - 1` and has no memory columns or rows (see [`model_stages`]). Columns: per
+/// stage `R`, `S`, `U`, then the constant, then `FREE`; rows 1b, 1c, 2, 3 (tight), then the
+/// computation bound.
 fn build(
     g: &Graph,
     budget: u64,
@@ -942,161 +1023,152 @@ fn build(
     cmax: Option<u32>,
     integer: bool,
 ) -> (RowProblem, Vars) {
-    let n = g.len();
-    let mut pb = RowProblem::default();
-    let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-    let m = |i: usize| g.nodes[i].mem as f64 / scale;
-    let cap = budget as f64 / scale;
-    let (mut r, mut s, mut u) = (Vec::new(), Vec::new(), Vec::new());
-    let mut nint = 0;
-    for st in stages {
-        let (b, e) = (*st.start(), *st.end());
-        r.push(
-            (0..=e)
-                .map(|i| {
-                    (i < b).then(|| {
-                        pb.add_column_with_integrality(g.nodes[i].cost, 0.0..=1.0, integer)
-                    })
-                })
-                .collect::<Vec<_>>(),
-        );
-        nint += 2 * b;
-        s.push(
-            (0..b)
-                .map(|_| pb.add_column_with_integrality(0.0, 0.0..=1.0, integer))
-                .collect::<Vec<_>>(),
-        );
-        let steps = if prefix > 0 && b == 0 { 0 } else { e + 1 };
-        u.push((0..steps).map(|_| pb.add_column(0.0, 0.0..=cap)).collect());
-    }
+    let mut mb = ModelBuilder::new(g, integer);
+    add_stage_columns(&mut mb, g, budget, stages, prefix);
     // Every node is computed once in its own stage: that cost is a constant, carried by one
     // column fixed to 1 (the crate does not expose HiGHS' objective offset).
-    let one = pb.add_column(g.total_cost(), 1.0..=1.0);
-    let mut v = Vars {
+    let one = mb.add_constant(g.total_cost());
+    add_free_columns(&mut mb, g, stages);
+    add_dependency_rows(&mut mb, g, stages);
+    add_memory_rows(&mut mb, g, stages);
+    add_free_rows(&mut mb, g, stages);
+    if let Some(cm) = cmax {
+        add_computation_bounds(&mut mb, g, cm);
+    }
+    let (pb, cols) = mb.finish();
+    let v = Vars {
         stages: stages.to_vec(),
-        r,
-        s,
-        u,
-        free: Vec::new(),
+        cols,
         one,
-        ncols: 0,
-        nint: if integer { nint } else { 0 },
-        scale,
     };
-    let users_in = |i: usize, k: usize, e: usize| -> Vec<usize> {
-        g.users[i]
-            .iter()
-            .copied()
-            .filter(|&j| j > k && j <= e)
-            .collect()
-    };
+    (pb, v)
+}
+
+/// Per stage `b..=e`: `R[s][0..b]` (cost `C_i`; the stage's own nodes are fixed to 1),
+/// `S[s][0..b]`, and `U[s][0..=e]` in `[0, budget]` (none for the prefix stage).
+fn add_stage_columns(
+    mb: &mut ModelBuilder,
+    g: &Graph,
+    budget: u64,
+    stages: &[RangeInclusive<usize>],
+    prefix: usize,
+) {
+    for st in stages {
+        let (b, e) = (*st.start(), *st.end());
+        mb.add_r_stage(g, b, false);
+        mb.add_s_stage(b, |_| 0.0);
+        let steps = if prefix > 0 && b == 0 { 0 } else { e + 1 };
+        mb.add_u_stage(steps, budget);
+    }
+}
+
+/// Later users `j` of node `i` in a stage ending at `e` after step `k` (`k < j <= e`).
+fn users_in(g: &Graph, i: usize, k: usize, e: usize) -> Vec<usize> {
+    g.users[i]
+        .iter()
+        .copied()
+        .filter(|&j| j > k && j <= e)
+        .collect()
+}
+
+/// Continuous `FREE[s][i][k]` for `i in DEPS[k] ∪ {k}`, `k < e`, in stages with memory rows;
+/// none (fixed to 0) when a later user of `i` in the stage is one of the stage's own nodes.
+fn add_free_columns(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
     for (si, st) in stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
-        if v.u[si].is_empty() {
+        if mb.cols().u[si].is_empty() {
             continue;
         }
         for k in 0..e {
             for &i in g.deps[k].iter().chain(std::iter::once(&k)) {
-                // Fixed to 0 when a later user in the stage is one of its own nodes.
-                if users_in(i, k, e).iter().any(|&j| j >= b) {
+                if users_in(g, i, k, e).iter().any(|&j| j >= b) {
                     continue;
                 }
-                let c = pb.add_column(0.0, 0.0..=1.0);
-                v.free.push((si, i, k, c));
+                mb.add_free(si, i, k, false);
             }
         }
     }
-    v.ncols = pb.num_cols();
-    // (1b) dependencies: R[s][k] <= R[s][i] + S[s][i] for i in DEPS[k], i < b.
+}
+
+/// (1b) `R[s][k] <= R[s][i] + S[s][i]` for `i in DEPS[k]`, `i < b`; (1c) `S[s+1][i] <=
+/// S[s][i] + R[s][i]` for `i < b` (later nodes are computed in stage `s`).
+fn add_dependency_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
     for (si, st) in stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
         for k in 0..=e {
             for &i in g.deps[k].iter().filter(|&&i| i < b) {
-                let mut row = Vec::new();
-                let c = r_term(&v, si, k, 1.0, &mut row);
-                row.push((v.r[si][i].expect("i < b"), -1.0));
-                row.push((v.s[si][i], -1.0));
-                pb.add_row(..=-c, row);
+                let v = mb.cols();
+                let (rk, ri, s) = (v.r_term(si, k), v.r[si][i], v.s[si][i]);
+                mb.dependency(rk, ri, s, Form::AtMost);
             }
         }
     }
-    // (1c) S[s+1][i] <= S[s][i] + R[s][i] for i < b (later nodes are computed in stage s).
     for si in 0..stages.len().saturating_sub(1) {
-        let b = *stages[si].start();
-        for i in 0..b {
-            let row = vec![
-                (v.s[si + 1][i], 1.0),
-                (v.s[si][i], -1.0),
-                (v.r[si][i].expect("i < b"), -1.0),
-            ];
-            pb.add_row(..=0.0, row);
+        for i in 0..*stages[si].start() {
+            let v = mb.cols();
+            let (next, cur, r) = (v.s[si + 1][i], v.s[si][i], v.r[si][i]);
+            mb.storage(next, Some(cur), r);
         }
     }
-    // (2) memory, with FREE of step k-1 subtracted at step k.
-    let fixed = g.fixed_mem as f64 / scale;
-    let mut free_at: Vec<Vec<Vec<(usize, Col)>>> = stages
-        .iter()
-        .map(|st| vec![Vec::new(); *st.end() + 1])
-        .collect();
-    for &(si, i, k, c) in &v.free {
-        free_at[si][k].push((i, c));
-    }
+}
+
+/// (2) Memory of every stage with `U` columns, with `FREE` of step `k - 1` subtracted at step
+/// `k`. Values freed for sure (fixed `R`, nothing else can keep them) are `FREE` columns too:
+/// no freed value is a constant.
+fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+    let free_at = mb.free_by_step(|si| *stages[si].end() + 1);
     for (si, st) in stages.iter().enumerate() {
-        let (b, e) = (*st.start(), *st.end());
-        if v.u[si].is_empty() {
+        if mb.cols().u[si].is_empty() {
             continue;
         }
-        let mut row = vec![(v.u[si][0], 1.0)];
-        let c0 = r_term(&v, si, 0, -m(0), &mut row);
-        row.extend((0..b).map(|i| (v.s[si][i], -m(i))));
-        pb.add_row(fixed - c0..=fixed - c0, row);
-        for k in 1..=e {
-            let mut row = vec![(v.u[si][k], 1.0), (v.u[si][k - 1], -1.0)];
-            let c = r_term(&v, si, k, -m(k), &mut row);
-            row.extend(free_at[si][k - 1].iter().map(|&(i, c)| (c, m(i))));
-            // Values freed for sure (fixed R, nothing else can keep them) are FREE columns
-            // too; none is a constant here.
-            pb.add_row(-c..=-c, row);
+        mb.memory_start(g, si, g.fixed_mem);
+        for k in 1..=*st.end() {
+            mb.memory_step(g, si, k, &free_at[si][k - 1]);
         }
     }
-    // (3) tight FREE: FREE <= R[s][k], FREE <= 1 - S[s+1][i], FREE <= 1 - R[s][j].
-    for &(si, i, k, c) in &v.free {
-        let e = *stages[si].end();
-        if let Some(rk) = v.r[si][k] {
-            pb.add_row(..=0.0, [(c, 1.0), (rk, -1.0)]);
-        }
-        if let Some(sn) = v.s.get(si + 1) {
-            pb.add_row(..=1.0, [(c, 1.0), (sn[i], 1.0)]);
-        }
-        for j in users_in(i, k, e) {
-            let rj = v.r[si][j].expect("users in the stage's own nodes were skipped");
-            pb.add_row(..=1.0, [(c, 1.0), (rj, 1.0)]);
+}
+
+/// (3, tight) `FREE <= R[s][k]`, `FREE <= 1 - S[s+1][i]`, `FREE <= 1 - R[s][j]`.
+fn add_free_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+    let free = mb.cols().free.clone();
+    for (si, i, k, c) in free {
+        let v = mb.cols();
+        let rk = v.r[si].get(k).copied();
+        let s_next = v.s.get(si + 1).map(|sn| sn[i]);
+        let later: Vec<Col> = users_in(g, i, k, *stages[si].end())
+            .into_iter()
+            .map(|j| v.r[si][j])
+            .collect();
+        mb.free_tight(c, rk, s_next, &later);
+    }
+}
+
+/// Bounded recomputation: `sum_s R[s][i] <= C` (the fixed computation counts as one) for
+/// every node with a recomputation column.
+fn add_computation_bounds(mb: &mut ModelBuilder, g: &Graph, cmax: u32) {
+    for i in 0..g.len() {
+        let r: Vec<Col> = mb
+            .cols()
+            .r
+            .iter()
+            .filter_map(|x| x.get(i).copied())
+            .collect();
+        if !r.is_empty() {
+            mb.computation_bound(&r, cmax);
         }
     }
-    // Bounded recomputation: sum_s R[s][i] <= C (the fixed computation counts as one).
-    if let Some(cm) = cmax {
-        for i in 0..n {
-            let row: Vec<(Col, f64)> = (0..stages.len())
-                .filter_map(|si| v.r[si].get(i).copied().flatten().map(|c| (c, 1.0)))
-                .collect();
-            if !row.is_empty() {
-                pb.add_row(..=(cm.max(1) as f64 - 1.0), row);
-            }
-        }
-    }
-    (pb, v)
 }
 
 fn warm_vector(g: &Graph, v: &Vars, sch: &StagedSchedule) -> Vec<f64> {
-    let mut x = vec![0.0; v.ncols];
+    let mut x = vec![0.0; v.cols.count];
     let b01 = |f: bool| if f { 1.0 } else { 0.0 };
     let n = g.len();
     let none = vec![false; n];
     for (si, st) in v.stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
         for i in 0..b {
-            x[v.r[si][i].expect("i < b").index()] = b01(sch.r[si][i]);
-            x[v.s[si][i].index()] = b01(sch.s[si][i]);
+            x[v.cols.r[si][i].index()] = b01(sch.r[si][i]);
+            x[v.cols.s[si][i].index()] = b01(sch.s[si][i]);
         }
         let next = sch.s.get(si + 1).unwrap_or(&none);
         let mut cur = g.fixed_mem as f64
@@ -1117,12 +1189,12 @@ fn warm_vector(g: &Graph, v: &Vars, sch: &StagedSchedule) -> Vec<f64> {
             if sch.r[si][k] {
                 cur += g.nodes[k].mem as f64;
             }
-            if let Some(c) = v.u[si].get(k) {
-                x[c.index()] = cur / v.scale;
+            if let Some(c) = v.cols.u[si].get(k) {
+                x[c.index()] = cur / v.cols.scale;
             }
         }
     }
-    for &(si, i, k, c) in &v.free {
+    for &(si, i, k, c) in &v.cols.free {
         let e = *v.stages[si].end();
         let next = sch.s.get(si + 1).unwrap_or(&none);
         let later = g.users[i].iter().any(|&j| j > k && j <= e && sch.r[si][j]);
@@ -1156,53 +1228,20 @@ fn from_checkmate(sch: &Schedule, stages: &[RangeInclusive<usize>]) -> StagedSch
 }
 
 /// Minimal recomputation for the storage decisions of `sch`: each stage computes its nodes,
-/// the values first kept into the next stage, and their missing inputs.
+/// the values first kept into the next stage, and their missing inputs
+/// ([`Graph::compute_closure`]; [`stage_r`] finds the same set depth-first).
 fn minimal_r(g: &Graph, sch: &StagedSchedule) -> StagedSchedule {
-    let n = g.len();
     let mut out = sch.clone();
     for (si, st) in sch.stages.iter().enumerate() {
-        let b = *st.start();
-        let mut r = closure(g, st, &sch.s[si]);
-        if let Some(next) = sch.s.get(si + 1) {
-            let mut extra = false;
-            for i in 0..b {
-                if next[i] && !sch.s[si][i] && !r[i] {
-                    r[i] = true;
-                    extra = true;
-                }
-            }
-            if extra {
-                for k in (0..b).rev() {
-                    if r[k] {
-                        for &d in &g.deps[k] {
-                            if !sch.s[si][d] {
-                                r[d] = true;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        debug_assert_eq!(r.len(), n);
-        out.r[si] = r;
+        let s_in = &sch.s[si];
+        let first_kept = sch
+            .s
+            .get(si + 1)
+            .into_iter()
+            .flat_map(|next| (0..*st.start()).filter(move |&i| next[i] && !s_in[i]));
+        out.r[si] = g.compute_closure(*st.end(), s_in, st.clone().chain(first_kept));
     }
     out
-}
-
-fn configure(model: &mut highs::Model, o: &StagedOptions) {
-    model.make_quiet();
-    let m = &o.milp;
-    model.set_option("time_limit", m.time_limit_s.max(0.01));
-    model.set_option("mip_rel_gap", m.mip_gap.max(0.0));
-    model.set_option("threads", m.threads.max(1) as i32);
-    model.set_option("random_seed", 0);
-    model.set_option("mip_heuristic_effort", m.heuristic_effort.clamp(0.0, 1.0));
-    if o.stop_at_first {
-        model.set_option("mip_max_improving_sols", 1);
-    }
-    if let Some(c) = m.cost_cutoff {
-        model.set_option("objective_bound", c + 1e-6 * c.abs().max(1.0));
-    }
 }
 
 /// Size of the staged model for `g` without building HiGHS' copy of it.
@@ -1211,7 +1250,7 @@ pub fn model_size(g: &Graph, stage_size: usize, max_computations: Option<u32>) -
     let (pb, v) = build(g, u64::MAX / 2, &stages, 0, max_computations, true);
     ModelSize {
         columns: pb.num_cols(),
-        integer_columns: v.nint,
+        integer_columns: v.cols.integer,
         rows: pb.num_rows(),
     }
 }
@@ -1318,16 +1357,13 @@ impl Solve<'_> {
             .or(self.fallback.as_ref().map(|x| x.1))
     }
 
-    /// HiGHS options of this solve on `model`, with `seconds` as its time limit.
-    fn configure(&self, model: &mut highs::Model, seconds: f64) {
-        let opts = StagedOptions {
-            milp: MilpOptions {
-                time_limit_s: seconds.max(0.01),
-                ..self.opts.milp.clone()
-            },
-            ..self.opts.clone()
+    /// `pb` handed to HiGHS with this solve's options and `seconds` as its time limit.
+    fn optimise(&self, pb: RowProblem, seconds: f64) -> highs::Model {
+        let milp = MilpOptions {
+            time_limit_s: seconds.max(0.01),
+            ..self.opts.milp.clone()
         };
-        configure(model, &opts);
+        optimise(pb, &milp, self.opts.stop_at_first)
     }
 
     /// The staged model of this solve (its LP relaxation when not `integer`).
@@ -1634,27 +1670,15 @@ fn lp_rounding_stage(st: &mut Solve) -> Result<(), RematError> {
         return Ok(());
     }
     let (pb, v) = st.model(false);
-    let mut model = pb.optimise(Sense::Minimise);
-    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let model = st.optimise(pb, limit - since.elapsed().as_secs_f64());
+    let solved = solve(model, "")?;
     let optimal = solved.status() == HighsModelStatus::Optimal;
     if optimal {
         st.out.lp_bound = Some(solved.objective_value());
         let sol = solved.get_solution();
         let cols = sol.columns();
         for th in LP_THRESHOLDS {
-            let s0: Vec<Vec<bool>> = st
-                .stages
-                .iter()
-                .enumerate()
-                .map(|(si, r)| {
-                    (0..g.len())
-                        .map(|i| i < *r.start() && cols[v.s[si][i].index()] > th)
-                        .collect()
-                })
-                .collect();
+            let s0 = threshold(&v.cols.s, cols, th, g.len());
             if let Some(c) = repair(g, budget, &st.stages, &s0).and_then(|x| st.within(&x)) {
                 st.offer_warm(c);
             }
@@ -1680,30 +1704,20 @@ fn milp_stage(st: &mut Solve) -> Result<(), RematError> {
     let (pb, v) = st.model(true);
     st.out.size = ModelSize {
         columns: pb.num_cols(),
-        integer_columns: v.nint,
+        integer_columns: v.cols.integer,
         rows: pb.num_rows(),
     };
-    let mut model = pb.optimise(Sense::Minimise);
-    st.configure(&mut model, limit - since.elapsed().as_secs_f64());
+    let mut model = st.optimise(pb, limit - since.elapsed().as_secs_f64());
     if let Some((ws, _, _)) = &st.warm {
-        model
-            .try_set_solution(Some(&warm_vector(g, &v, ws)), None, None, None)
-            .map_err(|e| RematError::Solver(format!("setSolution: {e:?}")))?;
+        warm_start(&mut model, &warm_vector(g, &v, ws))?;
     }
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
-    let status = solved.status();
-    st.out.status = highs_status(status);
-    st.out.dual_bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .unwrap_or(f64::NAN);
+    let solved = solve(model, "")?;
+    st.out.status = highs_status(solved.status());
+    st.out.dual_bound = dual_bound(&solved);
     st.out.mip_gap = solved.mip_gap();
     let mut best = st.best();
-    if solved.primal_solution_status() == HighsSolutionStatus::Feasible
-        && !matches!(status, HighsModelStatus::Infeasible)
-    {
-        st.out.objective = Some(solved.objective_value());
+    if let Some(objective) = incumbent_objective(&solved) {
+        st.out.objective = Some(objective);
         let sol = solved.get_solution();
         let sch = incumbent(g, &st.stages, &v, sol.columns());
         for cand in [minimal_r(g, &sch), sch] {
@@ -1745,10 +1759,10 @@ fn incumbent(
     };
     for (si, st) in stages.iter().enumerate() {
         for i in 0..=*st.end() {
-            sch.r[si][i] = v.r[si][i].is_none_or(|c| cols[c.index()] > 0.5);
+            sch.r[si][i] = v.cols.r[si].get(i).is_none_or(|c| cols[c.index()] > 0.5);
         }
         for i in 0..*st.start() {
-            sch.s[si][i] = cols[v.s[si][i].index()] > 0.5;
+            sch.s[si][i] = cols[v.cols.s[si][i].index()] > 0.5;
         }
     }
     sch
@@ -1844,17 +1858,7 @@ pub fn lp_bound(g: &Graph, budget: u64, opts: &MilpOptions) -> Result<Option<f64
     }
     let (stages, prefix) = model_stages(g, budget, 1);
     let (pb, _) = build(g, budget, &stages, prefix, None, false);
-    let mut model = pb.optimise(Sense::Minimise);
-    configure(
-        &mut model,
-        &StagedOptions {
-            milp: opts.clone(),
-            ..Default::default()
-        },
-    );
-    let solved = model
-        .try_solve()
-        .map_err(|e| RematError::Solver(format!("{e:?}")))?;
+    let solved = solve(optimise(pb, opts, false), "")?;
     Ok((solved.status() == HighsModelStatus::Optimal).then(|| solved.objective_value()))
 }
 
