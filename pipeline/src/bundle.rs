@@ -299,6 +299,110 @@ pub struct BundleSummary {
 /// Invalid experiment files (naming file and field), a missing corpus or runner, an `--only`
 /// name that no study has, and I/O errors naming the path.
 pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
+    check_request(req)?;
+    let profile = req
+        .profile
+        .unwrap_or_else(|| driver::default_profile(req.target, Profile::Cpu));
+    let out = &req.out;
+    if out.join("manifest.json").exists() {
+        // A previous bundle: rewritten in place, its records (if any) are kept.
+        tracing::info!("{}: rewriting the bundle in place", out.display());
+    }
+    let (stripped, cache_files) = write_runner_and_caches(req, paths)?;
+    // Rates from every training study bundled (the suite's share one model family).
+    let names: Vec<String> = req
+        .experiments
+        .iter()
+        .filter_map(|e| e.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    let ctx = StudyCtx {
+        req,
+        paths,
+        cache_rel: PathBuf::from("cache").join("cubecl"),
+        cold: cache_files == 0,
+        rates: rates_of_store(&paths.runs, &names),
+    };
+    let mut g = Gathered::new(req.only.len());
+    for experiment in &req.experiments {
+        let study = Study::load(experiment, profile, req.data.as_deref())?;
+        if study.header.kind == StudyKind::FusionIr {
+            // Its CUDA chains run in the slim runner (`memwall-job fusion-chains`); the rest of
+            // the study is CPU-only and runs in memwall.
+            g.fusion_chains = true;
+            continue;
+        }
+        if study.header.kind != StudyKind::Training {
+            eprintln!(
+                "{}: `{}` runs in-process in memwall, not as jobs: left out of the bundle",
+                experiment.display(),
+                study.header.name
+            );
+            continue;
+        }
+        bundle_study(&ctx, &mut g, experiment, &study)?;
+    }
+    check_bundled(req, &g)?;
+    std::fs::create_dir_all(out.join("jobs"))
+        .doing(|| format!("creating {}", out.join("jobs").display()))?;
+    results::write_atomic(
+        &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
+        g.queue.as_bytes(),
+    )?;
+    let torch_configs = match &req.torch_script {
+        Some(script) if !g.torch_plans.is_empty() => {
+            write_torch_reference(out, script, &g.torch_plans, &g.job_seconds)?
+        }
+        _ => Vec::new(),
+    };
+    let manifest = new_manifest(req, profile, g, &torch_configs);
+    let (dir_bytes, archive, archive_bytes) =
+        write_manifest_and_script(req, &manifest, &torch_configs)?;
+    Ok(BundleSummary {
+        dir: out.clone(),
+        archive,
+        dir_bytes,
+        archive_bytes,
+        manifest,
+        stripped,
+        cache_files,
+    })
+}
+
+/// The manifest of a bundle of the gathered studies `g` at `profile`, with the PyTorch rows
+/// `torch_configs`.
+fn new_manifest(
+    req: &BundleRequest,
+    profile: Profile,
+    g: Gathered,
+    torch_configs: &[(String, String, u64)],
+) -> Manifest {
+    let attribution_job = g
+        .attribution_jobs
+        .first()
+        .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
+    Manifest {
+        format: MANIFEST_FORMAT.into(),
+        created_at: chrono::Utc::now().to_rfc3339(),
+        git_revision: crate::nightly::git_revision(),
+        memwall_version: env!("CARGO_PKG_VERSION").into(),
+        target: req.target,
+        profile,
+        memory_cleanup: req.memory_cleanup,
+        memory_pool: req.memory_pool,
+        studies: g.studies,
+        extra_expected_s: extra_expected(
+            req.target,
+            g.fusion_chains,
+            torch_configs,
+            attribution_job.is_some(),
+        ),
+        attribution_job,
+        fusion_chains: g.fusion_chains,
+    }
+}
+
+/// Refuses a request without experiment files or without a runner binary.
+fn check_request(req: &BundleRequest) -> Result<()> {
     if req.experiments.is_empty() {
         refuse!("no experiment files to bundle");
     }
@@ -309,14 +413,14 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             req.runner.display()
         );
     }
-    let profile = req
-        .profile
-        .unwrap_or_else(|| driver::default_profile(req.target, Profile::Cpu));
+    Ok(())
+}
+
+/// Copies the runner into `<out>/bin` (after checking it runs the target's backend) and the
+/// kernel caches into `<out>/cache`: the local CubeCL cache and the `--autotune-cache`
+/// archive. Returns whether the runner was stripped and the local cache's files copied.
+fn write_runner_and_caches(req: &BundleRequest, paths: &Paths) -> Result<(bool, usize)> {
     let out = &req.out;
-    if out.join("manifest.json").exists() {
-        // A previous bundle: rewritten in place, its records (if any) are kept.
-        tracing::info!("{}: rewriting the bundle in place", out.display());
-    }
     std::fs::create_dir_all(out.join("bin"))
         .doing(|| format!("creating {}", out.join("bin").display()))?;
     check_runner_backend(&req.runner, req.target)?;
@@ -336,115 +440,153 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         unpack_tgz(tgz, &out.join("cache"))
             .doing(|| format!("unpacking the autotune cache {}", tgz.display()))?;
     }
-    let mut studies = Vec::new();
-    let mut torch_plans = Vec::new();
-    let mut matched_only = vec![false; req.only.len()];
-    // Rates from every training study bundled (the suite's share one model family).
-    let names: Vec<String> = req
-        .experiments
-        .iter()
-        .filter_map(|e| e.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    let rates = rates_of_store(&paths.runs, &names);
-    let mut job_seconds = std::collections::BTreeMap::new();
-    let mut attribution_jobs: Vec<(String, String)> = Vec::new();
-    let mut fusion_chains = false;
-    let mut warmed = std::collections::BTreeSet::new();
-    let mut queue = String::from(
-        "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
-    );
-    for experiment in &req.experiments {
-        let study = Study::load(experiment, profile, req.data.as_deref())?;
-        if study.header.kind == StudyKind::FusionIr {
-            // Its CUDA chains run in the slim runner (`memwall-job fusion-chains`); the rest of
-            // the study is CPU-only and runs in memwall.
-            fusion_chains = true;
-            continue;
+    Ok((stripped, cache_files))
+}
+
+/// What every training study of a bundle is written with.
+struct StudyCtx<'a> {
+    req: &'a BundleRequest,
+    paths: &'a Paths,
+    /// The jobs' CubeCL cache folder, relative to the bundle.
+    cache_rel: PathBuf,
+    /// Whether the bundle carries no compiled kernels (the first job of each kind pays
+    /// CubeCL's cold start).
+    cold: bool,
+    /// FLOP rates of the store's records, for the expected times.
+    rates: crate::estimate::Rates,
+}
+
+/// What [`bundle`] gathers study by study, for the manifest, run.sh and the PyTorch reference.
+struct Gathered {
+    studies: Vec<BundledStudy>,
+    torch_plans: Vec<reference::TorchPlan>,
+    /// Per `--only` name, whether a bundled study has it.
+    matched_only: Vec<bool>,
+    /// Expected warm seconds of each (study, configuration)'s job.
+    job_seconds: std::collections::BTreeMap<(String, String), f64>,
+    /// (study, key) of the attribution study's control jobs.
+    attribution_jobs: Vec<(String, String)>,
+    /// Whether `fusion_ir`'s chains are bundled.
+    fusion_chains: bool,
+    /// The kinds of job whose cold start an estimate already counted ([`estimate_jobs`]).
+    warmed: std::collections::BTreeSet<(&'static str, bool)>,
+    /// `jobs/queue.tsv`: the jobs in run order with their expected seconds.
+    queue: String,
+}
+
+impl Gathered {
+    fn new(only: usize) -> Self {
+        Gathered {
+            studies: Vec::new(),
+            torch_plans: Vec::new(),
+            matched_only: vec![false; only],
+            job_seconds: std::collections::BTreeMap::new(),
+            attribution_jobs: Vec::new(),
+            fusion_chains: false,
+            warmed: std::collections::BTreeSet::new(),
+            queue: String::from(
+                "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
+            ),
         }
-        if study.header.kind != StudyKind::Training {
-            eprintln!(
-                "{}: `{}` runs in-process in memwall, not as jobs: left out of the bundle",
-                experiment.display(),
-                study.header.name
-            );
-            continue;
-        }
-        let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
-            continue;
-        };
-        let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
-        let data_rel = PathBuf::from("data").join(&prepared.fingerprint);
-        std::fs::create_dir_all(out.join(&data_rel))
-            .doing(|| format!("creating {}", out.join(&data_rel).display()))?;
-        for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
-            let to = out.join(&data_rel).join(f);
-            std::fs::copy(prepared.dir.join(f), &to)
-                .doing(|| format!("copying {f} to {}", to.display()))?;
-        }
-        let mut carried = prepared.clone();
-        carried.dir = data_rel;
-        let mut bundled = BundledStudy {
-            name: study.header.name.clone(),
-            experiment: experiment.clone(),
-            fingerprint: prepared.fingerprint.clone(),
-            jobs: Vec::new(),
-            left_out: Vec::new(),
-            expected_s: 0.0,
-            expected_basis: Vec::new(),
-        };
-        // `--only` spans the bundled studies: each study takes the names it has, and a name no
-        // study has is refused below.
-        let only: Vec<String> = req
-            .only
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| study.configs.iter().any(|c| &c.name == *o))
-            .map(|(i, o)| {
-                matched_only[i] = true;
-                o.clone()
-            })
-            .collect();
-        let settings = driver::JobSettings {
-            cache_dir: Some(cache_rel.clone()),
-            memory_cleanup: req.memory_cleanup,
-            memory_pool: req.memory_pool,
-        };
-        let expanded = if !req.only.is_empty() && only.is_empty() {
-            Vec::new()
-        } else {
-            driver::expand_jobs(&study, req.target, 0, &carried, &settings, &only, &[])?
-        };
-        let mut jobs = Vec::new();
-        for job in expanded {
-            let dir = out.join("jobs").join(&job.study).join(job.key());
-            std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
-            results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
-            bundled.jobs.push((job.config.clone(), job.key()));
-            if job.study == ATTRIBUTION_STUDY && job.control && !job.strategy.fusion {
-                attribution_jobs.push((job.study.clone(), job.key()));
-            }
-            jobs.push(job);
-        }
-        let estimates = estimate_jobs(&jobs, &paths.runs, &rates, cache_files == 0, &mut warmed);
-        for (job, e) in jobs.iter().zip(&estimates) {
-            // Warm: PyTorch's rows do not pay CubeCL's cold start.
-            let warm = e.seconds - e.cold_start_s;
-            job_seconds.insert((job.study.clone(), job.config.clone()), warm);
-            queue.push_str(&format!(
-                "{}/{}\t{:.0}\n",
-                job.study,
-                job.key(),
-                e.seconds.ceil()
-            ));
-        }
-        bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
-        bundled.expected_basis = basis_counts(&estimates);
-        if let Some(plan) = reference::plan(&study, &jobs) {
-            torch_plans.push(plan);
-        }
-        studies.push(bundled);
     }
-    if let Some(i) = matched_only.iter().position(|m| !m) {
+}
+
+/// Bundles one training study: its tokenized corpus under `data/<fingerprint>/`, its job files
+/// under `jobs/<study>/<key>/`, their expected times and its PyTorch plan (a study without a
+/// model or corpus is skipped).
+fn bundle_study(ctx: &StudyCtx, g: &mut Gathered, experiment: &Path, study: &Study) -> Result<()> {
+    let (req, out) = (ctx.req, &ctx.req.out);
+    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+        return Ok(());
+    };
+    let prepared = data::prepare(data_cfg, model.vocab, &ctx.paths.cache)?;
+    let carried = copy_corpus(out, &prepared)?;
+    let mut bundled = BundledStudy {
+        name: study.header.name.clone(),
+        experiment: experiment.to_path_buf(),
+        fingerprint: prepared.fingerprint.clone(),
+        jobs: Vec::new(),
+        left_out: Vec::new(),
+        expected_s: 0.0,
+        expected_basis: Vec::new(),
+    };
+    // `--only` spans the bundled studies: each study takes the names it has, and a name no
+    // study has is refused below.
+    let only: Vec<String> = req
+        .only
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| study.configs.iter().any(|c| &c.name == *o))
+        .map(|(i, o)| {
+            g.matched_only[i] = true;
+            o.clone()
+        })
+        .collect();
+    let settings = driver::JobSettings {
+        cache_dir: Some(ctx.cache_rel.clone()),
+        memory_cleanup: req.memory_cleanup,
+        memory_pool: req.memory_pool,
+    };
+    let expanded = if !req.only.is_empty() && only.is_empty() {
+        Vec::new()
+    } else {
+        driver::expand_jobs(study, req.target, 0, &carried, &settings, &only, &[])?
+    };
+    let mut jobs = Vec::new();
+    for job in expanded {
+        let dir = out.join("jobs").join(&job.study).join(job.key());
+        std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
+        results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
+        bundled.jobs.push((job.config.clone(), job.key()));
+        if job.study == ATTRIBUTION_STUDY && job.control && !job.strategy.fusion {
+            g.attribution_jobs.push((job.study.clone(), job.key()));
+        }
+        jobs.push(job);
+    }
+    let estimates = estimate_jobs(&jobs, &ctx.paths.runs, &ctx.rates, ctx.cold, &mut g.warmed);
+    for (job, e) in jobs.iter().zip(&estimates) {
+        // Warm: PyTorch's rows do not pay CubeCL's cold start.
+        let warm = e.seconds - e.cold_start_s;
+        g.job_seconds
+            .insert((job.study.clone(), job.config.clone()), warm);
+        g.queue.push_str(&format!(
+            "{}/{}\t{:.0}\n",
+            job.study,
+            job.key(),
+            e.seconds.ceil()
+        ));
+    }
+    bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
+    bundled.expected_basis = basis_counts(&estimates);
+    if let Some(plan) = reference::plan(study, &jobs) {
+        g.torch_plans.push(plan);
+    }
+    g.studies.push(bundled);
+    Ok(())
+}
+
+/// Copies the tokenized corpus `prepared` into `<out>/data/<fingerprint>/` and returns it as
+/// the jobs there see it (its folder relative to the bundle).
+fn copy_corpus(
+    out: &Path,
+    prepared: &crate::spec::PreparedData,
+) -> Result<crate::spec::PreparedData> {
+    let data_rel = PathBuf::from("data").join(&prepared.fingerprint);
+    std::fs::create_dir_all(out.join(&data_rel))
+        .doing(|| format!("creating {}", out.join(&data_rel).display()))?;
+    for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
+        let to = out.join(&data_rel).join(f);
+        std::fs::copy(prepared.dir.join(f), &to)
+            .doing(|| format!("copying {f} to {}", to.display()))?;
+    }
+    let mut carried = prepared.clone();
+    carried.dir = data_rel;
+    Ok(carried)
+}
+
+/// Refuses an `--only` name that no bundled study has, and a bundle without a training job.
+fn check_bundled(req: &BundleRequest, g: &Gathered) -> Result<()> {
+    if let Some(i) = g.matched_only.iter().position(|m| !m) {
         refuse!(
             "--only {}: no configuration of that name in {}",
             req.only[i],
@@ -455,73 +597,62 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
                 .join(", ")
         );
     }
-    if studies.iter().all(|s| s.jobs.is_empty()) {
+    if g.studies.iter().all(|s| s.jobs.is_empty()) {
         refuse!("nothing to bundle: no training job in the given experiment files");
     }
-    let attribution_job = attribution_jobs
-        .first()
-        .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
-    std::fs::create_dir_all(out.join("jobs"))
-        .doing(|| format!("creating {}", out.join("jobs").display()))?;
-    results::write_atomic(
-        &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
-        queue.as_bytes(),
-    )?;
-    let torch_configs = match (&req.torch_script, torch_plans.is_empty()) {
-        (Some(script), false) => {
-            let dir = out.join(REFERENCE_DIR);
-            std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
-            std::fs::copy(script, dir.join("torch_peak_memory.py"))
-                .doing(|| format!("copying {}", script.display()))?;
-            // The attribution benchmark's PyTorch side sits beside the reference script.
-            let attribution = script.with_file_name(ATTRIBUTION_SCRIPT);
-            if attribution.is_file() {
-                std::fs::copy(&attribution, dir.join(ATTRIBUTION_SCRIPT))
-                    .doing(|| format!("copying {}", attribution.display()))?;
-            }
-            let mut names = Vec::new();
-            for plan in &torch_plans {
-                let file = dir.join(format!("{}.plan.json", plan.study));
-                results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
-                for c in &plan.configs {
-                    // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
-                    // for margin; torch.compile adds 44-57 s of compilation on an H100.
-                    let memwall_s = job_seconds
-                        .get(&(plan.study.clone(), c.name.clone()))
-                        .copied()
-                        .unwrap_or(60.0);
-                    let secs = 1.5 * memwall_s + if c.compile { 60.0 } else { 0.0 };
-                    names.push((plan.study.clone(), c.name.clone(), secs.ceil() as u64));
-                }
-            }
-            names
+    Ok(())
+}
+
+/// Writes the PyTorch reference into `<out>/reference/`: the script (and the attribution
+/// benchmark's script beside it, if there) and one plan per study. Returns each PyTorch row as
+/// (study, configuration, expected seconds) for run.sh.
+fn write_torch_reference(
+    out: &Path,
+    script: &Path,
+    torch_plans: &[reference::TorchPlan],
+    job_seconds: &std::collections::BTreeMap<(String, String), f64>,
+) -> Result<Vec<(String, String, u64)>> {
+    let dir = out.join(REFERENCE_DIR);
+    std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
+    std::fs::copy(script, dir.join("torch_peak_memory.py"))
+        .doing(|| format!("copying {}", script.display()))?;
+    // The attribution benchmark's PyTorch side sits beside the reference script.
+    let attribution = script.with_file_name(ATTRIBUTION_SCRIPT);
+    if attribution.is_file() {
+        std::fs::copy(&attribution, dir.join(ATTRIBUTION_SCRIPT))
+            .doing(|| format!("copying {}", attribution.display()))?;
+    }
+    let mut names = Vec::new();
+    for plan in torch_plans {
+        let file = dir.join(format!("{}.plan.json", plan.study));
+        results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
+        for c in &plan.configs {
+            // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
+            // for margin; torch.compile adds 44-57 s of compilation on an H100.
+            let memwall_s = job_seconds
+                .get(&(plan.study.clone(), c.name.clone()))
+                .copied()
+                .unwrap_or(60.0);
+            let secs = 1.5 * memwall_s + if c.compile { 60.0 } else { 0.0 };
+            names.push((plan.study.clone(), c.name.clone(), secs.ceil() as u64));
         }
-        _ => Vec::new(),
-    };
-    let manifest = Manifest {
-        format: MANIFEST_FORMAT.into(),
-        created_at: chrono::Utc::now().to_rfc3339(),
-        git_revision: crate::nightly::git_revision(),
-        memwall_version: env!("CARGO_PKG_VERSION").into(),
-        target: req.target,
-        profile,
-        memory_cleanup: req.memory_cleanup,
-        memory_pool: req.memory_pool,
-        studies,
-        extra_expected_s: extra_expected(
-            req.target,
-            fusion_chains,
-            &torch_configs,
-            attribution_job.is_some(),
-        ),
-        attribution_job,
-        fusion_chains,
-    };
+    }
+    Ok(names)
+}
+
+/// Writes `manifest.json` and `run.sh` (with the PyTorch rows `torch_configs`), and the
+/// archive when asked. Returns the folder's bytes, the archive and its bytes (0 without one).
+fn write_manifest_and_script(
+    req: &BundleRequest,
+    manifest: &Manifest,
+    torch_configs: &[(String, String, u64)],
+) -> Result<(u64, Option<PathBuf>, u64)> {
+    let out = &req.out;
     results::write_atomic(
         &out.join("manifest.json"),
-        &serde_json::to_vec_pretty(&manifest)?,
+        &serde_json::to_vec_pretty(manifest)?,
     )?;
-    let script = run_script(&manifest, &torch_configs);
+    let script = run_script(manifest, torch_configs);
     let run_sh = out.join("run.sh");
     results::write_atomic(&run_sh, script.as_bytes())?;
     set_executable(&run_sh)?;
@@ -539,15 +670,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
             .len(),
         None => 0,
     };
-    Ok(BundleSummary {
-        dir: out.clone(),
-        archive,
-        dir_bytes,
-        archive_bytes,
-        manifest,
-        stripped,
-        cache_files,
-    })
+    Ok((dir_bytes, archive, archive_bytes))
 }
 
 /// The finished records of `studies` in the store, as FLOP rates ([`crate::estimate::Rates`]).
@@ -817,16 +940,24 @@ pub fn expected_line(m: &Manifest) -> String {
     )
 }
 
-/// The bundle's `run.sh`.
+/// The bundle's `run.sh`: its sections in the order they run.
 fn run_script(m: &Manifest, torch: &[(String, String, u64)]) -> String {
+    let mut s = script_header(m);
+    s.push_str(&script_arguments());
+    s.push_str(BOUNDED_SH);
+    s.push_str(DEVICE_SH);
+    s.push_str(&chains_section(m));
+    s.push_str(&torch_section(torch));
+    s.push_str(&attribution_section(m));
+    s.push_str(PACK_SH);
+    s
+}
+
+/// run.sh's head: what it is and how it is used (the comment `--help` prints), then the
+/// settings the other sections read.
+fn script_header(m: &Manifest) -> String {
     let jobs: usize = m.studies.iter().map(|s| s.jobs.len()).sum();
-    let torch_list = torch
-        .iter()
-        .map(|(s, c, secs)| format!("{s}:{c}:{secs}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut s = String::new();
-    s.push_str(&format!(
+    format!(
         r#"#!/usr/bin/env bash
 # memwall bundle ({format}), written {created} at revision {rev}: {jobs} job(s) of {studies} on
 # {target}, profile {profile}. Needs bash, coreutils and tar; for CUDA the NVIDIA driver
@@ -853,7 +984,28 @@ RUNNER="${{MEMWALL_JOB:-./bin/memwall-job}}"
 
 die() {{ echo "run.sh: $*" >&2; exit 1; }}
 
-MINUTES=""
+"#,
+        format = m.format,
+        created = m.created_at,
+        rev = m.git_revision,
+        pack_s = PACK_S,
+        expected = expected_line(m),
+        studies = m
+            .studies
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        target = m.target.as_str(),
+        profile = m.profile,
+        results = RESULTS_ARCHIVE,
+    )
+}
+
+/// run.sh's argument parsing (`--minutes N`, `--help`) and the deadline it sets.
+fn script_arguments() -> String {
+    format!(
+        r#"MINUTES=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) MINUTES="${{2:-}}"; shift 2 || die "--minutes takes a number of minutes";;
@@ -873,11 +1025,17 @@ fi
 # Seconds left before the deadline (a large number without one).
 left() {{ if [ -n "$DEADLINE" ]; then echo $(( DEADLINE - $(date +%s) )); else echo 999999999; fi; }}
 
-# bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
+"#,
+        pack_s = PACK_S,
+    )
+}
+
+/// run.sh's `bounded`: runs one step when its expected time fits before the deadline.
+const BOUNDED_SH: &str = r#"# bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
 # OUT is missing and EXPECTED_S fit before the deadline, stopping it at the deadline. OUT appears
 # only when the command ends, so a run stopped at the deadline leaves nothing and runs again next
 # time; a failed run keeps what it wrote when KEEP_FAILED is 1 (a PyTorch row saying why).
-bounded() {{
+bounded() {
     local label="$1" out="$2" expected="$3" log="$4" keep="$5"; shift 5
     if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
     if [ "$(left)" -lt "$expected" ]; then
@@ -897,25 +1055,11 @@ bounded() {{
         rm -f "$out.partial"
         echo "$label: did not finish ($log)"
     fi
-}}
-"#,
-        format = m.format,
-        created = m.created_at,
-        rev = m.git_revision,
-        pack_s = PACK_S,
-        expected = expected_line(m),
-        studies = m
-            .studies
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        target = m.target.as_str(),
-        profile = m.profile,
-        results = RESULTS_ARCHIVE,
-    ));
-    s.push_str(
-        r#"
+}
+"#;
+
+/// run.sh's device checks (CUDA: the driver, a GPU and NVRTC) and the jobs' sweep.
+const DEVICE_SH: &str = r#"
 [ -x "$RUNNER" ] || die "runner $RUNNER not found or not executable"
 echo "disk: $(df -h . | awk 'NR==2 {print $4}') free here; the records of a job take well under 1 MB"
 
@@ -946,9 +1090,11 @@ fi
 start=$(date +%s)
 "$RUNNER" sweep-dir jobs ${DEADLINE:+--until "$DEADLINE"}
 echo "jobs: $(( $(date +%s) - start )) s"
-"#,
-    );
-    s.push_str(&format!(
+"#;
+
+/// run.sh's section for `fusion_ir`'s elementwise chains (run when the bundle has them).
+fn chains_section(m: &Manifest) -> String {
+    format!(
         r#"
 # fusion_ir's elementwise chains with and without Burn's fusion backend, timed by the runner on
 # this machine's backend (the import keeps a CUDA run as runs/fusion_ir/cuda_chains.json).
@@ -962,8 +1108,18 @@ fi
         chains = u8::from(m.fusion_chains),
         file = CHAINS_FILE,
         chains_s = CHAINS_S,
-    ));
-    s.push_str(&format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list)));
+    )
+}
+
+/// run.sh's PyTorch reference section: one bounded run per row of `torch` (study,
+/// configuration, expected seconds).
+fn torch_section(torch: &[(String, String, u64)]) -> String {
+    let torch_list = torch
+        .iter()
+        .map(|(s, c, secs)| format!("{s}:{c}:{secs}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut s = format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list));
     s.push_str(
         r#"if [ -n "$TORCH_CONFIGS" ] && [ -z "${MEMWALL_SKIP_TORCH:-}" ]; then
     if python3 -c "import torch" >/dev/null 2>&1; then
@@ -984,7 +1140,12 @@ fi
 
 "#,
     );
-    s.push_str(&format!(
+    s
+}
+
+/// run.sh's attribution benchmark section (Burn and PyTorch) on the bundle's attribution job.
+fn attribution_section(m: &Manifest) -> String {
+    format!(
         r#"# The attribution benchmark: each operation of the model timed alone, in Burn (the runner) and
 # in PyTorch, on the model of one job (where the bf16 time goes).
 ATTR_JOB={attr}
@@ -1009,9 +1170,12 @@ fi
         ),
         burn_s = attribution_seconds(m.target).0,
         torch_s = attribution_seconds(m.target).1,
-    ));
-    s.push_str(
-        r#"# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
+    )
+}
+
+/// run.sh's last section: packs the records, the PyTorch rows and the caches into
+/// `results.tar.gz` and says what is left to run.
+const PACK_SH: &str = r#"# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
 files=(manifest.json)
 for d in jobs/*/*/; do
     [ -f "$d/record.json" ] || continue
@@ -1032,10 +1196,7 @@ if [ "$finished" -lt "$total" ]; then
     echo "run ./run.sh${MINUTES:+ --minutes N} again to go on with the other $(( total - finished ))"
 fi
 echo "next, in the repository: memwall import results.tar.gz"
-"#,
-    );
-    s
-}
+"#;
 
 /// What [`import`] did.
 #[derive(Debug, Clone, Default)]
@@ -1097,6 +1258,39 @@ pub struct ImportRequest {
 /// no local experiment file, refused records, and I/O errors naming the path.
 pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     let root = open_source(req)?;
+    let manifest = read_manifest(&root)?;
+    let mut summary = ImportSummary::default();
+    let (accepted, torch) = check_bundle(req, &root, &manifest, &mut summary)?;
+    if !summary.refused.is_empty() && !req.skip_mismatched {
+        refuse!(
+            "refused {} record(s) of {} (nothing imported; `--skip-mismatched` imports the \
+             others):\n{}",
+            summary.refused.len(),
+            req.source.display(),
+            summary
+                .refused
+                .iter()
+                .map(|(p, r)| format!("  {}: {r}", p.display()))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    store_records(req, &accepted, &mut summary)?;
+    summary.records = accepted.into_iter().map(|(_, r)| r).collect();
+    for (study, row) in &torch {
+        reference::store_row(&req.runs, study, row)?;
+        summary.torch_rows += 1;
+    }
+    import_extras(req, &root, &mut summary)?;
+    summary.manifest = Some(manifest);
+    Ok(summary)
+}
+
+/// The bundle's `manifest.json` under `root`.
+///
+/// # Errors
+/// A missing or unreadable manifest, and one of another format.
+fn read_manifest(root: &Path) -> Result<Manifest> {
     let manifest_path = root.join("manifest.json");
     let text =
         std::fs::read_to_string(&manifest_path).map_err(|source| BundleError::NoManifest {
@@ -1116,9 +1310,26 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
             manifest.format
         );
     }
-    let mut summary = ImportSummary::default();
-    let mut accepted: Vec<(PathBuf, JobRecord)> = Vec::new();
-    let mut torch: Vec<(String, TorchRow)> = Vec::new();
+    Ok(manifest)
+}
+
+/// A record of the bundle that passed [`check_record`] (its file and the record).
+type Accepted = Vec<(PathBuf, JobRecord)>;
+
+/// Checks every record of the bundle at `root` against its local experiment file and reads its
+/// PyTorch rows: returns the accepted records and the rows (by study), and adds the refused
+/// records and the studies with new rows to `summary`.
+///
+/// # Errors
+/// A study with no local experiment file, unreadable experiment files, record folders or rows.
+fn check_bundle(
+    req: &ImportRequest,
+    root: &Path,
+    manifest: &Manifest,
+    summary: &mut ImportSummary,
+) -> Result<(Accepted, Vec<(String, TorchRow)>)> {
+    let mut accepted = Vec::new();
+    let mut torch = Vec::new();
     for bundled in &manifest.studies {
         let experiment = find_experiment(&req.experiments, &bundled.name)?;
         let study = Study::load(&experiment, manifest.profile, None)?;
@@ -1126,7 +1337,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         let mut found = false;
         for record_file in record_files(&dir)? {
             found = true;
-            match check_record(&record_file, &study, &experiment, &manifest, bundled) {
+            match check_record(&record_file, &study, &experiment, manifest, bundled) {
                 Ok(record) => accepted.push((record_file, record)),
                 Err(reason) => summary.refused.push((record_file, reason)),
             }
@@ -1137,21 +1348,17 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         }
         torch.extend(rows.into_iter().map(|r| (bundled.name.clone(), r)));
     }
-    if !summary.refused.is_empty() && !req.skip_mismatched {
-        refuse!(
-            "refused {} record(s) of {} (nothing imported; `--skip-mismatched` imports the \
-             others):\n{}",
-            summary.refused.len(),
-            req.source.display(),
-            summary
-                .refused
-                .iter()
-                .map(|(p, r)| format!("  {}: {r}", p.display()))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
-    for (file, record) in &accepted {
+    Ok((accepted, torch))
+}
+
+/// Writes the `accepted` records (with their job file and log) into the store, leaving a
+/// record already there as it is unless `req.force`; counts both in `summary`.
+fn store_records(
+    req: &ImportRequest,
+    accepted: &[(PathBuf, JobRecord)],
+    summary: &mut ImportSummary,
+) -> Result<()> {
+    for (file, record) in accepted {
         let dir = results::record_dir(&req.runs, &record.spec.study, &record.key);
         if !req.force {
             if let Ok(Some(_)) = results::read_record(&dir) {
@@ -1173,11 +1380,13 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
         results::write_record(&dir, record)?;
         summary.imported += 1;
     }
-    summary.records = accepted.into_iter().map(|(_, r)| r).collect();
-    for (study, row) in &torch {
-        reference::store_row(&req.runs, study, row)?;
-        summary.torch_rows += 1;
-    }
+    Ok(())
+}
+
+/// Imports what the bundle at `root` carries besides records and PyTorch rows: the
+/// `fusion_ir` chains run, the attribution benchmark's files (adding their studies to
+/// `summary.studies`) and the CubeCL cache.
+fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) -> Result<()> {
     summary.fusion_chains = import_chains(&root.join(CHAINS_FILE), &req.runs)?;
     if summary
         .fusion_chains
@@ -1200,8 +1409,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     if cache.is_dir() {
         summary.cache_files = copy_tree(&cache, &req.cubecl_cache)?;
     }
-    summary.manifest = Some(manifest);
-    Ok(summary)
+    Ok(())
 }
 
 /// Imports a bundle's `fusion_ir` chains run: a CUDA run that measured becomes
@@ -1361,8 +1569,17 @@ fn check_record(
     manifest: &Manifest,
     bundled: &BundledStudy,
 ) -> std::result::Result<JobRecord, String> {
+    let record = read_bundled_record(file)?;
+    check_filing(file, &record, bundled)?;
+    check_local_key(&record, study, experiment, manifest)?;
+    Ok(record)
+}
+
+/// The record in `file`, or why it does not read (naming the memwall-job version that wrote
+/// it, where the file says).
+fn read_bundled_record(file: &Path) -> std::result::Result<JobRecord, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot be read ({e})"))?;
-    let record: JobRecord = results::parse_json(&text).map_err(|e| {
+    results::parse_json(&text).map_err(|e| {
         format!(
             "not a record of this memwall's schema ({e}); it was written by memwall-job {} or \
              is damaged",
@@ -1371,7 +1588,16 @@ fn check_record(
                 .and_then(|v| v["env"]["memwall_version"].as_str().map(String::from))
                 .unwrap_or_else(|| "of an unknown version".into())
         )
-    })?;
+    })
+}
+
+/// Checks that `record` (read from `file`) is filed where it belongs: its key is its job's
+/// and its folder's, and its study and corpus are those of `bundled`.
+fn check_filing(
+    file: &Path,
+    record: &JobRecord,
+    bundled: &BundledStudy,
+) -> std::result::Result<(), String> {
     let folder = file
         .parent()
         .and_then(|p| p.file_name())
@@ -1397,6 +1623,18 @@ fn check_record(
             record.spec.data.fingerprint, bundled.fingerprint
         ));
     }
+    Ok(())
+}
+
+/// Checks that `record`'s key is the key that the local experiment file (`study`, read from
+/// `experiment`) gives its configuration with the bundle's settings: the record must be one of
+/// those jobs (one per repeat).
+fn check_local_key(
+    record: &JobRecord,
+    study: &Study,
+    experiment: &Path,
+    manifest: &Manifest,
+) -> std::result::Result<(), String> {
     // The jobs the local file gives this configuration with the bundle's settings (one per
     // repeat): the record must be one of them.
     let settings = driver::JobSettings {
@@ -1442,7 +1680,7 @@ fn check_record(
             manifest.git_revision
         ));
     }
-    Ok(record)
+    Ok(())
 }
 
 #[cfg(test)]

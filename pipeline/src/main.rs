@@ -118,6 +118,70 @@ struct BundleArgs {
     memory_pool: Option<PoolArg>,
 }
 
+// `memwall plan`'s arguments (its help is the `Plan` command's).
+#[derive(Args)]
+struct PlanArgs {
+    /// Graph file: memwall's format or a networkx node-link file (Checkmate's graphs, the
+    /// random layered graphs).
+    #[arg(long)]
+    graph: PathBuf,
+    /// Budget in bytes (fixed memory included).
+    #[arg(long, conflicts_with = "budget_fraction")]
+    budget: Option<u64>,
+    /// Budget as a fraction of the checkpoint-all peak, in (0, 1] (default 0.8).
+    #[arg(long)]
+    budget_fraction: Option<f64>,
+    /// milp, staged (the scalable MILP for large graphs), lp-rounding, greedy, sqrt, revolve,
+    /// checkpoint-all, or all.
+    #[arg(long, default_value = "milp")]
+    solver: String,
+    /// Time limit of the whole command, seconds: the solvers that solve LPs or MILPs share
+    /// it; the staged solver splits its share among its stages and prints what each took.
+    #[arg(long, default_value_t = 60.0)]
+    time_limit: f64,
+    /// Relative MIP gap at which the MILP stops (0.01 = 1%).
+    #[arg(long, default_value_t = 0.01)]
+    gap: f64,
+    /// HiGHS threads.
+    #[arg(long, default_value_t = 2)]
+    threads: u32,
+    /// Write the schedule as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+// `memwall import`'s arguments (its help is the `Import` command's).
+#[derive(Args)]
+struct ImportArgs {
+    /// Bundle folder, `<bundle>.tar.gz` or the `results.tar.gz` its run.sh packed.
+    source: PathBuf,
+    /// Record store.
+    #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+    runs: PathBuf,
+    /// Directory of the local experiment files (a study is found by its name).
+    #[arg(long, default_value = "experiments")]
+    experiments: PathBuf,
+    /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
+    /// for any other).
+    #[arg(long)]
+    reports: Option<PathBuf>,
+    #[arg(long, default_value = "templates")]
+    templates: PathBuf,
+    /// Replace records already in the store.
+    #[arg(long)]
+    force: bool,
+    /// Import the records that match and list the others (default: refuse the import).
+    #[arg(long)]
+    skip_mismatched: bool,
+    /// The bundle's run is a nightly run: its records replace those in the store (default
+    /// store `<HISTORY>/runs`, scratch, as `memwall nightly`'s), one entry is appended to
+    /// the history store and the nightly page is rendered, as after `memwall nightly`.
+    #[arg(long)]
+    nightly: bool,
+    #[command(flatten)]
+    verdict: NightlyVerdictArgs,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run every study in the experiments directory and render their reports.
@@ -207,35 +271,7 @@ enum Cmd {
     /// Plan rematerialization for a graph file at a memory budget (Checkmate MILP, LP rounding,
     /// greedy, sqrt(n), revolve): prints cost, overhead, peak, status, gap and solve time, and
     /// writes the cheapest schedule (R and S per stage, the recomputations) as JSON.
-    Plan {
-        /// Graph file: memwall's format or a networkx node-link file (Checkmate's graphs, the
-        /// random layered graphs).
-        #[arg(long)]
-        graph: PathBuf,
-        /// Budget in bytes (fixed memory included).
-        #[arg(long, conflicts_with = "budget_fraction")]
-        budget: Option<u64>,
-        /// Budget as a fraction of the checkpoint-all peak, in (0, 1] (default 0.8).
-        #[arg(long)]
-        budget_fraction: Option<f64>,
-        /// milp, staged (the scalable MILP for large graphs), lp-rounding, greedy, sqrt, revolve,
-        /// checkpoint-all, or all.
-        #[arg(long, default_value = "milp")]
-        solver: String,
-        /// Time limit of the whole command, seconds: the solvers that solve LPs or MILPs share
-        /// it; the staged solver splits its share among its stages and prints what each took.
-        #[arg(long, default_value_t = 60.0)]
-        time_limit: f64,
-        /// Relative MIP gap at which the MILP stops (0.01 = 1%).
-        #[arg(long, default_value_t = 0.01)]
-        gap: f64,
-        /// HiGHS threads.
-        #[arg(long, default_value_t = 2)]
-        threads: u32,
-        /// Write the schedule as JSON here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Plan(PlanArgs),
     /// The nightly run: every study afresh (a GPU runs `full`, the CPU `--cpu-profile`), one
     /// entry appended to the history store (date and git revision), and the nightly page
     /// (`reports/nightly/`) with the change since the last run per configuration and metric;
@@ -290,35 +326,7 @@ enum Cmd {
     /// Merge the records of a bundle (folder, bundle archive or its results.tar.gz) into the
     /// record store, after checking each against the local experiment file, and re-render the
     /// reports of the studies it holds.
-    Import {
-        /// Bundle folder, `<bundle>.tar.gz` or the `results.tar.gz` its run.sh packed.
-        source: PathBuf,
-        /// Record store.
-        #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
-        runs: PathBuf,
-        /// Directory of the local experiment files (a study is found by its name).
-        #[arg(long, default_value = "experiments")]
-        experiments: PathBuf,
-        /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
-        /// for any other).
-        #[arg(long)]
-        reports: Option<PathBuf>,
-        #[arg(long, default_value = "templates")]
-        templates: PathBuf,
-        /// Replace records already in the store.
-        #[arg(long)]
-        force: bool,
-        /// Import the records that match and list the others (default: refuse the import).
-        #[arg(long)]
-        skip_mismatched: bool,
-        /// The bundle's run is a nightly run: its records replace those in the store (default
-        /// store `<HISTORY>/runs`, scratch, as `memwall nightly`'s), one entry is appended to
-        /// the history store and the nightly page is rendered, as after `memwall nightly`.
-        #[arg(long)]
-        nightly: bool,
-        #[command(flatten)]
-        verdict: NightlyVerdictArgs,
-    },
+    Import(ImportArgs),
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
     RunJob {
@@ -418,6 +426,7 @@ fn report_study(path: &Path, paths: &Paths) -> Result<()> {
     Ok(())
 }
 
+/// Dispatches the command line to each command's function.
 fn main() -> Result<()> {
     memwall::init_logging();
     let cli = Cli::parse();
@@ -432,56 +441,19 @@ fn main() -> Result<()> {
             emit,
             slurm,
             run,
-        } => {
-            let (paths, opts) = options(&run)?;
-            match emit {
-                None => run_study(&experiment, &paths, &opts, false),
-                Some(Emit::Slurm) => {
-                    let workdir =
-                        std::env::current_dir().context("reading the working directory")?;
-                    let stem = experiment
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| "study".into());
-                    let slurm = slurm.options(&opts, workdir, Path::new("slurm").join(stem));
-                    let s = memwall::slurm::emit(&experiment, &paths, &opts, &slurm).with_context(
-                        || format!("writing Slurm scripts for {}", experiment.display()),
-                    )?;
-                    print_slurm(&s)
-                }
-            }
-        }
+        } => sweep(&experiment, emit, &slurm, &run),
         Cmd::Report {
             experiments,
             runs,
             reports,
             templates,
             check,
-        } => {
-            let paths = Paths {
-                reports: driver::reports_root(&runs, reports),
-                runs,
-                templates,
-                ..Paths::default()
-            };
-            if check {
-                check_reports(experiments, &paths)
-            } else {
-                report(experiments, &paths)
-            }
-        }
+        } => report_cmd(experiments, runs, reports, templates, check),
         Cmd::Publish {
             to,
             reports,
             nightly,
-        } => {
-            let n = memwall::publish::publish(&reports, &to, nightly.as_deref()).with_context(
-                || format!("publishing {} into {}", reports.display(), to.display()),
-            )?;
-            println!("{}", to.join("reports").display());
-            eprintln!("{n} report page bundles and the index written");
-            Ok(())
-        }
+        } => publish(&to, &reports, nightly.as_deref()),
         Cmd::List {
             experiments,
             profile,
@@ -492,40 +464,8 @@ fn main() -> Result<()> {
             target,
             out,
             run,
-        } => {
-            let (paths, opts) = options(&run)?;
-            let backend: BackendKind = target.parse()?;
-            let n = export_jobs(&experiment, backend, &out, &paths, &opts)?;
-            println!("wrote {n} job files under {}", out.display());
-            Ok(())
-        }
-        Cmd::Plan {
-            graph,
-            budget,
-            budget_fraction,
-            solver,
-            time_limit,
-            gap,
-            threads,
-            out,
-        } => {
-            let req = memwall::plan_cmd::PlanRequest {
-                graph,
-                budget: match budget {
-                    Some(b) => memwall::remat::plan::Budget::Bytes(b),
-                    None => memwall::remat::plan::Budget::Fraction(budget_fraction.unwrap_or(0.8)),
-                },
-                solver,
-                options: memwall::remat::plan::PlanOptions {
-                    time_limit_s: time_limit,
-                    gap,
-                    threads,
-                },
-                out,
-            };
-            print!("{}", memwall::plan_cmd::run(&req)?);
-            Ok(())
-        }
+        } => export_jobs_cmd(&experiment, &target, &out, &run),
+        Cmd::Plan(a) => plan(a),
         Cmd::Nightly {
             action: Some(NightlyAction::Install(args)),
             ..
@@ -555,63 +495,148 @@ fn main() -> Result<()> {
             verdict,
             reports,
             templates,
-        } => {
-            if let Some(HistoryAction::Export { file }) = action {
-                // Damaged entries are skipped with a warning naming each.
-                memwall::nightly::export(&verdict.history, &file)?;
-                println!("{}", file.display());
-                return Ok(());
-            }
-            check_noise(verdict.noise_threshold)?;
-            let paths = Paths {
-                reports: reports.unwrap_or_else(|| verdict.history.join("runs").join("reports")),
-                templates,
-                ..Paths::default()
-            };
-            let out = memwall::nightly::render(&verdict.history, &paths, verdict.noise_threshold)?;
-            nightly_verdict(&out, &verdict)
-        }
+        } => history(action, &verdict, reports, templates),
         Cmd::Bundle(args) => bundle(&args),
-        Cmd::Import {
-            source,
-            mut runs,
-            experiments,
-            reports,
-            templates,
-            force,
-            skip_mismatched,
-            nightly,
-            verdict,
-        } => {
-            if nightly {
-                check_noise(verdict.noise_threshold)?;
-                // A nightly's records are scratch, as `memwall nightly`'s.
-                if runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
-                    runs = verdict.history.join("runs");
-                }
-            }
-            let paths = Paths {
-                reports: driver::reports_root(&runs, reports),
-                runs,
-                templates,
-                ..Paths::default()
-            };
-            let nightly = nightly.then_some(&verdict);
-            import(
-                &source,
-                &experiments,
-                &paths,
-                force,
-                skip_mismatched,
-                nightly,
-            )
-        }
+        Cmd::Import(a) => import_cmd(a),
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
             Ok(())
         }
     }
+}
+
+/// `memwall sweep`: runs the study's jobs without rendering the report, or with `--emit
+/// slurm` writes the Slurm job array that runs them.
+fn sweep(experiment: &Path, emit: Option<Emit>, slurm: &SlurmArgs, run: &RunArgs) -> Result<()> {
+    let (paths, opts) = options(run)?;
+    match emit {
+        None => run_study(experiment, &paths, &opts, false),
+        Some(Emit::Slurm) => {
+            let workdir = std::env::current_dir().context("reading the working directory")?;
+            let stem = experiment
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "study".into());
+            let slurm = slurm.options(&opts, workdir, Path::new("slurm").join(stem));
+            let s = memwall::slurm::emit(experiment, &paths, &opts, &slurm)
+                .with_context(|| format!("writing Slurm scripts for {}", experiment.display()))?;
+            print_slurm(&s)
+        }
+    }
+}
+
+/// `memwall report`: re-renders the reports of `experiments` from the records in `runs`, or
+/// with `check` compares them with the rendered reports.
+fn report_cmd(
+    experiments: Vec<PathBuf>,
+    runs: PathBuf,
+    reports: Option<PathBuf>,
+    templates: PathBuf,
+    check: bool,
+) -> Result<()> {
+    let paths = Paths {
+        reports: driver::reports_root(&runs, reports),
+        runs,
+        templates,
+        ..Paths::default()
+    };
+    if check {
+        check_reports(experiments, &paths)
+    } else {
+        report(experiments, &paths)
+    }
+}
+
+/// `memwall publish`: writes the rendered reports (and the nightly page) as a Hugo site's
+/// content under `to`.
+fn publish(to: &Path, reports: &Path, nightly: Option<&Path>) -> Result<()> {
+    let n = memwall::publish::publish(reports, to, nightly)
+        .with_context(|| format!("publishing {} into {}", reports.display(), to.display()))?;
+    println!("{}", to.join("reports").display());
+    eprintln!("{n} report page bundles and the index written");
+    Ok(())
+}
+
+/// `memwall export-jobs`: writes the study's job files for the `target` backend under `out`.
+fn export_jobs_cmd(experiment: &Path, target: &str, out: &Path, run: &RunArgs) -> Result<()> {
+    let (paths, opts) = options(run)?;
+    let backend: BackendKind = target.parse()?;
+    let n = export_jobs(experiment, backend, out, &paths, &opts)?;
+    println!("wrote {n} job files under {}", out.display());
+    Ok(())
+}
+
+/// `memwall plan`: plans rematerialization for the graph file and prints the solvers' table.
+fn plan(a: PlanArgs) -> Result<()> {
+    let req = memwall::plan_cmd::PlanRequest {
+        graph: a.graph,
+        budget: match a.budget {
+            Some(b) => memwall::remat::plan::Budget::Bytes(b),
+            None => memwall::remat::plan::Budget::Fraction(a.budget_fraction.unwrap_or(0.8)),
+        },
+        solver: a.solver,
+        options: memwall::remat::plan::PlanOptions {
+            time_limit_s: a.time_limit,
+            gap: a.gap,
+            threads: a.threads,
+        },
+        out: a.out,
+    };
+    print!("{}", memwall::plan_cmd::run(&req)?);
+    Ok(())
+}
+
+/// `memwall history`: re-renders the nightly page from the history store, or with `export`
+/// writes the history as one table.
+fn history(
+    action: Option<HistoryAction>,
+    verdict: &NightlyVerdictArgs,
+    reports: Option<PathBuf>,
+    templates: PathBuf,
+) -> Result<()> {
+    if let Some(HistoryAction::Export { file }) = action {
+        // Damaged entries are skipped with a warning naming each.
+        memwall::nightly::export(&verdict.history, &file)?;
+        println!("{}", file.display());
+        return Ok(());
+    }
+    check_noise(verdict.noise_threshold)?;
+    let paths = Paths {
+        reports: reports.unwrap_or_else(|| verdict.history.join("runs").join("reports")),
+        templates,
+        ..Paths::default()
+    };
+    let out = memwall::nightly::render(&verdict.history, &paths, verdict.noise_threshold)?;
+    nightly_verdict(&out, verdict)
+}
+
+/// `memwall import`: the store and reports the arguments name (a nightly's default store is
+/// the history's scratch store), then [`import`].
+fn import_cmd(a: ImportArgs) -> Result<()> {
+    let mut runs = a.runs;
+    if a.nightly {
+        check_noise(a.verdict.noise_threshold)?;
+        // A nightly's records are scratch, as `memwall nightly`'s.
+        if runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
+            runs = a.verdict.history.join("runs");
+        }
+    }
+    let paths = Paths {
+        reports: driver::reports_root(&runs, a.reports),
+        runs,
+        templates: a.templates,
+        ..Paths::default()
+    };
+    let nightly = a.nightly.then_some(&a.verdict);
+    import(
+        &a.source,
+        &a.experiments,
+        &paths,
+        a.force,
+        a.skip_mismatched,
+        nightly,
+    )
 }
 
 /// What `--emit` writes instead of running (`memwall sweep`, `memwall nightly`).
@@ -1194,7 +1219,15 @@ fn export_jobs(
 
 /// `memwall bundle`: writes the bundle and prints its size and what to do next.
 fn bundle(a: &BundleArgs) -> Result<()> {
-    let paths = Paths::default();
+    let req = bundle_request(a)?;
+    let s = memwall::bundle::bundle(&req, &Paths::default())?;
+    print_bundle(&s, a.suite);
+    Ok(())
+}
+
+/// The bundle the arguments ask for: the runner (the slim CUDA runner where built), the
+/// PyTorch script (checked), and the experiment files (the suite's, or peak_memory's).
+fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRequest> {
     let runner = a.runner.clone().unwrap_or_else(|| {
         let carry = PathBuf::from("target/carry/memwall-job");
         if carry.is_file() {
@@ -1220,7 +1253,7 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         a.experiments.clone()
     };
     let target = a.target.parse()?;
-    let req = memwall::bundle::BundleRequest {
+    Ok(memwall::bundle::BundleRequest {
         experiments,
         // None: `full` for a GPU target, `cpu` otherwise (driver::default_profile).
         profile: a.profile,
@@ -1234,8 +1267,12 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         autotune_cache: a.autotune_cache.clone(),
         torch_script,
         archive: !a.no_archive,
-    };
-    let s = memwall::bundle::bundle(&req, &paths)?;
+    })
+}
+
+/// Prints what was bundled: each study's jobs and expected time, the total (with a note when
+/// a `suite` is over a session's minutes), the sizes and what to do on the other machine.
+fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     for st in &s.manifest.studies {
         let basis: Vec<String> = st
@@ -1259,7 +1296,7 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         memwall::bundle::expected_line(&s.manifest)
     );
     let total_min = s.manifest.expected_total_s() / 60.0;
-    if a.suite && total_min > memwall::bundle::SUITE_MINUTES {
+    if suite && total_min > memwall::bundle::SUITE_MINUTES {
         println!(
             "note: more than a session's {} device minutes: `run.sh --minutes N` runs what fits \
              (in the order above) and a second session goes on where it stopped",
@@ -1290,7 +1327,6 @@ fn bundle(a: &BundleArgs) -> Result<()> {
         s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         memwall::bundle::RESULTS_ARCHIVE
     );
-    Ok(())
 }
 
 /// `memwall import`: merges a bundle's records and re-renders the reports of its studies.

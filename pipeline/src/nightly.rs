@@ -761,44 +761,7 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
         };
         let metrics = tracked
             .iter()
-            .map(|&m| {
-                let samples =
-                    |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
-                let before = prev.map(|(_, p)| samples(p)).unwrap_or_default();
-                // The per-night medians of this configuration's metric, oldest first.
-                let mut nights: Vec<f64> = before_c
-                    .iter()
-                    .filter_map(|(_, p)| {
-                        stats::median_interval(&samples(p), stats::LEVEL).map(|x| x.median)
-                    })
-                    .take(NOISE_WINDOW)
-                    .collect();
-                nights.reverse();
-                let exact = m.deterministic();
-                let floor = match m {
-                    Metric::PeakAllocated | Metric::PeakReserved => {
-                        let last = nights.last().copied().unwrap_or(0.0);
-                        if last > 0.0 {
-                            EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / last)
-                        } else {
-                            EXACT_TOLERANCE
-                        }
-                    }
-                    _ if exact => EXACT_TOLERANCE,
-                    _ => noise,
-                };
-                let n = night_noise(&nights, floor, exact);
-                let mut k = classify(&before, &samples(c), m.lower_is_better(), n.threshold);
-                k.noise = Some(n);
-                let judged = matches!(
-                    k.verdict,
-                    Verdict::Regressed | Verdict::Improved | Verdict::WithinNoise
-                );
-                if judged && !exact && nights.len() < MIN_NIGHTS {
-                    k.verdict = Verdict::NotEnoughHistory;
-                }
-                (m, k)
-            })
+            .map(|&m| (m, metric_change(m, c, &before_c, noise)))
             .collect();
         out.push(ConfigChange {
             study: c.study.clone(),
@@ -810,6 +773,53 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
         });
     }
     out
+}
+
+/// The change of metric `m` of configuration `c` since the latest of `before_c` (the
+/// configuration in the earlier comparable entries, latest first), judged against the noise of
+/// the last [`NOISE_WINDOW`] of them as [`changes`] describes.
+fn metric_change(
+    m: Metric,
+    c: &ConfigEntry,
+    before_c: &[(&HistoryEntry, &ConfigEntry)],
+    noise: f64,
+) -> Classified {
+    let samples = |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
+    let before = before_c
+        .first()
+        .map(|(_, p)| samples(p))
+        .unwrap_or_default();
+    // The per-night medians of this configuration's metric, oldest first.
+    let mut nights: Vec<f64> = before_c
+        .iter()
+        .filter_map(|(_, p)| stats::median_interval(&samples(p), stats::LEVEL).map(|x| x.median))
+        .take(NOISE_WINDOW)
+        .collect();
+    nights.reverse();
+    let exact = m.deterministic();
+    let floor = match m {
+        Metric::PeakAllocated | Metric::PeakReserved => {
+            let last = nights.last().copied().unwrap_or(0.0);
+            if last > 0.0 {
+                EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / last)
+            } else {
+                EXACT_TOLERANCE
+            }
+        }
+        _ if exact => EXACT_TOLERANCE,
+        _ => noise,
+    };
+    let n = night_noise(&nights, floor, exact);
+    let mut k = classify(&before, &samples(c), m.lower_is_better(), n.threshold);
+    k.noise = Some(n);
+    let judged = matches!(
+        k.verdict,
+        Verdict::Regressed | Verdict::Improved | Verdict::WithinNoise
+    );
+    if judged && !exact && nights.len() < MIN_NIGHTS {
+        k.verdict = Verdict::NotEnoughHistory;
+    }
+    k
 }
 
 /// What a nightly run or a history report produced.
@@ -1160,17 +1170,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         entries: history,
         damaged,
     } = load(history_dir)?;
-    let skipped: Vec<String> = damaged
-        .iter()
-        .map(|(path, why)| {
-            format!(
-                "Skipped the history entry `{}`: {why}. Move it out of the history folder.",
-                path.file_name().map_or(path.display().to_string(), |n| n
-                    .to_string_lossy()
-                    .into_owned())
-            )
-        })
-        .collect();
+    let skipped = skipped_entries(&damaged);
     let Some(last) = history.last() else {
         return Err(Error::Records {
             path: history_dir.to_path_buf(),
@@ -1194,40 +1194,8 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         source_title: String::new(),
         summary: summary.clone(),
         glance: Vec::new(),
-        description: format!(
-            "Each nightly run (`memwall nightly`) runs the studies afresh and appends one entry \
-             to the history store `{}`, keyed by date and git revision. This page compares the \
-             last run ({}, revision `{}`, {} profile, {} on {}) with the run before it of the \
-             same profile and backend, per configuration and metric, and draws every run so \
-             far.",
-            history_dir.display(),
-            last.date,
-            last.git_revision,
-            last.profile,
-            last.backend,
-            last.device
-        ),
-        notes: vec![format!(
-            "A change is *regressed* or *improved* only when the whole confidence interval of \
-             the relative change of the medians lies beyond the metric's noise threshold on \
-             one side, as criterion.rs classifies changes; otherwise it is *within noise*. The \
-             threshold is the noise the metric shows between nights, printed beside each \
-             verdict: peak bytes and eval loss repeat at a fixed revision and seed, so they are \
-             compared within {:.1}% (*exact*; peaks within 64 KiB at least), widened only if they moved between earlier \
-             nights; step time and tokens/s are judged against {} robust standard deviations \
-             (1.4826 times the median absolute night-to-night change) of the last {} earlier \
-             nights, never below {:.1}%, and only once {} earlier nights measured them: before \
-             that the verdict is *not enough history*, since the steps of one run share a \
-             process and say nothing about night-to-night noise. The medians' intervals are \
-             distribution-free order-statistic intervals (Conover 1999, section 3.2) over a \
-             configuration's repeats, or, for a configuration run once, over its measured \
-             steps. *Missing*: measured last time, not finished now.",
-            EXACT_TOLERANCE * 100.0,
-            NOISE_SIGMAS,
-            NOISE_WINDOW,
-            noise * 100.0,
-            MIN_NIGHTS
-        )],
+        description: page_description(history_dir, last),
+        notes: vec![method_note(noise)],
         tags: vec!["nightly".into(), "history".into()],
         sections: vec![
             change_section(&history, &changes, noise, &skipped),
@@ -1248,6 +1216,65 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         summary: summary_path,
         changes,
     })
+}
+
+/// The page's notes' line for each history entry that did not read (`damaged`: path, why).
+fn skipped_entries(damaged: &[(PathBuf, String)]) -> Vec<String> {
+    damaged
+        .iter()
+        .map(|(path, why)| {
+            format!(
+                "Skipped the history entry `{}`: {why}. Move it out of the history folder.",
+                path.file_name().map_or(path.display().to_string(), |n| n
+                    .to_string_lossy()
+                    .into_owned())
+            )
+        })
+        .collect()
+}
+
+/// The page's description: what a nightly run does and which run (`last`, in the history
+/// store `history_dir`) the page compares.
+fn page_description(history_dir: &Path, last: &HistoryEntry) -> String {
+    format!(
+        "Each nightly run (`memwall nightly`) runs the studies afresh and appends one entry \
+         to the history store `{}`, keyed by date and git revision. This page compares the \
+         last run ({}, revision `{}`, {} profile, {} on {}) with the run before it of the \
+         same profile and backend, per configuration and metric, and draws every run so \
+         far.",
+        history_dir.display(),
+        last.date,
+        last.git_revision,
+        last.profile,
+        last.backend,
+        last.device
+    )
+}
+
+/// The page's note on how a change is judged: the confidence interval against the metric's
+/// noise threshold (`noise`: the floor for timings).
+fn method_note(noise: f64) -> String {
+    format!(
+        "A change is *regressed* or *improved* only when the whole confidence interval of \
+         the relative change of the medians lies beyond the metric's noise threshold on \
+         one side, as criterion.rs classifies changes; otherwise it is *within noise*. The \
+         threshold is the noise the metric shows between nights, printed beside each \
+         verdict: peak bytes and eval loss repeat at a fixed revision and seed, so they are \
+         compared within {:.1}% (*exact*; peaks within 64 KiB at least), widened only if they moved between earlier \
+         nights; step time and tokens/s are judged against {} robust standard deviations \
+         (1.4826 times the median absolute night-to-night change) of the last {} earlier \
+         nights, never below {:.1}%, and only once {} earlier nights measured them: before \
+         that the verdict is *not enough history*, since the steps of one run share a \
+         process and say nothing about night-to-night noise. The medians' intervals are \
+         distribution-free order-statistic intervals (Conover 1999, section 3.2) over a \
+         configuration's repeats, or, for a configuration run once, over its measured \
+         steps. *Missing*: measured last time, not finished now.",
+        EXACT_TOLERANCE * 100.0,
+        NOISE_SIGMAS,
+        NOISE_WINDOW,
+        noise * 100.0,
+        MIN_NIGHTS
+    )
 }
 
 /// How many comparisons of `changes` got each verdict.
@@ -1349,6 +1376,160 @@ fn measured(e: &HistoryEntry) -> String {
     }
 }
 
+/// The tables of the section "Change since the last run", filled configuration by
+/// configuration ([`ChangeTables::add`]).
+struct ChangeTables {
+    /// Per training configuration, each metric's change and verdict.
+    summary: Table,
+    /// Every change beyond the noise threshold (and every missing metric), with intervals.
+    detail: Table,
+    /// Per in-process case and metric, the change with both runs' numbers.
+    in_process: Table,
+}
+
+impl ChangeTables {
+    /// The three tables without rows; `noise` is the timings' floor the caption names.
+    fn new(noise: f64) -> Self {
+        let columns = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        ChangeTables {
+            summary: Table {
+                caption: format!(
+                    "Change of each metric since the last run (relative change of the medians; \
+                     beside each verdict the noise it was judged against; timings never below \
+                     {:.1}%)",
+                    noise * 100.0
+                ),
+                columns: columns(&["Study", "Configuration", "Compared with"])
+                    .into_iter()
+                    .chain(Metric::ALL.iter().map(|m| m.title().to_string()))
+                    .collect(),
+                ..Default::default()
+            },
+            detail: Table {
+                caption: "Every change beyond the noise threshold: medians with their intervals"
+                    .into(),
+                columns: columns(&[
+                    "Study",
+                    "Configuration",
+                    "Metric",
+                    "Last run",
+                    "This run",
+                    "Change",
+                    "Noise",
+                    "Verdict",
+                ]),
+                ..Default::default()
+            },
+            in_process: Table {
+                caption: "Numbers the in-process studies track (solve times, schedule costs, \
+                          kernel timings): change since the last run, with the noise each \
+                          verdict was judged against"
+                    .into(),
+                columns: columns(&[
+                    "Study",
+                    "Case",
+                    "Metric",
+                    "Compared with",
+                    "Last run",
+                    "This run",
+                    "Change",
+                ]),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Adds configuration `c`, compared with the run `against` names ("run 3 (abc1234)", or
+    /// "–"): a summary row for a training configuration, an in-process row per metric of an
+    /// in-process case, and a detail row per metric beyond the noise or missing.
+    fn add(&mut self, c: &ConfigChange, against: String) {
+        let mut row = vec![c.study.clone(), c.config.clone(), against];
+        for (m, k) in &c.metrics {
+            let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
+            let cell = verdict_cell(k);
+            if c.kind == ConfigKind::InProcess {
+                self.in_process.rows.push(vec![
+                    c.study.clone(),
+                    c.config.clone(),
+                    m.title().to_string(),
+                    row[2].clone(),
+                    est(&k.prev),
+                    est(&k.cur),
+                    cell.clone(),
+                ]);
+            }
+            row.push(cell);
+            if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured)
+                && c.status != JobStatus::Ok
+            {
+                let at = (self.summary.rows.len(), row.len() - 1);
+                let status = format!("this run: {}", c.status.as_str());
+                self.summary.note(at.0, at.1, status);
+            }
+            if matches!(
+                k.verdict,
+                Verdict::Regressed | Verdict::Improved | Verdict::Missing
+            ) {
+                self.detail.rows.push(vec![
+                    c.study.clone(),
+                    c.config.clone(),
+                    m.title().to_string(),
+                    est(&k.prev),
+                    est(&k.cur),
+                    k.change.map_or("–".into(), |d| change_interval(&d)),
+                    k.noise.map_or("–".into(), |n| n.describe()),
+                    k.verdict.as_str().to_string(),
+                ]);
+            }
+        }
+        if c.kind == ConfigKind::Training {
+            self.summary.rows.push(row);
+        }
+    }
+
+    /// The tables that have rows, in page order (summary, in-process, detail).
+    fn into_tables(self) -> Vec<Table> {
+        [self.summary, self.in_process, self.detail]
+            .into_iter()
+            .filter(|t| !t.rows.is_empty())
+            .collect()
+    }
+}
+
+/// A metric's cell of the summary table: the relative change with its verdict and the noise
+/// it was judged against (or the nights it still lacks), or the verdict alone.
+fn verdict_cell(k: &Classified) -> String {
+    let noise = k
+        .noise
+        .map(|n| format!(" {}", n.describe()))
+        .unwrap_or_default();
+    match (k.change, k.verdict) {
+        (Some(d), Verdict::NotEnoughHistory) => format!(
+            "{:+.1}% not enough history ({} of {MIN_NIGHTS} nights)",
+            d.median * 100.0,
+            k.noise.map_or(0, |n| n.nights)
+        ),
+        (Some(d), v) => format!("{:+.1}% {}{noise}", d.median * 100.0, v.as_str()),
+        (None, v) => v.as_str().to_string(),
+    }
+}
+
+/// A relative change as the detail table prints it: the median with its interval, if any.
+fn change_interval(d: &Estimate) -> String {
+    if d.has_interval() {
+        format!(
+            "{:+.1}% [{:+.1}%, {:+.1}%]",
+            d.median * 100.0,
+            d.lo * 100.0,
+            d.hi * 100.0
+        )
+    } else {
+        format!("{:+.1}%", d.median * 100.0)
+    }
+}
+
+/// The section "Change since the last run": the verdict counts of the last run and the
+/// [`ChangeTables`]; its notes are the last run's errors and the `skipped` history entries.
 fn change_section(
     history: &[HistoryEntry],
     changes: &[ConfigChange],
@@ -1371,135 +1552,9 @@ fn change_section(
         .map(|(v, n)| format!("{n} {}", v.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut summary = Table {
-        caption: format!(
-            "Change of each metric since the last run (relative change of the medians; beside \
-             each verdict the noise it was judged against; timings never below {:.1}%)",
-            noise * 100.0
-        ),
-        columns: ["Study", "Configuration", "Compared with"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(Metric::ALL.iter().map(|m| m.title().to_string()))
-            .collect(),
-        ..Default::default()
-    };
-    let mut detail = Table {
-        caption: "Every change beyond the noise threshold: medians with their intervals".into(),
-        columns: [
-            "Study",
-            "Configuration",
-            "Metric",
-            "Last run",
-            "This run",
-            "Change",
-            "Noise",
-            "Verdict",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..Default::default()
-    };
-    let mut in_process = Table {
-        caption: "Numbers the in-process studies track (solve times, schedule costs, kernel \
-                  timings): change since the last run, with the noise each verdict was judged \
-                  against"
-            .into(),
-        columns: [
-            "Study",
-            "Case",
-            "Metric",
-            "Compared with",
-            "Last run",
-            "This run",
-            "Change",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..Default::default()
-    };
+    let mut tables = ChangeTables::new(noise);
     for c in changes {
-        let mut row = vec![
-            c.study.clone(),
-            c.config.clone(),
-            c.against.as_deref().map_or("–".into(), run_name),
-        ];
-        for (m, k) in &c.metrics {
-            let noise = k
-                .noise
-                .map(|n| format!(" {}", n.describe()))
-                .unwrap_or_default();
-            let cell = match (k.change, k.verdict) {
-                (Some(d), Verdict::NotEnoughHistory) => format!(
-                    "{:+.1}% not enough history ({} of {MIN_NIGHTS} nights)",
-                    d.median * 100.0,
-                    k.noise.map_or(0, |n| n.nights)
-                ),
-                (Some(d), v) => format!("{:+.1}% {}{noise}", d.median * 100.0, v.as_str()),
-                (None, v) => v.as_str().to_string(),
-            };
-            if c.kind == ConfigKind::InProcess {
-                let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
-                in_process.rows.push(vec![
-                    c.study.clone(),
-                    c.config.clone(),
-                    m.title().to_string(),
-                    row[2].clone(),
-                    est(&k.prev),
-                    est(&k.cur),
-                    cell.clone(),
-                ]);
-            }
-            row.push(cell);
-            if matches!(k.verdict, Verdict::Missing | Verdict::NotMeasured)
-                && c.status != JobStatus::Ok
-            {
-                let at = (summary.rows.len(), row.len() - 1);
-                summary.note(at.0, at.1, format!("this run: {}", c.status.as_str()));
-            }
-            if matches!(
-                k.verdict,
-                Verdict::Regressed | Verdict::Improved | Verdict::Missing
-            ) {
-                let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
-                detail.rows.push(vec![
-                    c.study.clone(),
-                    c.config.clone(),
-                    m.title().to_string(),
-                    est(&k.prev),
-                    est(&k.cur),
-                    k.change.map_or("–".into(), |d| {
-                        if d.has_interval() {
-                            format!(
-                                "{:+.1}% [{:+.1}%, {:+.1}%]",
-                                d.median * 100.0,
-                                d.lo * 100.0,
-                                d.hi * 100.0
-                            )
-                        } else {
-                            format!("{:+.1}%", d.median * 100.0)
-                        }
-                    }),
-                    k.noise.map_or("–".into(), |n| n.describe()),
-                    k.verdict.as_str().to_string(),
-                ]);
-            }
-        }
-        if c.kind == ConfigKind::Training {
-            summary.rows.push(row);
-        }
-    }
-    let mut tables = Vec::new();
-    if !summary.rows.is_empty() {
-        tables.push(summary);
-    }
-    if !in_process.rows.is_empty() {
-        tables.push(in_process);
-    }
-    if !detail.rows.is_empty() {
-        tables.push(detail);
+        tables.add(c, c.against.as_deref().map_or("–".into(), run_name));
     }
     Section {
         details: None,
@@ -1529,7 +1584,7 @@ fn change_section(
             .map(|e| format!("Did not run: {e}"))
             .chain(skipped.iter().cloned())
             .collect(),
-        tables,
+        tables: tables.into_tables(),
         figures: Vec::new(),
     }
 }

@@ -9,7 +9,7 @@ use crate::remat::plan::{
     checkpoint_all_peak, plan, schedule_json, smallest_feasible_budget, Budget, PlanOptions,
     PlanOutcome, Solver,
 };
-use crate::remat::RematError;
+use crate::remat::{Graph, RematError};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -115,34 +115,7 @@ pub fn run(req: &PlanRequest) -> Result<String> {
     let reference = checkpoint_all_peak(&g)?;
     let budget = req.budget.bytes(&g)?;
     let mut text = String::new();
-    writeln!(
-        text,
-        "graph {} ({}): {} nodes, {} edges, total cost {:.4}, checkpoint-all peak {} bytes",
-        g.name,
-        req.graph.display(),
-        g.len(),
-        g.deps.iter().map(Vec::len).sum::<usize>(),
-        g.total_cost(),
-        reference
-    )?;
-    writeln!(
-        text,
-        "budget {budget} bytes ({:.3} of the checkpoint-all peak)\n",
-        budget as f64 / reference as f64
-    )?;
-    writeln!(
-        text,
-        "{:<15} {:<30} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9}",
-        "solver",
-        "status",
-        "cost",
-        "overhead",
-        "peak bytes",
-        "recomp.",
-        "lower bound",
-        "gap",
-        "time (s)"
-    )?;
+    write_header(&mut text, req, &g, reference, budget)?;
     let mut outcomes = Vec::with_capacity(solvers.len());
     for (k, &s) in solvers.iter().enumerate() {
         let o = plan(
@@ -178,45 +151,7 @@ pub fn run(req: &PlanRequest) -> Result<String> {
             )?;
             schedule_json(&g, o)
         }
-        None => {
-            let left = PlanOptions {
-                time_limit_s: deadline.left(),
-                ..req.options.clone()
-            };
-            let fb = smallest_feasible_budget(&g, &left)?;
-            let proven = budget < fb.lower_bytes;
-            let smallest = if fb.exact() {
-                format!(
-                    "the smallest feasible budget is {} bytes ({:.3} of the checkpoint-all peak)",
-                    fb.upper_bytes,
-                    fb.upper_bytes as f64 / reference as f64
-                )
-            } else {
-                format!(
-                    "the smallest feasible budget is between {} and {} bytes (not settled within --time-limit)",
-                    fb.lower_bytes, fb.upper_bytes
-                )
-            };
-            if proven {
-                writeln!(
-                    text,
-                    "\ninfeasible: no schedule fits {budget} bytes; {smallest}"
-                )?;
-            } else {
-                writeln!(
-                    text,
-                    "\nno schedule found: none of the solvers found one at {budget} bytes within --time-limit, and the budget is not proven infeasible; {smallest}; try a longer --time-limit or --solver staged"
-                )?;
-            }
-            serde_json::json!({
-                "graph": g.name,
-                "nodes": g.len(),
-                "budget_bytes": budget,
-                "status": if proven { "infeasible" } else { "not found" },
-                "smallest_feasible_budget": fb,
-                "outcomes": outcomes,
-            })
-        }
+        None => no_schedule(&mut text, req, &g, &outcomes, &deadline, reference, budget)?,
     };
     if let Some(out) = &req.out {
         json["budget_bytes"] = budget.into();
@@ -225,6 +160,96 @@ pub fn run(req: &PlanRequest) -> Result<String> {
         writeln!(text, "schedule written to {}", out.display())?;
     }
     Ok(text)
+}
+
+/// Writes the lines above the solver rows: the graph, the budget and the table's header.
+fn write_header(
+    text: &mut String,
+    req: &PlanRequest,
+    g: &Graph,
+    reference: u64,
+    budget: u64,
+) -> Result<()> {
+    writeln!(
+        text,
+        "graph {} ({}): {} nodes, {} edges, total cost {:.4}, checkpoint-all peak {} bytes",
+        g.name,
+        req.graph.display(),
+        g.len(),
+        g.deps.iter().map(Vec::len).sum::<usize>(),
+        g.total_cost(),
+        reference
+    )?;
+    writeln!(
+        text,
+        "budget {budget} bytes ({:.3} of the checkpoint-all peak)\n",
+        budget as f64 / reference as f64
+    )?;
+    writeln!(
+        text,
+        "{:<15} {:<30} {:>14} {:>9} {:>16} {:>8} {:>14} {:>8} {:>9}",
+        "solver",
+        "status",
+        "cost",
+        "overhead",
+        "peak bytes",
+        "recomp.",
+        "lower bound",
+        "gap",
+        "time (s)"
+    )?;
+    Ok(())
+}
+
+/// Where no solver found a schedule: writes whether the budget is proven infeasible and the
+/// smallest feasible budget (searched in what is left of the time limit), and returns the JSON
+/// that says so in place of a schedule.
+fn no_schedule(
+    text: &mut String,
+    req: &PlanRequest,
+    g: &Graph,
+    outcomes: &[PlanOutcome],
+    deadline: &Deadline,
+    reference: u64,
+    budget: u64,
+) -> Result<serde_json::Value> {
+    let left = PlanOptions {
+        time_limit_s: deadline.left(),
+        ..req.options.clone()
+    };
+    let fb = smallest_feasible_budget(g, &left)?;
+    let proven = budget < fb.lower_bytes;
+    let smallest = if fb.exact() {
+        format!(
+            "the smallest feasible budget is {} bytes ({:.3} of the checkpoint-all peak)",
+            fb.upper_bytes,
+            fb.upper_bytes as f64 / reference as f64
+        )
+    } else {
+        format!(
+            "the smallest feasible budget is between {} and {} bytes (not settled within --time-limit)",
+            fb.lower_bytes, fb.upper_bytes
+        )
+    };
+    if proven {
+        writeln!(
+            text,
+            "\ninfeasible: no schedule fits {budget} bytes; {smallest}"
+        )?;
+    } else {
+        writeln!(
+            text,
+            "\nno schedule found: none of the solvers found one at {budget} bytes within --time-limit, and the budget is not proven infeasible; {smallest}; try a longer --time-limit or --solver staged"
+        )?;
+    }
+    Ok(serde_json::json!({
+        "graph": g.name,
+        "nodes": g.len(),
+        "budget_bytes": budget,
+        "status": if proven { "infeasible" } else { "not found" },
+        "smallest_feasible_budget": fb,
+        "outcomes": outcomes,
+    }))
 }
 
 /// Whether `s` solves an LP or a MILP (the solvers that share the time limit).

@@ -9,7 +9,7 @@
 
 use crate::report::model::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
-use crate::spec::{AttentionOption, JobSpec, OptimizerKind, Study};
+use crate::spec::{AttentionOption, ConfigSpec, JobSpec, OptimizerKind, Study};
 use crate::strategy::LayerNormSaving;
 use memwall_core::record::JsonError;
 use serde::{Deserialize, Serialize};
@@ -265,6 +265,59 @@ fn same_mechanism(a: &TorchConfig, b: &TorchConfig) -> bool {
     )
 }
 
+/// Why configuration `c` has no PyTorch counterpart in the reference script, or `None` where
+/// it has one.
+fn no_counterpart(c: &ConfigSpec) -> Option<String> {
+    if c.checkmate.is_some() {
+        return Some(
+            "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
+             PyTorch's nearest mechanism, activation_memory_budget, is in the budget rows"
+                .into(),
+        );
+    }
+    if c.master_weights {
+        return Some(
+            "f32 master weights with a 16-bit copy (and loss scaling) are not in the \
+             reference script; its rows train in one precision"
+                .into(),
+        );
+    }
+    if c.balanced_checkpointing {
+        return Some(
+            "Burn's op-level BalancedCheckpointing has no PyTorch eager counterpart".into(),
+        );
+    }
+    if c.layer_norm != LayerNormSaving::SavesInput {
+        return Some(format!(
+            "PyTorch's native layer norm keeps its input and row statistics (memwall's \
+             `saves_input`); `{}` has no eager counterpart",
+            c.layer_norm.as_str()
+        ));
+    }
+    None
+}
+
+/// The PyTorch configuration of configuration `c` as bundled in `job` (a model of `layers`
+/// layers).
+fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
+    TorchConfig {
+        name: c.name.clone(),
+        label: c.label.clone(),
+        precision: c.precision.as_str().into(),
+        checkpoint: c.checkpoint.segment_len(layers),
+        fused_optimizer: c.fused_optimizer,
+        compile: c.fusion || c.budget.is_some(),
+        activation_memory_budget: c.budget,
+        attention: match c.attention {
+            AttentionOption::MemoryEfficient => "sdpa".into(),
+            AttentionOption::Naive => "naive".into(),
+        },
+        optimizer: job.train.optimizer.as_str().into(),
+        lr: Some(job.train.lr),
+        weight_decay: Some(job.train.weight_decay),
+    }
+}
+
 /// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover.
 /// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing) are left out
 /// with the reason.
@@ -280,58 +333,11 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
         let Some(c) = study.configs.iter().find(|c| c.name == job.config) else {
             continue;
         };
-        if c.checkmate.is_some() {
-            left_out.push((
-                c.name.clone(),
-                "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
-                 PyTorch's nearest mechanism, activation_memory_budget, is in the budget rows"
-                    .into(),
-            ));
+        if let Some(reason) = no_counterpart(c) {
+            left_out.push((c.name.clone(), reason));
             continue;
         }
-        if c.master_weights {
-            left_out.push((
-                c.name.clone(),
-                "f32 master weights with a 16-bit copy (and loss scaling) are not in the \
-                 reference script; its rows train in one precision"
-                    .into(),
-            ));
-            continue;
-        }
-        if c.balanced_checkpointing {
-            left_out.push((
-                c.name.clone(),
-                "Burn's op-level BalancedCheckpointing has no PyTorch eager counterpart".into(),
-            ));
-            continue;
-        }
-        if c.layer_norm != LayerNormSaving::SavesInput {
-            left_out.push((
-                c.name.clone(),
-                format!(
-                    "PyTorch's native layer norm keeps its input and row statistics (memwall's \
-                     `saves_input`); `{}` has no eager counterpart",
-                    c.layer_norm.as_str()
-                ),
-            ));
-            continue;
-        }
-        let config = TorchConfig {
-            name: c.name.clone(),
-            label: c.label.clone(),
-            precision: c.precision.as_str().into(),
-            checkpoint: c.checkpoint.segment_len(m.layers),
-            fused_optimizer: c.fused_optimizer,
-            compile: c.fusion || c.budget.is_some(),
-            activation_memory_budget: c.budget,
-            attention: match c.attention {
-                AttentionOption::MemoryEfficient => "sdpa".into(),
-                AttentionOption::Naive => "naive".into(),
-            },
-            optimizer: job.train.optimizer.as_str().into(),
-            lr: Some(job.train.lr),
-            weight_decay: Some(job.train.weight_decay),
-        };
+        let config = torch_config(c, job, m.layers);
         // PyTorch runs each memory configuration once, with the optimizer of its first
         // configuration (the source's rows come first): GPU time is scarce, and the
         // framework comparison does not need both optimizers.
@@ -551,120 +557,10 @@ pub fn section(
     let mut devices: Vec<&str> = rows.iter().map(|r| r.device.as_str()).collect();
     devices.sort();
     devices.dedup();
-    let mut tables = Vec::new();
-    let mut notes = vec![
-        "PyTorch: `reference/torch_peak_memory.py` (eager; `torch.utils.checkpoint` for \
-         checkpointing, an AdamW step per parameter in `register_post_accumulate_grad_hook` for \
-         the fused step, `torch.compile` for compile, `torch._functorch.config.\
-         activation_memory_budget` for the budgets), the same model shape and steps, random \
-         tokens, one process per configuration. Its peaks are `torch.cuda.max_memory_allocated` \
-         and `max_memory_reserved` over the whole run (exact high-water marks); memwall's \
-         allocated peak on CUDA is a sampled lower bound, its reserved peak exact."
-            .to_string(),
-    ];
-    for (p, e) in &bad {
-        notes.push(format!(
-            "Left out: `{}` could not be read ({e}).",
-            p.display()
-        ));
-    }
-    for device in &devices {
-        // GiB where any peak of the device's rows reaches 1 GiB, MiB otherwise (small models).
-        let largest = rows
-            .iter()
-            .filter(|r| r.device == *device)
-            .flat_map(|r| [r.max_memory_reserved_bytes, r.max_memory_allocated_bytes])
-            .chain(
-                records
-                    .iter()
-                    .filter(|m| m.env.device_name == *device)
-                    .map(|m| m.summary.map(|s| s.peak_reserved_bytes)),
-            )
-            .flatten()
-            .max()
-            .unwrap_or(0);
-        let (unit, unit_name) = if largest >= 1 << 30 {
-            ((1u64 << 30) as f64, "GiB")
-        } else {
-            ((1u64 << 20) as f64, "MiB")
-        };
-        let gib = |b: Option<u64>| in_unit(b, unit);
-        let mut table = Table {
-            caption: format!("{device}: memwall and PyTorch on the same device"),
-            columns: vec![
-                "configuration".into(),
-                format!("memwall peak reserved ({unit_name})"),
-                format!("PyTorch peak reserved ({unit_name})"),
-                "reserved ratio".into(),
-                format!("memwall peak allocated ({unit_name})"),
-                format!("PyTorch peak allocated ({unit_name})"),
-                "allocated ratio".into(),
-                "memwall samples/s".into(),
-                "PyTorch samples/s".into(),
-                "throughput ratio".into(),
-            ],
-            rows: Vec::new(),
-            notes: Vec::new(),
-        };
-        let mut ordered: Vec<&TorchRow> = rows.iter().filter(|r| r.device == *device).collect();
-        ordered.sort_by_key(|r| {
-            labels
-                .iter()
-                .position(|(n, _)| n == &r.config)
-                .unwrap_or(usize::MAX)
-        });
-        for r in ordered {
-            let label = labels
-                .iter()
-                .find(|(n, _)| n == &r.config)
-                .map(|(_, l)| l.clone())
-                .unwrap_or_else(|| r.config.clone());
-            let ours = memwall_row(records, r).and_then(|m| m.summary);
-            let torch_ok = r.status == TorchStatus::Ok;
-            let mut cells = vec![
-                label,
-                gib(ours.map(|s| s.peak_reserved_bytes)),
-                if torch_ok {
-                    gib(r.max_memory_reserved_bytes)
-                } else {
-                    r.status.to_string()
-                },
-                ratio(
-                    ours.map(|s| s.peak_reserved_bytes as f64),
-                    r.max_memory_reserved_bytes.map(|b| b as f64),
-                ),
-                gib(ours.map(|s| s.peak_allocated_bytes)),
-                if torch_ok {
-                    gib(r.max_memory_allocated_bytes)
-                } else {
-                    r.status.to_string()
-                },
-                ratio(
-                    ours.map(|s| s.peak_allocated_bytes as f64),
-                    r.max_memory_allocated_bytes.map(|b| b as f64),
-                ),
-                ours.map(|s| format!("{:.2}", s.samples_per_s))
-                    .unwrap_or_else(|| "–".into()),
-                r.samples_per_s
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_else(|| "–".into()),
-                ratio(ours.map(|s| s.samples_per_s), r.samples_per_s),
-            ];
-            if !torch_ok {
-                for c in [3, 6, 9] {
-                    cells[c] = "–".into();
-                }
-            }
-            let row_index = table.rows.len();
-            table.rows.push(cells);
-            if !torch_ok {
-                if let Some(reason) = &r.reason {
-                    table.note(row_index, 2, format!("PyTorch: {reason}"));
-                }
-            }
-        }
-        tables.push(table);
-    }
+    let tables = devices
+        .iter()
+        .map(|device| device_table(&rows, records, labels, device))
+        .collect();
     let torch_versions = {
         let mut v: Vec<&str> = rows.iter().map(|r| r.torch_version.as_str()).collect();
         v.sort();
@@ -689,10 +585,148 @@ pub fn section(
                 torch_versions
             }
         ),
-        notes,
+        notes: section_notes(&bad),
         tables,
         figures: Vec::new(),
     })
+}
+
+/// The section's notes: how PyTorch's rows are measured, and the row files that did not read.
+fn section_notes(bad: &[(PathBuf, String)]) -> Vec<String> {
+    let mut notes = vec![
+        "PyTorch: `reference/torch_peak_memory.py` (eager; `torch.utils.checkpoint` for \
+         checkpointing, an AdamW step per parameter in `register_post_accumulate_grad_hook` for \
+         the fused step, `torch.compile` for compile, `torch._functorch.config.\
+         activation_memory_budget` for the budgets), the same model shape and steps, random \
+         tokens, one process per configuration. Its peaks are `torch.cuda.max_memory_allocated` \
+         and `max_memory_reserved` over the whole run (exact high-water marks); memwall's \
+         allocated peak on CUDA is a sampled lower bound, its reserved peak exact."
+            .to_string(),
+    ];
+    for (p, e) in bad {
+        notes.push(format!(
+            "Left out: `{}` could not be read ({e}).",
+            p.display()
+        ));
+    }
+    notes
+}
+
+/// The unit of one device's table, as bytes per unit and its name: GiB where any peak of the
+/// device's rows (or memwall's records on it) reaches 1 GiB, MiB otherwise (small models).
+fn device_unit(rows: &[TorchRow], records: &[JobRecord], device: &str) -> (f64, &'static str) {
+    let largest = rows
+        .iter()
+        .filter(|r| r.device == *device)
+        .flat_map(|r| [r.max_memory_reserved_bytes, r.max_memory_allocated_bytes])
+        .chain(
+            records
+                .iter()
+                .filter(|m| m.env.device_name == *device)
+                .map(|m| m.summary.map(|s| s.peak_reserved_bytes)),
+        )
+        .flatten()
+        .max()
+        .unwrap_or(0);
+    if largest >= 1 << 30 {
+        ((1u64 << 30) as f64, "GiB")
+    } else {
+        ((1u64 << 20) as f64, "MiB")
+    }
+}
+
+/// One device's table: per PyTorch row (in report order), memwall's and PyTorch's peaks and
+/// samples/s with their ratios.
+fn device_table(
+    rows: &[TorchRow],
+    records: &[JobRecord],
+    labels: &[(String, String)],
+    device: &str,
+) -> Table {
+    let (unit, unit_name) = device_unit(rows, records, device);
+    let mut table = Table {
+        caption: format!("{device}: memwall and PyTorch on the same device"),
+        columns: vec![
+            "configuration".into(),
+            format!("memwall peak reserved ({unit_name})"),
+            format!("PyTorch peak reserved ({unit_name})"),
+            "reserved ratio".into(),
+            format!("memwall peak allocated ({unit_name})"),
+            format!("PyTorch peak allocated ({unit_name})"),
+            "allocated ratio".into(),
+            "memwall samples/s".into(),
+            "PyTorch samples/s".into(),
+            "throughput ratio".into(),
+        ],
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut ordered: Vec<&TorchRow> = rows.iter().filter(|r| r.device == *device).collect();
+    ordered.sort_by_key(|r| {
+        labels
+            .iter()
+            .position(|(n, _)| n == &r.config)
+            .unwrap_or(usize::MAX)
+    });
+    for r in ordered {
+        let label = labels
+            .iter()
+            .find(|(n, _)| n == &r.config)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_else(|| r.config.clone());
+        let row_index = table.rows.len();
+        table.rows.push(comparison_row(records, r, label, unit));
+        if r.status != TorchStatus::Ok {
+            if let Some(reason) = &r.reason {
+                table.note(row_index, 2, format!("PyTorch: {reason}"));
+            }
+        }
+    }
+    table
+}
+
+/// The cells of one configuration's row of [`device_table`]: memwall's latest record beside
+/// the PyTorch row `r`, peaks in `unit` bytes; a PyTorch row that did not run shows its status
+/// and no ratios.
+fn comparison_row(records: &[JobRecord], r: &TorchRow, label: String, unit: f64) -> Vec<String> {
+    let gib = |b: Option<u64>| in_unit(b, unit);
+    let ours = memwall_row(records, r).and_then(|m| m.summary);
+    let torch_ok = r.status == TorchStatus::Ok;
+    let mut cells = vec![
+        label,
+        gib(ours.map(|s| s.peak_reserved_bytes)),
+        if torch_ok {
+            gib(r.max_memory_reserved_bytes)
+        } else {
+            r.status.to_string()
+        },
+        ratio(
+            ours.map(|s| s.peak_reserved_bytes as f64),
+            r.max_memory_reserved_bytes.map(|b| b as f64),
+        ),
+        gib(ours.map(|s| s.peak_allocated_bytes)),
+        if torch_ok {
+            gib(r.max_memory_allocated_bytes)
+        } else {
+            r.status.to_string()
+        },
+        ratio(
+            ours.map(|s| s.peak_allocated_bytes as f64),
+            r.max_memory_allocated_bytes.map(|b| b as f64),
+        ),
+        ours.map(|s| format!("{:.2}", s.samples_per_s))
+            .unwrap_or_else(|| "–".into()),
+        r.samples_per_s
+            .map(|v| format!("{v:.2}"))
+            .unwrap_or_else(|| "–".into()),
+        ratio(ours.map(|s| s.samples_per_s), r.samples_per_s),
+    ];
+    if !torch_ok {
+        for c in [3, 6, 9] {
+            cells[c] = "–".into();
+        }
+    }
+    cells
 }
 
 #[cfg(test)]

@@ -619,6 +619,59 @@ fn cron(
     })
 }
 
+/// Refuses what scrontab cannot carry: a `%` in the launcher's command or log path (Slurm
+/// reads it as a file-name pattern) and a log path (under `out`) with spaces or quotes.
+fn check_scron_values(command: &str, log: &str, out: &Path) -> Result<()> {
+    for (what, s) in [("the command", command), ("--out", log)] {
+        if s.contains('%') {
+            return Err(Error::InvalidOption {
+                option: format!("{what} {s}"),
+                message: "contains `%`, which Slurm reads as a file-name pattern and scrontab \
+                          may not pass on: use paths and values without `%`"
+                    .into(),
+            });
+        }
+    }
+    if log.contains(char::is_whitespace) || log.contains('"') {
+        return Err(Error::InvalidOption {
+            option: format!("--out {}", out.display()),
+            message: "the launcher's log goes there (`#SCRON --output`), and an `#SCRON` option \
+                      cannot hold a path with spaces: pass --out DIR without spaces"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// The scrontab file: the launcher's `#SCRON` options and its line running `command` daily.
+fn scrontab(
+    opts: &InstallOptions,
+    checkout: &str,
+    slurm_dir_s: &str,
+    log: &str,
+    command: &str,
+) -> String {
+    let mut scron = header(Scheduler::Slurm);
+    scron += &format!(
+        "# memwall nightly at {} (the cluster's time zone) in {checkout}: writes tonight's job\n\
+         # array into {slurm_dir_s} and submits it; its final job appends the history entry.\n",
+        opts.at
+    );
+    scron += &format!("#SCRON --job-name={NAME}\n");
+    scron += &format!(
+        "#SCRON --time={}\n",
+        opts.time.as_deref().unwrap_or(SLURM_LAUNCHER_TIME)
+    );
+    if let Some(p) = &opts.partition {
+        scron += &format!("#SCRON --partition={p}\n");
+    }
+    scron += &format!("#SCRON --output={log}\n#SCRON --open-mode=append\n");
+    scron += &format!("{} {command}\n", opts.at.cron());
+    scron
+}
+
+/// `memwall nightly install --scheduler slurm`: a scrontab file and a launcher script that
+/// write tonight's job array with `memwall nightly --emit slurm` and submit it.
 fn slurm(
     opts: &InstallOptions,
     out: &Path,
@@ -643,40 +696,8 @@ fn slurm(
         flags.sh(false),
         sh_quote(&submit)
     );
-    for (what, s) in [("the command", command.as_str()), ("--out", log.as_str())] {
-        if s.contains('%') {
-            return Err(Error::InvalidOption {
-                option: format!("{what} {s}"),
-                message: "contains `%`, which Slurm reads as a file-name pattern and scrontab \
-                          may not pass on: use paths and values without `%`"
-                    .into(),
-            });
-        }
-    }
-    if log.contains(char::is_whitespace) || log.contains('"') {
-        return Err(Error::InvalidOption {
-            option: format!("--out {}", out.display()),
-            message: "the launcher's log goes there (`#SCRON --output`), and an `#SCRON` option \
-                      cannot hold a path with spaces: pass --out DIR without spaces"
-                .into(),
-        });
-    }
-    let mut scron = header(Scheduler::Slurm);
-    scron += &format!(
-        "# memwall nightly at {} (the cluster's time zone) in {checkout}: writes tonight's job\n\
-         # array into {slurm_dir_s} and submits it; its final job appends the history entry.\n",
-        opts.at
-    );
-    scron += &format!("#SCRON --job-name={NAME}\n");
-    scron += &format!(
-        "#SCRON --time={}\n",
-        opts.time.as_deref().unwrap_or(SLURM_LAUNCHER_TIME)
-    );
-    if let Some(p) = &opts.partition {
-        scron += &format!("#SCRON --partition={p}\n");
-    }
-    scron += &format!("#SCRON --output={log}\n#SCRON --open-mode=append\n");
-    scron += &format!("{} {command}\n", opts.at.cron());
+    check_scron_values(&command, &log, out)?;
+    let scron = scrontab(opts, checkout, &slurm_dir_s, &log, &command);
     let script = format!(
         "#!/bin/bash\n{}# memwall nightly on Slurm in {checkout}: writes tonight's job array and \
          submits it\n# (the final job appends the history entry). scrontab runs the same \
@@ -764,14 +785,17 @@ struct Step {
     run: Option<String>,
 }
 
-fn github(opts: &InstallOptions, out: &Path, flags: &Flags) -> Result<Install> {
+/// The GitHub workflow's steps: check out (keeping target/), build memwall, run the nightly
+/// with `flags` (the history from the workflow's env), add the page's summary to the run's
+/// summary and upload the page.
+fn github_steps(flags: &Flags) -> Vec<Step> {
     // The nightly's page is under <history>/runs/reports/nightly (nightly's default record
     // store is <history>/runs, its reports <runs>/reports).
     let page = "runs/reports/nightly";
     // The history comes from the workflow's env, so that it is set in one place.
     let mut run_flags = vec!["--history".to_string(), "\"$MEMWALL_HISTORY\"".into()];
     run_flags.extend(flags.rest(true).iter().map(|w| sh_word(w)));
-    let steps = vec![
+    vec![
         Step {
             uses: Some("actions/checkout@v4".into()),
             // Keep target/ between nights: a clean checkout would rebuild from scratch.
@@ -820,7 +844,12 @@ fn github(opts: &InstallOptions, out: &Path, flags: &Flags) -> Result<Install> {
             ])),
             ..Step::default()
         },
-    ];
+    ]
+}
+
+/// The GitHub workflow as YAML: the nightly job on a self-hosted GPU runner at `opts.at` (UTC).
+fn github_workflow(opts: &InstallOptions, flags: &Flags) -> Result<String> {
+    let steps = github_steps(flags);
     let workflow = Workflow {
         name: "memwall nightly".into(),
         on: On {
@@ -853,6 +882,13 @@ fn github(opts: &InstallOptions, out: &Path, flags: &Flags) -> Result<Install> {
             "serializing the GitHub workflow: no top-level `on` key".into(),
         ));
     }
+    Ok(yaml)
+}
+
+/// `memwall nightly install --scheduler github`: the workflow file under `out` and the commands
+/// that commit it and prepare the runner.
+fn github(opts: &InstallOptions, out: &Path, flags: &Flags) -> Result<Install> {
+    let yaml = github_workflow(opts, flags)?;
     let contents = format!(
         "{}# memwall nightly at {} UTC (GitHub's schedules are UTC) on a self-hosted runner\n\
          # labelled `self-hosted` and `gpu`. The history lives outside the workspace, in\n\

@@ -296,7 +296,6 @@ fn write_scripts(tasks: &[Task], cmds: &Commands, slurm: &SlurmOptions) -> Resul
         .collect();
     let jobs_file = out.join("jobs.tsv");
     write(&jobs_file, &tsv)?;
-    let memwall = sh(&slurm.memwall.display().to_string());
     let mut header = vec![
         "#!/bin/bash".to_string(),
         format!("#SBATCH --job-name={}", cmds.name),
@@ -307,39 +306,76 @@ fn write_scripts(tasks: &[Task], cmds: &Commands, slurm: &SlurmOptions) -> Resul
     }
     let array_file = out.join("array.sbatch");
     if !tasks.is_empty() {
-        let mut array = header.clone();
-        array.push(format!("#SBATCH --array=0-{}", tasks.len() - 1));
-        array.push(format!("#SBATCH --output={}/%A_%a.out", logs.display()));
-        array.push("#SBATCH --ntasks=1".into());
-        if cmds.gpu {
-            array.push("#SBATCH --gres=gpu:1".into());
-        }
-        if let Some(t) = &slurm.time {
-            array.push(format!("#SBATCH --time={t}"));
-        }
-        let jobs = sh(&jobs_file.display().to_string());
-        array.extend([
-            String::new(),
-            cmds.comment.clone(),
-            "set -euo pipefail".into(),
-            format!(
-                "key=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $2 }}' {jobs})"
-            ),
-            format!(
-                "exp=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $4 }}' {jobs})"
-            ),
-            "if [ -z \"$key\" ]; then echo \"no job for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 1; fi"
-                .into(),
-            format!(
-                "exec {memwall} sweep \"$exp\" {} --keys \"$key\"",
-                cmds.sweep_flags
-            ),
-            String::new(),
-        ]);
-        write(&array_file, &array.join("\n"))?;
+        let array = array_script(header.clone(), tasks.len(), cmds, slurm, &logs, &jobs_file);
+        write(&array_file, &array)?;
     } else if array_file.exists() {
         std::fs::remove_file(&array_file).map_err(|e| Error::io("removing", &array_file, e))?;
     }
+    let final_file = out.join("final.sbatch");
+    write(&final_file, &final_script(header, cmds, &logs))?;
+    let submit_file = out.join("submit.sh");
+    write(
+        &submit_file,
+        &submit_script(tasks.len(), &array_file, &final_file),
+    )?;
+    for f in [&array_file, &final_file, &submit_file] {
+        if f.exists() {
+            make_executable(f)?;
+        }
+    }
+    Ok(SlurmScripts {
+        array: array_file,
+        final_job: final_file,
+        submit: submit_file,
+        tasks: tasks.len(),
+    })
+}
+
+/// `array.sbatch`: `header`'s lines, then one array task per line of `jobs_file` (`tasks` of
+/// them, logs under `logs`), each running its job key's sweep.
+fn array_script(
+    header: Vec<String>,
+    tasks: usize,
+    cmds: &Commands,
+    slurm: &SlurmOptions,
+    logs: &Path,
+    jobs_file: &Path,
+) -> String {
+    let memwall = sh(&slurm.memwall.display().to_string());
+    let mut array = header;
+    array.push(format!("#SBATCH --array=0-{}", tasks - 1));
+    array.push(format!("#SBATCH --output={}/%A_%a.out", logs.display()));
+    array.push("#SBATCH --ntasks=1".into());
+    if cmds.gpu {
+        array.push("#SBATCH --gres=gpu:1".into());
+    }
+    if let Some(t) = &slurm.time {
+        array.push(format!("#SBATCH --time={t}"));
+    }
+    let jobs = sh(&jobs_file.display().to_string());
+    array.extend([
+        String::new(),
+        cmds.comment.clone(),
+        "set -euo pipefail".into(),
+        format!(
+            "key=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $2 }}' {jobs})"
+        ),
+        format!(
+            "exp=$(awk -F'\\t' -v i=\"$SLURM_ARRAY_TASK_ID\" '$1 == i {{ print $4 }}' {jobs})"
+        ),
+        "if [ -z \"$key\" ]; then echo \"no job for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 1; fi"
+            .into(),
+        format!(
+            "exec {memwall} sweep \"$exp\" {} --keys \"$key\"",
+            cmds.sweep_flags
+        ),
+        String::new(),
+    ]);
+    array.join("\n")
+}
+
+/// `final.sbatch`: `header`'s lines, then the final command (log under `logs`).
+fn final_script(header: Vec<String>, cmds: &Commands, logs: &Path) -> String {
     let mut final_job = header;
     final_job.push(format!("#SBATCH --output={}/final_%j.out", logs.display()));
     final_job.push("#SBATCH --ntasks=1".into());
@@ -350,10 +386,14 @@ fn write_scripts(tasks: &[Task], cmds: &Commands, slurm: &SlurmOptions) -> Resul
         format!("exec {}", cmds.final_command),
         String::new(),
     ]);
-    let final_file = out.join("final.sbatch");
-    write(&final_file, &final_job.join("\n"))?;
+    final_job.join("\n")
+}
+
+/// `submit.sh`: submits the array (of `tasks` tasks; none: no array) and then the final job
+/// after it.
+fn submit_script(tasks: usize, array_file: &Path, final_file: &Path) -> String {
     let final_q = sh(&final_file.display().to_string());
-    let submit = if tasks.is_empty() {
+    if tasks == 0 {
         format!(
             "#!/bin/bash\n# Submits the final job (no training job to run as an array).\n\
              set -euo pipefail\n\
@@ -368,22 +408,9 @@ fn write_scripts(tasks: &[Task], cmds: &Commands, slurm: &SlurmOptions) -> Resul
              final=$(sbatch --parsable --dependency=afterany:\"$array\" {final_q})\n\
              echo \"array job $array ({} tasks), report job ${{final%%;*}}\"\n",
             sh(&array_file.display().to_string()),
-            tasks.len()
+            tasks
         )
-    };
-    let submit_file = out.join("submit.sh");
-    write(&submit_file, &submit)?;
-    for f in [&array_file, &final_file, &submit_file] {
-        if f.exists() {
-            make_executable(f)?;
-        }
     }
-    Ok(SlurmScripts {
-        array: array_file,
-        final_job: final_file,
-        submit: submit_file,
-        tasks: tasks.len(),
-    })
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

@@ -210,32 +210,7 @@ fn time_matmul<B: Backend>(
     };
     let opts = ctx.opts;
     if spec.name == "lm_head" && m.tie_embeddings {
-        // logits = h · Eᵀ (E the [V, d] embedding), as `TransformerLm::logits`; autodiff's
-        // matmul backward: dh = dY · (Eᵀ)ᵀ and d(Eᵀ) = hᵀ · dY.
-        let h = random::<B, 2>([tokens, k], dtype, device);
-        let e = random::<B, 2>([n, k], dtype, device);
-        let dy = random::<B, 2>([tokens, n], dtype, device);
-        let times = match spec.pass {
-            "forward" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| h.clone().matmul(e.clone().transpose()),
-            ),
-            "backward_input" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| dy.clone().matmul(e.clone().transpose().transpose()),
-            ),
-            "backward_weight" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| h.clone().transpose().matmul(dy.clone()),
-            ),
-            other => return Err(format!("no pass `{other}` for the tied head")),
-        }?;
+        let times = time_tied_head::<B>(spec.pass, [tokens, k, n], dtype, device, opts)?;
         return Ok((
             times,
             "tied head: h·Eᵀ with E the [vocab, d] embedding (a transposed view), as the model"
@@ -245,62 +220,10 @@ fn time_matmul<B: Backend>(
     // A linear layer as the model calls it: on the `[b, t, k]` input of a block, on the flat
     // `[b·t, k]` input for an untied head.
     let three_d = spec.name != "lm_head";
-    let w = random::<B, 2>([k, n], dtype, device);
     let times = if three_d {
-        let x = random::<B, 3>([b, t, k], dtype, device);
-        let dy = random::<B, 3>([b, t, n], dtype, device);
-        let flat = |a: &Tensor<B, 3>, c| a.clone().reshape([tokens, c]);
-        match spec.pass {
-            "forward" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 3>(B::linear(prim(x.clone()), prim(w.clone()), None)),
-            ),
-            "backward_input" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 3>(B::linear_x_backward(prim(w.clone()), prim(dy.clone()))),
-            ),
-            "backward_weight" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 2>(B::linear_weight_backward(prim(x.clone()), prim(dy.clone()))),
-            ),
-            "backward_weight_flat" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| flat(&x, k).transpose().matmul(flat(&dy, n)),
-            ),
-            other => return Err(format!("no pass `{other}` for matmul `{}`", spec.name)),
-        }
+        time_block_linear::<B>(spec, [b, t, k, n], dtype, device, opts)
     } else {
-        let x = random::<B, 2>([tokens, k], dtype, device);
-        let dy = random::<B, 2>([tokens, n], dtype, device);
-        match spec.pass {
-            "forward" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 2>(B::linear(prim(x.clone()), prim(w.clone()), None)),
-            ),
-            "backward_input" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 2>(B::linear_x_backward(prim(w.clone()), prim(dy.clone()))),
-            ),
-            "backward_weight" => measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| float::<B, 2>(B::linear_weight_backward(prim(x.clone()), prim(dy.clone()))),
-            ),
-            other => return Err(format!("no pass `{other}` for the head")),
-        }
+        time_head_linear::<B>(spec.pass, [tokens, k, n], dtype, device, opts)
     }?;
     let note = match spec.pass {
         "backward_weight" if three_d => {
@@ -314,7 +237,122 @@ fn time_matmul<B: Backend>(
     Ok((times, note.into()))
 }
 
-/// Times attention or layer norm of `spec` through autodiff on `B`.
+/// Times one pass of the tied head (`[tokens, k]` hidden states, `n` the vocabulary):
+/// logits = h · Eᵀ (E the [V, d] embedding), as `TransformerLm::logits`; autodiff's matmul
+/// backward: dh = dY · (Eᵀ)ᵀ and d(Eᵀ) = hᵀ · dY.
+fn time_tied_head<B: Backend>(
+    pass: &str,
+    [tokens, k, n]: [usize; 3],
+    dtype: DType,
+    device: &B::Device,
+    opts: &Options,
+) -> Result<Vec<f64>, String> {
+    let h = random::<B, 2>([tokens, k], dtype, device);
+    let e = random::<B, 2>([n, k], dtype, device);
+    let dy = random::<B, 2>([tokens, n], dtype, device);
+    match pass {
+        "forward" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| h.clone().matmul(e.clone().transpose()),
+        ),
+        "backward_input" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| dy.clone().matmul(e.clone().transpose().transpose()),
+        ),
+        "backward_weight" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| h.clone().transpose().matmul(dy.clone()),
+        ),
+        other => Err(format!("no pass `{other}` for the tied head")),
+    }
+}
+
+/// Times one pass of a block's linear layer (`[k, n]` weight) on its `[b, t, k]` input, as
+/// the model calls it; `backward_weight_flat` is the flattened product PyTorch computes.
+fn time_block_linear<B: Backend>(
+    spec: &OpSpec,
+    [b, t, k, n]: [usize; 4],
+    dtype: DType,
+    device: &B::Device,
+    opts: &Options,
+) -> Result<Vec<f64>, String> {
+    let tokens = b * t;
+    let w = random::<B, 2>([k, n], dtype, device);
+    let x = random::<B, 3>([b, t, k], dtype, device);
+    let dy = random::<B, 3>([b, t, n], dtype, device);
+    let flat = |a: &Tensor<B, 3>, c| a.clone().reshape([tokens, c]);
+    match spec.pass {
+        "forward" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 3>(B::linear(prim(x.clone()), prim(w.clone()), None)),
+        ),
+        "backward_input" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 3>(B::linear_x_backward(prim(w.clone()), prim(dy.clone()))),
+        ),
+        "backward_weight" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 2>(B::linear_weight_backward(prim(x.clone()), prim(dy.clone()))),
+        ),
+        "backward_weight_flat" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| flat(&x, k).transpose().matmul(flat(&dy, n)),
+        ),
+        other => Err(format!("no pass `{other}` for matmul `{}`", spec.name)),
+    }
+}
+
+/// Times one pass of the untied head's linear layer (`[k, n]` weight) on the flat
+/// `[tokens, k]` input.
+fn time_head_linear<B: Backend>(
+    pass: &str,
+    [tokens, k, n]: [usize; 3],
+    dtype: DType,
+    device: &B::Device,
+    opts: &Options,
+) -> Result<Vec<f64>, String> {
+    let w = random::<B, 2>([k, n], dtype, device);
+    let x = random::<B, 2>([tokens, k], dtype, device);
+    let dy = random::<B, 2>([tokens, n], dtype, device);
+    match pass {
+        "forward" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 2>(B::linear(prim(x.clone()), prim(w.clone()), None)),
+        ),
+        "backward_input" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 2>(B::linear_x_backward(prim(w.clone()), prim(dy.clone()))),
+        ),
+        "backward_weight" => measure::<B, _, _>(
+            device,
+            opts,
+            || (),
+            |_| float::<B, 2>(B::linear_weight_backward(prim(x.clone()), prim(dy.clone()))),
+        ),
+        other => Err(format!("no pass `{other}` for the head")),
+    }
+}
+
+/// Times attention, layer norm, GELU or the head merge of `spec` on `B` (all but the head
+/// merge through autodiff).
 fn time_autodiff_op<B: ModelBackend>(
     spec: &OpSpec,
     dtype: DType,
@@ -322,94 +360,133 @@ fn time_autodiff_op<B: ModelBackend>(
     device: &B::Device,
     ctx: &Ctx,
 ) -> Result<(Vec<f64>, String), String> {
-    type Ad<B> = Autodiff<B>;
-    let m = &ctx.job.model;
-    let opts = ctx.opts;
     let backward = spec.pass == "backward";
     match spec.op {
         "attention" | "attention_naive" => {
-            let (b, h, t) = (m.batch, m.heads, m.seq_len);
-            let dh = m.d_model / m.heads;
-            let leaf = || random::<Ad<B>, 4>([b, h, t, dh], dtype, device).require_grad();
-            let (q, k, v) = (leaf(), leaf(), leaf());
-            let tiles = match ctx.job.strategy.attention {
-                Attention::MemoryEfficient { tiles } => tiles,
-                Attention::Naive => Tiles::default(),
-            };
-            let naive = spec.op == "attention_naive";
-            let forward = || {
-                if naive {
-                    let options = AttentionModuleOptions {
-                        scale: None,
-                        softcap: None,
-                        is_causal: true,
-                    };
-                    naive_attention(q.clone(), k.clone(), v.clone(), None, None, options)
-                } else {
-                    memory_efficient_attention(q.clone(), k.clone(), v.clone(), tiles)
-                }
-            };
-            let times = if backward {
-                measure::<B, _, _>(device, opts, forward, |out| out.backward())
-            } else {
-                measure::<B, _, _>(device, opts, || (), |_| forward())
-            }?;
-            let note = if naive {
-                "Burn's attention (is_causal) under autodiff: the naive composition".to_string()
-            } else {
-                format!(
-                    "memwall's memory-efficient attention (FlashAttention-2 tiling in Burn \
-                     tensor ops, tiles {}x{}) under autodiff",
-                    tiles.query, tiles.key
-                )
-            };
-            Ok((times, note))
+            time_attention::<B>(spec.op == "attention_naive", backward, dtype, device, ctx)
         }
-        "layer_norm" => {
-            let saving = ctx.job.strategy.layer_norm;
-            let norm = cast_model(
-                LayerNormConfig::new(m.d_model).init::<Ad<B>>(device),
-                precision,
-            );
-            let x =
-                random::<Ad<B>, 3>([m.batch, m.seq_len, m.d_model], dtype, device).require_grad();
-            let forward = || layer_norm(&norm, x.clone(), saving);
-            let times = if backward {
-                measure::<B, _, _>(device, opts, forward, |y| y.backward())
-            } else {
-                measure::<B, _, _>(device, opts, || (), |_| forward())
-            }?;
-            Ok((
-                times,
-                format!("memwall's layer norm ({}) under autodiff", saving.as_str()),
-            ))
-        }
-        "gelu" => {
-            let x = random::<Ad<B>, 2>([m.batch * m.seq_len, m.d_ff], dtype, device).require_grad();
-            let forward = || gelu(x.clone());
-            let times = if backward {
-                measure::<B, _, _>(device, opts, forward, |y| y.backward())
-            } else {
-                measure::<B, _, _>(device, opts, || (), |_| forward())
-            }?;
-            Ok((times, "Burn's gelu (exact, erf) under autodiff".to_string()))
-        }
-        "head_merge" => {
-            let (b, h, t) = (m.batch, m.heads, m.seq_len);
-            let x = random::<B, 4>([b, h, t, m.d_model / h], dtype, device);
-            let times = measure::<B, _, _>(
-                device,
-                opts,
-                || (),
-                |_| x.clone().swap_dims(1, 2).reshape([b, t, m.d_model]),
-            )?;
-            Ok((
-                times,
-                "swap_dims(1, 2) then reshape: the permuted-to-contiguous copy".to_string(),
-            ))
-        }
+        "layer_norm" => time_layer_norm::<B>(backward, dtype, precision, device, ctx),
+        "gelu" => time_gelu::<B>(backward, dtype, device, ctx),
+        "head_merge" => time_head_merge::<B>(dtype, device, ctx),
         other => Err(format!("unknown op `{other}`")),
     }
+}
+
+/// Times causal attention (memwall's memory-efficient attention with the job's tiles, or
+/// Burn's naive composition) under autodiff: the forward, or the backward of a forward.
+fn time_attention<B: ModelBackend>(
+    naive: bool,
+    backward: bool,
+    dtype: DType,
+    device: &B::Device,
+    ctx: &Ctx,
+) -> Result<(Vec<f64>, String), String> {
+    let m = &ctx.job.model;
+    let opts = ctx.opts;
+    let (b, h, t) = (m.batch, m.heads, m.seq_len);
+    let dh = m.d_model / m.heads;
+    let leaf = || random::<Autodiff<B>, 4>([b, h, t, dh], dtype, device).require_grad();
+    let (q, k, v) = (leaf(), leaf(), leaf());
+    let tiles = match ctx.job.strategy.attention {
+        Attention::MemoryEfficient { tiles } => tiles,
+        Attention::Naive => Tiles::default(),
+    };
+    let forward = || {
+        if naive {
+            let options = AttentionModuleOptions {
+                scale: None,
+                softcap: None,
+                is_causal: true,
+            };
+            naive_attention(q.clone(), k.clone(), v.clone(), None, None, options)
+        } else {
+            memory_efficient_attention(q.clone(), k.clone(), v.clone(), tiles)
+        }
+    };
+    let times = if backward {
+        measure::<B, _, _>(device, opts, forward, |out| out.backward())
+    } else {
+        measure::<B, _, _>(device, opts, || (), |_| forward())
+    }?;
+    let note = if naive {
+        "Burn's attention (is_causal) under autodiff: the naive composition".to_string()
+    } else {
+        format!(
+            "memwall's memory-efficient attention (FlashAttention-2 tiling in Burn \
+             tensor ops, tiles {}x{}) under autodiff",
+            tiles.query, tiles.key
+        )
+    };
+    Ok((times, note))
+}
+
+/// Times memwall's layer norm (the job's saving, weights in `precision`) under autodiff.
+fn time_layer_norm<B: ModelBackend>(
+    backward: bool,
+    dtype: DType,
+    precision: Precision,
+    device: &B::Device,
+    ctx: &Ctx,
+) -> Result<(Vec<f64>, String), String> {
+    let m = &ctx.job.model;
+    let opts = ctx.opts;
+    let saving = ctx.job.strategy.layer_norm;
+    let norm = cast_model(
+        LayerNormConfig::new(m.d_model).init::<Autodiff<B>>(device),
+        precision,
+    );
+    let x = random::<Autodiff<B>, 3>([m.batch, m.seq_len, m.d_model], dtype, device).require_grad();
+    let forward = || layer_norm(&norm, x.clone(), saving);
+    let times = if backward {
+        measure::<B, _, _>(device, opts, forward, |y| y.backward())
+    } else {
+        measure::<B, _, _>(device, opts, || (), |_| forward())
+    }?;
+    Ok((
+        times,
+        format!("memwall's layer norm ({}) under autodiff", saving.as_str()),
+    ))
+}
+
+/// Times Burn's GELU on the MLP's hidden activations under autodiff.
+fn time_gelu<B: ModelBackend>(
+    backward: bool,
+    dtype: DType,
+    device: &B::Device,
+    ctx: &Ctx,
+) -> Result<(Vec<f64>, String), String> {
+    let m = &ctx.job.model;
+    let opts = ctx.opts;
+    let x = random::<Autodiff<B>, 2>([m.batch * m.seq_len, m.d_ff], dtype, device).require_grad();
+    let forward = || gelu(x.clone());
+    let times = if backward {
+        measure::<B, _, _>(device, opts, forward, |y| y.backward())
+    } else {
+        measure::<B, _, _>(device, opts, || (), |_| forward())
+    }?;
+    Ok((times, "Burn's gelu (exact, erf) under autodiff".to_string()))
+}
+
+/// Times the head merge: the copy of the permuted `[b, h, t, dh]` heads into a contiguous
+/// `[b, t, d]` tensor.
+fn time_head_merge<B: ModelBackend>(
+    dtype: DType,
+    device: &B::Device,
+    ctx: &Ctx,
+) -> Result<(Vec<f64>, String), String> {
+    let m = &ctx.job.model;
+    let (b, h, t) = (m.batch, m.heads, m.seq_len);
+    let x = random::<B, 4>([b, h, t, m.d_model / h], dtype, device);
+    let times = measure::<B, _, _>(
+        device,
+        ctx.opts,
+        || (),
+        |_| x.clone().swap_dims(1, 2).reshape([b, t, m.d_model]),
+    )?;
+    Ok((
+        times,
+        "swap_dims(1, 2) then reshape: the permuted-to-contiguous copy".to_string(),
+    ))
 }
 
 /// A probe that measures nothing (the benchmark times, it does not weigh).
@@ -929,52 +1006,18 @@ fn usage() -> ExitCode {
 /// output as `<out>.cubecl-profile.log`. Exit status 0 when the rows were written (also when
 /// some operations failed: each is a row), 1 when the job cannot run, 2 for bad arguments.
 pub fn cli(args: &[String]) -> ExitCode {
-    let get = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
     let has = |flag: &str| args.iter().any(|a| a == flag);
-    let (Some(job_file), Some(out)) = (get("--job").map(PathBuf::from), get("--out")) else {
+    let (Some(job_file), Some(out)) = (
+        flag_value(args, "--job").map(PathBuf::from),
+        flag_value(args, "--out"),
+    ) else {
         return usage();
     };
     let out = PathBuf::from(out);
-    let mut opts = Options::default();
-    for (flag, slot) in [
-        ("--repeats", &mut opts.repeats),
-        ("--warmup", &mut opts.warmup),
-    ] {
-        if let Some(v) = get(flag) {
-            match v.parse::<usize>() {
-                Ok(n) => *slot = n,
-                Err(_) => {
-                    eprintln!("{flag}: `{v}` is not a count");
-                    return usage();
-                }
-            }
-        }
-    }
-    if opts.repeats == 0 {
-        eprintln!("--repeats: at least 1");
-        return usage();
-    }
-    if let Some(list) = get("--dtypes") {
-        let mut dtypes = Vec::new();
-        for d in list.split(',') {
-            match d.trim() {
-                "f32" => dtypes.push(Precision::F32),
-                "f16" => dtypes.push(Precision::F16),
-                "bf16" => dtypes.push(Precision::Bf16),
-                other => {
-                    eprintln!("--dtypes: `{other}` is not f32, f16 or bf16");
-                    return usage();
-                }
-            }
-        }
-        opts.dtypes = dtypes;
-    }
-    opts.ops = get("--only").map(|l| l.split(',').map(|s| s.trim().to_string()).collect());
+    let opts = match parse_options(args) {
+        Ok(opts) => opts,
+        Err(code) => return code,
+    };
     let job = match JobSpec::read(&job_file) {
         Ok(j) => j,
         Err(e) => {
@@ -999,39 +1042,14 @@ pub fn cli(args: &[String]) -> ExitCode {
     let mut sink = |row: AttributionRow| {
         let line = serde_json::to_string(&row).expect("attribution rows serialize");
         println!("{line}");
-        eprintln!(
-            "{} {} {} {}: {}",
-            row.op,
-            row.name,
-            row.pass,
-            row.dtype,
-            match (row.median_s, row.tflops) {
-                (Some(s), Some(t)) => format!("{:.3} ms, {t:.2} TFLOP/s", s * 1e3),
-                (Some(s), None) => format!("{:.3} ms", s * 1e3),
-                _ => format!("{} ({})", row.status, row.reason.as_deref().unwrap_or("")),
-            }
-        );
+        eprintln!("{}", row_summary(&row));
         if let Err(e) = writeln!(file, "{line}").and_then(|_| file.flush()) {
             write_error.get_or_insert(e);
         }
     };
     let log = PathBuf::from(format!("{}.cubecl-profile.log", out.display()));
     let result = if has("--kernel-profile") {
-        #[cfg(feature = "cuda")]
-        {
-            if job.backend == BackendKind::Cuda {
-                cuda::run(&job, &opts, &mut sink, Some(&log))
-            } else {
-                Err(format!(
-                    "--kernel-profile: the {} backend is not a CubeCL backend",
-                    job.backend
-                ))
-            }
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            Err("--kernel-profile: this runner was built without the `cuda` feature".to_string())
-        }
+        profile_kernels(&job, &opts, &mut sink, &log)
     } else {
         run(&job, &opts, &mut sink)
     };
@@ -1044,24 +1062,122 @@ pub fn cli(args: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if job.backend == BackendKind::Cuda && !has("--kernel-profile") && !has("--no-kernel-profile") {
-        // CubeCL's profiling is configured once per process: a child of its own.
-        let _ = std::fs::remove_file(&log);
-        let mut child_args: Vec<String> =
-            args.iter().filter(|a| *a != "--append").cloned().collect();
-        child_args.insert(0, "bench".into());
-        child_args.extend(["--kernel-profile".into(), "--append".into()]);
-        let status = std::env::current_exe()
-            .and_then(|exe| std::process::Command::new(exe).args(&child_args).status());
-        match status {
-            Ok(s) if s.success() => {}
-            other => eprintln!(
-                "kernel profile: the child process ended with {other:?} (its rows, if any, are \
-                 in {})",
-                out.display()
-            ),
-        }
+        run_profile_child(args, &out, &log);
     }
     ExitCode::SUCCESS
+}
+
+/// The value after `flag` in `args`, if both are there.
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The options of `--repeats`, `--warmup`, `--dtypes` and `--only` (defaults for those not
+/// given); a bad value is reported and answered with [`usage`]'s exit code.
+fn parse_options(args: &[String]) -> Result<Options, ExitCode> {
+    let mut opts = Options::default();
+    for (flag, slot) in [
+        ("--repeats", &mut opts.repeats),
+        ("--warmup", &mut opts.warmup),
+    ] {
+        if let Some(v) = flag_value(args, flag) {
+            match v.parse::<usize>() {
+                Ok(n) => *slot = n,
+                Err(_) => {
+                    eprintln!("{flag}: `{v}` is not a count");
+                    return Err(usage());
+                }
+            }
+        }
+    }
+    if opts.repeats == 0 {
+        eprintln!("--repeats: at least 1");
+        return Err(usage());
+    }
+    if let Some(list) = flag_value(args, "--dtypes") {
+        let mut dtypes = Vec::new();
+        for d in list.split(',') {
+            match d.trim() {
+                "f32" => dtypes.push(Precision::F32),
+                "f16" => dtypes.push(Precision::F16),
+                "bf16" => dtypes.push(Precision::Bf16),
+                other => {
+                    eprintln!("--dtypes: `{other}` is not f32, f16 or bf16");
+                    return Err(usage());
+                }
+            }
+        }
+        opts.dtypes = dtypes;
+    }
+    opts.ops =
+        flag_value(args, "--only").map(|l| l.split(',').map(|s| s.trim().to_string()).collect());
+    Ok(opts)
+}
+
+/// The progress line of one row on stderr: the operation and its time and TFLOP/s, or its
+/// status and reason.
+fn row_summary(row: &AttributionRow) -> String {
+    format!(
+        "{} {} {} {}: {}",
+        row.op,
+        row.name,
+        row.pass,
+        row.dtype,
+        match (row.median_s, row.tflops) {
+            (Some(s), Some(t)) => format!("{:.3} ms, {t:.2} TFLOP/s", s * 1e3),
+            (Some(s), None) => format!("{:.3} ms", s * 1e3),
+            _ => format!("{} ({})", row.status, row.reason.as_deref().unwrap_or("")),
+        }
+    )
+}
+
+/// `--kernel-profile`: the kernel categories of one profiled training step (CUDA only), the
+/// profiler's log written to `log`.
+fn profile_kernels(
+    job: &JobSpec,
+    opts: &Options,
+    sink: &mut dyn FnMut(AttributionRow),
+    log: &Path,
+) -> Result<(), String> {
+    #[cfg(feature = "cuda")]
+    {
+        if job.backend == BackendKind::Cuda {
+            cuda::run(job, opts, sink, Some(log))
+        } else {
+            Err(format!(
+                "--kernel-profile: the {} backend is not a CubeCL backend",
+                job.backend
+            ))
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (job, opts, sink, log);
+        Err("--kernel-profile: this runner was built without the `cuda` feature".to_string())
+    }
+}
+
+/// Runs this benchmark again in a child process with `--kernel-profile --append` (CubeCL's
+/// profiling is configured once per process), its log at `log`; a failure is reported, not
+/// returned: the rows written so far stand.
+fn run_profile_child(args: &[String], out: &Path, log: &Path) {
+    let _ = std::fs::remove_file(log);
+    let mut child_args: Vec<String> = args.iter().filter(|a| *a != "--append").cloned().collect();
+    child_args.insert(0, "bench".into());
+    child_args.extend(["--kernel-profile".into(), "--append".into()]);
+    let status = std::env::current_exe()
+        .and_then(|exe| std::process::Command::new(exe).args(&child_args).status());
+    match status {
+        Ok(s) if s.success() => {}
+        other => eprintln!(
+            "kernel profile: the child process ended with {other:?} (its rows, if any, are \
+             in {})",
+            out.display()
+        ),
+    }
 }
 
 #[cfg(test)]

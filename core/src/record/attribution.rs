@@ -311,15 +311,27 @@ fn linears(m: &ModelConfig) -> [(&'static str, u64, u64, u64, bool); 4] {
 
 /// Every operation of one transformer block and the head of `model`, in report order.
 pub fn operations(model: &ModelConfig) -> Vec<OpSpec> {
-    let (b, t, d, h, l) = (
-        model.batch as u64,
-        model.seq_len as u64,
-        model.d_model as u64,
-        model.heads as u64,
-        model.layers as u64,
-    );
-    let tokens = b * t;
-    let dh = d / h.max(1);
+    let tokens = model.batch as u64 * model.seq_len as u64;
+    let mut ops = matmul_ops(model);
+    ops.extend(attention_ops(model));
+    ops.extend(memory_bound_ops(model));
+    ops.push(OpSpec {
+        op: "train_step",
+        name: "plain",
+        pass: "step",
+        shape: vec![model.batch as u64, model.seq_len as u64],
+        flops: Some(model.train_flops_per_token() * tokens as f64),
+        elements_moved: None,
+        calls_per_step: 1,
+        burn_only: false,
+    });
+    ops
+}
+
+/// The matmuls of [`linears`]: forward, the input and weight gradients, and (for Burn only,
+/// on a `[b, t, k]` input) the weight gradient as one flat product.
+fn matmul_ops(model: &ModelConfig) -> Vec<OpSpec> {
+    let tokens = model.batch as u64 * model.seq_len as u64;
     let mut ops = Vec::new();
     for (name, k, n, calls, three_d) in linears(model) {
         let mm = |pass, [x, y, z]: [u64; 3], burn_only| OpSpec {
@@ -339,6 +351,19 @@ pub fn operations(model: &ModelConfig) -> Vec<OpSpec> {
             ops.push(mm("backward_weight_flat", [k, tokens, n], true));
         }
     }
+    ops
+}
+
+/// Causal attention, memory-efficient and naive, forward and backward, once per layer.
+fn attention_ops(model: &ModelConfig) -> Vec<OpSpec> {
+    let (b, t, d, h) = (
+        model.batch as u64,
+        model.seq_len as u64,
+        model.d_model as u64,
+        model.heads as u64,
+    );
+    let dh = d / h.max(1);
+    let mut ops = Vec::new();
     for op in ["attention", "attention_naive"] {
         for (pass, backward) in [("forward", false), ("backward", true)] {
             ops.push(OpSpec {
@@ -348,11 +373,26 @@ pub fn operations(model: &ModelConfig) -> Vec<OpSpec> {
                 shape: vec![b, h, t, dh],
                 flops: Some(attention_flops(b, h, t, dh, backward)),
                 elements_moved: None,
-                calls_per_step: l,
+                calls_per_step: model.layers as u64,
                 burn_only: false,
             });
         }
     }
+    ops
+}
+
+/// The memory-bound operations, with the elements they move instead of FLOPs: layer norm and
+/// GELU (forward and backward) and the head merge's layout copy.
+fn memory_bound_ops(model: &ModelConfig) -> Vec<OpSpec> {
+    let (b, t, d, h, l) = (
+        model.batch as u64,
+        model.seq_len as u64,
+        model.d_model as u64,
+        model.heads as u64,
+        model.layers as u64,
+    );
+    let tokens = b * t;
+    let mut ops = Vec::new();
     for (pass, tensors) in [("forward", 2), ("backward", 3)] {
         ops.push(OpSpec {
             op: "layer_norm",
@@ -385,20 +425,10 @@ pub fn operations(model: &ModelConfig) -> Vec<OpSpec> {
         op: "head_merge",
         name: "layout_copy",
         pass: "forward",
-        shape: vec![b, h, t, dh],
+        shape: vec![b, h, t, d / h.max(1)],
         flops: None,
         elements_moved: Some(2 * tokens * d),
         calls_per_step: 4 * l,
-        burn_only: false,
-    });
-    ops.push(OpSpec {
-        op: "train_step",
-        name: "plain",
-        pass: "step",
-        shape: vec![b, t],
-        flops: Some(model.train_flops_per_token() * tokens as f64),
-        elements_moved: None,
-        calls_per_step: 1,
         burn_only: false,
     });
     ops

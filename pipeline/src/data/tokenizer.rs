@@ -1,6 +1,6 @@
 //! Byte-level BPE (the GPT-2 scheme, trained with the `tokenizers` crate) and the token cache.
 
-use super::corpus::{load_stories, split_stories, EOS};
+use super::corpus::{load_stories, split_stories, Split, EOS};
 use crate::error::{Error, Result};
 use crate::spec::{DataConfig, PreparedData};
 use sha2::{Digest, Sha256};
@@ -132,57 +132,12 @@ pub fn prepare(cfg: &DataConfig, vocab_size: usize, cache_root: &Path) -> Result
         // Reports the missing file with where to get it (or that it is a directory).
         load_stories(&cfg.path, None)?;
     }
-    let corpus = std::fs::read(&cfg.path).map_err(|e| Error::io("reading", &cfg.path, e))?;
-    let mut h = Sha256::new();
-    h.update(SCHEME.as_bytes());
-    h.update(&corpus);
-    h.update(
-        format!(
-            "|{}|{:?}|{}",
-            cfg.eval_fraction, cfg.max_stories, vocab_size
-        )
-        .as_bytes(),
-    );
-    let fingerprint: String = h.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    drop(corpus);
+    let fingerprint = fingerprint(cfg, vocab_size)?;
     let dir = cache_root.join(&fingerprint);
-    let meta_path = dir.join("meta.json");
-    if let Ok(text) = std::fs::read_to_string(&meta_path) {
-        if let Ok(meta) = serde_json::from_str::<CacheMeta>(&text) {
-            tracing::info!(
-                "tokenized corpus cached at {} ({} train / {} eval tokens)",
-                dir.display(),
-                meta.train_tokens,
-                meta.eval_tokens
-            );
-            return Ok(PreparedData {
-                dir,
-                fingerprint,
-                vocab_size: meta.vocab_size,
-                eos_id: meta.eos_id,
-            });
-        }
+    if let Some(cached) = read_cache(&dir, &fingerprint) {
+        return Ok(cached);
     }
-    let stories = load_stories(&cfg.path, cfg.max_stories)?;
-    let split = split_stories(stories, cfg.eval_fraction);
-    if split.train.is_empty() || split.eval.is_empty() {
-        let n = split.train.len() + split.eval.len();
-        let cap = cfg
-            .max_stories
-            .filter(|&m| m <= n)
-            .map(|m| format!(", or raise `data.max_stories` (now {m})"))
-            .unwrap_or_default();
-        return Err(Error::BadData {
-            path: cfg.path.clone(),
-            message: format!(
-                "{n} story after splitting at `{EOS}`: training and evaluation need at least \
-                 one story each (2 in all); use a corpus with more stories{cap}"
-            ),
-        });
-    }
+    let split = load_split(cfg)?;
     tracing::info!(
         "training a {vocab_size}-token byte-level BPE on {} stories",
         split.train.len()
@@ -203,11 +158,75 @@ pub fn prepare(cfg: &DataConfig, vocab_size: usize, cache_root: &Path) -> Result
         eos_id: bpe.eos_id(),
     };
     let json = serde_json::to_vec_pretty(&meta).expect("cache meta serializes");
-    crate::results::write_atomic(&meta_path, &json)?;
+    crate::results::write_atomic(&dir.join("meta.json"), &json)?;
     Ok(PreparedData {
         dir,
         fingerprint,
         vocab_size: meta.vocab_size,
         eos_id: meta.eos_id,
     })
+}
+
+/// The cache folder's name: the first 8 bytes (hex) of the SHA-256 of the scheme, the corpus
+/// file and the settings that change the tokens (eval fraction, story cap, vocabulary size).
+fn fingerprint(cfg: &DataConfig, vocab_size: usize) -> Result<String> {
+    let corpus = std::fs::read(&cfg.path).map_err(|e| Error::io("reading", &cfg.path, e))?;
+    let mut h = Sha256::new();
+    h.update(SCHEME.as_bytes());
+    h.update(&corpus);
+    h.update(
+        format!(
+            "|{}|{:?}|{}",
+            cfg.eval_fraction, cfg.max_stories, vocab_size
+        )
+        .as_bytes(),
+    );
+    Ok(h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The corpus tokenized earlier in `dir`, or `None` where its `meta.json` is missing or does
+/// not read (the corpus is tokenized again).
+fn read_cache(dir: &Path, fingerprint: &str) -> Option<PreparedData> {
+    let text = std::fs::read_to_string(dir.join("meta.json")).ok()?;
+    let meta = serde_json::from_str::<CacheMeta>(&text).ok()?;
+    tracing::info!(
+        "tokenized corpus cached at {} ({} train / {} eval tokens)",
+        dir.display(),
+        meta.train_tokens,
+        meta.eval_tokens
+    );
+    Some(PreparedData {
+        dir: dir.to_path_buf(),
+        fingerprint: fingerprint.to_string(),
+        vocab_size: meta.vocab_size,
+        eos_id: meta.eos_id,
+    })
+}
+
+/// The corpus's stories split into training and evaluation stories.
+///
+/// # Errors
+/// An unreadable corpus, and one with too few stories for a story on each side.
+fn load_split(cfg: &DataConfig) -> Result<Split> {
+    let stories = load_stories(&cfg.path, cfg.max_stories)?;
+    let split = split_stories(stories, cfg.eval_fraction);
+    if split.train.is_empty() || split.eval.is_empty() {
+        let n = split.train.len() + split.eval.len();
+        let cap = cfg
+            .max_stories
+            .filter(|&m| m <= n)
+            .map(|m| format!(", or raise `data.max_stories` (now {m})"))
+            .unwrap_or_default();
+        return Err(Error::BadData {
+            path: cfg.path.clone(),
+            message: format!(
+                "{n} story after splitting at `{EOS}`: training and evaluation need at least \
+                 one story each (2 in all); use a corpus with more stories{cap}"
+            ),
+        });
+    }
+    Ok(split)
 }

@@ -183,9 +183,12 @@ fn per_step(
 /// The label of the measured training step in [`per_step`]'s list.
 const STEP: &str = "training step, measured";
 
-/// The section from `rows` and the messages of lines that did not read.
-pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
-    // Groups: (device, model) -> Burn backends.
+/// The rows of one device and model, keyed by operation, of one framework (and backend).
+type OpRows<'a> = BTreeMap<Key, &'a AttributionRow>;
+
+/// The rows grouped by device and model: each group's model and its Burn backends in name
+/// order (one empty name where the group has no Burn rows, so PyTorch's rows still get tables).
+fn groups(rows: &[AttributionRow]) -> BTreeMap<(String, String), (ModelConfig, Vec<String>)> {
     let mut groups: BTreeMap<(String, String), (ModelConfig, Vec<String>)> = BTreeMap::new();
     for r in rows {
         let key = (r.device.clone(), format!("{:?}", r.model));
@@ -194,247 +197,275 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
             e.1.push(r.backend.clone());
         }
     }
-    let mut tables = Vec::new();
-    let mut summary = Vec::new();
-    for ((device, model_key), (model, mut backends)) in groups {
+    for (_, backends) in groups.values_mut() {
         backends.sort();
         if backends.is_empty() {
             backends.push(String::new());
         }
-        let same =
-            |r: &&AttributionRow| r.device == device && format!("{:?}", r.model) == model_key;
-        let torch: BTreeMap<Key, &AttributionRow> = rows
+    }
+    groups
+}
+
+/// The model as a table caption describes it.
+fn model_text(m: &ModelConfig) -> String {
+    format!(
+        "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
+        m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
+    )
+}
+
+/// One Burn backend's operation rows beside PyTorch's, for one device and model: what the
+/// tables of [`build`] are made from.
+struct Pair<'a> {
+    device: &'a str,
+    backend: &'a str,
+    /// "Burn <backend>", or "no Burn rows".
+    burn_name: String,
+    /// "PyTorch <version>", or "no PyTorch rows".
+    torch_version: &'a str,
+    burn: OpRows<'a>,
+    torch: &'a OpRows<'a>,
+}
+
+/// The table of every operation's time and TFLOP/s in both frameworks and their ratio, in the
+/// order of [`OPS`], [`NAMES`], [`PASSES`] and [`DTYPES`]; a cell that did not run carries its
+/// reason as a note.
+fn operations_table(p: &Pair, model_text: &str) -> Table {
+    let mut keys: Vec<&Key> = p.burn.keys().chain(p.torch.keys()).collect();
+    keys.sort_by_key(|(op, name, pass, dtype, shape)| {
+        (
+            rank(OPS, op),
+            rank(NAMES, name),
+            rank(PASSES, pass),
+            rank(DTYPES, dtype),
+            shape.clone(),
+        )
+    });
+    keys.dedup();
+    let mut table = Table {
+        caption: format!(
+            "{}: {} beside {} ({model_text})",
+            p.device, p.burn_name, p.torch_version
+        ),
+        columns: vec![
+            "operation".into(),
+            "pass".into(),
+            "shape".into(),
+            "dtype".into(),
+            "calls/step".into(),
+            "Burn ms".into(),
+            "Burn TFLOP/s".into(),
+            "PyTorch ms".into(),
+            "PyTorch TFLOP/s".into(),
+            "Burn/PyTorch time".into(),
+        ],
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for key in keys {
+        operation_row(&mut table, key, p.burn.get(key), p.torch.get(key));
+    }
+    table
+}
+
+/// Adds the row of one operation (Burn's row `b`, PyTorch's `t`) to [`operations_table`]'s
+/// table, with the reasons of cells that are not `ok` as notes.
+fn operation_row(
+    table: &mut Table,
+    key: &Key,
+    b: Option<&&AttributionRow>,
+    t: Option<&&AttributionRow>,
+) {
+    let (op, name, pass, dtype, shape) = key;
+    let cell_ms = |r: Option<&&AttributionRow>| match r {
+        None => "–".to_string(),
+        Some(r) if r.status == AttributionStatus::Ok => ms(r.median_s),
+        Some(r) => r.status.to_string(),
+    };
+    let cell_tflops = |r: Option<&&AttributionRow>| {
+        r.filter(|r| r.status == AttributionStatus::Ok)
+            .and_then(|r| r.tflops)
+            .map(|t| format!("{t:.2}"))
+            .unwrap_or_else(|| "–".into())
+    };
+    let calls = b
+        .or(t)
+        .and_then(|r| r.calls_per_step)
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| "–".into());
+    let row_index = table.rows.len();
+    table.rows.push(vec![
+        op_label(op, name),
+        pass_label(pass).into(),
+        shape
             .iter()
-            .filter(same)
-            .filter(|r| r.framework == "pytorch" && is_op_row(r))
-            .map(|r| (r.key(), r))
-            .collect();
-        let torch_version = torch
-            .values()
-            .next()
-            .map(|r| format!("PyTorch {}", r.framework_version))
-            .unwrap_or_else(|| "no PyTorch rows".into());
-        let m = &model;
-        let model_text = format!(
-            "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
-            m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
-        );
-        for backend in backends {
-            let burn: BTreeMap<Key, &AttributionRow> = rows
-                .iter()
-                .filter(same)
-                .filter(|r| r.framework == "burn" && r.backend == backend && is_op_row(r))
-                .map(|r| (r.key(), r))
-                .collect();
-            let mut keys: Vec<&Key> = burn.keys().chain(torch.keys()).collect();
-            keys.sort_by_key(|(op, name, pass, dtype, shape)| {
-                (
-                    rank(OPS, op),
-                    rank(NAMES, name),
-                    rank(PASSES, pass),
-                    rank(DTYPES, dtype),
-                    shape.clone(),
-                )
-            });
-            keys.dedup();
-            let burn_name = if backend.is_empty() {
-                "no Burn rows".to_string()
-            } else {
-                format!("Burn {backend}")
-            };
-            let mut table = Table {
-                caption: format!("{device}: {burn_name} beside {torch_version} ({model_text})"),
-                columns: vec![
-                    "operation".into(),
-                    "pass".into(),
-                    "shape".into(),
-                    "dtype".into(),
-                    "calls/step".into(),
-                    "Burn ms".into(),
-                    "Burn TFLOP/s".into(),
-                    "PyTorch ms".into(),
-                    "PyTorch TFLOP/s".into(),
-                    "Burn/PyTorch time".into(),
-                ],
-                rows: Vec::new(),
-                notes: Vec::new(),
-            };
-            for key in keys {
-                let (op, name, pass, dtype, shape) = key;
-                let b = burn.get(key);
-                let t = torch.get(key);
-                let cell_ms = |r: Option<&&AttributionRow>| match r {
-                    None => "–".to_string(),
-                    Some(r) if r.status == AttributionStatus::Ok => ms(r.median_s),
-                    Some(r) => r.status.to_string(),
-                };
-                let cell_tflops = |r: Option<&&AttributionRow>| {
-                    r.filter(|r| r.status == AttributionStatus::Ok)
-                        .and_then(|r| r.tflops)
-                        .map(|t| format!("{t:.2}"))
-                        .unwrap_or_else(|| "–".into())
-                };
-                let calls = b
-                    .or(t)
-                    .and_then(|r| r.calls_per_step)
-                    .map(|c| c.to_string())
-                    .unwrap_or_else(|| "–".into());
-                let row_index = table.rows.len();
-                table.rows.push(vec![
-                    op_label(op, name),
-                    pass_label(pass).into(),
-                    shape
-                        .iter()
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join("×"),
-                    dtype.clone(),
-                    calls,
-                    cell_ms(b),
-                    cell_tflops(b),
-                    cell_ms(t),
-                    cell_tflops(t),
-                    ratio(time(b), time(t)),
-                ]);
-                for (column, r, who) in [(5, b, "Burn"), (7, t, "PyTorch")] {
-                    if let Some(r) = r.filter(|r| r.status != AttributionStatus::Ok) {
-                        if let Some(reason) = &r.reason {
-                            table.note(row_index, column, format!("{who}: {reason}"));
-                        }
-                    }
-                }
-            }
-            tables.push(table);
-
-            // Where one step goes, per dtype.
-            let dtypes: Vec<&str> = DTYPES
-                .iter()
-                .copied()
-                .filter(|d| burn.keys().chain(torch.keys()).any(|k| k.3 == *d))
-                .collect();
-            let mut step_table = Table {
-                caption: format!(
-                    "{device}: one training step by operation, each operation's time times its \
-                     calls per step ({burn_name} beside {torch_version})"
-                ),
-                columns: vec![
-                    "operations".into(),
-                    "dtype".into(),
-                    "Burn ms per step".into(),
-                    "PyTorch ms per step".into(),
-                    "Burn/PyTorch".into(),
-                ],
-                rows: Vec::new(),
-                notes: Vec::new(),
-            };
-            for dtype in dtypes {
-                let ours = per_step(&burn, dtype);
-                let theirs = per_step(&torch, dtype);
-                for ((label, a), (_, b)) in ours.iter().zip(&theirs) {
-                    step_table.rows.push(vec![
-                        (*label).into(),
-                        dtype.into(),
-                        ms(*a),
-                        ms(*b),
-                        ratio(*a, *b),
-                    ]);
-                }
-                let step_of = |v: &[(&str, Option<f64>)]| {
-                    v.iter().find(|(l, _)| *l == STEP).and_then(|(_, t)| *t)
-                };
-                if let (Some(a), Some(b)) = (step_of(&ours), step_of(&theirs)) {
-                    let part = |i: usize| {
-                        format!(
-                            "{} {} against {} ms",
-                            ours[i].0,
-                            ms(ours[i].1),
-                            ms(theirs[i].1)
-                        )
-                    };
-                    summary.push(format!(
-                        "{device}, {dtype}: a training step takes {} ms in Burn ({backend}) and \
-                         {} ms in PyTorch ({}); per step, {}, {}, {}.",
-                        ms(Some(a)),
-                        ms(Some(b)),
-                        ratio(Some(a), Some(b)),
-                        part(0),
-                        part(1),
-                        part(2)
-                    ));
-                }
-            }
-            tables.push(step_table);
-
-            // Kernel categories of one profiled step (CUDA).
-            let kernels: Vec<&AttributionRow> = rows
-                .iter()
-                .filter(same)
-                .filter(|r| r.framework == "burn" && r.backend == backend && r.op == "kernels")
-                .collect();
-            if !kernels.is_empty() {
-                let mut categories: Vec<&str> = Vec::new();
-                for r in &kernels {
-                    if !categories.contains(&r.name.as_str()) {
-                        categories.push(&r.name);
-                    }
-                }
-                let find = |c: &str, d: &str| {
-                    kernels
-                        .iter()
-                        .find(|r| r.name == c && r.dtype == d && r.status == AttributionStatus::Ok)
-                };
-                let total = |d: &str| find("total", d).and_then(|r| r.median_s);
-                let mut kt = Table {
-                    caption: format!(
-                        "{device}: kernels of one profiled training step by category (Burn \
-                         {backend}, CubeCL's profiler)"
-                    ),
-                    columns: vec![
-                        "kernel category".into(),
-                        "f32 launches".into(),
-                        "f32 ms".into(),
-                        "bf16 launches".into(),
-                        "bf16 ms".into(),
-                        "bf16 share".into(),
-                        "bf16/f32 time".into(),
-                    ],
-                    rows: Vec::new(),
-                    notes: Vec::new(),
-                };
-                for c in categories {
-                    let (f, h) = (find(c, "f32"), find(c, "bf16"));
-                    let launches = |r: Option<&&AttributionRow>| {
-                        r.and_then(|r| r.kernel_launches)
-                            .map(|n| n.to_string())
-                            .unwrap_or_else(|| "–".into())
-                    };
-                    let (fs, hs) = (f.and_then(|r| r.median_s), h.and_then(|r| r.median_s));
-                    kt.rows.push(vec![
-                        c.into(),
-                        launches(f),
-                        ms(fs),
-                        launches(h),
-                        ms(hs),
-                        match (hs, total("bf16")) {
-                            (Some(s), Some(t)) if t > 0.0 => format!("{:.1}%", 100.0 * s / t),
-                            _ => "–".into(),
-                        },
-                        ratio(hs, fs),
-                    ]);
-                }
-                for r in kernels.iter().filter(|r| r.status != AttributionStatus::Ok) {
-                    if let Some(reason) = &r.reason {
-                        let i = kt.rows.iter().position(|row| row[0] == r.name);
-                        if let Some(i) = i {
-                            let column = if r.dtype == "f32" { 2 } else { 4 };
-                            kt.note(i, column, reason.clone());
-                        }
-                    }
-                }
-                tables.push(kt);
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("×"),
+        dtype.clone(),
+        calls,
+        cell_ms(b),
+        cell_tflops(b),
+        cell_ms(t),
+        cell_tflops(t),
+        ratio(time(b), time(t)),
+    ]);
+    for (column, r, who) in [(5, b, "Burn"), (7, t, "PyTorch")] {
+        if let Some(r) = r.filter(|r| r.status != AttributionStatus::Ok) {
+            if let Some(reason) = &r.reason {
+                table.note(row_index, column, format!("{who}: {reason}"));
             }
         }
     }
+}
+
+/// The table of where one training step goes, per dtype ([`per_step`] in both frameworks), and
+/// one summary sentence per dtype where both frameworks measured the step.
+fn step_table(p: &Pair) -> (Table, Vec<String>) {
+    let device = p.device;
+    let dtypes: Vec<&str> = DTYPES
+        .iter()
+        .copied()
+        .filter(|d| p.burn.keys().chain(p.torch.keys()).any(|k| k.3 == *d))
+        .collect();
+    let mut table = Table {
+        caption: format!(
+            "{device}: one training step by operation, each operation's time times its \
+             calls per step ({} beside {})",
+            p.burn_name, p.torch_version
+        ),
+        columns: vec![
+            "operations".into(),
+            "dtype".into(),
+            "Burn ms per step".into(),
+            "PyTorch ms per step".into(),
+            "Burn/PyTorch".into(),
+        ],
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut summary = Vec::new();
+    for dtype in dtypes {
+        let ours = per_step(&p.burn, dtype);
+        let theirs = per_step(p.torch, dtype);
+        for ((label, a), (_, b)) in ours.iter().zip(&theirs) {
+            table.rows.push(vec![
+                (*label).into(),
+                dtype.into(),
+                ms(*a),
+                ms(*b),
+                ratio(*a, *b),
+            ]);
+        }
+        summary.extend(step_sentence(p, dtype, &ours, &theirs));
+    }
+    (table, summary)
+}
+
+/// The summary sentence of one dtype's step in both frameworks (`ours` is Burn's
+/// [`per_step`], `theirs` PyTorch's), or `None` where either did not measure the step.
+fn step_sentence(
+    p: &Pair,
+    dtype: &str,
+    ours: &[(&str, Option<f64>)],
+    theirs: &[(&str, Option<f64>)],
+) -> Option<String> {
+    let step_of =
+        |v: &[(&str, Option<f64>)]| v.iter().find(|(l, _)| *l == STEP).and_then(|(_, t)| *t);
+    let (a, b) = (step_of(ours)?, step_of(theirs)?);
+    let part = |i: usize| {
+        format!(
+            "{} {} against {} ms",
+            ours[i].0,
+            ms(ours[i].1),
+            ms(theirs[i].1)
+        )
+    };
+    Some(format!(
+        "{}, {dtype}: a training step takes {} ms in Burn ({}) and \
+         {} ms in PyTorch ({}); per step, {}, {}, {}.",
+        p.device,
+        ms(Some(a)),
+        p.backend,
+        ms(Some(b)),
+        ratio(Some(a), Some(b)),
+        part(0),
+        part(1),
+        part(2)
+    ))
+}
+
+/// The table of the kernel categories of one profiled step (CUDA) from Burn's `kernels` rows,
+/// or `None` where there are none.
+fn kernel_table(device: &str, backend: &str, kernels: &[&AttributionRow]) -> Option<Table> {
+    if kernels.is_empty() {
+        return None;
+    }
+    let mut categories: Vec<&str> = Vec::new();
+    for r in kernels {
+        if !categories.contains(&r.name.as_str()) {
+            categories.push(&r.name);
+        }
+    }
+    let find = |c: &str, d: &str| {
+        kernels
+            .iter()
+            .find(|r| r.name == c && r.dtype == d && r.status == AttributionStatus::Ok)
+    };
+    let total = |d: &str| find("total", d).and_then(|r| r.median_s);
+    let mut kt = Table {
+        caption: format!(
+            "{device}: kernels of one profiled training step by category (Burn \
+             {backend}, CubeCL's profiler)"
+        ),
+        columns: vec![
+            "kernel category".into(),
+            "f32 launches".into(),
+            "f32 ms".into(),
+            "bf16 launches".into(),
+            "bf16 ms".into(),
+            "bf16 share".into(),
+            "bf16/f32 time".into(),
+        ],
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for c in categories {
+        let (f, h) = (find(c, "f32"), find(c, "bf16"));
+        let launches = |r: Option<&&AttributionRow>| {
+            r.and_then(|r| r.kernel_launches)
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "–".into())
+        };
+        let (fs, hs) = (f.and_then(|r| r.median_s), h.and_then(|r| r.median_s));
+        kt.rows.push(vec![
+            c.into(),
+            launches(f),
+            ms(fs),
+            launches(h),
+            ms(hs),
+            match (hs, total("bf16")) {
+                (Some(s), Some(t)) if t > 0.0 => format!("{:.1}%", 100.0 * s / t),
+                _ => "–".into(),
+            },
+            ratio(hs, fs),
+        ]);
+    }
+    for r in kernels.iter().filter(|r| r.status != AttributionStatus::Ok) {
+        if let Some(reason) = &r.reason {
+            let i = kt.rows.iter().position(|row| row[0] == r.name);
+            if let Some(i) = i {
+                let column = if r.dtype == "f32" { 2 } else { 4 };
+                kt.note(i, column, reason.clone());
+            }
+        }
+    }
+    Some(kt)
+}
+
+/// The section's notes: how each framework measures, how FLOPs are counted, and the lines
+/// left out (`bad`).
+fn notes(bad: &[String]) -> Vec<String> {
     let mut notes = vec![
         "Burn: `memwall-job bench` (the job's backend and device; matmuls as the model calls \
          them on the inner backend: a linear layer's `linear`, `linear_x_backward` and \
@@ -464,12 +495,81 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
     for b in bad {
         notes.push(format!("Left out: {b}."));
     }
-    let devices = {
-        let mut d: Vec<&str> = rows.iter().map(|r| r.device.as_str()).collect();
-        d.sort();
-        d.dedup();
-        d
-    };
+    notes
+}
+
+/// The section's "ours" paragraph: the summary sentences, or the number of rows and their
+/// devices where no step was measured in both frameworks.
+fn ours(rows: &[AttributionRow], summary: &[String]) -> String {
+    if !summary.is_empty() {
+        return format!(
+            "{} Ratios are Burn / PyTorch time (above 1x: Burn is slower).",
+            summary.join(" ")
+        );
+    }
+    let mut devices: Vec<&str> = rows.iter().map(|r| r.device.as_str()).collect();
+    devices.sort();
+    devices.dedup();
+    format!(
+        "{} row(s) on {}; ratios are Burn / PyTorch time (above 1x: Burn is slower).",
+        rows.len(),
+        if devices.is_empty() {
+            "–".to_string()
+        } else {
+            devices.join(", ")
+        }
+    )
+}
+
+/// The section from `rows` and the messages of lines that did not read: per device, model and
+/// Burn backend, the operations table, the step table and (where profiled) the kernel table.
+pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
+    let mut tables = Vec::new();
+    let mut summary = Vec::new();
+    for ((device, model_key), (model, backends)) in groups(rows) {
+        let same =
+            |r: &&AttributionRow| r.device == device && format!("{:?}", r.model) == model_key;
+        let torch: OpRows = rows
+            .iter()
+            .filter(same)
+            .filter(|r| r.framework == "pytorch" && is_op_row(r))
+            .map(|r| (r.key(), r))
+            .collect();
+        let torch_version = torch
+            .values()
+            .next()
+            .map(|r| format!("PyTorch {}", r.framework_version))
+            .unwrap_or_else(|| "no PyTorch rows".into());
+        let model_text = model_text(&model);
+        for backend in &backends {
+            let burn_rows = || {
+                rows.iter()
+                    .filter(same)
+                    .filter(|r| r.framework == "burn" && &r.backend == backend)
+            };
+            let pair = Pair {
+                device: &device,
+                backend,
+                burn_name: if backend.is_empty() {
+                    "no Burn rows".to_string()
+                } else {
+                    format!("Burn {backend}")
+                },
+                torch_version: &torch_version,
+                burn: burn_rows()
+                    .filter(|r| is_op_row(r))
+                    .map(|r| (r.key(), r))
+                    .collect(),
+                torch: &torch,
+            };
+            tables.push(operations_table(&pair, &model_text));
+            let (table, sentences) = step_table(&pair);
+            tables.push(table);
+            summary.extend(sentences);
+            let kernels: Vec<&AttributionRow> = burn_rows().filter(|r| r.op == "kernels").collect();
+            tables.extend(kernel_table(&device, backend, &kernels));
+        }
+    }
     Section {
         title: "Where the time goes: kernels, memwall (Burn) beside PyTorch".into(),
         claim: "The source's frameworks run each operation on vendor kernels (cuBLAS matmuls, \
@@ -477,23 +577,8 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
                 head in Burn and in PyTorch on the same device, so a gap in step time is \
                 attributed operation by operation."
             .into(),
-        ours: if summary.is_empty() {
-            format!(
-                "{} row(s) on {}; ratios are Burn / PyTorch time (above 1x: Burn is slower).",
-                rows.len(),
-                if devices.is_empty() {
-                    "–".to_string()
-                } else {
-                    devices.join(", ")
-                }
-            )
-        } else {
-            format!(
-                "{} Ratios are Burn / PyTorch time (above 1x: Burn is slower).",
-                summary.join(" ")
-            )
-        },
-        notes,
+        ours: ours(rows, &summary),
+        notes: notes(bad),
         tables,
         figures: Vec::new(),
         details: None,

@@ -327,38 +327,9 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
     let mut files = Vec::new();
     let mut sections = Vec::with_capacity(doc.sections.len());
     for section in &doc.sections {
-        let mut rendered = Vec::new();
-        for fig in &section.figures {
-            if !figures::is_drawable(fig) {
-                // e.g. reductions in a group without a finished control: the table says why.
-                tracing::warn!("figure `{}` has no finite point: left out", fig.name);
-                continue;
-            }
-            let svg = figures::svg(fig)?;
-            let path = fig_dir.join(format!("{}.svg", fig.name));
-            crate::results::write_atomic(&path, svg.as_bytes())?;
-            files.push(path);
-            rendered.push(FigureCtx {
-                name: fig.name.clone(),
-                title: fig.title.clone(),
-                file: format!("figures/{}.svg", fig.name),
-            });
-        }
+        let rendered = write_figures(section, &fig_dir, &mut files)?;
         let si = sections.len() + 1;
-        sections.push(SectionCtx {
-            title: &section.title,
-            claim: &section.claim,
-            ours: &section.ours,
-            notes: &section.notes,
-            tables: section
-                .tables
-                .iter()
-                .enumerate()
-                .map(|(ti, t)| table_ctx(t, format!("t{si}-{}", ti + 1)))
-                .collect::<Result<_>>()?,
-            rendered_figures: rendered,
-            details: section.details.as_ref(),
-        });
+        sections.push(section_ctx(section, si, rendered)?);
     }
     let environment = doc
         .environment
@@ -366,6 +337,80 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
         .enumerate()
         .map(|(ti, t)| table_ctx(t, format!("env-{}", ti + 1)))
         .collect::<Result<Vec<_>>>()?;
+    let ctx = template_context(doc, &sections, &environment)?;
+    let md = env
+        .get_template(MARKDOWN_TEMPLATE)
+        .and_then(|t| t.render(&ctx))
+        .map_err(|e| Error::Report(format!("rendering {MARKDOWN_TEMPLATE}: {e:#}")))?;
+    let html = env
+        .get_template(HTML_TEMPLATE)
+        .and_then(|t| t.render(&ctx))
+        .map_err(|e| Error::Report(format!("rendering {HTML_TEMPLATE}: {e:#}")))?;
+    remove_stale_figures(&fig_dir, &files)?;
+    let markdown = out_dir.join("report.md");
+    let html_path = out_dir.join("index.html");
+    crate::results::write_atomic(&markdown, md.as_bytes())?;
+    crate::results::write_atomic(&html_path, html.as_bytes())?;
+    Ok(Rendered {
+        markdown,
+        html: html_path,
+        figures: files,
+    })
+}
+
+/// Writes the drawable figures of `section` as `fig_dir/<name>.svg` (adding their paths to
+/// `files`) and returns them as the templates see them; a figure without a finite point is
+/// left out with a warning.
+fn write_figures(
+    section: &Section,
+    fig_dir: &Path,
+    files: &mut Vec<PathBuf>,
+) -> Result<Vec<FigureCtx>> {
+    let mut rendered = Vec::new();
+    for fig in &section.figures {
+        if !figures::is_drawable(fig) {
+            // e.g. reductions in a group without a finished control: the table says why.
+            tracing::warn!("figure `{}` has no finite point: left out", fig.name);
+            continue;
+        }
+        let svg = figures::svg(fig)?;
+        let path = fig_dir.join(format!("{}.svg", fig.name));
+        crate::results::write_atomic(&path, svg.as_bytes())?;
+        files.push(path);
+        rendered.push(FigureCtx {
+            name: fig.name.clone(),
+            title: fig.title.clone(),
+            file: format!("figures/{}.svg", fig.name),
+        });
+    }
+    Ok(rendered)
+}
+
+/// The `si`-th section (from 1) as the templates see it, its tables anchored `t<si>-<n>`.
+fn section_ctx(section: &Section, si: usize, rendered: Vec<FigureCtx>) -> Result<SectionCtx<'_>> {
+    Ok(SectionCtx {
+        title: &section.title,
+        claim: &section.claim,
+        ours: &section.ours,
+        notes: &section.notes,
+        tables: section
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| table_ctx(t, format!("t{si}-{}", ti + 1)))
+            .collect::<Result<_>>()?,
+        rendered_figures: rendered,
+        details: section.details.as_ref(),
+    })
+}
+
+/// The templates' context: the report model (with its evidence line), the at-a-glance table,
+/// the sections, the environment tables and the Hugo front matter.
+fn template_context(
+    doc: &ReportDoc,
+    sections: &[SectionCtx],
+    environment: &[TableCtx],
+) -> Result<minijinja::Value> {
     let front_matter = markdown::front_matter(&markdown::FrontMatter {
         title: &doc.title,
         date: &doc.date,
@@ -390,30 +435,12 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
     let mut doc_value = serde_json::to_value(doc)
         .map_err(|e| Error::Report(format!("report model does not serialize: {e}")))?;
     doc_value["evidence"] = serde_json::Value::String(doc.evidence());
-    let ctx = minijinja::context! {
+    Ok(minijinja::context! {
         doc => minijinja::Value::from(minijinja::value::Serde(&doc_value)),
         glance => glance.map(|g| minijinja::Value::from(minijinja::value::Serde(g))),
         sections => minijinja::Value::from(minijinja::value::Serde(&sections)),
         environment => minijinja::Value::from(minijinja::value::Serde(&environment)),
         front_matter => front_matter,
-    };
-    let md = env
-        .get_template(MARKDOWN_TEMPLATE)
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::Report(format!("rendering {MARKDOWN_TEMPLATE}: {e:#}")))?;
-    let html = env
-        .get_template(HTML_TEMPLATE)
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::Report(format!("rendering {HTML_TEMPLATE}: {e:#}")))?;
-    remove_stale_figures(&fig_dir, &files)?;
-    let markdown = out_dir.join("report.md");
-    let html_path = out_dir.join("index.html");
-    crate::results::write_atomic(&markdown, md.as_bytes())?;
-    crate::results::write_atomic(&html_path, html.as_bytes())?;
-    Ok(Rendered {
-        markdown,
-        html: html_path,
-        figures: files,
     })
 }
 

@@ -1022,23 +1022,26 @@ fn status_notes(table: &mut Table, g: &Group, column: usize) {
 /// numbers the document states; the step-time ratio computed from the document's Relative
 /// Time column is labelled derived. A source column without any value is left out.
 fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
+    let mut table = config_table(
+        format!("Claim vs ours, the source is {}", inputs.header.source),
+        g,
+        results_columns(g),
+    );
+    if g.rows
+        .iter()
+        .any(|c| c.claim.is_some_and(|c| c.time.is_some()))
+    {
+        note_derived_time(&mut table);
+    }
+    table
+}
+
+/// The columns of [`results_table`]: each of ours, followed by the source's where any
+/// configuration's claim has that number.
+fn results_columns<'g>(g: &'g Group) -> Vec<Column<'g>> {
     let has = |f: fn(&Claim) -> bool| g.rows.iter().any(|c| c.claim.is_some_and(f));
     let gib_source = has(|c| c.peak_gib.is_some());
-    let mut columns = vec![if gib_source {
-        // Ours in the source's unit (GiB), with the digits a CPU-sized peak needs.
-        let max = g.rows.iter().filter_map(|c| c.peak).fold(0.0, f64::max);
-        let digits = if max >= MIB * 1024.0 { 3 } else { 4 };
-        Column::new(
-            format!("Peak allocated, ours{} (GiB)", g.allocated_bound()),
-            move |c| fmt_opt(c.peak.map(|p| p / (MIB * 1024.0)), digits, ""),
-        )
-    } else {
-        Column::bytes(
-            g,
-            &format!("Peak allocated, ours{}", g.allocated_bound()),
-            |c| c.peak,
-        )
-    }];
+    let mut columns = vec![peak_column(g, gib_source)];
     if gib_source {
         columns.push(Column::new("Peak, source (GiB)", |c| {
             source_number(c.claim.and_then(|c| c.peak_gib))
@@ -1082,29 +1085,47 @@ fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
             source_number(c.claim.and_then(|c| c.perplexity))
         }));
     }
-    let mut table = config_table(
-        format!("Claim vs ours, the source is {}", inputs.header.source),
-        g,
-        columns,
-    );
-    if has(|c| c.time.is_some()) {
-        if let Some(j) = table
-            .columns
-            .iter()
-            .position(|h| h.starts_with("Relative Time / control"))
-        {
-            if let Some(i) = table.rows.iter().position(|r| r[j] != "–") {
-                table.note(
-                    i,
-                    j,
-                    "Derived: the configuration's Relative Time (the document's time between \
-                     steps 10 and 100) over the control's, e.g. BFloat16 41 s / 100 s = 0.41x. \
-                     Ours is the median step time over the control's.",
-                );
-            }
+    columns
+}
+
+/// Our peak allocated memory: in the source's unit (GiB) where the source states peaks, else
+/// in one byte unit for the column.
+fn peak_column<'g>(g: &'g Group, gib_source: bool) -> Column<'g> {
+    if gib_source {
+        // Ours in the source's unit (GiB), with the digits a CPU-sized peak needs.
+        let max = g.rows.iter().filter_map(|c| c.peak).fold(0.0, f64::max);
+        let digits = if max >= MIB * 1024.0 { 3 } else { 4 };
+        Column::new(
+            format!("Peak allocated, ours{} (GiB)", g.allocated_bound()),
+            move |c| fmt_opt(c.peak.map(|p| p / (MIB * 1024.0)), digits, ""),
+        )
+    } else {
+        Column::bytes(
+            g,
+            &format!("Peak allocated, ours{}", g.allocated_bound()),
+            |c| c.peak,
+        )
+    }
+}
+
+/// Footnotes the first value of the derived "Relative Time / control" column with how it is
+/// derived.
+fn note_derived_time(table: &mut Table) {
+    if let Some(j) = table
+        .columns
+        .iter()
+        .position(|h| h.starts_with("Relative Time / control"))
+    {
+        if let Some(i) = table.rows.iter().position(|r| r[j] != "–") {
+            table.note(
+                i,
+                j,
+                "Derived: the configuration's Relative Time (the document's time between \
+                 steps 10 and 100) over the control's, e.g. BFloat16 41 s / 100 s = 0.41x. \
+                 Ours is the median step time over the control's.",
+            );
         }
     }
-    table
 }
 
 /// A number as the source document prints it (no padding digits: 180.0 stays "180.0" only
