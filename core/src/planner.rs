@@ -34,6 +34,20 @@ pub enum PlanMethod {
     Explicit,
 }
 
+impl PlanMethod {
+    /// The method's name as in JSON (`every_k`, `per_block_stored`, `knapsack`,
+    /// `checkmate_dp`, `explicit`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanMethod::EveryK => "every_k",
+            PlanMethod::PerBlockStored => "per_block_stored",
+            PlanMethod::Knapsack => "knapsack",
+            PlanMethod::CheckmateDp => "checkmate_dp",
+            PlanMethod::Explicit => "explicit",
+        }
+    }
+}
+
 /// A segment plan for the runner's executor, with what the planner predicted of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentPlan {
@@ -89,20 +103,43 @@ pub fn plan(
             )));
         }
     }
-    let needs = |what: &str| {
-        PlanError::Params(format!(
-            "{what} plans from measured costs: run the job's profiling pass first (the plan stage of `memwall run` or `memwall-job sweep-dir`)"
-        ))
+    if strategy.recompute.needs_profile() {
+        let p = profile.ok_or_else(|| {
+            PlanError::Params(
+                "a budget or Checkmate strategy plans from measured costs: run the job's \
+                 profiling pass first (the plan stage of `memwall run` or `memwall-job sweep-dir`)"
+                    .into(),
+            )
+        })?;
+        return measured_plan(&strategy.recompute, p);
+    }
+    let Some((segments, method)) = structural_plan(strategy, layers)? else {
+        return Ok(Plan {
+            segments: None,
+            checkmate: None,
+        });
     };
-    let (segments, method) = match &strategy.recompute {
+    Ok(Plan {
+        segments: Some(SegmentPlan {
+            predicted_bytes: profile.map(|p| predict(p, &segments, true)),
+            predicted_recompute_s: profile.map(|p| recompute_s(p, &segments)),
+            segments,
+            method,
+        }),
+        checkmate: None,
+    })
+}
+
+/// The plans that follow from the strategy and the block count alone: K-block segments (every
+/// K, sqrt), one stored segment per block (the fused optimizer step without checkpointing) and
+/// explicit plans; `None` for plain backward and balanced checkpointing.
+fn structural_plan(
+    strategy: &Strategy,
+    layers: usize,
+) -> Result<Option<(Vec<Segment>, PlanMethod)>, PlanError> {
+    Ok(match &strategy.recompute {
         Recompute::None if strategy.fused_optimizer => {
-            (per_block_stored(layers), PlanMethod::PerBlockStored)
-        }
-        Recompute::None | Recompute::Balanced => {
-            return Ok(Plan {
-                segments: None,
-                checkmate: None,
-            })
+            Some((per_block_stored(layers), PlanMethod::PerBlockStored))
         }
         Recompute::EveryK(_) | Recompute::Sqrt => {
             let k = strategy
@@ -110,16 +147,23 @@ pub fn plan(
                 .checkpoint()
                 .segment_len(layers)
                 .unwrap_or(1);
-            (every_k(layers, k), PlanMethod::EveryK)
+            Some((every_k(layers, k), PlanMethod::EveryK))
         }
         Recompute::Explicit(segments) => {
             check_segments(segments, layers).map_err(PlanError::Params)?;
-            (segments.clone(), PlanMethod::Explicit)
+            Some((segments.clone(), PlanMethod::Explicit))
         }
+        _ => None,
+    })
+}
+
+/// The plans made from the job's profile `p`: the budget knapsack ([`crate::budget`]) and the
+/// Checkmate dynamic program ([`plan_transformer`]).
+fn measured_plan(recompute: &Recompute, p: &ExecutorProfile) -> Result<Plan, PlanError> {
+    match recompute {
         Recompute::Budget(b) => {
-            let p = profile.ok_or_else(|| needs("a memory budget"))?;
             let knapsack = crate::budget::plan_budget(&p.block_costs(), *b);
-            return Ok(Plan {
+            Ok(Plan {
                 segments: Some(SegmentPlan {
                     segments: knapsack.segments,
                     method: PlanMethod::Knapsack,
@@ -127,12 +171,11 @@ pub fn plan(
                     predicted_recompute_s: Some(knapsack.recompute_s),
                 }),
                 checkmate: None,
-            });
+            })
         }
         Recompute::Checkmate(f) => {
-            let p = profile.ok_or_else(|| needs("a Checkmate budget"))?;
             let solved = plan_transformer(p, *f)?;
-            return Ok(Plan {
+            Ok(Plan {
                 segments: Some(SegmentPlan {
                     predicted_bytes: Some(solved.predicted_peak_bytes),
                     predicted_recompute_s: Some(recompute_s(p, &solved.segments)),
@@ -140,25 +183,12 @@ pub fn plan(
                     method: PlanMethod::CheckmateDp,
                 }),
                 checkmate: Some(solved),
-            });
+            })
         }
-    };
-    let (predicted_bytes, predicted_recompute_s) = match profile {
-        Some(p) => (
-            Some(predict(p, &segments, true)),
-            Some(recompute_s(p, &segments)),
-        ),
-        None => (None, None),
-    };
-    Ok(Plan {
-        segments: Some(SegmentPlan {
-            segments,
-            method,
-            predicted_bytes,
-            predicted_recompute_s,
-        }),
-        checkmate: None,
-    })
+        other => Err(PlanError::Params(format!(
+            "{other:?} is not planned from measured costs"
+        ))),
+    }
 }
 
 /// Seconds of forward recomputation per step of `segments` over `p`: the forward time of every
@@ -291,6 +321,9 @@ mod tests {
         assert_eq!(s.segments, report.segments);
         assert!(s.predicted_bytes.unwrap() <= report.budget_bytes);
         assert_eq!(s.method, PlanMethod::CheckmateDp);
+        // The name in logs is the name in JSON.
+        let json = serde_json::to_string(&s.method).unwrap();
+        assert_eq!(json, format!("\"{}\"", s.method.as_str()));
     }
 
     #[test]

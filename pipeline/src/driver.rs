@@ -438,20 +438,7 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
         ..Default::default()
     };
     if study.header.kind != StudyKind::Training {
-        tracing::info!(
-            "study `{}` ({} profile): running in-process",
-            study.header.name,
-            study.profile
-        );
-        let (rec, ran) = crate::studies::run_and_store(&study, &paths.runs, opts.force)?;
-        if ran {
-            out.ran += 1;
-            tracing::info!("study `{}` took {:.1} s", study.header.name, rec.wall_s);
-        } else {
-            out.skipped += 1;
-        }
-        out.in_process = Some(rec);
-        return Ok(out);
+        return sweep_in_process(&study, paths, opts, out);
     }
     if jobs.is_empty() {
         return Ok(out);
@@ -464,20 +451,7 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
         dev.name,
         dev.backend
     );
-    let bar = if opts.progress {
-        let b = indicatif::ProgressBar::new(jobs.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix:>12} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        b.set_prefix(study.header.name.clone());
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress_bar(opts.progress, &study.header.name, jobs.len());
     let slots = device_slots(opts, &dev)?;
     if !slots.is_empty() {
         tracing::info!(
@@ -511,6 +485,47 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
     }
     bar.finish_and_clear();
     Ok(out)
+}
+
+/// Runs an in-process study (unless its result is stored and `opts.force` is unset) and
+/// stores its result.
+fn sweep_in_process(
+    study: &Study,
+    paths: &Paths,
+    opts: &RunOptions,
+    mut out: SweepOutcome,
+) -> Result<SweepOutcome> {
+    tracing::info!(
+        "study `{}` ({} profile): running in-process",
+        study.header.name,
+        study.profile
+    );
+    let (rec, ran) = crate::studies::run_and_store(study, &paths.runs, opts.force)?;
+    if ran {
+        out.ran += 1;
+        tracing::info!("study `{}` took {:.1} s", study.header.name, rec.wall_s);
+    } else {
+        out.skipped += 1;
+    }
+    out.in_process = Some(rec);
+    Ok(out)
+}
+
+/// A progress bar over `jobs` jobs of study `name` (hidden unless `shown`).
+fn progress_bar(shown: bool, name: &str, jobs: usize) -> indicatif::ProgressBar {
+    if !shown {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(jobs as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix:>12} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    b.set_prefix(name.to_string());
+    b
 }
 
 /// Runs `jobs` on every slot at once: one worker thread per device takes the next job from a
@@ -646,42 +661,59 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     // The profile does not matter for the report: it covers every profile with records.
     let study = Study::load(study_path, Profile::Cpu, None)
         .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
-    let header = &study.header;
-    if header.kind != StudyKind::Training {
-        let stored = crate::studies::stored(&paths.runs, &header.name)?;
-        let Some((rec, rec_path)) = stored.first() else {
-            return Err(no_records(paths, &header.name, study_path));
-        };
-        let e = &rec.env;
-        let environment = vec![report::model::Table {
-            caption: format!("{} profile", rec.profile),
-            columns: vec!["field".into(), "value".into()],
-            rows: vec![
-                vec![
-                    "CPU".into(),
-                    format!("{} ({} threads)", e.cpu_model, e.cpu_threads),
-                ],
-                vec!["OS".into(), e.os.clone()],
-                vec!["git revision".into(), e.git_revision.clone()],
-                vec!["run at".into(), rec.finished_at.clone()],
-                vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
-            ],
-            notes: Vec::new(),
-        }];
-        let sections = crate::studies::render(rec, rec_path)?;
-        let glance = crate::studies::glance(&study, rec, rec_path)?;
-        let date = record_date(&rec.finished_at);
-        let doc = ReportDoc::new(header, sections, environment, date, glance);
-        return report::render(&doc, &paths.templates, &paths.reports.join(&header.name));
+    if study.header.kind != StudyKind::Training {
+        return report_in_process(&study, study_path, paths);
     }
-    let records = results::StudyRecords::load(&paths.runs, &header.name)?;
+    report_training(&study, study_path, paths)
+}
+
+/// The report of an in-process study: its sections from its stored result, and the host it
+/// ran on.
+fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
+    let header = &study.header;
+    let stored = crate::studies::stored(&paths.runs, &header.name)?;
+    let Some((rec, rec_path)) = stored.first() else {
+        return Err(no_records(paths, &header.name, study_path));
+    };
+    let e = &rec.env;
+    let environment = vec![report::model::Table {
+        caption: format!("{} profile", rec.profile),
+        columns: vec!["field".into(), "value".into()],
+        rows: vec![
+            vec![
+                "CPU".into(),
+                format!("{} ({} threads)", e.cpu_model, e.cpu_threads),
+            ],
+            vec!["OS".into(), e.os.clone()],
+            vec!["git revision".into(), e.git_revision.clone()],
+            vec!["run at".into(), rec.finished_at.clone()],
+            vec!["study wall time".into(), format!("{:.2} s", rec.wall_s)],
+        ],
+        notes: Vec::new(),
+    }];
+    let sections = crate::studies::render(rec, rec_path)?;
+    let glance = crate::studies::glance(study, rec, rec_path)?;
+    let date = record_date(&rec.finished_at);
+    let doc = ReportDoc::new(header, sections, environment, date, glance);
+    report::render(&doc, &paths.templates, &paths.reports.join(&header.name))
+}
+
+/// The records of a training study, or an error naming the store when it has none (or none
+/// readable, listing the unreadable ones and how to rerun them).
+fn training_records(
+    study: &Study,
+    study_path: &Path,
+    paths: &Paths,
+) -> Result<results::StudyRecords> {
+    let name = &study.header.name;
+    let records = results::StudyRecords::load(&paths.runs, name)?;
     if records.is_empty() && !records.unreadable.is_empty() {
         return Err(Error::Records {
-            path: paths.runs.join(&header.name),
+            path: paths.runs.join(name),
             message: format!(
                 "no readable record for study `{}`: {}; `memwall run {}` moves them aside and \
                  reruns their jobs",
-                header.name,
+                name,
                 records
                     .unreadable
                     .iter()
@@ -693,8 +725,16 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
         });
     }
     if records.is_empty() {
-        return Err(no_records(paths, &header.name, study_path));
+        return Err(no_records(paths, name, study_path));
     }
+    Ok(records)
+}
+
+/// The report of a training study: the analysis sections of its records, the PyTorch rows and
+/// operation timings imported beside them, and the Parquet tables.
+fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
+    let header = &study.header;
+    let records = training_records(study, study_path, paths)?;
     let (mut sections, environment, glance) = report::training::sections(
         &records,
         header,

@@ -194,9 +194,9 @@ fn planned(
     })?;
     if let Some(s) = &plan.segments {
         tracing::info!(
-            "{}: plan ({:?}): {} recomputed of {} blocks, predicted {} bytes, {} s recomputed per step",
+            "{}: plan ({}): {} recomputed of {} blocks, predicted {} bytes, {} s recomputed per step",
             job.config,
-            s.method,
+            s.method.as_str(),
             s.segments.iter().filter(|x| x.recompute).map(|x| x.end - x.start).sum::<usize>(),
             job.model.layers,
             s.predicted_bytes.map_or("-".into(), |b| b.to_string()),

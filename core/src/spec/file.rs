@@ -1428,7 +1428,6 @@ fn check_claims(
     configs: Option<&[ConfigSpec]>,
     fields: Fields,
 ) -> Result<()> {
-    use super::claims::{training_measure, TrainingMetric};
     let mut ids = HashSet::new();
     for (i, c) in claims.iter().enumerate() {
         let at = |f: &str| format!("claims[{i}].{f}");
@@ -1442,69 +1441,83 @@ fn check_claims(
                 ),
             ));
         }
-        if c.quote.trim().is_empty() || c.location.trim().is_empty() {
-            let f = if c.quote.trim().is_empty() {
-                "quote"
-            } else {
-                "where"
-            };
-            return Err(fields.err(
-                &at(f),
-                "must not be empty: quote the document's words and say where they stand".into(),
-            ));
-        }
-        let rule = &c.agree;
-        for (name, v) in [
-            ("value", c.value),
-            ("agree.within", rule.within),
-            ("agree.within_rel", rule.within_rel),
-            ("agree.at_most", rule.at_most),
-            ("agree.at_least", rule.at_least),
-        ] {
-            if v.is_some_and(|x| !x.is_finite()) {
-                return Err(fields.err(&at(name), "must be a finite number".into()));
-            }
-        }
-        if c.derived.as_deref().is_some_and(|d| d.trim().is_empty()) {
-            return Err(fields.err(
-                &at("derived"),
-                "when given, must say how the value is computed from the document's numbers".into(),
-            ));
-        }
-        if c.not_comparable.is_none() && c.measure.is_empty() {
-            return Err(fields.err(
-                &at("measure"),
-                "name the measurement that answers the claim, or say why none can with \
-                 `not_comparable = \"...\"`"
-                    .into(),
-            ));
-        }
+        check_claim_text(c).map_err(|(f, m)| fields.err(&at(f), m))?;
         if let (Some(configs), false) = (configs, c.measure.is_empty()) {
-            let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
-            let Some((config, _)) = training_measure(&c.measure) else {
-                return Err(fields.err(
-                    &at("measure"),
-                    format!(
-                        "`{}`: expected `<configuration>.<metric>` with a metric of {}",
-                        c.measure,
-                        names.join(", ")
-                    ),
-                ));
-            };
-            if !configs.iter().any(|k| k.name == config) {
-                return Err(fields.err(
-                    &at("measure"),
-                    format!(
-                        "`{config}` is not a configuration of this file; configurations: {}",
-                        configs
-                            .iter()
-                            .map(|k| k.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            }
+            check_training_measure(&c.measure, configs)
+                .map_err(|m| fields.err(&at("measure"), m))?;
         }
+    }
+    Ok(())
+}
+
+/// One claim's own fields: a quotation and a location, finite numbers, a derived value
+/// explained, and a measure or a reason it is not comparable. Returns the field and message.
+fn check_claim_text(
+    c: &super::claims::SourceClaim,
+) -> std::result::Result<(), (&'static str, String)> {
+    if c.quote.trim().is_empty() || c.location.trim().is_empty() {
+        let f = if c.quote.trim().is_empty() {
+            "quote"
+        } else {
+            "where"
+        };
+        return Err((
+            f,
+            "must not be empty: quote the document's words and say where they stand".into(),
+        ));
+    }
+    let rule = &c.agree;
+    for (name, v) in [
+        ("value", c.value),
+        ("agree.within", rule.within),
+        ("agree.within_rel", rule.within_rel),
+        ("agree.at_most", rule.at_most),
+        ("agree.at_least", rule.at_least),
+    ] {
+        if v.is_some_and(|x| !x.is_finite()) {
+            return Err((name, "must be a finite number".into()));
+        }
+    }
+    if c.derived.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err((
+            "derived",
+            "when given, must say how the value is computed from the document's numbers".into(),
+        ));
+    }
+    if c.not_comparable.is_none() && c.measure.is_empty() {
+        return Err((
+            "measure",
+            "name the measurement that answers the claim, or say why none can with \
+             `not_comparable = \"...\"`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A training claim's `measure`: `<configuration>.<metric>` with a configuration of the file
+/// and a metric of [`super::claims::TrainingMetric`].
+fn check_training_measure(
+    measure: &str,
+    configs: &[ConfigSpec],
+) -> std::result::Result<(), String> {
+    use super::claims::{training_measure, TrainingMetric};
+    let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
+    let Some((config, _)) = training_measure(measure) else {
+        return Err(format!(
+            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}",
+            names.join(", ")
+        ));
+    };
+    if !configs.iter().any(|k| k.name == config) {
+        return Err(format!(
+            "`{config}` is not a configuration of this file; configurations: {}",
+            configs
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     Ok(())
 }
