@@ -69,8 +69,14 @@ pub enum Error {
         message: String,
     },
     /// The tokenizer could not be trained, saved or loaded.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
+    #[error("tokenizer: {what}{}", source.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Tokenizer {
+        /// What was being done (e.g. "training", "loading <file>"), or what is wrong.
+        what: String,
+        /// The tokenizer library's error, where there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A training job failed.
     #[error("job {job}: {message}")]
     Job {
@@ -101,9 +107,31 @@ pub enum Error {
         /// What to do about it, starting with "; " (empty when there is nothing to add).
         fix: String,
     },
-    /// A report could not be rendered.
+    /// A report could not be rendered: a check of the report model failed.
     #[error("report: {0}")]
     Report(String),
+    /// A library failed while a report was made: a template (minijinja, with its file, line and
+    /// context), a figure (plotters), front matter (the YAML serializer) or the analysis stage's
+    /// query (polars).
+    #[error("report: {what}: {source:#}")]
+    Render {
+        /// What was being rendered (e.g. "rendering report.md.j2", "figure `peak`").
+        what: String,
+        /// The library's error.
+        #[source]
+        source: BoxError,
+    },
+    /// Records could not be aggregated into a table, or a table written (polars).
+    #[error("records {path}: {what}{source}")]
+    Table {
+        /// The record store folder or table file concerned.
+        path: PathBuf,
+        /// What was being done, ending in ": " when given (e.g. "writing the history table: ").
+        what: String,
+        /// polars' error.
+        #[source]
+        source: BoxError,
+    },
     /// An in-process study failed while it ran (a solver error, a failed allocation or
     /// consistency check); its `[params]` were valid.
     #[error("experiment file {path}: study `{study}` failed: {source}")]
@@ -127,6 +155,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::Render`]: `what` was being rendered when the library failed with `source`.
+    pub fn render(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Render {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
+    /// An [`Error::Tokenizer`] with the tokenizer library's error as its source.
+    pub fn tokenizer(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Tokenizer {
+            what: what.into(),
+            source: Some(source.into()),
+        }
+    }
+
     /// An [`Error::Io`] for `path`.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -134,5 +178,33 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_library_error_is_the_source_of_memwall_s_and_stays_in_its_message() {
+        let e = Error::render("figure `peak`", std::io::Error::other("no font"));
+        assert_eq!(e.to_string(), "report: figure `peak`: no font");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("no font")
+        );
+        let t = Error::tokenizer("training", std::io::Error::other("empty corpus"));
+        assert_eq!(t.to_string(), "tokenizer: training: empty corpus");
+        assert!(t.source().is_some());
+        let plain = Error::Tokenizer {
+            what: "trained vocabulary lacks `<|endoftext|>`".into(),
+            source: None,
+        };
+        assert_eq!(
+            plain.to_string(),
+            "tokenizer: trained vocabulary lacks `<|endoftext|>`"
+        );
+        assert!(plain.source().is_none());
     }
 }

@@ -680,9 +680,10 @@ pub fn export(history_dir: &Path, out: &Path) -> Result<Vec<(PathBuf, String)>> 
     columns.push(Column::new("median".into(), median));
     columns.push(Column::new("lo".into(), lo));
     columns.push(Column::new("hi".into(), hi));
-    let perr = |e: PolarsError| Error::Records {
+    let perr = |e: PolarsError| Error::Table {
         path: out.to_path_buf(),
-        message: format!("writing the history table: {e}"),
+        what: "writing the history table: ".into(),
+        source: e.into(),
     };
     let height = columns.first().map_or(0, |c| c.len());
     let mut df = DataFrame::new(height, columns).map_err(perr)?;

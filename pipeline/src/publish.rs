@@ -72,7 +72,7 @@ fn read_front(path: &Path) -> Result<Front> {
         .map(|(front, _)| front)
         .ok_or_else(|| Error::Report(format!("{}: no YAML front matter", path.display())))?;
     serde_norway::from_str(yaml)
-        .map_err(|e| Error::Report(format!("{}: front matter: {e}", path.display())))
+        .map_err(|e| Error::render(format!("{}: front matter", path.display()), e))
 }
 
 /// The index entries of the studies of `experiments`, in their order, from the reports under
@@ -110,7 +110,7 @@ fn index_markdown(entries: &[IndexEntry], link: impl Fn(&str) -> String) -> Resu
         date,
         description: "Each study puts the source document's claims beside our measurement.",
     })
-    .map_err(|e| Error::Report(format!("index front matter: {e}")))?;
+    .map_err(|e| Error::render("index front matter", e))?;
     let esc = crate::report::markdown::escape;
     let mut md = format!(
         "---\n{front}---\n\nOne line per study: its headline (how many of the source's headline \
@@ -137,10 +137,10 @@ fn index_html(entries: &[IndexEntry], templates: &Path) -> Result<String> {
         std::fs::read_to_string(&path).map_err(|e| Error::io("reading template", &path, e))?;
     let mut env = minijinja::Environment::new();
     env.add_template_owned("index.html.j2".to_string(), text)
-        .map_err(|e| Error::Report(format!("template {}: {e}", path.display())))?;
+        .map_err(|e| Error::render(format!("template {}", path.display()), e))?;
     env.get_template("index.html.j2")
         .and_then(|t| t.render(minijinja::context! { entries => minijinja::Value::from(minijinja::value::Serde(entries)) }))
-        .map_err(|e| Error::Report(format!("rendering {}: {e:#}", path.display())))
+        .map_err(|e| Error::render(format!("rendering {}", path.display()), e))
 }
 
 /// The folder of the nightly page under a reports root (`memwall nightly`, `memwall history`).

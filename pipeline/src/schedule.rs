@@ -873,7 +873,7 @@ fn github_workflow(opts: &InstallOptions, flags: &Flags) -> Result<String> {
         )]),
     };
     let yaml = serde_norway::to_string(&workflow)
-        .map_err(|e| Error::Report(format!("serializing the GitHub workflow: {e}")))?;
+        .map_err(|e| Error::render("serializing the GitHub workflow", e))?;
     // serde_norway writes the key `on` plain, which YAML 1.1 readers take for `true`: quoted,
     // every reader (GitHub's included) reads the string `on`.
     let yaml = yaml.replacen("\non:\n", "\n\"on\":\n", 1);

@@ -24,14 +24,14 @@ impl Bpe {
         self.inner
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| Error::Tokenizer(format!("encoding: {e}")))
+            .map_err(|e| Error::tokenizer("encoding", e))
     }
 
     /// Decodes token ids back to text.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner
             .decode(ids, false)
-            .map_err(|e| Error::Tokenizer(format!("decoding: {e}")))
+            .map_err(|e| Error::tokenizer("decoding", e))
     }
 
     /// Number of tokens, the special token included.
@@ -48,16 +48,17 @@ impl Bpe {
     pub fn save(&self, path: &Path) -> Result<()> {
         self.inner
             .save(path, false)
-            .map_err(|e| Error::Tokenizer(format!("saving {}: {e}", path.display())))
+            .map_err(|e| Error::tokenizer(format!("saving {}", path.display()), e))
     }
 
     /// Reads a `tokenizer.json` written by [`Bpe::save`].
     pub fn load(path: &Path) -> Result<Bpe> {
         let inner = Tokenizer::from_file(path)
-            .map_err(|e| Error::Tokenizer(format!("loading {}: {e}", path.display())))?;
-        let eos_id = inner
-            .token_to_id(EOS)
-            .ok_or_else(|| Error::Tokenizer(format!("{} has no `{EOS}` token", path.display())))?;
+            .map_err(|e| Error::tokenizer(format!("loading {}", path.display()), e))?;
+        let eos_id = inner.token_to_id(EOS).ok_or_else(|| Error::Tokenizer {
+            what: format!("{} has no `{EOS}` token", path.display()),
+            source: None,
+        })?;
         Ok(Bpe { inner, eos_id })
     }
 }
@@ -84,10 +85,11 @@ pub fn train_tokenizer(stories: &[String], vocab_size: usize) -> Result<Bpe> {
         .into();
     tokenizer
         .train(&mut trainer, stories.iter())
-        .map_err(|e| Error::Tokenizer(format!("training: {e}")))?;
-    let eos_id = tokenizer
-        .token_to_id(EOS)
-        .ok_or_else(|| Error::Tokenizer(format!("trained vocabulary lacks `{EOS}`")))?;
+        .map_err(|e| Error::tokenizer("training", e))?;
+    let eos_id = tokenizer.token_to_id(EOS).ok_or_else(|| Error::Tokenizer {
+        what: format!("trained vocabulary lacks `{EOS}`"),
+        source: None,
+    })?;
     Ok(Bpe {
         inner: tokenizer,
         eos_id,

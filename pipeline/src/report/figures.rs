@@ -53,8 +53,8 @@ fn palette(i: usize) -> RGBColor {
     P[i % P.len()]
 }
 
-fn err<E: std::fmt::Display>(fig: &Figure) -> impl Fn(E) -> Error + '_ {
-    move |e| Error::Report(format!("figure `{}`: {e}", fig.name))
+fn err<E: Into<memwall_core::BoxError>>(fig: &Figure) -> impl Fn(E) -> Error + '_ {
+    move |e| Error::render(format!("figure `{}`", fig.name), e)
 }
 
 /// Draws `fig` as an SVG document whose text is glyph outlines (see [`text_to_paths`]).

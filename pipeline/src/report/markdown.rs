@@ -136,8 +136,7 @@ pub struct FrontMatter<'a> {
 /// # Errors
 /// [`Error::Report`] if the serializer fails (it does not for strings).
 pub fn front_matter(fm: &FrontMatter) -> Result<String> {
-    let yaml = serde_norway::to_string(fm)
-        .map_err(|e| Error::Report(format!("report front matter: {e}")))?;
+    let yaml = serde_norway::to_string(fm).map_err(|e| Error::render("report front matter", e))?;
     Ok(format!("---\n{yaml}---\n"))
 }
 

@@ -296,7 +296,7 @@ fn load_env(templates: &Path) -> Result<minijinja::Environment<'static>> {
         let text =
             std::fs::read_to_string(&path).map_err(|e| Error::io("reading template", &path, e))?;
         env.add_template_owned(name.to_string(), text)
-            .map_err(|e| Error::Report(format!("template {}: {e}", path.display())))?;
+            .map_err(|e| Error::render(format!("template {}", path.display()), e))?;
     }
     Ok(env)
 }
@@ -341,11 +341,11 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
     let md = env
         .get_template(MARKDOWN_TEMPLATE)
         .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::Report(format!("rendering {MARKDOWN_TEMPLATE}: {e:#}")))?;
+        .map_err(|e| Error::render(format!("rendering {MARKDOWN_TEMPLATE}"), e))?;
     let html = env
         .get_template(HTML_TEMPLATE)
         .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::Report(format!("rendering {HTML_TEMPLATE}: {e:#}")))?;
+        .map_err(|e| Error::render(format!("rendering {HTML_TEMPLATE}"), e))?;
     remove_stale_figures(&fig_dir, &files)?;
     let markdown = out_dir.join("report.md");
     let html_path = out_dir.join("index.html");
@@ -433,7 +433,7 @@ fn template_context(
         })
         .transpose()?;
     let mut doc_value = serde_json::to_value(doc)
-        .map_err(|e| Error::Report(format!("report model does not serialize: {e}")))?;
+        .map_err(|e| Error::render("report model does not serialize", e))?;
     doc_value["evidence"] = serde_json::Value::String(doc.evidence());
     Ok(minijinja::context! {
         doc => minijinja::Value::from(minijinja::value::Serde(&doc_value)),

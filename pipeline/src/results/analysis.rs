@@ -16,7 +16,7 @@ use polars::prelude::*;
 use std::collections::BTreeMap;
 
 /// Why a study's frames could not be read into typed values.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
     /// A column the analysis reads is not in the frame.
     #[error("study `{study}`: the {table} table has no column `{column}`")]
@@ -57,18 +57,21 @@ pub enum AnalysisError {
         message: String,
     },
     /// A polars query of the analysis failed.
-    #[error("study `{study}`: {message}")]
+    #[error("study `{study}`: {what}: {source}")]
     Query {
         /// The study (its folder name under `runs/`).
         study: String,
-        /// The polars error.
-        message: String,
+        /// What the query computes (e.g. "loss scaling per configuration").
+        what: &'static str,
+        /// polars' error.
+        #[source]
+        source: polars::prelude::PolarsError,
     },
 }
 
 impl From<AnalysisError> for crate::Error {
     fn from(e: AnalysisError) -> Self {
-        crate::Error::Report(e.to_string())
+        crate::Error::render("the analysis stage", e)
     }
 }
 
@@ -774,9 +777,10 @@ pub fn step_scaling(
             col("loss_scale").min().alias("min_scale"),
         ])
         .collect()
-        .map_err(|e| AnalysisError::Query {
+        .map_err(|source| AnalysisError::Query {
             study: study.to_string(),
-            message: format!("loss scaling per configuration: {e}"),
+            what: "loss scaling per configuration",
+            source,
         })?;
     let a = Columns::new(&agg, study, "steps");
     let (skipped, zero) = (a.f64s("skipped_steps")?, a.f64s("zero_fraction")?);
@@ -938,13 +942,13 @@ mod tests {
         let mut df = study_table(&records).unwrap();
         let _ = df.drop_in_place("reduction_pct").unwrap();
         let err = config_summaries(&df, "synthetic").unwrap_err();
-        assert_eq!(
-            err,
-            AnalysisError::MissingColumn {
-                study: "synthetic".into(),
-                table: "study",
-                column: "reduction_pct".into(),
-            }
+        assert!(
+            matches!(
+                &err,
+                AnalysisError::MissingColumn { study, table: "study", column }
+                    if study == "synthetic" && column == "reduction_pct"
+            ),
+            "{err:?}"
         );
         let text = crate::Error::from(err).to_string();
         assert!(

@@ -23,9 +23,10 @@ pub const STEPS_FILE: &str = "steps.parquet";
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 fn perr(path: &Path) -> impl Fn(PolarsError) -> Error + '_ {
-    move |e| Error::Records {
+    move |e| Error::Table {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        what: String::new(),
+        source: e.into(),
     }
 }
 
