@@ -8,10 +8,10 @@ use super::markdown;
 use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::Result;
 use crate::results::analysis::{
-    config_summaries, goal_outcomes, group_summaries, joint_coverage, step_curves, step_scaling,
-    study_name, ConfigSummary, GoalOutcome, GroupSummary, RepeatRuns, StepScaling,
+    analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
+    GroupSummary, RepeatRuns, StepScaling, StudyAnalysis,
 };
-use crate::results::{steps_table, study_table, JobStatus, StudyRecords};
+use crate::results::{steps_table, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
 use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
 use polars::prelude::DataFrame;
@@ -506,11 +506,16 @@ pub fn sections(
     goals: &[Goal],
     claims: &[SourceClaim],
 ) -> Result<(Vec<Section>, Vec<Table>, Vec<GlanceRow>)> {
-    let study = study_name(records);
-    let summaries = config_summaries(&study_table(records)?, &study)?;
+    let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    let StudyAnalysis {
+        study,
+        groups: summaries,
+        stale,
+        repeats,
+    } = analyze(records, &names)?;
     let inputs = StudyInputs {
         records,
-        repeats: RepeatRuns::new(records),
+        repeats,
         study,
         header,
         configs,
@@ -523,10 +528,7 @@ pub fn sections(
     };
     let mut sections = Vec::new();
     let mut envs = Vec::new();
-    let (known, stale): (Vec<ConfigSummary>, Vec<ConfigSummary>) = summaries
-        .into_iter()
-        .partition(|s| inputs.by_name.contains_key(s.config.as_str()));
-    let groups = groups(&inputs, group_summaries(known));
+    let groups = groups(&inputs, summaries);
     for group in &groups {
         sections.push(group_section(&inputs, group)?);
         envs.extend(environment_table(&inputs, group)?);

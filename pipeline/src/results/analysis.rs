@@ -518,6 +518,42 @@ pub fn group_summaries(rows: Vec<ConfigSummary>) -> Vec<GroupSummary> {
         .collect()
 }
 
+/// The analysis stage's value for one training study: what its renderers format, computed
+/// from its records before any rendering.
+#[derive(Debug, Clone)]
+pub struct StudyAnalysis {
+    /// The study's name (its folder under `runs/`).
+    pub study: String,
+    /// Summaries of the configurations of the experiment file, grouped by (profile, backend,
+    /// device, runtime) ([`group_summaries`]).
+    pub groups: Vec<GroupSummary>,
+    /// Summaries of records whose configuration the experiment file no longer has.
+    pub stale: Vec<ConfigSummary>,
+    /// The finished runs of every job (repeats), for the goals' intervals.
+    pub repeats: RepeatRuns,
+}
+
+/// The analysis stage of a training study: its records' study table ([`study_table`]) read into
+/// [`ConfigSummary`] values, those of configurations named in `configs` grouped, the others set
+/// apart as stale, and the repeats of every job.
+///
+/// # Errors
+/// [`crate::Error`] when the study table cannot be built, and the [`AnalysisError`] of a
+/// missing column or an unreadable cell.
+pub fn analyze(records: &StudyRecords, configs: &[&str]) -> crate::Result<StudyAnalysis> {
+    let study = study_name(records);
+    let summaries = config_summaries(&super::study_table(records)?, &study)?;
+    let (known, stale): (Vec<ConfigSummary>, Vec<ConfigSummary>) = summaries
+        .into_iter()
+        .partition(|s| configs.contains(&s.config.as_str()));
+    Ok(StudyAnalysis {
+        groups: group_summaries(known),
+        stale,
+        repeats: RepeatRuns::new(records),
+        study,
+    })
+}
+
 /// The job of `spec` without its repeat index: the key every run of a configuration shares.
 fn base_key(spec: &JobSpec) -> String {
     JobSpec {
