@@ -885,7 +885,7 @@ mod cuda {
         sink: &mut dyn FnMut(AttributionRow),
         profile_log: Option<&Path>,
     ) -> Result<(), String> {
-        let info = crate::device::probe_cuda()?;
+        let info = crate::device::probe_cuda().map_err(|e| e.to_string())?;
         let name = info
             .names
             .get(job.device_index)

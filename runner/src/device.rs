@@ -32,12 +32,43 @@ pub struct CudaInfo {
     pub total_bytes: Vec<u64>,
 }
 
+/// Why the CUDA driver cannot be used ([`probe_cuda`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CudaUnavailable {
+    /// No driver library could be loaded.
+    #[error("no CUDA driver library (libcuda.so.1) on this machine: no NVIDIA GPU or driver")]
+    NoDriver,
+    /// The driver library lacks a symbol every driver has.
+    #[error("{symbol}: {source}")]
+    Symbol {
+        /// The driver API function.
+        symbol: &'static str,
+        /// The loader's error.
+        #[source]
+        source: libloading::Error,
+    },
+    /// `cuInit` returned an error code.
+    #[error("cuInit failed with CUDA error {code} (no usable GPU)")]
+    Init {
+        /// The `CUresult` code.
+        code: i32,
+    },
+    /// The driver reports no device.
+    #[error("the CUDA driver reports no GPU (error {code}, count {count})")]
+    NoDevice {
+        /// The `CUresult` code of `cuDeviceGetCount`.
+        code: i32,
+        /// The device count it returned.
+        count: i32,
+    },
+}
+
 /// Probes the CUDA driver without touching Burn.
 ///
 /// # Errors
-/// A message saying why CUDA is unusable: the driver library is missing, `cuInit` failed, or
-/// it reports no device.
-pub fn probe_cuda() -> std::result::Result<CudaInfo, String> {
+/// [`CudaUnavailable`]: the driver library is missing or lacks `cuInit`/`cuDeviceGetCount`,
+/// `cuInit` failed, or the driver reports no device.
+pub fn probe_cuda() -> std::result::Result<CudaInfo, CudaUnavailable> {
     type CuInit = unsafe extern "C" fn(u32) -> i32;
     type CuDeviceGetCount = unsafe extern "C" fn(*mut i32) -> i32;
     type CuDeviceGet = unsafe extern "C" fn(*mut i32, i32) -> i32;
@@ -49,27 +80,21 @@ pub fn probe_cuda() -> std::result::Result<CudaInfo, String> {
         let lib = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"]
             .iter()
             .find_map(|n| libloading::Library::new(n).ok())
-            .ok_or_else(|| {
-                "no CUDA driver library (libcuda.so.1) on this machine: no NVIDIA GPU or driver"
-                    .to_string()
-            })?;
-        let init: libloading::Symbol<CuInit> =
-            lib.get(b"cuInit\0").map_err(|e| format!("cuInit: {e}"))?;
-        let rc = init(0);
-        if rc != 0 {
-            return Err(format!(
-                "cuInit failed with CUDA error {rc} (no usable GPU)"
-            ));
+            .ok_or(CudaUnavailable::NoDriver)?;
+        let symbol =
+            |symbol: &'static str| move |source| CudaUnavailable::Symbol { symbol, source };
+        let init: libloading::Symbol<CuInit> = lib.get(b"cuInit\0").map_err(symbol("cuInit"))?;
+        let code = init(0);
+        if code != 0 {
+            return Err(CudaUnavailable::Init { code });
         }
         let count_fn: libloading::Symbol<CuDeviceGetCount> = lib
             .get(b"cuDeviceGetCount\0")
-            .map_err(|e| format!("cuDeviceGetCount: {e}"))?;
+            .map_err(symbol("cuDeviceGetCount"))?;
         let mut count = 0i32;
-        let rc = count_fn(&mut count);
-        if rc != 0 || count <= 0 {
-            return Err(format!(
-                "the CUDA driver reports no GPU (error {rc}, count {count})"
-            ));
+        let code = count_fn(&mut count);
+        if code != 0 || count <= 0 {
+            return Err(CudaUnavailable::NoDevice { code, count });
         }
         let get: Option<libloading::Symbol<CuDeviceGet>> = lib.get(b"cuDeviceGet\0").ok();
         let name_fn: Option<libloading::Symbol<CuDeviceGetName>> =

@@ -196,7 +196,7 @@ pub fn burn_cuda_chains(
 ) -> Result<CudaChains, String> {
     use burn::backend::cuda::CudaDevice;
     type Unfused = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
-    let info = crate::device::probe_cuda()?;
+    let info = crate::device::probe_cuda().map_err(|e| e.to_string())?;
     let name = info
         .names
         .first()
@@ -276,7 +276,7 @@ fn flex_chains(
 fn cuda_unavailable() -> Option<String> {
     #[cfg(feature = "cuda")]
     {
-        crate::device::probe_cuda().err()
+        crate::device::probe_cuda().err().map(|e| e.to_string())
     }
     #[cfg(not(feature = "cuda"))]
     {

@@ -172,7 +172,7 @@ fn peak_flops(name: &str, precision: Precision) -> Option<f64> {
 pub(super) fn run(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
     let info = crate::device::probe_cuda().map_err(|m| memwall_core::error::Error::Device {
         requested: format!("cuda:{}", spec.device_index),
-        message: m,
+        message: m.to_string(),
     })?;
     let name = info
         .names
