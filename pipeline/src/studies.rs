@@ -3,7 +3,7 @@
 //! (`runs/<study>/<profile>.result.json`); its renderer turns the stored result into report
 //! sections, so `memwall report` re-renders without re-running.
 
-use crate::demos::{self, InProcessStudy, Tracked};
+use crate::demos::{self, cited, Cited, InProcessStudy, Tracked};
 use crate::error::{Error, Result};
 use crate::measure::Environment;
 use crate::report::glance::{self, Answer};
@@ -39,16 +39,16 @@ pub struct StudyRecord {
 struct Entry {
     check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
-    render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
+    render: fn(&Study, &serde_json::Value) -> Result<serde_json::Result<Vec<Section>>>,
     measures: fn(&serde_json::Value) -> std::result::Result<Vec<Measure>, serde_json::Error>,
     tracked: fn(&serde_json::Value) -> std::result::Result<Vec<Tracked>, serde_json::Error>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
     Entry {
-        check: |study| params::<S>(study).map(drop),
+        check: |study| params::<S>(study).and(cited::<S>(study).map(drop)),
         run: run_typed::<S>,
-        render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
+        render: render_typed::<S>,
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
         tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
     }
@@ -91,15 +91,61 @@ fn params<S: InProcessStudy>(study: &Study) -> Result<S::Params> {
             "{message} (profile {profile}: `[params]` with `[profiles.{profile}.params]` over it)"
         ),
     };
-    let params: S::Params = serde_path_to_error::deserialize(toml::Value::Table(
-        study.params.clone(),
-    ))
-    .map_err(|e| {
+    let mut table = study.params.clone();
+    table.remove(cited::KEY);
+    let params: S::Params =
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let key = e.path().to_string();
+            invalid(&key, e.into_inner().to_string())
+        })?;
+    S::validate(&params).map_err(|e| invalid(&e.field, e.message))?;
+    Ok(params)
+}
+
+/// What the study's report quotes from its source ([`InProcessStudy::Cited`]): `[study] source`
+/// and the `[params.cited]` table (absent: an empty table).
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.cited` (or `params.cited.<key>`) for a missing or wrongly
+/// typed value or an unknown key.
+fn cited<S: InProcessStudy>(study: &Study) -> Result<Cited<S::Cited>> {
+    let invalid = |key: &str, message: String| Error::SpecField {
+        path: study.path.clone(),
+        field: if key.is_empty() || key == "." {
+            format!("params.{}", cited::KEY)
+        } else {
+            format!("params.{}.{key}", cited::KEY)
+        },
+        message: format!("{message} (what the report quotes from the source)"),
+    };
+    let table = match study.params.get(cited::KEY) {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(other) => {
+            return Err(invalid(
+                "",
+                format!("expected a table, found {}", other.type_str()),
+            ))
+        }
+    };
+    let values = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let key = e.path().to_string();
         invalid(&key, e.into_inner().to_string())
     })?;
-    S::validate(&params).map_err(|e| invalid(&e.field, e.message))?;
-    Ok(params)
+    Ok(Cited {
+        source: study.header.source.clone(),
+        values,
+    })
+}
+
+/// Renders a stored result of study kind `S`: the inner error when the result does not read
+/// as `S`'s output.
+fn render_typed<S: InProcessStudy>(
+    study: &Study,
+    result: &serde_json::Value,
+) -> Result<serde_json::Result<Vec<Section>>> {
+    let cited = cited::<S>(study)?;
+    Ok(S::Output::deserialize(result).map(|output| S::render(&output, &cited)))
 }
 
 /// Checks a non-training study's `[params]` (types, unknown keys, ranges) without running it;
@@ -138,17 +184,47 @@ pub fn run(study: &Study) -> Result<serde_json::Value> {
     }
 }
 
-/// Renders a stored study record as report sections.
+/// Renders a stored study record as report sections, quoting what its experiment file cites
+/// ([`render_with`]). The experiment file is `experiments/<study>.toml` beside the record store
+/// (`<root>/runs/<study>/<profile>.result.json` -> `<root>/experiments/<study>.toml`, the
+/// layout [`Study::base_dir`] resolves the shared data by): its caller, the report driver, does
+/// not pass the loaded study.
 ///
 /// # Errors
+/// The experiment file's errors ([`Error::Io`], [`Error::SpecField`] naming `params.cited`);
 /// [`Error::Records`] when the record's result does not match its kind's result type (a record
 /// written by another version of memwall: rerun the study).
 pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+    if registry(record.kind).is_none() {
+        return Ok(Vec::new());
+    }
+    let runs = path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let file = runs
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join("experiments")
+        .join(format!("{}.toml", record.study));
+    let study = Study::load(&file, crate::spec::Profile::Cpu, None)
+        .or_else(|_| Study::load(&file, crate::spec::Profile::Smoke, None))?;
+    render_with(&study, record, path)
+}
+
+/// Renders a stored study record of `study` as report sections, quoting the study's
+/// `[params.cited]`.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.cited` for what the file cites; [`Error::Records`] when
+/// the record's result does not match its kind's result type (a record written by another
+/// version of memwall: rerun the study).
+pub fn render_with(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
     let Some(e) = registry(record.kind) else {
         return Ok(Vec::new());
     };
     let (result, _) = with_imports(record, path)?;
-    (e.render)(&result).map_err(|err| Error::Records {
+    (e.render)(study, &result)?.map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
             "the stored result of `{}` does not match this version's {:?} result ({err}); run \

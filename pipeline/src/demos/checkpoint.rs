@@ -33,10 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{finite, int_in, list, ParamResult};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError};
+use super::{CiteAs, Cited};
 use crate::report::model::{Figure, Measure, Section, Series, Table};
 use memwall_core::record::nonfinite;
-
-const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\"), section Demos / Gradient Checkpointing";
 
 /// Constant c of the post's map `x <- x*x + 1`.
 const POST_C: f64 = 1.0;
@@ -331,6 +330,7 @@ pub struct ScalarCheckpoint;
 
 demo_study!(
     ScalarCheckpoint: CheckpointParams => CheckpointResult,
+    cited CiteAs,
     validate,
     measure,
     render,
@@ -553,8 +553,9 @@ fn measure_post_map(x0: f64) -> Result<PostMapDerivative, DemoError> {
 }
 
 /// The study's sections: the post's memory/time claim beside ours, then the derivative.
-pub fn render(r: &CheckpointResult) -> Vec<Section> {
-    vec![forward_section(r), derivative_section(r)]
+pub fn render(r: &CheckpointResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+    let src = cited.src();
+    vec![forward_section(r, &src), derivative_section(r, &src)]
 }
 
 /// "x_11 (step 11)", or that the map stays finite within the search.
@@ -577,12 +578,12 @@ fn interval_time_range(f: &ForwardResult) -> (f64, f64) {
 }
 
 /// Memory and time per K versus full storage.
-fn forward_section(r: &CheckpointResult) -> Section {
+fn forward_section(r: &CheckpointResult, src: &str) -> Section {
     Section {
         details: None,
         title: "Scalar checkpointing: memory and time versus K".into(),
         claim: format!(
-            "{SRC}: with x = 1.001 and depth 2 billion, storing every intermediate uses 15258.79 MB and takes 28.81 s; keeping every K-th value \
+            "{src}: with x = 1.001 and depth 2 billion, storing every intermediate uses 15258.79 MB and takes 28.81 s; keeping every K-th value \
              uses 1525.88 MB at K = 10 down to 0.31 MB at K = 50000 and takes 7.10 s down to 6.03 s: \"adding checkpoints dramatically reduces \
              not only the amount of memory used but also the total run time\"."
         ),
@@ -730,7 +731,7 @@ fn forward_figures(r: &CheckpointResult) -> Vec<Figure> {
 }
 
 /// The checkpointed reverse-mode derivative versus full storage and forward mode.
-fn derivative_section(r: &CheckpointResult) -> Section {
+fn derivative_section(r: &CheckpointResult, src: &str) -> Section {
     let (p, d) = (&r.params, &r.derivative);
     let (full, ck) = (&d.full_storage, &d.checkpointed);
     let (gk, t_ck, t_full) = (d.k, d.checkpointed_seconds, d.full_storage_seconds);
@@ -739,7 +740,7 @@ fn derivative_section(r: &CheckpointResult) -> Section {
         details: None,
         title: "Reverse-mode derivative with segment recomputation".into(),
         claim: format!(
-            "{SRC} (Background / Gradient Checkpointing): \"record only a subset (checkpoints) and use it to redo the rest of the calculations as needed\"; \
+            "{src} (Background / Gradient Checkpointing): \"record only a subset (checkpoints) and use it to redo the rest of the calculations as needed\"; \
              the post's demo stores checkpoints but never runs a backward pass that uses them."
         ),
         ours: format!(
@@ -904,7 +905,10 @@ mod tests {
     #[test]
     fn run_small() {
         let p = small_params();
-        let s = render(&measure(&p).unwrap());
+        let s = render(
+            &measure(&p).unwrap(),
+            &crate::demos::cited::from_experiment("scalar_checkpoint"),
+        );
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].tables[0].rows.len(), 3);
         let p: CheckpointParams = serde_json::from_str(r#"{"depth": 1000}"#).unwrap();
@@ -922,8 +926,14 @@ mod tests {
         assert_eq!(back.forward, r.forward);
         assert_eq!(back.derivative, r.derivative);
         assert_eq!(
-            ScalarCheckpoint::render(&back),
-            ScalarCheckpoint::render(&r)
+            ScalarCheckpoint::render(
+                &back,
+                &crate::demos::cited::from_experiment("scalar_checkpoint")
+            ),
+            ScalarCheckpoint::render(
+                &r,
+                &crate::demos::cited::from_experiment("scalar_checkpoint")
+            )
         );
     }
 

@@ -20,9 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{bytes_at_most, int_in, list, num_above, num_in, require, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, DemoError};
+use super::{CiteAs, Cited};
 use crate::report::model::{Figure, Measure, Section, Series, Table};
-
-const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
 /// Optimizer-state model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,6 +458,7 @@ pub struct Fsdp;
 
 demo_study!(
     Fsdp: FsdpParams => FsdpResult,
+    cited CiteAs,
     validate,
     measure,
     render,
@@ -697,8 +697,9 @@ pub fn measure_ring(workers: usize, elems: usize) -> Result<RingResult, DemoErro
 }
 
 /// The study's sections: per-device memory under FSDP, then the ring collectives.
-pub fn render(r: &FsdpResult) -> Vec<Section> {
-    vec![memory_section(r), ring_section(r)]
+pub fn render(r: &FsdpResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+    let src = cited.src();
+    vec![memory_section(r, &src), ring_section(r, &src)]
 }
 
 /// Bytes per parameter of the sharded states: working copy + gradient + master + optimizer
@@ -715,7 +716,7 @@ fn bytes_per_param(p: &FsdpParams) -> f64 {
 }
 
 /// The lecture's sharding claim beside the per-device memory at each device count.
-fn memory_section(r: &FsdpResult) -> Section {
+fn memory_section(r: &FsdpResult, src: &str) -> Section {
     let p = &r.params;
     let gb =
         |m: &DevicesMemory, f: fn(&DeviceMemory) -> f64| (m.devices as f64, f(&m.memory) / 1e9);
@@ -741,7 +742,7 @@ fn memory_section(r: &FsdpResult) -> Section {
         details: None,
         title: "FSDP per-device memory".into(),
         claim: format!(
-            "{SRC}, slide \"Sources of memory consumption\": \"Model weights\", \"Optimizer states\", \"Intermediate activation values\". The lecture's \
+            "{src}, slide \"Sources of memory consumption\": \"Model weights\", \"Optimizer states\", \"Intermediate activation values\". The lecture's \
              \"FSDP: Fully Sharded Data Parallel\" slide has only its title in the text; that FSDP shards parameters, gradients and optimizer state across the \
              data-parallel devices (activations stay per device) is ZeRO stage 3 (Rajbhandari et al. 2020, arXiv:1910.02054) and PyTorch FSDP (Zhao et al. 2023, \
              arXiv:2304.11277)."
@@ -842,7 +843,7 @@ impl RingTraffic {
 }
 
 /// The lecture's collective slides beside our ring's and Burn's results and bytes sent.
-fn ring_section(r: &FsdpResult) -> Section {
+fn ring_section(r: &FsdpResult, src: &str) -> Section {
     let p = &r.params;
     let traffic: Vec<RingTraffic> = r.ring.iter().map(RingTraffic::of).collect();
     let ratio_pts: Vec<(f64, f64)> = traffic
@@ -858,7 +859,7 @@ fn ring_section(r: &FsdpResult) -> Section {
         details: None,
         title: "Ring all-reduce = reduce-scatter + all-gather".into(),
         claim: format!(
-            "{SRC}, slides \"Recap: AllReduce Abstraction\" (workers [1, 2, 3] and [1, 0, 1] -> [2, 2, 4]), \"Reduce Scatter Abstraction\" ([1, 2, 3, 4], [1, 0, 1, 1] -> [2, 2], \
+            "{src}, slides \"Recap: AllReduce Abstraction\" (workers [1, 2, 3] and [1, 0, 1] -> [2, 2, 4]), \"Reduce Scatter Abstraction\" ([1, 2, 3, 4], [1, 0, 1, 1] -> [2, 2], \
              [4, 5]), \"Allgather abstraction\" ([1, 2], [3, 4] -> [1, 2, 3, 4]), \"Ring based Reduction\" (\"Each node has correctly reduced result of one segment!\" \"This is \
              called `reduce_scatter`\") and \"Overall Relations\" (\"Combine both we get Allreduce\")."
         ),
@@ -1013,6 +1014,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap(),
+            &crate::demos::cited::from_experiment("fsdp"),
         );
         assert_eq!(s.len(), 2);
     }
@@ -1028,7 +1030,10 @@ mod tests {
         let back: FsdpResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back.ring, r.ring);
         assert_eq!(back.memory, r.memory);
-        assert_eq!(render(&back), render(&r));
+        assert_eq!(
+            render(&back, &crate::demos::cited::from_experiment("fsdp")),
+            render(&r, &crate::demos::cited::from_experiment("fsdp"))
+        );
         // 1001 elements over 3 workers: chunks of 333, 334 and 334 elements.
         assert_eq!(r.ring[1].bytes_sent.iter().sum::<u64>(), 2 * 2 * 1001 * 4);
         // 2 workers: each sends one chunk of each half in each phase, 500 + 501 elements.

@@ -17,13 +17,20 @@
 //! a CUDA measurement of its own is rendered with it ([`with_imported_cuda`],
 //! [`BurnResult::cuda_shown`]), the report naming the device, the runner and the date.
 //!
-//! Why this module has its own [`Graph`] and not memwall-remat's `Graph`: the remat graph is a
-//! data-flow graph of forward and backward ops, each with a compute cost and an output size in
-//! bytes, which the simulator and the Checkmate MILP schedule (which outputs to keep, which to
-//! recompute). This one is an expression DAG: element-wise expressions over vectors (Var, Const,
-//! Add, Mul nodes that evaluate to values) that the fusion pass rewrites into fused kernels, and
-//! whose evaluation counts kernels and the bytes each moves. It has no costs to schedule, and
-//! the remat graph has no expression bodies to fuse.
+//! Why this module has its own [`Graph`] and not memwall-remat's `Graph` (which says every graph
+//! of memwall is that type): the remat graph is a data-flow graph of forward and backward ops,
+//! each with a compute cost and an output size in bytes, which the simulator and the Checkmate
+//! MILP schedule (which outputs to keep, which to recompute). This one is an expression DAG:
+//! element-wise expressions over vectors (Var, Const, Add, Mul nodes that evaluate to values)
+//! that the fusion pass rewrites into fused kernels, and whose evaluation counts kernels and the
+//! bytes each moves. Built on the remat graph it would lose what the pass and the records need:
+//! (1) the remat `Node` has no expression body, constant value or operand order (its `OpKind`
+//! is a closed enum without a fused op or a constant, and `deps` are sorted and deduplicated,
+//! while a `FusedOp`'s `Expr::Input(i)` indexes its inputs in first-use order, and `Mul(x, x)`
+//! has two operands); (2) the remat graph is not serializable, while the study's record stores
+//! these graphs (`IrResult`, `runs/fusion_ir/*.result.json`) and the report re-renders from the
+//! stored shape; (3) its costs and sizes mean nothing here. memwall-remat is not changed by this
+//! study, so a fused-expression op kind and serde for its graph would be the place to unify.
 //!
 //! May import: [`super`] (the study trait, errors, timing, test data), [`crate::report::model`]
 //! (the sections the renderers build), `crate::error` (errors of the imported run's file),
@@ -35,6 +42,7 @@ use std::path::Path;
 
 use super::params::{int_in, ParamResult};
 use super::{demo_study, ensure, median_time, DemoError, XorShift};
+use super::{CiteAs, Cited};
 use crate::report::model::{Figure, Measure, Section, Table};
 use memwall_runner::fusion_chains::{random_vec, ChainsBackend, CUDA_CHAINS_FILE, SEED};
 // The chains' types, the fused reference loops and the imported run's format live in
@@ -42,10 +50,6 @@ use memwall_runner::fusion_chains::{random_vec, ChainsBackend, CUDA_CHAINS_FILE,
 pub use memwall_runner::fusion_chains::{
     a_bc_1_fused, apb_c_fused, BurnChain, Chain, CudaChains, FusionChainsRun,
 };
-
-/// The post; each claim names its section ("Background / Kernel Fusion", "Demos / User-Driven
-/// Kernel Fusion" or "Demos / Compiler-Driven Kernel Fusion").
-const SRC: &str = "000_8cbb5ca41b7f2c4a.txt (blog \"Memory Optimization Demo\")";
 
 /// Bytes of one f32 load or store.
 const F32_BYTES: usize = 4;
@@ -593,6 +597,7 @@ pub struct FusionIr;
 
 demo_study!(
     FusionIr: FusionParams => FusionResult,
+    cited CiteAs,
     validate,
     measure,
     render,
@@ -840,12 +845,17 @@ fn measure_burn(p: &FusionParams, arrays: &ChainArrays) -> Result<BurnResult, De
 }
 
 /// The study's sections: the fusion pass, the loops, the Burn chains.
-pub fn render(r: &FusionResult) -> Vec<Section> {
-    vec![render_ir(r), render_loops(r), render_burn(r)]
+pub fn render(r: &FusionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+    let src = cited.src();
+    vec![
+        render_ir(r, &src),
+        render_loops(r, &src),
+        render_burn(r, &src),
+    ]
 }
 
 /// The fusion pass: the post's claim beside the graphs before and after our pass.
-fn render_ir(r: &FusionResult) -> Section {
+fn render_ir(r: &FusionResult, src: &str) -> Section {
     let ir = &r.ir;
     let (g, f, f2) = (&ir.unfused_graph, &ir.fused_graph, &ir.fused_apb_c_graph);
     let (ku, kf, mismatches) = (ir.unfused_kernels, ir.fused_kernels, ir.mismatches);
@@ -853,7 +863,7 @@ fn render_ir(r: &FusionResult) -> Section {
         details: None,
         title: "Fusion pass on a tiny IR".into(),
         claim: format!(
-            "{SRC}, section Demos / Compiler-Driven Kernel Fusion: \"When an operator immediately consumes the output from the one preceding it, it could be \
+            "{src}, section Demos / Compiler-Driven Kernel Fusion: \"When an operator immediately consumes the output from the one preceding it, it could be \
              advantageous to fuse the operations rather than storing and subsequently collecting the data.\" The post declares a tiny IR (`VarA`, `VarB`, `VarC`, \
              `Const`, `Add`, `Mult`, `FusedOp`) for `a + b * c + 1`, parses the expression into a DAG, and would \"apply a function to recursively traverse the tree. \
              That could transform the original graph into the following:\" the graphs before and after are shown only as images (\"Before Fusion\", \"After Fusion\"); \
@@ -918,7 +928,7 @@ fn loop_rows(r: &FusionResult) -> (Vec<Vec<String>>, Vec<String>) {
 }
 
 /// The loops: the post's claim beside our timings and bytes per element.
-fn render_loops(r: &FusionResult) -> Section {
+fn render_loops(r: &FusionResult, src: &str) -> Section {
     let (p, n, cores) = (&r.params, r.params.n, r.loops.cores);
     let (rows, summary) = loop_rows(r);
     let bytes = |f: fn(&LoopChain) -> usize| -> Vec<f64> {
@@ -928,7 +938,7 @@ fn render_loops(r: &FusionResult) -> Section {
         details: None,
         title: "Fused versus unfused elementwise loops".into(),
         claim: format!(
-            "{SRC}, section Background / Kernel Fusion: fusion \"combines multiple operations into a single environment or context, instead of executing them sequentially \
+            "{src}, section Background / Kernel Fusion: fusion \"combines multiple operations into a single environment or context, instead of executing them sequentially \
              and reading/writing temporary values to secondary memory after each one\"; section Demos / User-Driven Kernel Fusion, for `(5 + 3) * 10`: combining \
              the add and the multiply into a single operation removes \"the need to allocate memory and read/write to it\"."
         ),
@@ -1070,14 +1080,14 @@ fn burn_figures(r: &FusionResult) -> Vec<Figure> {
 }
 
 /// The Burn chains: the post's claim beside Burn's times on flex (and CUDA when measured).
-fn render_burn(r: &FusionResult) -> Section {
+fn render_burn(r: &FusionResult, src: &str) -> Section {
     let (p, n) = (&r.params, r.params.n);
     let (rows, summary) = burn_rows(r);
     Section {
         details: None,
         title: "Elementwise chains as Burn tensor ops".into(),
         claim: format!(
-            "{SRC}, section Background / Kernel Fusion: fusion avoids \"executing them sequentially and reading/writing temporary values to secondary memory \
+            "{src}, section Background / Kernel Fusion: fusion avoids \"executing them sequentially and reading/writing temporary values to secondary memory \
              after each one\", and \"just as spawning subprocess involves overhead components, so too does a kernel, meaning fusion reduces these costs as well\". \
              (The post names no framework and gives no number; the bytes-per-element floor below, one read of each input and one write of the output, is \
              memwall's model.)"
@@ -1289,7 +1299,10 @@ mod tests {
 
     #[test]
     fn run_small() {
-        let s = render(&measure(&small()).unwrap());
+        let s = render(
+            &measure(&small()).unwrap(),
+            &crate::demos::cited::from_experiment("fusion_ir"),
+        );
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].figures[1].nodes.len(), 5);
         assert_eq!(s[1].figures.len(), 1);
@@ -1340,11 +1353,14 @@ mod tests {
     #[test]
     fn result_survives_json_and_renders_the_same() {
         let fresh = measure(&small()).unwrap();
-        let sections = render(&fresh);
+        let sections = render(&fresh, &crate::demos::cited::from_experiment("fusion_ir"));
         // Through a JSON value, as the study record holds it: exact.
         let value = serde_json::to_value(&fresh).unwrap();
         let stored: FusionResult = serde_json::from_value(value).unwrap();
-        assert_eq!(render(&stored), sections);
+        assert_eq!(
+            render(&stored, &crate::demos::cited::from_experiment("fusion_ir")),
+            sections
+        );
         // Through JSON text: serde_json (without its `float_roundtrip` feature) may read an f64
         // one unit in the last place off, so figure points are compared to that precision.
         let text = serde_json::to_string(&fresh).unwrap();
@@ -1352,7 +1368,7 @@ mod tests {
         assert_eq!(stored.params, fresh.params);
         assert_eq!(stored.ir.fused_graph, fresh.ir.fused_graph);
         assert_eq!(stored.loops.chains.len(), 2);
-        let mut again = render(&stored);
+        let mut again = render(&stored, &crate::demos::cited::from_experiment("fusion_ir"));
         assert_eq!(again.len(), sections.len());
         for (a, b) in again.iter_mut().zip(&sections) {
             for (fa, fb) in a.figures.iter_mut().zip(&b.figures) {
@@ -1372,7 +1388,7 @@ mod tests {
         let mut r = measure(&small()).unwrap();
         let flex = r.burn.flex.clone();
         if let Err(why) = &r.burn.cuda {
-            let s = render(&r);
+            let s = render(&r, &crate::demos::cited::from_experiment("fusion_ir"));
             assert_eq!(s[2].tables[0].rows.len(), 2);
             assert_eq!(s[2].figures.len(), 1);
             assert!(s[2].ours.contains(why.as_str()), "{}", s[2].ours);
@@ -1382,7 +1398,7 @@ mod tests {
             fused: flex.clone(),
             unfused: flex,
         });
-        let s = render(&r);
+        let s = render(&r, &crate::demos::cited::from_experiment("fusion_ir"));
         let rows = &s[2].tables[0].rows;
         assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
         assert_eq!(rows[1][1], "Burn CUDA without fusion (Test GPU)");
@@ -1439,6 +1455,14 @@ mod tests {
         (runs, record, path)
     }
 
+    /// The study's experiment file, loaded (its `[params.cited]` quoted by the renderer).
+    fn experiment() -> crate::spec::Study {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../experiments")
+            .join(format!("{STUDY}.toml"));
+        crate::spec::Study::load(&path, crate::spec::Profile::Cpu, None).unwrap()
+    }
+
     /// The slim runner's run of the chains on a GPU, as `memwall-job fusion-chains` writes it.
     fn gpu_run(n: usize, ir_n: usize) -> FusionChainsRun {
         let chain = |expr, time_s| BurnChain {
@@ -1488,7 +1512,7 @@ mod tests {
         // Without the file: the stored result as it is, no CUDA rows, no speed-up.
         assert_eq!(read_cuda_chains(runs.path()).unwrap(), None);
         assert_eq!(with_imported_cuda(&record.result, study_dir).unwrap(), None);
-        let before = crate::studies::render(&record, &path).unwrap();
+        let before = crate::studies::render_with(&experiment(), &record, &path).unwrap();
         assert_eq!(before[2].tables[0].rows.len(), 2);
         let glance = crate::studies::glance(&study, &record, &path).unwrap();
         assert_eq!(speedup(&glance), "–");
@@ -1503,7 +1527,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read_cuda_chains(runs.path()).unwrap(), Some(run.clone()));
-        let s = crate::studies::render(&record, &path).unwrap();
+        let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
         let rows = &s[2].tables[0].rows;
         assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
         assert_eq!(
@@ -1551,7 +1575,7 @@ mod tests {
             serde_json::to_vec(&other).unwrap(),
         )
         .unwrap();
-        let s = crate::studies::render(&record, &path).unwrap();
+        let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
         assert!(s[2].ours.contains("so the arrays differ"), "{}", s[2].ours);
         assert!(
             s[2].tables[0]
@@ -1569,7 +1593,7 @@ mod tests {
             serde_json::to_vec(&none).unwrap(),
         )
         .unwrap();
-        let s = crate::studies::render(&record, &path).unwrap();
+        let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
         assert_eq!(s[2].tables[0].rows.len(), 2);
         assert!(s[2]
             .ours
@@ -1582,7 +1606,7 @@ mod tests {
             serde_json::to_vec(&flex).unwrap(),
         )
         .unwrap();
-        let s = crate::studies::render(&record, &path).unwrap();
+        let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
         assert_eq!(s[2].tables[0].rows.len(), 2);
         assert!(
             s[2].ours.contains("is a flex run of the slim runner"),
@@ -1622,7 +1646,7 @@ mod tests {
             std::fs::write(&file, &bad).unwrap();
             for e in [
                 read_cuda_chains(runs.path()).unwrap_err(),
-                crate::studies::render(&record, &path).unwrap_err(),
+                crate::studies::render_with(&experiment(), &record, &path).unwrap_err(),
             ] {
                 let e = e.to_string();
                 assert!(e.contains(&file.display().to_string()), "{e}");

@@ -19,6 +19,7 @@
 //!   16-bit floats, FSDP and ring collectives) -> [`inference`], [`precision`], [`fsdp`].
 
 pub mod checkpoint;
+pub mod cited;
 pub mod fsdp;
 pub mod fusion;
 pub mod inference;
@@ -27,6 +28,7 @@ pub mod planner;
 pub mod precision;
 
 use crate::report::model::{Measure, Section};
+pub use cited::{CiteAs, Cited, Uncited};
 pub use params::ParamError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -59,8 +61,14 @@ pub trait InProcessStudy {
     /// # Errors
     /// Parameters out of range (e.g. [`DemoError::InvalidParam`]); the study's own failures.
     fn run(params: &Self::Params, data_dir: &Path) -> Result<Self::Output, Self::Error>;
-    /// Presents `output` as report sections (claim, our numbers, tables, figures).
-    fn render(output: &Self::Output) -> Vec<Section>;
+    /// What the report quotes from the source: the experiment file's `[params.cited]` table
+    /// ([`cited`]; [`Uncited`] for a study that quotes nothing from the file, [`CiteAs`] for
+    /// one that names only the source). Not a parameter of the run: it is read when the file
+    /// loads and when the report renders, never stored in the record.
+    type Cited: DeserializeOwned;
+    /// Presents `output` as report sections (claim, our numbers, tables, figures), quoting
+    /// the source's numbers and name from `cited`.
+    fn render(output: &Self::Output, cited: &Cited<Self::Cited>) -> Vec<Section>;
     /// The named numbers of `output` that the experiment file's `[[claims]]` can name as their
     /// `measure` (the report's "Results at a glance" block).
     fn measures(output: &Self::Output) -> Vec<Measure> {
@@ -101,28 +109,31 @@ pub struct Tracked {
     pub value: f64,
 }
 
-/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `validate`
-/// returns `$validate(params)`, `run` returns `$measure(params)` (a `Result<$output,
-/// DemoError>`) and `render` returns `$render(output)`; optionally `measures` returns
-/// `$measures(output)` and `tracked` `$tracked(output)`.
+/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files and quotes
+/// `$cited` (its `[params.cited]`): `validate` returns `$validate(params)`, `run` returns
+/// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns
+/// `$render(output, cited)`; optionally `measures` returns `$measures(output)` and `tracked`
+/// `$tracked(output)`.
 ///
-/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);`
+/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, cited CiteAs, validate, measure, render);`
 macro_rules! demo_study {
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr) => {
-        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
-            |_: &$output| ::std::vec::Vec::new());
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
+            $render, |_: &$output| ::std::vec::Vec::new());
     };
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
-     $measures:expr) => {
-        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
-            $measures, |_: &$output| ::std::vec::Vec::new());
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr, $measures:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
+            $render, $measures, |_: &$output| ::std::vec::Vec::new());
     };
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
-     $measures:expr, $tracked:expr) => {
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr, $measures:expr, $tracked:expr) => {
         impl $crate::demos::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
             type Error = $crate::demos::DemoError;
+            type Cited = $cited;
             fn validate(
                 params: &$params,
             ) -> ::std::result::Result<(), $crate::demos::params::ParamError> {
@@ -134,8 +145,11 @@ macro_rules! demo_study {
             ) -> ::std::result::Result<$output, $crate::demos::DemoError> {
                 $measure(params)
             }
-            fn render(output: &$output) -> ::std::vec::Vec<$crate::report::model::Section> {
-                $render(output)
+            fn render(
+                output: &$output,
+                cited: &$crate::demos::Cited<$cited>,
+            ) -> ::std::vec::Vec<$crate::report::model::Section> {
+                $render(output, cited)
             }
             fn measures(output: &$output) -> ::std::vec::Vec<$crate::report::model::Measure> {
                 $measures(output)

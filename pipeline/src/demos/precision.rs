@@ -17,9 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{finite, int_in, num_above, ParamResult};
 use super::{demo_study, ensure, DemoError, XorShift};
+use super::{CiteAs, Cited};
 use crate::report::model::{Figure, Measure, Section, Series, Table};
-
-const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
 /// Label of the data set of `sum_entries` copies of 0.01 (the one plotted).
 const REPEATED: &str = "0.01 repeated";
@@ -256,6 +255,7 @@ pub struct SixteenBit;
 
 demo_study!(
     SixteenBit: PrecisionParams => PrecisionResult,
+    cited CiteAs,
     validate,
     measure,
     render,
@@ -437,8 +437,9 @@ fn sum_data_set(data: &str, xs: &[f32]) -> DataSetSums {
 }
 
 /// The study's sections: the formats and their range, then accumulation.
-pub fn render(r: &PrecisionResult) -> Vec<Section> {
-    vec![formats_section(r), accumulation_section(r)]
+pub fn render(r: &PrecisionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+    let src = cited.src();
+    vec![formats_section(r, &src), accumulation_section(r, &src)]
 }
 
 fn sci(x: f64) -> String {
@@ -446,7 +447,7 @@ fn sci(x: f64) -> String {
 }
 
 /// The lecture's fp16-versus-bf16 claim beside the formats' properties and the range demo.
-fn formats_section(r: &PrecisionResult) -> Section {
+fn formats_section(r: &PrecisionResult, src: &str) -> Section {
     let (p, q) = (&r.params, &r.range);
     let (a, g) = (p.activation, p.small_gradient);
     let (f16i, bfi) = (&r.formats[1], &r.formats[2]);
@@ -454,7 +455,7 @@ fn formats_section(r: &PrecisionResult) -> Section {
         details: None,
         title: "16-bit floating-point formats".into(),
         claim: format!(
-            "{SRC}, slide \"16bit Floating Points\": its two 16-bit layouts are labelled \"More fraction bits\" and \"Less easy to overflow\" (the figure, \
+            "{src}, slide \"16bit Floating Points\": its two 16-bit layouts are labelled \"More fraction bits\" and \"Less easy to overflow\" (the figure, \
              not the text, shows that the first is fp16 and the second bf16)."
         ),
         ours: format!(
@@ -544,7 +545,7 @@ fn formats_figure(fs: &[FormatInfo]) -> Figure {
 }
 
 /// The lecture's aggregation claim beside the sums of 0.01 per accumulator.
-fn accumulation_section(r: &PrecisionResult) -> Section {
+fn accumulation_section(r: &PrecisionResult, src: &str) -> Section {
     let n = r.params.sum_entries;
     let exact_small = r.repeated.mixed_exact;
     let summary: Vec<String> = r
@@ -561,7 +562,7 @@ fn accumulation_section(r: &PrecisionResult) -> Section {
         details: None,
         title: "Aggregation of many entries in 16-bit accumulators".into(),
         claim: format!(
-            "{SRC}, slide \"Mixed Precision\", its three bullets: \"Some layers are more sensitive to dynamic range\"; \"Common issues: aggregation of a lot of \
+            "{src}, slide \"Mixed Precision\", its three bullets: \"Some layers are more sensitive to dynamic range\"; \"Common issues: aggregation of a lot of \
              entries\"; \"Mixed precision: different input/output/accumulation types\"."
         ),
         ours: format!(
@@ -691,7 +692,10 @@ mod tests {
 
     #[test]
     fn run_default() {
-        let s = render(&measure(&PrecisionParams::default()).unwrap());
+        let s = render(
+            &measure(&PrecisionParams::default()).unwrap(),
+            &crate::demos::cited::from_experiment("sixteen_bit"),
+        );
         assert_eq!(s.len(), 2);
     }
 
@@ -709,7 +713,10 @@ mod tests {
         assert_eq!(back.range, r.range);
         assert_eq!(back.repeated, r.repeated);
         assert_eq!(back.uniform, r.uniform);
-        assert_eq!(SixteenBit::render(&back), SixteenBit::render(&r));
+        assert_eq!(
+            SixteenBit::render(&back, &crate::demos::cited::from_experiment("sixteen_bit")),
+            SixteenBit::render(&r, &crate::demos::cited::from_experiment("sixteen_bit"))
+        );
     }
 
     #[test]

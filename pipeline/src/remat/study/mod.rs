@@ -24,7 +24,7 @@ mod run;
 #[cfg(test)]
 mod tests;
 
-pub use params::{validate, CheckmateParams, GeneratedGraph};
+pub use params::{validate, CheckmateCited, CheckmateParams, Fig6Batch, GeneratedGraph};
 pub use render::render;
 use render::*;
 pub use result::{
@@ -42,7 +42,7 @@ use super::sim::{simulate, Schedule, SimResult};
 use super::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
 use super::{RematError, SolveStatus};
 use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
-use crate::demos::{InProcessStudy, ParamError};
+use crate::demos::{Cited, InProcessStudy, ParamError};
 use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -60,8 +60,9 @@ impl InProcessStudy for Checkmate {
     fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
         run_study(params, data_dir)
     }
-    fn render(output: &CheckmateResult) -> Vec<Section> {
-        render(output)
+    type Cited = CheckmateCited;
+    fn render(output: &CheckmateResult, cited: &Cited<CheckmateCited>) -> Vec<Section> {
+        render(output, &cited.values)
     }
     fn measures(output: &CheckmateResult) -> Vec<Measure> {
         measures(output)

@@ -166,7 +166,7 @@ impl GeneratedGraph {
 }
 
 /// Longest time limit of one solve, seconds (a day).
-pub(super) const MAX_TIME_LIMIT_S: f64 = 86_400.0;
+const MAX_TIME_LIMIT_S: f64 = 86_400.0;
 
 /// Checks `p`'s ranges before anything is read or solved: graph names non-empty; 1 to 16
 /// budget fractions in (0, 1]; generated graphs of 3..=5000 nodes with `w` in (0, 10] and
@@ -241,4 +241,26 @@ pub fn validate(p: &CheckmateParams) -> Result<(), ParamError> {
         0.0,
         MAX_TIME_LIMIT_S,
     )
+}
+
+/// The Checkmate study's `[params.cited]`: the paper's numbers its report quotes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckmateCited {
+    /// Jain et al. 2020 (arXiv:1910.02653), Fig. 6: VGG19's largest batch size at 16 GB.
+    pub fig6_vgg19_max_batch: Fig6Batch,
+}
+
+/// VGG19's largest batch size per strategy at 16 GB, Jain et al. 2020, Fig. 6.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fig6Batch {
+    /// Checkpoint all.
+    pub checkpoint_all: u32,
+    /// Chen et al.'s sqrt(n).
+    pub chen_sqrt: u32,
+    /// Chen et al.'s greedy.
+    pub chen_greedy: u32,
+    /// Checkmate's MILP.
+    pub checkmate_milp: u32,
 }

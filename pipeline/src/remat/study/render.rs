@@ -20,10 +20,10 @@ pub(super) fn budget_axis(peak: u64) -> (f64, &'static str) {
 
 /// The study's sections: compute overhead vs budget, MILP solve times and gaps, and (when the
 /// batch search ran) the maximum batch size.
-pub fn render(r: &CheckmateResult) -> Vec<Section> {
+pub fn render(r: &CheckmateResult, cited: &CheckmateCited) -> Vec<Section> {
     let mut sections = vec![overhead_section(r), solve_section(r)];
     if let Some(b) = &r.batch {
-        sections.push(batch_section(&r.params, b));
+        sections.push(batch_section(&r.params, b, &cited.fig6_vgg19_max_batch));
     }
     sections
 }
@@ -48,7 +48,7 @@ pub(super) fn milp_cost(b: &BudgetResult) -> Option<f64> {
 
 /// One graph's figure: compute overhead (cost / one forward+backward) of every strategy
 /// versus the budget in GB; strategies without a fitting schedule at any budget are left out.
-pub(super) fn overhead_figure(g: &GraphResult) -> Figure {
+fn overhead_figure(g: &GraphResult) -> Figure {
     let mut series: Vec<Series> = BASELINES
         .iter()
         .chain(["Checkmate MILP", "LP + rounding"].iter())
@@ -91,7 +91,7 @@ pub(super) fn overhead_figure(g: &GraphResult) -> Figure {
 /// Slowdown of baseline `k` against the MILP over the budgets where the MILP found a
 /// schedule: (ln of each cost ratio where the baseline fits, the largest ratio, the number of
 /// budgets where it does not fit).
-pub(super) fn slowdowns(r: &CheckmateResult, k: usize) -> (Vec<f64>, f64, usize) {
+fn slowdowns(r: &CheckmateResult, k: usize) -> (Vec<f64>, f64, usize) {
     let mut logs = Vec::new();
     let mut max: f64 = 0.0;
     let mut infeasible = 0;
@@ -112,7 +112,7 @@ pub(super) fn slowdowns(r: &CheckmateResult, k: usize) -> (Vec<f64>, f64, usize)
 }
 
 /// The overhead table's rows (one per baseline) and the summary phrase of each.
-pub(super) fn slowdown_rows(r: &CheckmateResult) -> (Vec<Vec<String>>, Vec<String>) {
+fn slowdown_rows(r: &CheckmateResult) -> (Vec<Vec<String>>, Vec<String>) {
     let mut rows = Vec::new();
     let mut summary = Vec::new();
     for (k, name) in BASELINES.iter().enumerate() {
@@ -144,7 +144,7 @@ pub(super) fn slowdown_rows(r: &CheckmateResult) -> (Vec<Vec<String>>, Vec<Strin
 
 /// The notes' optimality claim (the paper's Section 6.2 comparison) beside the baselines'
 /// slowdown against the MILP, with one overhead figure per graph.
-pub(super) fn overhead_section(r: &CheckmateResult) -> Section {
+fn overhead_section(r: &CheckmateResult) -> Section {
     let (rows, summary) = slowdown_rows(r);
     let table = Table {
         caption: "Slowdown of each baseline relative to the Checkmate MILP schedule (cost ratio), over the \
@@ -198,7 +198,7 @@ pub(super) fn overhead_section(r: &CheckmateResult) -> Section {
 }
 
 /// Formats a cost or bound to one decimal, "-" when absent.
-pub(super) fn one_decimal(x: Option<f64>) -> String {
+fn one_decimal(x: Option<f64>) -> String {
     // From 10^7 on, 5 significant digits (the table stays within a 1280-px window).
     x.map(|v| {
         if v.is_finite() && v.abs() >= 1e7 {
@@ -212,7 +212,7 @@ pub(super) fn one_decimal(x: Option<f64>) -> String {
 
 /// The solve table's row of one (graph, budget): the MILP's status, time, cost, dual bound
 /// and gaps, and the LP's bound, rounded cost and time.
-pub(super) fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
+fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
     let (status, time, cost, dual, gap) = match &b.milp {
         Some(m) => (
             m.status.to_string(),
@@ -255,7 +255,7 @@ pub(super) fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
 }
 
 /// The notes' solve-time claims beside every MILP and LP solve.
-pub(super) fn solve_section(r: &CheckmateResult) -> Section {
+fn solve_section(r: &CheckmateResult) -> Section {
     let params = &r.params;
     let t = Table {
         caption: format!(
@@ -323,7 +323,7 @@ pub(super) fn solve_section(r: &CheckmateResult) -> Section {
 /// One sentence on the boundary relaxation's solves beside the MILP: how many it proved
 /// optimal (fitting schedule at its bound), its longest time, and how many of those schedules
 /// are cheaper than the MILP's incumbent (empty without such solves).
-pub(super) fn boundary_summary(r: &CheckmateResult) -> String {
+fn boundary_summary(r: &CheckmateResult) -> String {
     let solves: Vec<(&BoundarySolve, Option<f64>)> = budgets(r)
         .filter_map(|(_, b)| Some((b.boundary.as_ref()?, b.milp.as_ref()?.best.map(|s| s.cost))))
         .filter(|(x, _)| x.bound.is_finite())
@@ -356,7 +356,7 @@ pub(super) fn boundary_summary(r: &CheckmateResult) -> String {
 
 /// The boundary-memory relaxation beside Checkmate's MILP, per (graph, budget) solved by the
 /// MILP: both costs and times, the relaxation's bound and its gap.
-pub(super) fn boundary_table(r: &CheckmateResult) -> Option<Table> {
+fn boundary_table(r: &CheckmateResult) -> Option<Table> {
     let rows: Vec<Vec<String>> = budgets(r)
         .filter_map(|(g, b)| Some((g, b, b.milp.as_ref()?, b.boundary.as_ref()?)))
         .map(|(g, b, m, x)| {
@@ -425,7 +425,7 @@ pub(super) fn boundary_table(r: &CheckmateResult) -> Option<Table> {
 }
 
 /// Formats a fraction as a percentage to two decimals, "-" when not finite.
-pub(super) fn percent(x: f64) -> String {
+fn percent(x: f64) -> String {
     if x.is_finite() {
         format!("{:.2}", x * 100.0)
     } else {
@@ -437,7 +437,7 @@ pub(super) fn percent(x: f64) -> String {
 /// ("VGG16_256_224_224_3_train" -> "VGG16 (batch 256, 224x224)"), the node count for a random
 /// layered DAG ("random layered, 100 nodes"), the name with spaces for any other, so that a
 /// table cell breaks between words, never inside a token.
-pub(super) fn short_graph_name(name: &str) -> String {
+fn short_graph_name(name: &str) -> String {
     if let Some(rest) = name.strip_prefix("random_layered_n") {
         let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
         if !n.is_empty() {
@@ -551,7 +551,7 @@ fn staged_caption(p: &CheckmateParams) -> String {
 /// The staged MILP's solves (graphs above `milp_max_nodes` nodes), if any: per graph and
 /// budget the model, status, time, heuristic and best cost, the model's own bounds and the
 /// bound valid for Checkmate's problem.
-pub(super) fn staged_table(r: &CheckmateResult) -> Option<Table> {
+fn staged_table(r: &CheckmateResult) -> Option<Table> {
     let rows: Vec<Vec<String>> = budgets(r)
         .flat_map(|(g, b)| {
             [&b.staged, &b.refined]
@@ -572,18 +572,20 @@ pub(super) fn staged_table(r: &CheckmateResult) -> Option<Table> {
 }
 
 /// The paper's Fig. 6 (Jain et al. 2020) beside the largest batch size of every strategy.
-pub(super) fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Section {
+fn batch_section(params: &CheckmateParams, b: &BatchResult, fig6: &Fig6Batch) -> Section {
     let ours: Vec<u32> = b.baselines.iter().copied().chain([b.milp]).collect();
     let o = |i: usize| ours.get(i).map_or_else(|| "-".to_string(), u32::to_string);
     let mem = params.batch_memory_bytes;
     Section {
         details: None,
         title: "Checkmate: maximum batch size at fixed memory".into(),
-        claim: "Jain et al. 2020 (arXiv:1910.02653), Fig. 6, not in the source document (a reader's notes on \
-                the paper): for VGG19 at a fixed 16 GB of memory and at most one extra forward pass of compute, \
-                the maximum batch size is 167 with checkpoint-all, 197 with Chen's sqrt(n), 266 with Chen's \
-                greedy and 289 with Checkmate."
-            .into(),
+        claim: format!(
+            "Jain et al. 2020 (arXiv:1910.02653), Fig. 6, not in the source document (a reader's notes on \
+             the paper): for VGG19 at a fixed 16 GB of memory and at most one extra forward pass of compute, \
+             the maximum batch size is {} with checkpoint-all, {} with Chen's sqrt(n), {} with Chen's \
+             greedy and {} with Checkmate.",
+            fig6.checkpoint_all, fig6.chen_sqrt, fig6.chen_greedy, fig6.checkmate_milp
+        ),
         ours: format!(
             "On {} at {:.1} GiB: checkpoint all {}, sqrt(n) {}, greedy {}, revolve {}, Checkmate MILP {}.",
             b.graph,
@@ -610,15 +612,20 @@ pub(super) fn batch_section(params: &CheckmateParams, b: &BatchResult) -> Sectio
                 b.working_set_cap
             ),
         ],
-        tables: vec![batch_table(params, b, &ours)],
+        tables: vec![batch_table(params, b, &ours, fig6)],
         figures: Vec::new(),
     }
 }
 
 /// The paper's (Jain et al. 2020, Fig. 6) and our largest batch size of every strategy.
-pub(super) fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32]) -> Table {
+fn batch_table(params: &CheckmateParams, b: &BatchResult, ours: &[u32], fig6: &Fig6Batch) -> Table {
     // Jain et al. 2020 (arXiv:1910.02653), Fig. 6; not in the source document.
-    let paper = [167, 197, 266, 289];
+    let paper = [
+        fig6.checkpoint_all,
+        fig6.chen_sqrt,
+        fig6.chen_greedy,
+        fig6.checkmate_milp,
+    ];
     let labels = [
         "checkpoint all",
         "Chen sqrt(n)",

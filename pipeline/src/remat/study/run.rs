@@ -29,7 +29,7 @@ pub(super) fn family(g: &Graph, name: &str, greedy_count: usize) -> Vec<(Schedul
         .collect()
 }
 
-pub(super) fn best_within(
+fn best_within(
     f: &[(Schedule, SimResult)],
     budget: u64,
     max_cost: f64,
@@ -90,7 +90,7 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
 }
 
 /// Every budget fraction of `params` on graph `g`.
-pub(super) fn measure_graph(
+fn measure_graph(
     g: &Graph,
     params: &CheckmateParams,
     opts: &MilpOptions,
@@ -120,7 +120,7 @@ pub(super) fn measure_graph(
 /// The baselines' cheapest fitting schedules, the LP relaxation with rounding and (for graphs
 /// of at most `milp_max_nodes` nodes) the MILP, warm-started from the cheapest fitting
 /// baseline or rounded schedule, at one budget.
-pub(super) fn measure_budget(
+fn measure_budget(
     g: &Graph,
     fams: &[Vec<(Schedule, SimResult)>],
     frac: f64,
@@ -187,7 +187,7 @@ pub(super) fn measure_budget(
 
 /// The staged MILP at one budget (stage size `ceil(n / staged_max_stages)`) and, for graphs
 /// up to `refine_max_nodes` nodes, its refinement with one node per stage.
-pub(super) fn measure_staged(
+fn measure_staged(
     g: &Graph,
     budget: u64,
     warm: Option<Schedule>,
@@ -220,7 +220,7 @@ pub(super) fn measure_staged(
 
 /// Largest `b` in `[lo, hi]` with `fits(b)` by bisection, assuming `fits` is monotone
 /// (`fits(lo)` is checked; returns 0 if it fails).
-pub(super) fn bisect(
+fn bisect(
     lo: u32,
     hi: u32,
     mut fits: impl FnMut(u32) -> Result<bool, RematError>,
@@ -243,7 +243,7 @@ pub(super) fn bisect(
 /// The largest batch size that fits `params.batch_memory_bytes` within one extra forward pass
 /// of compute: bisection for each baseline family, then for the MILP from the best baseline's
 /// batch up.
-pub(super) fn measure_batch(
+fn measure_batch(
     params: &CheckmateParams,
     path: &Path,
     opts: &MilpOptions,
@@ -294,7 +294,7 @@ pub(super) fn measure_batch(
 /// The MILP at batch size `batch` (graph `g`, memory already scaled) and the fixed memory,
 /// warm-started from the cheapest fitting baseline; it fits when it finds a schedule within
 /// `limit`.
-pub(super) fn batch_probe(
+fn batch_probe(
     g: &Graph,
     batch: u32,
     params: &CheckmateParams,
