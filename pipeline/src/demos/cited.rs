@@ -62,7 +62,11 @@ pub(crate) fn from_experiment<T: serde::de::DeserializeOwned>(study: &str) -> Ci
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../experiments/{study}.toml"));
     let study = crate::spec::Study::load(&path, crate::spec::Profile::Cpu, None).unwrap();
-    let table = study.params.get(KEY).cloned().unwrap_or_default();
+    let table = study
+        .params
+        .get(KEY)
+        .cloned()
+        .unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
     Cited {
         source: study.header.source.clone(),
         values: table.try_into().unwrap(),

@@ -123,10 +123,10 @@ pub(super) fn measure_ir(p: &FusionParams, rng: &mut XorShift) -> Result<IrResul
 
 /// The loop timing's arrays, kept for the Burn part: the inputs and the fused `a+b*c+1` output.
 pub(super) struct ChainArrays {
-    a: Vec<f32>,
-    b: Vec<f32>,
-    c: Vec<f32>,
-    a_bc_1: Vec<f32>,
+    pub(super) a: Vec<f32>,
+    pub(super) b: Vec<f32>,
+    pub(super) c: Vec<f32>,
+    pub(super) a_bc_1: Vec<f32>,
 }
 
 /// Times both chains as unfused and fused loops over `n` random elements (buffers allocated

@@ -235,7 +235,7 @@ fn stored_without_cuda() -> (
 }
 
 /// The study's experiment file, loaded (its `[params.cited]` quoted by the renderer).
-fn experiment() -> crate::spec::Study {
+fn fusion_study() -> crate::spec::Study {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../experiments")
         .join(format!("{STUDY}.toml"));
@@ -275,10 +275,7 @@ fn gpu_run(n: usize, ir_n: usize) -> FusionChainsRun {
 fn an_imported_cuda_run_is_rendered_and_measured() {
     let (runs, record, path) = stored_without_cuda();
     let study_dir = path.parent().unwrap();
-    let experiment = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../experiments")
-        .join(format!("{STUDY}.toml"));
-    let study = crate::spec::Study::load(&experiment, crate::spec::Profile::Cpu, None).unwrap();
+    let study = fusion_study();
     let speedup = |rows: &[crate::report::model::GlanceRow]| {
         let i = study
             .claims
@@ -291,7 +288,7 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
     // Without the file: the stored result as it is, no CUDA rows, no speed-up.
     assert_eq!(read_cuda_chains(runs.path()).unwrap(), None);
     assert_eq!(with_imported_cuda(&record.result, study_dir).unwrap(), None);
-    let before = crate::studies::render_with(&experiment(), &record, &path).unwrap();
+    let before = crate::studies::render_with(&study, &record, &path).unwrap();
     assert_eq!(before[2].tables[0].rows.len(), 2);
     let glance = crate::studies::glance(&study, &record, &path).unwrap();
     assert_eq!(speedup(&glance), "–");
@@ -306,7 +303,7 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
     )
     .unwrap();
     assert_eq!(read_cuda_chains(runs.path()).unwrap(), Some(run.clone()));
-    let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
+    let s = crate::studies::render_with(&study, &record, &path).unwrap();
     let rows = &s[2].tables[0].rows;
     assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
     assert_eq!(
@@ -333,6 +330,19 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
         "{}",
         glance[0].device
     );
+    merged_measures_leave_the_record_unchanged(&record, study_dir);
+
+    unmatched_runs_say_why(&study, &record, &path);
+    let glance = crate::studies::glance(&study, &record, &path).unwrap();
+    assert_eq!(speedup(&glance), "–");
+}
+
+/// The measures of the stored result merged with the imported run answer the CUDA claim; the
+/// stored record itself is unchanged.
+fn merged_measures_leave_the_record_unchanged(
+    record: &crate::studies::StudyRecord,
+    study_dir: &std::path::Path,
+) {
     let merged: FusionResult = serde_json::from_value(
         with_imported_cuda(&record.result, study_dir)
             .unwrap()
@@ -346,7 +356,17 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
     let stored: FusionResult = serde_json::from_value(record.result.clone()).unwrap();
     assert!(stored.burn.imported_cuda.is_none());
     assert!(value(&measures(&stored), "cuda_fusion_speedup").is_nan());
+}
 
+/// Imported runs that do not match the record: another size, no measurement, a flex run; each
+/// rendered with the reason.
+fn unmatched_runs_say_why(
+    study: &crate::spec::Study,
+    record: &crate::studies::StudyRecord,
+    path: &std::path::Path,
+) {
+    let study_dir = path.parent().unwrap();
+    let p = small();
     // A run at another size says so.
     let other = gpu_run(1 << 24, 100_000);
     std::fs::write(
@@ -354,7 +374,7 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
         serde_json::to_vec(&other).unwrap(),
     )
     .unwrap();
-    let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
+    let s = crate::studies::render_with(study, record, path).unwrap();
     assert!(s[2].ours.contains("so the arrays differ"), "{}", s[2].ours);
     assert!(
         s[2].tables[0]
@@ -372,7 +392,7 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
         serde_json::to_vec(&none).unwrap(),
     )
     .unwrap();
-    let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
+    let s = crate::studies::render_with(study, record, path).unwrap();
     assert_eq!(s[2].tables[0].rows.len(), 2);
     assert!(s[2]
         .ours
@@ -385,15 +405,13 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
         serde_json::to_vec(&flex).unwrap(),
     )
     .unwrap();
-    let s = crate::studies::render_with(&experiment(), &record, &path).unwrap();
+    let s = crate::studies::render_with(study, record, path).unwrap();
     assert_eq!(s[2].tables[0].rows.len(), 2);
     assert!(
         s[2].ours.contains("is a flex run of the slim runner"),
         "{}",
         s[2].ours
     );
-    let glance = crate::studies::glance(&study, &record, &path).unwrap();
-    assert_eq!(speedup(&glance), "–");
 }
 
 #[test]
@@ -425,7 +443,7 @@ fn a_malformed_cuda_run_is_an_error_naming_file_and_field() {
         std::fs::write(&file, &bad).unwrap();
         for e in [
             read_cuda_chains(runs.path()).unwrap_err(),
-            crate::studies::render_with(&experiment(), &record, &path).unwrap_err(),
+            crate::studies::render_with(&fusion_study(), &record, &path).unwrap_err(),
         ] {
             let e = e.to_string();
             assert!(e.contains(&file.display().to_string()), "{e}");
