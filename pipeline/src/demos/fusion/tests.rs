@@ -224,6 +224,7 @@ fn stored_without_cuda() -> (
             ..Default::default()
         },
         result: serde_json::to_value(&r).unwrap(),
+        cited: None,
         wall_s: 1.0,
         finished_at: "2026-11-25T13:04:06+00:00".into(),
     };
