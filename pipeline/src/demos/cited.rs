@@ -1,9 +1,10 @@
 //! What an in-process study's report quotes from its source: the numbers and the name of the
 //! source document that the renderers print beside ours. They live in the study's experiment
 //! file, not in code: `[study] source` (the document's file) and the `[params.cited]` table
-//! (the study's own [`InProcessStudy::Cited`](super::InProcessStudy::Cited)), read when the file
-//! loads and again when the report renders (`crate::studies`), so that a reader checks every
-//! quoted number against the document in one place.
+//! (the study's own [`InProcessStudy::Cited`](super::InProcessStudy::Cited)), checked when the
+//! file loads, copied into the study's record when it runs (`crate::studies::StudyRecord::cited`,
+//! so that the record renders without the file) and quoted by the renderer, so that a reader
+//! checks every quoted number against the document in one place.
 //!
 //! ```toml
 //! [params.cited]
@@ -34,11 +35,6 @@ impl<T> Cited<T> {
         format!("{} {cite_as}", self.source)
     }
 }
-
-/// `[params.cited]` of a study that quotes nothing from its experiment file: absent or empty.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Uncited {}
 
 /// `[params.cited]` of a study that quotes only the source's name.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

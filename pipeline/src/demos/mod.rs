@@ -3,9 +3,12 @@
 //! Every study implements [`InProcessStudy`]: a `XParams` struct (serde, `deny_unknown_fields`,
 //! `Default` sized to run in seconds on a 2-core CPU), a `run` that measures and returns a typed,
 //! serializable result (numbers, not sentences; stored as the study's record), and a `render`
-//! that presents a result as report [`Section`]s pairing the source's claim with our numbers.
-//! Measurement and presentation are separate steps, as in criterion.rs (measurement ->
-//! analysis -> report), so `memwall report` re-renders a stored result without re-running it.
+//! that presents a result as report [`Section`]s pairing the source's claim with our numbers;
+//! what it quotes of the source (its name, its numbers) is the experiment file's
+//! `[params.cited]` ([`cited`]), not code. Measurement and presentation are separate steps, as in
+//! criterion.rs (measurement -> analysis -> report), so `memwall report` re-renders a stored
+//! result without re-running it. The larger studies are folders in that order: `params.rs`,
+//! `run.rs`, `result.rs`, `render.rs` (and `tests.rs`), joined by their `mod.rs`.
 //!
 //! May import: [`crate::report::model`] (the sections renderers build), `memwall-remat`,
 //! Burn; never the driver or the report renderers.
@@ -28,7 +31,7 @@ pub mod planner;
 pub mod precision;
 
 use crate::report::model::{Measure, Section};
-pub use cited::{CiteAs, Cited, Uncited};
+pub use cited::{CiteAs, Cited};
 pub use params::ParamError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -62,9 +65,9 @@ pub trait InProcessStudy {
     /// Parameters out of range (e.g. [`DemoError::InvalidParam`]); the study's own failures.
     fn run(params: &Self::Params, data_dir: &Path) -> Result<Self::Output, Self::Error>;
     /// What the report quotes from the source: the experiment file's `[params.cited]` table
-    /// ([`cited`]; [`Uncited`] for a study that quotes nothing from the file, [`CiteAs`] for
-    /// one that names only the source). Not a parameter of the run: it is read when the file
-    /// loads and when the report renders, never stored in the record.
+    /// ([`cited`]; [`CiteAs`] for a study that quotes only the source's name). Not a parameter
+    /// of the run: it is checked when the file loads and copied into the study's record beside
+    /// the result (`crate::studies::StudyRecord::cited`), never into the result.
     type Cited: DeserializeOwned;
     /// Presents `output` as report sections (claim, our numbers, tables, figures), quoting
     /// the source's numbers and name from `cited`.
