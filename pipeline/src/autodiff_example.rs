@@ -7,7 +7,7 @@
 //!
 //! May import: [`crate::report::model`], [`crate::demos::InProcessStudy`] and Burn.
 
-use crate::demos::InProcessStudy;
+use crate::demos::{Cited, InProcessStudy};
 use crate::report::model::{Figure, Measure, Section, Table};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;
@@ -120,8 +120,9 @@ impl InProcessStudy for AutodiffExample {
     fn run(_: &NoParams, _data_dir: &Path) -> crate::Result<AutodiffResult> {
         Ok(measure())
     }
-    fn render(output: &AutodiffResult) -> Vec<Section> {
-        render(output)
+    type Cited = LectureValues;
+    fn render(output: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
+        render(output, cited)
     }
     fn measures(output: &AutodiffResult) -> Vec<Measure> {
         measures(output)
@@ -154,8 +155,25 @@ pub fn measure() -> AutodiffResult {
     }
 }
 
-/// The example's section: the lecture's numbers beside Burn's, the trace and the graph.
-pub fn render(r: &AutodiffResult) -> Vec<Section> {
+/// The example's `[params.cited]`: how the report names the lecture and the lecture's values,
+/// as the lecture prints them (rounded to 3 decimals).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LectureValues {
+    /// What follows the lecture's file name when the report names it.
+    pub cite_as: String,
+    /// The lecture's y at (2, 5).
+    pub y: String,
+    /// The lecture's dy/dx1 at (2, 5).
+    pub dy_dx1: String,
+    /// The lecture's dy/dx2 at (2, 5).
+    pub dy_dx2: String,
+}
+
+/// The example's section: the lecture's numbers (`cited`) beside Burn's, the trace and the
+/// graph.
+pub fn render(r: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
+    let lecture = &cited.values;
     let BurnGradients {
         y,
         dy_dx1: g1,
@@ -165,25 +183,28 @@ pub fn render(r: &AutodiffResult) -> Vec<Section> {
         caption: "Burn 0.21 autodiff (flex backend, f32) against the lecture".into(),
         columns: vec!["quantity".into(), "lecture".into(), "Burn".into()],
         rows: vec![
-            vec!["y".into(), "11.652".into(), format!("{y:.3}")],
-            vec!["dy/dx1".into(), "5.5".into(), format!("{g1:.3}")],
-            vec!["dy/dx2".into(), "1.716".into(), format!("{g2:.3}")],
+            vec!["y".into(), lecture.y.clone(), format!("{y:.3}")],
+            vec!["dy/dx1".into(), lecture.dy_dx1.clone(), format!("{g1:.3}")],
+            vec!["dy/dx2".into(), lecture.dy_dx2.clone(), format!("{g2:.3}")],
         ],
         notes: Vec::new(),
     };
     vec![Section {
         details: None,
         title: "Reverse-mode AD worked example".into(),
-        claim: "`002_0a85d22a30039616.txt` (UIUC CS 498 lecture, slides \"Background: Reverse Mode Auto Differentiation (AD)\"): for \
-                `y = ln(x1) + x1*x2 - sin(x2)` at (2, 5), y = 11.652, dy/dx1 = 5.5 and dy/dx2 = 1.716."
-            .into(),
+        claim: format!(
+            "`{}` {}: for `y = ln(x1) + x1*x2 - sin(x2)` at (2, 5), y = {}, dy/dx1 = {} and dy/dx2 = {}.",
+            cited.source, lecture.cite_as, lecture.y, lecture.dy_dx1, lecture.dy_dx2
+        ),
         ours: format!(
             "Burn's autodiff gives y = {y:.3}, dy/dx1 = {g1:.3}, dy/dx2 = {g2:.3} (f32 on the CPU); the f64 trace below gives the same to 3 decimals."
         ),
         notes: vec![
-            "Nodes are numbered as in the lecture. The adjoint of v2 = x2 sums two paths, as the lecture's `-0.284 + 2 = 1.716`: through v5 = sin v2 it \
-             contributes -cos(5) = -0.284 and through v4 = v1 v2 it contributes v1 = 2."
-                .into(),
+            format!(
+                "Nodes are numbered as in the lecture. The adjoint of v2 = x2 sums two paths, as the lecture's `-0.284 + 2 = {}`: through v5 = sin v2 it \
+                 contributes -cos(5) = -0.284 and through v4 = v1 v2 it contributes v1 = 2.",
+                lecture.dy_dx2
+            ),
         ],
         tables: vec![burn_table, trace_table(&r.trace)],
         figures: vec![graph_figure()],
@@ -274,8 +295,9 @@ mod tests {
         let back: AutodiffResult =
             serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
         assert_eq!(back, r);
-        let s = render(&back);
-        assert_eq!(s, render(&r));
+        let cited = crate::demos::cited::from_experiment("autodiff_example");
+        let s = render(&back, &cited);
+        assert_eq!(s, render(&r, &cited));
         assert_eq!(s[0].tables[1].rows[2], ["v3", "ln(v1)", "0.693", "1.000"]);
         assert_eq!(s[0].tables[1].rows[1][3], "1.716");
         assert_eq!(s[0].tables[1].rows[0][3], "5.500");

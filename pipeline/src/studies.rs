@@ -3,7 +3,7 @@
 //! (`runs/<study>/<profile>.result.json`); its renderer turns the stored result into report
 //! sections, so `memwall report` re-renders without re-running.
 
-use crate::demos::{self, InProcessStudy, Tracked};
+use crate::demos::{self, cited, Cited, InProcessStudy, Tracked};
 use crate::error::{Error, Result};
 use crate::measure::Environment;
 use crate::report::glance::{self, Answer};
@@ -28,10 +28,48 @@ pub struct StudyRecord {
     pub env: Environment,
     /// The study's typed result ([`InProcessStudy::Output`]) as JSON.
     pub result: serde_json::Value,
+    /// What the report quotes from the source as the experiment file said when the study ran
+    /// (`[study] source` and `[params.cited]`), so that the record renders without its
+    /// experiment file (a scratch record store, a bundle). `None` in records written before
+    /// memwall stored it: those are rendered with the experiment file beside the record store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cited: Option<RecordedCitation>,
     /// Wall time of the study, seconds.
     pub wall_s: f64,
     /// RFC 3339 time the study finished.
     pub finished_at: String,
+}
+
+/// What a study's report quotes ([`InProcessStudy::Cited`]): the source document and the
+/// `[params.cited]` table as JSON, from the experiment file or stored with the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCitation {
+    /// The source document's file (`[study] source`).
+    pub source: String,
+    /// The `[params.cited]` table (an empty object when the file has none).
+    pub values: serde_json::Value,
+}
+
+impl RecordedCitation {
+    /// The citation of `study`'s experiment file.
+    pub fn of(study: &Study) -> Self {
+        let table = study
+            .params
+            .get(cited::KEY)
+            .cloned()
+            .unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
+        RecordedCitation {
+            source: study.header.source.clone(),
+            values: serde_json::to_value(table).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+/// Why a stored result did not render: what it quotes does not read as the study's
+/// [`InProcessStudy::Cited`] (at this key), or the result does not read as its output.
+enum RenderFailure {
+    Cited { key: String, message: String },
+    Result(serde_json::Error),
 }
 
 /// A study kind's steps, type-erased: check the parameters, run to a JSON result, render a
@@ -39,16 +77,19 @@ pub struct StudyRecord {
 struct Entry {
     check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
-    render: fn(&serde_json::Value) -> std::result::Result<Vec<Section>, serde_json::Error>,
+    render: fn(
+        &RecordedCitation,
+        &serde_json::Value,
+    ) -> std::result::Result<Vec<Section>, RenderFailure>,
     measures: fn(&serde_json::Value) -> std::result::Result<Vec<Measure>, serde_json::Error>,
     tracked: fn(&serde_json::Value) -> std::result::Result<Vec<Tracked>, serde_json::Error>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
     Entry {
-        check: |study| params::<S>(study).map(drop),
+        check: |study| params::<S>(study).and(cited::<S>(study).map(drop)),
         run: run_typed::<S>,
-        render: |v| Ok(S::render(&S::Output::deserialize(v)?)),
+        render: render_typed::<S>,
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
         tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
     }
@@ -91,15 +132,69 @@ fn params<S: InProcessStudy>(study: &Study) -> Result<S::Params> {
             "{message} (profile {profile}: `[params]` with `[profiles.{profile}.params]` over it)"
         ),
     };
-    let params: S::Params = serde_path_to_error::deserialize(toml::Value::Table(
-        study.params.clone(),
-    ))
-    .map_err(|e| {
+    let mut table = study.params.clone();
+    table.remove(cited::KEY);
+    let params: S::Params =
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let key = e.path().to_string();
+            invalid(&key, e.into_inner().to_string())
+        })?;
+    S::validate(&params).map_err(|e| invalid(&e.field, e.message))?;
+    Ok(params)
+}
+
+/// What the study's report quotes from its source ([`InProcessStudy::Cited`]): `[study] source`
+/// and the `[params.cited]` table (absent: an empty table).
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.cited` (or `params.cited.<key>`) for a missing or wrongly
+/// typed value or an unknown key.
+fn cited<S: InProcessStudy>(study: &Study) -> Result<Cited<S::Cited>> {
+    let invalid = |key: &str, message: String| Error::SpecField {
+        path: study.path.clone(),
+        field: if key.is_empty() || key == "." {
+            format!("params.{}", cited::KEY)
+        } else {
+            format!("params.{}.{key}", cited::KEY)
+        },
+        message: format!("{message} (what the report quotes from the source)"),
+    };
+    let table = match study.params.get(cited::KEY) {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(other) => {
+            return Err(invalid(
+                "",
+                format!("expected a table, found {}", other.type_str()),
+            ))
+        }
+    };
+    let values = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let key = e.path().to_string();
         invalid(&key, e.into_inner().to_string())
     })?;
-    S::validate(&params).map_err(|e| invalid(&e.field, e.message))?;
-    Ok(params)
+    Ok(Cited {
+        source: study.header.source.clone(),
+        values,
+    })
+}
+
+/// Renders a stored result of study kind `S`, quoting `citation`.
+fn render_typed<S: InProcessStudy>(
+    citation: &RecordedCitation,
+    result: &serde_json::Value,
+) -> std::result::Result<Vec<Section>, RenderFailure> {
+    let values: S::Cited =
+        serde_path_to_error::deserialize(&citation.values).map_err(|e| RenderFailure::Cited {
+            key: e.path().to_string(),
+            message: e.into_inner().to_string(),
+        })?;
+    let output = S::Output::deserialize(result).map_err(RenderFailure::Result)?;
+    let cited = Cited {
+        source: citation.source.clone(),
+        values,
+    };
+    Ok(S::render(&output, &cited))
 }
 
 /// Checks a non-training study's `[params]` (types, unknown keys, ranges) without running it;
@@ -138,23 +233,90 @@ pub fn run(study: &Study) -> Result<serde_json::Value> {
     }
 }
 
-/// Renders a stored study record as report sections.
+/// Renders a stored study record as report sections, quoting what the record stored of its
+/// experiment file ([`StudyRecord::cited`]); a record without it (written before memwall
+/// stored it) quotes the experiment file beside the record store
+/// (`<root>/runs/<study>/<profile>.result.json` -> `<root>/experiments/<study>.toml`).
 ///
 /// # Errors
+/// For an older record, the experiment file's errors ([`Error::Io`], [`Error::SpecField`]);
+/// [`Error::Records`] when the record's result, or what it quotes, does not match its kind's
+/// types (a record written by another version of memwall: rerun the study).
+pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+    if registry(record.kind).is_none() {
+        return Ok(Vec::new());
+    }
+    if let Some(citation) = &record.cited {
+        return render_cited(citation, None, record, path);
+    }
+    let runs = path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let file = runs
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join("experiments")
+        .join(format!("{}.toml", record.study));
+    let study = Study::load(&file, crate::spec::Profile::Cpu, None)
+        .or_else(|_| Study::load(&file, crate::spec::Profile::Smoke, None))?;
+    render_with(&study, record, path)
+}
+
+/// Renders a stored study record of `study` as report sections, quoting the study's
+/// experiment file (`[study] source`, `[params.cited]`) rather than what the record stored.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.cited.<key>` for what the file quotes;
 /// [`Error::Records`] when the record's result does not match its kind's result type (a record
 /// written by another version of memwall: rerun the study).
-pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+pub fn render_with(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+    render_cited(&RecordedCitation::of(study), Some(study), record, path)
+}
+
+/// Renders `record` quoting `citation`, which comes from `study`'s file or, without it, from
+/// the record.
+fn render_cited(
+    citation: &RecordedCitation,
+    study: Option<&Study>,
+    record: &StudyRecord,
+    path: &Path,
+) -> Result<Vec<Section>> {
     let Some(e) = registry(record.kind) else {
         return Ok(Vec::new());
     };
     let (result, _) = with_imports(record, path)?;
-    (e.render)(&result).map_err(|err| Error::Records {
-        path: path.to_path_buf(),
-        message: format!(
-            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
-             the study again with --force",
-            record.study, record.kind
-        ),
+    (e.render)(citation, &result).map_err(|failure| match failure {
+        RenderFailure::Cited { key, message } => {
+            let key = if key.is_empty() || key == "." {
+                String::new()
+            } else {
+                format!(".{key}")
+            };
+            match study {
+                Some(s) => Error::SpecField {
+                    path: s.path.clone(),
+                    field: format!("params.{}{key}", cited::KEY),
+                    message: format!("{message} (what the report quotes from the source)"),
+                },
+                None => Error::Records {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "field `cited.values{key}` of the record of `{}`: {message}; run the \
+                         study again with --force",
+                        record.study
+                    ),
+                },
+            }
+        }
+        RenderFailure::Result(err) => Error::Records {
+            path: path.to_path_buf(),
+            message: format!(
+                "the stored result of `{}` does not match this version's {:?} result ({err}); \
+                 run the study again with --force",
+                record.study, record.kind
+            ),
+        },
     })
 }
 
@@ -328,6 +490,7 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRe
         params_hash: hash,
         env: memwall_runner::measure::host_environment(),
         result,
+        cited: Some(RecordedCitation::of(study)),
         wall_s: t.elapsed().as_secs_f64(),
         finished_at: chrono::Utc::now().to_rfc3339(),
     };
@@ -414,6 +577,82 @@ mod tests {
         assert!(
             source.downcast_ref::<crate::remat::RematError>().is_some(),
             "{source:?}"
+        );
+    }
+
+    /// `experiments/static_planning.toml` with `edit` applied, written under `dir`, loaded.
+    fn edited_static_planning(dir: &Path, edit: impl Fn(String) -> String) -> Study {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/static_planning.toml"),
+        )
+        .unwrap();
+        let path = dir.join("static_planning.toml");
+        std::fs::write(&path, edit(text)).unwrap();
+        Study::load(&path, Profile::Cpu, None).unwrap()
+    }
+
+    #[test]
+    fn a_missing_or_unknown_cited_value_names_the_file_and_its_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        let study = edited_static_planning(tmp.path(), |t| {
+            t.replace("chen_2016_gb = [48.0, 7.0]\n", "")
+        });
+        let msg = check(&study).unwrap_err().to_string();
+        assert!(msg.contains(&study.path.display().to_string()), "{msg}");
+        assert!(msg.contains("`params.cited`"), "{msg}");
+        assert!(msg.contains("chen_2016_gb"), "{msg}");
+        let study = edited_static_planning(tmp.path(), |t| {
+            t.replace("chen_2016_gb = [48.0, 7.0]", "chen_2016_gb = [48.0, \"7\"]")
+        });
+        let msg = check(&study).unwrap_err().to_string();
+        assert!(msg.contains("`params.cited.chen_2016_gb"), "{msg}");
+        let study = edited_static_planning(tmp.path(), |t| {
+            t.replace("[params.cited]\n", "[params.cited]\npaper_gb = 1.0\n")
+        });
+        let msg = check(&study).unwrap_err().to_string();
+        assert!(
+            msg.contains("`params.cited") && msg.contains("paper_gb"),
+            "{msg}"
+        );
+    }
+
+    /// A committed record renders the same from the experiment file beside the record store, from
+    /// a loaded study, and (copied to a scratch store with what it quotes) from the record alone;
+    /// a record whose quoted values do not read names the record and the field.
+    #[test]
+    fn a_record_renders_with_what_it_quotes_from_its_file_or_its_own_copy() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let study = Study::load(
+            &root.join("experiments/static_planning.toml"),
+            Profile::Cpu,
+            None,
+        )
+        .unwrap();
+        let path = record_path(&root.join("runs"), &study);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut record: StudyRecord = crate::results::parse_json(&text).unwrap();
+        assert!(
+            record.cited.is_none(),
+            "the committed record predates its copy"
+        );
+        let from_file = render(&record, &path).unwrap();
+        assert_eq!(render_with(&study, &record, &path).unwrap(), from_file);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let scratch = record_path(&tmp.path().join("scratch"), &study);
+        record.cited = Some(RecordedCitation::of(&study));
+        assert_eq!(render(&record, &scratch).unwrap(), from_file);
+        let back: StudyRecord =
+            serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(back.cited, record.cited);
+
+        let values = &mut record.cited.as_mut().unwrap().values;
+        values.as_object_mut().unwrap().remove("chen_2016_claim");
+        let msg = render(&record, &scratch).unwrap_err().to_string();
+        assert!(msg.contains(&scratch.display().to_string()), "{msg}");
+        assert!(
+            msg.contains("cited.values") && msg.contains("chen_2016_claim"),
+            "{msg}"
         );
     }
 }

@@ -10,13 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{bytes_at_most, int_in, list, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
+use super::{CiteAs, Cited};
 pub use crate::remat::nets::mlp_chain;
 use crate::remat::nets::training_graph;
 use crate::remat::static_plan::{plain_order, plan, StaticPlan, Strategy};
 use crate::remat::{Graph, RematError};
 use crate::report::model::{Figure, Measure, Section, Series, Table};
-
-const SRC: &str = "003_c07c09ab371a2f69.txt (CMU 15-442 lecture \"Memory Optimizations\")";
 
 /// Parameters of the two-buffer inference study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,9 +150,10 @@ pub struct TwoBufferInference;
 
 demo_study!(
     TwoBufferInference: InferenceParams => InferenceResult,
+    cited CiteAs,
     validate,
     measure,
-    |r| vec![render(r)],
+    |r, c| vec![render(r, c)],
     measures
 );
 
@@ -309,14 +309,15 @@ pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
 
 /// The study's section: the lecture's O(1) versus O(N) claims beside the planner's and the
 /// measured bytes.
-pub fn render(r: &InferenceResult) -> Section {
+pub fn render(r: &InferenceResult, cited: &Cited<CiteAs>) -> Section {
+    let src = cited.src();
     let p = &r.params;
     let curves = Curves::of(r);
     Section {
         details: None,
         title: "Inference with two buffers versus training activations".into(),
         claim: format!(
-            "{SRC}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need `$O(1)$` memory for computing the final output of a `$N$` layer deep network by \
+            "{src}, slide \"Techniques for Memory Saving, Inference Only\": \"We only need `$O(1)$` memory for computing the final output of a `$N$` layer deep network by \
              cycling through two buffers\"; slide \"Activation Memory Cost for Training\": \"Training a `$N$` -layer neural network would require `$O(N)$` memory.\" \
              (The slides' LaTeX as the text source has it.)"
         ),
@@ -473,7 +474,10 @@ mod tests {
             repeats: 1,
         })
         .unwrap();
-        let s = TwoBufferInference::render(&r);
+        let s = TwoBufferInference::render(
+            &r,
+            &crate::demos::cited::from_experiment("two_buffer_inference"),
+        );
         assert_eq!(s[0].tables[0].rows.len(), 3);
     }
 

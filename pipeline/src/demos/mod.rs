@@ -3,9 +3,12 @@
 //! Every study implements [`InProcessStudy`]: a `XParams` struct (serde, `deny_unknown_fields`,
 //! `Default` sized to run in seconds on a 2-core CPU), a `run` that measures and returns a typed,
 //! serializable result (numbers, not sentences; stored as the study's record), and a `render`
-//! that presents a result as report [`Section`]s pairing the source's claim with our numbers.
-//! Measurement and presentation are separate steps, as in criterion.rs (measurement ->
-//! analysis -> report), so `memwall report` re-renders a stored result without re-running it.
+//! that presents a result as report [`Section`]s pairing the source's claim with our numbers;
+//! what it quotes of the source (its name, its numbers) is the experiment file's
+//! `[params.cited]` ([`cited`]), not code. Measurement and presentation are separate steps, as in
+//! criterion.rs (measurement -> analysis -> report), so `memwall report` re-renders a stored
+//! result without re-running it. The larger studies are folders in that order: `params.rs`,
+//! `run.rs`, `result.rs`, `render.rs` (and `tests.rs`), joined by their `mod.rs`.
 //!
 //! May import: [`crate::report::model`] (the sections renderers build), `memwall-remat`,
 //! Burn; never the driver or the report renderers.
@@ -19,6 +22,7 @@
 //!   16-bit floats, FSDP and ring collectives) -> [`inference`], [`precision`], [`fsdp`].
 
 pub mod checkpoint;
+pub mod cited;
 pub mod fsdp;
 pub mod fusion;
 pub mod inference;
@@ -27,6 +31,7 @@ pub mod planner;
 pub mod precision;
 
 use crate::report::model::{Measure, Section};
+pub use cited::{CiteAs, Cited};
 pub use params::ParamError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -59,8 +64,14 @@ pub trait InProcessStudy {
     /// # Errors
     /// Parameters out of range (e.g. [`DemoError::InvalidParam`]); the study's own failures.
     fn run(params: &Self::Params, data_dir: &Path) -> Result<Self::Output, Self::Error>;
-    /// Presents `output` as report sections (claim, our numbers, tables, figures).
-    fn render(output: &Self::Output) -> Vec<Section>;
+    /// What the report quotes from the source: the experiment file's `[params.cited]` table
+    /// ([`cited`]; [`CiteAs`] for a study that quotes only the source's name). Not a parameter
+    /// of the run: it is checked when the file loads and copied into the study's record beside
+    /// the result (`crate::studies::StudyRecord::cited`), never into the result.
+    type Cited: DeserializeOwned;
+    /// Presents `output` as report sections (claim, our numbers, tables, figures), quoting
+    /// the source's numbers and name from `cited`.
+    fn render(output: &Self::Output, cited: &Cited<Self::Cited>) -> Vec<Section>;
     /// The named numbers of `output` that the experiment file's `[[claims]]` can name as their
     /// `measure` (the report's "Results at a glance" block).
     fn measures(output: &Self::Output) -> Vec<Measure> {
@@ -101,28 +112,31 @@ pub struct Tracked {
     pub value: f64,
 }
 
-/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files: `validate`
-/// returns `$validate(params)`, `run` returns `$measure(params)` (a `Result<$output,
-/// DemoError>`) and `render` returns `$render(output)`; optionally `measures` returns
-/// `$measures(output)` and `tracked` `$tracked(output)`.
+/// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files and quotes
+/// `$cited` (its `[params.cited]`): `validate` returns `$validate(params)`, `run` returns
+/// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns
+/// `$render(output, cited)`; optionally `measures` returns `$measures(output)` and `tracked`
+/// `$tracked(output)`.
 ///
-/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, validate, measure, render);`
+/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, cited CiteAs, validate, measure, render);`
 macro_rules! demo_study {
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr) => {
-        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
-            |_: &$output| ::std::vec::Vec::new());
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
+            $render, |_: &$output| ::std::vec::Vec::new());
     };
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
-     $measures:expr) => {
-        $crate::demos::demo_study!($study: $params => $output, $validate, $measure, $render,
-            $measures, |_: &$output| ::std::vec::Vec::new());
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr, $measures:expr) => {
+        $crate::demos::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
+            $render, $measures, |_: &$output| ::std::vec::Vec::new());
     };
-    ($study:ty: $params:ty => $output:ty, $validate:expr, $measure:expr, $render:expr,
-     $measures:expr, $tracked:expr) => {
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr, $measures:expr, $tracked:expr) => {
         impl $crate::demos::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
             type Error = $crate::demos::DemoError;
+            type Cited = $cited;
             fn validate(
                 params: &$params,
             ) -> ::std::result::Result<(), $crate::demos::params::ParamError> {
@@ -134,8 +148,11 @@ macro_rules! demo_study {
             ) -> ::std::result::Result<$output, $crate::demos::DemoError> {
                 $measure(params)
             }
-            fn render(output: &$output) -> ::std::vec::Vec<$crate::report::model::Section> {
-                $render(output)
+            fn render(
+                output: &$output,
+                cited: &$crate::demos::Cited<$cited>,
+            ) -> ::std::vec::Vec<$crate::report::model::Section> {
+                $render(output, cited)
             }
             fn measures(output: &$output) -> ::std::vec::Vec<$crate::report::model::Measure> {
                 $measures(output)

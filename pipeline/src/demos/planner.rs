@@ -19,14 +19,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::params::{int_in, list, require, ParamResult};
+use super::Cited;
 use super::{demo_study, fmt_bytes, DemoError};
 use crate::remat::baselines::sqrt_segments;
 use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
 use crate::remat::static_plan::{plain_order, plan, segment_order, StaticPlan, Strategy};
 use crate::remat::Graph;
 use crate::report::model::{Figure, Measure, Section, Table};
-
-const SRC: &str = "002_0a85d22a30039616.txt (UIUC CS 498 lecture, Minjia Zhang)";
 
 /// Parameters of the memory-planning study.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -313,7 +312,7 @@ fn reduction(net: &NetPlans) -> f64 {
 }
 
 /// The two-layer MLP section: buffer assignment per tensor and the training graph.
-fn render_mlp(m: &MlpPlans) -> Section {
+fn render_mlp(m: &MlpPlans, src: &str) -> Section {
     let mut dag = Figure {
         name: "mlp_training_graph_plan".into(),
         title: "Two-layer MLP training graph, buffers under in-place + sharing (same tag = same memory)".into(),
@@ -332,7 +331,7 @@ fn render_mlp(m: &MlpPlans) -> Section {
         details: None,
         title: "Memory planning on the lecture's two-layer MLP".into(),
         claim: format!(
-            "{SRC}, slides on in-place and memory sharing and \"Memory Optimization on a Two Layer MLP\": \"We can only do in-place computation if the result op is the \
+            "{src}, slides on in-place and memory sharing and \"Memory Optimization on a Two Layer MLP\": \"We can only do in-place computation if the result op is the \
              only consumer of the current value\"; \"Shared memory between the nodes whose lifetime do not overlap\"; \"We can save memory usage by a constant factor \
              using memory sharing for training, how can we do better?\""
         ),
@@ -363,7 +362,7 @@ fn render_mlp(m: &MlpPlans) -> Section {
 }
 
 /// The ResNet and LSTM section: six strategies each, tables and the strategy figure.
-fn render_comparison(r: &StaticPlanningResult) -> Section {
+fn render_comparison(r: &StaticPlanningResult, src: &str) -> Section {
     let p = &r.params;
     let (rres, lres) = (&r.resnet, &r.lstm);
     let rn_layers = resnet_layers(&p.resnet_units);
@@ -392,7 +391,7 @@ fn render_comparison(r: &StaticPlanningResult) -> Section {
         details: None,
         title: "Feature-map memory of ResNet and LSTM under six allocation strategies".into(),
         claim: format!(
-            "{SRC}, slide \"Running different schemes on ResNet and LSTM.\" (charts \"(a) Feature map memory cost estimation\" and \"(b) Runtime total memory cost\", \
+            "{src}, slide \"Running different schemes on ResNet and LSTM.\" (charts \"(a) Feature map memory cost estimation\" and \"(b) Runtime total memory cost\", \
              images whose numbers are not in the text; the lecture does not name their origin) and slide \"Sublinear Memory Cost\": with k = sqrt(n) segments the \
              activation memory becomes O(2 sqrt(n)) \"with only one additional forward pass\"."
         ),
@@ -424,8 +423,33 @@ fn render_comparison(r: &StaticPlanningResult) -> Section {
     }
 }
 
+/// The planner study's `[params.cited]`: how the report names the lecture, and the numbers of
+/// Chen et al. 2016 that the deep ResNet section quotes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannerCited {
+    /// What follows the lecture's file name when the report names it.
+    pub cite_as: String,
+    /// Chen et al. 2016's claim on the 1,000-layer ResNet and the lecture's time overhead, in
+    /// their words (the deep ResNet section's claim).
+    pub chen_2016_claim: String,
+    /// Chen et al. 2016's memory of the 1,000-layer ResNet without and with sublinear
+    /// recomputation, GB ("from 48G to 7G").
+    pub chen_2016_gb: [f64; 2],
+    /// The lecture's training-time increase of recomputation, % ("roughly increases 30%").
+    pub lecture_time_increase_pct: u32,
+}
+
+impl Cited<PlannerCited> {
+    /// The lecture as the report names it.
+    pub fn src(&self) -> String {
+        self.name(&self.values.cite_as)
+    }
+}
+
 /// The deep ResNet section: Chen et al.'s "48 GB -> 7 GB" claim beside our plan.
-fn render_deep(r: &StaticPlanningResult) -> Section {
+fn render_deep(r: &StaticPlanningResult, c: &PlannerCited) -> Section {
+    let [chen_before, chen_after] = c.chen_2016_gb;
     let p = &r.params;
     let dres = &r.resnet_deep;
     let deep_layers = resnet_layers(&p.resnet_deep_units);
@@ -433,17 +457,14 @@ fn render_deep(r: &StaticPlanningResult) -> Section {
     Section {
         details: None,
         title: format!("{deep_layers}-layer ResNet: sublinear memory"),
-        claim: "Chen et al. 2016 (\"Training Deep Nets with Sublinear Memory Cost\", arXiv:1604.06174), abstract, a paper the lecture does not name: the method \
-                reduces \"the memory cost of a 1,000-layer deep residual network from 48G to 7G\" with about 30% extra running time. The lecture's own number, on its \
-                slide \"Running different schemes on ResNet and LSTM.\": \"Training time roughly increases 30%.\""
-            .into(),
+        claim: c.chen_2016_claim.clone(),
         ours: format!(
             "For our {deep_layers}-layer pre-activation bottleneck ResNet (units {:?}, batch {}, {}x{}, fp32 feature maps and gradients) the planner gives {} with no reuse, \
-             {} with in-place + sharing and {} with sqrt(n) checkpointing + in-place + sharing ({:.1}x less than in-place + sharing; Chen et al.: 48/7 = {:.1}x, derived), at {} recomputed \
-             forward ops of {} ({:.0}% extra forward work, i.e. about {:.0}% more time per training step if a backward pass costs twice a forward pass; lecture: about 30%).",
+             {} with in-place + sharing and {} with sqrt(n) checkpointing + in-place + sharing ({:.1}x less than in-place + sharing; Chen et al.: {}/{} = {:.1}x, derived), at {} recomputed \
+             forward ops of {} ({:.0}% extra forward work, i.e. about {:.0}% more time per training step if a backward pass costs twice a forward pass; lecture: about {}%).",
             p.resnet_deep_units, p.resnet_batch, p.image_size, p.image_size,
             fmt_bytes(bytes(dres, 0)), fmt_bytes(bytes(dres, 3)), fmt_bytes(bytes(dres, 5)),
-            bytes(dres, 3) / bytes(dres, 5), 48.0 / 7.0, dres.plans[5].recomputed_ops, dres.forward_ops, extra, extra / 3.0
+            bytes(dres, 3) / bytes(dres, 5), chen_before, chen_after, chen_before / chen_after, dres.plans[5].recomputed_ops, dres.forward_ops, extra, extra / 3.0, c.lecture_time_increase_pct
         ),
         notes: vec![
             "The paper's 1000-layer configuration is not given layer by layer; we keep ResNet-200's stages and put the extra bottleneck units in stage 3 (14x14, 1024 \
@@ -461,15 +482,20 @@ fn render_deep(r: &StaticPlanningResult) -> Section {
             &["in-place + sharing".into(), "+ sqrt(n) recomputation".into()],
             vec![
                 ("ours (static plan)".into(), vec![bytes(dres, 3) / 1e9, bytes(dres, 5) / 1e9]),
-                ("Chen et al. 2016".into(), vec![48.0, 7.0]),
+                ("Chen et al. 2016".into(), vec![chen_before, chen_after]),
             ],
         )],
     }
 }
 
 /// Presents a result as the study's three sections.
-pub fn render(r: &StaticPlanningResult) -> Vec<Section> {
-    vec![render_mlp(&r.mlp), render_comparison(r), render_deep(r)]
+pub fn render(r: &StaticPlanningResult, cited: &Cited<PlannerCited>) -> Vec<Section> {
+    let src = cited.src();
+    vec![
+        render_mlp(&r.mlp, &src),
+        render_comparison(r, &src),
+        render_deep(r, &cited.values),
+    ]
 }
 
 /// The static planning study ([`InProcessStudy`](super::InProcessStudy)): [`measure`] then
@@ -478,6 +504,7 @@ pub struct StaticPlanning;
 
 demo_study!(
     StaticPlanning: PlannerParams => StaticPlanningResult,
+    cited PlannerCited,
     validate,
     measure,
     render,
@@ -589,13 +616,19 @@ mod tests {
         let r = measure(&small_params()).unwrap();
         assert_eq!(r.mlp.tensors.len(), 8);
         assert_eq!(r.mlp.plans[0].buffers, 8);
-        let s = render(&r);
+        let s = render(&r, &crate::demos::cited::from_experiment("static_planning"));
         assert_eq!(s.len(), 3);
         // The result round-trips through the record store's JSON.
         let json = serde_json::to_value(&r).unwrap();
         let back: StaticPlanningResult = serde_json::from_value(json).unwrap();
         assert_eq!(back, r);
-        assert_eq!(render(&back), s);
+        assert_eq!(
+            render(
+                &back,
+                &crate::demos::cited::from_experiment("static_planning")
+            ),
+            s
+        );
     }
 
     #[test]

@@ -1,0 +1,179 @@
+//! The Checkmate study: compute overhead vs memory budget, maximum batch size at a fixed
+//! memory, and MILP solve times and gaps, after the experiments of Jain et al., "Checkmate:
+//! Breaking the Memory Wall with Optimal Tensor Rematerialization" (MLSys 2020,
+//! arXiv:1910.02653, Sections 6.2–6.4). The study's source document (`001_68b9d43f3f694e7a.txt`)
+//! is a reader's notes on that paper: the paper's figures and numbers are credited to the paper.
+//!
+//! [`run_study`] simulates the baselines and runs the solvers (MILP, LP relaxation with
+//! rounding) and returns a [`CheckmateResult`]: each solve's status, cost, peak bytes and wall
+//! time. [`render`] presents a result as the study's three sections.
+//!
+//! May import: `memwall-remat` (through [`crate::remat`]), the report model
+//! ([`crate::report::model`]) and the study trait ([`crate::demos::InProcessStudy`]).
+//!
+//! The study is a folder of four steps: [`params`] (the experiment file's `[params]`, their
+//! ranges), [`run`] (simulating the baselines, running the solvers: a [`CheckmateResult`]),
+//! [`result`] (the typed result stored as the study's record) and [`render`] (the report's
+//! sections from a stored result). This file joins them as the study ([`Checkmate`]) and names
+//! the result's measures and tracked numbers.
+
+mod params;
+mod render;
+mod result;
+mod run;
+#[cfg(test)]
+mod tests;
+
+pub use params::{validate, CheckmateCited, CheckmateParams, Fig6Batch, GeneratedGraph};
+pub use render::render;
+use render::*;
+pub use result::{
+    BatchProbe, BatchResult, BoundarySolve, BudgetResult, CheckmateResult, GraphResult, LpSolve,
+    MilpSolve, ScheduleStats, StagedSolve,
+};
+pub use run::{run_study, BASELINES};
+
+use super::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
+use super::boundary::{boundary_bound, BoundaryOutcome};
+use super::graph::Graph;
+use super::layered::{random_layered, LayeredParams};
+use super::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
+use super::sim::{simulate, Schedule, SimResult};
+use super::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
+use super::{RematError, SolveStatus};
+use crate::demos::params::{int_in, list, num_above, num_between, num_in, require};
+use crate::demos::{Cited, InProcessStudy, ParamError};
+use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The Checkmate study ([`InProcessStudy`]).
+pub struct Checkmate;
+
+impl InProcessStudy for Checkmate {
+    type Params = CheckmateParams;
+    type Output = CheckmateResult;
+    type Error = RematError;
+    fn validate(params: &CheckmateParams) -> Result<(), ParamError> {
+        validate(params)
+    }
+    fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
+        run_study(params, data_dir)
+    }
+    type Cited = CheckmateCited;
+    fn render(output: &CheckmateResult, cited: &Cited<CheckmateCited>) -> Vec<Section> {
+        render(output, &cited.values)
+    }
+    fn measures(output: &CheckmateResult) -> Vec<Measure> {
+        measures(output)
+    }
+    fn tracked(output: &CheckmateResult) -> Vec<crate::demos::Tracked> {
+        tracked(output)
+    }
+}
+
+/// The numbers the nightly run tracks ([`crate::demos::Tracked`]) per graph and budget: the
+/// wall time of the solve that answers it (the MILP, or the staged MILP with its refinement)
+/// and the cost of the best schedule it found (none when no schedule fits).
+pub fn tracked(r: &CheckmateResult) -> Vec<crate::demos::Tracked> {
+    use crate::demos::{Tracked, TrackedKind};
+    let mut out = Vec::new();
+    for (g, b) in budgets(r) {
+        let case = format!("{} at budget {}", g.name, b.fraction);
+        if let Some((time, _)) = solve_outcome(b, r.params.mip_gap) {
+            out.push(Tracked {
+                case: case.clone(),
+                kind: TrackedKind::SolveTime,
+                value: time,
+            });
+        }
+        if let Some(cost) = milp_cost(b) {
+            out.push(Tracked {
+                case,
+                kind: TrackedKind::ScheduleCost,
+                value: cost,
+            });
+        }
+    }
+    out
+}
+
+/// Budget fractions at or below this reduce memory at least 2x against checkpoint-all (the
+/// notes' "2-3x memory reduction").
+const TWO_X_FRACTION: f64 = 0.5;
+
+/// Graphs of at least this many nodes answer the notes' "Networks with 100+ layers".
+const LARGE_GRAPH_NODES: usize = 100;
+
+/// Wall time of the solve of one (graph, budget) and whether it reached the target: the MILP's
+/// status "Optimal" (HiGHS stops at the target gap) or a proven infeasible budget; for the
+/// staged MILP (grouped solve plus its refinement) a best schedule within `gap` of the bound
+/// valid for Checkmate's problem, or an infeasible budget. `None` without a solve.
+fn solve_outcome(b: &BudgetResult, gap: f64) -> Option<(f64, bool)> {
+    if let Some(m) = &b.milp {
+        let done = m.status == SolveStatus::Optimal || m.status.is_infeasible();
+        return Some((m.solve_time_s, done));
+    }
+    let coarse = b.staged.as_ref()?;
+    let last = b.refined.as_ref().unwrap_or(coarse);
+    let time = coarse.solve_time_s + b.refined.as_ref().map_or(0.0, |f| f.solve_time_s);
+    let done =
+        last.status.is_infeasible() || (last.best.is_some() && last.valid_gap() <= gap + 1e-9);
+    Some((time, done))
+}
+
+/// The largest of `xs`, NaN when empty.
+fn max_of(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NAN, f64::max)
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only (NaN where the run has nothing to answer with):
+///
+/// - `milp_overhead_pct_at_2x_reduction` (%): the largest compute overhead of the MILP's
+///   schedule (its cost over one plain forward+backward, minus 1, x 100) at budgets of at most
+///   half the checkpoint-all peak; NaN when the run has no such budget with a schedule (the
+///   default budgets are 0.8 and 0.9).
+/// - `lp_rounding_max_excess_pct` (%): the largest excess cost of the LP-rounded schedule over
+///   the MILP's (cost ratio minus 1, x 100) where both exist.
+/// - `max_solve_s_100_plus_nodes` (s): the longest solve of a graph of at least 100 nodes
+///   (forward and backward), when every such solve reached its target ([`solve_outcome`]);
+///   NaN when one did not or there is no such graph.
+/// - `max_milp_solve_s` (s): the longest solve of Checkmate's MILP.
+/// - `max_batch_milp_over_checkpoint_all` (x): the batch search's largest MILP batch over
+///   checkpoint-all's.
+pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
+    let overhead_2x = max_of(
+        budgets(r)
+            .filter(|(_, b)| b.fraction <= TWO_X_FRACTION + 1e-12)
+            .filter_map(|(g, b)| Some((milp_cost(b)? / g.forward_backward_cost - 1.0) * 100.0)),
+    );
+    let lp_excess = max_of(budgets(r).filter_map(|(_, b)| {
+        let m = milp_cost(b).filter(|m| *m > 0.0)?;
+        Some((b.lp.rounded?.cost / m - 1.0) * 100.0)
+    }));
+    let large: Vec<(f64, bool)> = budgets(r)
+        .filter(|(g, _)| g.nodes >= LARGE_GRAPH_NODES)
+        .filter_map(|(_, b)| solve_outcome(b, r.params.mip_gap))
+        .collect();
+    let large_solve = if large.iter().all(|(_, done)| *done) {
+        max_of(large.iter().map(|(t, _)| *t))
+    } else {
+        f64::NAN
+    };
+    let milp_time = max_of(budgets(r).filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s)));
+    let batch = r
+        .batch
+        .as_ref()
+        .map_or(f64::NAN, |b| match b.baselines.first() {
+            Some(&all) if all > 0 => f64::from(b.milp) / f64::from(all),
+            _ => f64::NAN,
+        });
+    vec![
+        Measure::new("milp_overhead_pct_at_2x_reduction", overhead_2x, "%", 1),
+        Measure::new("lp_rounding_max_excess_pct", lp_excess, "%", 2),
+        Measure::new("max_solve_s_100_plus_nodes", large_solve, "s", 1),
+        Measure::new("max_milp_solve_s", milp_time, "s", 1),
+        Measure::new("max_batch_milp_over_checkpoint_all", batch, "x", 2),
+    ]
+}
