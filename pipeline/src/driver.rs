@@ -691,7 +691,12 @@ fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<
         ],
         notes: Vec::new(),
     }];
-    let sections = crate::studies::render(rec, rec_path)?;
+    // What the report quotes: the record's own copy (what its run quoted), else the loaded
+    // experiment file (records written before the copy existed).
+    let sections = match rec.cited {
+        Some(_) => crate::studies::render(rec, rec_path)?,
+        None => crate::studies::render_with(study, rec, rec_path)?,
+    };
     let glance = crate::studies::glance(study, rec, rec_path)?;
     let date = record_date(&rec.finished_at);
     let doc = ReportDoc::new(header, sections, environment, date, glance);
