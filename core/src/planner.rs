@@ -229,9 +229,8 @@ pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment_memory::BlockProfile;
     use crate::spec::Precision;
-    use crate::strategy::{Attention, BlockCost, LayerNormSaving};
+    use crate::strategy::{Attention, LayerNormSaving};
 
     fn strategy(recompute: Recompute, fused_optimizer: bool) -> Strategy {
         Strategy {
@@ -246,29 +245,11 @@ mod tests {
         }
     }
 
+    /// `layers` blocks of 1000 + 10 i activation bytes and 1 + i seconds of forward.
     fn profile(layers: usize) -> ExecutorProfile {
-        ExecutorProfile {
-            blocks: (0..layers)
-                .map(|i| BlockProfile {
-                    cost: BlockCost {
-                        activation_bytes: 1000 + 10 * i as u64,
-                        boundary_bytes: 100,
-                        forward_s: 1.0 + i as f64,
-                    },
-                    forward_peak_bytes: 1300,
-                    recompute_forward_peak_bytes: 300,
-                    backward_peak_bytes: 400,
-                    grad_bytes: 30,
-                })
-                .collect(),
-            embed_bytes: 100,
-            head_peak_bytes: 800,
-            head_grad_bytes: 20,
-            tail_peak_bytes: 500,
-            margin_bytes: 11,
-            fused: false,
-            calibration: Vec::new(),
-        }
+        let acts: Vec<u64> = (0..layers as u64).map(|i| 1000 + 10 * i).collect();
+        let times: Vec<f64> = (0..layers).map(|i| 1.0 + i as f64).collect();
+        crate::segment_plan::tests::profile(&acts, &times)
     }
 
     fn recomputed(plan: &Plan) -> usize {

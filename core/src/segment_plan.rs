@@ -226,12 +226,14 @@ pub fn plan_transformer(p: &ExecutorProfile, fraction: f64) -> Result<Transforme
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::segment_memory::BlockProfile;
     use crate::strategy::BlockCost;
 
-    fn profile(acts: &[u64], times: &[f64]) -> ExecutorProfile {
+    /// A synthetic executor profile: per block its activation bytes and forward seconds, the
+    /// other measurements fixed (shared with the planner's tests).
+    pub(crate) fn profile(acts: &[u64], times: &[f64]) -> ExecutorProfile {
         ExecutorProfile {
             blocks: acts
                 .iter()
