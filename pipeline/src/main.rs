@@ -142,7 +142,8 @@ struct PlanArgs {
     /// Relative MIP gap at which the MILP stops (0.01 = 1%).
     #[arg(long, default_value_t = 0.01)]
     gap: f64,
-    /// HiGHS threads.
+    /// Threads: HiGHS' (with `staged` on a graph too large for its staged model, one of them
+    /// runs the annealing beside the bound).
     #[arg(long, default_value_t = 2)]
     threads: u32,
     /// Write the schedule as JSON here.
