@@ -38,7 +38,7 @@ use super::staged::{RepairState, StagedSchedule};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Starting temperature, in mean node costs (`sum C_i / n`).
@@ -96,18 +96,63 @@ pub fn anneal(
     start: &StagedSchedule,
     opts: &AnnealOptions,
 ) -> AnnealOutcome {
-    anneal_until(g, budget, stages, start, opts, &AtomicBool::new(false))
+    anneal_until(g, budget, stages, start, opts, &Beside::default())
 }
 
-/// [`anneal`] that also ends, after the move in progress, once `stop` is set (by a solver
-/// running beside it that has proved its result).
+/// What [`anneal_until`] shares with a solver running beside it on another thread: the
+/// annealing publishes the cost of its best schedule; the solver may stop it, or tell it the
+/// cost at which its schedule is good enough (within the gap of a bound it has proved).
+#[derive(Debug, Default)]
+pub struct Beside {
+    /// Set by the solver: end the annealing after the move in progress.
+    pub stop: AtomicBool,
+    /// `f64` bits of the annealing's best cost (cost units); 0 bits (cost 0) until it starts,
+    /// read through [`Beside::best_cost`].
+    best: AtomicU64,
+    /// `f64` bits of the cost at or below which the annealing ends (0: none set).
+    target: AtomicU64,
+}
+
+impl Beside {
+    /// The annealing's best cost so far (cost units), `None` before its first state.
+    pub fn best_cost(&self) -> Option<f64> {
+        let bits = self.best.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    /// Ends the annealing once its best cost is at most `cost` (cost units).
+    pub fn set_target(&self, cost: f64) {
+        self.target.store(cost.to_bits(), Ordering::Relaxed);
+    }
+
+    fn publish(&self, cost: f64) {
+        // A zero cost would read as "none"; no schedule of a non-empty graph costs 0 unless
+        // every node is free, and then any schedule is optimal.
+        self.best
+            .store(cost.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
+    }
+
+    /// Whether the annealing should end now.
+    fn done(&self) -> bool {
+        let target = self.target.load(Ordering::Relaxed);
+        self.stop.load(Ordering::Relaxed)
+            || (target != 0
+                && self
+                    .best_cost()
+                    .is_some_and(|c| c <= f64::from_bits(target)))
+    }
+}
+
+/// [`anneal`] beside another solver ([`Beside`]): publishes its best cost after each
+/// improvement, and ends, after the move in progress, once the solver sets `stop` or the best
+/// cost reaches the solver's target.
 pub fn anneal_until(
     g: &Graph,
     budget: u64,
     stages: &[RangeInclusive<usize>],
     start: &StagedSchedule,
     opts: &AnnealOptions,
-    stop: &AtomicBool,
+    beside: &Beside,
 ) -> AnnealOutcome {
     let clock = Instant::now();
     let budget = budget as i128;
@@ -134,9 +179,10 @@ pub fn anneal_until(
     }
     let mut cost = st.total_cost();
     out.best = Some((st.schedule(), cost));
+    beside.publish(cost);
     // The move count and time at which the current cooling schedule started.
     let mut round = (0, 0.0);
-    while !stop.load(Ordering::Relaxed) {
+    while !beside.done() {
         let elapsed = clock.elapsed().as_secs_f64();
         let temp = match cooling.temperature(out.moves - round.0, round.1, elapsed) {
             Some(t) => t,
@@ -167,6 +213,7 @@ pub fn anneal_until(
         if out.best.as_ref().is_none_or(|b| cost < b.1 - 1e-9) {
             out.best = Some((st.schedule(), cost));
             out.best_move = out.moves;
+            beside.publish(cost);
         }
     }
     out.time_s = clock.elapsed().as_secs_f64();
@@ -371,8 +418,10 @@ mod tests {
             seed: 0,
             max_moves: None,
         };
-        let stop = AtomicBool::new(true);
-        let out = anneal_until(&g, budget, &start.stages, &start, &opts, &stop);
+        let beside = Beside::default();
+        beside.stop.store(true, Ordering::Relaxed);
+        let out = anneal_until(&g, budget, &start.stages, &start, &opts, &beside);
+        assert!(beside.best_cost().is_some_and(|c| c > 0.0));
         assert_eq!(out.moves, 0);
         assert!(out.time_s < 30.0, "{} s", out.time_s);
         // No move: the start with its recomputation made minimal, which fits.
@@ -380,5 +429,33 @@ mod tests {
         let sim = simulate(&g, &sch.expand(&g)).unwrap();
         assert!(sim.peak_mem <= budget && (sim.cost - cost).abs() < 1e-6);
         assert!(cost <= simulate(&g, &start.expand(&g)).unwrap().cost + 1e-6);
+        assert_eq!(
+            beside.best_cost(),
+            Some(cost),
+            "the start's cost is published"
+        );
+    }
+
+    #[test]
+    fn a_target_the_best_cost_reaches_ends_the_annealing() {
+        let (g, budget, start) = tight_start();
+        let opts = AnnealOptions {
+            time_limit_s: 60.0,
+            seed: 0,
+            max_moves: Some(300),
+        };
+        let free = anneal(&g, budget, &start.stages, &start, &opts);
+        let (_, free_cost) = free.best.expect("the start fits");
+        // A target the start already meets: no move.
+        let met = Beside::default();
+        met.set_target(2.0 * g.total_cost() * g.len() as f64);
+        let out = anneal_until(&g, budget, &start.stages, &start, &opts, &met);
+        assert_eq!(out.moves, 0);
+        // A target below any schedule's cost: the run is the one without a solver beside it.
+        let unmet = Beside::default();
+        unmet.set_target(0.5 * g.total_cost());
+        let out = anneal_until(&g, budget, &start.stages, &start, &opts, &unmet);
+        assert_eq!((out.moves, out.best.map(|b| b.1)), (300, Some(free_cost)));
+        assert_eq!(unmet.best_cost(), Some(free_cost));
     }
 }

@@ -505,7 +505,10 @@ pub fn prune(g: &Graph, sch: &Schedule) -> Schedule {
 /// for Checkmate's problem and is returned with `bound` equal to its cost; otherwise the
 /// `step_row` of every recomputation step over the budget is added and the model solved
 /// again. `bound` is the largest of the cut LP's bound and the rounds' dual bounds, each valid
-/// for Checkmate's optimum at the same graph, budget and node order.
+/// for Checkmate's optimum at the same graph, budget and node order. With
+/// [`MilpOptions::beside`], the cut loop ends, and the integer rounds are skipped (status
+/// [`SolveStatus::ObjectiveTarget`]), once the bound is within `opts.mip_gap` of the best
+/// schedule of the heuristic beside it.
 ///
 /// # Errors
 /// [`RematError::Solver`] when HiGHS fails.
@@ -539,7 +542,13 @@ pub fn boundary_bound(
     if let Some(lp) = rounds.out.lp_bound {
         rounds.best_bound = rounds.best_bound.max(lp);
     }
+    // Whether the schedule of a heuristic beside the solve is proved within the gap.
+    let mut target = false;
     loop {
+        if beside_within_gap(opts, rounds.best_bound) {
+            target = true;
+            break;
+        }
         let left = opts.time_limit_s - start.elapsed().as_secs_f64();
         let Some((pb, v)) = build(g, budget, prefix, whole, &rounds.steps, &cuts) else {
             break;
@@ -557,11 +566,14 @@ pub fn boundary_bound(
         }
     }
     let mut out = rounds.out;
-    out.bound = if out.rounds == 0 {
+    out.bound = if out.rounds == 0 && !target {
         f64::INFINITY
     } else {
         rounds.best_bound
     };
+    if target {
+        out.status = SolveStatus::ObjectiveTarget;
+    }
     out.solve_time_s = start.elapsed().as_secs_f64();
     Ok(out)
 }
@@ -727,7 +739,7 @@ fn separate(
         }
         let lp = total + solved.objective_value();
         out.lp_bound = Some(out.lp_bound.map_or(lp, |b: f64| b.max(lp)));
-        if incumbent.is_some_and(|c| c - lp <= opts.mip_gap * c) {
+        if within_gap(incumbent, lp, opts.mip_gap) || beside_within_gap(opts, lp) {
             break;
         }
         let fresh = separate_closure_cuts(g, w, &v, solved.get_solution().columns());
@@ -742,6 +754,19 @@ fn separate(
     }
     out.cuts = cuts.len();
     Ok(cuts)
+}
+
+/// Whether a schedule of cost `cost` (cost units) is within the relative gap `gap` of the lower
+/// bound `bound`: `cost - bound <= gap * cost`.
+fn within_gap(cost: Option<f64>, bound: f64, gap: f64) -> bool {
+    cost.is_some_and(|c| c - bound <= gap * c)
+}
+
+/// Whether the best schedule of the heuristic beside the solve ([`MilpOptions::beside`]) is
+/// within `opts.mip_gap` of `bound`.
+fn beside_within_gap(opts: &MilpOptions, bound: f64) -> bool {
+    let cost = opts.beside.as_ref().and_then(|b| b.best_cost());
+    within_gap(cost, bound, opts.mip_gap)
 }
 
 /// Result of [`window_bound`].
@@ -856,9 +881,11 @@ pub fn window_bound(
         return Ok(out);
     }
     let columns: Vec<usize> = out.windows.iter().map(|w| w.columns(n)).collect();
+    // A window's LP bounds only its own stages: no schedule's cost compares with it.
     let opts = MilpOptions {
         warm_start: None,
         cost_cutoff: None,
+        beside: None,
         ..opts.clone()
     };
     for k in 0..out.windows.len() {

@@ -16,6 +16,7 @@
 //! May import: the graph IR, the simulator, the baselines' [`solve_r_given_s`], the HiGHS model
 //! builder, [`crate::SolveStatus`], HiGHS.
 
+use super::anneal::Beside;
 use super::baselines::solve_r_given_s;
 use super::graph::Graph;
 pub use super::model::highs_status;
@@ -26,6 +27,7 @@ use super::model::{
 use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, RowProblem};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Solver options.
@@ -45,6 +47,10 @@ pub struct MilpOptions {
     /// Only schedules with cost at most this (cost units) are of interest: passed to HiGHS as
     /// `objective_bound`, which prunes the search (used by the batch-size search).
     pub cost_cutoff: Option<f64>,
+    /// The cost (cost units) of the best schedule a heuristic running beside the solve has
+    /// found so far ([`crate::anneal::Beside::best_cost`]): the boundary relaxation ends its
+    /// cutting-plane loop, and skips its integer rounds, once its bound is within `mip_gap` of it.
+    pub beside: Option<Arc<Beside>>,
 }
 
 impl Default for MilpOptions {
@@ -56,6 +62,7 @@ impl Default for MilpOptions {
             warm_start: None,
             heuristic_effort: 0.05,
             cost_cutoff: None,
+            beside: None,
         }
     }
 }

@@ -65,6 +65,7 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
         warm_start: None,
         heuristic_effort: params.heuristic_effort,
         cost_cutoff: None,
+        beside: None,
     };
     let mut graphs = params
         .graphs
