@@ -1644,13 +1644,12 @@ fn window_stage(st: &mut Solve, share: f64, threads: u32) -> Result<(), RematErr
     });
     st.out.closure_cuts = w.cuts;
     st.out.valid_bound = st.out.valid_bound.max(w.bound);
+    st.record(PlanStage::WindowBound, since, Some(limit), w.at_limit);
     if w.bound.is_infinite() {
-        st.record(PlanStage::WindowBound, since, Some(limit), w.at_limit);
         st.out.status = SolveStatus::InfeasibleBoundaryRelaxation;
         st.out.dual_bound = f64::INFINITY;
         return Ok(());
     }
-    st.record(PlanStage::WindowBound, since, Some(limit), w.at_limit);
     end_within_gap(st);
     Ok(())
 }
@@ -1686,11 +1685,11 @@ pub const BESIDE_SHARE: f64 = 0.9;
 /// The bound of [`large_stages`] (HiGHS on one thread fewer, [`BESIDE_SHARE`] of the time
 /// limit) and the annealing (on one thread, until the deadline) side by side; the annealing
 /// stops early when the bound ends the solve (a schedule within the gap, or an infeasible
-/// budget). On the random layered
-/// graphs of 500 and 1,000 nodes the bound needs most of the time limit (the whole relaxation
-/// of n500 w 0.36 seed 2 at budget 0.8: 58 s on one thread) and the annealing still improves
-/// after tens of seconds (n1000 w 0.43 seed 3 at 0.8: 635,771 after 1,200 moves in 12 s, from
-/// greedy eviction's 816,138), so neither gives the other its share.
+/// budget). On the random layered graphs of 500 and 1,000 nodes the bound needs most of the
+/// time limit (the whole relaxation of n500 w 0.36 seed 2 at budget 0.8: 58 s on one thread)
+/// and the annealing still improves after tens of seconds (n1000 w 0.43 seed 3 at 0.8: 635,771
+/// after 1,200 moves in 12 s, from greedy eviction's 816,138), so neither gives the other its
+/// share.
 fn bound_and_anneal(st: &mut Solve, windowed: bool) -> Result<(), RematError> {
     let since = Instant::now();
     let (g, budget) = (st.g, st.budget);
