@@ -76,25 +76,26 @@ data:
     curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
     ls -l data
 
-# A bundle for a GPU machine without Rust: runner, jobs, corpus, caches, PyTorch reference and
-# run.sh, in target/gpu-bundle/ and target/gpu-bundle.tar.gz (README: "On a GPU machine without
-# Rust"), e.g. `just gpu-bundle experiments/peak_memory.toml --profile full`. Then, there,
-# `./gpu-bundle/run.sh`, and here `memwall import gpu-bundle/results.tar.gz`.
+# A bundle for a GPU machine without Rust: runner, jobs, corpus, the committed autotune cache,
+# PyTorch reference, plan.tsv and run.sh, in target/gpu-bundle/ (README "On a GPU machine
+# without Rust"), e.g. `just gpu-bundle experiments/peak_memory.toml --profile full`. There,
+# `./gpu-bundle/run.sh --results DIR`; here `memwall import DIR/results.tar.gz DIR/cache.tar.gz`.
 gpu-bundle *FLAGS:
     cargo build --release --locked --bin memwall
     {{memwall}} bundle {{FLAGS}}
 
 # The whole GPU programme as one bundle (README "GPU runs"): the slim CUDA runner, then every
 # study of the suite (peak_memory, checkpoint_interval, mixed_precision) at the `full` profile
-# with the PyTorch reference, in priority order, printing the expected device minutes per study.
-# There: `./gpu-bundle/run.sh --minutes 25` (again to resume); here, after each run:
-# `memwall import gpu-bundle/results.tar.gz`.
+# with the PyTorch reference, in tiers (1: the source's rows, each with its PyTorch eager twin).
+# There, one command: `./gpu-bundle/run.sh --results DIR` (stops before 9 minutes; again to go
+# on; `--dry-run` prints the plan); here, after each run:
+# `memwall import DIR/results.tar.gz DIR/cache.tar.gz`.
 gpu-suite *FLAGS: carry
     cargo build --release --locked --bin memwall
     {{memwall}} bundle --suite {{FLAGS}}
 
 # Build the slim runner carried to GPU machines: `memwall-job` with the CUDA and flex backends
-# only, size-optimized with fat LTO (the `carry` profile), stripped: target/carry/memwall-job.
+# only, opt-level 3 with fat LTO (the `carry` profile), stripped: target/carry/memwall-job.
 carry:
     cargo build --profile carry --locked -p memwall-runner --bin memwall-job --no-default-features --features cuda
     ls -l target/carry/memwall-job

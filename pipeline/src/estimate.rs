@@ -13,8 +13,9 @@
 //!
 //! Steps counted: warm-up, the untimed memory step, the measured steps, and the evaluation
 //! batches at a third of a step each (forward only); a job with activation checkpointing does one
-//! more forward per step (x 4/3, an upper bound); a Checkmate job also runs its profiling pass
-//! (start-up plus three steps). These are estimates for scheduling, never reported as results.
+//! more forward per step (x 4/3, an upper bound); a job whose plan stage profiles it (memory
+//! budgets, Checkmate) also runs the profiling pass ([`PROFILE_PASS_STEPS`] steps). These are
+//! estimates for scheduling, never reported as results.
 
 use crate::device::BackendKind;
 use crate::results::JobRecord;
@@ -44,6 +45,13 @@ pub const DEFAULT_FLOPS: [(BackendKind, f64); 3] = [
     (BackendKind::Flex, 5e9),
     (BackendKind::Ndarray, 5e9),
 ];
+
+/// Steps' worth of the plan stage's profiling pass (`runner/src/train/profile.rs`): two passes
+/// of per-block measurements, each a forward with and without autodiff, a backward and the
+/// parameter gradients of every block with a device synchronization between them (about two
+/// steps each), then two real training steps under each of three calibration plans that
+/// recompute blocks (six steps at 4/3): 2 x 2 + 6 x 4/3 = 12.
+pub const PROFILE_PASS_STEPS: f64 = 12.0;
 
 fn lookup(table: &[(BackendKind, f64)], b: BackendKind) -> f64 {
     table
@@ -158,7 +166,7 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> Estima
     let t = &job.train;
     let steps = (t.warmup_steps + 1 + t.steps) as f64 + t.eval_batches as f64 / 3.0;
     let profile_pass = if s.recompute.needs_profile() && job.plan.is_none() {
-        startup + 3.0 * step_s
+        startup + PROFILE_PASS_STEPS * step_s
     } else {
         0.0
     };

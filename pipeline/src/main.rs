@@ -95,9 +95,14 @@ struct BundleArgs {
     /// target/release/memwall-job).
     #[arg(long)]
     runner: Option<PathBuf>,
-    /// CubeCL autotune cache (.tgz of a cache root holding cubecl/autotune/...) to carry.
+    /// CubeCL autotune cache (.tgz of a cache root holding cubecl/autotune/...) to carry
+    /// besides the committed one (gpu-cache/cubecl) and the local one (.memwall/cache/cubecl),
+    /// which are always carried.
     #[arg(long)]
     autotune_cache: Option<PathBuf>,
+    /// Also carry the local cache's compiled kernels (large; NVRTC recompiles them in seconds).
+    #[arg(long)]
+    with_kernels: bool,
     /// PyTorch reference script to carry ("none" leaves the PyTorch column out).
     #[arg(long, default_value = "reference/torch_peak_memory.py")]
     torch_script: String,
@@ -154,8 +159,10 @@ struct PlanArgs {
 // `memwall import`'s arguments (its help is the `Import` command's).
 #[derive(Args)]
 struct ImportArgs {
-    /// Bundle folder, `<bundle>.tar.gz` or the `results.tar.gz` its run.sh packed.
-    source: PathBuf,
+    /// Bundle folders or archives: `<bundle>.tar.gz`, or what its run.sh packed
+    /// (`results.tar.gz`, `cache.tar.gz`), imported in the order given.
+    #[arg(required = true)]
+    sources: Vec<PathBuf>,
     /// Record store.
     #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
     runs: PathBuf,
@@ -630,14 +637,20 @@ fn import_cmd(a: ImportArgs) -> Result<()> {
         ..Paths::default()
     };
     let nightly = a.nightly.then_some(&a.verdict);
-    import(
-        &a.source,
-        &a.experiments,
-        &paths,
-        a.force,
-        a.skip_mismatched,
-        nightly,
-    )
+    if nightly.is_some() && a.sources.len() > 1 {
+        bail!("--nightly imports one run: name its results.tar.gz alone (then `memwall import cache.tar.gz`)");
+    }
+    for source in &a.sources {
+        import(
+            source,
+            &a.experiments,
+            &paths,
+            a.force,
+            a.skip_mismatched,
+            nightly,
+        )?;
+    }
+    Ok(())
 }
 
 /// What `--emit` writes instead of running (`memwall sweep`, `memwall nightly`).
@@ -1266,6 +1279,7 @@ fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRequest> {
         memory_cleanup: a.memory_cleanup,
         memory_pool: a.memory_pool.map(MemoryPool::from),
         autotune_cache: a.autotune_cache.clone(),
+        with_kernels: a.with_kernels,
         torch_script,
         archive: !a.no_archive,
     })
@@ -1296,37 +1310,48 @@ fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
         "expected device time: {}",
         memwall::bundle::expected_line(&s.manifest)
     );
+    for t in &s.manifest.tiers {
+        println!(
+            "tier {}: {} ({} step(s), expected {:.1} min)",
+            t.number,
+            t.title,
+            t.steps.len(),
+            t.expected_s() / 60.0
+        );
+    }
     let total_min = s.manifest.expected_total_s() / 60.0;
     if suite && total_min > memwall::bundle::SUITE_MINUTES {
         println!(
-            "note: more than a session's {} device minutes: `run.sh --minutes N` runs what fits \
-             (in the order above) and a second session goes on where it stopped",
+            "note: more than one command's {} device minutes: run.sh runs the tiers in order, \
+             packing after every step, and a second session goes on where it stopped \
+             (`run.sh --dry-run --minutes N` shows what fits)",
             memwall::bundle::SUITE_MINUTES
         );
     }
     println!(
-        "bundle {} ({:.1} MiB, runner {}stripped, {} file(s) of the local CubeCL cache)",
+        "bundle {} ({:.1} MiB, runner {}stripped, {} file(s) of the committed and local CubeCL \
+         caches; {:.1} MiB with the working tree that travels, of the {:.0} MiB a device session \
+         carries)",
         s.dir.display(),
         mib(s.dir_bytes),
         if s.stripped { "" } else { "not " },
-        s.cache_files
+        s.cache_files,
+        mib(s.dir_bytes + s.tree_bytes),
+        mib(memwall::bundle::CARRY_LIMIT_BYTES)
     );
     if let Some(a) = &s.archive {
         println!("archive {} ({:.1} MiB)", a.display(), mib(s.archive_bytes));
-        if s.archive_bytes > memwall::bundle::CARRY_LIMIT_BYTES {
-            println!(
-                "warning: the archive is over the {:.0} MiB a device session carries: bundle \
-                 fewer studies (--only, or one experiment file), or leave the CubeCL cache out \
-                 (move .memwall/cache/cubecl aside)",
-                mib(memwall::bundle::CARRY_LIMIT_BYTES)
-            );
-        }
     }
+    let name = s
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     println!(
-        "on the other machine: unpack, run `./{}/run.sh [--minutes N]`, copy back {}/{} and run `memwall import` on it",
-        s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        s.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        memwall::bundle::RESULTS_ARCHIVE
+        "on the other machine: `./{name}/run.sh --results DIR` (`--dry-run` first shows the \
+         plan); bring back DIR's {} and {} and run `memwall import` on them",
+        memwall::bundle::RESULTS_ARCHIVE,
+        memwall::bundle::script::CACHE_ARCHIVE
     );
 }
 
@@ -1354,7 +1379,7 @@ fn import(
     let s = memwall::bundle::import(&req)?;
     eprintln!(
         "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s), {} attribution file(s), \
-         {} CubeCL cache file(s) into {}",
+         {} CubeCL cache file(s) into {} ({} autotune file(s) into {})",
         source.display(),
         s.imported,
         s.already,
@@ -1362,7 +1387,9 @@ fn import(
         s.torch_rows,
         s.attribution_files,
         s.cache_files,
-        req.cubecl_cache.display()
+        req.cubecl_cache.display(),
+        s.autotune_files,
+        memwall::bundle::autotune_store(&paths.runs).display()
     );
     if let Some(m) = &s.fusion_chains {
         eprintln!("  {m}");

@@ -103,7 +103,7 @@ fn bundle_run_import_round_trip_on_the_cpu() {
         text(&o)
     );
     assert!(
-        text(&o).contains("1 file(s) of the local CubeCL cache"),
+        text(&o).contains("1 file(s) of the committed and local CubeCL caches"),
         "{}",
         text(&o)
     );
@@ -118,22 +118,56 @@ fn bundle_run_import_round_trip_on_the_cpu() {
         .unwrap();
     assert!(st.success());
     let run_sh = there.join("gpu-bundle/run.sh");
-    // What a GPU job there adds to the cache (a compiled kernel): packed with the records.
+    // What a GPU job there adds to the cache, written by a runner stand-in while run.sh runs
+    // (a tuning and a compiled kernel): the tuning comes back in cache.tar.gz, the kernel does
+    // not (kernels are large and recompile in seconds), and neither does the carried tuning.
     let compiled = Path::new("ptx/0.10.0/kernel-1234.ptx");
+    let new_tuning = Path::new("autotune/0.10.0/device-0-0-cuda/attention.json.log");
     let there_cache = there.join("gpu-bundle/cache/cubecl");
-    std::fs::create_dir_all(there_cache.join(compiled).parent().unwrap()).unwrap();
-    std::fs::write(there_cache.join(compiled), "// ptx").unwrap();
+    let wrapper = dir.join("runner-that-tunes.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh
+mkdir -p {c}/ptx/0.10.0 {c}/autotune/0.10.0/device-0-0-cuda
+             echo '// ptx' > {c}/{k}
+echo '{{\"new\": \"tuning\"}}' > {c}/{t}
+exec {r} \"$@\"
+",
+            c = s(&there_cache),
+            k = s(compiled),
+            t = s(new_tuning),
+            r = s(&there.join("gpu-bundle/bin/memwall-job")),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let back = dir.join("brought-back");
     let run = || {
         Command::new("bash")
             .arg(&run_sh)
+            .args(["--results", s(&back)])
             .env("MEMWALL_SKIP_TORCH", "1")
+            .env("MEMWALL_JOB", &wrapper)
             .output()
             .unwrap()
     };
     let o = run();
     assert!(o.status.success(), "run.sh failed: {}", text(&o));
-    let results = there.join("gpu-bundle/results.tar.gz");
+    let results = back.join("results.tar.gz");
     assert!(results.is_file(), "run.sh packed nothing: {}", text(&o));
+    assert!(back.join("logs.tar.gz").is_file(), "no logs: {}", text(&o));
+    let cache_back = back.join("cache.tar.gz");
+    assert!(cache_back.is_file(), "no cache archive: {}", text(&o));
+    let listed = Command::new("tar")
+        .args(["tzf", s(&cache_back)])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains("attention.json.log"), "{listed}");
+    assert!(!listed.contains("kernel-1234.ptx"), "kernels packed: {listed}");
+    assert!(!listed.contains("matmul.json.log"), "carried tuning packed again: {listed}");
     for k in &keys {
         assert!(
             there
@@ -177,13 +211,17 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     let o = import(&results, &runs, &experiments);
     assert!(o.status.success(), "import failed: {}", text(&o));
     assert!(text(&o).contains("2 record(s) imported"), "{}", text(&o));
-    // The cache came back and was merged into the local one, beside the earlier tuning.
-    assert!(text(&o).contains("2 CubeCL cache file(s)"), "{}", text(&o));
-    assert_eq!(
-        std::fs::read_to_string(local_cache.join(compiled)).unwrap(),
-        "// ptx"
-    );
+    // The new tuning came back and was merged into the local cache, beside the earlier one,
+    // and into the committed autotune cache beside the record store.
+    let o = import(&cache_back, &runs, &experiments);
+    assert!(o.status.success(), "cache import failed: {}", text(&o));
+    assert!(text(&o).contains("0 record(s) imported"), "{}", text(&o));
+    assert!(text(&o).contains("1 CubeCL cache file(s)"), "{}", text(&o));
+    assert!(text(&o).contains("1 autotune file(s)"), "{}", text(&o));
+    assert!(local_cache.join(new_tuning).is_file());
     assert!(local_cache.join(tuned).is_file());
+    assert!(dir.join("gpu-cache/cubecl").join(new_tuning).is_file());
+    assert!(!local_cache.join(compiled).exists());
     for k in &keys {
         let r = memwall::results::read_record(&runs.join("peak_memory").join(k))
             .unwrap()
@@ -574,4 +612,218 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         "{version:?}"
     );
     assert_eq!(planned.env.git_revision, built_from);
+}
+
+/// `run.sh` under a GPU session's limits, on the CPU with a smoke bundle: `--dry-run` prints the
+/// tiers and what does not fit without running anything; a tier in which no job finishes still
+/// packs (the manifest and plan come back); a job still running at the deadline is killed and
+/// the finished one comes back in `results.tar.gz` in the folder `--results` names.
+#[test]
+fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = common::root();
+    let out = dir.join("bundle");
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            s(&root.join("experiments/peak_memory.toml")),
+            "--profile",
+            "smoke",
+            "--target",
+            "flex",
+            "--out",
+            s(&out),
+            "--runner",
+            s(&runner()),
+            "--data",
+            s(&common::excerpt()),
+            "--only",
+            "control_adafactor,checkpoint_adafactor,control",
+            "--torch-script",
+            "none",
+            "--no-archive",
+        ],
+    );
+    assert!(o.status.success(), "bundle failed: {}", text(&o));
+    // The source's rows (a claim, the source's optimizer) form tier 1; the AdamW control tier 2.
+    assert!(
+        text(&o).contains("tier 1: the source's rows of peak_memory"),
+        "{}",
+        text(&o)
+    );
+    let plan = std::fs::read_to_string(out.join("plan.tsv")).unwrap();
+    let order: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.starts_with("job\t") || l.starts_with("tier\t"))
+        .map(|l| l.split('\t').nth(if l.starts_with("job") { 2 } else { 1 }).unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        ["1", "control_adafactor", "checkpoint_adafactor", "2", "control", "3"],
+        "{plan}"
+    );
+    let manifest: memwall::bundle::Manifest =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let key = |config: &str| {
+        manifest.studies[0]
+            .jobs
+            .iter()
+            .find(|(c, _)| c == config)
+            .map(|(_, k)| k.clone())
+            .unwrap()
+    };
+    let queue = std::fs::read_to_string(out.join("jobs/queue.tsv")).unwrap();
+    let set_seconds = |seconds: &dyn Fn(&str) -> u64| {
+        let text: String = queue
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let rel = l.split('\t').next().unwrap();
+                format!("{rel}\t{}\n", seconds(rel))
+            })
+            .collect();
+        std::fs::write(out.join("jobs/queue.tsv"), text).unwrap();
+    };
+    let run = |args: &[&str], runner: Option<&Path>| {
+        let mut c = Command::new("bash");
+        c.arg(out.join("run.sh")).args(args);
+        if let Some(r) = runner {
+            c.env("MEMWALL_JOB", r);
+        }
+        c.output().unwrap()
+    };
+    let records = || {
+        std::fs::read_dir(out.join("jobs/peak_memory"))
+            .unwrap()
+            .flatten()
+            .filter(|j| j.path().join("record.json").is_file())
+            .count()
+    };
+    let packed = |archive: &Path| {
+        let o = Command::new("tar")
+            .args(["tzf", s(archive)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+
+    // 1. The dry run: the checkpoint row "takes an hour" and does not fit in 2 minutes; nothing
+    // runs and nothing is packed.
+    let ckpt = key("checkpoint_adafactor");
+    set_seconds(&|rel| if rel.ends_with(&ckpt) { 3600 } else { 5 });
+    let o = run(&["--dry-run", "--minutes", "2"], None);
+    assert!(o.status.success(), "dry run failed: {}", text(&o));
+    let dry = text(&o);
+    assert!(dry.contains("== tier 1: the source's rows"), "{dry}");
+    let line = |config: &str| {
+        dry.lines()
+            .find(|l| l.contains(&format!("memwall {config} ")))
+            .unwrap_or_else(|| panic!("no line for {config}: {dry}"))
+            .to_string()
+    };
+    assert!(line("control_adafactor").ends_with("fits"), "{dry}");
+    assert!(line("checkpoint_adafactor").contains("does not fit"), "{dry}");
+    assert!(line("control").ends_with("fits"), "{dry}");
+    assert!(
+        dry.contains("1 step(s) do not fit: memwall checkpoint_adafactor"),
+        "{dry}"
+    );
+    assert_eq!(records(), 0);
+    assert!(!out.join("results.tar.gz").exists(), "a dry run packed");
+
+    // 2. A run in which no job fits: every tier still packs; the archive holds the manifest and
+    // the plan and no record.
+    set_seconds(&|_| 3600);
+    let back = dir.join("back-empty");
+    let o = run(&["--minutes", "1", "--results", s(&back)], None);
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    assert_eq!(records(), 0, "{}", text(&o));
+    let listed = packed(&back.join("results.tar.gz"));
+    assert!(listed.contains("manifest.json") && listed.contains("plan.tsv"), "{listed}");
+    assert!(!listed.contains("record.json"), "{listed}");
+    assert!(text(&o).contains("0 of 3 job(s) have a record"), "{}", text(&o));
+    assert!(back.join("logs.tar.gz").is_file());
+
+    // 3. The checkpoint row hangs past the deadline (a runner stand-in that sleeps for it): it is
+    // killed with its process group, and the control's record comes back.
+    set_seconds(&|_| 5);
+    let hang = dir.join("hanging-runner.sh");
+    std::fs::write(
+        &hang,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *{ckpt}*) exec sleep 600;; esac\nexec {} \"$@\"\n",
+            s(&out.join("bin/memwall-job"))
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hang, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let back = dir.join("back-deadline");
+    let started = std::time::Instant::now();
+    let o = run(&["--minutes", "0.75", "--results", s(&back)], Some(&hang));
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    assert!(
+        started.elapsed().as_secs() < 120,
+        "the hanging job was not stopped: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("memwall checkpoint_adafactor: still running after the deadline"),
+        "{}",
+        text(&o)
+    );
+    let listed = packed(&back.join("results.tar.gz"));
+    assert!(
+        listed.contains(&format!("{}/record.json", key("control_adafactor"))),
+        "{listed}"
+    );
+    assert!(!listed.contains(&format!("{ckpt}/record.json")), "{listed}");
+    assert!(!out.join("jobs/peak_memory").join(&ckpt).join("record.json").exists());
+}
+
+/// A bundle that would not travel to a GPU machine (over 64 MiB with the working tree) is
+/// refused with its size and what to leave out.
+#[test]
+fn a_bundle_over_the_carry_limit_is_refused_with_its_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A runner stand-in of 65 MiB that answers `backends` (a shell script with padding).
+    let fake = dir.join("memwall-job");
+    let mut body = b"#!/bin/sh\n[ \"$1\" = backends ] && echo flex\nexit 0\n".to_vec();
+    body.resize(65 << 20, b'#');
+    std::fs::write(&fake, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = common::root();
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            s(&root.join("experiments/peak_memory.toml")),
+            "--profile",
+            "smoke",
+            "--target",
+            "flex",
+            "--out",
+            s(&dir.join("gpu-bundle")),
+            "--runner",
+            s(&fake),
+            "--data",
+            s(&common::excerpt()),
+            "--only",
+            "control",
+            "--torch-script",
+            "none",
+        ],
+    );
+    assert!(!o.status.success(), "accepted: {}", text(&o));
+    let msg = text(&o);
+    assert!(
+        msg.contains("over the 64 MiB a GPU session carries") && msg.contains("65."),
+        "{msg}"
+    );
+    assert!(!dir.join("gpu-bundle.tar.gz").exists(), "an archive was written");
 }

@@ -106,11 +106,44 @@ pub struct SweepSummary {
     pub deferred: usize,
     /// Jobs killed at the deadline (no record; they run again next time).
     pub interrupted: usize,
+    /// `--only` names that match no job folder.
+    pub unknown: usize,
+}
+
+/// The jobs of `queued` (under `root`) that `only` names as `<study>/<key>` (all when `only` is
+/// empty), in queue order, and the names that match no job.
+pub fn select(queued: Vec<Queued>, root: &Path, only: &[String]) -> (Vec<Queued>, Vec<String>) {
+    if only.is_empty() {
+        return (queued, Vec::new());
+    }
+    let unknown = only
+        .iter()
+        .filter(|name| !queued.iter().any(|q| q.dir == root.join(name)))
+        .cloned()
+        .collect();
+    let kept = queued
+        .into_iter()
+        .filter(|q| only.iter().any(|name| q.dir == root.join(name)))
+        .collect();
+    (kept, unknown)
 }
 
 /// Runs every job of `root` without a record ([`queue`] order) through the plan stage and its
 /// own process ([`job::run_planned`]); with `until`, only what fits before it.
 pub fn sweep(root: &Path, runner: &Runner, until: Option<SystemTime>) -> SweepSummary {
+    sweep_only(root, runner, until, &[])
+}
+
+/// [`sweep`] restricted to the jobs `only` names as `<study>/<key>` (relative to `root`; all
+/// jobs when empty), in [`queue`] order. A bundle's `run.sh` runs one job at a time this way,
+/// so that each source row is followed at once by its PyTorch twin. A name that matches no job
+/// is reported and counted in [`SweepSummary::unknown`].
+pub fn sweep_only(
+    root: &Path,
+    runner: &Runner,
+    until: Option<SystemTime>,
+    only: &[String],
+) -> SweepSummary {
     let mut summary = SweepSummary::default();
     let queued = match queue(root) {
         Ok(q) => q,
@@ -119,6 +152,14 @@ pub fn sweep(root: &Path, runner: &Runner, until: Option<SystemTime>) -> SweepSu
             return summary;
         }
     };
+    let (queued, unknown) = select(queued, root, only);
+    for name in &unknown {
+        eprintln!(
+            "--only {name}: no job folder {} holding job.json",
+            root.join(name).display()
+        );
+    }
+    summary.unknown = unknown.len();
     eprintln!("{} job(s) under {}", queued.len(), root.display());
     for q in queued {
         let dir = &q.dir;
@@ -193,9 +234,27 @@ pub fn sweep(root: &Path, runner: &Runner, until: Option<SystemTime>) -> SweepSu
 /// The `sweep-dir DIR [--until UNIX_SECONDS]` subcommand (arguments after `sweep-dir`).
 pub fn cli(args: &[String]) -> ExitCode {
     let Some(root) = args.first().map(PathBuf::from) else {
-        eprintln!("usage: memwall-job sweep-dir DIR [--until UNIX_SECONDS]");
+        eprintln!("usage: memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...");
         return ExitCode::from(2);
     };
+    let mut only = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        if args[i] == "--only" {
+            match args.get(i + 1) {
+                Some(v) if !v.starts_with("--") => only.push(v.clone()),
+                _ => {
+                    eprintln!(
+                        "error: --only takes a job as <study>/<key> (a folder under {} holding job.json)",
+                        root.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            }
+            i += 1;
+        }
+        i += 1;
+    }
     let until = match args.iter().position(|a| a == "--until") {
         None => None,
         Some(i) => match args.get(i + 1).and_then(|v| v.parse::<u64>().ok()) {
@@ -215,13 +274,47 @@ pub fn cli(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    sweep(&root, &(exe, vec!["run-job".into()]), until);
+    let summary = sweep_only(&root, &(exe, vec!["run-job".into()]), until, &only);
+    if summary.unknown > 0 {
+        return ExitCode::from(2);
+    }
     ExitCode::SUCCESS
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_keeps_the_named_jobs_in_queue_order_and_reports_unknown_names() {
+        let root = tempfile::tempdir().unwrap();
+        for rel in ["a/k1", "a/k2", "b/k3"] {
+            std::fs::create_dir_all(root.path().join(rel)).unwrap();
+            std::fs::write(root.path().join(rel).join("job.json"), "{}").unwrap();
+        }
+        std::fs::write(root.path().join(QUEUE_FILE), "b/k3\t12.5\na/k2\t-\n").unwrap();
+        let q = queue(root.path()).unwrap();
+        let only = ["a/k1/".to_string(), "b/k3".to_string(), "a/nope".to_string()];
+        let (kept, unknown) = select(q.clone(), root.path(), &only);
+        let kept: Vec<_> = kept.iter().map(|j| j.dir.clone()).collect();
+        assert_eq!(
+            kept,
+            [root.path().join("b/k3"), root.path().join("a/k1")],
+            "queue order, a trailing slash accepted"
+        );
+        assert_eq!(unknown, ["a/nope"]);
+        let (all, none) = select(q.clone(), root.path(), &[]);
+        assert_eq!(all, q);
+        assert!(none.is_empty());
+        // A sweep restricted to an unknown name runs nothing and counts it.
+        let s = sweep_only(
+            root.path(),
+            &(PathBuf::from("/bin/false"), Vec::new()),
+            None,
+            &["a/nope".to_string()],
+        );
+        assert_eq!((s.finished, s.unknown), (0, 1));
+    }
 
     #[test]
     fn the_queue_orders_jobs_and_appends_the_unlisted_ones() {

@@ -3,8 +3,9 @@
 //! report` on any machine.
 //!
 //! - `memwall-job run-job --job FILE --out DIR`: run one job in this process.
-//! - `memwall-job sweep-dir DIR [--until UNIX_SECONDS]`: run every `DIR/<study>/<key>/job.json`
-//!   without a `record.json`, each in its own process (a crash or out-of-memory costs one job),
+//! - `memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...`: run every
+//!   `DIR/<study>/<key>/job.json` (or only those named) without a `record.json`, each in its own
+//!   process (a crash or out-of-memory costs one job),
 //!   Checkmate configurations planned first, in `DIR/queue.tsv`'s order, stopping cleanly
 //!   before the deadline ([`memwall_runner::sweep`]).
 //! - `memwall-job version`: the version and the revision the runner was built from (what its
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR [--until UNIX_SECONDS]\n       \
+        "usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...\n       \
          memwall-job backends\n       memwall-job version"
     );
     eprintln!("       memwall-job bench --job FILE --out FILE.jsonl [--repeats N] [--warmup N]");

@@ -15,12 +15,14 @@
 //! Paths inside the bundle's job files are relative to the bundle folder (`run.sh` starts the
 //! runner there), so the folder can be copied anywhere.
 
+pub mod plan;
+pub mod script;
+
 use crate::data;
 use crate::device::BackendKind;
 use crate::driver::{self, Paths};
 use crate::reference::{self, TorchRow};
 use crate::results::{self, JobRecord};
-use crate::schedule::sh_quote;
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
 use memwall_core::record::{JsonError, RecordFileError};
 use serde::{Deserialize, Serialize};
@@ -172,11 +174,27 @@ const ATTRIBUTION_TORCH_S: u64 = 90;
 /// Folder (inside the bundle) of the attribution benchmark's rows.
 const ATTRIBUTION_DIR: &str = "attribution";
 
-/// Bytes a device session carries to the GPU machine (README "GPU runs").
+/// Bytes a device session carries to the GPU machine, the bundle and the repository's working
+/// tree together (README "GPU runs").
 pub const CARRY_LIMIT_BYTES: u64 = 64 << 20;
 
-/// The device minutes a GPU session has for the suite (README "GPU runs").
-pub const SUITE_MINUTES: f64 = 25.0;
+/// The committed CubeCL autotune cache, beside the record store (`gpu-cache/cubecl` for
+/// `runs/`): the tunings of every GPU run imported so far (`autotune/<cubecl version>/<device
+/// folder>/*.json.log`), carried by every bundle so that a GPU job starts in seconds rather than
+/// the 41-159 s of cold tuning (README "GPU runs"). Compiled kernels are not kept: they are
+/// large (83 MB for 13 configurations) and NVRTC recompiles them in seconds.
+pub fn autotune_store(runs: &Path) -> PathBuf {
+    runs.parent()
+        .unwrap_or(Path::new(""))
+        .join("gpu-cache")
+        .join("cubecl")
+}
+
+/// The minutes one command of a GPU session may run, with a margin for the machine's transfers
+/// (a command runs at most 10 minutes, a session has 15 device minutes with the machine's start
+/// of 2-4 minutes; README "GPU runs"): a CUDA bundle's `run.sh` stops before them unless
+/// `--minutes` says otherwise.
+pub const SUITE_MINUTES: f64 = 9.0;
 
 /// What to bundle.
 #[derive(Debug, Clone)]
@@ -200,8 +218,13 @@ pub struct BundleRequest {
     /// The memory pool of every job (a key field on CUDA).
     pub memory_pool: Option<MemoryPool>,
     /// A `.tgz` of a CubeCL cache root (holding `cubecl/autotune/...`) unpacked into the
-    /// bundle's cache folder, e.g. the H100 run's `cubecl-autotune-cache-h100.tgz`.
+    /// bundle's cache folder, e.g. the H100 run's `cubecl-autotune-cache-h100.tgz`, besides
+    /// the committed autotune cache ([`autotune_store`]) and the local one, which are always
+    /// carried.
     pub autotune_cache: Option<PathBuf>,
+    /// Also carry the local cache's compiled kernels (by default only autotune results travel:
+    /// kernels are large and recompile in seconds).
+    pub with_kernels: bool,
     /// The PyTorch reference script to carry (`reference/torch_peak_memory.py`); `None` leaves
     /// the PyTorch column out.
     pub torch_script: Option<PathBuf>,
@@ -266,6 +289,10 @@ pub struct Manifest {
     /// ("PyTorch reference", 606.0).
     #[serde(default)]
     pub extra_expected_s: Vec<(String, f64)>,
+    /// The run plan: every step in tiers, in the order run.sh runs them (`plan.tsv`; empty in
+    /// bundles written before the plan existed).
+    #[serde(default)]
+    pub tiers: Vec<plan::Tier>,
 }
 
 /// What [`bundle`] wrote.
@@ -277,6 +304,9 @@ pub struct BundleSummary {
     pub archive: Option<PathBuf>,
     /// Bytes of the folder's files.
     pub dir_bytes: u64,
+    /// Bytes of the working tree that travels with it to a GPU machine (the git repository's
+    /// tracked and untracked-not-ignored files around the current directory; 0 outside git).
+    pub tree_bytes: u64,
     /// Bytes of the archive (0 without one).
     pub archive_bytes: u64,
     /// The manifest written.
@@ -319,7 +349,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         req,
         paths,
         cache_rel: PathBuf::from("cache").join("cubecl"),
-        cold: cache_files == 0,
+        cold: cache_files == 0 && req.autotune_cache.is_none(),
         rates: rates_of_store(&paths.runs, &names),
     };
     let mut g = Gathered::new(req.only.len());
@@ -355,12 +385,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         _ => Vec::new(),
     };
     let manifest = new_manifest(req, profile, g, &torch_configs);
-    let (dir_bytes, archive, archive_bytes) =
-        write_manifest_and_script(req, &manifest, &torch_configs)?;
+    let (dir_bytes, tree_bytes, archive, archive_bytes) = write_manifest_and_script(req, &manifest)?;
     Ok(BundleSummary {
         dir: out.clone(),
         archive,
         dir_bytes,
+        tree_bytes,
         archive_bytes,
         manifest,
         stripped,
@@ -369,17 +399,29 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
 }
 
 /// The manifest of a bundle of the gathered studies `g` at `profile`, with the PyTorch rows
-/// `torch_configs`.
+/// `torch_configs` and the run plan of all of it.
 fn new_manifest(
     req: &BundleRequest,
     profile: Profile,
     g: Gathered,
-    torch_configs: &[(String, String, u64)],
+    torch_configs: &[plan::PlannedTorch],
 ) -> Manifest {
     let attribution_job = g
         .attribution_jobs
         .first()
         .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
+    let (burn_s, torch_s) = attribution_seconds(req.target);
+    let extras = plan::Extras {
+        attribution: attribution_job.as_ref().map(|job| {
+            (
+                job.clone(),
+                burn_s as f64,
+                req.torch_script.is_some().then_some(torch_s as f64),
+            )
+        }),
+        chains: g.fusion_chains.then_some(CHAINS_S as f64),
+    };
+    let tiers = plan::tiers(&g.planned, torch_configs, &extras);
     Manifest {
         format: MANIFEST_FORMAT.into(),
         created_at: chrono::Utc::now().to_rfc3339(),
@@ -398,6 +440,7 @@ fn new_manifest(
         ),
         attribution_job,
         fusion_chains: g.fusion_chains,
+        tiers,
     }
 }
 
@@ -417,8 +460,10 @@ fn check_request(req: &BundleRequest) -> Result<()> {
 }
 
 /// Copies the runner into `<out>/bin` (after checking it runs the target's backend) and the
-/// kernel caches into `<out>/cache`: the local CubeCL cache and the `--autotune-cache`
-/// archive. Returns whether the runner was stripped and the local cache's files copied.
+/// kernel caches into `<out>/cache`: the committed autotune cache ([`autotune_store`]), the
+/// local CubeCL cache (its autotune results; its compiled kernels too with `with_kernels`) and
+/// the `--autotune-cache` archive. Returns whether the runner was stripped and the cache files
+/// copied from the committed and local caches.
 fn write_runner_and_caches(req: &BundleRequest, paths: &Paths) -> Result<(bool, usize)> {
     let out = &req.out;
     std::fs::create_dir_all(out.join("bin"))
@@ -430,12 +475,15 @@ fn write_runner_and_caches(req: &BundleRequest, paths: &Paths) -> Result<(bool, 
         .doing(|| format!("creating {}", out.join(&cache_rel).display()))?;
     // The kernels and tunings of earlier GPU runs (imported with their records) go along, so
     // the jobs there start warm.
-    let local_cache = paths.cache.join("cubecl");
-    let cache_files = if local_cache.is_dir() {
-        copy_tree(&local_cache, &out.join(&cache_rel))?
-    } else {
-        0
-    };
+    let mut cache_files = 0;
+    for (from, autotune_only) in [
+        (autotune_store(&paths.runs), true),
+        (paths.cache.join("cubecl"), !req.with_kernels),
+    ] {
+        if from.is_dir() {
+            cache_files += copy_cache(&from, &out.join(&cache_rel), autotune_only)?;
+        }
+    }
     if let Some(tgz) = &req.autotune_cache {
         unpack_tgz(tgz, &out.join("cache"))
             .doing(|| format!("unpacking the autotune cache {}", tgz.display()))?;
@@ -472,6 +520,8 @@ struct Gathered {
     warmed: std::collections::BTreeSet<(&'static str, bool)>,
     /// `jobs/queue.tsv`: the jobs in run order with their expected seconds.
     queue: String,
+    /// Every job with its expected seconds and whether it is a source row, for the run plan.
+    planned: Vec<plan::PlannedJob>,
 }
 
 impl Gathered {
@@ -485,8 +535,9 @@ impl Gathered {
             fusion_chains: false,
             warmed: std::collections::BTreeSet::new(),
             queue: String::from(
-                "# memwall bundle: jobs in the order run.sh runs them, and their expected seconds\n",
+                "# memwall bundle: the jobs and their expected seconds (run.sh runs them in plan.tsv's order)\n",
             ),
+            planned: Vec::new(),
         }
     }
 }
@@ -544,6 +595,11 @@ fn bundle_study(ctx: &StudyCtx, g: &mut Gathered, experiment: &Path, study: &Stu
         jobs.push(job);
     }
     let estimates = estimate_jobs(&jobs, &ctx.paths.runs, &ctx.rates, ctx.cold, &mut g.warmed);
+    let source_optimizer = study
+        .configs
+        .iter()
+        .find(|c| c.control)
+        .map(|c| c.optimizer.unwrap_or(study.train.optimizer));
     for (job, e) in jobs.iter().zip(&estimates) {
         // Warm: PyTorch's rows do not pay CubeCL's cold start.
         let warm = e.seconds - e.cold_start_s;
@@ -555,6 +611,17 @@ fn bundle_study(ctx: &StudyCtx, g: &mut Gathered, experiment: &Path, study: &Stu
             job.key(),
             e.seconds.ceil()
         ));
+        let claimed = study
+            .configs
+            .iter()
+            .any(|c| c.name == job.config && c.claim.is_some());
+        g.planned.push(plan::PlannedJob {
+            study: job.study.clone(),
+            config: job.config.clone(),
+            key: job.key(),
+            expected_s: e.seconds.ceil(),
+            source_row: claimed && source_optimizer == Some(job.train.optimizer),
+        });
     }
     bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
     bundled.expected_basis = basis_counts(&estimates);
@@ -604,14 +671,14 @@ fn check_bundled(req: &BundleRequest, g: &Gathered) -> Result<()> {
 }
 
 /// Writes the PyTorch reference into `<out>/reference/`: the script (and the attribution
-/// benchmark's script beside it, if there) and one plan per study. Returns each PyTorch row as
-/// (study, configuration, expected seconds) for run.sh.
+/// benchmark's script beside it, if there) and one plan per study. Returns each PyTorch row
+/// with its expected seconds for the run plan.
 fn write_torch_reference(
     out: &Path,
     script: &Path,
     torch_plans: &[reference::TorchPlan],
     job_seconds: &std::collections::BTreeMap<(String, String), f64>,
-) -> Result<Vec<(String, String, u64)>> {
+) -> Result<Vec<plan::PlannedTorch>> {
     let dir = out.join(REFERENCE_DIR);
     std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
     std::fs::copy(script, dir.join("torch_peak_memory.py"))
@@ -628,35 +695,50 @@ fn write_torch_reference(
         results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
         for c in &plan.configs {
             // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
-            // for margin; torch.compile adds 44-57 s of compilation on an H100.
+            // for margin; torch.compile (a memory budget compiles too) adds 44-57 s of
+            // compilation on an H100.
             let memwall_s = job_seconds
                 .get(&(plan.study.clone(), c.name.clone()))
                 .copied()
                 .unwrap_or(60.0);
-            let secs = 1.5 * memwall_s + if c.compile { 60.0 } else { 0.0 };
-            names.push((plan.study.clone(), c.name.clone(), secs.ceil() as u64));
+            let compiled = c.compile || c.activation_memory_budget.is_some();
+            let secs = 1.5 * memwall_s + if compiled { 60.0 } else { 0.0 };
+            names.push(plan::PlannedTorch {
+                study: plan.study.clone(),
+                config: c.name.clone(),
+                expected_s: secs.ceil(),
+                compiled,
+            });
         }
     }
     Ok(names)
 }
 
-/// Writes `manifest.json` and `run.sh` (with the PyTorch rows `torch_configs`), and the
-/// archive when asked. Returns the folder's bytes, the archive and its bytes (0 without one).
+/// Writes `manifest.json`, `plan.tsv` and `run.sh` (a CUDA bundle's stops before
+/// [`SUITE_MINUTES`] unless told otherwise), refuses a bundle that would not travel
+/// ([`check_carry`]), and writes the archive when asked. Returns the folder's bytes, the working
+/// tree's, the archive and its bytes (0 without one).
 fn write_manifest_and_script(
     req: &BundleRequest,
     manifest: &Manifest,
-    torch_configs: &[(String, String, u64)],
-) -> Result<(u64, Option<PathBuf>, u64)> {
+) -> Result<(u64, u64, Option<PathBuf>, u64)> {
     let out = &req.out;
     results::write_atomic(
         &out.join("manifest.json"),
         &serde_json::to_vec_pretty(manifest)?,
     )?;
-    let script = run_script(manifest, torch_configs);
+    results::write_atomic(
+        &out.join(plan::PLAN_FILE),
+        plan::plan_tsv(&manifest.tiers).as_bytes(),
+    )?;
+    let default_minutes = manifest.target.is_gpu().then_some(SUITE_MINUTES);
+    let script = script::run_script(manifest, default_minutes);
     let run_sh = out.join("run.sh");
     results::write_atomic(&run_sh, script.as_bytes())?;
     set_executable(&run_sh)?;
     let dir_bytes = dir_size(out)?;
+    let tree_bytes = travelling_tree_bytes();
+    check_carry(out, dir_bytes, tree_bytes)?;
     let archive = if req.archive {
         let file = archive_path(out);
         pack_dir(out, &file)?;
@@ -670,7 +752,63 @@ fn write_manifest_and_script(
             .len(),
         None => 0,
     };
-    Ok((dir_bytes, archive, archive_bytes))
+    Ok((dir_bytes, tree_bytes, archive, archive_bytes))
+}
+
+/// Refuses a bundle folder of `dir_bytes` that, with the `tree_bytes` of the working tree that
+/// travels beside it, is over [`CARRY_LIMIT_BYTES`], with the figures and what to leave out.
+fn check_carry(out: &Path, dir_bytes: u64, tree_bytes: u64) -> Result<()> {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    if dir_bytes + tree_bytes > CARRY_LIMIT_BYTES {
+        refuse!(
+            "bundle {} is {:.1} MiB and the working tree that travels with it {:.1} MiB: {:.1} \
+             MiB, over the {:.0} MiB a GPU session carries; bundle fewer configurations \
+             (--only) or studies, leave the compiled kernels out (no --with-kernels), or carry \
+             a smaller runner (`just carry`)",
+            out.display(),
+            mib(dir_bytes),
+            mib(tree_bytes),
+            mib(dir_bytes + tree_bytes),
+            mib(CARRY_LIMIT_BYTES)
+        );
+    }
+    Ok(())
+}
+
+/// Bytes of the files a device session sends besides what it is told to carry: the git
+/// repository around the current directory, tracked and untracked-not-ignored files (0 when
+/// git is missing or this is no repository).
+fn travelling_tree_bytes() -> u64 {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout)
+    };
+    let Some(top) = git(&["rev-parse", "--show-toplevel"]) else {
+        return 0;
+    };
+    let top = String::from_utf8_lossy(&top).trim().to_string();
+    let Some(files) = git(&[
+        "-C",
+        &top,
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+    ]) else {
+        return 0;
+    };
+    files
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| std::fs::metadata(Path::new(&top).join(String::from_utf8_lossy(p).as_ref())).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// The finished records of `studies` in the store, as FLOP rates ([`crate::estimate::Rates`]).
@@ -748,6 +886,25 @@ fn check_runner_backend(runner: &Path, target: BackendKind) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Copies a CubeCL cache root `from` into `to` ([`copy_tree`]); with `autotune_only`, only the
+/// files under an `autotune` folder (the tunings, not the compiled kernels).
+fn copy_cache(from: &Path, to: &Path, autotune_only: bool) -> Result<usize> {
+    if !autotune_only {
+        return copy_tree(from, to);
+    }
+    let mut n = 0;
+    for entry in std::fs::read_dir(from).doing(|| format!("listing {}", from.display()))? {
+        let entry = entry.doing(|| format!("listing {}", from.display()))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_name() == "autotune" && src.is_dir() {
+            n += copy_tree(&src, &dst)?;
+        } else if src.is_dir() {
+            n += copy_cache(&src, &dst, true)?;
+        }
+    }
+    Ok(n)
 }
 
 /// Copies the files under `from` into `to` (folders created, files overwritten); returns how
@@ -886,7 +1043,7 @@ impl Manifest {
 fn extra_expected(
     target: BackendKind,
     chains: bool,
-    torch: &[(String, String, u64)],
+    torch: &[plan::PlannedTorch],
     attribution: bool,
 ) -> Vec<(String, f64)> {
     let mut out = Vec::new();
@@ -894,8 +1051,8 @@ fn extra_expected(
         out.push(("fusion_ir chains".to_string(), CHAINS_S as f64));
     }
     if !torch.is_empty() {
-        let s: u64 = torch.iter().map(|(_, _, s)| s).sum();
-        out.push((format!("{} PyTorch reference rows", torch.len()), s as f64));
+        let s: f64 = torch.iter().map(|t| t.expected_s).sum();
+        out.push((format!("{} PyTorch reference rows", torch.len()), s));
     }
     if attribution {
         let (b, t) = attribution_seconds(target);
@@ -917,8 +1074,6 @@ fn attribution_seconds(target: BackendKind) -> (u64, u64) {
 /// Expected seconds of `fusion_ir`'s chains (a CUDA start-up and two kernel compilations).
 const CHAINS_S: u64 = 60;
 
-/// Seconds `run.sh --minutes N` keeps for packing the results before the N minutes end.
-const PACK_S: u64 = 30;
 
 /// The expected device time of a bundle, for its run.sh and `memwall bundle`'s output, e.g.
 /// `peak_memory 9.5 min, checkpoint_interval 7.1 min; 16.6 min in all`.
@@ -940,264 +1095,6 @@ pub fn expected_line(m: &Manifest) -> String {
     )
 }
 
-/// The bundle's `run.sh`: its sections in the order they run.
-fn run_script(m: &Manifest, torch: &[(String, String, u64)]) -> String {
-    let mut s = script_header(m);
-    s.push_str(&script_arguments());
-    s.push_str(BOUNDED_SH);
-    s.push_str(DEVICE_SH);
-    s.push_str(&chains_section(m));
-    s.push_str(&torch_section(torch));
-    s.push_str(&attribution_section(m));
-    s.push_str(PACK_SH);
-    s
-}
-
-/// run.sh's head: what it is and how it is used (the comment `--help` prints), then the
-/// settings the other sections read.
-fn script_header(m: &Manifest) -> String {
-    let jobs: usize = m.studies.iter().map(|s| s.jobs.len()).sum();
-    format!(
-        r#"#!/usr/bin/env bash
-# memwall bundle ({format}), written {created} at revision {rev}: {jobs} job(s) of {studies} on
-# {target}, profile {profile}. Needs bash, coreutils and tar; for CUDA the NVIDIA driver
-# (nvidia-smi) and NVRTC (libnvrtc.so, e.g. /usr/local/cuda/lib64; CUDA_HOME or NVRTC_DIR names
-# another folder). No Rust.
-#
-#   ./run.sh            run every job without a record (one process each; rerun to resume),
-#                       then the PyTorch reference where `python3 -c "import torch"` works,
-#                       then pack the records into {results}
-#   ./run.sh --minutes N
-#                       the same, stopping cleanly before N minutes: a job (or PyTorch row)
-#                       starts only when its expected time (jobs/queue.tsv) fits, one still
-#                       running {pack_s} s before the end is stopped without a record, and what
-#                       finished is packed; run it again to go on where it stopped
-#   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
-#
-# Expected device time: {expected}.
-# Copy {results} back and run `memwall import {results}` in the repository (after each
-# partial run too: the import takes what finished and skips what it already has).
-set -euo pipefail
-cd "$(dirname "$0")"
-TARGET={target}
-RUNNER="${{MEMWALL_JOB:-./bin/memwall-job}}"
-
-die() {{ echo "run.sh: $*" >&2; exit 1; }}
-
-"#,
-        format = m.format,
-        created = m.created_at,
-        rev = m.git_revision,
-        pack_s = PACK_S,
-        expected = expected_line(m),
-        studies = m
-            .studies
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        target = m.target.as_str(),
-        profile = m.profile,
-        results = RESULTS_ARCHIVE,
-    )
-}
-
-/// run.sh's argument parsing (`--minutes N`, `--help`) and the deadline it sets.
-fn script_arguments() -> String {
-    format!(
-        r#"MINUTES=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --minutes) MINUTES="${{2:-}}"; shift 2 || die "--minutes takes a number of minutes";;
-        --minutes=*) MINUTES="${{1#*=}}"; shift;;
-        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0;;
-        *) die "unknown argument \`$1\` (usage: ./run.sh [--minutes N])";;
-    esac
-done
-START=$(date +%s)
-DEADLINE=""
-if [ -n "$MINUTES" ]; then
-    [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--minutes $MINUTES: not a number of minutes (e.g. --minutes 25)"
-    # What is left at the deadline goes to packing the results.
-    DEADLINE=$(awk -v s="$START" -v m="$MINUTES" -v p={pack_s} 'BEGIN {{ printf "%d", s + m * 60 - p }}')
-    echo "deadline: $(date -d "@$DEADLINE" 2>/dev/null || echo "$DEADLINE") ({pack_s} s before the $MINUTES minutes end, for packing)"
-fi
-# Seconds left before the deadline (a large number without one).
-left() {{ if [ -n "$DEADLINE" ]; then echo $(( DEADLINE - $(date +%s) )); else echo 999999999; fi; }}
-
-"#,
-        pack_s = PACK_S,
-    )
-}
-
-/// run.sh's `bounded`: runs one step when its expected time fits before the deadline.
-const BOUNDED_SH: &str = r#"# bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
-# OUT is missing and EXPECTED_S fit before the deadline, stopping it at the deadline. OUT appears
-# only when the command ends, so a run stopped at the deadline leaves nothing and runs again next
-# time; a failed run keeps what it wrote when KEEP_FAILED is 1 (a PyTorch row saying why).
-bounded() {
-    local label="$1" out="$2" expected="$3" log="$4" keep="$5"; shift 5
-    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
-    if [ "$(left)" -lt "$expected" ]; then
-        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
-    fi
-    echo "$label: running"
-    rm -f "$out.partial"
-    if timeout --signal=KILL "$(left)" "$@" --out "$out.partial" > "$log" 2>&1; then
-        mv "$out.partial" "$out"
-    elif [ "$(left)" -le 0 ]; then
-        rm -f "$out.partial"
-        echo "$label: still running at the deadline: stopped, nothing kept"
-    elif [ "$keep" = 1 ] && [ -s "$out.partial" ]; then
-        mv "$out.partial" "$out"
-        echo "$label: failed ($log)"
-    else
-        rm -f "$out.partial"
-        echo "$label: did not finish ($log)"
-    fi
-}
-"#;
-
-/// run.sh's device checks (CUDA: the driver, a GPU and NVRTC) and the jobs' sweep.
-const DEVICE_SH: &str = r#"
-[ -x "$RUNNER" ] || die "runner $RUNNER not found or not executable"
-echo "disk: $(df -h . | awk 'NR==2 {print $4}') free here; the records of a job take well under 1 MB"
-
-if [ "$TARGET" = cuda ]; then
-    command -v nvidia-smi >/dev/null 2>&1 \
-        || die "nvidia-smi not found: the NVIDIA driver is needed for CUDA jobs"
-    nvidia-smi -L >/dev/null 2>&1 || die "nvidia-smi -L failed: no usable NVIDIA GPU ($(nvidia-smi -L 2>&1 | head -1))"
-    echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
-    # NVRTC compiles CubeCL's kernels at run time; it is loaded by name, so its folder must be
-    # on the loader's path.
-    nvrtc=""
-    for d in ${NVRTC_DIR:-} ${CUDA_HOME:-} ${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 \
-             /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib /usr/lib/x86_64-linux-gnu \
-             /usr/lib64; do
-        if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then nvrtc="$d"; break; fi
-    done
-    if [ -z "$nvrtc" ]; then
-        lib="$( (ldconfig -p 2>/dev/null || true) | awk '/libnvrtc/ {print $NF}' | head -1 || true)"
-        if [ -n "$lib" ]; then nvrtc="$(dirname "$lib")"; fi
-    fi
-    [ -n "$nvrtc" ] || die "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or set NVRTC_DIR to the folder holding libnvrtc.so"
-    export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "NVRTC: $(ls "$nvrtc"/libnvrtc.so* | head -1)"
-fi
-
-# Every job without a record, one process each (a crash or an out-of-memory costs one job and
-# is recorded); a rerun skips the jobs that have their record.
-start=$(date +%s)
-"$RUNNER" sweep-dir jobs ${DEADLINE:+--until "$DEADLINE"}
-echo "jobs: $(( $(date +%s) - start )) s"
-"#;
-
-/// run.sh's section for `fusion_ir`'s elementwise chains (run when the bundle has them).
-fn chains_section(m: &Manifest) -> String {
-    format!(
-        r#"
-# fusion_ir's elementwise chains with and without Burn's fusion backend, timed by the runner on
-# this machine's backend (the import keeps a CUDA run as runs/fusion_ir/cuda_chains.json).
-if [ {chains} = 1 ]; then
-    mkdir -p fusion_ir
-    if [ "$TARGET" = cuda ]; then CHAINS_BACKEND=cuda; else CHAINS_BACKEND=flex; fi
-    bounded "fusion chains" {file} {chains_s} fusion_ir/chains.log 0 \
-        "$RUNNER" fusion-chains --backend "$CHAINS_BACKEND"
-fi
-"#,
-        chains = u8::from(m.fusion_chains),
-        file = CHAINS_FILE,
-        chains_s = CHAINS_S,
-    )
-}
-
-/// run.sh's PyTorch reference section: one bounded run per row of `torch` (study,
-/// configuration, expected seconds).
-fn torch_section(torch: &[(String, String, u64)]) -> String {
-    let torch_list = torch
-        .iter()
-        .map(|(s, c, secs)| format!("{s}:{c}:{secs}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut s = format!("\nTORCH_CONFIGS={}\n", sh_quote(&torch_list));
-    s.push_str(
-        r#"if [ -n "$TORCH_CONFIGS" ] && [ -z "${MEMWALL_SKIP_TORCH:-}" ]; then
-    if python3 -c "import torch" >/dev/null 2>&1; then
-        mkdir -p reference/results
-        # CUDA jobs get a CUDA reference (a row says `unsupported` where PyTorch has no CUDA).
-        if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
-        for sc in $TORCH_CONFIGS; do
-            IFS=: read -r study config expected <<< "$sc"
-            bounded "pytorch $config" "reference/results/$study.$config.json" "$expected" \
-                "reference/results/$study.$config.log" 1 \
-                python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
-                --config "$config" --device "$TORCH_DEVICE"
-        done
-    else
-        echo "python3 cannot import torch here: the PyTorch reference column is left out"
-    fi
-fi
-
-"#,
-    );
-    s
-}
-
-/// run.sh's attribution benchmark section (Burn and PyTorch) on the bundle's attribution job.
-fn attribution_section(m: &Manifest) -> String {
-    format!(
-        r#"# The attribution benchmark: each operation of the model timed alone, in Burn (the runner) and
-# in PyTorch, on the model of one job (where the bf16 time goes).
-ATTR_JOB={attr}
-if [ -n "$ATTR_JOB" ]; then
-    mkdir -p attribution
-    bounded "attribution burn" attribution/burn.jsonl {burn_s} attribution/burn.log 0 \
-        "$RUNNER" bench --job "$ATTR_JOB"
-    if [ -f reference/torch_attribution.py ] && [ -z "${{MEMWALL_SKIP_TORCH:-}}" ] \
-            && python3 -c "import torch" >/dev/null 2>&1; then
-        if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
-        bounded "attribution pytorch" attribution/pytorch.jsonl {torch_s} attribution/pytorch.log 0 \
-            python3 reference/torch_attribution.py --job "$ATTR_JOB" --device "$TORCH_DEVICE"
-    fi
-fi
-
-"#,
-        attr = sh_quote(
-            &m.attribution_job
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        ),
-        burn_s = attribution_seconds(m.target).0,
-        torch_s = attribution_seconds(m.target).1,
-    )
-}
-
-/// run.sh's last section: packs the records, the PyTorch rows and the caches into
-/// `results.tar.gz` and says what is left to run.
-const PACK_SH: &str = r#"# Pack what the import needs: the manifest, every job's files and the PyTorch rows.
-files=(manifest.json)
-for d in jobs/*/*/; do
-    [ -f "$d/record.json" ] || continue
-    files+=("$d")
-done
-[ -d reference/results ] && files+=(reference/results)
-[ -d attribution ] && files+=(attribution)
-[ -d fusion_ir ] && files+=(fusion_ir)
-finished=$(ls -d jobs/*/*/record.json 2>/dev/null | wc -l)
-total=$(ls -d jobs/*/*/job.json 2>/dev/null | wc -l)
-# The kernels and autotune results of these jobs, so the next bundle starts warm.
-[ -n "$(ls -A cache/cubecl 2>/dev/null)" ] && files+=(cache/cubecl)
-tar czf results.tar.gz.partial --exclude='*.tmp-*' --exclude='*.partial' "${files[@]}"
-mv results.tar.gz.partial results.tar.gz
-echo "packed $(ls -d jobs/*/*/record.json 2>/dev/null | wc -l) record(s) and $(ls reference/results/*.json 2>/dev/null | wc -l) PyTorch row(s) into $PWD/results.tar.gz ($(du -h results.tar.gz | cut -f1))"
-echo "$finished of $total job(s) have a record after $(( $(date +%s) - START )) s"
-if [ "$finished" -lt "$total" ]; then
-    echo "run ./run.sh${MINUTES:+ --minutes N} again to go on with the other $(( total - finished ))"
-fi
-echo "next, in the repository: memwall import results.tar.gz"
-"#;
-
 /// What [`import`] did.
 #[derive(Debug, Clone, Default)]
 pub struct ImportSummary {
@@ -1214,6 +1111,9 @@ pub struct ImportSummary {
     pub fusion_chains: Option<String>,
     /// Files of the bundle's CubeCL cache merged into the local one.
     pub cache_files: usize,
+    /// Autotune files of the bundle's cache merged into the committed autotune cache
+    /// ([`autotune_store`] of the record store).
+    pub autotune_files: usize,
     /// Studies with new rows (their reports to re-render), by experiment file.
     pub studies: Vec<PathBuf>,
     /// Records refused (path, reason); non-empty only with `skip_mismatched`.
@@ -1408,6 +1308,9 @@ fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) 
     let cache = root.join("cache").join("cubecl");
     if cache.is_dir() {
         summary.cache_files = copy_tree(&cache, &req.cubecl_cache)?;
+        // The tunings also go to the committed autotune cache, for the next bundle of any
+        // checkout.
+        summary.autotune_files = copy_cache(&cache, &autotune_store(&req.runs), true)?;
     }
     Ok(())
 }
