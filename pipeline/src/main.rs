@@ -1400,6 +1400,12 @@ fn import(
     for f in &s.studies {
         report_study(f, paths)?;
     }
+    if !s.studies.is_empty() {
+        // The index quotes each study's verdicts and date: re-rendered with the reports, so
+        // that `memwall report --check` holds right after an import.
+        let files = memwall::nightly::experiment_files(Vec::new(), experiments)?;
+        memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+    }
     if let Some(verdict) = nightly {
         let manifest = s.manifest.as_ref().context("the import read no manifest")?;
         let info = memwall::nightly::import_info(source, manifest, &s.records)?;
