@@ -1099,7 +1099,12 @@ fn check_reports(experiments: Vec<PathBuf>, paths: &Paths) -> Result<()> {
         ..paths.clone()
     };
     let (names, all) = render_reports(experiments, &rendered, false)?;
-    let diffs = memwall::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
+    let mut diffs = memwall::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
+    if all {
+        if let Some(block) = memwall::publish::readme_block(&scratch, &paths.reports)? {
+            diffs.extend(memwall::report::readme::check(&paths.reports, &block)?);
+        }
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     if diffs.is_empty() {
         eprintln!(

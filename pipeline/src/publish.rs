@@ -163,7 +163,42 @@ pub fn write_index(experiments: &[PathBuf], reports: &Path, templates: &Path) ->
     let md_path = reports.join(INDEX_MD);
     crate::results::write_atomic(&md_path, md.as_bytes())?;
     crate::results::write_atomic(&reports.join(INDEX_HTML), html.as_bytes())?;
+    write_readme_block(reports)?;
     Ok(md_path)
+}
+
+/// Writes the README's results block ([`crate::report::readme`]) beside `reports` from the
+/// reports rendered there, when the headline study's report exists and the README has the
+/// block's markers.
+///
+/// # Errors
+/// The headline report or the index without what the block quotes; I/O errors.
+pub fn write_readme_block(reports: &Path) -> Result<()> {
+    if let Some(block) = readme_block(reports, reports)? {
+        crate::report::readme::write(reports, &block)?;
+    }
+    Ok(())
+}
+
+/// The README's results block from the reports rendered under `rendered`, linking to
+/// `committed` (the reports root beside the README); `None` without a headline report.
+///
+/// # Errors
+/// As [`crate::report::readme::block`].
+pub fn readme_block(rendered: &Path, committed: &Path) -> Result<Option<String>> {
+    use crate::report::readme;
+    if !rendered
+        .join(readme::HEADLINE_STUDY)
+        .join("report.md")
+        .is_file()
+    {
+        return Ok(None);
+    }
+    let rel = committed
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "reports".into());
+    readme::block(rendered, &rel).map(Some)
 }
 
 /// Copies the rendered reports under `reports` into the Hugo content folder `to`: the index as

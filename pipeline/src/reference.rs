@@ -449,29 +449,17 @@ fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A file-name-safe form of a device name (`NVIDIA H100 80GB HBM3` -> `nvidia-h100-80gb-hbm3`).
-fn slug(s: &str) -> String {
-    let mut out = String::new();
-    for ch in s.chars() {
-        if ch.is_ascii_alphanumeric() {
-            out.push(ch.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    out.trim_matches('-').to_string()
-}
-
 /// Stores `row` as `runs/<study>/pytorch/<device>.<config>.json` (atomically; a row of the same
 /// device and configuration is replaced).
 ///
 /// # Errors
 /// I/O errors naming the path.
 pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, ReferenceError> {
-    let path =
-        runs.join(study)
-            .join(ROWS_DIR)
-            .join(format!("{}.{}.json", slug(&row.device), row.config));
+    let path = runs.join(study).join(ROWS_DIR).join(format!(
+        "{}.{}.json",
+        memwall_core::record::attribution::slug(&row.device),
+        row.config
+    ));
     let json = serde_json::to_vec_pretty(row).map_err(|source| ReferenceError::Serialize {
         path: path.clone(),
         source,

@@ -166,8 +166,14 @@ exec {r} \"$@\"
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
     assert!(listed.contains("attention.json.log"), "{listed}");
-    assert!(!listed.contains("kernel-1234.ptx"), "kernels packed: {listed}");
-    assert!(!listed.contains("matmul.json.log"), "carried tuning packed again: {listed}");
+    assert!(
+        !listed.contains("kernel-1234.ptx"),
+        "kernels packed: {listed}"
+    );
+    assert!(
+        !listed.contains("matmul.json.log"),
+        "carried tuning packed again: {listed}"
+    );
     for k in &keys {
         assert!(
             there
@@ -245,6 +251,48 @@ exec {r} \"$@\"
         "{}",
         text(&o)
     );
+
+    // 3b. The same job measured on another device model (its record names another device):
+    // kept as a record of its own beside the first, and the report shows both devices' groups.
+    let other = dir.join("other-device");
+    let o = Command::new("cp")
+        .args(["-r", s(&there.join("gpu-bundle")), s(&other)])
+        .status()
+        .unwrap();
+    assert!(o.success());
+    let moved = other
+        .join("jobs/peak_memory")
+        .join(&keys[0])
+        .join("record.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&moved).unwrap()).unwrap();
+    let first_device = rec["env"]["device_name"].as_str().unwrap().to_string();
+    rec["env"]["device_name"] = serde_json::json!("Other CPU 9000 (flex)");
+    std::fs::write(&moved, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+    let o = import(&other, &runs, &experiments);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("1 record(s) imported, 1 already"),
+        "{}",
+        text(&o)
+    );
+    let beside = runs
+        .join("peak_memory")
+        .join(format!("{}.other-cpu-9000-flex", keys[0]));
+    let kept = memwall::results::read_record(&beside)
+        .unwrap()
+        .expect("kept beside");
+    assert_eq!(kept.env.device_name, "Other CPU 9000 (flex)");
+    let first = memwall::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.env.device_name, first_device);
+    let report = std::fs::read_to_string(reports.join("peak_memory/report.md")).unwrap();
+    assert!(
+        report.contains("Other CPU 9000 (flex)") && report.contains(&first_device),
+        "both devices' groups are shown"
+    );
+    std::fs::remove_dir_all(&beside).unwrap();
 
     // 4. Refused: the local experiment file changed since the bundle (another learning rate),
     // so the records are not the jobs it produces. Nothing is written.
@@ -657,11 +705,22 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     let order: Vec<&str> = plan
         .lines()
         .filter(|l| l.starts_with("job\t") || l.starts_with("tier\t"))
-        .map(|l| l.split('\t').nth(if l.starts_with("job") { 2 } else { 1 }).unwrap())
+        .map(|l| {
+            l.split('\t')
+                .nth(if l.starts_with("job") { 2 } else { 1 })
+                .unwrap()
+        })
         .collect();
     assert_eq!(
         order,
-        ["1", "control_adafactor", "checkpoint_adafactor", "2", "control", "3"],
+        [
+            "1",
+            "control_adafactor",
+            "checkpoint_adafactor",
+            "2",
+            "control",
+            "3"
+        ],
         "{plan}"
     );
     let manifest: memwall::bundle::Manifest =
@@ -725,7 +784,10 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
             .to_string()
     };
     assert!(line("control_adafactor").ends_with("fits"), "{dry}");
-    assert!(line("checkpoint_adafactor").contains("does not fit"), "{dry}");
+    assert!(
+        line("checkpoint_adafactor").contains("does not fit"),
+        "{dry}"
+    );
     assert!(line("control").ends_with("fits"), "{dry}");
     assert!(
         dry.contains("1 step(s) do not fit: memwall checkpoint_adafactor"),
@@ -742,9 +804,16 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     assert!(o.status.success(), "run.sh failed: {}", text(&o));
     assert_eq!(records(), 0, "{}", text(&o));
     let listed = packed(&back.join("results.tar.gz"));
-    assert!(listed.contains("manifest.json") && listed.contains("plan.tsv"), "{listed}");
+    assert!(
+        listed.contains("manifest.json") && listed.contains("plan.tsv"),
+        "{listed}"
+    );
     assert!(!listed.contains("record.json"), "{listed}");
-    assert!(text(&o).contains("0 of 3 job(s) have a record"), "{}", text(&o));
+    assert!(
+        text(&o).contains("0 of 3 job(s) have a record"),
+        "{}",
+        text(&o)
+    );
     assert!(back.join("logs.tar.gz").is_file());
 
     // 3. The checkpoint row hangs past the deadline (a runner stand-in that sleeps for it): it is
@@ -781,7 +850,11 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         "{listed}"
     );
     assert!(!listed.contains(&format!("{ckpt}/record.json")), "{listed}");
-    assert!(!out.join("jobs/peak_memory").join(&ckpt).join("record.json").exists());
+    assert!(!out
+        .join("jobs/peak_memory")
+        .join(&ckpt)
+        .join("record.json")
+        .exists());
 }
 
 /// A bundle that would not travel to a GPU machine (over 64 MiB with the working tree) is
@@ -825,5 +898,8 @@ fn a_bundle_over_the_carry_limit_is_refused_with_its_size() {
         msg.contains("over the 64 MiB a GPU session carries") && msg.contains("65."),
         "{msg}"
     );
-    assert!(!dir.join("gpu-bundle.tar.gz").exists(), "an archive was written");
+    assert!(
+        !dir.join("gpu-bundle.tar.gz").exists(),
+        "an archive was written"
+    );
 }

@@ -294,7 +294,11 @@ mod tests {
         }
         std::fs::write(root.path().join(QUEUE_FILE), "b/k3\t12.5\na/k2\t-\n").unwrap();
         let q = queue(root.path()).unwrap();
-        let only = ["a/k1/".to_string(), "b/k3".to_string(), "a/nope".to_string()];
+        let only = [
+            "a/k1/".to_string(),
+            "b/k3".to_string(),
+            "a/nope".to_string(),
+        ];
         let (kept, unknown) = select(q.clone(), root.path(), &only);
         let kept: Vec<_> = kept.iter().map(|j| j.dir.clone()).collect();
         assert_eq!(

@@ -385,7 +385,8 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         _ => Vec::new(),
     };
     let manifest = new_manifest(req, profile, g, &torch_configs);
-    let (dir_bytes, tree_bytes, archive, archive_bytes) = write_manifest_and_script(req, &manifest)?;
+    let (dir_bytes, tree_bytes, archive, archive_bytes) =
+        write_manifest_and_script(req, &manifest)?;
     Ok(BundleSummary {
         dir: out.clone(),
         archive,
@@ -805,7 +806,9 @@ fn travelling_tree_bytes() -> u64 {
     files
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
-        .filter_map(|p| std::fs::metadata(Path::new(&top).join(String::from_utf8_lossy(p).as_ref())).ok())
+        .filter_map(|p| {
+            std::fs::metadata(Path::new(&top).join(String::from_utf8_lossy(p).as_ref())).ok()
+        })
         .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum()
@@ -1074,7 +1077,6 @@ fn attribution_seconds(target: BackendKind) -> (u64, u64) {
 /// Expected seconds of `fusion_ir`'s chains (a CUDA start-up and two kernel compilations).
 const CHAINS_S: u64 = 60;
 
-
 /// The expected device time of a bundle, for its run.sh and `memwall bundle`'s output, e.g.
 /// `peak_memory 9.5 min, checkpoint_interval 7.1 min; 16.6 min in all`.
 pub fn expected_line(m: &Manifest) -> String {
@@ -1251,15 +1253,37 @@ fn check_bundle(
     Ok((accepted, torch))
 }
 
+/// The folder of `record` in the store `runs`: `<study>/<key>`, or `<study>/<key>.<device>`
+/// when `<key>` holds the same job measured on another device model (peaks and speed differ by
+/// card: CubeCL's pool pages follow the device's memory), so that each model keeps its row.
+pub fn store_dir(runs: &Path, record: &JobRecord) -> PathBuf {
+    let dir = results::record_dir(runs, &record.spec.study, &record.key);
+    match results::read_record(&dir) {
+        Ok(Some(there))
+            if !record.env.device_name.is_empty()
+                && there.env.device_name != record.env.device_name =>
+        {
+            dir.with_file_name(format!(
+                "{}.{}",
+                record.key,
+                memwall_core::record::attribution::slug(&record.env.device_name)
+            ))
+        }
+        _ => dir,
+    }
+}
+
 /// Writes the `accepted` records (with their job file and log) into the store, leaving a
-/// record already there as it is unless `req.force`; counts both in `summary`.
+/// record already there (same key, same device model) as it is unless `req.force`; a record
+/// of the same key from another device model is kept beside it ([`store_dir`]). Counts both
+/// in `summary`.
 fn store_records(
     req: &ImportRequest,
     accepted: &[(PathBuf, JobRecord)],
     summary: &mut ImportSummary,
 ) -> Result<()> {
     for (file, record) in accepted {
-        let dir = results::record_dir(&req.runs, &record.spec.study, &record.key);
+        let dir = store_dir(&req.runs, record);
         if !req.force {
             if let Ok(Some(_)) = results::read_record(&dir) {
                 summary.already += 1;

@@ -365,11 +365,8 @@ mod tests {
         );
         assert_eq!(names(&t[2]), ["job k1"]);
         assert_eq!(names(&t[3]), ["attr-burn", "attr-torch", "chains"]);
-        assert_eq!(
-            t.iter().map(|t| t.number).collect::<Vec<_>>(),
-            [1, 2, 3, 4]
-        );
-        assert_eq!(t[0].expected_s(), 60.0);
+        assert_eq!(t.iter().map(|t| t.number).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(t[0].expected_s(), 70.0);
         let tsv = plan_tsv(&t);
         assert!(tsv.contains("tier\t1\tthe source's rows of pm"), "{tsv}");
         assert!(tsv.contains("job\tpm/control_adafactor-key\tcontrol_adafactor\t20\n"));

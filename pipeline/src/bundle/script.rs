@@ -48,9 +48,9 @@ pub fn run_script(m: &Manifest, default_minutes: Option<f64>) -> String {
 fn header(m: &Manifest, default_minutes: Option<f64>) -> String {
     let jobs: usize = m.studies.iter().map(|s| s.jobs.len()).sum();
     let default = match default_minutes {
-        Some(min) => format!(
-            "without --minutes it stops before {min} minutes (one GPU-session command)"
-        ),
+        Some(min) => {
+            format!("without --minutes it stops before {min} minutes (one GPU-session command)")
+        }
         None => "without --minutes it runs everything".to_string(),
     };
     format!(

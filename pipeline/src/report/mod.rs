@@ -7,6 +7,7 @@ mod figures;
 pub mod glance;
 pub mod markdown;
 pub mod model;
+pub mod readme;
 mod render;
 pub mod training;
 

@@ -568,8 +568,9 @@ fn base_key(spec: &JobSpec) -> String {
 /// of each finished run.
 #[derive(Debug, Clone, Default)]
 pub struct RepeatRuns {
-    /// (job without repeat index, device) of each record key (the first record of a key).
-    job_of: BTreeMap<String, (String, String)>,
+    /// (job without repeat index, device) of each (record key, device): one job key measured
+    /// on two device models is two records ([`crate::bundle::import`]).
+    job_of: BTreeMap<(String, String), (String, String)>,
     /// (median step s, peak allocated bytes) of each finished run, by (job, device).
     runs: BTreeMap<(String, String), Vec<(f64, f64)>>,
 }
@@ -581,7 +582,7 @@ impl RepeatRuns {
         for r in &records.records {
             let job = (base_key(&r.spec), r.env.device_name.clone());
             out.job_of
-                .entry(r.key.clone())
+                .entry((r.key.clone(), r.env.device_name.clone()))
                 .or_insert_with(|| job.clone());
             if r.status != JobStatus::Ok {
                 continue;
@@ -594,10 +595,15 @@ impl RepeatRuns {
         out
     }
 
-    /// The values of `metric` over every finished run of the job of record `key` (the same
-    /// job but for its repeat index, on the same device); empty when `key` has no record.
-    pub fn values(&self, key: &str, metric: GoalMetric) -> Vec<f64> {
-        let Some(runs) = self.job_of.get(key).and_then(|job| self.runs.get(job)) else {
+    /// The values of `metric` over every finished run of the job of record `key` on `device`
+    /// (the same job but for its repeat index, on the same device); empty when it has no
+    /// record there.
+    pub fn values(&self, key: &str, device: &str, metric: GoalMetric) -> Vec<f64> {
+        let Some(runs) = self
+            .job_of
+            .get(&(key.to_string(), device.to_string()))
+            .and_then(|job| self.runs.get(job))
+        else {
             return Vec::new();
         };
         runs.iter()
@@ -727,7 +733,7 @@ pub fn goal_outcomes(
                 continue;
             };
             let runs = |c: &ConfigSummary, own: f64| {
-                let v = repeats.values(&c.key, g.metric);
+                let v = repeats.values(&c.key, &c.device_name, g.metric);
                 if v.is_empty() {
                     vec![own]
                 } else {
