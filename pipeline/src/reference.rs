@@ -583,10 +583,12 @@ pub fn section(
 fn section_notes(bad: &[(PathBuf, String)]) -> Vec<String> {
     let mut notes = vec![
         "PyTorch: `reference/torch_peak_memory.py` (eager; `torch.utils.checkpoint` for \
-         checkpointing, an AdamW step per parameter in `register_post_accumulate_grad_hook` for \
-         the fused step, `torch.compile` for compile, `torch._functorch.config.\
-         activation_memory_budget` for the budgets), the same model shape and steps, random \
-         tokens, one process per configuration. Its peaks are `torch.cuda.max_memory_allocated` \
+         checkpointing, the job's optimizer step per parameter in \
+         `register_post_accumulate_grad_hook` for the fused step, `torch.compile` for compile, \
+         `torch._functorch.config.activation_memory_budget` (compiled) for the budgets), the \
+         same model shape, optimizer (`torch.optim.AdamW`, or for Adafactor the script's own, \
+         memwall's algorithm) and steps, random tokens, one process per configuration; f32 \
+         matmuls at \"highest\" precision (no TF32), where memwall's may run on TF32. Its peaks are `torch.cuda.max_memory_allocated` \
          and `max_memory_reserved` over the whole run (exact high-water marks); memwall's \
          allocated peak on CUDA is a sampled lower bound, its reserved peak exact."
             .to_string(),

@@ -526,27 +526,30 @@ pub fn sections(
             .find(|c| c.control)
             .and_then(|c| c.claim.as_ref()),
     };
-    let mut sections = Vec::new();
-    let mut envs = Vec::new();
-    let groups = groups(&inputs, summaries);
-    for group in &groups {
-        sections.push(group_section(&inputs, group)?);
-        envs.extend(environment_table(&inputs, group)?);
-    }
-    sections.extend(stale_records_section(&inputs, &stale));
-    sections.extend(unreadable_records_section(records));
     // The first group (the source's size first) where a claim's configuration finished: a GPU
-    // group that predates the claims' configurations does not hide the stand-in's answers.
+    // group that predates the claims' configurations does not hide the stand-in's answers. It
+    // comes first in the report too, right under the glance that quotes it.
     let answers = |g: &Group| {
         claims.iter().any(|claim| {
             training_measure(&claim.measure)
                 .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))
         })
     };
+    let mut groups = groups(&inputs, summaries);
+    if let Some(p) = groups.iter().position(|g| answers(g)) {
+        let g = groups.remove(p);
+        groups.insert(0, g);
+    }
+    let mut sections = Vec::new();
+    let mut envs = Vec::new();
+    for group in &groups {
+        sections.push(group_section(&inputs, group)?);
+        envs.extend(environment_table(&inputs, group)?);
+    }
+    sections.extend(stale_records_section(&inputs, &stale));
+    sections.extend(unreadable_records_section(records));
     let glance = groups
-        .iter()
-        .find(|g| answers(g))
-        .or(groups.first())
+        .first()
         .map(|g| glance_rows(g, claims))
         .unwrap_or_default();
     Ok((sections, envs, glance))
