@@ -380,7 +380,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     )?;
     let torch_configs = match &req.torch_script {
         Some(script) if !g.torch_plans.is_empty() => {
-            write_torch_reference(out, script, &g.torch_plans, &g.job_seconds)?
+            write_torch_reference(out, script, &g.torch_plans, &g.job_seconds, &paths.runs)?
         }
         _ => Vec::new(),
     };
@@ -679,6 +679,7 @@ fn write_torch_reference(
     script: &Path,
     torch_plans: &[reference::TorchPlan],
     job_seconds: &std::collections::BTreeMap<(String, String), f64>,
+    runs: &Path,
 ) -> Result<Vec<plan::PlannedTorch>> {
     let dir = out.join(REFERENCE_DIR);
     std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
@@ -694,7 +695,18 @@ fn write_torch_reference(
     for plan in torch_plans {
         let file = dir.join(format!("{}.plan.json", plan.study));
         results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
+        let (stored, _) = reference::load_rows(runs, &plan.study);
         for c in &plan.configs {
+            let compiled = c.compile || c.activation_memory_budget.is_some();
+            if let Some(secs) = torch_seconds_of_rows(&stored, plan, &c.name) {
+                names.push(plan::PlannedTorch {
+                    study: plan.study.clone(),
+                    config: c.name.clone(),
+                    expected_s: secs.ceil(),
+                    compiled,
+                });
+                continue;
+            }
             // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
             // for margin; torch.compile (a memory budget compiles too) adds 44-57 s of
             // compilation on an H100.
@@ -702,7 +714,6 @@ fn write_torch_reference(
                 .get(&(plan.study.clone(), c.name.clone()))
                 .copied()
                 .unwrap_or(60.0);
-            let compiled = c.compile || c.activation_memory_budget.is_some();
             let secs = 1.5 * memwall_s + if compiled { 60.0 } else { 0.0 };
             names.push(plan::PlannedTorch {
                 study: plan.study.clone(),
@@ -713,6 +724,34 @@ fn write_torch_reference(
         }
     }
     Ok(names)
+}
+
+/// Seconds of a PyTorch reference process besides its steps: Python, `import torch`, the CUDA
+/// context, the model's construction and its evaluation. Measured on the H200 run of
+/// 2026-11-27 (`peak_memory`, full profile): each row's wall time less its first step and its
+/// timed and warm-up steps at the median came to 17-21 s in all 8 rows.
+pub const TORCH_STARTUP_S: f64 = 20.0;
+
+/// A PyTorch row's expected seconds from the finished rows `stored` of the same configuration
+/// and model shape (the slowest, so the plan errs long): [`TORCH_STARTUP_S`] + the first step
+/// (compilation included) + the warm-up and timed steps at the median step time. `None` when
+/// no such row is stored.
+fn torch_seconds_of_rows(
+    stored: &[TorchRow],
+    plan: &reference::TorchPlan,
+    config: &str,
+) -> Option<f64> {
+    stored
+        .iter()
+        .filter(|r| {
+            r.config == config && r.status == reference::TorchStatus::Ok && r.model == plan.model
+        })
+        .filter_map(|r| {
+            let (first, median) = (r.first_step_s?, r.median_step_s?);
+            let steps = (plan.train.warmup_steps + plan.train.steps) as f64;
+            Some(TORCH_STARTUP_S + first + steps * median)
+        })
+        .max_by(f64::total_cmp)
 }
 
 /// Writes `manifest.json`, `plan.tsv` and `run.sh` (a CUDA bundle's stops before
@@ -1614,6 +1653,45 @@ fn check_local_key(
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    #[test]
+    fn a_twin_is_expected_from_its_stored_row_of_the_same_model() {
+        let (study, jobs) = crate::test_support::peak_memory_full();
+        let plan = reference::plan(&study, &jobs).expect("peak_memory has a PyTorch plan");
+        let config = plan.configs[0].name.clone();
+        let row = |model: reference::TorchModel, first: f64, median: f64| TorchRow {
+            format: reference::ROW_FORMAT.into(),
+            study: plan.study.clone(),
+            config: config.clone(),
+            status: reference::TorchStatus::Ok,
+            reason: None,
+            device: "NVIDIA H200".into(),
+            torch_version: "2.11".into(),
+            parameters: None,
+            max_memory_allocated_bytes: None,
+            max_memory_reserved_bytes: None,
+            median_step_s: Some(median),
+            samples_per_s: None,
+            first_step_s: Some(first),
+            final_loss: None,
+            model,
+            train: plan.train,
+            finished_at: String::new(),
+        };
+        let steps = (plan.train.warmup_steps + plan.train.steps) as f64;
+        let mut other = plan.model;
+        other.layers += 1;
+        let stored = vec![
+            row(plan.model, 2.0, 0.5),
+            row(plan.model, 40.0, 0.75),
+            row(other, 500.0, 9.0),
+        ];
+        let got = torch_seconds_of_rows(&stored, &plan, &config).unwrap();
+        // The slowest row of the same model; the other model's row is not used.
+        assert_eq!(got, TORCH_STARTUP_S + 40.0 + steps * 0.75);
+        assert_eq!(torch_seconds_of_rows(&stored, &plan, "no-such-config"), None);
+        assert_eq!(torch_seconds_of_rows(&stored[2..], &plan, &config), None);
+    }
 
     fn request(source: PathBuf, tmp: &Path) -> ImportRequest {
         ImportRequest {
