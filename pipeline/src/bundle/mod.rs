@@ -1689,7 +1689,10 @@ mod tests {
         let got = torch_seconds_of_rows(&stored, &plan, &config).unwrap();
         // The slowest row of the same model; the other model's row is not used.
         assert_eq!(got, TORCH_STARTUP_S + 40.0 + steps * 0.75);
-        assert_eq!(torch_seconds_of_rows(&stored, &plan, "no-such-config"), None);
+        assert_eq!(
+            torch_seconds_of_rows(&stored, &plan, "no-such-config"),
+            None
+        );
         assert_eq!(torch_seconds_of_rows(&stored[2..], &plan, &config), None);
     }
 

@@ -536,7 +536,7 @@ pub fn sections(
         })
     };
     let mut groups = groups(&inputs, summaries);
-    if let Some(p) = groups.iter().position(|g| answers(g)) {
+    if let Some(p) = groups.iter().position(answers) {
         let g = groups.remove(p);
         groups.insert(0, g);
     }
