@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{memwall, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -21,26 +23,33 @@ fn runner() -> PathBuf {
     runner
 }
 
-fn memwall(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("MEMWALL_RUNS")
-        .env_remove("MEMWALL_DATA")
-        .output()
-        .expect("memwall starts")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
+}
+
+/// `memwall bundle` of `peak_memory` at the smoke size for flex with `runner` and the shared
+/// excerpt, into `out`: the configurations `only`, then `extra` flags.
+fn bundle_smoke(dir: &Path, out: &Path, runner: &Path, only: &str, extra: &[&str]) -> Output {
+    let experiment = common::root().join("experiments/peak_memory.toml");
+    let data = common::excerpt();
+    let mut args = vec![
+        "bundle",
+        s(&experiment),
+        "--profile",
+        "smoke",
+        "--target",
+        "flex",
+        "--out",
+        s(out),
+        "--runner",
+        s(runner),
+        "--data",
+        s(&data),
+        "--only",
+        only,
+    ];
+    args.extend_from_slice(extra);
+    memwall(dir, &args)
 }
 
 /// One scenario on purpose: bundling and running the jobs is the expensive part, and every
@@ -62,26 +71,13 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     std::fs::write(local_cache.join(tuned), "{\"earlier\": \"tuning\"}\n").unwrap();
 
     // 1. The bundle: folder + archive, two configurations of the peak-memory study.
-    let o = memwall(
+    let script = root.join("reference/torch_peak_memory.py");
+    let o = bundle_smoke(
         dir,
-        &[
-            "bundle",
-            s(&experiments.join("peak_memory.toml")),
-            "--profile",
-            "smoke",
-            "--target",
-            "flex",
-            "--out",
-            s(&out),
-            "--runner",
-            s(&runner()),
-            "--data",
-            s(&common::excerpt()),
-            "--only",
-            "control,checkpoint",
-            "--torch-script",
-            s(&root.join("reference/torch_peak_memory.py")),
-        ],
+        &out,
+        &runner(),
+        "control,checkpoint",
+        &["--torch-script", s(&script)],
     );
     assert!(o.status.success(), "bundle failed: {}", text(&o));
     let archive = dir.join("gpu-bundle.tar.gz");
@@ -670,29 +666,13 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
 fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let root = common::root();
     let out = dir.join("bundle");
-    let o = memwall(
+    let o = bundle_smoke(
         dir,
-        &[
-            "bundle",
-            s(&root.join("experiments/peak_memory.toml")),
-            "--profile",
-            "smoke",
-            "--target",
-            "flex",
-            "--out",
-            s(&out),
-            "--runner",
-            s(&runner()),
-            "--data",
-            s(&common::excerpt()),
-            "--only",
-            "control_adafactor,checkpoint_adafactor,control",
-            "--torch-script",
-            "none",
-            "--no-archive",
-        ],
+        &out,
+        &runner(),
+        "control_adafactor,checkpoint_adafactor,control",
+        &["--torch-script", "none", "--no-archive"],
     );
     assert!(o.status.success(), "bundle failed: {}", text(&o));
     // The source's rows (a claim, the source's optimizer) form tier 1; the AdamW control tier 2.
@@ -870,28 +850,8 @@ fn a_bundle_over_the_carry_limit_is_refused_with_its_size() {
     std::fs::write(&fake, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let root = common::root();
-    let o = memwall(
-        dir,
-        &[
-            "bundle",
-            s(&root.join("experiments/peak_memory.toml")),
-            "--profile",
-            "smoke",
-            "--target",
-            "flex",
-            "--out",
-            s(&dir.join("gpu-bundle")),
-            "--runner",
-            s(&fake),
-            "--data",
-            s(&common::excerpt()),
-            "--only",
-            "control",
-            "--torch-script",
-            "none",
-        ],
-    );
+    let out = dir.join("gpu-bundle");
+    let o = bundle_smoke(dir, &out, &fake, "control", &["--torch-script", "none"]);
     assert!(!o.status.success(), "accepted: {}", text(&o));
     let msg = text(&o);
     assert!(

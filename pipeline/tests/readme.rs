@@ -5,25 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn memwall(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("MEMWALL_RUNS")
-        .output()
-        .expect("memwall starts")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{memwall, text};
+use std::process::Command;
 
 #[test]
 fn report_check_fails_when_the_readme_block_is_edited() {

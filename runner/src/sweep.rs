@@ -285,14 +285,20 @@ pub fn cli(args: &[String]) -> ExitCode {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_keeps_the_named_jobs_in_queue_order_and_reports_unknown_names() {
+    /// Three job folders (a/k1, a/k2, b/k3) and a queue naming b/k3 (12.5 s) and a/k2 (-).
+    fn jobs_tree() -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
         for rel in ["a/k1", "a/k2", "b/k3"] {
             std::fs::create_dir_all(root.path().join(rel)).unwrap();
             std::fs::write(root.path().join(rel).join("job.json"), "{}").unwrap();
         }
         std::fs::write(root.path().join(QUEUE_FILE), "b/k3\t12.5\na/k2\t-\n").unwrap();
+        root
+    }
+
+    #[test]
+    fn only_keeps_the_named_jobs_in_queue_order_and_reports_unknown_names() {
+        let root = jobs_tree();
         let q = queue(root.path()).unwrap();
         let only = [
             "a/k1/".to_string(),
@@ -322,12 +328,7 @@ mod tests {
 
     #[test]
     fn the_queue_orders_jobs_and_appends_the_unlisted_ones() {
-        let root = tempfile::tempdir().unwrap();
-        for rel in ["a/k1", "a/k2", "b/k3"] {
-            std::fs::create_dir_all(root.path().join(rel)).unwrap();
-            std::fs::write(root.path().join(rel).join("job.json"), "{}").unwrap();
-        }
-        std::fs::write(root.path().join(QUEUE_FILE), "b/k3\t12.5\na/k2\t-\n").unwrap();
+        let root = jobs_tree();
         let q = queue(root.path()).unwrap();
         let rels: Vec<_> = q
             .iter()

@@ -819,14 +819,7 @@ fn check_carry(out: &Path, dir_bytes: u64, tree_bytes: u64) -> Result<()> {
 /// repository around the current directory, tracked and untracked-not-ignored files (0 when
 /// git is missing or this is no repository).
 fn travelling_tree_bytes() -> u64 {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| o.stdout)
-    };
+    let git = crate::nightly::git_output;
     let Some(top) = git(&["rev-parse", "--show-toplevel"]) else {
         return 0;
     };

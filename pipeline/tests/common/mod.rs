@@ -1,7 +1,29 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the built `memwall` in `dir` with `args` (without the record-store and corpus
+/// overrides of the caller's environment).
+pub fn memwall(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .output()
+        .expect("memwall starts")
+}
+
+/// A command's standard output and error, in that order.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
 
 /// The workspace root (parent of `pipeline/`).
 pub fn root() -> PathBuf {
