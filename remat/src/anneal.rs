@@ -452,8 +452,8 @@ mod tests {
         beside.stop.store(true, Ordering::Relaxed);
         let out = anneal_until(&g, budget, &start.stages, &start, &opts, &beside);
         assert!(beside.best_cost().is_some_and(|c| c > 0.0));
+        // Ended before its first move (the move count, not the clock: any machine speed).
         assert_eq!(out.moves, 0);
-        assert!(out.time_s < 30.0, "{} s", out.time_s);
         // No move: the start with its recomputation made minimal, which fits.
         let (sch, cost) = out.best.expect("the start fits");
         let sim = simulate(&g, &sch.expand(&g)).unwrap();
