@@ -5,14 +5,16 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 memwall := "./target/release/memwall"
 
-# Run every study on the default device (cpu profile without a GPU) and render the reports.
+# Run every study on this machine (cpu profile without a GPU) and render its reports.
 default: reproduce
 
 # Build the release binaries (memwall and the slim runner memwall-job).
 build:
     cargo build --release --locked --bins
 
-# Run every study in experiments/ and render reports/ (extra flags go to `memwall reproduce`).
+# Run every study in experiments/ on this machine into target/memwall/runs (ignored by git) and
+# render its reports there, beside the published evidence (extra flags go to `memwall
+# reproduce`; `--publish` writes the committed runs/ and reports/ instead: maintainers only).
 reproduce *FLAGS: build
     {{memwall}} reproduce {{FLAGS}}
 

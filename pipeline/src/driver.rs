@@ -10,6 +10,15 @@ use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{JobSpec, Profile, Study, StudyKind};
 use std::path::{Path, PathBuf};
 
+/// The committed evidence: the record store the published reports (`reports/`) are rendered
+/// from. Only a maintainer's explicit command writes it (`memwall reproduce --publish`,
+/// `memwall import`); `memwall report` renders it.
+pub const PUBLISHED_RUNS: &str = "runs";
+
+/// This machine's record store, ignored by git: where `memwall reproduce`, `run`, `sweep` and
+/// `export-jobs` write unless told otherwise (its reports go to `<store>/reports`).
+pub const LOCAL_RUNS: &str = "target/memwall/runs";
+
 /// Where things live and how to run jobs.
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -21,17 +30,34 @@ pub struct Paths {
     pub reports: PathBuf,
     /// Templates directory (`templates/`).
     pub templates: PathBuf,
+    /// The published record store to show beside this one in its reports (this machine's
+    /// numbers beside the committed evidence); `None` when `runs` is itself the published
+    /// store or there is none.
+    pub published: Option<PathBuf>,
 }
 
 impl Default for Paths {
     fn default() -> Self {
         Paths {
-            runs: "runs".into(),
+            runs: PUBLISHED_RUNS.into(),
             cache: ".memwall/cache".into(),
             reports: "reports".into(),
             templates: "templates".into(),
+            published: None,
         }
     }
+}
+
+/// The published store to show beside `runs` in its reports: [`PUBLISHED_RUNS`] when `runs` is
+/// another store and the published one exists here.
+pub fn published_beside(runs: &Path) -> Option<PathBuf> {
+    let published = Path::new(PUBLISHED_RUNS);
+    (!is_published(runs) && published.is_dir()).then(|| published.to_path_buf())
+}
+
+/// Whether `runs` names the published store ([`PUBLISHED_RUNS`]).
+pub fn is_published(runs: &Path) -> bool {
+    runs == Path::new(PUBLISHED_RUNS) || runs == Path::new("./runs")
 }
 
 /// How to run one study.
@@ -667,6 +693,36 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
     report_training(&study, study_path, paths)
 }
 
+/// The "Results at a glance" rows of the study at `study_path` from the records in `runs` (no
+/// file is written): per headline claim, the source's value, ours, the device and the verdict.
+///
+/// # Errors
+/// [`Error::Records`] when the study has no records in `runs`; a record that does not read.
+pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<report::model::GlanceRow>> {
+    let study = Study::load(study_path, Profile::Cpu, None)
+        .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
+    let paths = Paths {
+        runs: runs.to_path_buf(),
+        ..Paths::default()
+    };
+    if study.header.kind != StudyKind::Training {
+        let stored = crate::studies::stored(runs, &study.header.name)?;
+        let Some((rec, rec_path)) = stored.first() else {
+            return Err(no_records(&paths, &study.header.name, study_path));
+        };
+        return crate::studies::glance(&study, rec, rec_path);
+    }
+    let records = training_records(&study, study_path, &paths)?;
+    let (_, _, glance) = report::training::sections(
+        &records,
+        &study.header,
+        &study.configs,
+        &study.goals,
+        &study.claims,
+    )?;
+    Ok(glance)
+}
+
 /// The report of an in-process study: its sections from its stored result, and the host it
 /// ran on.
 fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
@@ -762,6 +818,15 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
     // Operation timings of `memwall-job bench` and `reference/torch_attribution.py`
     // (`runs/<study>/attribution/`).
     sections.extend(report::attribution::section(&paths.runs, &header.name));
+    // This machine's store: its measurements beside the published ones.
+    if let Some(published) = &paths.published {
+        let theirs = results::StudyRecords::load(published, &header.name)?;
+        sections.extend(report::beside::section(
+            &records.records,
+            &theirs.records,
+            &labels,
+        ));
+    }
     let newest = records
         .records
         .iter()
@@ -781,7 +846,7 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
 pub fn reports_root(runs: &Path, reports: Option<PathBuf>) -> PathBuf {
     match reports {
         Some(r) => r,
-        None if runs == Path::new("runs") || runs == Path::new("./runs") => "reports".into(),
+        None if is_published(runs) => "reports".into(),
         None => runs.join("reports"),
     }
 }

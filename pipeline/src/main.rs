@@ -39,9 +39,14 @@ struct RunArgs {
     /// Run only these configurations (comma separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Record store.
-    #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+    /// Record store: this machine's (`target/memwall/runs`, ignored by git) unless given; its
+    /// reports show the published records of `runs/` beside this machine's.
+    #[arg(long, default_value = memwall::driver::LOCAL_RUNS, env = "MEMWALL_RUNS")]
     runs: PathBuf,
+    /// Write into the committed evidence, `runs/` and `reports/` (a maintainer's command:
+    /// README "Publishing evidence"), instead of this machine's store.
+    #[arg(long, conflicts_with_all = ["runs", "reports"])]
+    publish: bool,
     /// Report output root (default: `reports` for the committed record store `runs`,
     /// `<RUNS>/reports` for any other, so a scratch run never overwrites the published reports).
     #[arg(long)]
@@ -349,11 +354,17 @@ fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
     let device: DeviceRequest = a.device.parse()?;
     let cpu_backend: BackendKind = a.backend.parse()?;
     let exe = std::env::current_exe().context("locating the memwall executable")?;
+    let runs = if a.publish {
+        PathBuf::from(driver::PUBLISHED_RUNS)
+    } else {
+        a.runs.clone()
+    };
     Ok((
         Paths {
-            runs: a.runs.clone(),
-            reports: driver::reports_root(&a.runs, a.reports.clone()),
+            reports: driver::reports_root(&runs, a.reports.clone()),
             templates: a.templates.clone(),
+            published: driver::published_beside(&runs),
+            runs,
             ..Paths::default()
         },
         RunOptions {
@@ -545,6 +556,7 @@ fn report_cmd(
 ) -> Result<()> {
     let paths = Paths {
         reports: driver::reports_root(&runs, reports),
+        published: driver::published_beside(&runs),
         runs,
         templates,
         ..Paths::default()
@@ -902,7 +914,10 @@ fn nightly(
     }
     // A nightly's records are scratch, not the committed evidence in runs/: by default they go
     // to <history>/runs (and its reports to <history>/runs/reports).
-    if run.runs == Path::new("runs") && std::env::var_os("MEMWALL_RUNS").is_none() {
+    if run.runs == Path::new(memwall::driver::LOCAL_RUNS)
+        && !run.publish
+        && std::env::var_os("MEMWALL_RUNS").is_none()
+    {
         run.runs = verdict.history.join("runs");
     }
     let (paths, opts) = options(&run)?;
@@ -1043,6 +1058,15 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
     }
     let index = memwall::publish::write_index(&rendered, &paths.reports, &paths.templates)?;
     println!("{}", index.display());
+    if let Some(published) = &paths.published {
+        print_claims_beside(&rendered, &paths.runs, published);
+    }
+    println!(
+        "your report: {} (also as HTML: {}); records in {}",
+        index.display(),
+        index.with_file_name("index.html").display(),
+        paths.runs.display()
+    );
     if !failed.is_empty() {
         bail!(
             "{} of {} studies failed: {}",
@@ -1052,6 +1076,28 @@ fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Prints every headline claim of the `studies` as measured in `runs` (this machine) beside the
+/// published store `published`, as a Markdown table.
+fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &Path) {
+    let of: Vec<memwall::report::beside::ClaimsOf> = studies
+        .iter()
+        .map(|f| memwall::report::beside::ClaimsOf {
+            study: f
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            here: driver::glance(f, runs).unwrap_or_default(),
+            published: driver::glance(f, published).unwrap_or_default(),
+        })
+        .collect();
+    println!(
+        "\nHeadline claims, this machine ({}) beside the published evidence ({}):\n\n{}",
+        runs.display(),
+        published.display(),
+        memwall::report::beside::claims_table(&of, 60)
+    );
 }
 
 /// `memwall report`: re-renders the reports of `experiments` (default: every file in

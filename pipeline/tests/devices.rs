@@ -185,7 +185,8 @@ fn emit_slurm_writes_one_array_task_per_job_key() {
         String::from_utf8_lossy(&st.stderr)
     );
     let record = memwall::results::read_record(&memwall::results::record_dir(
-        &dir.path().join("runs"),
+        // The default store: this machine's, not the committed evidence.
+        &dir.path().join(memwall::driver::LOCAL_RUNS),
         "devices",
         &jobs[1].key(),
     ))
@@ -193,7 +194,8 @@ fn emit_slurm_writes_one_array_task_per_job_key() {
     .expect("the task's record");
     assert_eq!(record.spec.config, "c1");
     assert!(memwall::results::read_record(&memwall::results::record_dir(
-        &dir.path().join("runs"),
+        // The default store: this machine's, not the committed evidence.
+        &dir.path().join(memwall::driver::LOCAL_RUNS),
         "devices",
         &jobs[0].key()
     ))

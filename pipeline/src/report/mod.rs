@@ -3,6 +3,7 @@
 //! polars tables ([`crate::results::analysis`]).
 
 pub mod attribution;
+pub mod beside;
 mod figures;
 pub mod glance;
 pub mod markdown;

@@ -71,6 +71,7 @@ pub fn temp_paths(dir: &std::path::Path) -> memwall::driver::Paths {
         cache: dir.join("cache"),
         reports: dir.join("reports"),
         templates: root().join("templates"),
+        published: None,
     }
 }
 
