@@ -31,7 +31,16 @@ pub fn section(
     let mut rows = Vec::new();
     let (mut mem, mut speed) = (Vec::new(), Vec::new());
     let mut considered = 0;
-    for r in here.iter().filter(|r| r.status == JobStatus::Ok) {
+    // In the experiment file's order of configurations (records come in key order).
+    let order = |r: &&JobRecord| {
+        labels
+            .iter()
+            .position(|(c, _)| *c == r.spec.config)
+            .unwrap_or(usize::MAX)
+    };
+    let mut ordered: Vec<&JobRecord> = here.iter().filter(|r| r.status == JobStatus::Ok).collect();
+    ordered.sort_by_key(order);
+    for r in ordered {
         let Some(s) = &r.summary else { continue };
         considered += 1;
         for p in published.iter().filter(|p| {
@@ -55,9 +64,10 @@ pub fn section(
                 format!("{:.2}", ps.samples_per_s),
                 format!("{v:.2}x"),
                 format!(
-                    "{}, {}",
+                    "{}, {}, revision {}",
                     p.env.device_name,
-                    p.finished_at.chars().take(10).collect::<String>()
+                    p.finished_at.chars().take(10).collect::<String>(),
+                    p.env.git_revision
                 ),
             ]);
         }
@@ -84,12 +94,15 @@ pub fn section(
             spread(&mem),
             spread(&speed),
         ),
-        notes: vec![
-            "On the CPU the peak is the process heap's exact high-water mark, so it should \
-             agree across machines of one architecture; samples/s follow the machine (the \
-             same kind of cloud machine differs by 1.5x and more)."
-                .into(),
-        ],
+        notes: vec![format!(
+            "On the CPU the peak is the process heap's exact high-water mark, so the same memwall \
+             revision should give the same peak on machines of one architecture; a published \
+             record of another revision (this run: {}) measured other code. Samples/s follow \
+             the machine (the same kind of cloud machine differs by 1.5x and more).",
+            here.first()
+                .map(|r| r.env.git_revision.as_str())
+                .unwrap_or("–")
+        )],
         tables: vec![Table {
             caption: format!("{device} (here) beside the published records"),
             columns: vec![
@@ -101,7 +114,7 @@ pub fn section(
                 "Samples/s here".into(),
                 "Samples/s, published".into(),
                 "Samples/s here / published".into(),
-                "Published on (device, date)".into(),
+                "Published on (device, date, memwall revision)".into(),
             ],
             rows,
             notes: Vec::new(),
@@ -235,6 +248,42 @@ mod tests {
             lines[4],
             "| new | “a claim that …” | 41.3% | – | 1 agree (EPYC) |"
         );
+    }
+
+    #[test]
+    fn a_configuration_measured_here_sits_beside_its_published_record() {
+        // A committed record of the published store, and the same job measured "here" on
+        // another machine with half the peak and twice the speed.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs/peak_memory");
+        let published = crate::results::read_record(&dir.join("a052c26a04125a3e"))
+            .unwrap()
+            .expect("a committed cpu-profile record");
+        let mut here = published.clone();
+        here.env.device_name = "Test CPU".into();
+        here.env.git_revision = "abc123".into();
+        let s = here.summary.as_mut().unwrap();
+        s.peak_allocated_bytes /= 2;
+        s.samples_per_s *= 2.0;
+        let mut other_profile = published.clone();
+        other_profile.spec.profile = crate::spec::Profile::Full;
+        let labels = vec![(published.spec.config.clone(), "Control".to_string())];
+        let sec = section(&[here], &[published.clone(), other_profile], &labels).unwrap();
+        let t = &sec.tables[0];
+        assert_eq!(t.rows.len(), 1, "only the same profile pairs: {:?}", t.rows);
+        let row = &t.rows[0];
+        assert_eq!(row[0], "Control");
+        assert_eq!(row[4], "0.50x");
+        assert_eq!(row[7], "2.00x");
+        assert!(row[8].starts_with(&published.env.device_name), "{}", row[8]);
+        assert!(row[8].ends_with(&format!("revision {}", published.env.git_revision)));
+        assert!(
+            sec.ours.contains("Test CPU") && sec.ours.contains("0.50x"),
+            "{}",
+            sec.ours
+        );
+        assert!(sec.notes[0].contains("abc123"));
+        // Nothing published at this configuration: no section.
+        assert!(section(&[], &[], &labels).is_none());
     }
 
     #[test]
