@@ -129,11 +129,15 @@ slurm-test *ARGS: build
 # memwall beside PyTorch eager on the CPU, alternating per configuration (a benchmark, not a
 # test; needs `python3 -m pip install --user torch`): the peak_memory cpu profile's control,
 # bfloat16, checkpoint, fused_checkpoint and memory_budget_60 (AdamW, as PyTorch's default),
-# `ROUNDS` rounds; prints samples/s of both, the ratio with its range, and both peaks.
-bench-cpu ROUNDS="2": build
-    rm -rf target/bench-cpu
-    {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/bench-cpu --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
-    python3 reference/bench_cpu.py --bundle target/bench-cpu --rounds {{ROUNDS}} --json target/bench-cpu/bench.json
+# each run as `memwall run` runs it (plan stage, then the job), `ROUNDS` rounds; prints samples/s
+# of both, the ratio with its range, and both peaks. `SHAPE=large` runs the same at a larger
+# model (8 layers, d_model 512, sequence 256: 25M parameters in the blocks; reference/bench_shape.py).
+bench-cpu ROUNDS="2" SHAPE="cpu": build
+    rm -rf target/bench-{{SHAPE}}
+    mkdir -p target/bench-{{SHAPE}}
+    if [ "{{SHAPE}}" = large ]; then python3 reference/bench_shape.py experiments/peak_memory.toml target/bench-large/peak_memory.toml; elif [ "{{SHAPE}}" = cpu ]; then cp experiments/peak_memory.toml target/bench-cpu/peak_memory.toml; else echo "SHAPE is cpu or large, not {{SHAPE}}" >&2; exit 2; fi
+    {{memwall}} bundle target/bench-{{SHAPE}}/peak_memory.toml --target flex --profile cpu --out target/bench-{{SHAPE}}/bundle --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
+    python3 reference/bench_cpu.py --bundle target/bench-{{SHAPE}}/bundle --rounds {{ROUNDS}} --json target/bench-{{SHAPE}}/bench.json
 
 # Where one CPU training step's time goes (needs perf; a profile, not a test): records one
 # peak_memory cpu-profile job (`CONFIG`, default the f32 control) on flex under `perf record

@@ -3,8 +3,9 @@
 
 A benchmark, not a test. For each configuration of a bundle that `memwall bundle --target flex`
 wrote (the same model, steps and optimizer in both frameworks: `reference/<study>.plan.json`
-and the job files), and for each round, it runs memwall's job (`memwall-job run-job`, one
-process) and then PyTorch's (`torch_peak_memory.py --device cpu`, one process), one after the
+and the job files), and for each round, it runs memwall's job as `memwall run` does (`memwall-job
+sweep-dir` on a copy of the job: the plan stage, with its profiling pass where the strategy's plan
+needs measured costs, then the job in its own process) and then PyTorch's (`torch_peak_memory.py --device cpu`, one process), one after the
 other, so that both see the same machine state. It prints per configuration:
 
 - samples/s of each framework: the median over the rounds, with the range (min-max);
@@ -16,13 +17,17 @@ other, so that both see the same machine state. It prints per configuration:
 
 Usage (from the repository root, after `cargo build --release --locked --bins`):
     python3 reference/bench_cpu.py --bundle target/bench-cpu [--rounds 2] [--json out.json]
+        [--memwall-only]
 
-It needs PyTorch (`python3 -m pip install --user torch`) and says so when it is missing.
+It needs PyTorch (`python3 -m pip install --user torch`) and says so when it is missing;
+`--memwall-only` runs memwall's side alone (what `pipeline/tests/bench_cpu.rs` runs at smoke size,
+so the bench's path cannot break unnoticed). It exits 1 when a configuration gives no row.
 """
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,9 +58,12 @@ def main():
     p.add_argument("--runner", default="target/release/memwall-job")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--memwall-only", action="store_true",
+                   help="run memwall's jobs only (no PyTorch needed)")
     a = p.parse_args()
     try:
-        import torch  # noqa: F401
+        if not a.memwall_only:
+            import torch  # noqa: F401
     except ImportError:
         sys.exit("bench_cpu.py needs PyTorch: python3 -m pip install --user torch "
                  "(about 1.5 GB; it runs on the CPU)")
@@ -66,27 +74,35 @@ def main():
     if not os.path.isfile(runner):
         sys.exit(f"{runner}: no runner; build it with `cargo build --release --locked --bins`")
     script = os.path.join(a.bundle, "reference", "torch_peak_memory.py")
-    if not os.path.isfile(script):
+    if not a.memwall_only and not os.path.isfile(script):
         sys.exit(f"{a.bundle}: no reference/torch_peak_memory.py; bundle with --torch-script")
-    rows = []
+    rows, missing = [], []
     work = tempfile.mkdtemp(prefix="memwall-bench-cpu-")
     for study in manifest["studies"]:
         plan_file = os.path.join(a.bundle, "reference", f"{study['name']}.plan.json")
-        plan = json.load(open(plan_file))
-        in_plan = {c["name"] for c in plan["configs"]}
+        in_plan = None
+        if not a.memwall_only:
+            in_plan = {c["name"] for c in json.load(open(plan_file))["configs"]}
         for config, key in study["jobs"]:
-            if config not in in_plan:
+            if in_plan is not None and config not in in_plan:
+                print(f"{config}: no PyTorch twin in {plan_file}")
+                missing.append(config)
                 continue
             job = os.path.join(a.bundle, "jobs", study["name"], key, "job.json")
             ours, theirs, ours_peak, theirs_rss = [], [], [], []
             for r in range(a.rounds):
                 out = os.path.join(work, f"{config}.{r}")
-                os.makedirs(out, exist_ok=True)
-                # The job's paths are relative to the bundle folder.
+                # A fresh copy of the job per round (sweep-dir skips a job with a record); the
+                # job's paths are relative to the bundle folder, where it runs.
+                job_dir = os.path.join(out, "jobs", study["name"], key)
+                os.makedirs(job_dir, exist_ok=True)
+                shutil.copyfile(job, os.path.join(job_dir, "job.json"))
                 code, _, _ = child_rusage_run(
-                    [runner, "run-job", "--job", os.path.abspath(job), "--out", out],
+                    [runner, "sweep-dir", os.path.join(out, "jobs"),
+                     "--only", f"{study['name']}/{key}"],
                     os.path.join(out, "memwall.log"), cwd=a.bundle)
-                rec = json.load(open(os.path.join(out, "record.json"))) if code == 0 else {}
+                record = os.path.join(job_dir, "record.json")
+                rec = json.load(open(record)) if os.path.exists(record) else {}
                 s = rec.get("summary") or {}
                 if rec.get("status") != "ok" or not s:
                     print(f"{config}: memwall {rec.get('status', 'failed')} "
@@ -94,6 +110,9 @@ def main():
                     break
                 ours.append(s["samples_per_s"])
                 ours_peak.append(s["peak_allocated_bytes"])
+                if a.memwall_only:
+                    print(f"{config} round {r + 1}: memwall {ours[-1]:.2f} samples/s", flush=True)
+                    continue
                 row_file = os.path.join(out, "torch.json")
                 code, _, rss = child_rusage_run(
                     [sys.executable, os.path.abspath(script), "--plan", os.path.abspath(plan_file),
@@ -108,7 +127,15 @@ def main():
                 theirs_rss.append(rss)
                 print(f"{config} round {r + 1}: memwall {ours[-1]:.2f}, PyTorch "
                       f"{theirs[-1]:.2f} samples/s", flush=True)
-            if not ours or len(ours) != len(theirs):
+            if len(ours) != a.rounds or (not a.memwall_only and len(theirs) != a.rounds):
+                missing.append(config)
+                continue
+            if a.memwall_only:
+                rows.append({
+                    "study": study["name"], "config": config, "rounds": len(ours),
+                    "memwall_samples_per_s": ours,
+                    "memwall_peak_allocated_bytes": max(ours_peak),
+                })
                 continue
             ratios = [t / o for t, o in zip(theirs, ours)]
             rows.append({
@@ -119,9 +146,28 @@ def main():
                 "memwall_peak_allocated_bytes": max(ours_peak),
                 "pytorch_max_rss_bytes": max(theirs_rss),
             })
+    if a.memwall_only:
+        print()
+        print("| configuration | memwall samples/s | memwall peak allocated (exact), MiB |")
+        print("|---|---|---|")
+        for r in rows:
+            o = r["memwall_samples_per_s"]
+            print(f"| {r['config']} | {statistics.median(o):.2f} ({spread(o)}) | "
+                  f"{r['memwall_peak_allocated_bytes'] / 2**20:.1f} |")
+    else:
+        print_table(rows, manifest, a.rounds)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if missing:
+        print(f"no row for: {', '.join(missing)}", file=sys.stderr)
+    return 0 if rows and not missing else 1
+
+
+def print_table(rows, manifest, rounds):
     print()
     print(f"memwall ({manifest['target']}) beside PyTorch eager (CPU), "
-          f"{a.rounds} alternating round(s), median (range)")
+          f"{rounds} alternating round(s), median (range)")
     print()
     print("| configuration | memwall samples/s | PyTorch samples/s | PyTorch / memwall | "
           "memwall peak allocated (exact), MiB | PyTorch process max RSS, MiB |")
@@ -132,10 +178,6 @@ def main():
               f"{statistics.median(t):.2f} ({spread(t)}) | {r['ratio_of_medians']:.2f}x "
               f"({spread(r['ratios'])}) | {r['memwall_peak_allocated_bytes'] / 2**20:.1f} | "
               f"{r['pytorch_max_rss_bytes'] / 2**20:.0f} |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 0 if rows else 1
 
 
 if __name__ == "__main__":

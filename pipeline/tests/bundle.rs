@@ -837,21 +837,48 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         .exists());
 }
 
-/// A bundle that would not travel to a GPU machine (over 64 MiB with the working tree) is
-/// refused with its size and what to leave out.
+/// A GPU bundle that would not travel to a GPU machine (over 64 MiB with the working tree) is
+/// refused with its size and what to leave out; a flex bundle of the same size, which runs
+/// where it was made (`just bench-cpu`), is written.
 #[test]
-fn a_bundle_over_the_carry_limit_is_refused_with_its_size() {
+fn a_gpu_bundle_over_the_carry_limit_is_refused_with_its_size() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     // A runner stand-in of 65 MiB that answers `backends` (a shell script with padding).
     let fake = dir.join("memwall-job");
-    let mut body = b"#!/bin/sh\n[ \"$1\" = backends ] && echo flex\nexit 0\n".to_vec();
+    let mut body =
+        b"#!/bin/sh\n[ \"$1\" = backends ] && printf 'flex\\ncuda\\n'\nexit 0\n".to_vec();
     body.resize(65 << 20, b'#');
     std::fs::write(&fake, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let experiment = common::root().join("experiments/peak_memory.toml");
+    let data = common::excerpt();
+    let bundle = |target: &str, out: &Path| {
+        memwall(
+            dir,
+            &[
+                "bundle",
+                s(&experiment),
+                "--profile",
+                "smoke",
+                "--target",
+                target,
+                "--out",
+                s(out),
+                "--runner",
+                s(&fake),
+                "--data",
+                s(&data),
+                "--only",
+                "control",
+                "--torch-script",
+                "none",
+            ],
+        )
+    };
     let out = dir.join("gpu-bundle");
-    let o = bundle_smoke(dir, &out, &fake, "control", &["--torch-script", "none"]);
+    let o = bundle("cuda", &out);
     assert!(!o.status.success(), "accepted: {}", text(&o));
     let msg = text(&o);
     assert!(
@@ -862,4 +889,6 @@ fn a_bundle_over_the_carry_limit_is_refused_with_its_size() {
         !dir.join("gpu-bundle.tar.gz").exists(),
         "an archive was written"
     );
+    let flex = bundle("flex", &dir.join("cpu-bundle"));
+    assert!(flex.status.success(), "{}", text(&flex));
 }

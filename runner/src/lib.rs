@@ -11,6 +11,8 @@
 //! - [`fusion_chains`]: the `fusion_ir` study's elementwise chains on Burn (`memwall-job
 //!   fusion-chains`, the study's CUDA measurement from a GPU bundle);
 //! - [`data`]: token streams and batches (the corpus is tokenized by the driver);
+//! - [`kernels`]: memwall's CPU kernels for the model's hot operations on flex (GELU, the
+//!   attention heads' layout);
 //! - [`job`]: running a job file, in this process or in a child process.
 //!
 //! May import: `memwall-core` and Burn (with CubeCL for CUDA) only. No solver, no polars, no
@@ -23,6 +25,7 @@ pub mod data;
 pub mod device;
 pub mod fusion_chains;
 pub mod job;
+pub mod kernels;
 pub mod measure;
 pub mod model;
 pub mod sweep;

@@ -755,8 +755,8 @@ fn torch_seconds_of_rows(
 }
 
 /// Writes `manifest.json`, `plan.tsv` and `run.sh` (a CUDA bundle's stops before
-/// [`SUITE_MINUTES`] unless told otherwise), refuses a bundle that would not travel
-/// ([`check_carry`]), and writes the archive when asked. Returns the folder's bytes, the working
+/// [`SUITE_MINUTES`] unless told otherwise), refuses a GPU bundle that would not travel
+/// ([`check_carry`]; a flex bundle runs where it was made, as `just bench-cpu` does), and writes the archive when asked. Returns the folder's bytes, the working
 /// tree's, the archive and its bytes (0 without one).
 fn write_manifest_and_script(
     req: &BundleRequest,
@@ -778,7 +778,9 @@ fn write_manifest_and_script(
     set_executable(&run_sh)?;
     let dir_bytes = dir_size(out)?;
     let tree_bytes = travelling_tree_bytes();
-    check_carry(out, dir_bytes, tree_bytes)?;
+    if manifest.target.is_gpu() {
+        check_carry(out, dir_bytes, tree_bytes)?;
+    }
     let archive = if req.archive {
         let file = archive_path(out);
         pack_dir(out, &file)?;

@@ -10,6 +10,8 @@
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
 pub mod attention;
+pub mod gelu;
+pub mod heads;
 pub mod norm;
 
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
@@ -17,12 +19,14 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
-use burn::tensor::activation::{gelu, log_softmax};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Int, Tensor, TensorPrimitive};
+use gelu::{gelu, GeluBackend};
+use heads::{merge_heads, split_heads, HeadsBackend};
 use memwall_core::spec::{ModelConfig, Precision};
 use norm::{layer_norm, LayerNormSaving, NormBackend};
 
@@ -55,19 +59,18 @@ pub struct Block<B: Backend> {
     pub layer_norm: LayerNormSaving,
 }
 
-/// Backends that run the model's custom operations: the memory-efficient attention and the
-/// layer norm ([`AttentionBackend`], [`NormBackend`]).
-pub trait ModelBackend: AttentionBackend + NormBackend {}
+/// Backends that run the model's custom operations: the memory-efficient attention, the layer
+/// norm, GELU and the heads' split and merge ([`AttentionBackend`], [`NormBackend`],
+/// [`GeluBackend`], [`HeadsBackend`]).
+pub trait ModelBackend: AttentionBackend + NormBackend + GeluBackend + HeadsBackend {}
 
-impl<B: AttentionBackend + NormBackend> ModelBackend for B {}
+impl<B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend> ModelBackend for B {}
 
 impl<B: ModelBackend> Block<B> {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let [b, t, d] = x.dims();
-        let dh = d / self.heads;
         let h = layer_norm(&self.norm_attn, x.clone(), self.layer_norm);
-        let split = |y: Tensor<B, 3>| y.reshape([b, t, self.heads, dh]).swap_dims(1, 2);
+        let split = |y: Tensor<B, 3>| split_heads(y, self.heads);
         let q = split(self.query.forward(h.clone()));
         let k = split(self.key.forward(h.clone()));
         let v = split(self.value.forward(h));
@@ -82,7 +85,7 @@ impl<B: ModelBackend> Block<B> {
             }
             Attention::MemoryEfficient { tiles } => memory_efficient_attention(q, k, v, tiles),
         };
-        let a = a.swap_dims(1, 2).reshape([b, t, d]);
+        let a = merge_heads(a);
         let x = x + self.attn_out.forward(a);
         let h = layer_norm(&self.norm_mlp, x.clone(), self.layer_norm);
         let h = self.mlp_out.forward(gelu(self.mlp_in.forward(h)));

@@ -1,0 +1,98 @@
+//! `just bench-cpu`'s path at smoke size, memwall's side only (PyTorch is too heavy for CI):
+//! a flex bundle of every configuration the recipe names, then `reference/bench_cpu.py
+//! --memwall-only`, which runs each job as `memwall run` does (plan stage, then the job). Every
+//! configuration must give a row: a job file that the runner refuses (as the checkpoint
+//! configurations were when the bench handed the runner unplanned jobs) fails here.
+
+mod common;
+
+use common::{memwall, text};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The configurations `just bench-cpu` measures (the justfile's `--only` list).
+fn bench_configs() -> String {
+    let justfile = std::fs::read_to_string(common::root().join("justfile")).unwrap();
+    let line = justfile
+        .lines()
+        .skip_while(|l| !l.starts_with("bench-cpu"))
+        .find(|l| l.contains("--only"))
+        .expect("the bench-cpu recipe bundles with --only");
+    let only = line
+        .split("--only")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    only.to_string()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn every_configuration_of_the_cpu_bench_runs_through_the_plan_stage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runner = PathBuf::from(env!("CARGO_BIN_EXE_memwall")).with_file_name("memwall-job");
+    let experiment = common::root().join("experiments/peak_memory.toml");
+    let (out, data, only) = (dir.join("bench"), common::excerpt(), bench_configs());
+    let o = memwall(
+        dir,
+        &[
+            "bundle",
+            s(&experiment),
+            "--profile",
+            "smoke",
+            "--target",
+            "flex",
+            "--out",
+            s(&out),
+            "--no-archive",
+            "--runner",
+            s(&runner),
+            "--data",
+            s(&data),
+            "--only",
+            &only,
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let json = dir.join("bench.json");
+    let o = Command::new("python3")
+        .arg(common::root().join("reference/bench_cpu.py"))
+        .args([
+            "--bundle",
+            s(&out),
+            "--runner",
+            s(&runner),
+            "--rounds",
+            "1",
+            "--memwall-only",
+        ])
+        .args(["--json", s(&json)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let got: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+    let want: Vec<&str> = only.split(',').collect();
+    assert_eq!(got.len(), want.len(), "rows {got:?} for {want:?}");
+    for config in want {
+        let row = rows
+            .iter()
+            .find(|r| r["config"] == config)
+            .unwrap_or_else(|| panic!("no row for {config}"));
+        assert!(
+            row["memwall_samples_per_s"][0].as_f64().unwrap() > 0.0,
+            "{row}"
+        );
+        assert!(
+            row["memwall_peak_allocated_bytes"].as_u64().unwrap() > 0,
+            "{row}"
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! The kernels on flex tensors: contiguous views in, contiguous tensors out, any float dtype
+//! (f32 directly; bf16 and f16 through f32 chunks; f64 and others through Burn's own
+//! operations).
+
+use super::{gelu, heads, CHUNK};
+use burn::backend::Flex;
+use burn::tensor::ops::ActivationOps;
+use burn::tensor::{bf16, f16, Bytes, DType, Shape};
+use burn_flex::{FlexTensor, Layout};
+use half::slice::HalfFloatSliceExt;
+use rayon::prelude::*;
+
+/// `t` itself when it covers its buffer contiguously from offset 0, else a contiguous copy.
+fn dense(t: FlexTensor) -> FlexTensor {
+    let n = t.layout().num_elements();
+    let whole = t.bytes().len() == n * t.dtype().size();
+    if t.is_contiguous() && t.layout().start_offset() == 0 && whole {
+        t
+    } else {
+        t.to_contiguous()
+    }
+}
+
+fn tensor<E: bytemuck::Pod + Send + Sync + burn::tensor::Element>(
+    v: Vec<E>,
+    shape: Shape,
+) -> FlexTensor {
+    FlexTensor::new(Bytes::from_elems(v), Layout::contiguous(shape), E::dtype())
+}
+
+/// Runs the f32 kernel `$op(x, y)` over a 16-bit slice chunk by chunk (in parallel): each
+/// chunk is widened to f32 and the result rounded to nearest even.
+macro_rules! half_map {
+    ($ty:ty, $x:expr, $y:expr, $op:expr) => {{
+        let (x, y): (&[$ty], &mut [$ty]) = ($x, $y);
+        y.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .for_each(|(y, x)| {
+                let mut a = vec![0f32; x.len()];
+                let mut b = vec![0f32; x.len()];
+                x.convert_to_f32_slice(&mut a);
+                $op(&a, &mut b);
+                y.convert_from_f32_slice(&b);
+            });
+    }};
+}
+
+/// `gelu(x)` (exact, [`gelu`]) as a new contiguous tensor of `x`'s shape and dtype.
+pub fn gelu_forward(x: FlexTensor) -> FlexTensor {
+    let x = dense(x);
+    let shape = x.layout().shape().clone();
+    let n = shape.num_elements();
+    match x.dtype() {
+        DType::F32 => {
+            let mut y = vec![0f32; n];
+            gelu::forward(x.storage::<f32>(), &mut y);
+            tensor(y, shape)
+        }
+        DType::BF16 => {
+            let mut y = vec![bf16::ZERO; n];
+            half_map!(bf16, x.storage::<bf16>(), &mut y, gelu::forward_sequential);
+            tensor(y, shape)
+        }
+        DType::F16 => {
+            let mut y = vec![f16::ZERO; n];
+            half_map!(f16, x.storage::<f16>(), &mut y, gelu::forward_sequential);
+            tensor(y, shape)
+        }
+        _ => <Flex as ActivationOps<Flex>>::gelu(x),
+    }
+}
+
+/// The input's gradient `dy · gelu'(x)`, written over `dy` when nothing else holds it.
+/// `x` and `dy` have the same shape and dtype (as Burn's `gelu_backward`).
+pub fn gelu_backward(x: FlexTensor, dy: FlexTensor) -> FlexTensor {
+    let x = dense(x);
+    let mut dy = dense(dy);
+    if x.dtype() != dy.dtype() {
+        return <Flex as ActivationOps<Flex>>::gelu_backward(x, dy);
+    }
+    match x.dtype() {
+        DType::F32 => {
+            let g: &mut [f32] = dy.storage_mut();
+            gelu::backward_in_place(x.storage::<f32>(), g);
+            dy
+        }
+        DType::BF16 => {
+            let xs = x.storage::<bf16>();
+            let g: &mut [bf16] = dy.storage_mut();
+            half_backward(xs, g);
+            dy
+        }
+        _ => <Flex as ActivationOps<Flex>>::gelu_backward(x, dy),
+    }
+}
+
+fn half_backward(x: &[bf16], g: &mut [bf16]) {
+    g.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(g, x)| {
+            let mut a = vec![0f32; x.len()];
+            let mut b = vec![0f32; x.len()];
+            x.convert_to_f32_slice(&mut a);
+            g.convert_to_f32_slice(&mut b);
+            gelu::backward_sequential(&a, &mut b);
+            g.convert_from_f32_slice(&b);
+        });
+}
+
+/// `x` `[batch, seq, heads · dh]` as a contiguous `[batch, heads, seq, dh]`.
+pub fn split_heads(x: FlexTensor, heads: usize) -> FlexTensor {
+    let x = dense(x);
+    let [b, t, d] = x.layout().shape().dims::<3>();
+    let dims = [b, t, heads, d / heads];
+    let out = Shape::new([b, heads, t, d / heads]);
+    match x.dtype() {
+        DType::F32 => copy(&x, out, |s: &[f32], o| heads::split(s, o, dims)),
+        DType::BF16 => copy(&x, out, |s: &[bf16], o| heads::split(s, o, dims)),
+        DType::F16 => copy(&x, out, |s: &[f16], o| heads::split(s, o, dims)),
+        DType::F64 => copy(&x, out, |s: &[f64], o| heads::split(s, o, dims)),
+        other => panic!("split heads: float dtype {other:?}"),
+    }
+}
+
+/// `x` `[batch, heads, seq, dh]` as a contiguous `[batch, seq, heads · dh]`.
+pub fn merge_heads(x: FlexTensor) -> FlexTensor {
+    let x = dense(x);
+    let [b, h, t, dh] = x.layout().shape().dims::<4>();
+    let dims = [b, t, h, dh];
+    let out = Shape::new([b, t, h * dh]);
+    match x.dtype() {
+        DType::F32 => copy(&x, out, |s: &[f32], o| heads::merge(s, o, dims)),
+        DType::BF16 => copy(&x, out, |s: &[bf16], o| heads::merge(s, o, dims)),
+        DType::F16 => copy(&x, out, |s: &[f16], o| heads::merge(s, o, dims)),
+        DType::F64 => copy(&x, out, |s: &[f64], o| heads::merge(s, o, dims)),
+        other => panic!("merge heads: float dtype {other:?}"),
+    }
+}
+
+fn copy<E>(x: &FlexTensor, out: Shape, f: impl Fn(&[E], &mut [E])) -> FlexTensor
+where
+    E: bytemuck::Pod + Send + Sync + burn::tensor::Element + Default,
+{
+    let mut v = vec![E::default(); out.num_elements()];
+    f(x.storage::<E>(), &mut v);
+    tensor(v, out)
+}

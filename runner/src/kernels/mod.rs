@@ -1,0 +1,81 @@
+//! memwall's own CPU kernels for the model's hot operations on flex (Burn's CPU backend).
+//!
+//! Burn 0.21's flex runs GELU as a scalar `libm::erff` per element on one thread and copies a
+//! strided view element by element; at the `cpu` profile these were 38% of a training step's
+//! main-thread time (`just profile-cpu`, README "CPU speed"). The kernels here work on
+//! contiguous `f32` slices (bf16 through chunked conversion), are written so that LLVM
+//! vectorizes their loops, are compiled for AVX-512 and AVX2 besides the baseline and picked
+//! at run time ([`simd_level`]), and run over rows in parallel on rayon's pool (the one flex's
+//! matmuls use).
+//!
+//! - [`gelu`]: GELU forward and backward with a vectorizable `erf` (its error against libm is
+//!   stated and tested there);
+//! - [`heads`]: splitting `[batch, seq, heads · dh]` into `[batch, heads, seq, dh]` and merging
+//!   it back as blocked contiguous copies.
+//!
+//! [`crate::model`]'s operations call these only on flex, through backend traits whose
+//! default (CUDA, ndarray) is Burn's own tensor operations.
+
+pub mod flex;
+pub mod gelu;
+pub mod heads;
+
+/// The widest vector instructions this CPU runs that a kernel was compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// x86-64 with AVX-512F (16 f32 lanes).
+    Avx512,
+    /// x86-64 with AVX2 and FMA (8 f32 lanes).
+    Avx2,
+    /// The build's baseline (SSE2 on x86-64).
+    Baseline,
+}
+
+/// The level detected once per process (`is_x86_feature_detected!`).
+pub fn simd_level() -> SimdLevel {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return SimdLevel::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return SimdLevel::Avx2;
+            }
+        }
+        SimdLevel::Baseline
+    })
+}
+
+/// Elements per parallel task: large enough that rayon's scheduling (a few µs) is small
+/// beside the work, small enough that two cores share a `[8·128, 512]` activation evenly.
+pub(crate) const CHUNK: usize = 16 * 1024;
+
+/// Defines `$name(args)` that runs the `#[inline(always)]` body `$body` compiled for AVX-512,
+/// AVX2 + FMA or the baseline, as [`simd_level`] says. The body must be safe code.
+macro_rules! dispatch {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:path) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) { $body($($arg),*) }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2($($arg: $ty),*) { $body($($arg),*) }
+                match $crate::kernels::simd_level() {
+                    // SAFETY: the CPU runs these instructions (detected at run time).
+                    $crate::kernels::SimdLevel::Avx512 => return unsafe { avx512($($arg),*) },
+                    $crate::kernels::SimdLevel::Avx2 => return unsafe { avx2($($arg),*) },
+                    $crate::kernels::SimdLevel::Baseline => {}
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+pub(crate) use dispatch;

@@ -1,0 +1,190 @@
+//! GELU as a backend operation, so that flex runs memwall's kernel ([`crate::kernels::gelu`])
+//! and every other backend Burn's own `gelu`.
+//!
+//! Under autodiff it is registered exactly as Burn 0.21 registers its `gelu` (a memory-bound
+//! operation that checkpoints its input and can be recomputed by a checkpointing strategy), so
+//! what the graph keeps, and so every measured peak, is unchanged; only the kernels differ.
+
+use super::{float, primitive};
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
+use burn::backend::autodiff::checkpoint::state::BackwardStates;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::NodeId;
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// Backends that run the model's GELU. The provided methods are Burn's operations; flex
+/// overrides them with memwall's kernels.
+pub trait GeluBackend: Backend {
+    /// `x Φ(x)`, element by element; same shape and dtype.
+    fn model_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::gelu(x)
+    }
+
+    /// `dy · (Φ(x) + x φ(x))`; `x` and `dy` of one shape and dtype.
+    fn model_gelu_backward(x: FloatTensor<Self>, dy: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::gelu_backward(x, dy)
+    }
+}
+
+impl GeluBackend for burn::backend::Flex {
+    fn model_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::flex::gelu_forward(x)
+    }
+
+    fn model_gelu_backward(x: FloatTensor<Self>, dy: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::flex::gelu_backward(x, dy)
+    }
+}
+#[cfg(feature = "ndarray")]
+impl GeluBackend for burn::backend::NdArray {}
+#[cfg(feature = "cuda")]
+impl GeluBackend for burn::backend::Cuda {}
+#[cfg(feature = "cuda")]
+impl GeluBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+
+#[derive(Debug)]
+struct GeluBackward;
+
+impl<B: GeluBackend> Backward<B, 1> for GeluBackward {
+    type State = NodeId;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let x = checkpointer.retrieve_node_output::<FloatTensor<B>>(ops.state);
+        let dy = grads.consume::<B>(&ops.node);
+        if let [Some(parent)] = ops.parents {
+            grads.register::<B>(parent.id, B::model_gelu_backward(x, dy));
+        }
+    }
+}
+
+/// Recomputes the output from the input when a checkpointing strategy dropped it.
+#[derive(Debug, Clone)]
+struct RetroGelu<B: Backend> {
+    input: NodeId,
+    _backend: PhantomData<B>,
+}
+
+impl<B: GeluBackend> RetroForward for RetroGelu<B> {
+    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        let x = states.get_state::<FloatTensor<B>>(&self.input);
+        states.save(out_node, B::model_gelu(x))
+    }
+}
+
+impl<B: GeluBackend, C: CheckpointStrategy> GeluBackend for Autodiff<B, C> {
+    fn model_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let retro = RetroGelu::<B> {
+            input: x.node.id,
+            _backend: PhantomData,
+        };
+        match GeluBackward
+            .prepare::<C>([x.node.clone()])
+            .memory_bound()
+            .retro_forward(retro)
+            .parents([&x])
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let state = prep.checkpoint(&x);
+                prep.finish(state, B::model_gelu(x.primitive.clone()))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::model_gelu(x.primitive)),
+        }
+    }
+}
+
+/// The model's GELU on Burn tensors (see [`GeluBackend`]).
+pub fn gelu<B: GeluBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    float(B::model_gelu(primitive(x)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::tensor::{DType, TensorData};
+
+    type Ad = Autodiff<Flex>;
+
+    fn values(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919) % 1201) as f32 / 100.0 - 6.0)
+            .collect()
+    }
+
+    /// Output and input gradient of `sum(gelu(x) * w)`, with memwall's GELU or Burn's.
+    fn run(ours: bool, dtype: DType) -> (Vec<f32>, Vec<f32>) {
+        let n = 3 * 40_001;
+        let x =
+            Tensor::<Ad, 2>::from_data(TensorData::new(values(n), [3, n / 3]), &Default::default())
+                .cast(dtype)
+                .require_grad();
+        let w = Tensor::<Ad, 2>::from_data(
+            TensorData::new(values(n).iter().map(|v| v.sin()).collect(), [3, n / 3]),
+            &Default::default(),
+        );
+        let y = if ours {
+            gelu(x.clone())
+        } else {
+            burn::tensor::activation::gelu(x.clone())
+        };
+        let grads = (y.clone().cast(DType::F32) * w).sum().backward();
+        let flat = |t: Tensor<Flex, 2>| t.cast(DType::F32).into_data().to_vec::<f32>().unwrap();
+        (flat(y.inner()), flat(x.grad(&grads).expect("dx")))
+    }
+
+    #[test]
+    fn f32_output_and_gradient_match_burns_gelu() {
+        let (y, dx) = run(true, DType::F32);
+        let (y_ref, dx_ref) = run(false, DType::F32);
+        for i in 0..y.len() {
+            let scale = 1f32.max(y_ref[i].abs());
+            assert!(
+                (y[i] - y_ref[i]).abs() <= 5e-7 * scale,
+                "y[{i}]: {} vs {}",
+                y[i],
+                y_ref[i]
+            );
+            assert!(
+                (dx[i] - dx_ref[i]).abs() <= 1e-6,
+                "dx[{i}]: {} vs {}",
+                dx[i],
+                dx_ref[i]
+            );
+        }
+    }
+
+    #[test]
+    fn bf16_matches_burns_gelu_within_one_bf16_rounding() {
+        let (y, dx) = run(true, DType::BF16);
+        let (y_ref, dx_ref) = run(false, DType::BF16);
+        for i in 0..y.len() {
+            // Both round an f32 result to bf16 (unit roundoff 2^-8); they may round apart.
+            let tol = |r: f32| 2f32.powi(-7) * r.abs().max(1e-3);
+            assert!(
+                (y[i] - y_ref[i]).abs() <= tol(y_ref[i]),
+                "y[{i}]: {} vs {}",
+                y[i],
+                y_ref[i]
+            );
+            assert!(
+                (dx[i] - dx_ref[i]).abs() <= tol(dx_ref[i]),
+                "dx[{i}]: {} vs {}",
+                dx[i],
+                dx_ref[i]
+            );
+        }
+    }
+}
