@@ -11,7 +11,8 @@
 //! - [`gelu`]: GELU forward and backward with a vectorizable `erf` (its error against libm is
 //!   stated and tested there);
 //! - [`heads`]: splitting `[batch, seq, heads · dh]` into `[batch, heads, seq, dh]` and merging
-//!   it back as blocked contiguous copies.
+//!   it back as blocked contiguous copies;
+//! - [`matmul`]: bf16 products through f32 without copying the operands' layouts.
 //!
 //! [`crate::model`]'s operations call these only on flex, through backend traits whose
 //! default (CUDA, ndarray) is Burn's own tensor operations.
@@ -19,6 +20,7 @@
 pub mod flex;
 pub mod gelu;
 pub mod heads;
+pub mod matmul;
 
 /// The widest vector instructions this CPU runs that a kernel was compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

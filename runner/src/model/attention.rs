@@ -25,6 +25,7 @@
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
 //! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
 
+use super::linear::{matmul as mm, MatmulBackend};
 use super::{float, primitive};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -38,7 +39,7 @@ pub use memwall_core::strategy::{Attention, Tiles};
 
 /// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
 /// provided tiled forward; [`Autodiff`] registers the operation with its own backward.
-pub trait AttentionBackend: Backend {
+pub trait AttentionBackend: MatmulBackend {
     /// Causal `softmax(Q K^T / sqrt(d_head)) V` computed tile by tile.
     ///
     /// Shapes: `q`, `k`, `v` are `[batch, heads, seq, d_head]` of one float dtype; the result has
@@ -76,7 +77,7 @@ type FlashState<B> = (
     Tiles,
 );
 
-impl<B: Backend> Backward<B, 3> for FlashBackward {
+impl<B: MatmulBackend> Backward<B, 3> for FlashBackward {
     type State = FlashState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -185,7 +186,7 @@ fn causal_bias<B: Backend>(
 }
 
 /// Scaled, causally masked f32 scores of one tile: `Q_i K_j^T / sqrt(d)`, `[b, h, nr, nc]`.
-fn scores<B: Backend>(
+fn scores<B: MatmulBackend>(
     qi: Tensor<B, 4>,
     kj: Tensor<B, 4>,
     rows: (usize, usize),
@@ -193,8 +194,7 @@ fn scores<B: Backend>(
     scale: f64,
 ) -> Tensor<B, 4> {
     let device = qi.device();
-    let s = qi
-        .matmul(kj.swap_dims(2, 3))
+    let s = mm(qi, kj.swap_dims(2, 3))
         .cast(DType::F32)
         .mul_scalar(scale);
     match causal_bias::<B>(rows, cols, &device) {
@@ -213,7 +213,7 @@ fn scores<B: Backend>(
 ///
 /// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
 /// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
-pub fn flash_forward<B: Backend>(
+pub fn flash_forward<B: MatmulBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -239,7 +239,7 @@ pub fn flash_forward<B: Backend>(
             };
             let p = (s - m_new.clone()).exp();
             let p_sum = p.clone().sum_dim(3);
-            let pv = p.cast(dtype).matmul(vj).cast(DType::F32);
+            let pv = mm(p.cast(dtype), vj).cast(DType::F32);
             state = Some(match state {
                 Some((m, l, acc)) => {
                     let alpha = (m - m_new.clone()).exp();
@@ -260,7 +260,7 @@ pub fn flash_forward<B: Backend>(
 /// Shapes: `q`, `k`, `v`, `out`, `grad_out` `[batch, heads, seq, d_head]`, `lse`
 /// `[batch, heads, seq, 1]` (f32, from [`flash_forward`]). Returns `(dq, dk, dv)` in the dtype of
 /// `q`, accumulated in f32.
-pub fn flash_backward<B: Backend>(
+pub fn flash_backward<B: MatmulBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -293,11 +293,11 @@ pub fn flash_backward<B: Backend>(
             let doi = grad_out.clone().narrow(2, r0, nr);
             let s = scores(qi.clone(), kj.clone(), rows, cols, scale);
             let p = (s - lse.clone().narrow(2, r0, nr)).exp();
-            let dv_part = p.clone().cast(dtype).swap_dims(2, 3).matmul(doi.clone());
-            let dp = doi.matmul(vj.clone().swap_dims(2, 3)).cast(DType::F32);
+            let dv_part = mm(p.clone().cast(dtype).swap_dims(2, 3), doi.clone());
+            let dp = mm(doi, vj.clone().swap_dims(2, 3)).cast(DType::F32);
             let ds = (p * (dp - d.clone().narrow(2, r0, nr))).cast(dtype);
-            let dq_part = ds.clone().matmul(kj.clone()).cast(DType::F32);
-            let dk_part = ds.swap_dims(2, 3).matmul(qi).cast(DType::F32);
+            let dq_part = mm(ds.clone(), kj.clone()).cast(DType::F32);
+            let dk_part = mm(ds.swap_dims(2, 3), qi).cast(DType::F32);
             dq[i] = Some(add_opt(dq[i].take(), dq_part));
             dk_j = Some(add_opt(dk_j, dk_part));
             dv_j = Some(add_opt(dv_j, dv_part.cast(DType::F32)));

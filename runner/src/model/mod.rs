@@ -12,6 +12,7 @@
 pub mod attention;
 pub mod gelu;
 pub mod heads;
+pub mod linear;
 pub mod norm;
 
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
@@ -27,6 +28,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Int, Tensor, TensorPrimitive};
 use gelu::{gelu, GeluBackend};
 use heads::{merge_heads, split_heads, HeadsBackend};
+use linear::{linear, MatmulBackend};
 use memwall_core::spec::{ModelConfig, Precision};
 use norm::{layer_norm, LayerNormSaving, NormBackend};
 
@@ -60,20 +62,26 @@ pub struct Block<B: Backend> {
 }
 
 /// Backends that run the model's custom operations: the memory-efficient attention, the layer
-/// norm, GELU and the heads' split and merge ([`AttentionBackend`], [`NormBackend`],
-/// [`GeluBackend`], [`HeadsBackend`]).
-pub trait ModelBackend: AttentionBackend + NormBackend + GeluBackend + HeadsBackend {}
+/// norm, GELU, the heads' split and merge and the matrix products ([`AttentionBackend`],
+/// [`NormBackend`], [`GeluBackend`], [`HeadsBackend`], [`MatmulBackend`]).
+pub trait ModelBackend:
+    AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend
+{
+}
 
-impl<B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend> ModelBackend for B {}
+impl<B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend> ModelBackend
+    for B
+{
+}
 
 impl<B: ModelBackend> Block<B> {
     /// `[batch, seq, d_model] -> [batch, seq, d_model]`.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let h = layer_norm(&self.norm_attn, x.clone(), self.layer_norm);
         let split = |y: Tensor<B, 3>| split_heads(y, self.heads);
-        let q = split(self.query.forward(h.clone()));
-        let k = split(self.key.forward(h.clone()));
-        let v = split(self.value.forward(h));
+        let q = split(linear(&self.query, h.clone()));
+        let k = split(linear(&self.key, h.clone()));
+        let v = split(linear(&self.value, h));
         let a = match self.attention {
             Attention::Naive => {
                 let options = AttentionModuleOptions {
@@ -86,9 +94,9 @@ impl<B: ModelBackend> Block<B> {
             Attention::MemoryEfficient { tiles } => memory_efficient_attention(q, k, v, tiles),
         };
         let a = merge_heads(a);
-        let x = x + self.attn_out.forward(a);
+        let x = x + linear(&self.attn_out, a);
         let h = layer_norm(&self.norm_mlp, x.clone(), self.layer_norm);
-        let h = self.mlp_out.forward(gelu(self.mlp_in.forward(h)));
+        let h = linear(&self.mlp_out, gelu(linear(&self.mlp_in, h)));
         x + h
     }
 }
@@ -111,7 +119,7 @@ pub struct TransformerLm<B: Backend> {
     pub layer_norm: LayerNormSaving,
 }
 
-fn linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
+fn new_linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
     LinearConfig::new(i, o).with_bias(false).init(device)
 }
 
@@ -134,13 +142,13 @@ impl InitModel for ModelConfig {
         let blocks = (0..self.layers)
             .map(|_| Block {
                 norm_attn: LayerNormConfig::new(d).init(device),
-                query: linear(d, d, device),
-                key: linear(d, d, device),
-                value: linear(d, d, device),
-                attn_out: linear(d, d, device),
+                query: new_linear(d, d, device),
+                key: new_linear(d, d, device),
+                value: new_linear(d, d, device),
+                attn_out: new_linear(d, d, device),
                 norm_mlp: LayerNormConfig::new(d).init(device),
-                mlp_in: linear(d, self.d_ff, device),
-                mlp_out: linear(self.d_ff, d, device),
+                mlp_in: new_linear(d, self.d_ff, device),
+                mlp_out: new_linear(self.d_ff, d, device),
                 heads: self.heads,
                 attention: Attention::default(),
                 layer_norm: LayerNormSaving::default(),
@@ -155,7 +163,7 @@ impl InitModel for ModelConfig {
                 .init(device),
             blocks,
             norm_final: LayerNormConfig::new(d).init(device),
-            head: (!self.tie_embeddings).then(|| linear(d, self.vocab, device)),
+            head: (!self.tie_embeddings).then(|| new_linear(d, self.vocab, device)),
             layer_norm: LayerNormSaving::default(),
         };
         materialize(&model);
@@ -194,8 +202,11 @@ impl<B: ModelBackend> TransformerLm<B> {
         let [b, t, d] = h.dims();
         let h = layer_norm(&self.norm_final, h, self.layer_norm).reshape([b * t, d]);
         match &self.head {
-            Some(head) => head.forward(h),
-            None => h.matmul(self.token_embedding.weight.val().transpose()),
+            Some(head) => float(B::model_linear(primitive(h), primitive(head.weight.val()))),
+            None => float(B::model_linear(
+                primitive(h),
+                primitive(self.token_embedding.weight.val().transpose()),
+            )),
         }
     }
 
