@@ -145,3 +145,27 @@ where
     f(x.storage::<E>(), &mut v);
     tensor(v, out)
 }
+
+/// `e^x` element by element ([`gelu::exp`]: f32 directly, bf16 and f16 through f32 chunks, f64
+/// through flex), written over `x` when nothing else holds it.
+pub fn exp(x: FlexTensor) -> FlexTensor {
+    let mut x = dense(x);
+    match x.dtype() {
+        DType::F32 => {
+            gelu::exp_in_place(x.storage_mut::<f32>());
+            x
+        }
+        DType::BF16 => {
+            let src = x.storage::<bf16>().to_vec();
+            let mut y = vec![bf16::ZERO; src.len()];
+            half_map!(bf16, &src, &mut y, exp_pair);
+            tensor(y, x.layout().shape().clone())
+        }
+        _ => <Flex as burn::tensor::ops::FloatTensorOps<Flex>>::float_exp(x),
+    }
+}
+
+fn exp_pair(x: &[f32], y: &mut [f32]) {
+    y.copy_from_slice(x);
+    gelu::exp_sequential(y);
+}

@@ -61,6 +61,41 @@ pub fn exp_neg(u: f32) -> f32 {
     p * scale
 }
 
+/// `e^y` for any `y`: [`exp_neg`] of `-y` below 88, `+∞` above `ln(f32::MAX)` (88.72), NaN for
+/// NaN. Relative error about 2e-7 down to `y = -87` (`e^{-87}` below that: zero beside any
+/// softmax's largest term, which is 1).
+#[inline(always)]
+pub fn exp(y: f32) -> f32 {
+    // e^{min(y, 88)}, times e^{y - 88} (at most e^{0.73}) above 88; 2^127 is the largest
+    // power the exponent bits of exp_neg take.
+    let low = exp_neg(-y.min(88.0));
+    let high = low * exp_neg((88.0 - y).clamp(-1.0, 0.0));
+    let e = if y > 88.0 { high } else { low };
+    let e = if y > 88.73 { f32::INFINITY } else { e };
+    if y.is_nan() {
+        y
+    } else {
+        e
+    }
+}
+
+#[inline(always)]
+fn exp_body(x: &mut [f32]) {
+    for x in x.iter_mut() {
+        *x = exp(*x);
+    }
+}
+
+dispatch!(
+    /// `x ← e^x` on this thread.
+    pub fn exp_sequential(x: &mut [f32]) => exp_body
+);
+
+/// `x ← e^x`, in parallel.
+pub fn exp_in_place(x: &mut [f32]) {
+    x.par_chunks_mut(CHUNK).for_each(exp_sequential);
+}
+
 /// `(Φ(x), e^{-x²/2})`.
 #[inline(always)]
 fn cdf_and_gauss(x: f32) -> (f32, f32) {
@@ -176,6 +211,30 @@ mod tests {
             assert!(rel <= 3e-7, "exp(-{u}): {got} vs {want} (relative {rel:e})");
         }
         assert!(exp_neg(1e30) < 1e-37 && exp_neg(f32::INFINITY) < 1e-37);
+    }
+
+    #[test]
+    fn exp_is_within_3e7_relative_of_libm_and_saturates() {
+        for i in -87 * 64..=88 * 64 {
+            let y = i as f32 / 64.0;
+            let want = (y as f64).exp();
+            let rel = ((exp(y) as f64 - want) / want).abs();
+            assert!(
+                rel <= 3e-7,
+                "exp({y}): {} vs {want} (relative {rel:e})",
+                exp(y)
+            );
+        }
+        assert_eq!(exp(89.0), f32::INFINITY);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert!(exp(-200.0) < 1e-37 && exp(f32::NEG_INFINITY) < 1e-37);
+        assert!(exp(f32::NAN).is_nan());
+        let mut xs: Vec<f32> = (0..3 * CHUNK + 5)
+            .map(|i| (i % 300) as f32 / 10.0 - 20.0)
+            .collect();
+        let want: Vec<u32> = xs.iter().map(|&x| exp(x).to_bits()).collect();
+        exp_in_place(&mut xs);
+        assert_eq!(xs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
     }
 
     #[test]

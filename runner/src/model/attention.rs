@@ -25,6 +25,7 @@
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
 //! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
 
+use super::exp::{exp, ExpBackend};
 use super::linear::{matmul as mm, MatmulBackend};
 use super::{float, primitive};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -39,7 +40,7 @@ pub use memwall_core::strategy::{Attention, Tiles};
 
 /// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
 /// provided tiled forward; [`Autodiff`] registers the operation with its own backward.
-pub trait AttentionBackend: MatmulBackend {
+pub trait AttentionBackend: MatmulBackend + ExpBackend {
     /// Causal `softmax(Q K^T / sqrt(d_head)) V` computed tile by tile.
     ///
     /// Shapes: `q`, `k`, `v` are `[batch, heads, seq, d_head]` of one float dtype; the result has
@@ -77,7 +78,7 @@ type FlashState<B> = (
     Tiles,
 );
 
-impl<B: MatmulBackend> Backward<B, 3> for FlashBackward {
+impl<B: MatmulBackend + ExpBackend> Backward<B, 3> for FlashBackward {
     type State = FlashState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -186,7 +187,7 @@ fn causal_bias<B: Backend>(
 }
 
 /// Scaled, causally masked f32 scores of one tile: `Q_i K_j^T / sqrt(d)`, `[b, h, nr, nc]`.
-fn scores<B: MatmulBackend>(
+fn scores<B: MatmulBackend + ExpBackend>(
     qi: Tensor<B, 4>,
     kj: Tensor<B, 4>,
     rows: (usize, usize),
@@ -213,7 +214,7 @@ fn scores<B: MatmulBackend>(
 ///
 /// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
 /// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
-pub fn flash_forward<B: MatmulBackend>(
+pub fn flash_forward<B: MatmulBackend + ExpBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -237,12 +238,12 @@ pub fn flash_forward<B: MatmulBackend>(
                 Some((m, _, _)) => m.clone().max_pair(tile_max),
                 None => tile_max,
             };
-            let p = (s - m_new.clone()).exp();
+            let p = exp(s - m_new.clone());
             let p_sum = p.clone().sum_dim(3);
             let pv = mm(p.cast(dtype), vj).cast(DType::F32);
             state = Some(match state {
                 Some((m, l, acc)) => {
-                    let alpha = (m - m_new.clone()).exp();
+                    let alpha = exp(m - m_new.clone());
                     (m_new, alpha.clone() * l + p_sum, alpha * acc + pv)
                 }
                 None => (m_new, p_sum, pv),
@@ -260,7 +261,7 @@ pub fn flash_forward<B: MatmulBackend>(
 /// Shapes: `q`, `k`, `v`, `out`, `grad_out` `[batch, heads, seq, d_head]`, `lse`
 /// `[batch, heads, seq, 1]` (f32, from [`flash_forward`]). Returns `(dq, dk, dv)` in the dtype of
 /// `q`, accumulated in f32.
-pub fn flash_backward<B: MatmulBackend>(
+pub fn flash_backward<B: MatmulBackend + ExpBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -292,7 +293,7 @@ pub fn flash_backward<B: MatmulBackend>(
             let qi = q.clone().narrow(2, r0, nr);
             let doi = grad_out.clone().narrow(2, r0, nr);
             let s = scores(qi.clone(), kj.clone(), rows, cols, scale);
-            let p = (s - lse.clone().narrow(2, r0, nr)).exp();
+            let p = exp(s - lse.clone().narrow(2, r0, nr));
             let dv_part = mm(p.clone().cast(dtype).swap_dims(2, 3), doi.clone());
             let dp = mm(doi, vj.clone().swap_dims(2, 3)).cast(DType::F32);
             let ds = (p * (dp - d.clone().narrow(2, r0, nr))).cast(dtype);

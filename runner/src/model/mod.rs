@@ -10,6 +10,7 @@
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
 pub mod attention;
+pub mod exp;
 pub mod gelu;
 pub mod heads;
 pub mod linear;
@@ -20,12 +21,12 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
 };
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Int, Tensor, TensorPrimitive};
+use exp::{log_softmax, ExpBackend};
 use gelu::{gelu, GeluBackend};
 use heads::{merge_heads, split_heads, HeadsBackend};
 use linear::{linear, MatmulBackend};
@@ -65,12 +66,12 @@ pub struct Block<B: Backend> {
 /// norm, GELU, the heads' split and merge and the matrix products ([`AttentionBackend`],
 /// [`NormBackend`], [`GeluBackend`], [`HeadsBackend`], [`MatmulBackend`]).
 pub trait ModelBackend:
-    AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend
+    AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend + ExpBackend
 {
 }
 
-impl<B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend> ModelBackend
-    for B
+impl<B> ModelBackend for B where
+    B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend + ExpBackend
 {
 }
 

@@ -1,0 +1,160 @@
+//! The exponential as a backend operation: flex runs memwall's vectorized, parallel kernel
+//! ([`crate::kernels::gelu::exp`]; flex 0.21 calls libm's `expf` per element on one thread),
+//! every other backend Burn's `exp`. Used by the attention's softmax tiles and the loss's
+//! log-softmax.
+//!
+//! Under autodiff it is registered exactly as Burn 0.21 registers `exp` (memory-bound, keeps
+//! its input and recomputes the output in backward), so what the graph keeps is unchanged.
+
+use super::{float, primitive};
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
+use burn::backend::autodiff::checkpoint::state::BackwardStates;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::NodeId;
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::Tensor;
+use std::marker::PhantomData;
+
+/// Backends that run the model's exponential.
+pub trait ExpBackend: Backend {
+    /// `e^x` element by element; same shape and dtype.
+    fn model_exp(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_exp(x)
+    }
+}
+
+impl ExpBackend for burn::backend::Flex {
+    fn model_exp(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::flex::exp(x)
+    }
+}
+#[cfg(feature = "ndarray")]
+impl ExpBackend for burn::backend::NdArray {}
+#[cfg(feature = "cuda")]
+impl ExpBackend for burn::backend::Cuda {}
+#[cfg(feature = "cuda")]
+impl ExpBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+
+#[derive(Debug)]
+struct ExpBackward;
+
+impl<B: ExpBackend> Backward<B, 1> for ExpBackward {
+    type State = NodeId;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let x = checkpointer.retrieve_node_output::<FloatTensor<B>>(ops.state);
+        let dy = grads.consume::<B>(&ops.node);
+        if let [Some(parent)] = ops.parents {
+            grads.register::<B>(parent.id, B::float_mul(dy, B::model_exp(x)));
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RetroExp<B: Backend> {
+    input: NodeId,
+    _backend: PhantomData<B>,
+}
+
+impl<B: ExpBackend> RetroForward for RetroExp<B> {
+    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        let x = states.get_state::<FloatTensor<B>>(&self.input);
+        states.save(out_node, B::model_exp(x))
+    }
+}
+
+impl<B: ExpBackend, C: CheckpointStrategy> ExpBackend for Autodiff<B, C> {
+    fn model_exp(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let retro = RetroExp::<B> {
+            input: x.node.id,
+            _backend: PhantomData,
+        };
+        match ExpBackward
+            .prepare::<C>([x.node.clone()])
+            .memory_bound()
+            .retro_forward(retro)
+            .parents([&x])
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let state = prep.checkpoint(&x);
+                prep.finish(state, B::model_exp(x.primitive.clone()))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::model_exp(x.primitive)),
+        }
+    }
+}
+
+/// `e^x` on Burn tensors (see [`ExpBackend`]).
+pub fn exp<B: ExpBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    float(B::model_exp(primitive(x)))
+}
+
+/// `log_softmax(x)` over `dim`, composed as Burn 0.21's default (`x - max` with the maximum
+/// detached, minus the log of the sum of exponentials) with [`exp`].
+pub fn log_softmax<B: ExpBackend, const D: usize>(x: Tensor<B, D>, dim: usize) -> Tensor<B, D> {
+    let max = x.clone().detach().max_dim(dim);
+    let shifted = x - max;
+    let log_sum_exp = exp(shifted.clone()).sum_dim(dim).log();
+    shifted - log_sum_exp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::tensor::TensorData;
+
+    type Ad = Autodiff<Flex>;
+
+    #[test]
+    fn log_softmax_and_its_gradient_match_burns() {
+        let (n, v) = (7, 3000);
+        let data: Vec<f32> = (0..n * v)
+            .map(|i| ((i * 7919) % 2003) as f32 / 100.0 - 10.0)
+            .collect();
+        let w: Vec<f32> = (0..n * v).map(|i| ((i * 13) % 7) as f32 - 3.0).collect();
+        let run = |ours: bool| {
+            let x = Tensor::<Ad, 2>::from_data(
+                TensorData::new(data.clone(), [n, v]),
+                &Default::default(),
+            )
+            .require_grad();
+            let w =
+                Tensor::<Ad, 2>::from_data(TensorData::new(w.clone(), [n, v]), &Default::default());
+            let y = if ours {
+                log_softmax(x.clone(), 1)
+            } else {
+                burn::tensor::activation::log_softmax(x.clone(), 1)
+            };
+            let grads = (y.clone() * w).sum().backward();
+            let flat = |t: Tensor<Flex, 2>| t.into_data().to_vec::<f32>().unwrap();
+            (flat(y.inner()), flat(x.grad(&grads).unwrap()))
+        };
+        let ((y, dx), (y_ref, dx_ref)) = (run(true), run(false));
+        for i in 0..y.len() {
+            assert!(
+                (y[i] - y_ref[i]).abs() <= 2e-6 * y_ref[i].abs().max(1.0),
+                "y[{i}]: {} vs {}",
+                y[i],
+                y_ref[i]
+            );
+            assert!(
+                (dx[i] - dx_ref[i]).abs() <= 1e-5,
+                "dx[{i}]: {} vs {}",
+                dx[i],
+                dx_ref[i]
+            );
+        }
+    }
+}
