@@ -169,3 +169,52 @@ fn exp_pair(x: &[f32], y: &mut [f32]) {
     y.copy_from_slice(x);
     gelu::exp_sequential(y);
 }
+
+/// `x` converted to `dtype`: f32 to and from bf16 and f16 in parallel chunks with half's slice
+/// conversions (rounding to nearest even when narrowing), `x` itself when it is in `dtype`
+/// already, flex's `float_cast` otherwise.
+pub fn cast(x: FlexTensor, dtype: DType) -> FlexTensor {
+    use burn::tensor::ops::FloatTensorOps;
+    if x.dtype() == dtype {
+        return x;
+    }
+    let x = dense(x);
+    let shape = x.layout().shape().clone();
+    match (x.dtype(), dtype) {
+        (DType::F32, DType::BF16) => {
+            let mut out = vec![bf16::ZERO; shape.num_elements()];
+            narrow_into(x.storage::<f32>(), &mut out);
+            tensor(out, shape)
+        }
+        (DType::F32, DType::F16) => {
+            let mut out = vec![f16::ZERO; shape.num_elements()];
+            narrow_into(x.storage::<f32>(), &mut out);
+            tensor(out, shape)
+        }
+        (DType::BF16, DType::F32) => tensor(widen_from(x.storage::<bf16>()), shape),
+        (DType::F16, DType::F32) => tensor(widen_from(x.storage::<f16>()), shape),
+        _ => Flex::float_cast(x, dtype.into()),
+    }
+}
+
+fn narrow_into<H>(src: &[f32], out: &mut [H])
+where
+    [H]: HalfFloatSliceExt,
+    H: Send + Sync,
+{
+    out.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(o, s)| o.convert_from_f32_slice(s));
+}
+
+fn widen_from<H>(src: &[H]) -> Vec<f32>
+where
+    [H]: HalfFloatSliceExt,
+    H: Send + Sync,
+{
+    let mut out = vec![0f32; src.len()];
+    out.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(o, s)| s.convert_to_f32_slice(o));
+    out
+}

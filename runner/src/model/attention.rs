@@ -20,11 +20,13 @@
 //! `Q K^T` per tile, the op-level rematerialization trade.
 //!
 //! The operation is written with Burn tensor operations, so it is generic over the backend and
-//! the float dtype: matrix products run in the tensors' dtype (f32, f16 or bf16), the softmax
+//! the float dtype: matrix products run in the tensors' dtype (f32, f16 or bf16; on flex, 16-bit
+//! tiles work in f32, see [`AttentionBackend::attention_dtype`]), the softmax
 //! statistics (`m`, `l`, `L`, `D`), the probabilities and the accumulators in f32, as
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
 //! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
 
+use super::cast::{CastBackend, ToDtype};
 use super::exp::{exp, ExpBackend};
 use super::linear::{matmul as mm, MatmulBackend};
 use super::{float, primitive};
@@ -40,7 +42,7 @@ pub use memwall_core::strategy::{Attention, Tiles};
 
 /// Backends that run the memory-efficient attention. Inner (non-autodiff) backends use the
 /// provided tiled forward; [`Autodiff`] registers the operation with its own backward.
-pub trait AttentionBackend: MatmulBackend + ExpBackend {
+pub trait AttentionBackend: MatmulBackend + ExpBackend + CastBackend {
     /// Causal `softmax(Q K^T / sqrt(d_head)) V` computed tile by tile.
     ///
     /// Shapes: `q`, `k`, `v` are `[batch, heads, seq, d_head]` of one float dtype; the result has
@@ -54,9 +56,27 @@ pub trait AttentionBackend: MatmulBackend + ExpBackend {
         let (out, _) = flash_forward::<Self>(float(q), float(k), float(v), tiles);
         primitive(out)
     }
+
+    /// The dtype the tiles' products and elementwise work run in for inputs of `dtype`: the
+    /// inputs' own by default (a GPU's bf16 products, as FlashAttention's kernels).
+    fn attention_dtype(dtype: DType) -> DType {
+        dtype
+    }
 }
 
-impl AttentionBackend for burn::backend::Flex {}
+/// On flex the tiles of 16-bit inputs work in f32: flex runs bf16 and f16 elementwise
+/// operations one element at a time through f32 and converts both operands of every product,
+/// so one conversion of `Q`, `K`, `V` (and `O`, `dO` in backward) per call is cheaper. The
+/// operation's inputs, outputs and what it keeps stay in the inputs' dtype; the f32 copies live
+/// only during the call (5 `[batch, heads, seq, d_head]` f32 tensors at most, in backward).
+impl AttentionBackend for burn::backend::Flex {
+    fn attention_dtype(dtype: DType) -> DType {
+        match dtype {
+            DType::BF16 | DType::F16 => DType::F32,
+            other => other,
+        }
+    }
+}
 #[cfg(feature = "ndarray")]
 impl AttentionBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
@@ -78,7 +98,7 @@ type FlashState<B> = (
     Tiles,
 );
 
-impl<B: MatmulBackend + ExpBackend> Backward<B, 3> for FlashBackward {
+impl<B: AttentionBackend> Backward<B, 3> for FlashBackward {
     type State = FlashState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -187,7 +207,7 @@ fn causal_bias<B: Backend>(
 }
 
 /// Scaled, causally masked f32 scores of one tile: `Q_i K_j^T / sqrt(d)`, `[b, h, nr, nc]`.
-fn scores<B: MatmulBackend + ExpBackend>(
+fn scores<B: MatmulBackend + CastBackend>(
     qi: Tensor<B, 4>,
     kj: Tensor<B, 4>,
     rows: (usize, usize),
@@ -196,7 +216,7 @@ fn scores<B: MatmulBackend + ExpBackend>(
 ) -> Tensor<B, 4> {
     let device = qi.device();
     let s = mm(qi, kj.swap_dims(2, 3))
-        .cast(DType::F32)
+        .to_dtype(DType::F32)
         .mul_scalar(scale);
     match causal_bias::<B>(rows, cols, &device) {
         // Flattened so that one `[nr * nc]` row of bias is shared by every (batch, head): the
@@ -214,14 +234,16 @@ fn scores<B: MatmulBackend + ExpBackend>(
 ///
 /// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
 /// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
-pub fn flash_forward<B: MatmulBackend + ExpBackend>(
+pub fn flash_forward<B: AttentionBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
     tiles: Tiles,
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
     let [_, _, t, dh] = q.dims();
-    let dtype = q.dtype();
+    let out_dtype = q.dtype();
+    let dtype = B::attention_dtype(out_dtype);
+    let (q, k, v) = (q.to_dtype(dtype), k.to_dtype(dtype), v.to_dtype(dtype));
     let scale = 1.0 / (dh as f64).sqrt();
     let mut outs = Vec::new();
     let mut lses = Vec::new();
@@ -240,7 +262,7 @@ pub fn flash_forward<B: MatmulBackend + ExpBackend>(
             };
             let p = exp(s - m_new.clone());
             let p_sum = p.clone().sum_dim(3);
-            let pv = mm(p.cast(dtype), vj).cast(DType::F32);
+            let pv = mm(p.to_dtype(dtype), vj).to_dtype(DType::F32);
             state = Some(match state {
                 Some((m, l, acc)) => {
                     let alpha = exp(m - m_new.clone());
@@ -250,7 +272,7 @@ pub fn flash_forward<B: MatmulBackend + ExpBackend>(
             });
         }
         let (m, l, acc) = state.expect("every query row sees at least its own key");
-        outs.push((acc / l.clone()).cast(dtype));
+        outs.push((acc / l.clone()).to_dtype(out_dtype));
         lses.push(m + l.log());
     }
     (Tensor::cat(outs, 2), Tensor::cat(lses, 2))
@@ -261,7 +283,7 @@ pub fn flash_forward<B: MatmulBackend + ExpBackend>(
 /// Shapes: `q`, `k`, `v`, `out`, `grad_out` `[batch, heads, seq, d_head]`, `lse`
 /// `[batch, heads, seq, 1]` (f32, from [`flash_forward`]). Returns `(dq, dk, dv)` in the dtype of
 /// `q`, accumulated in f32.
-pub fn flash_backward<B: MatmulBackend + ExpBackend>(
+pub fn flash_backward<B: AttentionBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -271,11 +293,18 @@ pub fn flash_backward<B: MatmulBackend + ExpBackend>(
     tiles: Tiles,
 ) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) {
     let [_, _, t, dh] = q.dims();
-    let dtype = q.dtype();
+    let out_dtype = q.dtype();
+    let dtype = B::attention_dtype(out_dtype);
+    let (q, k, v, out) = (
+        q.to_dtype(dtype),
+        k.to_dtype(dtype),
+        v.to_dtype(dtype),
+        out.to_dtype(dtype),
+    );
     let scale = 1.0 / (dh as f64).sqrt();
-    let grad_out = grad_out.cast(dtype);
+    let grad_out = grad_out.to_dtype(dtype);
     // D = rowsum(dO ∘ O), f32.
-    let d = (grad_out.clone().cast(DType::F32) * out.cast(DType::F32)).sum_dim(3);
+    let d = (grad_out.clone().to_dtype(DType::F32) * out.to_dtype(DType::F32)).sum_dim(3);
     let row_tiles: Vec<(usize, usize)> = tiles_of(t, tiles.query).collect();
     let mut dq: Vec<Option<Tensor<B, 4>>> = vec![None; row_tiles.len()];
     let mut dks = Vec::new();
@@ -294,25 +323,29 @@ pub fn flash_backward<B: MatmulBackend + ExpBackend>(
             let doi = grad_out.clone().narrow(2, r0, nr);
             let s = scores(qi.clone(), kj.clone(), rows, cols, scale);
             let p = exp(s - lse.clone().narrow(2, r0, nr));
-            let dv_part = mm(p.clone().cast(dtype).swap_dims(2, 3), doi.clone());
-            let dp = mm(doi, vj.clone().swap_dims(2, 3)).cast(DType::F32);
-            let ds = (p * (dp - d.clone().narrow(2, r0, nr))).cast(dtype);
-            let dq_part = mm(ds.clone(), kj.clone()).cast(DType::F32);
-            let dk_part = mm(ds.swap_dims(2, 3), qi).cast(DType::F32);
+            let dv_part = mm(p.clone().to_dtype(dtype).swap_dims(2, 3), doi.clone());
+            let dp = mm(doi, vj.clone().swap_dims(2, 3)).to_dtype(DType::F32);
+            let ds = (p * (dp - d.clone().narrow(2, r0, nr))).to_dtype(dtype);
+            let dq_part = mm(ds.clone(), kj.clone()).to_dtype(DType::F32);
+            let dk_part = mm(ds.swap_dims(2, 3), qi).to_dtype(DType::F32);
             dq[i] = Some(add_opt(dq[i].take(), dq_part));
             dk_j = Some(add_opt(dk_j, dk_part));
-            dv_j = Some(add_opt(dv_j, dv_part.cast(DType::F32)));
+            dv_j = Some(add_opt(dv_j, dv_part.to_dtype(DType::F32)));
         }
         let zeros = || Tensor::<B, 4>::zeros(kj.shape(), (&kj.device(), DType::F32));
-        dks.push(dk_j.unwrap_or_else(zeros).mul_scalar(scale).cast(dtype));
-        dvs.push(dv_j.unwrap_or_else(zeros).cast(dtype));
+        dks.push(
+            dk_j.unwrap_or_else(zeros)
+                .mul_scalar(scale)
+                .to_dtype(out_dtype),
+        );
+        dvs.push(dv_j.unwrap_or_else(zeros).to_dtype(out_dtype));
     }
     let dq: Vec<Tensor<B, 4>> = dq
         .into_iter()
         .map(|g| {
             g.expect("every query tile sees the key tile of its first row")
                 .mul_scalar(scale)
-                .cast(dtype)
+                .to_dtype(out_dtype)
         })
         .collect();
     (Tensor::cat(dq, 2), Tensor::cat(dks, 2), Tensor::cat(dvs, 2))

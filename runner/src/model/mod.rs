@@ -10,6 +10,7 @@
 //! (positions), `2 d` (final norm) and, untied, `vocab d` (head).
 
 pub mod attention;
+pub mod cast;
 pub mod exp;
 pub mod gelu;
 pub mod heads;

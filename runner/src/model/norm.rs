@@ -24,6 +24,7 @@
 //! Written with Burn tensor operations, so generic over backend and dtype; on CUDA each line is
 //! a few kernels (Burn's fusion backend fuses the elementwise chains).
 
+use super::cast::{CastBackend, ToDtype};
 use super::{float, primitive};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -44,7 +45,7 @@ pub fn epsilon() -> f64 {
 
 /// Backends that run memwall's layer-norm operation. Inner (non-autodiff) backends use the
 /// provided forward; [`Autodiff`] registers the operation with its own backward.
-pub trait NormBackend: Backend {
+pub trait NormBackend: CastBackend {
     /// `(x - μ) / sqrt(σ² + ε) · γ + β` over the last axis.
     ///
     /// Shapes: `x` `[rows, d]`, `gamma` and `beta` `[d]`; the result is `[rows, d]` in `x`'s
@@ -79,21 +80,21 @@ struct Forward<B: Backend> {
     rstd: Tensor<B, 2>,
 }
 
-fn forward<B: Backend>(
+fn forward<B: CastBackend>(
     x: Tensor<B, 2>,
     gamma: Tensor<B, 1>,
     beta: Tensor<B, 1>,
     epsilon: f64,
 ) -> Forward<B> {
     let dtype = x.dtype();
-    let x = x.cast(DType::F32);
+    let x = x.to_dtype(DType::F32);
     let mean = x.clone().mean_dim(1);
     let centered = x - mean.clone();
     let var = centered.clone().square().mean_dim(1);
     let rstd = var.add_scalar(epsilon).sqrt().recip();
-    let gamma = gamma.cast(DType::F32).unsqueeze_dim::<2>(0);
-    let beta = beta.cast(DType::F32).unsqueeze_dim::<2>(0);
-    let y = (centered * rstd.clone() * gamma + beta).cast(dtype);
+    let gamma = gamma.to_dtype(DType::F32).unsqueeze_dim::<2>(0);
+    let beta = beta.to_dtype(DType::F32).unsqueeze_dim::<2>(0);
+    let y = (centered * rstd.clone() * gamma + beta).to_dtype(dtype);
     Forward { y, mean, rstd }
 }
 
@@ -119,7 +120,7 @@ struct NormBackward;
 /// `(kept, rstd, gamma)`.
 type NormState<B> = (Kept<B>, FloatTensor<B>, FloatTensor<B>);
 
-impl<B: Backend> Backward<B, 3> for NormBackward {
+impl<B: CastBackend> Backward<B, 3> for NormBackward {
     type State = NormState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -127,32 +128,36 @@ impl<B: Backend> Backward<B, 3> for NormBackward {
         let dy = float::<B, 2>(grads.consume::<B>(&ops.node));
         let (dtype, param_dtype) = (dy.dtype(), float::<B, 1>(gamma.clone()).dtype());
         let rstd = float::<B, 2>(rstd);
-        let gamma = float::<B, 1>(gamma).cast(DType::F32).unsqueeze_dim::<2>(0);
+        let gamma = float::<B, 1>(gamma)
+            .to_dtype(DType::F32)
+            .unsqueeze_dim::<2>(0);
         let xhat = match kept {
             Kept::Input { x, mean } => {
-                (float::<B, 2>(x).cast(DType::F32) - float::<B, 2>(mean)) * rstd.clone()
+                (float::<B, 2>(x).to_dtype(DType::F32) - float::<B, 2>(mean)) * rstd.clone()
             }
             Kept::Output { y, beta } => {
-                let beta = float::<B, 1>(beta).cast(DType::F32).unsqueeze_dim::<2>(0);
-                (float::<B, 2>(y).cast(DType::F32) - beta) / gamma.clone()
+                let beta = float::<B, 1>(beta)
+                    .to_dtype(DType::F32)
+                    .unsqueeze_dim::<2>(0);
+                (float::<B, 2>(y).to_dtype(DType::F32) - beta) / gamma.clone()
             }
         };
-        let dy = dy.cast(DType::F32);
+        let dy = dy.to_dtype(DType::F32);
         let dgamma = (dy.clone() * xhat.clone()).sum_dim(0).squeeze_dim::<1>(0);
         let dbeta = dy.clone().sum_dim(0).squeeze_dim::<1>(0);
         let g = dy * gamma;
         let g_mean = g.clone().mean_dim(1);
         let gx_mean = (g.clone() * xhat.clone()).mean_dim(1);
-        let dx = ((g - g_mean - xhat * gx_mean) * rstd).cast(dtype);
+        let dx = ((g - g_mean - xhat * gx_mean) * rstd).to_dtype(dtype);
         let [px, pgamma, pbeta] = ops.parents;
         if let Some(node) = px {
             grads.register::<B>(node.id, primitive(dx));
         }
         if let Some(node) = pgamma {
-            grads.register::<B>(node.id, primitive(dgamma.cast(param_dtype)));
+            grads.register::<B>(node.id, primitive(dgamma.to_dtype(param_dtype)));
         }
         if let Some(node) = pbeta {
-            grads.register::<B>(node.id, primitive(dbeta.cast(param_dtype)));
+            grads.register::<B>(node.id, primitive(dbeta.to_dtype(param_dtype)));
         }
     }
 }
