@@ -135,8 +135,8 @@ slurm-test *ARGS: build
 bench-cpu ROUNDS="2" SHAPE="cpu": build
     rm -rf target/bench-{{SHAPE}}
     mkdir -p target/bench-{{SHAPE}}
-    if [ "{{SHAPE}}" = large ]; then python3 reference/bench_shape.py experiments/peak_memory.toml target/bench-large/peak_memory.toml; elif [ "{{SHAPE}}" = cpu ]; then cp experiments/peak_memory.toml target/bench-cpu/peak_memory.toml; else echo "SHAPE is cpu or large, not {{SHAPE}}" >&2; exit 2; fi
-    {{memwall}} bundle target/bench-{{SHAPE}}/peak_memory.toml --target flex --profile cpu --out target/bench-{{SHAPE}}/bundle --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
+    if [ "{{SHAPE}}" = large ]; then python3 reference/bench_shape.py experiments/peak_memory.toml target/bench-large/peak_memory.toml; elif [ "{{SHAPE}}" != cpu ]; then echo "SHAPE is cpu or large, not {{SHAPE}}" >&2; exit 2; fi
+    {{memwall}} bundle $([ "{{SHAPE}}" = large ] && echo "target/bench-large/peak_memory.toml --data ${MEMWALL_DATA:-../shared/data/tinystories/TinyStories-valid-excerpt.txt}" || echo experiments/peak_memory.toml) --target flex --profile cpu --out target/bench-{{SHAPE}}/bundle --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
     python3 reference/bench_cpu.py --bundle target/bench-{{SHAPE}}/bundle --rounds {{ROUNDS}} --json target/bench-{{SHAPE}}/bench.json
 
 # Where one CPU training step's time goes (needs perf; a profile, not a test): records one
