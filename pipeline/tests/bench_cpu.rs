@@ -57,6 +57,8 @@ fn every_configuration_of_the_cpu_bench_runs_through_the_plan_stage() {
             s(&data),
             "--only",
             &only,
+            "--torch-script",
+            "none",
         ],
     );
     assert!(o.status.success(), "{}", text(&o));
