@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{memwall, text};
-use std::path::{Path, PathBuf};
+use common::{bundle_smoke, s, text};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The configurations `just bench-cpu` measures (the justfile's `--only` list).
@@ -28,39 +28,14 @@ fn bench_configs() -> String {
     only.to_string()
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn every_configuration_of_the_cpu_bench_runs_through_the_plan_stage() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let runner = PathBuf::from(env!("CARGO_BIN_EXE_memwall")).with_file_name("memwall-job");
-    let experiment = common::root().join("experiments/peak_memory.toml");
-    let (out, data, only) = (dir.join("bench"), common::excerpt(), bench_configs());
-    let o = memwall(
-        dir,
-        &[
-            "bundle",
-            s(&experiment),
-            "--profile",
-            "smoke",
-            "--target",
-            "flex",
-            "--out",
-            s(&out),
-            "--no-archive",
-            "--runner",
-            s(&runner),
-            "--data",
-            s(&data),
-            "--only",
-            &only,
-            "--torch-script",
-            "none",
-        ],
-    );
+    let (out, only) = (dir.join("bench"), bench_configs());
+    let extra = ["--no-archive", "--torch-script", "none"];
+    let o = bundle_smoke(dir, &out, &runner, "flex", &only, &extra);
     assert!(o.status.success(), "{}", text(&o));
     let json = dir.join("bench.json");
     let o = Command::new("python3")

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{memwall, text};
+use common::{bundle_smoke, memwall, s, text};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// The slim runner `cargo test --all-targets` builds beside `memwall`.
 fn runner() -> PathBuf {
@@ -21,35 +21,6 @@ fn runner() -> PathBuf {
         runner.display()
     );
     runner
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-/// `memwall bundle` of `peak_memory` at the smoke size for flex with `runner` and the shared
-/// excerpt, into `out`: the configurations `only`, then `extra` flags.
-fn bundle_smoke(dir: &Path, out: &Path, runner: &Path, only: &str, extra: &[&str]) -> Output {
-    let experiment = common::root().join("experiments/peak_memory.toml");
-    let data = common::excerpt();
-    let mut args = vec![
-        "bundle",
-        s(&experiment),
-        "--profile",
-        "smoke",
-        "--target",
-        "flex",
-        "--out",
-        s(out),
-        "--runner",
-        s(runner),
-        "--data",
-        s(&data),
-        "--only",
-        only,
-    ];
-    args.extend_from_slice(extra);
-    memwall(dir, &args)
 }
 
 /// One scenario on purpose: bundling and running the jobs is the expensive part, and every
@@ -76,6 +47,7 @@ fn bundle_run_import_round_trip_on_the_cpu() {
         dir,
         &out,
         &runner(),
+        "flex",
         "control,checkpoint",
         &["--torch-script", s(&script)],
     );
@@ -671,6 +643,7 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         dir,
         &out,
         &runner(),
+        "flex",
         "control_adafactor,checkpoint_adafactor,control",
         &["--torch-script", "none", "--no-archive"],
     );
@@ -852,29 +825,14 @@ fn a_gpu_bundle_over_the_carry_limit_is_refused_with_its_size() {
     std::fs::write(&fake, body).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let experiment = common::root().join("experiments/peak_memory.toml");
-    let data = common::excerpt();
     let bundle = |target: &str, out: &Path| {
-        memwall(
+        bundle_smoke(
             dir,
-            &[
-                "bundle",
-                s(&experiment),
-                "--profile",
-                "smoke",
-                "--target",
-                target,
-                "--out",
-                s(out),
-                "--runner",
-                s(&fake),
-                "--data",
-                s(&data),
-                "--only",
-                "control",
-                "--torch-script",
-                "none",
-            ],
+            out,
+            &fake,
+            target,
+            "control",
+            &["--torch-script", "none"],
         )
     };
     let out = dir.join("gpu-bundle");

@@ -88,3 +88,40 @@ pub fn plan(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A path as the `&str` an argument list takes.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// `memwall bundle` of `peak_memory` at the smoke size for `target` with `runner` and the
+/// shared excerpt, into `out`: the configurations `only`, then `extra` flags.
+pub fn bundle_smoke(
+    dir: &Path,
+    out: &Path,
+    runner: &Path,
+    target: &str,
+    only: &str,
+    extra: &[&str],
+) -> Output {
+    let experiment = root().join("experiments/peak_memory.toml");
+    let data = excerpt();
+    let mut args = vec![
+        "bundle",
+        s(&experiment),
+        "--profile",
+        "smoke",
+        "--target",
+        target,
+        "--out",
+        s(out),
+        "--runner",
+        s(runner),
+        "--data",
+        s(&data),
+        "--only",
+        only,
+    ];
+    args.extend_from_slice(extra);
+    memwall(dir, &args)
+}

@@ -21,7 +21,7 @@ fn dense(t: FlexTensor) -> FlexTensor {
     }
 }
 
-fn tensor<E: bytemuck::Pod + Send + Sync + burn::tensor::Element>(
+pub(super) fn tensor<E: bytemuck::Pod + Send + Sync + burn::tensor::Element>(
     v: Vec<E>,
     shape: Shape,
 ) -> FlexTensor {
@@ -156,9 +156,8 @@ pub fn exp(x: FlexTensor) -> FlexTensor {
             x
         }
         DType::BF16 => {
-            let src = x.storage::<bf16>().to_vec();
-            let mut y = vec![bf16::ZERO; src.len()];
-            half_map!(bf16, &src, &mut y, exp_pair);
+            let mut y = vec![bf16::ZERO; x.layout().num_elements()];
+            half_map!(bf16, x.storage::<bf16>(), &mut y, exp_pair);
             tensor(y, x.layout().shape().clone())
         }
         _ => <Flex as burn::tensor::ops::FloatTensorOps<Flex>>::float_exp(x),

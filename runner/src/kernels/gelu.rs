@@ -12,7 +12,8 @@
 //! Every step is branch-free arithmetic, so the loops vectorize.
 //!
 //! Measured error against the f64 libm form over `x ∈ [-10, 10]` (step 2⁻¹⁰, the tests below):
-//! GELU at most 2.4e-7 · max(1, |x|) absolute, the derivative at most 4e-7 absolute.
+//! GELU 1.52e-7 · max(1, |x|) absolute at worst, the derivative 3.70e-7 absolute at worst; the
+//! tests hold them to 2.4e-7 and 4e-7.
 
 use super::{dispatch, CHUNK};
 use rayon::prelude::*;
@@ -130,13 +131,6 @@ fn forward_body(x: &[f32], y: &mut [f32]) {
 }
 
 #[inline(always)]
-fn forward_in_place_body(x: &mut [f32]) {
-    for x in x.iter_mut() {
-        *x = gelu_one(*x);
-    }
-}
-
-#[inline(always)]
 fn backward_body(x: &[f32], dy: &mut [f32]) {
     assert_eq!(
         x.len(),
@@ -152,7 +146,6 @@ dispatch!(
     /// `y = gelu(x)` on this thread. Panics if the lengths differ.
     pub fn forward_sequential(x: &[f32], y: &mut [f32]) => forward_body
 );
-dispatch!(fn forward_in_place_chunk(x: &mut [f32]) => forward_in_place_body);
 dispatch!(
     /// `dy ← dy · gelu'(x)` on this thread. Panics if the lengths differ.
     pub fn backward_sequential(x: &[f32], dy: &mut [f32]) => backward_body
@@ -164,11 +157,6 @@ pub fn forward(x: &[f32], y: &mut [f32]) {
     y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(y, x)| forward_sequential(x, y));
-}
-
-/// `x ← gelu(x)`, in parallel.
-pub fn forward_in_place(x: &mut [f32]) {
-    x.par_chunks_mut(CHUNK).for_each(forward_in_place_chunk);
 }
 
 /// `dy ← dy · gelu'(x)` (the input's gradient, written over the output's), in parallel.
@@ -248,6 +236,7 @@ mod tests {
             worst_f = worst_f.max(ef);
             worst_b = worst_b.max(eb);
         }
+        eprintln!("worst gelu error {worst_f:e} (scaled), gelu' {worst_b:e}");
         assert!(worst_f <= 2.4e-7, "gelu: worst scaled error {worst_f:e}");
         assert!(worst_b <= 4e-7, "gelu': worst error {worst_b:e}");
     }
@@ -260,14 +249,11 @@ mod tests {
             .collect();
         let mut y = vec![0f32; xs.len()];
         forward(&xs, &mut y);
-        let mut z = xs.clone();
-        forward_in_place(&mut z);
         let dy: Vec<f32> = (0..xs.len()).map(|i| (i % 13) as f32 - 6.0).collect();
         let mut dx = dy.clone();
         backward_in_place(&xs, &mut dx);
         for i in 0..xs.len() {
             assert_eq!(y[i].to_bits(), gelu_one(xs[i]).to_bits(), "forward at {i}");
-            assert_eq!(z[i].to_bits(), y[i].to_bits(), "in place at {i}");
             assert_eq!(
                 dx[i].to_bits(),
                 (dy[i] * gelu_grad_one(xs[i])).to_bits(),

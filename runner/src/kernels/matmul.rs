@@ -59,11 +59,7 @@ pub fn matmul(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     out.par_chunks_mut(CHUNK)
         .zip(wide.par_chunks(CHUNK))
         .for_each(|(o, w)| o.convert_from_f32_slice(w));
-    FlexTensor::new(
-        Bytes::from_elems(out),
-        Layout::contiguous(shape),
-        DType::BF16,
-    )
+    super::flex::tensor(out, shape)
 }
 
 #[cfg(test)]

@@ -6,19 +6,13 @@
 //! Under autodiff it is registered exactly as Burn 0.21 registers `exp` (memory-bound, keeps
 //! its input and recomputes the output in backward), so what the graph keeps is unchanged.
 
+use super::unary::{self, InputUnary};
 use super::{float, primitive};
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
-use burn::backend::autodiff::checkpoint::state::BackwardStates;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
-use std::marker::PhantomData;
 
 /// Backends that run the model's exponential.
 pub trait ExpBackend: Backend {
@@ -40,58 +34,22 @@ impl ExpBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
 impl ExpBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
 
-#[derive(Debug)]
-struct ExpBackward;
+/// The inner backend's exponential for [`unary::register`].
+struct Op;
 
-impl<B: ExpBackend> Backward<B, 1> for ExpBackward {
-    type State = NodeId;
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, 1>,
-        grads: &mut Gradients,
-        checkpointer: &mut Checkpointer,
-    ) {
-        let x = checkpointer.retrieve_node_output::<FloatTensor<B>>(ops.state);
-        let dy = grads.consume::<B>(&ops.node);
-        if let [Some(parent)] = ops.parents {
-            grads.register::<B>(parent.id, B::float_mul(dy, B::model_exp(x)));
-        }
+impl<B: ExpBackend> InputUnary<B> for Op {
+    fn forward(x: FloatTensor<B>) -> FloatTensor<B> {
+        B::model_exp(x)
     }
-}
 
-#[derive(Debug, Clone)]
-struct RetroExp<B: Backend> {
-    input: NodeId,
-    _backend: PhantomData<B>,
-}
-
-impl<B: ExpBackend> RetroForward for RetroExp<B> {
-    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
-        let x = states.get_state::<FloatTensor<B>>(&self.input);
-        states.save(out_node, B::model_exp(x))
+    fn backward(x: FloatTensor<B>, dy: FloatTensor<B>) -> FloatTensor<B> {
+        B::float_mul(dy, B::model_exp(x))
     }
 }
 
 impl<B: ExpBackend, C: CheckpointStrategy> ExpBackend for Autodiff<B, C> {
     fn model_exp(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let retro = RetroExp::<B> {
-            input: x.node.id,
-            _backend: PhantomData,
-        };
-        match ExpBackward
-            .prepare::<C>([x.node.clone()])
-            .memory_bound()
-            .retro_forward(retro)
-            .parents([&x])
-            .stateful()
-        {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&x);
-                prep.finish(state, B::model_exp(x.primitive.clone()))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::model_exp(x.primitive)),
-        }
+        unary::register::<B, C, Op>(x)
     }
 }
 

@@ -5,19 +5,13 @@
 //! operation that checkpoints its input and can be recomputed by a checkpointing strategy), so
 //! what the graph keeps, and so every measured peak, is unchanged; only the kernels differ.
 
+use super::unary::{self, InputUnary};
 use super::{float, primitive};
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::retro_forward::RetroForward;
-use burn::backend::autodiff::checkpoint::state::BackwardStates;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::autodiff::NodeId;
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::Tensor;
-use std::marker::PhantomData;
 
 /// Backends that run the model's GELU. The provided methods are Burn's operations; flex
 /// overrides them with memwall's kernels.
@@ -49,59 +43,22 @@ impl GeluBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
 impl GeluBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
 
-#[derive(Debug)]
-struct GeluBackward;
+/// The inner backend's GELU for [`unary::register`].
+struct Op;
 
-impl<B: GeluBackend> Backward<B, 1> for GeluBackward {
-    type State = NodeId;
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, 1>,
-        grads: &mut Gradients,
-        checkpointer: &mut Checkpointer,
-    ) {
-        let x = checkpointer.retrieve_node_output::<FloatTensor<B>>(ops.state);
-        let dy = grads.consume::<B>(&ops.node);
-        if let [Some(parent)] = ops.parents {
-            grads.register::<B>(parent.id, B::model_gelu_backward(x, dy));
-        }
+impl<B: GeluBackend> InputUnary<B> for Op {
+    fn forward(x: FloatTensor<B>) -> FloatTensor<B> {
+        B::model_gelu(x)
     }
-}
 
-/// Recomputes the output from the input when a checkpointing strategy dropped it.
-#[derive(Debug, Clone)]
-struct RetroGelu<B: Backend> {
-    input: NodeId,
-    _backend: PhantomData<B>,
-}
-
-impl<B: GeluBackend> RetroForward for RetroGelu<B> {
-    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
-        let x = states.get_state::<FloatTensor<B>>(&self.input);
-        states.save(out_node, B::model_gelu(x))
+    fn backward(x: FloatTensor<B>, dy: FloatTensor<B>) -> FloatTensor<B> {
+        B::model_gelu_backward(x, dy)
     }
 }
 
 impl<B: GeluBackend, C: CheckpointStrategy> GeluBackend for Autodiff<B, C> {
     fn model_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let retro = RetroGelu::<B> {
-            input: x.node.id,
-            _backend: PhantomData,
-        };
-        match GeluBackward
-            .prepare::<C>([x.node.clone()])
-            .memory_bound()
-            .retro_forward(retro)
-            .parents([&x])
-            .stateful()
-        {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&x);
-                prep.finish(state, B::model_gelu(x.primitive.clone()))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::model_gelu(x.primitive)),
-        }
+        unary::register::<B, C, Op>(x)
     }
 }
 

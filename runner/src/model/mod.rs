@@ -16,6 +16,7 @@ pub mod gelu;
 pub mod heads;
 pub mod linear;
 pub mod norm;
+mod unary;
 
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
