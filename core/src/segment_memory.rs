@@ -89,6 +89,12 @@ pub struct ExecutorProfile {
     /// Largest `measured - modeled` over the calibration steps (zero if the model never
     /// under-predicts), bytes; added to every prediction.
     pub margin_bytes: u64,
+    /// Bytes live at the start of the calibration steps (parameters, optimizer state, the
+    /// batch: the steady state the other numbers are above), their largest; 0 in profiles
+    /// written before the field. What a byte limit leaves for activations is the limit minus
+    /// this ([`crate::segment_plan::fraction_at_limit`]).
+    #[serde(default)]
+    pub steady_bytes: u64,
     /// Whether the job steps each segment's parameters during backward (fused optimizer step).
     pub fused: bool,
     /// The calibration steps.
@@ -212,6 +218,7 @@ mod tests {
             head_grad_bytes: 10,
             tail_peak_bytes: 0,
             margin_bytes: 0,
+            steady_bytes: 0,
             fused: false,
             calibration: Vec::new(),
         }

@@ -169,6 +169,23 @@ pub fn smallest_feasible_budget(p: &ExecutorProfile) -> u64 {
     hi
 }
 
+/// The budget fraction of a Checkmate plan under a memory limit of `limit_bytes` for the whole
+/// process (the CPU's counting-allocator limit, or a device's memory): what the limit leaves
+/// above the profile's steady state, `(limit - steady) / no_recompute_peak`, at most
+/// `fraction`, and at least the smallest feasible fraction (`smallest_feasible_budget /
+/// no_recompute_peak`: where nothing fits, the least-memory plan runs and the limit decides).
+/// This is "the Checkmate-optimal plan at that limit": the least recomputation whose
+/// predicted peak fits what the limit leaves (Jain et al., MLSys 2020, eq. 1a with the budget
+/// of eq. 1e set by the device). A profile without a steady state (0) is taken at its word.
+pub fn fraction_at_limit(p: &ExecutorProfile, fraction: f64, limit_bytes: u64) -> f64 {
+    let reference = no_recompute_peak(p).max(1) as f64;
+    let left = limit_bytes.saturating_sub(p.steady_bytes) as f64 / reference;
+    // The smallest feasible budget rounded up to the next representable fraction, so that
+    // `floor(reference * f)` in [`plan_transformer`] is not below it.
+    let smallest = (smallest_feasible_budget(p) as f64 + 0.5) / reference;
+    left.min(fraction).max(smallest).min(1.0)
+}
+
 /// Recomputation time of `plan`, seconds: the forward time of every recomputed block.
 fn recompute_s(p: &ExecutorProfile, plan: &[Segment]) -> f64 {
     plan.iter()
@@ -255,6 +272,7 @@ pub(crate) mod tests {
             head_grad_bytes: 20,
             tail_peak_bytes: 500,
             margin_bytes: 11,
+            steady_bytes: 0,
             fused: false,
             calibration: Vec::new(),
         }
@@ -325,6 +343,28 @@ pub(crate) mod tests {
             .min()
             .unwrap();
         assert_eq!(b, min_over_plans);
+    }
+
+    /// Under a byte limit the plan is the cheapest one that fits what the limit leaves above
+    /// the steady state; a limit that leaves less than any plan needs gives the least-memory
+    /// plan; a generous one the configured fraction.
+    #[test]
+    fn the_plan_at_a_limit_fits_what_the_limit_leaves() {
+        let mut p = profile(&[1000; 8], &[1.0; 8]);
+        p.steady_bytes = 50_000;
+        let reference = no_recompute_peak(&p);
+        let smallest = smallest_feasible_budget(&p);
+        let between = (smallest + reference) / 2;
+        let f = fraction_at_limit(&p, 1.0, p.steady_bytes + between);
+        let plan = plan_transformer(&p, f).unwrap();
+        assert!(
+            plan.predicted_peak_bytes <= between,
+            "{plan:?} past {between}"
+        );
+        assert!(plan.segments.iter().any(|s| s.recompute));
+        let tight = plan_transformer(&p, fraction_at_limit(&p, 1.0, p.steady_bytes)).unwrap();
+        assert_eq!(tight.predicted_peak_bytes, smallest);
+        assert_eq!(fraction_at_limit(&p, 0.9, u64::MAX / 2), 0.9);
     }
 
     #[test]

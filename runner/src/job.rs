@@ -14,8 +14,8 @@ use memwall_core::measure::Environment;
 use memwall_core::planner;
 use memwall_core::record::{self as results, JobRecord, JobStatus};
 use memwall_core::segment_memory::ExecutorProfile;
-use memwall_core::segment_plan::PlanError;
-use memwall_core::spec::JobSpec;
+use memwall_core::segment_plan::{fraction_at_limit, PlanError};
+use memwall_core::spec::{JobSpec, Recompute};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -151,8 +151,11 @@ fn profile_pass(
     deadline: Option<Instant>,
 ) -> Result<Outcome> {
     let profile_dir = dir.join("profile");
+    // The profiling pass measures every block's cost and calibrates the no-recomputation
+    // plan: it runs without the job's memory limit, which holds for the job itself.
     let profile_job = JobSpec {
         profile_only: true,
+        memory_limit_bytes: None,
         ..job.clone()
     };
     let json = serde_json::to_vec_pretty(&profile_job).expect("job spec serializes");
@@ -182,7 +185,15 @@ fn planned(
     job: &JobSpec,
     profile: Option<&ExecutorProfile>,
 ) -> std::result::Result<JobSpec, (JobStatus, String)> {
-    let plan = planner::plan(&job.strategy, job.model.layers, profile).map_err(|e| match e {
+    // Under a memory limit a Checkmate plan is the one at that limit: its fraction is what
+    // the limit leaves above the profiled steady state (memwall_core::segment_plan::fraction_at_limit).
+    let mut strategy = job.strategy.clone();
+    if let (Some(limit), Some(p), Recompute::Checkmate(f)) =
+        (job.memory_limit_bytes, profile, &strategy.recompute)
+    {
+        strategy.recompute = Recompute::Checkmate(fraction_at_limit(p, *f, limit));
+    }
+    let plan = planner::plan(&strategy, job.model.layers, profile).map_err(|e| match e {
         PlanError::Infeasible { .. } => (
             JobStatus::Infeasible,
             format!(
@@ -299,6 +310,10 @@ pub fn run_in_process_until(
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     let oom = fault::from_lines(log_text.lines());
     let env = crate::train::job_environment(job);
+    let limit = match (job.memory_limit_bytes, &oom) {
+        (Some(l), Some(_)) => format!("out of memory under the job's limit of {l} bytes; "),
+        _ => String::new(),
+    };
     let mut r = JobRecord::unfinished(
         job,
         if oom.is_some() {
@@ -307,7 +322,7 @@ pub fn run_in_process_until(
             JobStatus::Failed
         },
         format!(
-            "{unreadable}job process exited with {status} and no record; log: {}",
+            "{unreadable}{limit}job process exited with {status} and no record; log: {}",
             tail.join(" | ")
         ),
         env,

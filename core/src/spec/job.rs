@@ -385,6 +385,13 @@ pub struct JobSpec {
     /// repeats and raising `repeats` adds jobs without rerunning the finished ones.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeat: usize,
+    /// A memory limit for the job on the CPU, bytes of live heap of its process: the counting
+    /// allocator refuses a block that would pass it, and the job ends `out_of_memory` as on a
+    /// device of that size (`memwall_runner::measure::set_limit`). The plan stage's profiling
+    /// pass runs without it. `None`: no limit (on CUDA the device's memory is the limit, and a
+    /// job with this field is unsupported there). Part of the key when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -411,6 +418,8 @@ impl JobSpec {
             device_settings: Option<(AutotuneLevel, bool, MemoryPool)>,
             #[serde(skip_serializing_if = "is_zero")]
             repeat: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            memory_limit_bytes: Option<u64>,
         }
         // A plan is derived from the strategy (and measured costs): the job is identified by
         // its strategy, not by the segments the planner picked (`plan` is not a key field).
@@ -431,6 +440,7 @@ impl JobSpec {
                 self.device_settings.memory_pool,
             )),
             repeat: self.repeat,
+            memory_limit_bytes: self.memory_limit_bytes,
         };
         let json = serde_json::to_vec(&fields).expect("job key fields serialize");
         let digest = Sha256::digest(&json);
@@ -557,6 +567,7 @@ impl Study {
                 },
                 profile_only: false,
                 repeat,
+                memory_limit_bytes: None,
             })
             .collect()
     }

@@ -2,6 +2,11 @@
 //!
 //! Blocks come from the system allocator. On glibc it is told, once, before the first block, to
 //! keep freed memory for reuse ([`keep_freed_memory`]).
+//!
+//! A memory limit ([`set_limit`]) makes the CPU behave like a device of that size: a block
+//! that would take the live bytes past it is refused (the allocator returns null, so Rust's
+//! `handle_alloc_error` prints `memory allocation of N bytes failed` and aborts the process),
+//! which the job's parent records as `out_of_memory` ([`crate::job::run_in_process`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 static CURRENT: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
 static CONFIGURED: AtomicBool = AtomicBool::new(false);
+/// Live bytes past which a block is refused; `u64::MAX`: no limit.
+static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Tells glibc's malloc to keep freed blocks for reuse instead of returning them to the kernel.
 ///
@@ -42,10 +49,18 @@ fn configure_once() {
 pub struct CountingAlloc;
 
 impl CountingAlloc {
+    /// Counts `size` more live bytes, unless that takes them past the limit: then nothing is
+    /// counted and the block must be refused (false).
     #[inline]
-    fn add(size: usize) {
+    fn reserve(size: usize) -> bool {
         let now = CURRENT.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
+        if now > LIMIT.load(Ordering::Relaxed) {
+            CURRENT.fetch_sub(size as u64, Ordering::Relaxed);
+            refused(size);
+            return false;
+        }
         PEAK.fetch_max(now, Ordering::Relaxed);
+        true
     }
     #[inline]
     fn sub(size: usize) {
@@ -57,17 +72,23 @@ impl CountingAlloc {
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         configure_once();
+        if !Self::reserve(layout.size()) {
+            return std::ptr::null_mut();
+        }
         let p = System.alloc(layout);
-        if !p.is_null() {
-            Self::add(layout.size());
+        if p.is_null() {
+            Self::sub(layout.size());
         }
         p
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         configure_once();
+        if !Self::reserve(layout.size()) {
+            return std::ptr::null_mut();
+        }
         let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            Self::add(layout.size());
+        if p.is_null() {
+            Self::sub(layout.size());
         }
         p
     }
@@ -76,10 +97,16 @@ unsafe impl GlobalAlloc for CountingAlloc {
         Self::sub(layout.size());
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // The new block is counted before it exists (as a device would refuse it), the old one
+        // released once it is gone.
+        if !Self::reserve(new_size) {
+            return std::ptr::null_mut();
+        }
         let p = System.realloc(ptr, layout, new_size);
-        if !p.is_null() {
+        if p.is_null() {
+            Self::sub(new_size);
+        } else {
             Self::sub(layout.size());
-            Self::add(new_size);
         }
         p
     }
@@ -101,4 +128,53 @@ pub fn peak_allocated_bytes() -> u64 {
 /// Starts a new high-water mark from the bytes live now.
 pub fn reset_peak() {
     PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Sets the process's memory limit, bytes of live heap (`None`: no limit). From then on a block
+/// that would take [`allocated_bytes`] past it is refused, which aborts the process with
+/// `memory allocation of N bytes failed` (Rust's `handle_alloc_error`): the CPU stand-in for a
+/// device of that size. Blocks live before the call stay; a limit below them refuses the next
+/// block.
+pub fn set_limit(bytes: Option<u64>) {
+    LIMIT.store(bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// The memory limit set by [`set_limit`], if any.
+pub fn limit() -> Option<u64> {
+    let l = LIMIT.load(Ordering::Relaxed);
+    (l != u64::MAX).then_some(l)
+}
+
+/// Says on stderr, without allocating, that the limit refused a block of `size` bytes, in the
+/// words the job's fault reader takes the requested bytes from (`memory allocation of N
+/// bytes`, [`crate::measure::fault::classify`]); glibc Linux only, elsewhere silent.
+fn refused(size: usize) {
+    let mut line = [0u8; 128];
+    let mut n = 0;
+    let mut put = |bytes: &[u8]| {
+        for &b in bytes {
+            if n < line.len() {
+                line[n] = b;
+                n += 1;
+            }
+        }
+    };
+    put(b"memory allocation of ");
+    let mut digits = [0u8; 20];
+    let (mut v, mut k) = (size, digits.len());
+    loop {
+        k -= 1;
+        digits[k] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    put(&digits[k..]);
+    put(b" bytes refused by the job's memory limit (out of memory)\n");
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: write(2) of a stack buffer to stderr; no allocation, any result is ignored.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), n);
+    }
 }

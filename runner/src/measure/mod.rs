@@ -6,7 +6,9 @@ mod alloc;
 mod env;
 pub mod fault;
 
-pub use alloc::{allocated_bytes, peak_allocated_bytes, reset_peak, CountingAlloc};
+pub use alloc::{
+    allocated_bytes, limit, peak_allocated_bytes, reset_peak, set_limit, CountingAlloc,
+};
 pub use env::{host_environment, BUILD_REVISION};
 pub use memwall_core::measure::{median, Bound, Environment, MemorySample, PeakBounds};
 

@@ -134,6 +134,12 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
             spec.backend
         ));
     }
+    if spec.memory_limit_bytes.is_some() && spec.backend.is_gpu() {
+        return Some(format!(
+            "memory_limit_bytes is the CPU's limit (its counting allocator); on {} the device's memory is the limit: remove the field from the job",
+            spec.backend
+        ));
+    }
     if s.needs_plan() && spec.plan.is_none() && !spec.profile_only {
         return Some("this strategy runs a segment plan, which the plan stage makes before the run (`memwall run` or `memwall-job sweep-dir`: the job's profiling pass where the plan needs measured costs, then the planner); this job file has none".into());
     }
@@ -173,8 +179,12 @@ pub fn run_job(spec: &JobSpec) -> JobRecord {
     fault::install_panic_hook();
     let spec2 = spec.clone();
     let env2 = env.clone();
+    // The limit holds while the job runs (a refused block aborts the process, which the
+    // parent records as out of memory), not while its record is written.
+    crate::measure::set_limit(spec.memory_limit_bytes);
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || dispatch(&spec2, env2)));
+    crate::measure::set_limit(None);
     let outcome = match result {
         Ok(Ok(record)) => Ok(record),
         Ok(Err(e)) => Err(e.to_string()),

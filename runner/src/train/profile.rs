@@ -172,6 +172,7 @@ fn profile_pass<B: TrainBackend>(
         head_grad_bytes,
         tail_peak_bytes: 0,
         margin_bytes: 0,
+        steady_bytes: 0,
         fused,
         calibration: Vec::new(),
     }
@@ -262,6 +263,7 @@ where
             probe,
         );
         let steady = probe.live_bytes();
+        profile.steady_bytes = profile.steady_bytes.max(steady);
         let mut rec = PhaseRecorder {
             inner: &mut *probe,
             peaks: Vec::new(),
