@@ -469,6 +469,27 @@ pub fn sweep(study_path: &Path, paths: &Paths, opts: &RunOptions) -> Result<Swee
     if jobs.is_empty() {
         return Ok(out);
     }
+    if let Some(search) = crate::search::params(&study)? {
+        tracing::info!(
+            "study `{}` ({} profile): the largest input of {} configurations under {} bytes on {}",
+            study.header.name,
+            study.profile,
+            jobs.len(),
+            search.limit_bytes,
+            dev.name
+        );
+        // Probes that run out of memory are the search's data, not unfinished jobs.
+        crate::search::run_search(&search, &jobs, |job| {
+            let record = run_one(job, paths, opts, &mut out)?;
+            if let crate::search::Probe::Failed(why) = crate::search::Probe::of(&record) {
+                out.unfinished
+                    .push((job.config.clone(), record.status, why));
+            }
+            out.records.push(record.clone());
+            Ok(record)
+        })?;
+        return Ok(out);
+    }
     tracing::info!(
         "study `{}` ({} profile): {} jobs on {} ({})",
         study.header.name,
@@ -796,6 +817,9 @@ fn training_records(
 fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
     let header = &study.header;
     let records = training_records(study, study_path, paths)?;
+    if crate::search::params(study)?.is_some() {
+        return report_search(study, study_path, paths, &records);
+    }
     let (mut sections, environment, glance) = report::training::sections(
         &records,
         header,
@@ -837,6 +861,50 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
     let out_dir = paths.reports.join(&header.name);
     let rendered = report::render(&doc, &paths.templates, &out_dir)?;
     results::write_parquet_tables(&records, &out_dir)?;
+    Ok(rendered)
+}
+
+/// The report of a study that searches the largest input ([`crate::search`]): per profile of
+/// its records, the search's tables and the glance from the first profile with answers (the
+/// `cpu` profile first).
+fn report_search(
+    study: &Study,
+    study_path: &Path,
+    paths: &Paths,
+    records: &results::StudyRecords,
+) -> Result<Rendered> {
+    let header = &study.header;
+    let mut profiles: Vec<Profile> = records.records.iter().map(|r| r.spec.profile).collect();
+    profiles.sort_by_key(|p| (*p != Profile::Cpu, p.as_str()));
+    profiles.dedup();
+    let mut sections = Vec::new();
+    let mut environment = Vec::new();
+    let mut glance = Vec::new();
+    for profile in profiles {
+        let at = Study::load(study_path, profile, None)?;
+        let Some(params) = crate::search::params(&at)? else {
+            continue;
+        };
+        let rows = crate::search::summarize(&records.records, &at, &params);
+        if let Some(mut section) = crate::search::section(&rows, &params, &at) {
+            section.title = format!("{} ({} profile)", section.title, profile);
+            sections.push(section);
+            environment.extend(crate::search::environment(&rows, &at));
+            if glance.is_empty() {
+                glance = crate::search::glance(&at, &rows);
+            }
+        }
+    }
+    let newest = records
+        .records
+        .iter()
+        .map(|r| r.finished_at.as_str())
+        .max()
+        .unwrap_or_default();
+    let doc = ReportDoc::new(header, sections, environment, record_date(newest), glance);
+    let out_dir = paths.reports.join(&header.name);
+    let rendered = report::render(&doc, &paths.templates, &out_dir)?;
+    results::write_parquet_tables(records, &out_dir)?;
     Ok(rendered)
 }
 

@@ -27,6 +27,7 @@ pub mod reference;
 pub mod report;
 pub mod results;
 pub mod schedule;
+pub mod search;
 pub mod slurm;
 pub mod stats;
 pub mod studies;

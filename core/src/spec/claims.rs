@@ -213,11 +213,17 @@ pub enum TrainingMetric {
     Perplexity,
     /// Evaluation perplexity over the control's (x).
     PerplexityRatio,
+    /// The largest batch that trains under the study's memory limit over the control's (x):
+    /// a study with a largest-input search (`[params.search]`) only.
+    LargestBatchRatio,
+    /// The largest sequence length that trains under the study's memory limit over the
+    /// control's (x): a study with a largest-input search only.
+    LargestSeqLenRatio,
 }
 
 impl TrainingMetric {
     /// Every metric with its name in a `measure`.
-    pub const ALL: [(&'static str, TrainingMetric); 7] = [
+    pub const ALL: [(&'static str, TrainingMetric); 9] = [
         ("peak_gib", TrainingMetric::PeakGib),
         ("reduction_pct", TrainingMetric::ReductionPct),
         ("step_time_ratio", TrainingMetric::StepTimeRatio),
@@ -225,6 +231,8 @@ impl TrainingMetric {
         ("samples_per_s", TrainingMetric::SamplesPerS),
         ("perplexity", TrainingMetric::Perplexity),
         ("perplexity_ratio", TrainingMetric::PerplexityRatio),
+        ("largest_batch_ratio", TrainingMetric::LargestBatchRatio),
+        ("largest_seq_len_ratio", TrainingMetric::LargestSeqLenRatio),
     ];
 
     /// The metric named `name`.
@@ -239,7 +247,9 @@ impl TrainingMetric {
             TrainingMetric::ReductionPct => "%",
             TrainingMetric::StepTimeRatio
             | TrainingMetric::Speedup
-            | TrainingMetric::PerplexityRatio => "x",
+            | TrainingMetric::PerplexityRatio
+            | TrainingMetric::LargestBatchRatio
+            | TrainingMetric::LargestSeqLenRatio => "x",
             TrainingMetric::SamplesPerS => "samples/s",
             TrainingMetric::Perplexity => "",
         }
@@ -250,7 +260,10 @@ impl TrainingMetric {
         match self {
             TrainingMetric::PeakGib | TrainingMetric::SamplesPerS => 3,
             TrainingMetric::ReductionPct | TrainingMetric::Perplexity => 1,
-            TrainingMetric::StepTimeRatio | TrainingMetric::Speedup => 2,
+            TrainingMetric::StepTimeRatio
+            | TrainingMetric::Speedup
+            | TrainingMetric::LargestBatchRatio
+            | TrainingMetric::LargestSeqLenRatio => 2,
             TrainingMetric::PerplexityRatio => 3,
         }
     }

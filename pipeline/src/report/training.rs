@@ -587,6 +587,8 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
             TrainingMetric::Speedup => c.rel.filter(|r| *r > 0.0).map(|r| 1.0 / r),
             TrainingMetric::SamplesPerS => c.s.measured.samples_per_s,
             TrainingMetric::Perplexity => c.s.measured.eval_perplexity,
+            // Answered by the largest-input search's report (crate::search::glance).
+            TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => None,
             TrainingMetric::PerplexityRatio => {
                 // The control of the same optimizer, as for the reductions.
                 let control = g.rows.iter().find(|k| {

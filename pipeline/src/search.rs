@@ -1,0 +1,788 @@
+//! The largest input that fits: for a memory limit, the largest batch and the largest sequence
+//! length that train under each configuration (strategy) of a training study, found by
+//! bisection over real training jobs, out-of-memory as data.
+//!
+//! A study asks for the search with `[params.search]` (overridable per profile as
+//! `[profiles.<p>.params.search]`): the limit in bytes, the model fields searched (`batch`,
+//! `seq_len`), the upper end and the step of each. Every probe is one job of the study's
+//! configuration with the searched field set and [`JobSpec::memory_limit_bytes`] the limit:
+//! on the CPU the counting allocator refuses a block past it and the job ends `out_of_memory`
+//! exactly as on a device of that size. Probes run through the driver like any job, one process
+//! each and keyed by their content, so a killed search resumes where it stopped: its finished
+//! probes are read back, not run again, and the bisection takes the same path.
+//!
+//! The search ([`search`]) doubles from the profile's value until a probe runs out of memory
+//! (or the upper end fits), then bisects between the largest value that fitted and the
+//! smallest that did not, in steps of `step`, until they are one step apart: the boundary is
+//! exact to one step. The report ([`summarize`], [`section`]) reads the records only.
+//!
+//! The question is the Checkmate notes' "Enables 5.1x larger input sizes on real networks"
+//! (`../shared/sources/001_68b9d43f3f694e7a.txt`); the paper (Jain et al., MLSys 2020,
+//! arXiv:1910.02653, Section 6.3) searches the largest batch under a V100's 16 GB on graphs,
+//! memwall in real training.
+
+use crate::report::model::{GlanceRow, Measure, Section, Table};
+use crate::results::{JobRecord, JobStatus};
+use crate::spec::{ConfigSpec, JobSpec, Study};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// The key of the search's table in a study's `[params]`.
+pub const PARAMS_KEY: &str = "search";
+
+/// A model field the search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dim {
+    /// Sequences per batch (`model.batch`).
+    Batch,
+    /// Tokens per sequence (`model.seq_len`).
+    SeqLen,
+}
+
+impl Dim {
+    /// The model field's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dim::Batch => "batch",
+            Dim::SeqLen => "seq_len",
+        }
+    }
+
+    /// The field's value in `model`.
+    pub fn of(self, model: &crate::spec::ModelConfig) -> usize {
+        match self {
+            Dim::Batch => model.batch,
+            Dim::SeqLen => model.seq_len,
+        }
+    }
+
+    /// `model` with the field set to `v`.
+    fn set(self, model: &mut crate::spec::ModelConfig, v: usize) {
+        match self {
+            Dim::Batch => model.batch = v,
+            Dim::SeqLen => model.seq_len = v,
+        }
+    }
+
+    /// The other field (held at the profile's value while this one is searched).
+    fn other(self) -> Dim {
+        match self {
+            Dim::Batch => Dim::SeqLen,
+            Dim::SeqLen => Dim::Batch,
+        }
+    }
+
+    /// How the report names the field.
+    fn noun(self) -> &'static str {
+        match self {
+            Dim::Batch => "batch size",
+            Dim::SeqLen => "sequence length",
+        }
+    }
+}
+
+/// `[params.search]`: what the search runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// The memory limit, bytes: on the CPU the process's live heap (the counting allocator's
+    /// limit); at least 1 MiB.
+    pub limit_bytes: u64,
+    /// The fields searched, each from the profile's value, the other held at the profile's.
+    pub dims: Vec<Dim>,
+    /// Upper end of the batch search (sequences).
+    pub batch_max: usize,
+    /// Upper end of the sequence-length search (tokens); the corpus bounds it too (a window is
+    /// `seq_len + 1` tokens of the held-out split).
+    pub seq_len_max: usize,
+    /// Granularity of the batch search (default 1).
+    #[serde(default = "one")]
+    pub batch_step: usize,
+    /// Granularity of the sequence-length search (default 16 tokens).
+    #[serde(default = "sixteen")]
+    pub seq_len_step: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn sixteen() -> usize {
+    16
+}
+
+impl SearchParams {
+    /// Upper end and step of `dim`.
+    pub fn range(&self, dim: Dim) -> (usize, usize) {
+        match dim {
+            Dim::Batch => (self.batch_max, self.batch_step),
+            Dim::SeqLen => (self.seq_len_max, self.seq_len_step),
+        }
+    }
+}
+
+/// The study's `[params.search]`, checked; `None` when it asks for no search.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `params.search` or its field: unknown fields, wrong types, a
+/// limit under 1 MiB, no or repeated fields searched, a step of 0, an upper end below the
+/// step or below the profile's own value, a study that is not a training study.
+pub fn params(study: &Study) -> Result<Option<SearchParams>> {
+    let Some(value) = study.params.get(PARAMS_KEY) else {
+        return Ok(None);
+    };
+    let err = |field: &str, message: String| Error::SpecField {
+        path: study.path.clone(),
+        field: format!("params.{PARAMS_KEY}{field}"),
+        message,
+    };
+    let p: SearchParams = value.clone().try_into().map_err(|e: toml::de::Error| {
+        err(
+            "",
+            format!(
+                "{} (expected limit_bytes, dims, batch_max, seq_len_max and optionally \
+                 batch_step, seq_len_step)",
+                e.message()
+            ),
+        )
+    })?;
+    let Some(model) = study.model else {
+        return Err(err(
+            "",
+            "the largest-input search trains the study's model: only a training study \
+             (`kind = \"training\"`) can have one"
+                .into(),
+        ));
+    };
+    if p.limit_bytes < 1 << 20 {
+        return Err(err(
+            ".limit_bytes",
+            format!(
+                "{} bytes: expected at least 1 MiB (1048576); the limit counts the whole \
+                 process's heap (model, optimizer state, corpus)",
+                p.limit_bytes
+            ),
+        ));
+    }
+    let mut dims = p.dims.clone();
+    dims.sort();
+    dims.dedup();
+    if dims.is_empty() || dims.len() != p.dims.len() {
+        return Err(err(
+            ".dims",
+            "expected one or both of \"batch\" and \"seq_len\", each once".into(),
+        ));
+    }
+    for &d in &p.dims {
+        let (max, step) = p.range(d);
+        let f = d.as_str();
+        if step == 0 {
+            return Err(err(&format!(".{f}_step"), "must be at least 1".into()));
+        }
+        if max < step || max < d.of(&model) {
+            return Err(err(
+                &format!(".{f}_max"),
+                format!(
+                    "{max}: expected at least the step ({step}) and the profile's own {f} ({})",
+                    d.of(&model)
+                ),
+            ));
+        }
+    }
+    Ok(Some(p))
+}
+
+/// How one probe ended, for the search.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Probe {
+    /// The job trained under the limit.
+    Fits,
+    /// The job ran out of memory (or no plan fits): the value is past the limit.
+    OutOfMemory,
+    /// The job failed otherwise (the search of this field stops): why.
+    Failed(String),
+}
+
+impl Probe {
+    /// The probe outcome of a job record: ok fits; out of memory or infeasible does not; any
+    /// other status stops the search.
+    pub fn of(record: &JobRecord) -> Probe {
+        match record.status {
+            JobStatus::Ok => Probe::Fits,
+            JobStatus::OutOfMemory | JobStatus::Infeasible => Probe::OutOfMemory,
+            other => Probe::Failed(format!(
+                "{}: {}",
+                other.as_str(),
+                record.reason.as_deref().unwrap_or("no reason recorded")
+            )),
+        }
+    }
+}
+
+/// Where one search ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bracket {
+    /// The largest value that fitted (`None`: not even one step).
+    pub largest_fit: Option<usize>,
+    /// The smallest value that ran out of memory (`None`: the upper end fits).
+    pub first_oom: Option<usize>,
+    /// Why the search stopped early: a probe that failed (value and reason).
+    pub failed: Option<(usize, String)>,
+    /// Values probed, in order.
+    pub probed: Vec<usize>,
+}
+
+/// Searches the largest multiple of `step` in `[step, max]` for which `probe` fits, starting
+/// at `start` (rounded down to a multiple of `step`, at least `step`): doubling up while it
+/// fits, halving down while it does not, then bisection until the largest fitting value and
+/// the smallest failing one are one `step` apart. Assumes fitting is monotone (a larger input
+/// needs more memory). A failed probe ends the search with what was found so far.
+///
+/// # Errors
+/// The first error of `probe` (an I/O or runner error: the search is left where it was; the
+/// probes done are records, so running it again resumes).
+pub fn search(
+    start: usize,
+    max: usize,
+    step: usize,
+    mut probe: impl FnMut(usize) -> Result<Probe>,
+) -> Result<Bracket> {
+    let step = step.max(1);
+    let max = max / step * step;
+    let mut out = Bracket {
+        largest_fit: None,
+        first_oom: None,
+        failed: None,
+        probed: Vec::new(),
+    };
+    let mut ask = |v: usize, out: &mut Bracket| -> Result<Option<bool>> {
+        out.probed.push(v);
+        Ok(match probe(v)? {
+            Probe::Fits => Some(true),
+            Probe::OutOfMemory => Some(false),
+            Probe::Failed(why) => {
+                out.failed = Some((v, why));
+                None
+            }
+        })
+    };
+    let mut v = (start / step * step).clamp(step, max.max(step));
+    // Bracket: good < bad, both multiples of step (good 0 = nothing fits yet).
+    let (mut good, mut bad) = match ask(v, &mut out)? {
+        None => return Ok(out),
+        Some(true) => {
+            let mut good = v;
+            loop {
+                if good >= max {
+                    out.largest_fit = Some(good);
+                    return Ok(out);
+                }
+                v = (good * 2).min(max);
+                match ask(v, &mut out)? {
+                    None => {
+                        out.largest_fit = Some(good);
+                        return Ok(out);
+                    }
+                    Some(true) => good = v,
+                    Some(false) => break (good, v),
+                }
+            }
+        }
+        Some(false) => {
+            let mut bad = v;
+            loop {
+                if bad <= step {
+                    out.first_oom = Some(bad);
+                    return Ok(out);
+                }
+                v = (bad / 2 / step * step).max(step);
+                match ask(v, &mut out)? {
+                    None => {
+                        out.first_oom = Some(bad);
+                        return Ok(out);
+                    }
+                    Some(false) => bad = v,
+                    Some(true) => break (v, bad),
+                }
+            }
+        }
+    };
+    while bad - good > step {
+        let mid = good + (bad - good) / step / 2 * step;
+        match ask(mid, &mut out)? {
+            None => break,
+            Some(true) => good = mid,
+            Some(false) => bad = mid,
+        }
+    }
+    out.largest_fit = Some(good);
+    out.first_oom = Some(bad);
+    Ok(out)
+}
+
+/// The probe job of `job` (a configuration of the study at its profile): `dim` set to `v`,
+/// the memory limit `limit_bytes`.
+pub fn probe_job(job: &JobSpec, dim: Dim, v: usize, limit_bytes: u64) -> JobSpec {
+    let mut j = job.clone();
+    dim.set(&mut j.model, v);
+    j.memory_limit_bytes = Some(limit_bytes);
+    j
+}
+
+/// The largest sequence length the corpus of `job` allows: every window is `seq_len + 1`
+/// tokens of one split (the smaller of the two), so `tokens - 1`.
+///
+/// # Errors
+/// [`Error::Io`] when a split's token file cannot be read.
+pub fn corpus_seq_bound(job: &JobSpec) -> Result<usize> {
+    let mut least = u64::MAX;
+    for split in ["train", "eval"] {
+        let file = job.data.dir.join(format!("{split}.tokens"));
+        let tokens = std::fs::metadata(&file)
+            .map_err(|e| Error::io("reading", &file, e))?
+            .len()
+            / 4;
+        least = least.min(tokens);
+    }
+    Ok(least.saturating_sub(1) as usize)
+}
+
+/// Runs the search of every job (configuration) of `jobs` and every field of `params`, each
+/// probe through `run` (the driver's one-job runner, which reads back a finished probe's
+/// record instead of running it again). Returns per (configuration, field) where it ended.
+///
+/// # Errors
+/// The first error of `run` (I/O, a runner that cannot start); a failed probe is not one.
+pub fn run_search(
+    params: &SearchParams,
+    jobs: &[JobSpec],
+    mut run: impl FnMut(&JobSpec) -> Result<JobRecord>,
+) -> Result<Vec<(String, Dim, Bracket)>> {
+    let mut out = Vec::new();
+    for job in jobs {
+        for &dim in &params.dims {
+            let (mut max, step) = params.range(dim);
+            if dim == Dim::SeqLen {
+                max = max.min(corpus_seq_bound(job)?);
+            }
+            let bracket = search(dim.of(&job.model), max, step, |v| {
+                let record = run(&probe_job(job, dim, v, params.limit_bytes))?;
+                Ok(Probe::of(&record))
+            })?;
+            tracing::info!(
+                "{}: largest {} under {} bytes: {} (first out of memory: {}; {} probes)",
+                job.config,
+                dim.as_str(),
+                params.limit_bytes,
+                bracket.largest_fit.map_or("none".into(), |v| v.to_string()),
+                bracket.first_oom.map_or("none".into(), |v| v.to_string()),
+                bracket.probed.len()
+            );
+            out.push((job.config.clone(), dim, bracket));
+        }
+    }
+    Ok(out)
+}
+
+/// One (configuration, field) of the search as its records give it.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    /// The configuration.
+    pub config: &'a ConfigSpec,
+    /// The field searched.
+    pub dim: Dim,
+    /// The largest value that trained under the limit, with its record.
+    pub largest: Option<(usize, &'a JobRecord)>,
+    /// The smallest value above it that ran out of memory.
+    pub first_oom: Option<usize>,
+    /// A probe that failed otherwise: its value and status.
+    pub failed: Option<(usize, &'a JobRecord)>,
+    /// Probes of this configuration and field.
+    pub probes: usize,
+}
+
+/// The search as `records` give it, for `study` (resolved at the profile of the records read)
+/// and `params`: per configuration of the file and field, the probes of that profile, limit
+/// and model (the other field at the profile's value).
+pub fn summarize<'a>(
+    records: &'a [JobRecord],
+    study: &'a Study,
+    params: &SearchParams,
+) -> Vec<Row<'a>> {
+    let Some(model) = study.model else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for config in &study.configs {
+        for &dim in &params.dims {
+            let probes: Vec<&JobRecord> = records
+                .iter()
+                .filter(|r| {
+                    let m = &r.spec.model;
+                    r.spec.config == config.name
+                        && r.spec.profile == study.profile
+                        && r.spec.memory_limit_bytes == Some(params.limit_bytes)
+                        && dim.other().of(m) == dim.other().of(&model)
+                        && (m.layers, m.d_model, m.heads, m.d_ff)
+                            == (model.layers, model.d_model, model.heads, model.d_ff)
+                })
+                .collect();
+            let largest = probes
+                .iter()
+                .filter(|r| r.status == JobStatus::Ok)
+                .map(|r| (dim.of(&r.spec.model), *r))
+                .max_by(|a, b| a.0.cmp(&b.0).then(a.1.finished_at.cmp(&b.1.finished_at)));
+            let above = largest.map_or(0, |(v, _)| v);
+            let first_oom = probes
+                .iter()
+                .filter(|r| Probe::of(r) == Probe::OutOfMemory)
+                .map(|r| dim.of(&r.spec.model))
+                .filter(|&v| v > above)
+                .min();
+            let failed = probes
+                .iter()
+                .find(|r| matches!(Probe::of(r), Probe::Failed(_)))
+                .map(|r| (dim.of(&r.spec.model), *r));
+            rows.push(Row {
+                config,
+                dim,
+                largest,
+                first_oom,
+                failed,
+                probes: probes.len(),
+            });
+        }
+    }
+    rows
+}
+
+/// The control's row of `dim` (the configuration marked `control`, else the first).
+fn control_row<'a, 'b>(rows: &'b [Row<'a>], dim: Dim) -> Option<&'b Row<'a>> {
+    rows.iter()
+        .filter(|r| r.dim == dim)
+        .find(|r| r.config.control)
+        .or_else(|| rows.iter().find(|r| r.dim == dim))
+}
+
+/// `row`'s largest value over the control's (x); `None` when either has none.
+pub fn ratio(rows: &[Row], row: &Row) -> Option<f64> {
+    let control = control_row(rows, row.dim)?.largest?.0;
+    let ours = row.largest?.0;
+    (control > 0).then(|| ours as f64 / control as f64)
+}
+
+/// The report's section: per field a table of every configuration's largest value under the
+/// limit, its ratio to the control (no recomputation), the first value out of memory, and the
+/// peak and throughput at the largest; `None` without rows.
+pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Section> {
+    if rows.iter().all(|r| r.probes == 0) {
+        return None;
+    }
+    let model = study.model?;
+    let mib = |b: u64| format!("{:.1}", b as f64 / (1u64 << 20) as f64);
+    let mut tables = Vec::new();
+    for &dim in &params.dims {
+        let (_, step) = params.range(dim);
+        let mut t = Table {
+            caption: format!(
+                "Largest {} under {} bytes ({} MiB), {} at the profile's {} (step {step})",
+                dim.noun(),
+                params.limit_bytes,
+                mib(params.limit_bytes),
+                dim.other().as_str(),
+                dim.other().of(&model)
+            ),
+            columns: vec![
+                "strategy".into(),
+                format!("largest {}", dim.as_str()),
+                "ratio to no recomputation".into(),
+                format!("first {} out of memory", dim.as_str()),
+                "peak allocated at the largest (MiB)".into(),
+                "step time at the largest (s)".into(),
+                if dim == Dim::Batch {
+                    "samples/s at the largest".into()
+                } else {
+                    "tokens/s at the largest".into()
+                },
+                "probes".into(),
+            ],
+            rows: Vec::new(),
+            notes: Vec::new(),
+        };
+        for r in rows.iter().filter(|r| r.dim == dim && r.probes > 0) {
+            let s = r.largest.and_then(|(_, rec)| rec.summary);
+            let i = t.rows.len();
+            t.rows.push(vec![
+                r.config.label.clone(),
+                r.largest.map_or("none".into(), |(v, _)| v.to_string()),
+                ratio(rows, r).map_or("–".into(), |x| format!("{x:.2}x")),
+                r.first_oom.map_or("–".into(), |v| v.to_string()),
+                s.map_or("–".into(), |s| mib(s.peak_allocated_bytes)),
+                s.map_or("–".into(), |s| format!("{:.3}", s.median_step_s)),
+                s.map_or("–".into(), |s| {
+                    if dim == Dim::Batch {
+                        format!("{:.2}", s.samples_per_s)
+                    } else {
+                        format!("{:.0}", s.tokens_per_s)
+                    }
+                }),
+                r.probes.to_string(),
+            ]);
+            match (r.largest, r.first_oom) {
+                (Some((v, _)), Some(o)) if o - v > step => t.note(
+                    i,
+                    1,
+                    format!("not one step from the boundary yet ({v} fits, {o} does not): the search did not finish"),
+                ),
+                (Some(_), None) => t.note(
+                    i,
+                    1,
+                    format!(
+                        "the upper end of the search fits: the largest {} is at least this",
+                        dim.noun()
+                    ),
+                ),
+                _ => {}
+            }
+            if let Some((v, rec)) = r.failed {
+                t.note(
+                    i,
+                    0,
+                    format!(
+                        "the probe at {v} ended {} ({}): the search stopped there",
+                        rec.status.as_str(),
+                        rec.reason.as_deref().unwrap_or("")
+                    ),
+                );
+            }
+        }
+        tables.push(t);
+    }
+    let device = rows
+        .iter()
+        .find_map(|r| r.largest.map(|(_, rec)| rec.env.device_name.clone()))
+        .unwrap_or_default();
+    let best = rows
+        .iter()
+        .filter_map(|r| ratio(rows, r).map(|x| (x, r)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    Some(Section {
+        title: "The largest input that fits the memory limit".into(),
+        claim: "\"Significant gains: Enables 5.1x larger input sizes on real networks\" \
+                (the Checkmate notes, `001_68b9d43f3f694e7a.txt`, Pros & Cons; \"5.1x larger \
+                inputs: Demonstrated on ResNet, Transformer models\", Interesting Findings)."
+            .into(),
+        ours: match best {
+            Some((x, r)) => format!(
+                "Under {} bytes on {device}, the largest {} grows {x:.2}x with {} over no \
+                 recomputation (each probe one real training job, out of memory as data).",
+                params.limit_bytes,
+                r.dim.noun(),
+                r.config.label
+            ),
+            None => "The search has no finished probe of the control yet.".into(),
+        },
+        notes: vec![
+            format!(
+                "Method: per strategy and field, jobs of the study's model at the {} profile \
+                 with the field set and the process's memory limited to {} bytes (the counting \
+                 allocator refuses a block past it, and the job ends out of memory as on a \
+                 device of that size); doubling from the profile's value, then bisection until \
+                 the largest value that trains and the smallest that does not are one step \
+                 apart. The limit counts everything the job process allocates: parameters, \
+                 gradients, optimizer state, the corpus and the activations.",
+                study.profile, params.limit_bytes
+            ),
+            "Strategies that plan from measured costs (the memory budgets, Checkmate) run \
+             their profiling pass without the limit; the job itself runs under it. Checkmate \
+             at the limit is the least recomputation whose predicted peak fits what the limit \
+             leaves above the profiled steady state (where no plan is predicted to fit, the \
+             least-memory plan runs and the limit decides)."
+                .into(),
+            "Step time and throughput are of one job at the largest value (its measured steps' \
+             median), on a shared 2-core machine: they show the cost of the recomputation at \
+             that size, not a benchmark."
+                .into(),
+        ],
+        tables,
+        figures: Vec::new(),
+        details: None,
+    })
+}
+
+/// The environment of the search's records at `study`'s profile, from its first finished
+/// probe: device, backend, host, revision, the model (the searched fields at the profile's
+/// values), training settings and the memory probe; `None` without a finished probe.
+pub fn environment(rows: &[Row], study: &Study) -> Option<Table> {
+    let rec = rows.iter().find_map(|r| r.largest.map(|(_, rec)| rec))?;
+    let (e, t) = (&rec.env, &rec.spec.train);
+    let m = study.model?;
+    let row = |field: &str, value: String| vec![field.to_string(), value];
+    Some(Table {
+        caption: format!("{} profile on {}", study.profile, e.device_name),
+        columns: vec!["field".into(), "value".into()],
+        rows: vec![
+            row("device", e.device_name.clone()),
+            row("backend", format!("burn {} {}", e.burn_version, e.backend)),
+            row("CPU", format!("{} ({} threads)", e.cpu_model, e.cpu_threads)),
+            row("OS", e.os.clone()),
+            row("git revision", e.git_revision.clone()),
+            row(
+                "model",
+                format!(
+                    "{} layers, d_model {}, {} heads, d_ff {}, vocab {}; profile's seq {}, batch {}",
+                    m.layers, m.d_model, m.heads, m.d_ff, rec.spec.model.vocab, m.seq_len, m.batch
+                ),
+            ),
+            row(
+                "training per probe",
+                format!(
+                    "{:?}, lr {}, {} warm-up + {} measured steps, {} eval batches, seed {}",
+                    t.optimizer, t.lr, t.warmup_steps, t.steps, t.eval_batches, t.seed
+                ),
+            ),
+            row("memory probe", rec.memory_probe.clone()),
+        ],
+        notes: Vec::new(),
+    })
+}
+
+/// The measures a claim can name for this search: `<configuration>.largest_batch_ratio` and
+/// `<configuration>.largest_seq_len_ratio`, the configuration's largest value over the
+/// control's (x).
+pub fn measure(rows: &[Row], name: &str) -> Option<Measure> {
+    let (config, metric) = name.rsplit_once('.')?;
+    let dim = match metric {
+        "largest_batch_ratio" => Dim::Batch,
+        "largest_seq_len_ratio" => Dim::SeqLen,
+        _ => return None,
+    };
+    let row = rows
+        .iter()
+        .find(|r| r.dim == dim && r.config.name == config)?;
+    Some(Measure::new(name, ratio(rows, row)?, "x", 2))
+}
+
+/// The glance rows of `study`'s claims answered from the search's `rows`.
+pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
+    use crate::report::glance::{rows as glance_rows, Answer};
+    let device = rows
+        .iter()
+        .find_map(|r| r.largest.map(|(_, rec)| rec.env.device_name.clone()))
+        .unwrap_or_else(|| "no device yet".into());
+    glance_rows(
+        &study.claims,
+        &format!("{device}, {} profile", study.profile),
+        |c| match measure(rows, &c.measure) {
+            Some(m) if m.value.is_finite() => Answer::Measured(m),
+            _ => Answer::Missing(format!(
+                "`{}` has no value: the search of that configuration or of the control has no \
+                 finished probe",
+                c.measure
+            )),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A monotone memory model: `v` fits when `v <= boundary`.
+    fn model(boundary: usize) -> impl FnMut(usize) -> Result<Probe> {
+        move |v| {
+            Ok(if v <= boundary {
+                Probe::Fits
+            } else {
+                Probe::OutOfMemory
+            })
+        }
+    }
+
+    /// From any start, the search ends one step apart around the boundary, in few probes.
+    #[test]
+    fn the_search_ends_at_the_boundary_within_one_step() {
+        for (start, max, step, boundary) in [
+            (8, 256, 1, 37),
+            (8, 256, 1, 3),
+            (8, 256, 1, 8),
+            (128, 4096, 16, 1000),
+            (128, 4096, 16, 100),
+            (1, 1000, 1, 999),
+        ] {
+            let b = search(start, max, step, model(boundary)).unwrap();
+            let good = b.largest_fit.unwrap();
+            let bad = b.first_oom.unwrap();
+            assert!(
+                good <= boundary && bad > boundary,
+                "{start} {boundary}: {b:?}"
+            );
+            assert_eq!(bad - good, step, "{start} {boundary}: {b:?}");
+            assert!(
+                b.probed.len() <= 2 * (max / step).ilog2() as usize + 2,
+                "{b:?}"
+            );
+            assert!(b.probed.iter().all(|v| v % step == 0 && *v <= max));
+        }
+    }
+
+    /// Past either end: nothing fits (the first step runs out of memory), or the upper end fits.
+    #[test]
+    fn the_ends_are_reported_as_such() {
+        let none = search(8, 64, 1, model(0)).unwrap();
+        assert_eq!((none.largest_fit, none.first_oom), (None, Some(1)));
+        let all = search(8, 64, 1, model(1000)).unwrap();
+        assert_eq!((all.largest_fit, all.first_oom), (Some(64), None));
+    }
+
+    /// A failed probe stops the search with what it found, the failure named.
+    #[test]
+    fn a_failed_probe_stops_the_search() {
+        let b = search(4, 64, 1, |v| {
+            Ok(if v < 16 {
+                Probe::Fits
+            } else {
+                Probe::Failed("failed: boom".into())
+            })
+        })
+        .unwrap();
+        assert_eq!(b.largest_fit, Some(8));
+        assert_eq!(b.failed, Some((16, "failed: boom".into())));
+    }
+
+    /// A search killed after some probes, run again over the probes it finished (the record
+    /// store), asks only for the probes it had not finished and ends where an unbroken search
+    /// ends.
+    #[test]
+    fn a_killed_search_resumes_without_repeating_finished_probes() {
+        let whole = search(8, 256, 1, model(45)).unwrap();
+        let mut store = std::collections::BTreeMap::new();
+        let mut calls = 0;
+        let killed = search(8, 256, 1, |v| {
+            calls += 1;
+            if calls > 3 {
+                return Err(Error::Job {
+                    job: "probe".into(),
+                    message: "killed".into(),
+                });
+            }
+            let p = model(45)(v)?;
+            store.insert(v, p.clone());
+            Ok(p)
+        });
+        assert!(killed.is_err());
+        let mut ran = Vec::new();
+        let resumed = search(8, 256, 1, |v| {
+            if let Some(p) = store.get(&v) {
+                return Ok(p.clone());
+            }
+            ran.push(v);
+            model(45)(v)
+        })
+        .unwrap();
+        assert_eq!(resumed, whole);
+        assert_eq!(ran.len(), whole.probed.len() - 3);
+        assert!(ran.iter().all(|v| !store.contains_key(v)));
+    }
+}
