@@ -11,6 +11,11 @@ pub struct CheckmateParams {
     pub graphs: Vec<String>,
     /// Memory budgets as fractions of each graph's checkpoint-all peak memory.
     pub budget_fractions: Vec<f64>,
+    /// Also solve each graph at its smallest possible budget: the working-set bound (the
+    /// largest memory one operation needs with its inputs, [`Graph::working_set_bound`]) as a
+    /// fraction of the checkpoint-all peak, rounded up to 0.001, where it is not already a
+    /// budget. No schedule fits below it; the MILP says whether one fits at it.
+    pub smallest_budget: bool,
     /// Random layered graphs generated in memory (after Moccasin's benchmark family,
     /// `memwall_remat::layered`), measured after `graphs`.
     pub generated: Vec<GeneratedGraph>,
@@ -60,6 +65,82 @@ pub struct CheckmateParams {
     pub batch_max: u32,
     /// HiGHS time limit per MILP solve inside the batch-size bisection, seconds.
     pub batch_time_limit_s: f64,
+    /// More networks for the batch-size search at the same memory and compute limit, built by
+    /// memwall: a ResNet and the transformer's chain of blocks.
+    pub batch_nets: Vec<BatchNet>,
+}
+
+/// A network of the batch-size search built by memwall instead of read from a file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BatchNet {
+    /// The pre-activation bottleneck ResNet of `memwall_remat::nets::resnet` (`units` per stage,
+    /// e.g. [3, 4, 6, 3] for ResNet-50), `image` x `image` x 3 inputs, f32 feature maps, its
+    /// training graph built at `batch`. Unit costs (forward 1, gradient 2 per op).
+    Resnet {
+        /// Bottleneck units per stage.
+        units: Vec<usize>,
+        /// Input side, pixels.
+        image: u64,
+        /// Batch size the graph is built at.
+        batch: u32,
+    },
+    /// memwall's transformer as Checkmate's linear graph of its blocks
+    /// (`memwall_remat::Graph::from_layers`): `layers` blocks each keeping `activation_bytes`
+    /// for backward at `batch` (forward cost 1, backward 2), the head and loss node keeping
+    /// `head_bytes`.
+    TransformerChain {
+        /// Transformer blocks.
+        layers: usize,
+        /// Bytes one block keeps for backward at `batch` (measured by a job's profiling pass).
+        activation_bytes: u64,
+        /// Bytes of the head's output (logits) at `batch`.
+        head_bytes: u64,
+        /// Batch size the sizes are measured at.
+        batch: u32,
+        /// Where the sizes come from (a record, a formula), shown in the report.
+        source: String,
+    },
+}
+
+impl BatchNet {
+    /// The network's training graph and the batch size it is built at.
+    ///
+    /// # Errors
+    /// [`RematError`] when the chain has no layer.
+    pub fn graph(&self) -> Result<(Graph, u32), RematError> {
+        match self {
+            BatchNet::Resnet {
+                units,
+                image,
+                batch,
+            } => {
+                let fwd = crate::remat::nets::resnet(units, u64::from(*batch), *image, 4);
+                let mut g = crate::remat::nets::training_graph(&fwd)?;
+                g.name = format!(
+                    "ResNet-{} ({image}x{image})",
+                    crate::remat::nets::resnet_layers(units)
+                );
+                Ok((g, *batch))
+            }
+            BatchNet::TransformerChain {
+                layers,
+                activation_bytes,
+                head_bytes,
+                batch,
+                ..
+            } => Ok((
+                Graph::from_layers(
+                    format!("memwall transformer, {layers} blocks"),
+                    &vec![(1.0, *activation_bytes); *layers],
+                    2.0,
+                    (1.0, *head_bytes),
+                    0,
+                )?,
+                *batch,
+            )),
+        }
+    }
 }
 
 impl Default for CheckmateParams {
@@ -77,7 +158,8 @@ impl Default for CheckmateParams {
                 "segnet_32_416_608_3_train_nx.json".into(),
                 "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json".into(),
             ],
-            budget_fractions: vec![0.8, 0.9],
+            budget_fractions: vec![0.9, 0.8, 0.5, 0.333],
+            smallest_budget: true,
             generated: Vec::new(),
             milp_max_nodes: 80,
             staged_max_stages: crate::remat::staged::DEFAULT_MAX_STAGES,
@@ -98,6 +180,7 @@ impl Default for CheckmateParams {
             batch_memory_bytes: 16 * (1 << 30),
             batch_max: 1024,
             batch_time_limit_s: 5.0,
+            batch_nets: Vec::new(),
         }
     }
 }
@@ -108,6 +191,7 @@ impl CheckmateParams {
         CheckmateParams {
             graphs: vec!["VGG16_256_224_224_3_train_nx.json".into()],
             budget_fractions: vec![0.9],
+            smallest_budget: false,
             generated: Vec::new(),
             milp_max_nodes: 80,
             staged_max_stages: crate::remat::staged::DEFAULT_MAX_STAGES,
@@ -128,6 +212,7 @@ impl CheckmateParams {
             batch_memory_bytes: 16 * (1 << 30),
             batch_max: 512,
             batch_time_limit_s: 2.0,
+            batch_nets: Vec::new(),
         }
     }
 }

@@ -255,6 +255,10 @@ pub struct GraphResult {
     pub forward_backward_cost: f64,
     /// Peak memory of the checkpoint-all schedule, bytes (graph memory units).
     pub checkpoint_all_peak_bytes: u64,
+    /// The working-set bound, bytes ([`Graph::working_set_bound`]): no schedule's peak is
+    /// below it (0 in results written before the field).
+    #[serde(default)]
+    pub working_set_bound_bytes: u64,
     /// One entry per budget fraction, in the order of the parameters.
     pub budgets: Vec<BudgetResult>,
 }
@@ -286,6 +290,14 @@ pub struct BatchResult {
     pub working_set_cap: u32,
     /// The MILP solves of the bisection, in the order they ran.
     pub milp_probes: Vec<BatchProbe>,
+    /// Whether the MILP ran (graphs above `milp_max_nodes` nodes get the baselines only; `milp`
+    /// is then 0). True in results written before the field.
+    #[serde(default = "yes")]
+    pub milp_solved: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The result of the Checkmate study.
@@ -297,4 +309,7 @@ pub struct CheckmateResult {
     pub graphs: Vec<GraphResult>,
     /// The batch-size search (`None` when `params.batch_graph` is `None`).
     pub batch: Option<BatchResult>,
+    /// The batch-size search on `params.batch_nets`, in that order.
+    #[serde(default)]
+    pub batch_nets: Vec<BatchResult>,
 }

@@ -80,13 +80,27 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
         )?);
     }
     let batch = match &params.batch_graph {
-        Some(bg) => Some(measure_batch(params, &dir.join(bg), &opts)?),
+        Some(bg) => Some(measure_batch(
+            params,
+            &Graph::read_node_link(&dir.join(bg))?,
+            params.batch_graph_batch,
+            &opts,
+        )?),
         None => None,
     };
+    let batch_nets = params
+        .batch_nets
+        .iter()
+        .map(|n| {
+            let (g, b) = n.graph()?;
+            measure_batch(params, &g, b, &opts)
+        })
+        .collect::<Result<Vec<_>, RematError>>()?;
     Ok(CheckmateResult {
         params: params.clone(),
         graphs,
         batch,
+        batch_nets,
     })
 }
 
@@ -101,8 +115,16 @@ fn measure_graph(
         .map(|b| family(g, b, params.greedy_thresholds))
         .collect();
     let all_peak = fams[0][0].1.peak_mem;
-    let budgets = params
-        .budget_fractions
+    let ws = g.working_set_bound();
+    let mut fractions = params.budget_fractions.clone();
+    if params.smallest_budget {
+        // Rounded up to 0.001, so the budget is at or above the bound.
+        let f = (ws as f64 / all_peak.max(1) as f64 * 1000.0).ceil() / 1000.0;
+        if f < 1.0 && !fractions.iter().any(|x| (x - f).abs() < 1e-9) {
+            fractions.push(f);
+        }
+    }
+    let budgets = fractions
         .iter()
         .map(|&frac| {
             let budget = (all_peak as f64 * frac).floor() as u64;
@@ -114,6 +136,7 @@ fn measure_graph(
         nodes: g.len(),
         forward_backward_cost: g.total_cost(),
         checkpoint_all_peak_bytes: all_peak,
+        working_set_bound_bytes: ws,
         budgets,
     })
 }
@@ -241,16 +264,17 @@ fn bisect(
     Ok(good)
 }
 
-/// The largest batch size that fits `params.batch_memory_bytes` within one extra forward pass
-/// of compute: bisection for each baseline family, then for the MILP from the best baseline's
-/// batch up.
+/// The largest batch size of graph `g0` (built at batch `batch0`) that fits
+/// `params.batch_memory_bytes` within one extra forward pass of compute: bisection for each
+/// baseline family, then (graphs of at most `params.milp_max_nodes` nodes) for the MILP from
+/// the best baseline's batch up.
 fn measure_batch(
     params: &CheckmateParams,
-    path: &Path,
+    g0: &Graph,
+    batch0: u32,
     opts: &MilpOptions,
 ) -> Result<BatchResult, RematError> {
-    let g0 = Graph::read_node_link(path)?;
-    let b0 = params.batch_graph_batch.max(1) as f64;
+    let b0 = batch0.max(1) as f64;
     let mem = params.batch_memory_bytes;
     // Compute limit: one extra forward pass. Compute scales linearly with batch too, so the
     // ratio to one forward+backward is batch-independent and the limit is checked at any scale.
@@ -270,6 +294,17 @@ fn measure_batch(
     let ws = g0.working_set_bound().max(1) as f64;
     let ws_cap = (mem as f64 * b0 / ws).floor() as u32;
     let hi = params.batch_max.min(ws_cap).max(lo);
+    if g0.len() > params.milp_max_nodes {
+        return Ok(BatchResult {
+            graph: g0.name.clone(),
+            compute_limit: limit,
+            baselines,
+            milp: 0,
+            working_set_cap: ws_cap,
+            milp_probes: Vec::new(),
+            milp_solved: false,
+        });
+    }
     let bo = MilpOptions {
         time_limit_s: params.batch_time_limit_s,
         cost_cutoff: Some(limit),
@@ -289,6 +324,7 @@ fn measure_batch(
         milp,
         working_set_cap: ws_cap,
         milp_probes,
+        milp_solved: true,
     })
 }
 

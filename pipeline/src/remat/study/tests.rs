@@ -123,13 +123,13 @@ fn smoke_study() {
     }
     assert!(beside > 0);
     let secs = render(&result, &cited());
-    assert!(secs[1]
+    assert!(secs[2]
         .tables
         .iter()
         .any(|t| t.caption.starts_with("Ours: the boundary-memory")));
-    assert_eq!(secs.len(), 3);
+    assert_eq!(secs.len(), 4);
     assert!(!secs[0].figures.is_empty());
-    assert!(secs[2].claim.contains("289"));
+    assert!(secs[3].claim.contains("289"));
     let missing = CheckmateParams {
         graphs: vec!["nope.json".into()],
         ..CheckmateParams::smoke()
@@ -180,7 +180,7 @@ fn generated_graph_gets_the_staged_milp_and_its_table() {
     assert!(best.peak_bytes <= b.budget_bytes);
     assert!(fine.valid_bound <= best.cost + 1e-6);
     let secs = render(&r, &cited());
-    let staged = &secs[1].tables[1];
+    let staged = &secs[2].tables[1];
     assert_eq!(staged.rows.len(), 2);
     assert_eq!(staged.rows[0][3], coarse.stage_size.to_string());
     let back: CheckmateResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
@@ -221,6 +221,7 @@ fn result_round_trips_through_json_and_renders_the_same() {
     // called: infinite dual bound, NaN gap); 0.9 is solved.
     let params = CheckmateParams {
         budget_fractions: vec![0.8, 0.9],
+        smallest_budget: false,
         batch_graph: None,
         ..CheckmateParams::smoke()
     };
@@ -235,9 +236,17 @@ fn result_round_trips_through_json_and_renders_the_same() {
     assert_eq!(back.graphs[0].budgets[1], r.graphs[0].budgets[1]);
     assert_eq!(back.params, r.params);
     let (fresh, stored) = (render(&r, &cited()), render(&back, &cited()));
-    assert_eq!(fresh.len(), 2);
+    assert_eq!(fresh.len(), 3);
     assert_eq!(stored, fresh);
-    assert_eq!(fresh[1].tables[0].rows[0][7], "inf");
+    assert_eq!(fresh[2].tables[0].rows[0][7], "inf");
+    // VGG16's working-set bound is above 0.8 of its checkpoint-all peak: no schedule reaches
+    // 2x, and the reduction table says why.
+    let ws =
+        r.graphs[0].working_set_bound_bytes as f64 / r.graphs[0].checkpoint_all_peak_bytes as f64;
+    assert!(ws > 0.8, "{ws}");
+    let why = overhead_at_reduction(&r.graphs[0], 0.5).unwrap_err();
+    assert!(why.contains("working-set bound"), "{why}");
+    assert_eq!(fresh[1].tables[0].rows[0][3], "none");
 }
 
 #[test]
@@ -261,6 +270,8 @@ fn measures_answer_the_claims() {
     let m = assert_claims_have_measures::<Checkmate>("checkmate", r.clone());
     // No budget at half the peak, no graph of 100 nodes, no batch search: not measured.
     assert!(value(&m, "milp_overhead_pct_at_2x_reduction").is_nan());
+    assert!(value(&m, "milp_overhead_pct_at_3x_reduction").is_nan());
+    assert_eq!(value(&m, "graphs_reaching_3x_pct"), 0.0);
     assert!(value(&m, "max_solve_s_100_plus_nodes").is_nan());
     assert!(value(&m, "max_batch_milp_over_checkpoint_all").is_nan());
     let b = &r.graphs[0].budgets[0];
@@ -274,10 +285,22 @@ fn measures_answer_the_claims() {
     let mut big = r.clone();
     big.graphs[0].nodes = 100;
     big.graphs[0].budgets[0].fraction = 0.5;
+    big.graphs[0].working_set_bound_bytes = 0;
     let m = measures(&big);
     let cost = milp.best.unwrap().cost;
     let overhead = (cost / r.graphs[0].forward_backward_cost - 1.0) * 100.0;
     assert!((value(&m, "milp_overhead_pct_at_2x_reduction") - overhead).abs() < 1e-9);
+    // At half the peak the schedule is no 3x reduction; at 0.333 it is, and then both answer.
+    assert!(value(&m, "milp_overhead_pct_at_3x_reduction").is_nan());
+    big.graphs[0].budgets[0].fraction = 0.333;
+    let m = measures(&big);
+    assert!((value(&m, "milp_overhead_pct_at_3x_reduction") - overhead).abs() < 1e-9);
+    assert!((value(&m, "milp_overhead_pct_at_2x_reduction") - overhead).abs() < 1e-9);
+    assert_eq!(value(&m, "graphs_reaching_3x_pct"), 100.0);
+    // A working-set bound above a third of the peak: no schedule can reach 3x, whatever the
+    // budgets solved.
+    big.graphs[0].working_set_bound_bytes = big.graphs[0].checkpoint_all_peak_bytes / 2;
+    assert!(value(&measures(&big), "milp_overhead_pct_at_3x_reduction").is_nan());
     let solve = value(&m, "max_solve_s_100_plus_nodes");
     if milp.status == SolveStatus::Optimal {
         assert!((solve - milp.solve_time_s).abs() < 1e-12);
