@@ -139,6 +139,18 @@ bench-cpu ROUNDS="2" SHAPE="cpu": build
     {{memwall}} bundle $([ "{{SHAPE}}" = large ] && echo "target/bench-large/peak_memory.toml --data ${MEMWALL_DATA:-../shared/data/tinystories/TinyStories-valid-excerpt.txt}" || echo experiments/peak_memory.toml) --target flex --profile cpu --out target/bench-{{SHAPE}}/bundle --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
     python3 reference/bench_cpu.py --bundle target/bench-{{SHAPE}}/bundle --rounds {{ROUNDS}} --json target/bench-{{SHAPE}}/bench.json
 
+# Re-measure PyTorch eager's rows of the training studies' `cpu` profile on this CPU (needs
+# `python3 -m pip install --user torch`; minutes, not a test): `memwall reference --device cpu`
+# plans each study's cpu-profile jobs as a flex bundle does, runs reference/torch_peak_memory.py
+# --device cpu once per configuration on memwall's thread count, checks each row (this CPU's
+# name as memwall's records carry it, the plan's model) and stores it in
+# runs/<study>/pytorch/<cpu>.<config>.json (`--runs DIR` for another store), then re-renders
+# the reports, whose CPU sections show PyTorch's samples/s beside memwall's. E.g.
+# `just reference-cpu --study peak_memory --only control_adafactor --runs /tmp/scratch`;
+# `--dry-run` prints the plans (and what is left out, with the reason) and runs nothing.
+reference-cpu *FLAGS: build
+    {{memwall}} reference --device cpu {{FLAGS}}
+
 # Where one CPU training step's time goes (needs perf; a profile, not a test): records one
 # peak_memory cpu-profile job (`CONFIG`, default the f32 control) on flex under `perf record
 # --call-graph dwarf` and prints CPU time by category (matmul, layout copies, elementwise math,

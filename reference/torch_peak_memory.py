@@ -30,9 +30,21 @@ before and after each step, seconds), samples/s = batch / median step time, and 
 step's wall time (compilation included). Tokens are random (seeded): memory and speed do not
 depend on the text.
 
+On the CPU (`--device cpu`, what `memwall reference --device cpu` runs) PyTorch keeps no
+allocator statistics (torch.cuda's and torch.accelerator's are for accelerators; the profiler's
+`profile_memory` does not give a whole-run peak), so the row's peak is what the process can
+tell: `max_rss_bytes`, the resident high-water mark of this process at the end of the run
+(`getrusage(RUSAGE_SELF).ru_maxrss`, KiB on Linux, times 1024), which includes the interpreter,
+libtorch and its kernels: an upper bound of what the training needs. Beside it,
+`rss_after_import_bytes` is the resident set right after `import torch`, before the model
+exists (`/proc/self/statm`). `device` is the CPU's `model name` in /proc/cpuinfo, the name
+memwall's CPU records carry; `device_type` is "cpu" or "cuda"; `threads` is
+`torch.get_num_threads()` after `torch.set_num_threads(--threads)` (default: the CPUs this
+process may run on, which is memwall's count).
+
 Usage:
     python3 torch_peak_memory.py --plan reference/peak_memory.plan.json --config control \
-        [--out row.json] [--device auto|cuda|cpu] [--tiny]
+        [--out row.json] [--device auto|cuda|cpu] [--threads N] [--tiny]
 
 --tiny replaces the plan's model with a 2-layer, d_model-64 model and 1 + 2 steps (to check
 the script on a CPU). Exit status 0 whenever a row was written (also for out of memory);
@@ -142,6 +154,8 @@ def parse_args(argv):
     p.add_argument("--config", required=True, help="configuration name in the plan")
     p.add_argument("--out", help="write the JSON row here too (atomically)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--threads", type=int,
+                   help="CPU: torch.set_num_threads (default: the CPUs this process may use)")
     p.add_argument("--tiny", action="store_true", help="tiny model and steps (a CPU check)")
     return p.parse_args(argv)
 
@@ -167,16 +181,48 @@ def load_plan(path, config):
 def device_name(torch, device):
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    # The same name memwall records for a CPU job (/proc/cpuinfo "model name").
+    # The same name memwall records for a CPU job (runner/src/device.rs `cpu_model`: the text
+    # between the first and second colon of /proc/cpuinfo's first "model name" line, trimmed;
+    # the architecture where there is none).
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                    parts = line.split(":")
+                    if len(parts) > 1:
+                        return parts[1].strip()
+                    break
     except OSError:
         pass
     import platform
     return platform.machine() or "cpu"
+
+
+def cpu_count():
+    """The CPUs this process may run on (what memwall's runner counts)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def resident_bytes():
+    """This process's resident set now (bytes), or None where /proc/self/statm is missing."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def max_rss_bytes():
+    """This process's resident high-water mark (bytes): ru_maxrss, KiB on Linux."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(kib) * (1 if sys.platform == "darwin" else 1024)
 
 
 def build_model(torch, m, attention):
@@ -268,8 +314,10 @@ def run(args):
             train[k] = cfg[k]
     row = {
         "format": ROW_FORMAT, "study": plan["study"], "config": cfg["name"], "status": "failed",
-        "reason": None, "device": "unknown", "torch_version": "unknown", "parameters": None,
+        "reason": None, "device": "unknown", "device_type": None, "threads": None,
+        "torch_version": "unknown", "parameters": None,
         "max_memory_allocated_bytes": None, "max_memory_reserved_bytes": None,
+        "max_rss_bytes": None, "rss_after_import_bytes": None,
         "median_step_s": None, "samples_per_s": None, "first_step_s": None, "final_loss": None,
         "model": model_cfg,
         "train": {k: train[k] for k in ("steps", "warmup_steps", "lr", "weight_decay", "seed")},
@@ -280,6 +328,7 @@ def run(args):
     except ImportError as e:
         row["status"], row["reason"] = "unsupported", f"PyTorch is not installed ({e})"
         return row
+    row["rss_after_import_bytes"] = resident_bytes()
     row["torch_version"] = torch.__version__
     if args.device == "cuda" and not torch.cuda.is_available():
         row["status"], row["reason"] = "unsupported", "torch.cuda.is_available() is False"
@@ -287,6 +336,14 @@ def run(args):
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     device = torch.device("cuda" if use_cuda else "cpu")
     row["device"] = device_name(torch, device)
+    row["device_type"] = device.type
+    if not use_cuda:
+        threads = args.threads if args.threads else cpu_count()
+        if threads < 1:
+            row["status"], row["reason"] = "failed", f"--threads {threads} is not at least 1"
+            return row
+        torch.set_num_threads(threads)
+        row["threads"] = torch.get_num_threads()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -296,6 +353,7 @@ def run(args):
         torch.cuda.reset_peak_memory_stats(device)
 
     def peaks():
+        row["max_rss_bytes"] = max_rss_bytes()
         if use_cuda:
             row["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
             row["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))

@@ -734,12 +734,14 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<report::model::Glanc
         return crate::studies::glance(&study, rec, rec_path);
     }
     let records = training_records(&study, study_path, &paths)?;
+    // The glance reads memwall's records only (no PyTorch rows).
     let (_, _, glance) = report::training::sections(
         &records,
         &study.header,
         &study.configs,
         &study.goals,
         &study.claims,
+        &[],
     )?;
     Ok(glance)
 }
@@ -820,14 +822,18 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
     if crate::search::params(study)?.is_some() {
         return report_search(study, study_path, paths, &records);
     }
+    // PyTorch rows (`runs/<study>/pytorch/`, from a bundle's import or `memwall reference
+    // --device cpu`): the CPU ones in their CPU group's section, the others (and the rows that
+    // do not read) in the section beside PyTorch below.
+    let (pytorch, _) = crate::reference::load_rows(&paths.runs, &header.name);
     let (mut sections, environment, glance) = report::training::sections(
         &records,
         header,
         &study.configs,
         &study.goals,
         &study.claims,
+        &pytorch,
     )?;
-    // PyTorch rows imported from a bundle (`runs/<study>/pytorch/`), beside memwall's.
     let labels: Vec<(String, String)> = study
         .configs
         .iter()

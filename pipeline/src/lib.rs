@@ -24,6 +24,7 @@ pub mod nightly;
 pub mod plan_cmd;
 pub mod publish;
 pub mod reference;
+pub mod reference_cmd;
 pub mod report;
 pub mod results;
 pub mod schedule;

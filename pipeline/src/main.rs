@@ -161,6 +161,56 @@ struct PlanArgs {
     out: Option<PathBuf>,
 }
 
+// `memwall reference`'s arguments (its help is the `Reference` command's).
+#[derive(Args)]
+struct ReferenceArgs {
+    /// Where PyTorch runs: `cpu` (this machine's CPU, where memwall's `cpu` records were
+    /// measured). GPU rows come from a bundle: `memwall bundle`, its run.sh, `memwall import`.
+    #[arg(long)]
+    device: String,
+    /// Studies (comma separated; default: peak_memory, checkpoint_interval, mixed_precision).
+    #[arg(long, value_delimiter = ',')]
+    study: Vec<String>,
+    /// Only these configurations (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Record store the rows are stored into (`<RUNS>/<study>/pytorch/`).
+    #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+    runs: PathBuf,
+    /// Directory of the experiment files.
+    #[arg(long, default_value = "experiments")]
+    experiments: PathBuf,
+    /// Corpus file (TinyStories .txt or .parquet); overrides the experiment files.
+    #[arg(long, env = "MEMWALL_DATA")]
+    data: Option<PathBuf>,
+    /// The PyTorch reference script.
+    #[arg(long, default_value = "reference/torch_peak_memory.py")]
+    script: PathBuf,
+    /// The Python interpreter that has PyTorch.
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// PyTorch's intra-op threads (default: the CPUs available to this process, the count
+    /// memwall's flex backend runs on and its records carry as `cpu_threads`).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print each study's plan (its configurations and those left out, with the reason) and
+    /// run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Scratch folder of the plans, the rows as the script writes them and its logs.
+    #[arg(long, default_value = "target/memwall/reference-cpu")]
+    work: PathBuf,
+    /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
+    /// for any other).
+    #[arg(long)]
+    reports: Option<PathBuf>,
+    #[arg(long, default_value = "templates")]
+    templates: PathBuf,
+    /// Store the rows without re-rendering the reports.
+    #[arg(long)]
+    no_report: bool,
+}
+
 // `memwall import`'s arguments (its help is the `Import` command's).
 #[derive(Args)]
 struct ImportArgs {
@@ -340,6 +390,12 @@ enum Cmd {
     /// record store, after checking each against the local experiment file, and re-render the
     /// reports of the studies it holds.
     Import(ImportArgs),
+    /// Re-measure the PyTorch eager rows of the training studies' `cpu` profile on this CPU
+    /// (`--device cpu`): plans each study's cpu-profile jobs as a flex bundle does, runs
+    /// `reference/torch_peak_memory.py --device cpu` once per configuration, checks and stores
+    /// each row into the record store (`<RUNS>/<study>/pytorch/`) and re-renders the reports,
+    /// whose CPU section shows them beside memwall's records. Needs PyTorch for python3.
+    Reference(ReferenceArgs),
     /// Run one job file in this process (used by the sweep driver).
     #[command(hide = true)]
     RunJob {
@@ -517,6 +573,7 @@ fn main() -> Result<()> {
         } => history(action, &verdict, reports, templates),
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import(a) => import_cmd(a),
+        Cmd::Reference(a) => reference_cpu(a),
         Cmd::RunJob { job, out } => {
             let record = memwall_runner::job::run_job_file(&job, &out)?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
@@ -661,6 +718,139 @@ fn import_cmd(a: ImportArgs) -> Result<()> {
             a.skip_mismatched,
             nightly,
         )?;
+    }
+    Ok(())
+}
+
+/// `memwall reference --device cpu`: plans the studies' cpu-profile rows, measures each in
+/// PyTorch on this CPU, stores the rows and re-renders the reports of the studies that got one.
+/// Fails (after storing what finished) when a configuration wrote no row or did not finish.
+fn reference_cpu(a: ReferenceArgs) -> Result<()> {
+    use memwall::reference_cmd::{self, CpuRequest};
+    if a.device != "cpu" {
+        bail!(
+            "--device {}: `memwall reference` measures on this machine's CPU (--device cpu); \
+             GPU rows come from a bundle: `memwall bundle --suite`, its run.sh on the GPU \
+             machine, then `memwall import`",
+            a.device
+        );
+    }
+    if a.threads == Some(0) {
+        bail!("--threads 0: PyTorch needs at least 1 thread");
+    }
+    let threads = a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let req = CpuRequest {
+        experiments: a.experiments.clone(),
+        studies: a.study.clone(),
+        only: a.only.clone(),
+        data: a.data.clone(),
+        cache: Paths::default().cache,
+        runs: a.runs.clone(),
+        script: a.script.clone(),
+        python: a.python.clone(),
+        threads,
+        work: a.work.clone(),
+    };
+    let planned = reference_cmd::plans(&req)?;
+    let cpu = device::cpu_model();
+    for p in &planned {
+        println!(
+            "{}: {} configuration(s) in PyTorch on {cpu}, {threads} thread(s) (plan {})",
+            p.plan.study,
+            p.plan.configs.len(),
+            p.plan_file.display()
+        );
+        for c in &p.plan.configs {
+            println!("  run       {}", c.name);
+        }
+        for (name, why) in &p.plan.left_out {
+            println!("  left out  {name}: {why}");
+        }
+    }
+    if a.dry_run {
+        return Ok(());
+    }
+    if let Some(e) = reference_cmd::script_missing(&req.script) {
+        return Err(e.into());
+    }
+    let version = reference_cmd::torch_version(&req.python)?;
+    eprintln!(
+        "PyTorch {version} ({}); rows into {}",
+        req.python,
+        req.runs.join("<study>").join("pytorch").display()
+    );
+    let mut problems = Vec::new();
+    let mut studies = Vec::new();
+    for p in &planned {
+        let mut stored = false;
+        for c in &p.plan.configs {
+            match reference_cmd::measure(&req, p, &c.name) {
+                Ok(m) => {
+                    eprintln!(
+                        "{}/{}: {} ({:.1} s) -> {}",
+                        p.plan.study,
+                        c.name,
+                        reference_cmd::describe(&m.row),
+                        m.wall_s,
+                        m.stored.display()
+                    );
+                    if m.row.status != memwall::reference::TorchStatus::Ok {
+                        problems.push(format!(
+                            "{}/{}: {}",
+                            p.plan.study,
+                            c.name,
+                            reference_cmd::describe(&m.row)
+                        ));
+                    }
+                    stored = true;
+                }
+                Err(e @ reference_cmd::ReferenceCmdError::NoRow { .. }) => {
+                    eprintln!("{e}");
+                    problems.push(e.to_string());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if stored {
+            studies.push(p);
+        }
+    }
+    if !a.no_report {
+        let paths = Paths {
+            reports: driver::reports_root(&req.runs, a.reports.clone()),
+            runs: req.runs.clone(),
+            templates: a.templates.clone(),
+            ..Paths::default()
+        };
+        let mut rendered = false;
+        for p in &studies {
+            if memwall::results::StudyRecords::load(&paths.runs, &p.plan.study)?.is_empty() {
+                eprintln!(
+                    "{}: no memwall record in {}: its report is not rendered",
+                    p.plan.study,
+                    paths.runs.display()
+                );
+                continue;
+            }
+            report_study(&p.experiment, &paths)?;
+            rendered = true;
+        }
+        if rendered {
+            // The index quotes each study's verdicts and date: re-rendered with the reports.
+            let files = memwall::nightly::experiment_files(Vec::new(), &a.experiments)?;
+            memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} configuration(s) gave no finished row (the others are stored):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        );
     }
     Ok(())
 }

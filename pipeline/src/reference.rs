@@ -1,11 +1,16 @@
 //! The PyTorch reference column: the same model shape and configurations trained in PyTorch
-//! eager on the same GPU by `reference/torch_peak_memory.py`, one process per configuration.
+//! eager on the same device by `reference/torch_peak_memory.py`, one process per
+//! configuration: on a GPU through a bundle (`memwall bundle`, its `run.sh`, `memwall import`),
+//! on this machine's CPU through `memwall reference --device cpu` ([`crate::reference_cmd`]).
 //!
 //! Data flow (one way): [`plan`] writes what the script runs (`<bundle>/reference/<study>.plan.json`,
 //! from the bundled jobs); the script prints one [`TorchRow`] per configuration as JSON; the
 //! import checks each row ([`read_rows`]) and stores it in the record store as
 //! `runs/<study>/pytorch/<device>.<config>.json` ([`store_row`]); the report reads them
-//! ([`load_rows`], [`section`]) beside memwall's records of the same device.
+//! ([`load_rows`], [`section`]) beside memwall's records of the same device. Rows measured on
+//! the CPU ([`TorchRow::on_cpu`]) are shown in the report's CPU section ([`cpu_table`]), beside
+//! the group of memwall's records on the same CPU and model shape; the GPU rows, and CPU rows
+//! with no such group, in the section "memwall beside PyTorch on the same device".
 
 use crate::report::model::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
@@ -198,6 +203,27 @@ impl std::fmt::Display for TorchStatus {
     }
 }
 
+/// The kind of device a [`TorchRow`] ran on (`torch.device(...).type`), as the script writes it
+/// in `device_type`: `"cuda"` or `"cpu"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TorchDeviceType {
+    /// A CUDA GPU (`"cuda"`): peaks from PyTorch's caching allocator.
+    Cuda,
+    /// The CPU (`"cpu"`): no allocator statistics; the process's resident high-water mark.
+    Cpu,
+}
+
+impl TorchDeviceType {
+    /// The type's text in the rows: `"cuda"` or `"cpu"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TorchDeviceType::Cuda => "cuda",
+            TorchDeviceType::Cpu => "cpu",
+        }
+    }
+}
+
 /// One configuration's result, as `torch_peak_memory.py` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TorchRow {
@@ -212,8 +238,18 @@ pub struct TorchRow {
     /// Why it did not finish.
     #[serde(default)]
     pub reason: Option<String>,
-    /// `torch.cuda.get_device_name()`, or `cpu`.
+    /// `torch.cuda.get_device_name()`; on the CPU the `model name` of `/proc/cpuinfo` (the
+    /// architecture where there is none), the name memwall's CPU records carry in
+    /// `env.device_name`, so that rows and records match.
     pub device: String,
+    /// The kind of device (`None` in rows written before the field: every one of them ran on
+    /// CUDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<TorchDeviceType>,
+    /// Intra-op threads PyTorch ran with on the CPU (`torch.get_num_threads()` after
+    /// `torch.set_num_threads`); `None` on CUDA and in older rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     /// `torch.__version__`.
     pub torch_version: String,
     /// Model parameters (elements).
@@ -225,6 +261,18 @@ pub struct TorchRow {
     /// `torch.cuda.max_memory_reserved()` over the whole run, bytes (`None` on the CPU).
     #[serde(default)]
     pub max_memory_reserved_bytes: Option<u64>,
+    /// The process's resident high-water mark at the end of the run, bytes
+    /// (`getrusage(RUSAGE_SELF).ru_maxrss`, KiB on Linux, times 1024): the interpreter,
+    /// libtorch and its kernels included, an upper bound of what the training needs. PyTorch
+    /// keeps no allocator statistics on the CPU, so this is a CPU row's peak. `None` in older
+    /// rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_bytes: Option<u64>,
+    /// The process's resident set right after `import torch`, before the model is built, bytes
+    /// (`/proc/self/statm`; `None` where there is none and in older rows): the part of
+    /// [`TorchRow::max_rss_bytes`] that is the interpreter and libtorch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_after_import_bytes: Option<u64>,
     /// Median wall time of the measured steps (device synchronized), seconds.
     #[serde(default)]
     pub median_step_s: Option<f64>,
@@ -243,6 +291,14 @@ pub struct TorchRow {
     pub train: TorchTrain,
     /// RFC 3339 time it finished.
     pub finished_at: String,
+}
+
+impl TorchRow {
+    /// Whether the row ran on the CPU (`device_type` is `"cpu"`; rows without the field ran on
+    /// CUDA).
+    pub fn on_cpu(&self) -> bool {
+        self.device_type == Some(TorchDeviceType::Cpu)
+    }
 }
 
 /// Whether two configurations run the same memory mechanism in PyTorch (everything but the
@@ -266,8 +322,16 @@ fn same_mechanism(a: &TorchConfig, b: &TorchConfig) -> bool {
 }
 
 /// Why configuration `c` has no PyTorch counterpart in the reference script, or `None` where
-/// it has one.
-fn no_counterpart(c: &ConfigSpec) -> Option<String> {
+/// it has one; `cpu`: the jobs run on a CPU backend (flex, ndarray).
+fn no_counterpart(c: &ConfigSpec, cpu: bool) -> Option<String> {
+    if cpu && c.fusion {
+        return Some(
+            "kernel fusion is Burn's fusion backend over CubeCL (CUDA): memwall's CPU backends \
+             do not run it (its record is `unsupported`), so a torch.compile row would stand \
+             beside no memwall number"
+                .into(),
+        );
+    }
     if c.checkmate.is_some() {
         return Some(
             "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
@@ -319,13 +383,18 @@ fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
 }
 
 /// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover.
-/// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing) are left out
-/// with the reason.
+/// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing, Checkmate plans,
+/// master weights, other layer norms, and on a CPU backend kernel fusion) are left out with the
+/// reason. The jobs' backend decides the device: CUDA jobs plan a GPU run, flex or ndarray
+/// jobs a CPU run (`torch_peak_memory.py --device cpu`). On the CPU the activation-memory
+/// budgets stay: `torch.compile` builds them with Inductor's C++ backend (a C++ compiler is
+/// needed; without one the row is `failed` with the compiler's error).
 pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
     if !STUDIES.contains(&study.header.name.as_str()) {
         return None;
     }
     let first = jobs.first()?;
+    let cpu = !first.backend.is_gpu();
     let m = first.model;
     let mut configs = Vec::new();
     let mut left_out = Vec::new();
@@ -333,14 +402,14 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
         let Some(c) = study.configs.iter().find(|c| c.name == job.config) else {
             continue;
         };
-        if let Some(reason) = no_counterpart(c) {
+        if let Some(reason) = no_counterpart(c, cpu) {
             left_out.push((c.name.clone(), reason));
             continue;
         }
         let config = torch_config(c, job, m.layers);
         // PyTorch runs each memory configuration once, with the optimizer of its first
-        // configuration (the source's rows come first): GPU time is scarce, and the
-        // framework comparison does not need both optimizers.
+        // configuration (the source's rows come first): GPU time is scarce, the framework
+        // comparison does not need both optimizers, and the CPU's rows are the GPU's.
         if let Some(twin) = configs.iter().find(|t| same_mechanism(t, &config)) {
             left_out.push((
                 c.name.clone(),
@@ -418,7 +487,13 @@ pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, ReferenceErro
     Ok(rows)
 }
 
-fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
+/// Checks a row of `study` field by field: its format and study, finite non-negative times, an
+/// `ok` row's step time and throughput, its configuration name, and a CPU row's fields (no CUDA
+/// peaks, a thread count of at least 1, the process high-water mark of a finished row).
+///
+/// # Errors
+/// The field at fault, its value and what it should be (the caller names the file).
+pub fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
     if row.format != ROW_FORMAT {
         return Err(format!(
             "field `format`: {} is not {ROW_FORMAT}",
@@ -445,6 +520,37 @@ fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String> {
     }
     if row.config.is_empty() || row.config.contains('/') {
         return Err(format!("field `config`: `{}` is not a name", row.config));
+    }
+    if row.on_cpu() {
+        check_cpu_row(row)?;
+    }
+    Ok(())
+}
+
+/// The fields of a CPU row: no CUDA allocator peaks (PyTorch has none on the CPU; a number
+/// there would be read as one), at least one thread, and for a finished row its process
+/// high-water mark.
+fn check_cpu_row(row: &TorchRow) -> std::result::Result<(), String> {
+    for (field, v) in [
+        ("max_memory_allocated_bytes", row.max_memory_allocated_bytes),
+        ("max_memory_reserved_bytes", row.max_memory_reserved_bytes),
+    ] {
+        if v.is_some() {
+            return Err(format!(
+                "field `{field}`: a CPU row (`device_type` \"cpu\") has no CUDA allocator peak; \
+                 its peak is `max_rss_bytes` (rerun reference/torch_peak_memory.py --device cpu)"
+            ));
+        }
+    }
+    if row.threads == Some(0) {
+        return Err("field `threads`: 0 is not a thread count (at least 1)".into());
+    }
+    if row.status == TorchStatus::Ok && row.max_rss_bytes.is_none() {
+        return Err(
+            "field `max_rss_bytes`: an `ok` CPU row needs the process's high-water mark \
+             (rerun reference/torch_peak_memory.py --device cpu, which writes it)"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -509,45 +615,81 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
-/// The latest finished memwall record (by `finished_at`) of the row's configuration on its
-/// device, with the row's model shape (layers, widths, sequence, batch; the vocabulary may
-/// differ where the row was run with another tokenizer).
-fn memwall_row<'a>(records: &'a [JobRecord], row: &TorchRow) -> Option<&'a JobRecord> {
-    let m = &row.model;
+/// The latest finished memwall record (by `finished_at`) among `records` of the row's
+/// configuration on its device, with the row's model shape (layers, widths, sequence, batch;
+/// the vocabulary may differ where the row was run with another tokenizer). `None` where no
+/// record matches: a row on another device shows no memwall number rather than a wrong one.
+fn memwall_row<'a>(
+    records: impl IntoIterator<Item = &'a JobRecord>,
+    row: &TorchRow,
+) -> Option<&'a JobRecord> {
     records
-        .iter()
+        .into_iter()
         .filter(|r| {
-            let s = &r.spec.model;
             r.spec.config == row.config
                 && r.env.device_name == row.device
                 && r.status == JobStatus::Ok
-                && (s.layers, s.d_model, s.heads, s.d_ff, s.seq_len, s.batch)
-                    == (m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch)
+                && same_model(r, &row.model)
         })
         .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
 }
 
-/// The report section "memwall | PyTorch on the same GPU": one table per device with PyTorch
-/// rows, per configuration memwall's and PyTorch's peak reserved and allocated memory (GiB, or MiB below 1 GiB)
-/// and samples/s, each with its ratio memwall / PyTorch (memwall's latest finished record of
-/// the configuration on that device and model shape). `None` when the study has no rows.
-/// `labels` maps configuration names to display labels, in report order.
+/// Whether record `r` ran the model shape `m` (the vocabulary aside: it follows the
+/// tokenizer).
+pub fn same_model(r: &JobRecord, m: &TorchModel) -> bool {
+    let s = &r.spec.model;
+    (s.layers, s.d_model, s.heads, s.d_ff, s.seq_len, s.batch)
+        == (m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch)
+}
+
+/// Whether the CPU row `row` has a home in the report's CPU section: a memwall record of a
+/// configuration in `labels` (the experiment file's) on a CPU backend, on the row's device and
+/// with its model shape (then the training report's group of that record shows the row,
+/// [`cpu_table`]). Rows without one are shown in [`section`], with no memwall number.
+pub fn has_cpu_group(row: &TorchRow, records: &[JobRecord], labels: &[(String, String)]) -> bool {
+    row.on_cpu()
+        && records.iter().any(|r| {
+            !r.spec.backend.is_gpu()
+                && r.env.device_name == row.device
+                && same_model(r, &row.model)
+                && labels.iter().any(|(n, _)| *n == r.spec.config)
+        })
+}
+
+/// The report section "memwall beside PyTorch on the same device": one table per device with
+/// PyTorch rows. For a GPU, per configuration memwall's and PyTorch's peak reserved and
+/// allocated memory (GiB, or MiB below 1 GiB) and samples/s, each with its ratio memwall /
+/// PyTorch (memwall's latest finished record of the configuration on that device and model
+/// shape); for a CPU, [`cpu_table`]'s columns. CPU rows with a group of memwall's records on
+/// their CPU ([`has_cpu_group`]) are left to that group's section of the report. `None` when
+/// the study has no rows left to show and none that failed to read. `labels` maps configuration
+/// names to display labels, in report order.
 pub fn section(
     runs: &Path,
     study: &str,
     records: &[JobRecord],
     labels: &[(String, String)],
 ) -> Option<Section> {
-    let (rows, bad) = load_rows(runs, study);
+    let (mut rows, bad) = load_rows(runs, study);
+    rows.retain(|r| !has_cpu_group(r, records, labels));
     if rows.is_empty() && bad.is_empty() {
         return None;
     }
-    let mut devices: Vec<&str> = rows.iter().map(|r| r.device.as_str()).collect();
+    let mut devices: Vec<(&str, bool)> = rows
+        .iter()
+        .map(|r| (r.device.as_str(), r.on_cpu()))
+        .collect();
     devices.sort();
     devices.dedup();
     let tables = devices
         .iter()
-        .map(|device| device_table(&rows, records, labels, device))
+        .filter_map(|&(device, cpu)| {
+            if cpu {
+                cpu_table(&rows, records, labels, device)
+            } else {
+                Some(device_table(&rows, records, labels, device))
+            }
+        })
         .collect();
     let torch_versions = {
         let mut v: Vec<&str> = rows.iter().map(|r| r.torch_version.as_str()).collect();
@@ -555,6 +697,12 @@ pub fn section(
         v.dedup();
         v.join(", ")
     };
+    let mut names: Vec<&str> = devices.iter().map(|(d, _)| *d).collect();
+    names.dedup();
+    let mut notes = section_notes(&bad);
+    if devices.iter().any(|(_, cpu)| *cpu) {
+        notes.insert(1, cpu_note());
+    }
     Some(Section {
         details: None,
         title: "memwall beside PyTorch on the same device".into(),
@@ -566,14 +714,14 @@ pub fn section(
             "{} PyTorch row(s) on {} (PyTorch {}); ratios are memwall / PyTorch (below 1x: \
              memwall uses less memory or is slower).",
             rows.len(),
-            devices.join(", "),
+            names.join(", "),
             if torch_versions.is_empty() {
                 "–".to_string()
             } else {
                 torch_versions
             }
         ),
-        notes: section_notes(&bad),
+        notes,
         tables,
         figures: Vec::new(),
     })
@@ -602,12 +750,144 @@ fn section_notes(bad: &[(PathBuf, String)]) -> Vec<String> {
     notes
 }
 
+/// How the CPU rows are measured and what their columns are ([`cpu_table`]), for the section
+/// that shows them.
+pub fn cpu_note() -> String {
+    "PyTorch on the CPU: `reference/torch_peak_memory.py --device cpu` (`memwall reference \
+     --device cpu`), PyTorch eager, one process per configuration, with the model shape, \
+     optimizer, warm-up and timed steps and seed of memwall's job, random tokens; \
+     `torch.compile` (Inductor's C++ backend) only for the activation-memory budgets. \
+     Samples/s is batch / median step time over the timed steps in both frameworks; the ratio \
+     is memwall / PyTorch (below 1x: memwall is slower). Threads: memwall's flex backend runs \
+     its operations on rayon's pool of every CPU available to the process (the record's \
+     `cpu_threads`), PyTorch on `torch.set_num_threads(N)` with N that same count (the row's \
+     `threads`); the last column shows both. Peaks: memwall's is the exact high-water mark of \
+     its counting allocator (every heap byte of the job's process, over a step); PyTorch keeps \
+     no allocator statistics on the CPU, so its number is the process's resident high-water \
+     mark (`getrusage(RUSAGE_SELF).ru_maxrss`: the interpreter, libtorch and its kernels' code \
+     and buffers included), an upper bound of what its training needs, beside the resident set \
+     right after `import torch` (before the model exists). The two peaks are different \
+     quantities, so no ratio is drawn between them."
+        .into()
+}
+
+/// The table of the CPU rows on `device` (in `labels`' order): per configuration memwall's and
+/// PyTorch's samples/s with their ratio memwall / PyTorch, memwall's peak allocated (MiB, with
+/// its bound), PyTorch's process resident high-water mark and its resident set after `import
+/// torch` (MiB; no ratio: different quantities), and the threads of each. memwall's numbers
+/// are those of its latest finished record among `records` of the configuration, device and
+/// model shape ("–" where there is none). `None` when no CPU row is on `device`.
+pub fn cpu_table<'a>(
+    rows: &[TorchRow],
+    records: impl IntoIterator<Item = &'a JobRecord> + Clone,
+    labels: &[(String, String)],
+    device: &str,
+) -> Option<Table> {
+    let mut ordered: Vec<&TorchRow> = rows
+        .iter()
+        .filter(|r| r.on_cpu() && r.device == device)
+        .collect();
+    if ordered.is_empty() {
+        return None;
+    }
+    ordered.sort_by_key(|r| {
+        labels
+            .iter()
+            .position(|(n, _)| n == &r.config)
+            .unwrap_or(usize::MAX)
+    });
+    let ours: Vec<Option<&JobRecord>> = ordered
+        .iter()
+        .map(|r| memwall_row(records.clone(), r))
+        .collect();
+    let bound = ours
+        .iter()
+        .flatten()
+        .map(|m| {
+            m.peak_bounds
+                .map(|b| b.allocated)
+                .unwrap_or(memwall_core::measure::Bound::Exact)
+        })
+        .next()
+        .map(|b| format!(", {}", b.as_str()))
+        .unwrap_or_default();
+    let mut table = Table {
+        caption: format!("{device}: memwall and PyTorch eager on the same CPU"),
+        columns: vec![
+            "configuration".into(),
+            "memwall samples/s".into(),
+            "PyTorch samples/s".into(),
+            "throughput ratio".into(),
+            format!("memwall peak allocated{bound} (MiB)"),
+            "PyTorch process high-water RSS (MiB)".into(),
+            "PyTorch RSS after import torch (MiB)".into(),
+            "threads (memwall / PyTorch)".into(),
+        ],
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mib = |b: Option<u64>| {
+        b.map(|b| format!("{:.1}", b as f64 / (1u64 << 20) as f64))
+            .unwrap_or_else(|| "–".into())
+    };
+    let dash = || "–".to_string();
+    for (r, m) in ordered.into_iter().zip(ours) {
+        let label = labels
+            .iter()
+            .find(|(n, _)| n == &r.config)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_else(|| r.config.clone());
+        let s = m.and_then(|m| m.summary);
+        let ok = r.status == TorchStatus::Ok;
+        let threads = |t: Option<usize>| t.map(|t| t.to_string()).unwrap_or_else(dash);
+        let row_index = table.rows.len();
+        table.rows.push(vec![
+            label,
+            s.map(|s| format!("{:.2}", s.samples_per_s))
+                .unwrap_or_else(dash),
+            if ok {
+                r.samples_per_s
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(dash)
+            } else {
+                r.status.to_string()
+            },
+            if ok {
+                ratio(s.map(|s| s.samples_per_s), r.samples_per_s)
+            } else {
+                dash()
+            },
+            mib(s.map(|s| s.peak_allocated_bytes)),
+            mib(r.max_rss_bytes),
+            mib(r.rss_after_import_bytes),
+            format!(
+                "{} / {}",
+                threads(m.map(|m| m.env.cpu_threads)),
+                threads(r.threads)
+            ),
+        ]);
+        if !ok {
+            if let Some(reason) = &r.reason {
+                table.note(row_index, 2, format!("PyTorch: {reason}"));
+            }
+        }
+        if m.is_none() {
+            table.note(
+                row_index,
+                1,
+                "no finished memwall record of this configuration, CPU and model shape",
+            );
+        }
+    }
+    Some(table)
+}
+
 /// The unit of one device's table, as bytes per unit and its name: GiB where any peak of the
 /// device's rows (or memwall's records on it) reaches 1 GiB, MiB otherwise (small models).
 fn device_unit(rows: &[TorchRow], records: &[JobRecord], device: &str) -> (f64, &'static str) {
     let largest = rows
         .iter()
-        .filter(|r| r.device == *device)
+        .filter(|r| r.device == *device && !r.on_cpu())
         .flat_map(|r| [r.max_memory_reserved_bytes, r.max_memory_allocated_bytes])
         .chain(
             records
@@ -651,7 +931,10 @@ fn device_table(
         rows: Vec::new(),
         notes: Vec::new(),
     };
-    let mut ordered: Vec<&TorchRow> = rows.iter().filter(|r| r.device == *device).collect();
+    let mut ordered: Vec<&TorchRow> = rows
+        .iter()
+        .filter(|r| r.device == *device && !r.on_cpu())
+        .collect();
     ordered.sort_by_key(|r| {
         labels
             .iter()
@@ -821,10 +1104,14 @@ mod tests {
             status: TorchStatus::Ok,
             reason: None,
             device: "NVIDIA H100 80GB HBM3".into(),
+            device_type: None,
+            threads: None,
             torch_version: "2.11.0".into(),
             parameters: Some(1),
             max_memory_allocated_bytes: Some(1 << 30),
             max_memory_reserved_bytes: Some(2 << 30),
+            max_rss_bytes: None,
+            rss_after_import_bytes: None,
             median_step_s: Some(0.7),
             samples_per_s: Some(5.6),
             first_step_s: Some(2.0),
@@ -877,5 +1164,135 @@ mod tests {
         let (rows, bad) = load_rows(tmp.path(), "peak_memory");
         assert_eq!(rows, vec![row()]);
         assert_eq!(bad.len(), 1, "{bad:?}");
+    }
+
+    #[test]
+    fn a_cpu_row_checks_its_own_fields_and_older_rows_read_as_cuda() {
+        let mut cpu = row();
+        cpu.device_type = Some(TorchDeviceType::Cpu);
+        let err = check_row(&cpu, "peak_memory").unwrap_err();
+        assert!(err.contains("field `max_memory_allocated_bytes`"), "{err}");
+        cpu.max_memory_allocated_bytes = None;
+        cpu.max_memory_reserved_bytes = None;
+        let err = check_row(&cpu, "peak_memory").unwrap_err();
+        assert!(err.contains("field `max_rss_bytes`"), "{err}");
+        cpu.max_rss_bytes = Some(900 << 20);
+        cpu.threads = Some(0);
+        assert!(check_row(&cpu, "peak_memory")
+            .unwrap_err()
+            .contains("field `threads`"));
+        cpu.threads = Some(2);
+        assert_eq!(check_row(&cpu, "peak_memory"), Ok(()));
+        // A row that did not finish needs no peak.
+        cpu.status = TorchStatus::Failed;
+        cpu.max_rss_bytes = None;
+        assert_eq!(check_row(&cpu, "peak_memory"), Ok(()));
+        // Rows written before the CPU fields read as CUDA rows and write back without them.
+        let old = serde_json::to_value(row()).unwrap();
+        for k in [
+            "device_type",
+            "threads",
+            "max_rss_bytes",
+            "rss_after_import_bytes",
+        ] {
+            assert!(old.get(k).is_none(), "{k} written for a CUDA row");
+        }
+        let back: TorchRow = serde_json::from_value(old).unwrap();
+        assert!(!back.on_cpu());
+        let json = serde_json::to_value(&cpu).unwrap();
+        assert_eq!(json["device_type"], "cpu");
+    }
+
+    #[test]
+    fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_, jobs) = crate::test_support::peak_memory_full();
+        let labels = vec![("control".to_string(), "Control".to_string())];
+        store_row(tmp.path(), "peak_memory", &row()).unwrap();
+        let gpu_only = section(tmp.path(), "peak_memory", &[], &labels).unwrap();
+        // A CPU row whose CPU has a memwall record of the same shape: shown in the CPU group.
+        let mut job = jobs.iter().find(|j| j.config == "control").unwrap().clone();
+        job.backend = crate::device::BackendKind::Flex;
+        let mut record =
+            JobRecord::unfinished(&job, JobStatus::Ok, String::new(), Default::default());
+        record.env.device_name = "Some CPU".into();
+        let mut cpu = row();
+        cpu.device = "Some CPU".into();
+        cpu.device_type = Some(TorchDeviceType::Cpu);
+        cpu.max_memory_allocated_bytes = None;
+        cpu.max_memory_reserved_bytes = None;
+        cpu.max_rss_bytes = Some(1 << 30);
+        store_row(tmp.path(), "peak_memory", &cpu).unwrap();
+        let records = vec![record.clone()];
+        assert!(has_cpu_group(&cpu, &records, &labels));
+        let with_cpu = section(tmp.path(), "peak_memory", &records, &labels).unwrap();
+        assert_eq!(with_cpu.tables, gpu_only.tables);
+        assert_eq!(
+            (with_cpu.ours, with_cpu.notes),
+            (gpu_only.ours, gpu_only.notes)
+        );
+        // Where memwall's record is of another CPU (with a number that would be wrong here),
+        // or there is none: the row has no home there, and the section shows it with no
+        // memwall number.
+        let mut finished = record;
+        finished.summary = Some(crate::results::Summary {
+            parameters: 1,
+            median_step_s: 0.1,
+            samples_per_s: 80.0,
+            tokens_per_s: 80.0,
+            peak_allocated_bytes: 1 << 20,
+            peak_reserved_bytes: 1 << 20,
+            baseline_bytes: 0,
+            final_train_loss: 7.0,
+            eval_loss: 7.0,
+            eval_perplexity: 1000.0,
+            mfu: None,
+            peak_flops: None,
+            wall_s: 1.0,
+            steady_bytes: 0,
+            estimated_activation_bytes: 0,
+            time_to_first_measured_step_s: None,
+        });
+        let records = vec![finished];
+        let shown = cpu_table(std::slice::from_ref(&cpu), &records, &labels, "Some CPU").unwrap();
+        assert_eq!(
+            shown.rows[0][1], "80.00",
+            "the record's own CPU: its number"
+        );
+        assert_eq!(
+            shown.rows[0][3], "14.29x",
+            "memwall / PyTorch samples/s (80 / 5.6)"
+        );
+        // The same row on another CPU: no home in a CPU group; the section shows it with no
+        // memwall number (the record's 80.00 would be wrong there) and no ratio.
+        cpu.device = "Other CPU".into();
+        assert!(!has_cpu_group(&cpu, &records, &labels));
+        store_row(tmp.path(), "peak_memory", &cpu).unwrap();
+        let s = section(tmp.path(), "peak_memory", &records, &labels).unwrap();
+        let captions: Vec<&str> = s.tables.iter().map(|t| t.caption.as_str()).collect();
+        assert_eq!(captions.len(), 2, "{captions:?}");
+        assert!(
+            captions.iter().all(|c| !c.starts_with("Some CPU")),
+            "{captions:?}"
+        );
+        let t = s
+            .tables
+            .iter()
+            .find(|t| t.caption.starts_with("Other CPU"))
+            .unwrap();
+        assert_eq!((t.rows[0][1].as_str(), t.rows[0][3].as_str()), ("–", "–"));
+        assert!(
+            t.notes.iter().any(|n| n.column == 1),
+            "why memwall's cell is empty"
+        );
+        assert!(s.notes.iter().any(|n| n.contains("ru_maxrss")));
+        assert!(
+            !t.columns.iter().any(|c| c.contains("reserved")),
+            "{:?}",
+            t.columns
+        );
+        // Without memwall's records both CPU rows are shown here.
+        let s = section(tmp.path(), "peak_memory", &[], &labels).unwrap();
+        assert_eq!(s.tables.len(), 3);
     }
 }

@@ -7,11 +7,12 @@ use super::glance::{self, Answer};
 use super::markdown;
 use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::Result;
+use crate::reference::{self, TorchRow};
 use crate::results::analysis::{
     analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
     GroupSummary, RepeatRuns, StepScaling, StudyAnalysis,
 };
-use crate::results::{steps_table, JobStatus, StudyRecords};
+use crate::results::{steps_table, JobRecord, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
 use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
 use polars::prelude::DataFrame;
@@ -333,6 +334,9 @@ struct StudyInputs<'a> {
     goals: &'a [Goal],
     by_name: BTreeMap<&'a str, &'a ConfigSpec>,
     control_claim: Option<&'a Claim>,
+    /// The study's PyTorch reference rows (`runs/<study>/pytorch/`): the CPU ones are shown in
+    /// the CPU group of their device and model shape.
+    pytorch: &'a [TorchRow],
 }
 
 /// One row of the study table with its configuration and the numbers derived from it.
@@ -357,6 +361,8 @@ struct ConfigRow<'a> {
 struct Group<'a> {
     profile: String,
     device: String,
+    /// The backend ("cuda", "flex", "ndarray").
+    backend: String,
     /// "cuda" or "cuda, exact_size pool": where and how the group ran.
     backend_label: String,
     gpu: bool,
@@ -493,7 +499,10 @@ fn human_count(n: f64) -> String {
 
 /// Builds the sections and environment tables of a training study from its records: one
 /// section per (profile, backend, device, runtime) group, evaluating the file's `goals`, and a
-/// last section listing records whose configuration is no longer in the experiment file.
+/// last section listing records whose configuration is no longer in the experiment file. The
+/// PyTorch rows measured on a CPU (`pytorch`, the study's stored rows; empty for none) are
+/// shown in the first CPU group of their device and model shape
+/// ([`crate::reference::cpu_table`]); the glance does not read them.
 ///
 /// # Errors
 /// [`crate::Error::Records`] when the study has no records; [`crate::Error::Report`] on table
@@ -505,6 +514,7 @@ pub fn sections(
     configs: &[ConfigSpec],
     goals: &[Goal],
     claims: &[SourceClaim],
+    pytorch: &[TorchRow],
 ) -> Result<(Vec<Section>, Vec<Table>, Vec<GlanceRow>)> {
     let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
     let StudyAnalysis {
@@ -525,6 +535,7 @@ pub fn sections(
             .iter()
             .find(|c| c.control)
             .and_then(|c| c.claim.as_ref()),
+        pytorch,
     };
     // The first group (the source's size first) where a claim's configuration finished: a GPU
     // group that predates the claims' configurations does not hide the stand-in's answers. It
@@ -667,6 +678,7 @@ fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Gro
                 gpu: backend == "cuda",
                 profile,
                 device,
+                backend,
                 backend_label,
                 rows,
                 unsupported,
@@ -759,6 +771,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         }
     }
     let non_empty = |t: Table| (!t.rows.is_empty()).then_some(t);
+    let pytorch = pytorch_cpu_table(inputs, g);
     let maps: Vec<String> = inputs
         .configs
         .iter()
@@ -779,10 +792,12 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
                     markdown::escape(&g.backend_label)
                 )
             }))
+            .chain(pytorch.is_some().then(reference::cpu_note))
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
             .chain(table_mixed)
+            .chain(pytorch)
             .chain(non_empty(goals_table(&g.goals, inputs.goals)))
             .chain(non_empty(planned_vs_measured(&g.rows)))
             .collect(),
@@ -792,6 +807,40 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             items: maps,
         }),
     })
+}
+
+/// The PyTorch eager rows measured on this CPU group's device with its model shape, beside the
+/// group's records ([`reference::cpu_table`]): `None` for a GPU group, a secondary group (its
+/// first group shows them), or where no such row is stored.
+fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
+    if g.gpu || g.secondary {
+        return None;
+    }
+    let mine = |r: &&JobRecord| {
+        r.spec.profile.as_str() == g.profile
+            && r.spec.backend.as_str() == g.backend
+            && r.env.device_name == g.device
+    };
+    let group: Vec<&JobRecord> = inputs.records.records.iter().filter(mine).collect();
+    let labels: Vec<(String, String)> = inputs
+        .configs
+        .iter()
+        .map(|c| (c.name.clone(), c.label.clone()))
+        .collect();
+    // The rows of this group's model shape (a smoke group on the same CPU shows none of the
+    // cpu profile's rows), as [`reference::has_cpu_group`] places them.
+    let rows: Vec<TorchRow> = inputs
+        .pytorch
+        .iter()
+        .filter(|r| {
+            group.iter().any(|m| {
+                reference::same_model(m, &r.model)
+                    && inputs.by_name.contains_key(m.spec.config.as_str())
+            })
+        })
+        .cloned()
+        .collect();
+    reference::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
 }
 
 /// A note naming the rows whose records ran another layer norm than their configuration now
