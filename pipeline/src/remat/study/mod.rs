@@ -139,6 +139,30 @@ pub fn overhead_at_reduction(g: &GraphResult, max_fraction: f64) -> Result<f64, 
     }
 }
 
+/// Why the overhead of [`overhead_at_reduction`] on `g` at `max_fraction` is not proven
+/// optimal, when it is not: the solve stopped at its time limit, so the value is an upper bound
+/// of the optimal overhead, with the lower bound its dual bound gives.
+pub fn overhead_bound_note(g: &GraphResult, max_fraction: f64) -> Option<String> {
+    let b = g
+        .budgets
+        .iter()
+        .filter(|b| b.fraction <= max_fraction + 1e-9)
+        .max_by(|a, b| a.fraction.total_cmp(&b.fraction))?;
+    milp_cost(b)?;
+    let (status, dual) = match (&b.milp, b.refined.as_ref().or(b.staged.as_ref())) {
+        (Some(m), _) => (m.status.clone(), m.dual_bound),
+        (None, Some(s)) => (s.status.clone(), s.valid_bound),
+        _ => return None,
+    };
+    if status == SolveStatus::Optimal || status.as_str().starts_with("Optimal") {
+        return None;
+    }
+    Some(format!(
+        "not proven optimal ({status}): an upper bound of the optimal schedule's overhead;          the solver's lower bound gives {:.1}%",
+        (dual / g.forward_backward_cost - 1.0) * 100.0
+    ))
+}
+
 /// The median of `xs` (NaN when empty).
 fn median_of(mut xs: Vec<f64>) -> f64 {
     if xs.is_empty() {

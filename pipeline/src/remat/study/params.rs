@@ -16,6 +16,9 @@ pub struct CheckmateParams {
     /// fraction of the checkpoint-all peak, rounded up to 0.001, where it is not already a
     /// budget. No schedule fits below it; the MILP says whether one fits at it.
     pub smallest_budget: bool,
+    /// HiGHS time limit of the solves at the smallest budget (MILP or staged MILP), seconds:
+    /// the tightest budget is the hardest to solve and only asks whether a schedule exists.
+    pub smallest_budget_time_limit_s: f64,
     /// Random layered graphs generated in memory (after Moccasin's benchmark family,
     /// `memwall_remat::layered`), measured after `graphs`.
     pub generated: Vec<GeneratedGraph>,
@@ -160,6 +163,7 @@ impl Default for CheckmateParams {
             ],
             budget_fractions: vec![0.9, 0.8, 0.5, 0.333],
             smallest_budget: true,
+            smallest_budget_time_limit_s: 10.0,
             generated: Vec::new(),
             milp_max_nodes: 80,
             staged_max_stages: crate::remat::staged::DEFAULT_MAX_STAGES,
@@ -192,6 +196,7 @@ impl CheckmateParams {
             graphs: vec!["VGG16_256_224_224_3_train_nx.json".into()],
             budget_fractions: vec![0.9],
             smallest_budget: false,
+            smallest_budget_time_limit_s: 10.0,
             generated: Vec::new(),
             milp_max_nodes: 80,
             staged_max_stages: crate::remat::staged::DEFAULT_MAX_STAGES,
@@ -298,6 +303,12 @@ pub fn validate(p: &CheckmateParams) -> Result<(), ParamError> {
     )?;
     int_in("classic_lp_max_nodes", p.classic_lp_max_nodes, 0, 100_000)?;
     num_above("time_limit_s", p.time_limit_s, 0.0, MAX_TIME_LIMIT_S)?;
+    num_above(
+        "smallest_budget_time_limit_s",
+        p.smallest_budget_time_limit_s,
+        0.0,
+        MAX_TIME_LIMIT_S,
+    )?;
     num_in("mip_gap", p.mip_gap, 0.0, 1.0)?;
     int_in("threads", p.threads, 1, 1024)?;
     num_in("heuristic_effort", p.heuristic_effort, 0.0, 1.0)?;

@@ -84,10 +84,10 @@ fn reduction_section(r: &CheckmateResult) -> Section {
             three,
             smallest,
         ]);
-        if let Some(w) = two_why {
+        if let Some(w) = two_why.or_else(|| overhead_bound_note(g, TWO_X_FRACTION)) {
             table.note(i, 3, w);
         }
-        if let Some(w) = three_why {
+        if let Some(w) = three_why.or_else(|| overhead_bound_note(g, THREE_X_FRACTION)) {
             table.note(i, 4, w);
         }
     }

@@ -116,21 +116,35 @@ fn measure_graph(
         .collect();
     let all_peak = fams[0][0].1.peak_mem;
     let ws = g.working_set_bound();
-    let mut fractions = params.budget_fractions.clone();
-    if params.smallest_budget {
-        // Rounded up to 0.001, so the budget is at or above the bound.
-        let f = (ws as f64 / all_peak.max(1) as f64 * 1000.0).ceil() / 1000.0;
-        if f < 1.0 && !fractions.iter().any(|x| (x - f).abs() < 1e-9) {
-            fractions.push(f);
-        }
-    }
-    let budgets = fractions
+    let mut budgets = params
+        .budget_fractions
         .iter()
         .map(|&frac| {
             let budget = (all_peak as f64 * frac).floor() as u64;
             measure_budget(g, &fams, frac, budget, params, opts)
         })
         .collect::<Result<Vec<_>, RematError>>()?;
+    // Rounded up to 0.001, so the budget is at or above the bound.
+    let smallest = (ws as f64 / all_peak.max(1) as f64 * 1000.0).ceil() / 1000.0;
+    if params.smallest_budget
+        && smallest < 1.0
+        && !params
+            .budget_fractions
+            .iter()
+            .any(|x| (x - smallest).abs() < 1e-9)
+    {
+        let limit = params.smallest_budget_time_limit_s;
+        let p = CheckmateParams {
+            staged_time_limit_s: limit,
+            ..params.clone()
+        };
+        let o = MilpOptions {
+            time_limit_s: limit,
+            ..opts.clone()
+        };
+        let budget = (all_peak as f64 * smallest).floor() as u64;
+        budgets.push(measure_budget(g, &fams, smallest, budget, &p, &o)?);
+    }
     Ok(GraphResult {
         name: g.name.clone(),
         nodes: g.len(),
