@@ -716,7 +716,7 @@ fn batch_nets_section(r: &CheckmateResult) -> Section {
                 i,
                 2 + BASELINES.len(),
                 format!(
-                    "{nodes} nodes, above the {} nodes up to which the batch search solves                      Checkmate's MILP: the baselines only",
+                    "{nodes} nodes, above the {} nodes up to which the batch search solves Checkmate's MILP: the baselines only",
                     p.milp_max_nodes
                 ),
             );
