@@ -268,6 +268,11 @@ fn same_mechanism(a: &TorchConfig, b: &TorchConfig) -> bool {
 /// Why configuration `c` has no PyTorch counterpart in the reference script, or `None` where
 /// it has one.
 fn no_counterpart(c: &ConfigSpec) -> Option<String> {
+    if let Some(name) = &c.model {
+        return Some(format!(
+            "trains the profile's named model `{name}`; a plan runs one model, the profile's own"
+        ));
+    }
     if c.checkmate.is_some() {
         return Some(
             "a Checkmate plan is memwall's (its own profiling pass and exact planner); \
@@ -325,7 +330,13 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
     if !STUDIES.contains(&study.header.name.as_str()) {
         return None;
     }
-    let first = jobs.first()?;
+    // The profile's own model (configurations of a named model are left out below).
+    let first = jobs.iter().find(|j| {
+        study
+            .configs
+            .iter()
+            .any(|c| c.name == j.config && c.model.is_none())
+    })?;
     let m = first.model;
     let mut configs = Vec::new();
     let mut left_out = Vec::new();
