@@ -305,6 +305,31 @@ fn named_models_train_their_grid_with_a_control_of_their_own() {
 }
 
 #[test]
+fn a_sweep_measure_names_at_least_four_intervals_and_a_sweep_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |measure: &str| {
+        format!(
+            "\n[[claims]]\nid = \"c\"\nquote = \"q\"\nwhere = \"w\"\nmeasure = \"{measure}\"\nagree = {{ at_most = 5.0 }}\n"
+        )
+    };
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.u_depth_pct");
+    Study::load(&write(dir.path(), &text), Profile::Smoke, None).unwrap();
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("ck*-f32.u_depth_pct");
+    let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("claims[0].measure") && msg.contains("matches 2 configuration"),
+        "{msg}"
+    );
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.bogus");
+    let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("u_depth_pct"), "the metrics are listed: {msg}");
+}
+
+#[test]
 fn a_named_model_that_is_missing_or_wrong_is_named_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let load = |text: String| {

@@ -1660,18 +1660,44 @@ fn check_claim_text(
     Ok(())
 }
 
+/// Fewest configurations a sweep measure needs: the fit `a * ceil(N / K) + b * K + c` has
+/// three coefficients, and a fourth point leaves it a residual to judge it by.
+pub const MIN_SWEEP_POINTS: usize = 4;
+
 /// A training claim's `measure`: `<configuration>.<metric>` with a configuration of the file
-/// and a metric of [`super::claims::TrainingMetric`].
+/// and a metric of [`super::claims::TrainingMetric`], or `<sweep>.<metric>` with a sweep
+/// (a configuration name with `ck*` for the interval) of at least [`MIN_SWEEP_POINTS`]
+/// configurations of the file and a metric of [`super::claims::SweepMetric`].
 fn check_training_measure(
     measure: &str,
     configs: &[ConfigSpec],
 ) -> std::result::Result<(), String> {
-    use super::claims::{training_measure, TrainingMetric};
+    use super::claims::{
+        sweep_measure, sweep_member, training_measure, SweepMetric, TrainingMetric,
+    };
+    if let Some((sweep, _)) = sweep_measure(measure) {
+        let members = configs
+            .iter()
+            .filter(|c| sweep_member(sweep, &c.name).is_some())
+            .count();
+        if members < MIN_SWEEP_POINTS {
+            return Err(format!(
+                "`{sweep}` matches {members} configuration(s) of this file (`ck*` standing for \
+                 `ck<K>` or `cksqrt`): a sweep measure fits three coefficients and needs at \
+                 least {MIN_SWEEP_POINTS} intervals"
+            ));
+        }
+        return Ok(());
+    }
     let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
+    let sweep_names: Vec<&str> = SweepMetric::ALL.iter().map(|(n, _)| *n).collect();
     let Some((config, _)) = training_measure(measure) else {
         return Err(format!(
-            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}",
-            names.join(", ")
+            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}, or \
+             `<sweep>.<metric>` (a configuration name with `ck*` for the interval, e.g. \
+             `ck*-f32`) with a metric of {}",
+            names.join(", "),
+            sweep_names.join(", ")
         ));
     };
     if !configs.iter().any(|k| k.name == config) {
