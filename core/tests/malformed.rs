@@ -353,7 +353,11 @@ fn record(dir: &Path) -> (JobRecord, PathBuf) {
         eos_id: 0,
     };
     let job = study
-        .jobs(memwall_core::device::BackendKind::Flex, 0, &data)
+        .jobs(
+            memwall_core::device::BackendKind::Flex,
+            0,
+            &study.one_corpus(data),
+        )
         .remove(0);
     let env = memwall_core::measure::Environment {
         device_name: "test CPU".into(),

@@ -254,6 +254,137 @@ fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
     }
 }
 
+/// [`GOOD`] with a named model `deep` in the smoke profile and a second grid on it.
+fn with_deep(model: &str, grid: &str) -> String {
+    GOOD.replace(
+        "[[configs]]\nname = \"a\"",
+        &format!("{model}\n[[configs]]\nname = \"a\""),
+    ) + grid
+}
+
+const DEEP_MODEL: &str = "models.deep = { layers = 16, d_model = 8, heads = 1, d_ff = 32, seq_len = 8, batch = 2, vocab = 260 }";
+const DEEP_GRID: &str = "\n[[grid]]\ncheckpoint = [1, 2]\n[[grid]]\nmodel = \"deep\"\ncheckpoint = [\"none\", 1, 2, 4, 16]\nfused_optimizer = [true]\n";
+
+#[test]
+fn named_models_train_their_grid_with_a_control_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), &with_deep(DEEP_MODEL, DEEP_GRID));
+    let s = Study::load(&p, Profile::Smoke, None).unwrap();
+    let names: Vec<&str> = s.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "a",
+            "b",
+            "ck1-f32",
+            "ck2-f32",
+            "deep-cknone-f32-fusedopt",
+            "deep-ck1-f32-fusedopt",
+            "deep-ck2-f32-fusedopt",
+            "deep-ck4-f32-fusedopt",
+            "deep-ck16-f32-fusedopt",
+        ]
+    );
+    let controls: Vec<&str> = s
+        .configs
+        .iter()
+        .filter(|c| c.control)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(controls, ["a", "deep-cknone-f32-fusedopt"], "one per model");
+    let deep = &s.configs[4];
+    assert_eq!(deep.model.as_deref(), Some("deep"));
+    assert_eq!(s.model_of(deep).unwrap().layers, 16);
+    assert_eq!(s.model_of(&s.configs[0]).unwrap().layers, 2);
+    assert_eq!(s.vocabularies(), [260, 300], "one corpus per vocabulary");
+    let fields: Vec<String> = s.trained_models().into_iter().map(|(f, _)| f).collect();
+    assert_eq!(
+        fields,
+        ["profiles.smoke.model", "profiles.smoke.models.deep"]
+    );
+}
+
+#[test]
+fn a_sweep_measure_names_at_least_four_intervals_and_a_sweep_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |measure: &str| {
+        format!(
+            "\n[[claims]]\nid = \"c\"\nquote = \"q\"\nwhere = \"w\"\nmeasure = \"{measure}\"\nagree = {{ at_most = 5.0 }}\n"
+        )
+    };
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.u_depth_pct");
+    Study::load(&write(dir.path(), &text), Profile::Smoke, None).unwrap();
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("ck*-f32.u_depth_pct");
+    let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("claims[0].measure") && msg.contains("matches 2 configuration"),
+        "{msg}"
+    );
+    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.bogus");
+    let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("u_depth_pct"), "the metrics are listed: {msg}");
+}
+
+#[test]
+fn a_named_model_that_is_missing_or_wrong_is_named_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |text: String| {
+        Study::load(&write(dir.path(), &text), Profile::Smoke, None)
+            .unwrap_err()
+            .to_string()
+    };
+    // A grid naming a model the profile lacks.
+    let msg = load(with_deep("", DEEP_GRID));
+    assert!(
+        msg.contains("grid[1].model")
+            && msg.contains("`deep` is not a model of profile `smoke`")
+            && msg.contains("models.deep = {"),
+        "{msg}"
+    );
+    // A configuration naming one.
+    let msg = load(GOOD.replace("name = \"b\"", "name = \"b\"\nmodel = \"wide\""));
+    assert!(
+        msg.contains("configs[1].model") && msg.contains("`wide`"),
+        "{msg}"
+    );
+    // An interval beyond the named model's layers names its table.
+    let msg = load(with_deep(DEEP_MODEL, &DEEP_GRID.replace("16]", "32]")));
+    assert!(
+        msg.contains("profiles.smoke.models.deep.layers") && msg.contains("K = 32"),
+        "{msg}"
+    );
+    // The named model's sizes are checked as the profile model's are.
+    let msg = load(with_deep(
+        &DEEP_MODEL.replace("heads = 1", "heads = 3"),
+        DEEP_GRID,
+    ));
+    assert!(
+        msg.contains("profiles.smoke.models.deep.heads") && msg.contains("divide"),
+        "{msg}"
+    );
+    // Two models of a profile with the same layers and d_model cannot be told apart.
+    let msg = load(with_deep(
+        &DEEP_MODEL.replace("layers = 16, d_model = 8", "layers = 2, d_model = 32"),
+        DEEP_GRID,
+    ));
+    assert!(
+        msg.contains("profiles.smoke.models.deep") && msg.contains("profiles.smoke.model`"),
+        "{msg}"
+    );
+    // An unknown field of a grid is named, [grid] and [[grid]] alike.
+    let msg = load(with_deep(
+        DEEP_MODEL,
+        &DEEP_GRID.replace("fused_optimizer", "fused_optimiser"),
+    ));
+    assert!(msg.contains("fused_optimiser"), "{msg}");
+    let msg = load(GOOD.to_string() + "\n[grid]\ncheckpoints = [1]\n");
+    assert!(msg.contains("checkpoints"), "{msg}");
+}
+
 /// The workspace root (parent of this crate's folder).
 fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

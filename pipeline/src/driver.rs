@@ -243,7 +243,8 @@ pub struct JobSettings {
     pub memory_pool: Option<crate::spec::MemoryPool>,
 }
 
-/// The jobs of a training study on `target` (device `index`) over `data`, with `settings`
+/// The jobs of a training study on `target` (device `index`) over its tokenized corpora `data`
+/// (one per vocabulary, [`prepare_corpora`]), with `settings`
 /// applied, then narrowed to the configurations `only` and the job keys `keys` (each: all when
 /// empty): the one job expansion of memwall (run, sweep, Slurm, bundle, export-jobs, nightly).
 ///
@@ -255,7 +256,7 @@ pub fn expand_jobs(
     study: &Study,
     target: BackendKind,
     index: usize,
-    data: &crate::spec::PreparedData,
+    data: &crate::spec::Corpora,
     settings: &JobSettings,
     only: &[String],
     keys: &[String],
@@ -370,12 +371,11 @@ pub fn plan_jobs(
         crate::studies::check(&study)?;
         return Ok((study, dev, Vec::new()));
     }
-    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+    if study.model.is_none() || study.data.is_none() {
         return Ok((study, dev, Vec::new()));
-    };
+    }
     check_fits(&study, &dev)?;
-    let prepared = data::prepare(data_cfg, model.vocab, &paths.cache)?;
-    check_windows(&study, &prepared, &model)?;
+    let prepared = prepare_corpora(&study, &paths.cache)?;
     // A multi-device sweep shows each job process only its GPU, as ordinal 0.
     let multi = !device_slots(opts, &dev)?.is_empty();
     let index = if multi && dev.backend.is_gpu() {
@@ -400,6 +400,25 @@ pub fn plan_jobs(
     Ok((study, dev, jobs))
 }
 
+/// Tokenizes the study's corpus once per vocabulary its models ask for
+/// ([`Study::vocabularies`]) and checks each model's `seq_len` against its corpus's splits.
+///
+/// # Errors
+/// Those of [`data::prepare`], and a `seq_len` longer than a split (naming the field).
+pub fn prepare_corpora(study: &Study, cache: &Path) -> Result<crate::spec::Corpora> {
+    let Some(data_cfg) = study.data.as_ref() else {
+        return Ok(Default::default());
+    };
+    let mut corpora = crate::spec::Corpora::new();
+    for vocab in study.vocabularies() {
+        corpora.insert(vocab, data::prepare(data_cfg, vocab, cache)?);
+    }
+    for (at, model) in study.trained_models() {
+        check_windows(study, &corpora[&model.vocab], &model, &at)?;
+    }
+    Ok(corpora)
+}
+
 /// Refuses, before the corpus is tokenized or any job starts, a study whose model cannot fit the
 /// device under any of its configurations, or whose tokenizer cannot be trained in host RAM
 /// ([`Study::check_fits`]). Where a memory cannot be known, it is not checked.
@@ -422,6 +441,7 @@ fn check_windows(
     study: &Study,
     prepared: &crate::spec::PreparedData,
     model: &crate::spec::ModelConfig,
+    at: &str,
 ) -> Result<()> {
     for split in ["train", "eval"] {
         let file = prepared.dir.join(format!("{split}.tokens"));
@@ -437,7 +457,7 @@ fn check_windows(
                 .unwrap_or_default();
             return Err(Error::SpecField {
                 path: study.path.clone(),
-                field: format!("profiles.{}.model.seq_len", study.profile),
+                field: format!("{at}.seq_len"),
                 message: format!(
                     "{} tokens per sequence (+1 target) is longer than the {tokens} tokens of the \
                      {split} split of {corpus}: use seq_len <= {}, a larger corpus, or (for the \

@@ -55,7 +55,7 @@ pub(crate) mod test_support {
             vocab_size: 3025,
             eos_id: 0,
         };
-        let jobs = study.jobs(BackendKind::Cuda, 0, &data);
+        let jobs = study.jobs(BackendKind::Cuda, 0, &study.one_corpus(data));
         (study, jobs)
     }
 }

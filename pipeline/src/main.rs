@@ -1390,6 +1390,12 @@ fn list(experiments: &Path, profile: Profile) -> Result<()> {
                 m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab, m.parameter_count()
             );
         }
+        for (name, m) in &s.models {
+            println!(
+                "  {profile} model `{name}`: {} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {} ({} parameters)",
+                m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab, m.parameter_count()
+            );
+        }
         for c in &s.configs {
             println!(
                 "  - {:<24} precision {:<4} checkpoint {:<5} fused_optimizer {:<5} fusion {}",
@@ -1441,18 +1447,21 @@ fn export_jobs(
         .profile
         .unwrap_or_else(|| driver::default_profile(backend, Profile::Cpu));
     let study = Study::load(experiment, profile, opts.data.as_deref())?;
-    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+    if study.model.is_none() || study.data.is_none() {
         bail!("{} is not a training study", experiment.display());
-    };
-    let prepared = memwall::data::prepare(data_cfg, model.vocab, &paths.cache)?;
-    let data_dir = out.join("data").join(&prepared.fingerprint);
-    std::fs::create_dir_all(&data_dir)?;
-    for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
-        std::fs::copy(prepared.dir.join(f), data_dir.join(f))
-            .with_context(|| format!("copying {f} to {}", data_dir.display()))?;
     }
-    let mut carried = prepared.clone();
-    carried.dir = data_dir;
+    let mut carried = memwall::spec::Corpora::new();
+    for (vocab, prepared) in driver::prepare_corpora(&study, &paths.cache)? {
+        let data_dir = out.join("data").join(&prepared.fingerprint);
+        std::fs::create_dir_all(&data_dir)?;
+        for f in ["train.tokens", "eval.tokens", "tokenizer.json", "meta.json"] {
+            std::fs::copy(prepared.dir.join(f), data_dir.join(f))
+                .with_context(|| format!("copying {f} to {}", data_dir.display()))?;
+        }
+        let mut corpus = prepared.clone();
+        corpus.dir = data_dir;
+        carried.insert(vocab, corpus);
+    }
     // One kernel and autotune cache for every exported job, carried with them.
     let cache_dir = out.join("cache").join("cubecl");
     std::fs::create_dir_all(&cache_dir)?;

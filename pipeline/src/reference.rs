@@ -324,6 +324,11 @@ fn same_mechanism(a: &TorchConfig, b: &TorchConfig) -> bool {
 /// Why configuration `c` has no PyTorch counterpart in the reference script, or `None` where
 /// it has one; `cpu`: the jobs run on a CPU backend (flex, ndarray).
 fn no_counterpart(c: &ConfigSpec, cpu: bool) -> Option<String> {
+    if let Some(name) = &c.model {
+        return Some(format!(
+            "trains the profile's named model `{name}`; a plan runs one model, the profile's own"
+        ));
+    }
     if cpu && c.fusion {
         return Some(
             "kernel fusion is Burn's fusion backend over CubeCL (CUDA): memwall's CPU backends \
@@ -393,7 +398,13 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
     if !STUDIES.contains(&study.header.name.as_str()) {
         return None;
     }
-    let first = jobs.first()?;
+    // The profile's own model (configurations of a named model are left out below).
+    let first = jobs.iter().find(|j| {
+        study
+            .configs
+            .iter()
+            .any(|c| c.name == j.config && c.model.is_none())
+    })?;
     let cpu = !first.backend.is_gpu();
     let m = first.model;
     let mut configs = Vec::new();

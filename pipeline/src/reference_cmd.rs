@@ -152,9 +152,9 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
             )));
         }
         let study = Study::load(&experiment, Profile::Cpu, req.data.as_deref())?;
-        let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+        if study.model.is_none() || study.data.is_none() {
             continue;
-        };
+        }
         let only: Vec<String> = req
             .only
             .iter()
@@ -168,7 +168,7 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
         if !req.only.is_empty() && only.is_empty() {
             continue;
         }
-        let prepared = crate::data::prepare(data_cfg, model.vocab, &req.cache)?;
+        let prepared = driver::prepare_corpora(&study, &req.cache)?;
         let jobs = driver::expand_jobs(
             &study,
             BackendKind::Flex,

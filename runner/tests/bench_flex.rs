@@ -20,7 +20,7 @@ fn bench_on_flex_times_every_operation_with_the_flops_of_its_formula() {
         eos_id: 0,
     };
     let job = study
-        .jobs(BackendKind::Flex, 0, &data)
+        .jobs(BackendKind::Flex, 0, &study.one_corpus(data))
         .into_iter()
         .find(|j| j.config == "control")
         .expect("peak_memory has a control configuration");

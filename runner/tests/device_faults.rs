@@ -25,7 +25,9 @@ fn cuda_job() -> memwall_core::spec::JobSpec {
         vocab_size: 320,
         eos_id: 0,
     };
-    study.jobs(BackendKind::Cuda, 0, &data).remove(0)
+    study
+        .jobs(BackendKind::Cuda, 0, &study.one_corpus(data))
+        .remove(0)
 }
 
 #[test]

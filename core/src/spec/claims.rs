@@ -275,6 +275,78 @@ pub fn training_measure(measure: &str) -> Option<(&str, TrainingMetric)> {
     Some((config, TrainingMetric::parse(metric)?))
 }
 
+/// A metric of a checkpoint-interval sweep of a training study that a claim can name
+/// (`measure = "<sweep>.<metric>"`, the sweep a configuration name with `ck*` in place of the
+/// interval, e.g. `deep-ck*-f32-fusedopt`: the configurations `deep-ck1-f32-fusedopt`,
+/// `deep-ck2-f32-fusedopt`, ..., `deep-cksqrt-f32-fusedopt`).
+///
+/// Each is computed from the sweep's activation peak `y(K)` = peak allocated − steady state
+/// (bytes live at the start of the step: parameters, optimizer state, batch), the memory the
+/// slide's O(N/K) + O(K) is about, and from its least-squares fit
+/// `y(K) = a * ceil(N / K) + b * K + c` (N layers; `ceil(N / K)` segments, each keeping its
+/// input) with relative residuals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepMetric {
+    /// Root-mean-square relative error of the fit over the sweep (%). A fit whose `a` or `b`
+    /// is not positive does not have the claimed shape: the claim then disagrees whatever the
+    /// error.
+    FitRmsPct,
+    /// How much more the measured peak is at the interval the fit puts lowest (of the sweep's
+    /// intervals) than the measured minimum (%): 0 when the fit finds the measured best K.
+    FitKExcessPct,
+    /// How much more the measured peak is at K = ceil(sqrt(N)) than the measured minimum (%):
+    /// 0 when sqrt(N) is the best interval.
+    SqrtNExcessPct,
+    /// How far the measured minimum lies below the lower of the two ends, K = 1 and K = N (%):
+    /// 0 for a curve without a minimum inside.
+    UDepthPct,
+}
+
+impl SweepMetric {
+    /// Every sweep metric with its name in a `measure`.
+    pub const ALL: [(&'static str, SweepMetric); 4] = [
+        ("fit_rms_pct", SweepMetric::FitRmsPct),
+        ("fit_k_excess_pct", SweepMetric::FitKExcessPct),
+        ("sqrt_n_excess_pct", SweepMetric::SqrtNExcessPct),
+        ("u_depth_pct", SweepMetric::UDepthPct),
+    ];
+
+    /// The metric named `name`.
+    pub fn parse(name: &str) -> Option<SweepMetric> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+}
+
+/// What stands for the interval in a sweep's name.
+pub const SWEEP_WILDCARD: &str = "ck*";
+
+/// A training claim's sweep `measure` split into the sweep (a configuration name with one
+/// [`SWEEP_WILDCARD`]) and the metric.
+pub fn sweep_measure(measure: &str) -> Option<(&str, SweepMetric)> {
+    let (sweep, metric) = measure.rsplit_once('.')?;
+    (sweep.matches(SWEEP_WILDCARD).count() == 1).then_some(())?;
+    Some((sweep, SweepMetric::parse(metric)?))
+}
+
+/// The checkpoint interval of configuration `name` in `sweep` (`ck*` matching `ck<K>` with an
+/// integer K >= 1, or `cksqrt`); `None` for a configuration outside the sweep (`cknone`
+/// included).
+pub fn sweep_member(sweep: &str, name: &str) -> Option<crate::spec::CheckpointSpec> {
+    use crate::spec::CheckpointSpec;
+    let (before, after) = sweep.split_once(SWEEP_WILDCARD)?;
+    let k = name
+        .strip_prefix(before)?
+        .strip_suffix(after)?
+        .strip_prefix("ck")?;
+    match k {
+        "sqrt" => Some(CheckpointSpec::Sqrt),
+        _ if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) && !k.starts_with('0') => {
+            k.parse().ok().map(CheckpointSpec::Every)
+        }
+        _ => None,
+    }
+}
+
 /// A passage as the attribution check compares it: Markdown emphasis, code and escape marks
 /// and LaTeX math delimiters (`*`, `_`, `` ` ``, `\`, `$`) removed, typographic quotes and dashes made plain, and every run
 /// of whitespace collapsed to one space.
@@ -393,6 +465,36 @@ mod tests {
         ));
         assert!(!quote_occurs("BFloat16 achieved 42% memory reduction", doc));
         assert!(!quote_occurs("  ", doc));
+    }
+
+    #[test]
+    fn sweeps_name_their_configurations_by_interval() {
+        use crate::spec::CheckpointSpec;
+        assert_eq!(
+            sweep_measure("deep-ck*-f32-fusedopt.u_depth_pct"),
+            Some(("deep-ck*-f32-fusedopt", SweepMetric::UDepthPct))
+        );
+        assert_eq!(sweep_measure("deep-ck4-f32.u_depth_pct"), None);
+        assert_eq!(sweep_measure("ck*-ck*.u_depth_pct"), None);
+        assert_eq!(sweep_measure("ck*-f32.reduction_pct"), None);
+        let sweep = "deep-ck*-f32-fusedopt";
+        assert_eq!(
+            sweep_member(sweep, "deep-ck12-f32-fusedopt"),
+            Some(CheckpointSpec::Every(12))
+        );
+        assert_eq!(
+            sweep_member(sweep, "deep-cksqrt-f32-fusedopt"),
+            Some(CheckpointSpec::Sqrt)
+        );
+        for outside in [
+            "deep-cknone-f32-fusedopt",
+            "deep-ck4-bf16-fusedopt",
+            "deep-ck04-f32-fusedopt",
+            "deep-ck-f32-fusedopt",
+            "ck4-f32",
+        ] {
+            assert_eq!(sweep_member(sweep, outside), None, "{outside}");
+        }
     }
 
     #[test]

@@ -523,6 +523,10 @@ pub struct ConfigSpec {
     /// Display name; defaults to `name`.
     #[serde(default)]
     pub label: String,
+    /// The model this configuration trains: the name of one of the profile's named models
+    /// (`[profiles.<p>] models.<name> = { ... }`), or `None` for the profile's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     #[serde(default)]
     /// Precision of parameters and activations (default f32).
     pub precision: Precision,
@@ -660,6 +664,10 @@ pub struct GoalSelector {
 #[serde(deny_unknown_fields)]
 struct ProfileSection {
     model: Option<ModelConfig>,
+    /// Further models of the profile by name, for configurations that set `model = "<name>"`
+    /// (e.g. a deep, narrow model beside the study's own).
+    #[serde(default)]
+    models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
     train: TrainOverride,
     #[serde(default)]
@@ -668,11 +676,17 @@ struct ProfileSection {
     params: toml::Table,
 }
 
-/// `[grid]`: configurations as the cross product of strategy options (appended after the
-/// explicit `[[configs]]`). Names are `ck<K>-<precision>[-fusion][-fusedopt]`.
+/// `[grid]` (or several `[[grid]]` tables): configurations as the cross product of strategy
+/// options (appended after the explicit `[[configs]]`, grid by grid). Names are
+/// `[<model>-]ck<K>-<precision>[-fusion][-fusedopt]`, with the model's name when the grid names
+/// one of the profile's named models (`model = "<name>"`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Grid {
+    /// A named model of every profile (`models.<name>`) that the grid's configurations train,
+    /// instead of the profile's `model`.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     checkpoint: Vec<CheckpointSpec>,
     #[serde(default)]
@@ -701,7 +715,10 @@ impl Grid {
             for &p in &pr {
                 for &c in &ck {
                     for &fo in &or(&self.fused_optimizer) {
-                        let mut name = format!("ck{c}-{p}");
+                        let mut name = match &self.model {
+                            Some(m) => format!("{m}-ck{c}-{p}"),
+                            None => format!("ck{c}-{p}"),
+                        };
                         if fusion {
                             name.push_str("-fusion");
                         }
@@ -711,6 +728,7 @@ impl Grid {
                         out.push(ConfigSpec {
                             label: name.clone(),
                             name,
+                            model: self.model.clone(),
                             precision: p,
                             checkpoint: c,
                             budget: None,
@@ -740,6 +758,55 @@ impl Grid {
     }
 }
 
+/// `[grid]` as one table or `[[grid]]` as several.
+#[derive(Debug, Clone)]
+enum Grids {
+    One(Grid),
+    Many(Vec<Grid>),
+}
+
+impl<'de> Deserialize<'de> for Grids {
+    /// A table or an array of tables, each read as a [`Grid`] (so that an unknown field of a
+    /// grid is named as such, not as "no variant matched").
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Grids;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a [grid] table or [[grid]] tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<Grids, A::Error> {
+                Grid::deserialize(MapAccessDeserializer::new(map)).map(Grids::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> std::result::Result<Grids, A::Error> {
+                Vec::<Grid>::deserialize(SeqAccessDeserializer::new(seq)).map(Grids::Many)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Grids {
+    /// The grids with their dotted paths in the file (`grid`, or `grid[i]`).
+    fn into_list(self) -> Vec<(String, Grid)> {
+        match self {
+            Grids::One(g) => vec![("grid".into(), g)],
+            Grids::Many(v) => v
+                .into_iter()
+                .enumerate()
+                .map(|(i, g)| (format!("grid[{i}]"), g))
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExperimentFile {
@@ -753,7 +820,7 @@ struct ExperimentFile {
     #[serde(default)]
     configs: Vec<ConfigSpec>,
     #[serde(default)]
-    grid: Option<Grid>,
+    grid: Option<Grids>,
     #[serde(default)]
     goals: Vec<Goal>,
     #[serde(default)]
@@ -805,7 +872,7 @@ pub(super) fn parse(
     data_override: Option<&Path>,
 ) -> Result<Study> {
     let fields = Fields { path };
-    let file = read_experiment(path, text)?;
+    let mut file = read_experiment(path, text)?;
     check_header(&file, fields)?;
     let section = file
         .profiles
@@ -815,8 +882,9 @@ pub(super) fn parse(
     let train = resolve_train(section.train, file.train, profile, fields)?;
     let params = merge_params(file.params, section.params);
     let training = file.study.kind == StudyKind::Training;
-    let (model, data) = if training {
+    let (model, models, data) = if training {
         let model = resolve_model(section.model, profile, fields)?;
+        let models = resolve_models(section.models, &model, profile, fields)?;
         let data = resolve_data(
             section.data,
             file.data,
@@ -825,11 +893,25 @@ pub(super) fn parse(
             data_override,
             fields,
         )?;
-        (Some(model), Some(data))
+        (Some(model), models, Some(data))
     } else {
-        (None, None)
+        if let Some(name) = section.models.keys().next() {
+            return Err(fields.err(
+                &format!("profiles.{profile}.models.{name}"),
+                "only a training study trains models: remove the table".into(),
+            ));
+        }
+        (None, BTreeMap::new(), None)
     };
-    let configs = resolve_configs(file.configs, model.as_ref(), profile, fields)?;
+    if let Some(grids) = file.grid.take() {
+        for (at, grid) in grids.into_list() {
+            if let Some(name) = &grid.model {
+                check_model_name(name, &models, &format!("{at}.model"), profile, fields)?;
+            }
+            file.configs.extend(grid.expand());
+        }
+    }
+    let configs = resolve_configs(file.configs, model.as_ref(), &models, profile, fields)?;
     check_goals(&file.goals, fields)?;
     check_claims(&file.claims, training.then_some(configs.as_slice()), fields)?;
     Ok(Study {
@@ -837,6 +919,7 @@ pub(super) fn parse(
         header: file.study,
         profile,
         model,
+        models,
         train,
         data,
         configs,
@@ -846,16 +929,81 @@ pub(super) fn parse(
     })
 }
 
-/// Deserializes the file and appends the `[grid]`'s configurations to `[[configs]]`.
+/// Deserializes the file (its `[grid]`s are expanded once the profile's models are known).
 fn read_experiment(path: &Path, text: &str) -> Result<ExperimentFile> {
-    let mut file: ExperimentFile = toml::from_str(text).map_err(|source| Error::Spec {
+    toml::from_str(text).map_err(|source| Error::Spec {
         path: path.to_path_buf(),
         source,
-    })?;
-    if let Some(grid) = file.grid.take() {
-        file.configs.extend(grid.expand());
+    })
+}
+
+/// The profile's named models (`models.<name> = { ... }`), each validated; their names are
+/// valid, and no two models of the profile (its `model` included) share `layers` and
+/// `d_model`, the two sizes every record and the report tell models apart by (each model's
+/// configurations are compared with a control of the same model).
+fn resolve_models(
+    models: BTreeMap<String, ModelConfig>,
+    main: &ModelConfig,
+    profile: Profile,
+    fields: Fields,
+) -> Result<BTreeMap<String, ModelConfig>> {
+    let shape = |m: &ModelConfig| (m.layers, m.d_model);
+    let mut seen = vec![("model".to_string(), shape(main))];
+    for (name, m) in &models {
+        let at = format!("profiles.{profile}.models.{name}");
+        if !valid_name(name) {
+            return Err(fields.err(
+                &at,
+                format!("`{name}`: a model's name uses only letters, digits, `_` and `-`"),
+            ));
+        }
+        validate_model(m).map_err(|(f, msg)| fields.err(&format!("{at}.{f}"), msg))?;
+        if let Some((other, _)) = seen.iter().find(|(_, s)| *s == shape(m)) {
+            return Err(fields.err(
+                &at,
+                format!(
+                    "has the layers ({}) and d_model ({}) of `profiles.{profile}.{other}`: \
+                     records and reports tell a study's models apart by these two sizes, so \
+                     change one of them",
+                    m.layers, m.d_model
+                ),
+            ));
+        }
+        seen.push((format!("models.{name}"), shape(m)));
     }
-    Ok(file)
+    Ok(models)
+}
+
+/// `name` (a configuration's or a grid's `model`, at field `at`) is a named model of the
+/// profile.
+fn check_model_name(
+    name: &str,
+    models: &BTreeMap<String, ModelConfig>,
+    at: &str,
+    profile: Profile,
+    fields: Fields,
+) -> Result<()> {
+    if models.contains_key(name) {
+        return Ok(());
+    }
+    let known = if models.is_empty() {
+        "none".to_string()
+    } else {
+        models
+            .keys()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(fields.err(
+        at,
+        format!(
+            "`{name}` is not a model of profile `{profile}`: add `models.{name} = {{ layers = ..., \
+             d_model = ..., heads = ..., d_ff = ..., seq_len = ..., batch = ..., vocab = ... }}` \
+             to [profiles.{profile}] (every profile needs it), or remove `model` to train the \
+             profile's own model (the profile's named models: {known})"
+        ),
+    ))
 }
 
 /// Checks the study's name and the names of its `[profiles.*]` sections.
@@ -1103,6 +1251,7 @@ fn corpus_path(path: &Path, path_str: &str) -> PathBuf {
 fn resolve_configs(
     specs: Vec<ConfigSpec>,
     model: Option<&ModelConfig>,
+    models: &BTreeMap<String, ModelConfig>,
     profile: Profile,
     fields: Fields,
 ) -> Result<Vec<ConfigSpec>> {
@@ -1119,17 +1268,29 @@ fn resolve_configs(
         let at = format!("configs[{i}]");
         check_config_name(&c, &at, &mut seen, fields)?;
         check_config(&c, &at, fields)?;
+        if let Some(name) = &c.model {
+            check_model_name(name, models, &format!("{at}.model"), profile, fields)?;
+        }
         if let Some(m) = model {
-            check_checkpoint(&c, &at, m, profile, fields)?;
+            let own = c.model.as_ref().map_or(m, |name| &models[name]);
+            check_checkpoint(&c, &at, own, profile, fields)?;
         }
         if c.label.is_empty() {
             c.label = c.name.clone();
         }
         configs.push(c);
     }
-    if training && !configs.iter().any(|c| c.control) {
-        if let Some(first) = configs.first_mut() {
-            first.control = true;
+    // Each model's configurations are compared with a control of that model: its first
+    // configuration unless one of them is marked.
+    if training {
+        let mut names: Vec<Option<String>> = configs.iter().map(|c| c.model.clone()).collect();
+        names.dedup();
+        for name in names {
+            if !configs.iter().any(|c| c.model == name && c.control) {
+                if let Some(first) = configs.iter_mut().find(|c| c.model == name) {
+                    first.control = true;
+                }
+            }
         }
     }
     Ok(configs)
@@ -1190,9 +1351,13 @@ fn check_checkpoint(
                 &format!("{at}.checkpoint"),
                 format!(
                     "checkpoint interval K = {k} is larger than the {} layers of the `{profile}` \
-                     model (profiles.{profile}.model.layers): use an integer K in [1, {}], \
+                     model (profiles.{profile}.{}.layers): use an integer K in [1, {}], \
                      \"sqrt\" or \"none\"",
-                    model.layers, model.layers
+                    model.layers,
+                    c.model
+                        .as_ref()
+                        .map_or("model".to_string(), |n| format!("models.{n}")),
+                    model.layers
                 ),
             ));
         }
@@ -1495,18 +1660,44 @@ fn check_claim_text(
     Ok(())
 }
 
+/// Fewest configurations a sweep measure needs: the fit `a * ceil(N / K) + b * K + c` has
+/// three coefficients, and a fourth point leaves it a residual to judge it by.
+pub const MIN_SWEEP_POINTS: usize = 4;
+
 /// A training claim's `measure`: `<configuration>.<metric>` with a configuration of the file
-/// and a metric of [`super::claims::TrainingMetric`].
+/// and a metric of [`super::claims::TrainingMetric`], or `<sweep>.<metric>` with a sweep
+/// (a configuration name with `ck*` for the interval) of at least [`MIN_SWEEP_POINTS`]
+/// configurations of the file and a metric of [`super::claims::SweepMetric`].
 fn check_training_measure(
     measure: &str,
     configs: &[ConfigSpec],
 ) -> std::result::Result<(), String> {
-    use super::claims::{training_measure, TrainingMetric};
+    use super::claims::{
+        sweep_measure, sweep_member, training_measure, SweepMetric, TrainingMetric,
+    };
+    if let Some((sweep, _)) = sweep_measure(measure) {
+        let members = configs
+            .iter()
+            .filter(|c| sweep_member(sweep, &c.name).is_some())
+            .count();
+        if members < MIN_SWEEP_POINTS {
+            return Err(format!(
+                "`{sweep}` matches {members} configuration(s) of this file (`ck*` standing for \
+                 `ck<K>` or `cksqrt`): a sweep measure fits three coefficients and needs at \
+                 least {MIN_SWEEP_POINTS} intervals"
+            ));
+        }
+        return Ok(());
+    }
     let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
+    let sweep_names: Vec<&str> = SweepMetric::ALL.iter().map(|(n, _)| *n).collect();
     let Some((config, _)) = training_measure(measure) else {
         return Err(format!(
-            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}",
-            names.join(", ")
+            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}, or \
+             `<sweep>.<metric>` (a configuration name with `ck*` for the interval, e.g. \
+             `ck*-f32`) with a metric of {}",
+            names.join(", "),
+            sweep_names.join(", ")
         ));
     };
     if !configs.iter().any(|k| k.name == config) {

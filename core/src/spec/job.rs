@@ -516,19 +516,24 @@ impl JobSpec {
     }
 }
 
+/// The tokenized corpora of a study, by the vocabulary size its models ask for (`vocab`; the
+/// trained tokenizer may have fewer tokens): one per entry of [`Study::vocabularies`].
+pub type Corpora = std::collections::BTreeMap<usize, PreparedData>;
+
 impl Study {
-    /// Expands a training study into jobs on `backend`, with the corpus tokenized as `data`:
-    /// `header.repeats` runs of every configuration, interleaved (all configurations' run 0,
-    /// then all run 1, ...).
+    /// Expands a training study into jobs on `backend`, each model's configurations on the
+    /// corpus tokenized for its vocabulary (`corpora`): `header.repeats` runs of every
+    /// configuration, interleaved (all configurations' run 0, then all run 1, ...). A
+    /// configuration whose vocabulary has no corpus in `corpora` gives no job.
     pub fn jobs(
         &self,
         backend: BackendKind,
         device_index: usize,
-        data: &PreparedData,
+        corpora: &Corpora,
     ) -> Vec<JobSpec> {
-        let Some(model) = self.model else {
+        if self.model.is_none() {
             return Vec::new();
-        };
+        }
         let repeats = self.header.repeats.max(1);
         (0..repeats)
             .flat_map(|repeat| {
@@ -537,7 +542,11 @@ impl Study {
                     .enumerate()
                     .map(move |(order, c)| (repeat, order, c))
             })
-            .map(|(repeat, order, c)| JobSpec {
+            .filter_map(|(repeat, order, c)| {
+                let model = self.model_of(c)?;
+                Some((repeat, order, c, model, corpora.get(&model.vocab)?))
+            })
+            .map(|(repeat, order, c, model, data)| JobSpec {
                 order,
                 study: self.header.name.clone(),
                 profile: self.profile,
@@ -570,6 +579,14 @@ impl Study {
                 memory_limit_bytes: None,
             })
             .collect()
+    }
+
+    /// The corpora of a study of one vocabulary: `data` for the profile model's (tests and
+    /// callers that tokenized one corpus).
+    pub fn one_corpus(&self, data: PreparedData) -> Corpora {
+        self.model
+            .map(|m| Corpora::from([(m.vocab, data)]))
+            .unwrap_or_default()
     }
 }
 

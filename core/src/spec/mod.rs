@@ -36,9 +36,9 @@ pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
     LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
-pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_VOCAB};
+pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_VOCAB, MIN_SWEEP_POINTS};
 pub use job::{
-    AutotuneLevel, DeviceSettings, JobSpec, MemoryPool, PreparedData, Recompute, Strategy,
+    AutotuneLevel, Corpora, DeviceSettings, JobSpec, MemoryPool, PreparedData, Recompute, Strategy,
 };
 pub use memory::{
     check_fits, human_bytes, tokenizer_training_bytes, DeviceMemory, MemoryEstimate, TooLarge,
@@ -108,6 +108,9 @@ pub struct Study {
     pub profile: Profile,
     /// The model of this profile (training studies only).
     pub model: Option<ModelConfig>,
+    /// The profile's named models (`[profiles.<p>] models.<name> = { ... }`), which
+    /// configurations with `model = "<name>"` train instead of [`Study::model`].
+    pub models: std::collections::BTreeMap<String, ModelConfig>,
     /// Training settings: the file's `[train]` defaults overridden by
     /// `[profiles.<profile>.train]`.
     pub train: TrainConfig,
@@ -157,6 +160,42 @@ impl Study {
         Ok(files)
     }
 
+    /// The model configuration `c` trains: its named model, else the profile's (`None` for a
+    /// study without models).
+    pub fn model_of(&self, c: &ConfigSpec) -> Option<ModelConfig> {
+        match &c.model {
+            Some(name) => self.models.get(name).copied(),
+            None => self.model,
+        }
+    }
+
+    /// The models the configurations train, each once, in the order of their first
+    /// configuration, with the dotted path of each in the file (`profiles.<p>.model` or
+    /// `profiles.<p>.models.<name>`).
+    pub fn trained_models(&self) -> Vec<(String, ModelConfig)> {
+        let mut out: Vec<(String, ModelConfig)> = Vec::new();
+        for c in &self.configs {
+            let Some(m) = self.model_of(c) else { continue };
+            let field = match &c.model {
+                Some(name) => format!("profiles.{}.models.{name}", self.profile),
+                None => format!("profiles.{}.model", self.profile),
+            };
+            if !out.iter().any(|(f, _)| *f == field) {
+                out.push((field, m));
+            }
+        }
+        out
+    }
+
+    /// The tokenizer vocabularies the trained models ask for (`vocab`), sorted, each once: one
+    /// tokenized corpus per vocabulary ([`Study::jobs`]).
+    pub fn vocabularies(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.trained_models().iter().map(|(_, m)| m.vocab).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Checks, before anything is allocated, that the study's model can run on `device` and
     /// its tokenizer can be trained in `host` RAM: the tokenizer's tables
     /// ([`tokenizer_training_bytes`]) must fit the host, and the configuration with the smallest
@@ -168,10 +207,21 @@ impl Study {
     /// [`Error::SpecField`] naming `profiles.<profile>.model.<field>`, the estimate, the device
     /// and the largest value of the field that fits.
     pub fn check_fits(&self, device: &DeviceMemory, host: &DeviceMemory) -> Result<()> {
-        let Some(model) = &self.model else {
-            return Ok(());
-        };
-        let field = |name: &str| format!("profiles.{}.model.{name}", self.profile);
+        for (at, model) in self.trained_models() {
+            self.check_model_fits(&at, &model, device, host)?;
+        }
+        Ok(())
+    }
+
+    /// [`Study::check_fits`] for one model (at the dotted path `at`) and its configurations.
+    fn check_model_fits(
+        &self,
+        at: &str,
+        model: &ModelConfig,
+        device: &DeviceMemory,
+        host: &DeviceMemory,
+    ) -> Result<()> {
+        let field = |name: &str| format!("{at}.{name}");
         let tokenizer = tokenizer_training_bytes(model.vocab);
         if tokenizer > host.total_bytes as f64 {
             return Err(Error::SpecField {
@@ -191,6 +241,7 @@ impl Study {
         let cheapest = self
             .configs
             .iter()
+            .filter(|c| self.model_of(c).as_ref() == Some(model))
             .map(|c| {
                 (
                     Strategy::from(c),

@@ -18,7 +18,6 @@
 pub mod plan;
 pub mod script;
 
-use crate::data;
 use crate::device::BackendKind;
 use crate::driver::{self, Paths};
 use crate::reference::{self, TorchRow};
@@ -239,8 +238,12 @@ pub struct BundledStudy {
     pub name: String,
     /// The experiment file the jobs were expanded from (as given on the command line).
     pub experiment: PathBuf,
-    /// Fingerprint of the tokenized corpus the jobs train on.
+    /// Fingerprint of the tokenized corpus the jobs train on (the profile model's vocabulary).
     pub fingerprint: String,
+    /// Fingerprints of the corpora tokenized for the other vocabularies of the study's named
+    /// models (`[profiles.<p>] models.<name>`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_fingerprints: Vec<String>,
     /// (configuration, job key) of every bundled job.
     pub jobs: Vec<(String, String)>,
     /// (configuration, reason) of configurations left out.
@@ -548,15 +551,24 @@ impl Gathered {
 /// model or corpus is skipped).
 fn bundle_study(ctx: &StudyCtx, g: &mut Gathered, experiment: &Path, study: &Study) -> Result<()> {
     let (req, out) = (ctx.req, &ctx.req.out);
-    let (Some(model), Some(data_cfg)) = (study.model, study.data.as_ref()) else {
+    let (Some(model), Some(_)) = (study.model, study.data.as_ref()) else {
         return Ok(());
     };
-    let prepared = data::prepare(data_cfg, model.vocab, &ctx.paths.cache)?;
-    let carried = copy_corpus(out, &prepared)?;
+    let prepared = driver::prepare_corpora(study, &ctx.paths.cache)?;
+    let mut carried = crate::spec::Corpora::new();
+    for (vocab, corpus) in &prepared {
+        carried.insert(*vocab, copy_corpus(out, corpus)?);
+    }
+    let fingerprint = |v: &usize| prepared[v].fingerprint.clone();
     let mut bundled = BundledStudy {
         name: study.header.name.clone(),
         experiment: experiment.to_path_buf(),
-        fingerprint: prepared.fingerprint.clone(),
+        fingerprint: fingerprint(&model.vocab),
+        other_fingerprints: prepared
+            .keys()
+            .filter(|v| **v != model.vocab)
+            .map(fingerprint)
+            .collect(),
         jobs: Vec::new(),
         left_out: Vec::new(),
         expected_s: 0.0,
@@ -1578,10 +1590,15 @@ fn check_filing(
             record.spec.study, bundled.name
         ));
     }
-    if record.spec.data.fingerprint != bundled.fingerprint {
+    let fingerprint = &record.spec.data.fingerprint;
+    if *fingerprint != bundled.fingerprint && !bundled.other_fingerprints.contains(fingerprint) {
         return Err(format!(
-            "field `spec.data.fingerprint`: {} is not the bundled corpus {}",
-            record.spec.data.fingerprint, bundled.fingerprint
+            "field `spec.data.fingerprint`: {fingerprint} is not a bundled corpus ({})",
+            std::iter::once(&bundled.fingerprint)
+                .chain(&bundled.other_fingerprints)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     Ok(())
@@ -1603,11 +1620,17 @@ fn check_local_key(
         memory_cleanup: manifest.memory_cleanup,
         memory_pool: manifest.memory_pool,
     };
+    // The record's corpus stands for every vocabulary: only its own configuration is kept.
+    let corpora: crate::spec::Corpora = study
+        .vocabularies()
+        .into_iter()
+        .map(|v| (v, record.spec.data.clone()))
+        .collect();
     let expected: Vec<JobSpec> = driver::expand_jobs(
         study,
         record.spec.backend,
         record.spec.device_index,
-        &record.spec.data,
+        &corpora,
         &settings,
         &[],
         &[],

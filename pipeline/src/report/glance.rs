@@ -10,6 +10,13 @@ use memwall_core::spec::claims::{unit_suffix, SourceClaim, Verdict};
 pub enum Answer {
     /// Our value.
     Measured(Measure),
+    /// Our value and what it rests on (e.g. a fit's coefficients), printed as the verdict's
+    /// footnote; the claim's rule decides the verdict.
+    Explained(Measure, String),
+    /// Our value, measured, and why it contradicts the claim whatever the rule says of the
+    /// number (e.g. a fit of the claimed model whose coefficient has the wrong sign): the
+    /// verdict is "disagree", the reason its footnote.
+    Contradicted(Measure, String),
     /// The measurement exists in the study but has no value here (the configuration did not
     /// finish, did not run on this device): the reason.
     Missing(String),
@@ -36,14 +43,24 @@ pub fn rows(
                     )
                 })
                 .unwrap_or_else(|| "–".into());
+            let mut contradicted = false;
             let (ours, value, why) = match &c.not_comparable {
                 Some(reason) => ("–".to_string(), None, Some(reason.clone())),
                 None => match answer(c) {
                     Answer::Measured(m) => (m.text(), Some(m.value), None),
+                    Answer::Explained(m, note) => (m.text(), Some(m.value), Some(note)),
+                    Answer::Contradicted(m, reason) => {
+                        contradicted = true;
+                        (m.text(), Some(m.value), Some(reason))
+                    }
                     Answer::Missing(reason) => ("–".to_string(), None, Some(reason)),
                 },
             };
-            let verdict = Verdict::of(c, value);
+            let verdict = if contradicted && value.is_some_and(f64::is_finite) {
+                Verdict::Disagree
+            } else {
+                Verdict::of(c, value)
+            };
             let rule = if c.not_comparable.is_some() {
                 String::new()
             } else {
@@ -184,6 +201,7 @@ mod tests {
                 Answer::Missing("`x` did not finish (out_of_memory)".into())
             }
         });
+        let within = rows[0].clone();
         assert_eq!(rows[0].ours, "36.0%");
         assert_eq!(rows[0].claimed, "41.3%");
         assert_eq!(rows[0].verdict, Verdict::Agree);
@@ -204,5 +222,20 @@ mod tests {
             t.rows[1]
         );
         assert!(t.notes.iter().any(|n| n.text.contains("did not finish")));
+        // A value within the rule that contradicts the claim another way disagrees, and says
+        // why; an explained value is judged by the rule, with its footnote.
+        let claims = [claim("a", "bfloat16.reduction_pct")];
+        let m = || Measure::new("a", 36.04, "%", 1);
+        let against = super::rows(&claims, "H100", |_| {
+            Answer::Contradicted(m(), "the fit's a is negative".into())
+        });
+        assert_eq!(against[0].verdict, Verdict::Disagree);
+        assert_eq!(against[0].ours, within.ours);
+        assert_eq!(against[0].why.as_deref(), Some("the fit's a is negative"));
+        let explained = super::rows(&claims, "H100", |_| {
+            Answer::Explained(m(), "a = 1, b = 2".into())
+        });
+        assert_eq!(explained[0].verdict, Verdict::Agree);
+        assert_eq!(explained[0].why.as_deref(), Some("a = 1, b = 2"));
     }
 }

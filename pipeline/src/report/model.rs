@@ -245,6 +245,7 @@ pub struct GlanceRow {
     pub device: String,
     /// Agree, disagree or not comparable.
     pub verdict: memwall_core::spec::claims::Verdict,
-    /// Why the claim is not comparable, when it is not.
+    /// The verdict's footnote: why the claim is not comparable, what ours rests on, or why
+    /// ours contradicts the claim.
     pub why: Option<String>,
 }

@@ -12,9 +12,12 @@ use crate::results::analysis::{
     analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
     GroupSummary, RepeatRuns, StepScaling, StudyAnalysis,
 };
+use crate::results::sublinear::{Sweep, SweepPoint};
 use crate::results::{steps_table, JobRecord, JobStatus, StudyRecords};
 use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
-use memwall_core::spec::claims::{training_measure, SourceClaim, TrainingMetric};
+use memwall_core::spec::claims::{
+    sweep_measure, sweep_member, training_measure, SourceClaim, SweepMetric, TrainingMetric,
+};
 use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
 
@@ -332,6 +335,8 @@ struct StudyInputs<'a> {
     header: &'a StudyHeader,
     configs: &'a [ConfigSpec],
     goals: &'a [Goal],
+    /// The headline claims (a group draws the sweeps they name).
+    claims: &'a [SourceClaim],
     by_name: BTreeMap<&'a str, &'a ConfigSpec>,
     control_claim: Option<&'a Claim>,
     /// The study's PyTorch reference rows (`runs/<study>/pytorch/`): the CPU ones are shown in
@@ -363,6 +368,8 @@ struct Group<'a> {
     device: String,
     /// The backend ("cuda", "flex", "ndarray").
     backend: String,
+    /// The profile's named model the rows train (`None`: the profile's own model).
+    model: Option<String>,
     /// "cuda" or "cuda, exact_size pool": where and how the group ran.
     backend_label: String,
     gpu: bool,
@@ -429,11 +436,17 @@ impl Group<'_> {
         };
         (profile, !self.gpu)
     }
-    /// The model in words: "8 layers, d_model 128, 1.9M parameters".
+    /// The model in words: "8 layers, d_model 128, 1.9M parameters" (a named model's name
+    /// first: "model `deep`, 128 layers, ...").
     fn model_text(&self) -> String {
         let n = |v: fn(&ConfigSummary) -> u64| self.first(|s| Some(v(s).to_string()));
+        let name = self
+            .model
+            .as_ref()
+            .map(|m| format!("model `{m}`, "))
+            .unwrap_or_default();
         format!(
-            "{} layers, d_model {}, {} parameters",
+            "{name}{} layers, d_model {}, {} parameters",
             n(|s| s.size.layers).unwrap_or_else(|| "–".into()),
             n(|s| s.size.d_model).unwrap_or_else(|| "–".into()),
             self.first(|s| s.size.parameters)
@@ -530,6 +543,7 @@ pub fn sections(
         header,
         configs,
         goals,
+        claims,
         by_name: configs.iter().map(|c| (c.name.as_str(), c)).collect(),
         control_claim: configs
             .iter()
@@ -540,12 +554,7 @@ pub fn sections(
     // The first group (the source's size first) where a claim's configuration finished: a GPU
     // group that predates the claims' configurations does not hide the stand-in's answers. It
     // comes first in the report too, right under the glance that quotes it.
-    let answers = |g: &Group| {
-        claims.iter().any(|claim| {
-            training_measure(&claim.measure)
-                .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))
-        })
-    };
+    let answers = |g: &Group| claims.iter().any(|claim| answers_claim(g, claim));
     let mut groups = groups(&inputs, summaries);
     if let Some(p) = groups.iter().position(answers) {
         let g = groups.remove(p);
@@ -559,17 +568,44 @@ pub fn sections(
     }
     sections.extend(stale_records_section(&inputs, &stale));
     sections.extend(unreadable_records_section(records));
-    let glance = groups
-        .first()
-        .map(|g| glance_rows(g, claims))
-        .unwrap_or_default();
+    let glance = glance_rows(&groups, claims);
     Ok((sections, envs, glance))
 }
 
-/// The glance rows of `claims` measured in group `g` (the report's first group in which a
-/// claim's configuration finished: the source's size where it ran, else the stand-in).
-fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
-    glance::rows(claims, &g.device_text(), |claim| {
+/// Whether a finished row of group `g` answers `claim`: its configuration, or a configuration
+/// of its sweep.
+fn answers_claim(g: &Group, claim: &SourceClaim) -> bool {
+    if let Some((sweep, _)) = sweep_measure(&claim.measure) {
+        return g
+            .rows
+            .iter()
+            .any(|c| c.ok && sweep_member(sweep, &c.cfg.name).is_some());
+    }
+    training_measure(&claim.measure)
+        .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))
+}
+
+/// The glance rows of `claims` measured where the report's first group ran (the first group in
+/// which a claim's configuration finished: the source's size where it ran, else the
+/// stand-in): each claim answered by the first group of that profile and device whose rows
+/// hold its configuration or sweep (a study's models are groups of their own).
+fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
+    let Some(first) = groups.first() else {
+        return Vec::new();
+    };
+    let place = |g: &&Group| {
+        (&g.profile, &g.device, &g.backend_label)
+            == (&first.profile, &first.device, &first.backend_label)
+    };
+    glance::rows(claims, &first.device_text(), |claim| {
+        let g = groups
+            .iter()
+            .filter(place)
+            .find(|g| answers_claim(g, claim))
+            .unwrap_or(first);
+        if let Some((sweep, metric)) = sweep_measure(&claim.measure) {
+            return sweep_answer(g, &claim.measure, sweep, metric);
+        }
         let Some((config, metric)) = training_measure(&claim.measure) else {
             return Answer::Missing(format!("`{}` names no metric", claim.measure));
         };
@@ -634,28 +670,41 @@ fn glance_rows(g: &Group, claims: &[SourceClaim]) -> Vec<GlanceRow> {
 /// groups in report order ([`Group::rank`]), each with a figure-name slug.
 fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Group<'a>> {
     // Each group's key fields (its rows moved out) and its rows with their configurations.
-    let mut by_key: Vec<(GroupSummary, Vec<ConfigRow<'a>>)> = summaries
-        .into_iter()
-        .map(|mut g| {
-            let rows = std::mem::take(&mut g.rows)
-                .into_iter()
-                .filter_map(|s| {
-                    let cfg = inputs.by_name.get(s.config.as_str()).copied()?;
-                    Some(config_row(inputs, s, cfg))
-                })
-                .collect();
-            (g, rows)
-        })
-        .collect();
+    // A study's named models (`model = "<name>"`) are groups of their own: their rows are
+    // compared with their own control and drawn on their own axes.
+    let mut by_key: Vec<(GroupSummary, Option<String>, Vec<ConfigRow<'a>>)> = Vec::new();
+    for mut g in summaries {
+        let rows: Vec<ConfigRow<'a>> = std::mem::take(&mut g.rows)
+            .into_iter()
+            .filter_map(|s| {
+                let cfg = inputs.by_name.get(s.config.as_str()).copied()?;
+                Some(config_row(inputs, s, cfg))
+            })
+            .collect();
+        let mut models: Vec<Option<String>> = Vec::new();
+        for c in &rows {
+            if !models.contains(&c.cfg.model) {
+                models.push(c.cfg.model.clone());
+            }
+        }
+        models.sort();
+        let mut rows = rows;
+        for model in models {
+            let (mine, rest): (Vec<_>, Vec<_>) =
+                rows.into_iter().partition(|c| c.cfg.model == model);
+            rows = rest;
+            by_key.push((g.clone(), model, mine));
+        }
+    }
     // Rows follow the experiment file as it is now: records of one group may carry other
     // positions from the file as it was when they ran (ties included).
     let position = |c: &ConfigRow| inputs.configs.iter().position(|x| x.name == c.cfg.name);
-    for (_, rows) in &mut by_key {
+    for (_, _, rows) in &mut by_key {
         rows.sort_by_key(|c| position(c));
     }
     let mut groups: Vec<Group> = by_key
         .into_iter()
-        .map(|(g, rows)| {
+        .map(|(g, model, rows)| {
             let GroupSummary {
                 profile,
                 backend,
@@ -672,13 +721,15 @@ fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Gro
                 .into_iter()
                 .partition(|c| c.status == JobStatus::Unsupported);
             let summaries: Vec<&ConfigSummary> = rows.iter().map(|c| &c.s).collect();
+            let model_slug = model.as_ref().map(|m| format!("_{m}")).unwrap_or_default();
             Group {
                 goals: goal_outcomes(&summaries, inputs.goals, &inputs.repeats),
-                slug: slug(&format!("{profile}_{backend_label}")),
+                slug: slug(&format!("{profile}_{backend_label}{model_slug}")),
                 gpu: backend == "cuda",
                 profile,
                 device,
                 backend,
+                model,
                 backend_label,
                 rows,
                 unsupported,
@@ -692,7 +743,7 @@ fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Gro
         let g = &mut rest[0];
         g.secondary = seen
             .iter()
-            .any(|h| h.profile == g.profile && h.device == g.device);
+            .any(|h| h.profile == g.profile && h.device == g.device && h.model == g.model);
     }
     // Groups of one profile and backend on different devices (an H100 and an A100 night) get
     // the device in their slug, so that their figure files do not overwrite each other.
@@ -750,10 +801,12 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         .map(|c| c.s.key.clone())
         .collect();
     let steps_df = steps_table(inputs.records, &keys)?;
+    let sweeps = claimed_sweeps(g, inputs.claims);
     // A group in which no job finished gets no figure (its rows say why; nothing to draw).
     let mut figures = Vec::new();
     if !keys.is_empty() && !g.secondary {
-        figures = bar_figures(g);
+        figures.extend(sweeps.iter().map(|(p, s)| sweep_figure(g, p, s)));
+        figures.extend(bar_figures(g));
         figures.extend(pareto_figure(g));
         figures.extend(interval_figures(g));
         figures.extend(estimate_figure(g));
@@ -783,8 +836,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         title: g.heading(),
         claim: claim_text(inputs.header, inputs.configs),
         ours: summary(g),
-        notes: layer_norm_drift(g)
-            .into_iter()
+        notes: sweeps
+            .iter()
+            .map(|(_, s)| sweep_note(s, inputs.records))
+            .chain(layer_norm_drift(g))
             .chain(g.secondary.then(|| {
                 format!(
                     "The same device with other runtime settings ({}): its numbers are in these \
@@ -796,6 +851,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
+            .chain(sweeps.iter().map(|(p, s)| sweep_table(p, s)))
             .chain(table_mixed)
             .chain(pytorch)
             .chain(non_empty(goals_table(&g.goals, inputs.goals)))
@@ -1522,6 +1578,337 @@ fn loss_figures(g: &Group, curves: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Fi
         .collect()
 }
 
+/// The sweep `sweep` (a configuration name with `ck*` for the interval) of group `g`: the
+/// activation peak (peak allocated − steady state) of each finished configuration by its
+/// interval, fitted ([`Sweep`]); `None` when none of its configurations finished here.
+fn group_sweep(g: &Group, sweep: &str) -> Option<Sweep> {
+    let layers = g.first(|s| Some(s.size.layers as usize))?;
+    let points: Vec<SweepPoint> = g
+        .rows
+        .iter()
+        .filter(|c| c.ok)
+        .filter_map(|c| {
+            let k = sweep_member(sweep, &c.cfg.name)?.segment_len(layers)?;
+            let peak = c.peak?;
+            let steady = c.s.measured.steady_bytes?;
+            Some(SweepPoint {
+                k,
+                config: c.cfg.name.clone(),
+                activation_bytes: (peak - steady).max(0.0),
+                peak_bytes: peak,
+                step_s: c.s.measured.median_step_s,
+            })
+        })
+        .collect();
+    (!points.is_empty()).then(|| Sweep::new(layers, points))
+}
+
+/// The sweeps the claims name (`<sweep>.<metric>`) with a finished configuration in `g`, each
+/// once, in the claims' order.
+fn claimed_sweeps(g: &Group, claims: &[SourceClaim]) -> Vec<(String, Sweep)> {
+    let mut out: Vec<(String, Sweep)> = Vec::new();
+    for claim in claims {
+        let Some((pattern, _)) = sweep_measure(&claim.measure) else {
+            continue;
+        };
+        if out.iter().any(|(p, _)| p == pattern) {
+            continue;
+        }
+        if let Some(sweep) = group_sweep(g, pattern) {
+            out.push((pattern.to_string(), sweep));
+        }
+    }
+    out
+}
+
+/// `x` with at most three significant decimals for the prose ("2.67", "0.12", "17").
+fn short(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The fit in words: "a = 0.25 MiB per checkpoint, b = 4.50 MiB per block, c = 3.00 MiB
+/// (R² 0.998, RMS relative error 1.2%); sqrt(a·N/b) = 2.67".
+fn fit_text(fit: &crate::results::sublinear::SublinearFit) -> String {
+    let mib = |b: f64| format!("{} MiB", short(b / MIB));
+    let k = fit
+        .continuous_minimizer()
+        .map(|k| format!("; its minimizer √(a·N/b) = {}", short(k)))
+        .unwrap_or_default();
+    format!(
+        "a = {} per checkpoint, b = {} per block of the recomputed segment, c = {} (R² {:.3}, \
+         RMS relative error {:.1}%){k}",
+        mib(fit.a),
+        mib(fit.b),
+        mib(fit.c),
+        fit.r2,
+        100.0 * fit.rms_rel
+    )
+}
+
+/// The glance's answer for a sweep measure `measure` (sweep `sweep`, metric `metric`) from
+/// group `g`: the value with what it rests on as the footnote; a fit without the claimed shape
+/// contradicts the model whatever its error.
+fn sweep_answer(g: &Group, measure: &str, sweep: &str, metric: SweepMetric) -> Answer {
+    let Some(s) = group_sweep(g, sweep) else {
+        return Answer::Missing(format!(
+            "no configuration of the sweep `{sweep}` finished on {}",
+            g.device
+        ));
+    };
+    let value = match s.metric(metric) {
+        Ok(v) => v,
+        Err(why) => return Answer::Missing(format!("`{sweep}` on {}: {why}", g.device)),
+    };
+    let m = Measure::new(measure, value, "%", 1);
+    let mib = |b: f64| format!("{} MiB", short(b / MIB));
+    let n = s.layers;
+    let best = s.best().map(|p| (p.k, p.activation_bytes));
+    let best_text = best
+        .map(|(k, y)| format!("the measured minimum {} at K = {k}", mib(y)))
+        .unwrap_or_default();
+    let note = match metric {
+        SweepMetric::FitRmsPct => {
+            let Some(fit) = s.fit else {
+                return Answer::Missing("no fit".into());
+            };
+            let text = format!(
+                "Least-squares fit of peak − steady state = a·⌈N/K⌉ + b·K + c over K = {} \
+                 (N = {n}), relative residuals: {}.",
+                s.points
+                    .iter()
+                    .map(|p| p.k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                fit_text(&fit)
+            );
+            if !fit.has_shape() {
+                return Answer::Contradicted(
+                    m,
+                    format!(
+                        "{text} The fit has no O(N/K) + O(K) shape: its two costs do not balance \
+                         at a K in [1, N] (a and b positive with √(a·N/b) between 1 and {n})."
+                    ),
+                );
+            }
+            text
+        }
+        SweepMetric::FitKExcessPct => {
+            let fit_k = s.fit_best().map(|p| (p.k, p.activation_bytes));
+            match fit_k {
+                Some((k, y)) => format!(
+                    "Of the measured intervals the fit is lowest at K = {k}, which measures {}; \
+                     {best_text}.",
+                    mib(y)
+                ),
+                None => best_text,
+            }
+        }
+        SweepMetric::SqrtNExcessPct => {
+            let k = s.sqrt_k();
+            let ratio = s
+                .fit
+                .filter(|f| f.a > 0.0)
+                .map(|f| {
+                    format!(
+                        " The slide's K = √N balances equal unit costs; measured, one more block \
+                         of the recomputed segment costs b/a = {} checkpoints, so the minimum \
+                         lies near √(a·N/b).",
+                        short(f.b / f.a)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "K = ⌈√N⌉ = {k} (N = {n}) measures {}; {best_text}.{ratio}",
+                s.at(k).map(|p| mib(p.activation_bytes)).unwrap_or_default()
+            )
+        }
+        SweepMetric::UDepthPct => format!(
+            "{}; K = 1 measures {} and K = N = {n} measures {}.",
+            best_text
+                .get(..1)
+                .map(|f| f.to_uppercase() + &best_text[1..])
+                .unwrap_or_default(),
+            s.at(1).map(|p| mib(p.activation_bytes)).unwrap_or_default(),
+            s.at(n).map(|p| mib(p.activation_bytes)).unwrap_or_default()
+        ),
+    };
+    Answer::Explained(m, note)
+}
+
+/// The sweep's table: per interval the segments, the measured activation peak, the fit, the
+/// residual and the median step time, with the measured minimum, the fit's lowest and
+/// K = ceil(sqrt(N)) marked.
+fn sweep_table(pattern: &str, s: &Sweep) -> Table {
+    let best = s.best().map(|p| p.k);
+    let fit_best = s.fit_best().map(|p| p.k);
+    let caption = match &s.fit {
+        Some(f) => format!(
+            "Activation peak vs K, sweep `{pattern}` (N = {}): fit a·⌈N/K⌉ + b·K + c with {}",
+            s.layers,
+            fit_text(f)
+        ),
+        None => format!(
+            "Activation peak vs K, sweep `{pattern}` (N = {}): too few intervals to fit",
+            s.layers
+        ),
+    };
+    let rows = s
+        .points
+        .iter()
+        .map(|p| {
+            let fitted = s.fit.map(|f| f.predict(p.k));
+            let mut marks = Vec::new();
+            if Some(p.k) == best {
+                marks.push("measured minimum");
+            }
+            if Some(p.k) == fit_best {
+                marks.push("fit's lowest");
+            }
+            if p.k == s.sqrt_k() {
+                marks.push("K = ⌈√N⌉");
+            }
+            vec![
+                p.k.to_string(),
+                crate::results::sublinear::segments(s.layers, p.k).to_string(),
+                format!("{:.2}", p.activation_bytes / MIB),
+                fmt_opt(fitted.map(|f| f / MIB), 2, ""),
+                fmt_opt(
+                    fitted.map(|f| 100.0 * (p.activation_bytes - f) / p.activation_bytes),
+                    1,
+                    "",
+                ),
+                format!("{:.1}", p.peak_bytes / MIB),
+                fmt_opt(p.step_s, 3, ""),
+                marks.join(", "),
+            ]
+        })
+        .collect();
+    Table {
+        caption,
+        columns: [
+            "K",
+            "Segments ⌈N/K⌉",
+            "Peak − steady, measured (MiB)",
+            "Fit (MiB)",
+            "Residual (%)",
+            "Peak allocated (MiB)",
+            "Median step (s)",
+            "",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        notes: Vec::new(),
+    }
+}
+
+/// The sweep's figure: the measured activation peak against K (both axes logarithmic, so
+/// that the bottom of the U is not flattened by K = N), the fit at integer K spaced evenly on
+/// the axis, the measured minimum, and K = sqrt(N) and the fit's minimizer sqrt(a·N/b) as
+/// vertical lines.
+fn sweep_figure(g: &Group, pattern: &str, s: &Sweep) -> Figure {
+    let measured: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .map(|p| (p.k as f64, p.activation_bytes / MIB))
+        .collect();
+    let positive = measured.iter().map(|p| p.1).filter(|y| *y > 0.0);
+    let top = positive.clone().fold(0.0, f64::max) * 1.1;
+    let bottom = positive.fold(f64::INFINITY, f64::min) * 0.8;
+    let vertical = |label: String, x: f64| Series::line(label, vec![(x, bottom), (x, top)]);
+    let mut series = vec![Series::scatter("measured (peak − steady)", measured)];
+    if let Some(f) = s.fit {
+        // About 40 integer intervals, evenly spaced on the logarithmic axis.
+        let mut ks: Vec<usize> = (0..=40)
+            .map(|i| (s.layers as f64).powf(f64::from(i) / 40.0).round() as usize)
+            .collect();
+        ks.dedup();
+        series.push(Series::line(
+            "fit a·⌈N/K⌉ + b·K + c",
+            ks.into_iter()
+                .map(|k| (k as f64, f.predict(k) / MIB))
+                .collect(),
+        ));
+        if let Some(k) = f.continuous_minimizer() {
+            series.push(vertical(
+                format!("fit's minimizer √(a·N/b) = {}", short(k)),
+                k,
+            ));
+        }
+    }
+    if let Some(b) = s.best() {
+        series.push(Series {
+            label: format!("measured minimum, K = {}", b.k),
+            points: vec![(b.k as f64, b.activation_bytes / MIB)],
+            mark: Mark::Points,
+            point_labels: vec![format!("K = {}", b.k)],
+        });
+    }
+    series.push(vertical(
+        format!("√N = {}", short((s.layers as f64).sqrt())),
+        (s.layers as f64).sqrt(),
+    ));
+    Figure {
+        name: format!("sublinear_{}_{}", g.slug, slug(pattern)),
+        title: format!(
+            "Activation peak vs checkpoint interval K, N = {} blocks (sweep {pattern})",
+            s.layers
+        ),
+        x_label: "K (blocks per segment)".into(),
+        y_label: "peak allocated − steady state (MiB)".into(),
+        log_x: true,
+        log_y: true,
+        series,
+        ..Default::default()
+    }
+}
+
+/// What the sweep section states: the model, where it comes from, what is measured, and why
+/// its minimum need not be the slide's K = sqrt(N).
+fn sweep_note(s: &Sweep, records: &StudyRecords) -> String {
+    // One checkpoint is one block input, batch x seq_len x d_model elements.
+    let input = s
+        .points
+        .first()
+        .and_then(|p| records.records.iter().find(|r| r.spec.config == p.config))
+        .map(|r| {
+            let m = &r.spec.model;
+            let bytes = r.spec.strategy.precision.bytes();
+            format!(
+                " One block input here is {} × {} × {} × {bytes} B = {} MiB (batch × seq_len × \
+                 d_model × bytes per element).",
+                m.batch,
+                m.seq_len,
+                m.d_model,
+                short((m.batch * m.seq_len * m.d_model * bytes) as f64 / MIB)
+            )
+        })
+        .unwrap_or_default();
+    let fit = s
+        .fit
+        .map(|f| format!(" Fitted here: {}.{input}", fit_text(&f)))
+        .unwrap_or_default();
+    format!(
+        "*The sublinear model.* Checkpointing every K of N = {} blocks keeps the input of each \
+         of the ⌈N/K⌉ segments (the slide's checkpoint cost, O(N/K)) and, while backward \
+         recomputes a segment, the activations of its K blocks (the re-computation cost, O(K)): \
+         memory = a·⌈N/K⌉ + b·K + c (CMU 15-442/15-642, Memory Optimizations, slide \
+         \"Sublinear Memory Cost\"; Chen, Xu, Zhang and Guestrin 2016, \"Training Deep Nets \
+         with Sublinear Memory Cost\", arXiv:1604.06174, Section 4). Its minimum over K lies at \
+         K* = √(a·N/b); the slide's K = √N is the case of equal unit costs, a = b. Measured: \
+         peak allocated − steady state (the bytes live at the start of the step: parameters, \
+         optimizer state, batch), so that what does not depend on K is left out; the fit \
+         minimizes relative residuals, since the peaks span more than an order of magnitude.{fit}",
+        s.layers
+    )
+}
+
 /// The environment of a group, read from its first record: device, backend, numerics, host,
 /// revision, model and training settings, and the memory probe.
 fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
@@ -1668,6 +2055,153 @@ mod tests {
             format_bytes(21.165 * 1024.0 * 1024.0 * 1024.0),
             "21.165 GiB"
         );
+    }
+
+    /// `experiments/checkpoint_interval.toml` at the cpu profile and records of its deep model's
+    /// sweep on flex, each with the activation peak `activation(K)` MiB above a steady state of
+    /// 40 MiB (the `none` control at the whole model's).
+    fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRecords) {
+        use crate::device::BackendKind;
+        use crate::results::{JobRecord, Summary};
+        use crate::spec::{PreparedData, Profile, Study};
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../experiments/checkpoint_interval.toml");
+        let study = Study::load(&path, Profile::Cpu, None).unwrap();
+        let corpora = study
+            .vocabularies()
+            .into_iter()
+            .map(|v| {
+                let data = PreparedData {
+                    dir: "data/x".into(),
+                    fingerprint: format!("v{v}"),
+                    vocab_size: v,
+                    eos_id: 0,
+                };
+                (v, data)
+            })
+            .collect();
+        let mut records = Vec::new();
+        for job in study.jobs(BackendKind::Flex, 0, &corpora) {
+            let Some(model) = study.configs.iter().find(|c| c.name == job.config) else {
+                continue;
+            };
+            if model.model.as_deref() != Some("deep") {
+                continue;
+            }
+            let n = job.model.layers;
+            let k = model.checkpoint.segment_len(n).unwrap_or(n);
+            let steady = 40.0 * MIB;
+            let peak = steady + activation(k) * MIB;
+            let mut r =
+                JobRecord::unfinished(&job, JobStatus::Ok, String::new(), Default::default());
+            r.reason = None;
+            r.env.device_name = "Test CPU".into();
+            r.env.backend = "flex".into();
+            r.finished_at = "2026-01-01T00:00:00Z".into();
+            r.summary = Some(Summary {
+                parameters: 1000,
+                median_step_s: 0.1,
+                samples_per_s: 80.0,
+                tokens_per_s: 5120.0,
+                peak_allocated_bytes: peak as u64,
+                peak_reserved_bytes: peak as u64,
+                baseline_bytes: 0,
+                final_train_loss: 3.0,
+                eval_loss: 3.1,
+                eval_perplexity: 22.2,
+                mfu: None,
+                peak_flops: None,
+                wall_s: 1.0,
+                steady_bytes: steady as u64,
+                estimated_activation_bytes: 0,
+                time_to_first_measured_step_s: Some(0.5),
+            });
+            records.push(r);
+        }
+        let records = StudyRecords {
+            dir: "runs/checkpoint_interval".into(),
+            records,
+            unreadable: Vec::new(),
+        };
+        (study, records)
+    }
+
+    /// The glance's verdicts of the study's claims, by claim id.
+    fn verdicts(
+        study: &crate::spec::Study,
+        records: &StudyRecords,
+    ) -> BTreeMap<String, (memwall_core::spec::claims::Verdict, String)> {
+        let (sections, _, glance) = sections(
+            records,
+            &study.header,
+            &study.configs,
+            &study.goals,
+            &study.claims,
+        )
+        .unwrap();
+        assert!(
+            sections[0].title.contains("model `deep`"),
+            "{}",
+            sections[0].title
+        );
+        study
+            .claims
+            .iter()
+            .zip(glance)
+            .map(|(c, row)| (c.id.clone(), (row.verdict, row.ours)))
+            .collect()
+    }
+
+    #[test]
+    fn the_sublinear_claims_are_answered_by_the_deep_sweep_and_fail_a_wrong_one() {
+        use memwall_core::spec::claims::Verdict::{Agree, Disagree};
+        let layers: usize = 128;
+        // The model itself: a = 0.25 MiB per checkpoint, b = 4.5 MiB per block, c = 3 MiB;
+        // lowest at K = 3, against sqrt(N) = 12.
+        let model = |k: usize| 0.25 * layers.div_ceil(k) as f64 + 4.5 * k as f64 + 3.0;
+        let (study, records) = deep_sweep(model);
+        let v = verdicts(&study, &records);
+        assert_eq!(v["sublinear_model"].0, Agree, "{v:?}");
+        assert_eq!(v["sublinear_minimizer"], (Agree, "0.0%".into()), "{v:?}");
+        assert_eq!(
+            v["sqrt_n_segments"].0, Disagree,
+            "K = 12 is not the minimum: {v:?}"
+        );
+        assert_eq!(v["sublinear_u_shape"].0, Agree, "{v:?}");
+        let (sections, _, _) = sections(
+            &records,
+            &study.header,
+            &study.configs,
+            &study.goals,
+            &study.claims,
+        )
+        .unwrap();
+        let deep = &sections[0];
+        assert!(deep
+            .figures
+            .iter()
+            .any(|f| f.name.starts_with("sublinear_") && f.series.len() >= 4));
+        let table = deep
+            .tables
+            .iter()
+            .find(|t| t.caption.starts_with("Activation peak vs K"))
+            .expect("the sweep's table");
+        assert_eq!(table.rows.len(), 11, "K = 1 ... 128, sqrt resolving to 12");
+        assert!(
+            table.rows[2][7].contains("measured minimum"),
+            "{:?}",
+            table.rows[2]
+        );
+        // Checkpointing that saves nothing (the peak only grows with K): the model and the U
+        // disagree.
+        let (study, records) = deep_sweep(|k| 20.0 + 4.5 * k as f64);
+        let v = verdicts(&study, &records);
+        assert_eq!(v["sublinear_model"].0, Disagree, "{v:?}");
+        assert_eq!(v["sublinear_u_shape"].0, Disagree, "{v:?}");
+        // A minimum at an interval the model cannot put it (a dip at K = 32).
+        let (study, records) = deep_sweep(|k| if k == 32 { 10.0 } else { model(k) });
+        let v = verdicts(&study, &records);
+        assert_eq!(v["sublinear_model"].0, Disagree, "{v:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! the analysis: polars tables built from a study's records, and their Parquet sink.
 
 pub mod analysis;
+pub mod sublinear;
 mod table;
 
 pub use memwall_core::record::{

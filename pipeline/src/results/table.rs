@@ -225,10 +225,11 @@ pub fn runtime_label(spec: &crate::spec::JobSpec) -> String {
 
 /// The study table: the newest record per (profile, backend, device, runtime settings,
 /// configuration), with
-/// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group and optimizer,
-/// percent: a study may run the source's optimizer and AdamW side by side, each with its own
-/// control), `relative_step_time` (median step time / control's) and `speedup` (control's /
-/// ours),
+/// `peak_gib`, `reduction_pct` (peak allocated vs the control of the same group, optimizer and
+/// model, percent: a study may run the source's optimizer and AdamW side by side, or a named
+/// model beside the profile's, each with its own control; models are told apart by `layers`
+/// and `d_model`, which the experiment file keeps distinct), `relative_step_time` (median step
+/// time / control's) and `speedup` (control's / ours),
 /// sorted by profile, backend and the configuration's position in the experiment file.
 ///
 /// # Errors
@@ -242,6 +243,8 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
         col("device_name"),
         col("runtime"),
         col("optimizer"),
+        col("layers"),
+        col("d_model"),
     ];
     let latest = lf
         .sort(
@@ -267,6 +270,8 @@ pub fn study_table(records: &StudyRecords) -> Result<DataFrame> {
             col("device_name"),
             col("runtime"),
             col("optimizer"),
+            col("layers"),
+            col("d_model"),
             col("peak_allocated_bytes").alias("control_peak_bytes"),
             col("median_step_s").alias("control_step_s"),
         ]);
