@@ -103,10 +103,11 @@ fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
         }
         m.swap(col, pivot);
         v.swap(col, pivot);
+        let pivot_row = m[col];
         for row in col + 1..3 {
-            let f = m[row][col] / m[col][col];
-            for j in col..3 {
-                m[row][j] -= f * m[col][j];
+            let f = m[row][col] / pivot_row[col];
+            for (x, p) in m[row].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
             }
             v[row] -= f * v[col];
         }
