@@ -393,7 +393,7 @@ mod tests {
             vocab_size: 2048,
             eos_id: 0,
         };
-        let jobs = study.jobs(BackendKind::Flex, 0, &data);
+        let jobs = study.jobs(BackendKind::Flex, 0, &study.one_corpus(data));
         reference::plan(&study, &jobs).unwrap()
     }
 

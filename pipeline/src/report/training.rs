@@ -2137,6 +2137,7 @@ mod tests {
             &study.configs,
             &study.goals,
             &study.claims,
+            &[],
         )
         .unwrap();
         assert!(
@@ -2174,6 +2175,7 @@ mod tests {
             &study.configs,
             &study.goals,
             &study.claims,
+            &[],
         )
         .unwrap();
         let deep = &sections[0];
