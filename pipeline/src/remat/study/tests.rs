@@ -26,6 +26,7 @@ fn the_committed_result_keeps_its_status_texts() {
         .chain(
             r.batch
                 .iter()
+                .chain(&r.batch_nets)
                 .flat_map(|b| &b.milp_probes)
                 .map(|p| &p.milp.status),
         )
