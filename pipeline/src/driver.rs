@@ -877,17 +877,7 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
             &labels,
         ));
     }
-    let newest = records
-        .records
-        .iter()
-        .map(|r| r.finished_at.as_str())
-        .max()
-        .unwrap_or_default();
-    let doc = ReportDoc::new(header, sections, environment, record_date(newest), glance);
-    let out_dir = paths.reports.join(&header.name);
-    let rendered = report::render(&doc, &paths.templates, &out_dir)?;
-    results::write_parquet_tables(&records, &out_dir)?;
-    Ok(rendered)
+    write_report(paths, header, &records, sections, environment, glance)
 }
 
 /// The report of a study that searches the largest input ([`crate::search`]): per profile of
@@ -921,6 +911,19 @@ fn report_search(
             }
         }
     }
+    write_report(paths, header, records, sections, environment, glance)
+}
+
+/// Renders a training study's report (dated by its newest record) into
+/// `<reports>/<study>/` and writes its Parquet tables beside it.
+fn write_report(
+    paths: &Paths,
+    header: &crate::spec::StudyHeader,
+    records: &results::StudyRecords,
+    sections: Vec<report::model::Section>,
+    environment: Vec<report::model::Table>,
+    glance: Vec<report::model::GlanceRow>,
+) -> Result<Rendered> {
     let newest = records
         .records
         .iter()

@@ -616,36 +616,17 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
 /// values), training settings and the memory probe; `None` without a finished probe.
 pub fn environment(rows: &[Row], study: &Study) -> Option<Table> {
     let rec = rows.iter().find_map(|r| r.largest.map(|(_, rec)| rec))?;
-    let (e, t) = (&rec.env, &rec.spec.train);
     let m = study.model?;
-    let row = |field: &str, value: String| vec![field.to_string(), value];
-    Some(Table {
-        caption: format!("{} profile on {}", study.profile, e.device_name),
-        columns: vec!["field".into(), "value".into()],
-        rows: vec![
-            row("device", e.device_name.clone()),
-            row("backend", format!("burn {} {}", e.burn_version, e.backend)),
-            row("CPU", format!("{} ({} threads)", e.cpu_model, e.cpu_threads)),
-            row("OS", e.os.clone()),
-            row("git revision", e.git_revision.clone()),
-            row(
-                "model",
-                format!(
-                    "{} layers, d_model {}, {} heads, d_ff {}, vocab {}; profile's seq {}, batch {}",
-                    m.layers, m.d_model, m.heads, m.d_ff, rec.spec.model.vocab, m.seq_len, m.batch
-                ),
-            ),
-            row(
-                "training per probe",
-                format!(
-                    "{:?}, lr {}, {} warm-up + {} measured steps, {} eval batches, seed {}",
-                    t.optimizer, t.lr, t.warmup_steps, t.steps, t.eval_batches, t.seed
-                ),
-            ),
-            row("memory probe", rec.memory_probe.clone()),
-        ],
-        notes: Vec::new(),
-    })
+    let model = format!(
+        "{} layers, d_model {}, {} heads, d_ff {}, vocab {}; profile's seq {}, batch {}",
+        m.layers, m.d_model, m.heads, m.d_ff, rec.spec.model.vocab, m.seq_len, m.batch
+    );
+    Some(crate::report::training::record_environment(
+        rec,
+        format!("{} profile on {}", study.profile, rec.env.device_name),
+        model,
+        "training per probe",
+    ))
 }
 
 /// The measures a claim can name for this search: `<configuration>.largest_batch_ratio` and

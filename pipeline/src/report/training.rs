@@ -1918,13 +1918,30 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
     let Some(rec) = inputs.records.get(&key) else {
         return Ok(None);
     };
-    let (e, m, t) = (&rec.env, &rec.spec.model, &rec.spec.train);
-    let row = |field: &str, value: String| vec![field.to_string(), value];
-    Ok(Some(Table {
-        caption: format!(
+    let m = &rec.spec.model;
+    let model = format!(
+        "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
+        m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
+    );
+    Ok(Some(record_environment(
+        rec,
+        format!(
             "{} profile on {} ({})",
             g.profile, g.device, g.backend_label
         ),
+        model,
+        "training",
+    )))
+}
+
+/// The environment table of a training record: device, backend, numerics, CPU, OS, git
+/// revision, then `model` (its description), the training settings under the field name
+/// `training` and the memory probe.
+pub fn record_environment(rec: &JobRecord, caption: String, model: String, training: &str) -> Table {
+    let (e, t) = (&rec.env, &rec.spec.train);
+    let row = |field: &str, value: String| vec![field.to_string(), value];
+    Table {
+        caption,
         columns: vec!["field".into(), "value".into()],
         rows: vec![
             row("device", e.device_name.clone()),
@@ -1936,15 +1953,9 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
             ),
             row("OS", e.os.clone()),
             row("git revision", e.git_revision.clone()),
+            row("model", model),
             row(
-                "model",
-                format!(
-                    "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
-                    m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
-                ),
-            ),
-            row(
-                "training",
+                training,
                 format!(
                     "{:?}, lr {}, {} warm-up + {} measured steps, {} eval batches, seed {}",
                     t.optimizer, t.lr, t.warmup_steps, t.steps, t.eval_batches, t.seed
@@ -1953,7 +1964,7 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
             row("memory probe", rec.memory_probe.clone()),
         ],
         notes: Vec::new(),
-    }))
+    }
 }
 
 /// Records whose configuration is no longer in the experiment file: listed, not dropped.
