@@ -387,6 +387,9 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
     Ok(glance::rows(&study.claims, &device, |c| {
         match measures.iter().find(|m| m.name == c.measure) {
             Some(m) if m.value.is_finite() => Answer::Measured(m.clone()),
+            Some(Measure {
+                missing: Some(why), ..
+            }) => Answer::Missing(why.clone()),
             Some(_) => Answer::Missing(format!(
                 "not measured in this run: `{}` has no value (the study's parameters or this \
                  machine do not give one; see its section)",

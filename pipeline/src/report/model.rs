@@ -200,6 +200,9 @@ pub struct Measure {
     pub unit: String,
     /// Significant decimals to print.
     pub decimals: usize,
+    /// Why the value is missing (NaN), in the study's words; the glance quotes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
 }
 
 impl Measure {
@@ -210,7 +213,16 @@ impl Measure {
             value,
             unit: unit.into(),
             decimals,
+            missing: None,
         }
+    }
+
+    /// The same measure, saying why it has no value when it has none.
+    pub fn missing_because(mut self, why: Option<String>) -> Measure {
+        if !self.value.is_finite() {
+            self.missing = why;
+        }
+        self
     }
 
     /// The value with its unit, e.g. "0.41x" or "12.4 GiB".
