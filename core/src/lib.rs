@@ -13,6 +13,7 @@
 //! - [`solve_status`]: how a planner's solve ended (HiGHS' statuses and memwall's bounds), typed;
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
+//! - [`timeline`]: the memory timeline of one step and what is live at its peak;
 //! - [`error`]: the typed errors every stage returns.
 //!
 //! This crate is data and the memory model over it (with the executor's exact planner): it
@@ -33,5 +34,6 @@ pub mod segment_plan;
 pub mod solve_status;
 pub mod spec;
 pub mod strategy;
+pub mod timeline;
 
 pub use error::{BoxError, Error, Result};

@@ -494,7 +494,7 @@ struct NoProbe;
 
 impl MemoryProbe for NoProbe {
     fn begin_step(&mut self) {}
-    fn phase(&mut self) {}
+    fn phase(&mut self, _: crate::measure::Phase) {}
     fn end_step(&mut self) -> MemorySample {
         MemorySample {
             peak_allocated_bytes: 0,

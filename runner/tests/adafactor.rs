@@ -310,7 +310,7 @@ fn training_with_adafactor_fused_or_not_gives_the_same_model_and_lowers_the_loss
     let make = || AdafactorConfig::new(0.01).init::<B, TransformerLm<B>>();
     let (mut plain_opt, mut fused_opt) = (make(), make());
     let (mut plain, mut fused) = (model.clone(), model.clone());
-    let mut probe = HeapProbe;
+    let mut probe = HeapProbe::default();
     let mut losses = Vec::new();
     for _ in 0..12 {
         let (m, loss) = train_step(

@@ -17,7 +17,7 @@ type B = Autodiff<Flex>;
 #[test]
 fn heap_probe_and_checkpointing_peaks() {
     // 1. The probe sees a 64 MiB allocation that is freed before the step ends.
-    let mut probe = HeapProbe;
+    let mut probe = HeapProbe::default();
     probe.begin_step();
     let before = allocated_bytes();
     let v = vec![1u8; 64 << 20];
@@ -39,7 +39,7 @@ fn heap_probe_and_checkpointing_peaks() {
     let inputs = Inputs::<B>::new(&batch, &device);
     let step_peak = |plan: Option<Vec<segment::Segment>>| {
         let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-        let mut probe = HeapProbe;
+        let mut probe = HeapProbe::default();
         // the first step allocates the optimizer state
         let (m, _) = train_step(
             model.clone(),

@@ -19,7 +19,7 @@ type B = Autodiff<Flex>;
 /// Peak above the steady state (bytes) of the second of two steps under `plan`.
 fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, plan: &[Segment]) -> u64 {
     let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-    let mut probe = HeapProbe;
+    let mut probe = HeapProbe::default();
     let (m, _) = train_step(
         model.clone(),
         &mut optim,
@@ -45,9 +45,14 @@ fn measured_peaks_follow_the_plans_at_three_budgets() {
     B::seed(&device, 5);
     let model = cfg.init::<B>(&device);
     let inputs = Inputs::<B>::new(&batch, &device);
-    let profile = profile_executor(&model, &inputs, &device, &mut HeapProbe, false, || {
-        AdamWConfig::new().init::<B, TransformerLm<B>>()
-    });
+    let profile = profile_executor(
+        &model,
+        &inputs,
+        &device,
+        &mut HeapProbe::default(),
+        false,
+        || AdamWConfig::new().init::<B, TransformerLm<B>>(),
+    );
     let top = no_recompute_peak(&profile);
     let low = smallest_feasible_budget(&profile);
     assert!(

@@ -183,6 +183,10 @@ pub struct JobRecord {
     /// CPU peaks were exact, CUDA allocated peaks lower bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_bounds: Option<crate::measure::PeakBounds>,
+    /// The memory timeline of one traced step, with what is live at its peak (absent in
+    /// records written before the field and in records of jobs that did not train).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<crate::timeline::StepTimeline>,
     /// RFC 3339 time the record was written.
     pub finished_at: String,
 }
@@ -204,6 +208,7 @@ impl JobRecord {
             executor_profile: None,
             out_of_memory: None,
             peak_bounds: None,
+            timeline: None,
             finished_at: chrono::Utc::now().to_rfc3339(),
         }
     }

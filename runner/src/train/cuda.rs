@@ -3,7 +3,9 @@
 
 use super::run_on;
 use crate::measure::fault;
-use crate::measure::{Bound, Environment, MemoryProbe, MemorySample, PeakBounds};
+use crate::measure::{
+    Bound, Environment, MemoryProbe, MemorySample, PeakBounds, Phase, PhaseSpan, StepTimeline,
+};
 use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing as Balanced;
 use burn::backend::cuda::CudaDevice;
 use burn::backend::{Autodiff, Cuda};
@@ -82,6 +84,13 @@ struct PoolProbe {
     phase_sampling: bool,
     peak_in_use: u64,
     peak_reserved: u64,
+    /// The memory step's timeline, built from its phase samples.
+    trace_next: bool,
+    tracing: Option<std::time::Instant>,
+    last: (f64, u64),
+    start_bytes: u64,
+    phases: Vec<PhaseSpan>,
+    timeline: Option<StepTimeline>,
 }
 
 impl PoolProbe {
@@ -102,20 +111,75 @@ impl PoolProbe {
     }
 }
 
+impl PoolProbe {
+    /// Bytes in use now (after the caller synchronized).
+    fn in_use(&self) -> u64 {
+        CudaRuntime::client(&self.device)
+            .memory_usage()
+            .map(|u| u.bytes_in_use)
+            .unwrap_or(0)
+    }
+}
+
 impl MemoryProbe for PoolProbe {
     fn begin_step(&mut self) {
         self.peak_in_use = 0;
         self.peak_reserved = 0;
         self.sample();
+        if std::mem::take(&mut self.trace_next) {
+            self.sync();
+            self.start_bytes = self.in_use();
+            self.last = (0.0, self.start_bytes);
+            self.phases.clear();
+            self.tracing = Some(std::time::Instant::now());
+        }
     }
-    fn phase(&mut self) {
+    fn phase(&mut self, ended: Phase) {
         if self.phase_sampling {
             self.sync();
             self.sample();
+            if let Some(t0) = self.tracing {
+                let (t, now) = (t0.elapsed().as_secs_f64(), self.in_use());
+                self.phases.push(PhaseSpan {
+                    phase: ended,
+                    start_s: self.last.0,
+                    end_s: t,
+                    start_bytes: self.last.1,
+                    end_bytes: now,
+                    peak_bytes: self.last.1.max(now),
+                });
+                self.last = (t, now);
+            }
         }
     }
     fn end_step(&mut self) -> MemorySample {
         self.sample();
+        if let Some(t0) = self.tracing.take() {
+            let t = t0.elapsed().as_secs_f64();
+            let mut points = vec![(0.0, self.start_bytes)];
+            points.extend(self.phases.iter().map(|p| (p.end_s, p.end_bytes)));
+            let top = points
+                .iter()
+                .copied()
+                .max_by_key(|p| p.1)
+                .unwrap_or((0.0, 0));
+            self.timeline = Some(StepTimeline {
+                step: 0,
+                source: "bytes in use of CubeCL's memory pool, sampled after a device \
+                         synchronization at every phase boundary of the untimed memory step \
+                         (between two samples the curve is a lower bound)"
+                    .into(),
+                exact: false,
+                duration_s: t,
+                start_bytes: self.start_bytes,
+                peak_bytes: self.peak_in_use,
+                peak_at_s: top.0,
+                points,
+                truncated: false,
+                phases: std::mem::take(&mut self.phases),
+                at_peak: None,
+            });
+        }
         MemorySample {
             peak_allocated_bytes: self.peak_in_use,
             peak_reserved_bytes: self.peak_reserved,
@@ -145,6 +209,15 @@ impl MemoryProbe for PoolProbe {
     }
     fn set_phase_sampling(&mut self, on: bool) {
         self.phase_sampling = on;
+    }
+    fn timeline_step(&self) -> Option<bool> {
+        Some(true)
+    }
+    fn trace_next_step(&mut self) {
+        self.trace_next = true;
+    }
+    fn take_timeline(&mut self) -> Option<StepTimeline> {
+        self.timeline.take()
     }
 }
 
@@ -197,6 +270,12 @@ pub(super) fn run(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
         phase_sampling: true,
         peak_in_use: 0,
         peak_reserved: 0,
+        trace_next: false,
+        tracing: None,
+        last: (0.0, 0),
+        start_bytes: 0,
+        phases: Vec::new(),
+        timeline: None,
     };
     match (spec.strategy.fusion, spec.strategy.recompute.is_balanced()) {
         (true, false) => run_on::<Autodiff<Cuda>>(spec, device, &mut probe, env, peak),

@@ -8,7 +8,7 @@
 //! S doubles.
 
 use super::Inputs;
-use crate::measure::MemoryProbe;
+use crate::measure::{MemoryProbe, Phase};
 use crate::model::{cast_model, TransformerLm};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
@@ -153,7 +153,7 @@ where
 {
     let working = cast_model(master.clone(), precision);
     let loss = inputs.loss(&working);
-    probe.phase();
+    probe.phase(Phase::ForwardAll);
     let loss_inner = loss.clone().inner();
     let scale = scaler.scale();
     let scaled = if scale == 1.0 {
@@ -179,13 +179,14 @@ where
         None => (0.0, 0.0),
     };
     let finite = non_finite == 0.0;
-    probe.phase();
+    probe.phase(Phase::BackwardAll);
     let applied = scaler.update(finite);
     let model = if applied {
         optim.step(lr, master, grads)
     } else {
         master
     };
+    probe.phase(Phase::OptimizerStep);
     let info = MixedStepInfo {
         scale,
         skipped: !applied,

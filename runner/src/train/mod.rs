@@ -12,6 +12,7 @@ pub mod profile;
 pub mod segment;
 #[cfg(test)]
 mod tests;
+pub mod timeline;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
@@ -19,7 +20,7 @@ pub(crate) mod cuda;
 use crate::data::{Batch, Batcher, TokenStream};
 use crate::device::BackendKind;
 use crate::measure::fault::{self, OutOfMemory};
-use crate::measure::{self, Environment, HeapProbe, MemoryProbe};
+use crate::measure::{self, Environment, HeapProbe, MemoryProbe, Phase};
 use crate::model::ModelBackend;
 use crate::model::{cast_model, dtype_of, InitModel, TransformerLm};
 use burn::module::AutodiffModule;
@@ -306,12 +307,18 @@ where
         run_on::<Autodiff<B, BalancedCheckpointing>>(
             spec,
             Default::default(),
-            &mut HeapProbe,
+            &mut HeapProbe::default(),
             env,
             None,
         )
     } else {
-        run_on::<Autodiff<B>>(spec, Default::default(), &mut HeapProbe, env, None)
+        run_on::<Autodiff<B>>(
+            spec,
+            Default::default(),
+            &mut HeapProbe::default(),
+            env,
+            None,
+        )
     }
 }
 
@@ -381,23 +388,37 @@ where
 {
     match plan {
         None => {
-            let loss = inputs.loss(&model);
-            probe.phase();
+            // `inputs.loss(&model)` as its parts, to mark each block's forward.
+            let mut h = model.embed(inputs.tokens.clone(), inputs.positions.clone());
+            probe.phase(Phase::Embedding);
+            for i in 0..model.blocks.len() {
+                h = model.forward_blocks(h, i..i + 1);
+                let (first, end) = (i as u16, i as u16 + 1);
+                probe.phase(Phase::Forward {
+                    first,
+                    end,
+                    recompute: false,
+                });
+            }
+            let loss = model.loss(h, inputs.targets.clone());
+            probe.phase(Phase::Head);
             let loss_inner = loss.clone().inner();
             let grads = loss.backward();
             let grads = GradientsParams::from_grads(grads, &model);
-            probe.phase();
+            probe.phase(Phase::BackwardAll);
             let model = optim.step(lr, model, grads);
+            probe.phase(Phase::OptimizerStep);
             (model, loss_inner)
         }
         Some(plan) => {
-            let mut phase = || probe.phase();
+            let mut phase = |p| probe.phase(p);
             let out = if fused {
                 segment::segmented_step(model, inputs, plan, Some((&mut *optim, lr)), &mut phase)
             } else {
                 segment::segmented_step::<B, O>(model, inputs, plan, None, &mut phase)
             };
             let model = optim.step(lr, out.model, out.grads);
+            probe.phase(Phase::OptimizerStep);
             (model, out.loss)
         }
     }
@@ -428,6 +449,14 @@ where
     let trained = run_steps(&mut stepper, model, &mut job.batcher, started)?;
     let eval_loss = evaluate(spec, &trained.model, &job.eval_batcher, &device);
     let summary = summarize(spec, &job, &trained, eval_loss, peak_flops, started);
+    let step_timeline = trained.timeline.clone().map(|mut tl| {
+        if !spec.strategy.master_weights {
+            let sizes = timeline::known_sizes(spec, &trained.model, &job.block_costs);
+            let fused = spec.strategy.fused_optimizer && job.plan.is_some();
+            tl.at_peak = memwall_core::timeline::breakdown(&tl, &sizes, fused);
+        }
+        tl
+    });
     Ok(JobRecord {
         key: spec.key(),
         spec: spec.clone(),
@@ -441,6 +470,7 @@ where
         block_costs: job.block_costs,
         executor_profile: None,
         peak_bounds: Some(probe.bounds()),
+        timeline: step_timeline,
         out_of_memory: None,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
@@ -548,6 +578,8 @@ struct Trained<B: TrainBackend> {
     steady_bytes: u64,
     /// Seconds from the job's start to the first timed step.
     first_timed_at: Option<f64>,
+    /// The memory timeline of the traced step (the memory step, else the last timed step).
+    timeline: Option<measure::StepTimeline>,
 }
 
 /// Runs the warm-up steps, the probe's untimed memory step (if it wants one) and the timed
@@ -569,11 +601,22 @@ where
     let total = t.warmup_steps + memory_steps + t.steps;
     let mut steady_bytes = 0;
     let mut first_timed_at = None;
+    let mut timeline = None;
     let mut steps = Vec::with_capacity(total);
+    // The step whose memory timeline is recorded: the memory step of a probe that samples,
+    // the last (timed) step of the CPU's allocator trace.
+    let traced = match stepper.probe.timeline_step() {
+        Some(true) if memory_steps > 0 => Some(t.warmup_steps),
+        Some(_) => Some(total - 1),
+        None => None,
+    };
     for step in 0..total {
         let warmup = step < t.warmup_steps;
         let memory_step = !warmup && step < t.warmup_steps + memory_steps;
         stepper.boundary(step, memory_step);
+        if traced == Some(step) {
+            stepper.probe.trace_next_step();
+        }
         if step == t.warmup_steps + memory_steps {
             first_timed_at = Some(started.elapsed().as_secs_f64());
         }
@@ -583,12 +626,19 @@ where
         let (next, record) = stepper.step(model, inputs, step, warmup, memory_step)?;
         model = next;
         steps.push(record);
+        if traced == Some(step) {
+            timeline = stepper.probe.take_timeline().map(|mut tl| {
+                tl.step = step;
+                tl
+            });
+        }
     }
     Ok(Trained {
         model,
         steps,
         steady_bytes,
         first_timed_at,
+        timeline,
     })
 }
 

@@ -14,7 +14,7 @@
 //! lower bounds from samples on CUDA.
 
 use super::{segment, train_step, Inputs, TrainBackend};
-use crate::measure::{MemoryProbe, MemorySample};
+use crate::measure::{MemoryProbe, MemorySample, Phase};
 use crate::model::TransformerLm;
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer};
@@ -179,10 +179,10 @@ fn profile_pass<B: TrainBackend>(
 }
 
 /// A probe that records the high-water mark of every phase of a step (between two
-/// [`MemoryProbe::phase`] calls, and from the last one to the step's end).
+/// [`MemoryProbe::phase`] calls, and from the last one to the step's end, `None`).
 struct PhaseRecorder<'a> {
     inner: &'a mut dyn MemoryProbe,
-    peaks: Vec<u64>,
+    peaks: Vec<(Option<Phase>, u64)>,
 }
 
 impl MemoryProbe for PhaseRecorder<'_> {
@@ -190,14 +190,14 @@ impl MemoryProbe for PhaseRecorder<'_> {
         self.peaks.clear();
         self.inner.begin_step();
     }
-    fn phase(&mut self) {
+    fn phase(&mut self, ended: Phase) {
         let s = self.inner.end_step();
-        self.peaks.push(s.peak_allocated_bytes);
+        self.peaks.push((Some(ended), s.peak_allocated_bytes));
         self.inner.begin_step();
     }
     fn end_step(&mut self) -> MemorySample {
         let s = self.inner.end_step();
-        self.peaks.push(s.peak_allocated_bytes);
+        self.peaks.push((None, s.peak_allocated_bytes));
         s
     }
     fn describe(&self) -> &'static str {
@@ -273,10 +273,22 @@ where
         let _ = B::sync(device);
         rec.end_step();
         drop((m, loss, optim));
-        let above: Vec<u64> = rec.peaks.iter().map(|p| p.saturating_sub(steady)).collect();
-        let tail = above.last().copied().unwrap_or(0);
+        let above = |(_, p): &(Option<Phase>, u64)| p.saturating_sub(steady);
+        // The step's tail: the embeddings' backward, the optimizer step and what follows it.
+        let tail = rec
+            .peaks
+            .iter()
+            .filter(|(phase, _)| {
+                matches!(
+                    phase,
+                    None | Some(Phase::EmbeddingBackward | Phase::OptimizerStep)
+                )
+            })
+            .map(above)
+            .max()
+            .unwrap_or(0);
         profile.tail_peak_bytes = profile.tail_peak_bytes.max(tail);
-        measured.push((name, plan, above.iter().copied().max().unwrap_or(0)));
+        measured.push((name, plan, rec.peaks.iter().map(above).max().unwrap_or(0)));
     }
     for (plan_name, plan, measured_bytes) in measured {
         let modeled_bytes = predict(&profile, &plan, false);

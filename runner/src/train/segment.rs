@@ -16,6 +16,7 @@
 //! are stepped once, after their last contribution.
 
 use super::Inputs;
+use crate::measure::Phase;
 use crate::model::TransformerLm;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
@@ -73,13 +74,15 @@ pub struct SegmentedStep<B: AutodiffBackend> {
 /// With `fused = Some((optim, lr))` the parameters of each segment (and of the head) are
 /// stepped during backward and the returned `grads` holds only the embeddings' gradients, still
 /// to be applied; otherwise nothing is stepped and `grads` holds every gradient.
-/// `phase` is called at each phase boundary (for memory probes that sample).
+/// `phase` is called at each phase boundary with the phase that ended (for memory probes that
+/// sample or trace): the embedding, each segment's forward, the head, the head's backward, each
+/// segment's backward and the embeddings' backward.
 pub fn segmented_step<B, O>(
     model: TransformerLm<B>,
     inputs: &Inputs<B>,
     plan: &[Segment],
     mut fused: Option<(&mut O, f64)>,
-    phase: &mut dyn FnMut(),
+    phase: &mut dyn FnMut(Phase),
 ) -> SegmentedStep<B>
 where
     B: super::TrainBackend,
@@ -88,12 +91,13 @@ where
     let mut model = model;
     // Forward. The embedding keeps its (small) graph: its output is the first checkpoint.
     let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
-    let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan);
-    phase();
+    phase(Phase::Embedding);
+    let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan, phase);
 
     // Head: loss and the gradient w.r.t. the last hidden state.
     let last = Tensor::<B, 3>::from_inner(h).require_grad();
     let loss = model.loss(last.clone(), inputs.targets.clone());
+    phase(Phase::Head);
     let loss_inner = loss.clone().inner();
     let mut pending = GradientsParams::new();
     let (upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
@@ -101,7 +105,9 @@ where
         Some((optim, lr)) => model = optim.step(*lr, model, head),
         None => merge_into(&mut pending, head, &model),
     }
-    phase();
+    phase(Phase::HeadBackward {
+        fused: fused.is_some(),
+    });
 
     let (model, upstream) = backward_segments(
         model,
@@ -117,6 +123,8 @@ where
     let mut g = (embedded * Tensor::from_inner(upstream)).sum().backward();
     collect(&mut g, &model.token_embedding, &mut pending);
     collect(&mut g, &model.position_embedding, &mut pending);
+    drop(g);
+    phase(Phase::EmbeddingBackward);
     SegmentedStep {
         model,
         loss: loss_inner,
@@ -125,11 +133,13 @@ where
 }
 
 /// The forward pass through the blocks from the embedded `h` (`[batch, seq, d_model]`):
-/// returns the last hidden state and what each segment of `plan` saved for backward.
+/// returns the last hidden state and what each segment of `plan` saved for backward; `phase`
+/// marks each segment's end.
 fn forward_segments<B: super::TrainBackend>(
     model: &TransformerLm<B>,
     mut h: Tensor<B::InnerBackend, 3>,
     plan: &[Segment],
+    phase: &mut dyn FnMut(Phase),
 ) -> (Tensor<B::InnerBackend, 3>, Vec<Saved<B>>) {
     let mut saved: Vec<Saved<B>> = Vec::with_capacity(plan.len());
     let inner = model.valid();
@@ -143,6 +153,11 @@ fn forward_segments<B: super::TrainBackend>(
             h = y.clone().inner();
             saved.push(Saved::Graph(x, y));
         }
+        phase(Phase::Forward {
+            first: seg.start as u16,
+            end: seg.end as u16,
+            recompute: seg.recompute,
+        });
     }
     (h, saved)
 }
@@ -180,7 +195,7 @@ fn backward_segments<B, O>(
     mut upstream: Tensor<B::InnerBackend, 3>,
     fused: &mut Option<(&mut O, f64)>,
     pending: &mut GradientsParams,
-    phase: &mut dyn FnMut(),
+    phase: &mut dyn FnMut(Phase),
 ) -> (TransformerLm<B>, Tensor<B::InnerBackend, 3>)
 where
     B: super::TrainBackend,
@@ -201,7 +216,12 @@ where
             }
             None => collect_blocks(&mut g, &model, seg, pending),
         }
-        phase();
+        phase(Phase::Backward {
+            first: seg.start as u16,
+            end: seg.end as u16,
+            recompute: seg.recompute,
+            fused: fused.is_some(),
+        });
     }
     (model, upstream)
 }

@@ -125,7 +125,7 @@ fn segment_checkpointing_gradients_equal_plain_backward_for_every_k() {
         let out = segmented_step::<
             B,
             burn::optim::adaptor::OptimizerAdaptor<burn::optim::AdamW, TransformerLm<B>, B>,
-        >(model.clone(), &inputs, &plan, None, &mut || {});
+        >(model.clone(), &inputs, &plan, None, &mut |_| {});
         let got = grad_values(&out.model, &out.grads);
         let err = max_rel_err(&reference, &got);
         assert!(
@@ -154,7 +154,7 @@ fn untied_head_gradients_also_match() {
         &inputs,
         &segment::every_k(3, 2),
         None,
-        &mut || {},
+        &mut |_| {},
     );
     assert!(max_rel_err(&reference, &grad_values(&out.model, &out.grads)) <= 1e-5);
 }
@@ -188,7 +188,7 @@ fn fused_optimizer_step_equals_the_unfused_step() {
         let model = cfg.init::<B>(&device);
         let inputs = Inputs::<B>::new(&batch(&cfg), &device);
         let lr = 1e-2;
-        let mut probe = HeapProbe;
+        let mut probe = HeapProbe::default();
         // two steps each, so optimizer state is exercised
         let mut opt_plain = AdamWConfig::new().init::<B, TransformerLm<B>>();
         let mut opt_unfused = AdamWConfig::new().init::<B, TransformerLm<B>>();
@@ -249,7 +249,7 @@ fn loss_goes_down_when_training_on_one_batch() {
     let mut model = cfg.init::<B>(&device);
     let inputs = Inputs::<B>::new(&batch(&cfg), &device);
     let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-    let mut probe = HeapProbe;
+    let mut probe = HeapProbe::default();
     let mut losses = Vec::new();
     for _ in 0..15 {
         let (m, loss) = train_step(
@@ -326,7 +326,7 @@ fn mixed_update(
         inputs,
         memwall_core::spec::Precision::F16,
         &mut scaler,
-        &mut HeapProbe,
+        &mut HeapProbe::default(),
     );
     (update(&before, &values(&after)), info, scaler.scale())
 }
