@@ -1937,7 +1937,12 @@ fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Option<Table>> {
 /// The environment table of a training record: device, backend, numerics, CPU, OS, git
 /// revision, then `model` (its description), the training settings under the field name
 /// `training` and the memory probe.
-pub fn record_environment(rec: &JobRecord, caption: String, model: String, training: &str) -> Table {
+pub fn record_environment(
+    rec: &JobRecord,
+    caption: String,
+    model: String,
+    training: &str,
+) -> Table {
     let (e, t) = (&rec.env, &rec.spec.train);
     let row = |field: &str, value: String| vec![field.to_string(), value];
     Table {
