@@ -42,7 +42,15 @@ pub struct StudyHeader {
     /// over all configurations. Each run is its own job and record ([`super::JobSpec::repeat`]).
     #[serde(default = "one")]
     pub repeats: usize,
+    /// The configurations whose memory timelines the report overlays, one figure per model (at
+    /// most [`MAX_TIMELINE_LINES`] of one model, each a configuration of the file; a model
+    /// with none named: its control and first configurations).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<String>,
 }
+
+/// Most lines a report's timeline figure overlays (more are unreadable).
+pub const MAX_TIMELINE_LINES: usize = 8;
 
 fn one() -> usize {
     1
@@ -912,6 +920,7 @@ pub(super) fn parse(
         }
     }
     let configs = resolve_configs(file.configs, model.as_ref(), &models, profile, fields)?;
+    check_timeline(&file.study.timeline, &configs, fields)?;
     check_goals(&file.goals, fields)?;
     check_claims(&file.claims, training.then_some(configs.as_slice()), fields)?;
     Ok(Study {
@@ -927,6 +936,39 @@ pub(super) fn parse(
         claims: file.claims,
         params,
     })
+}
+
+/// `study.timeline` names configurations of the file, each once, at most
+/// [`MAX_TIMELINE_LINES`] of one model (a figure overlays one model's configurations).
+fn check_timeline(names: &[String], configs: &[ConfigSpec], fields: Fields) -> Result<()> {
+    let mut per_model: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let Some(c) = configs.iter().find(|c| &c.name == name) else {
+            return Err(fields.err(
+                &format!("study.timeline[{i}]"),
+                format!("`{name}` is not a configuration of this file (see its [[configs]] names)"),
+            ));
+        };
+        if names[..i].contains(name) {
+            return Err(fields.err(
+                &format!("study.timeline[{i}]"),
+                format!("`{name}` appears twice"),
+            ));
+        }
+        let n = per_model.entry(c.model.as_deref()).or_default();
+        *n += 1;
+        if *n > MAX_TIMELINE_LINES {
+            return Err(fields.err(
+                &format!("study.timeline[{i}]"),
+                format!(
+                    "`{name}` is the {}th configuration of its model: a timeline figure \
+                     overlays at most {MAX_TIMELINE_LINES}; keep the ones that matter",
+                    *n
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Deserializes the file (its `[grid]`s are expanded once the profile's models are known).

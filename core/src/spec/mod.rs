@@ -36,7 +36,7 @@ pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
     LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
-pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_VOCAB, MIN_SWEEP_POINTS};
+pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_TIMELINE_LINES, MAX_VOCAB, MIN_SWEEP_POINTS};
 pub use job::{
     AutotuneLevel, Corpora, DeviceSettings, JobSpec, MemoryPool, PreparedData, Recompute, Strategy,
 };

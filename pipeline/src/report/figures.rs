@@ -453,7 +453,7 @@ fn draw_title_and_legend(
             let (s, color) = (&fig.series[i], palette(i));
             let x = x0 + dx;
             match s.mark {
-                Mark::Line => top.draw(&PathElement::new(
+                Mark::Line | Mark::Curve => top.draw(&PathElement::new(
                     vec![(x, y), (x + 18, y)],
                     color.stroke_width(3),
                 )),
@@ -481,10 +481,54 @@ fn draw_chart<'a, 'b: 'a, X: Axis, Y: Axis>(
 ) -> Result<()> {
     let labels = bar_labels(fig);
     draw_mesh(&mut chart, fig, bars, labels.len())?;
+    draw_bands(&mut chart, fig, b)?;
     if bars {
         draw_bar_names(&chart, root, fig, b, &labels)?;
     }
     draw_series(&mut chart, root, fig)
+}
+
+/// The figure's bands, each the full height of the plot, in a light tint per distinct label
+/// (in order of first appearance, the palette's colours from the end so they differ from the
+/// first series').
+fn draw_bands<X: Axis, Y: Axis>(
+    chart: &mut Chart<'_, '_, X, Y>,
+    fig: &Figure,
+    b: Bounds,
+) -> Result<()> {
+    let mut labels: Vec<&str> = Vec::new();
+    for band in &fig.bands {
+        if !labels.contains(&band.label.as_str()) {
+            labels.push(&band.label);
+        }
+    }
+    for band in &fig.bands {
+        let (x0, x1) = (band.x0.max(b.x0), band.x1.min(b.x1));
+        if !(x0.is_finite() && x1.is_finite() && x1 > x0) {
+            continue;
+        }
+        let i = labels.iter().position(|l| *l == band.label).unwrap_or(0);
+        // Half transparent, so the grid shows through as it does outside the bands.
+        let tint = band_tint(i).mix(0.6);
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x0, b.y0), (x1, b.y1)],
+                tint.filled(),
+            )))
+            .map_err(err(fig))?;
+    }
+    Ok(())
+}
+
+/// The light tint of the `i`-th band label: grey-blue, sand, grey-green, then lilac.
+pub fn band_tint(i: usize) -> RGBColor {
+    const T: [RGBColor; 4] = [
+        RGBColor(226, 234, 244),
+        RGBColor(247, 236, 220),
+        RGBColor(226, 240, 226),
+        RGBColor(238, 230, 244),
+    ];
+    T[i % T.len()]
 }
 
 /// The category names of the first bar series (empty without bars).
@@ -655,6 +699,11 @@ fn draw_series<X: Axis, Y: Axis>(
             .collect();
         match s.mark {
             Mark::Line => draw_line(chart, fig, color, finite)?,
+            Mark::Curve => {
+                chart
+                    .draw_series(LineSeries::new(finite, color.stroke_width(2)))
+                    .map_err(err(fig))?;
+            }
             Mark::Points => draw_points(chart, root, fig, color, &finite, labels_of(s))?,
             Mark::Bars => {
                 let w = 0.8 / nbars as f64;

@@ -10,6 +10,7 @@ pub mod markdown;
 pub mod model;
 pub mod readme;
 mod render;
+pub mod timeline;
 pub mod training;
 
 pub use figures::svg;

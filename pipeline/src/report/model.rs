@@ -92,6 +92,9 @@ pub enum Mark {
     Points,
     /// Bars at categorical x positions 0, 1, 2, ...; `point_labels` name the categories.
     Bars,
+    /// A dense curve: points joined by a thin line, without a dot per point (a memory
+    /// timeline's hundreds of samples).
+    Curve,
 }
 
 /// A named series of (x, y) points.
@@ -152,6 +155,21 @@ pub struct Figure {
     /// The x values are whole numbers (e.g. the number of a nightly run): ticks only there.
     #[serde(default)]
     pub integer_x: bool,
+    /// Shaded x ranges drawn under the series (e.g. the phases of a training step); bands of
+    /// the same `label` share a tint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bands: Vec<Band>,
+}
+
+/// A shaded x range of a [`Figure`], from `x0` to `x1` in the x axis' units.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Band {
+    /// Start (x axis units).
+    pub x0: f64,
+    /// End (x axis units).
+    pub x1: f64,
+    /// What the range is ("forward", "backward", ...): bands of one label share a tint.
+    pub label: String,
 }
 
 impl Figure {

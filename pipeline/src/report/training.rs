@@ -6,6 +6,7 @@
 use super::glance::{self, Answer};
 use super::markdown;
 use super::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
+use super::timeline;
 use crate::error::Result;
 use crate::reference::{self, TorchRow};
 use crate::results::analysis::{
@@ -566,10 +567,82 @@ pub fn sections(
         sections.push(group_section(&inputs, group)?);
         envs.extend(environment_table(&inputs, group)?);
     }
+    // The memory timelines, one section per group with traced records.
+    for group in groups.iter().filter(|g| !g.secondary) {
+        let lines = timeline_lines(&inputs, group);
+        sections.extend(timeline::section(
+            &group.heading(),
+            &group.slug,
+            &lines,
+            &header.timeline,
+        ));
+    }
     sections.extend(stale_records_section(&inputs, &stale));
     sections.extend(unreadable_records_section(records));
-    let glance = glance_rows(&groups, claims);
+    let mut glance = glance_rows(&groups, claims);
+    point_to_timelines(&mut glance, &inputs, &groups, claims);
     Ok((sections, envs, glance))
+}
+
+/// The finished rows of `g` whose record has a memory timeline, in the file's order.
+fn timeline_lines<'a>(inputs: &StudyInputs<'a>, g: &Group<'a>) -> Vec<timeline::Line<'a>> {
+    g.rows
+        .iter()
+        .filter(|c| c.ok)
+        .filter_map(|c| {
+            let record = inputs.records.get(&c.s.key)?;
+            record.timeline.as_ref()?;
+            Some(timeline::Line {
+                name: &c.cfg.name,
+                label: &c.cfg.label,
+                control: c.cfg.control,
+                record,
+            })
+        })
+        .collect()
+}
+
+/// A glance row that disagrees on a memory number of a configuration with a timeline points
+/// to the timeline section: where that configuration's peak is.
+fn point_to_timelines(
+    glance: &mut [GlanceRow],
+    inputs: &StudyInputs,
+    groups: &[Group],
+    claims: &[SourceClaim],
+) {
+    let Some(first) = groups.first() else {
+        return;
+    };
+    for (row, claim) in glance.iter_mut().zip(claims) {
+        if row.verdict != memwall_core::spec::claims::Verdict::Disagree {
+            continue;
+        }
+        let Some((config, metric)) = training_measure(&claim.measure) else {
+            continue;
+        };
+        if !matches!(
+            metric,
+            TrainingMetric::PeakGib | TrainingMetric::ReductionPct
+        ) {
+            continue;
+        }
+        let line = timeline_lines(inputs, first)
+            .into_iter()
+            .find(|l| l.name == config);
+        let Some(t) = line.and_then(|l| l.record.timeline.as_ref()) else {
+            continue;
+        };
+        let Some(i) = t.peak_phase() else { continue };
+        let pointer = format!(
+            "where the peak comes from: \"Memory timeline of one step\" below (`{config}` peaks \
+             in \"{}\")",
+            t.phases[i].phase.label()
+        );
+        row.why = Some(match row.why.take() {
+            Some(w) => format!("{w}; {pointer}"),
+            None => pointer,
+        });
+    }
 }
 
 /// Whether a finished row of group `g` answers `claim`: its configuration, or a configuration

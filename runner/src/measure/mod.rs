@@ -120,11 +120,15 @@ impl MemoryProbe for HeapProbe {
                 duration_s: last.0,
                 start_bytes: self.start_bytes,
                 peak_bytes: peak,
-                peak_at_s: tr.high.0,
+                peak_at_s: micros(tr.high.0),
+                // Microseconds are the clock's useful resolution here (and keep records small).
                 points: memwall_core::timeline::downsample(
                     &tr.points,
                     memwall_core::timeline::MAX_POINTS,
-                ),
+                )
+                .into_iter()
+                .map(|(t, b)| (micros(t), b))
+                .collect(),
                 truncated: tr.dropped > 0,
                 phases,
                 at_peak: None,
@@ -150,4 +154,9 @@ impl MemoryProbe for HeapProbe {
     fn take_timeline(&mut self) -> Option<StepTimeline> {
         self.timeline.take()
     }
+}
+
+/// `seconds` rounded to whole microseconds.
+fn micros(seconds: f64) -> f64 {
+    (seconds * 1e6).round() / 1e6
 }
