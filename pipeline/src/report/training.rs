@@ -602,42 +602,46 @@ fn timeline_lines<'a>(inputs: &StudyInputs<'a>, g: &Group<'a>) -> Vec<timeline::
         .collect()
 }
 
-/// A glance row that disagrees on a memory number of a configuration with a timeline points
-/// to the timeline section: where that configuration's peak is.
+/// A glance row that disagrees on a memory number (a configuration's peak or reduction, or a
+/// sweep's) points to the timeline section of the group that answers it: where the peak comes
+/// from, with the configuration's peak phase when the claim names one configuration.
 fn point_to_timelines(
     glance: &mut [GlanceRow],
     inputs: &StudyInputs,
     groups: &[Group],
     claims: &[SourceClaim],
 ) {
-    let Some(first) = groups.first() else {
-        return;
-    };
     for (row, claim) in glance.iter_mut().zip(claims) {
         if row.verdict != memwall_core::spec::claims::Verdict::Disagree {
             continue;
         }
-        let Some((config, metric)) = training_measure(&claim.measure) else {
+        let config = match (training_measure(&claim.measure), sweep_measure(&claim.measure)) {
+            (Some((c, TrainingMetric::PeakGib | TrainingMetric::ReductionPct)), _) => Some(c),
+            (_, Some(_)) => None,
+            _ => continue,
+        };
+        let Some(g) = groups
+            .iter()
+            .filter(|g| !g.secondary)
+            .find(|g| answers_claim(g, claim))
+        else {
             continue;
         };
-        if !matches!(
-            metric,
-            TrainingMetric::PeakGib | TrainingMetric::ReductionPct
-        ) {
+        let lines = timeline_lines(inputs, g);
+        if lines.is_empty() {
             continue;
         }
-        let line = timeline_lines(inputs, first)
-            .into_iter()
-            .find(|l| l.name == config);
-        let Some(t) = line.and_then(|l| l.record.timeline.as_ref()) else {
-            continue;
-        };
-        let Some(i) = t.peak_phase() else { continue };
-        let pointer = format!(
-            "where the peak comes from: \"Memory timeline of one step\" below (`{config}` peaks \
-             in \"{}\")",
-            t.phases[i].phase.label()
+        let mut pointer = format!(
+            "where the peak comes from: \"Memory timeline of one step: {}\"",
+            g.heading()
         );
+        let peak = config
+            .and_then(|c| lines.iter().find(|l| l.name == c))
+            .and_then(|l| l.record.timeline.as_ref())
+            .and_then(|t| t.peak_phase().map(|i| t.phases[i].phase.label()));
+        if let (Some(c), Some(phase)) = (config, peak) {
+            pointer.push_str(&format!(" (`{c}` peaks in \"{phase}\")"));
+        }
         row.why = Some(match row.why.take() {
             Some(w) => format!("{w}; {pointer}"),
             None => pointer,
