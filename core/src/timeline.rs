@@ -275,10 +275,14 @@ pub struct StepTimeline {
     pub truncated: bool,
     /// The phases, in order.
     pub phases: Vec<PhaseSpan>,
-    /// What is live at the peak (absent where the sizes are not derived, e.g. master-weight
-    /// mixed precision).
+    /// The sizes what is live at the peak is derived from ([`StepTimeline::at_peak`]); absent
+    /// where they are not known (master-weight mixed precision keeps the parameters in two
+    /// dtypes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_peak: Option<PeakBreakdown>,
+    pub sizes: Option<KnownSizes>,
+    /// The optimizer step was fused into backward (each segment's parameters stepped there).
+    #[serde(default)]
+    pub fused: bool,
 }
 
 impl StepTimeline {
@@ -294,6 +298,12 @@ impl StepTimeline {
             .rposition(|p| p.start_s <= t_s)
             .unwrap_or(0);
         Some(i)
+    }
+
+    /// What is live at the peak ([`breakdown`] from the recorded sizes); `None` without sizes or
+    /// phases.
+    pub fn at_peak(&self) -> Option<PeakBreakdown> {
+        breakdown(self, self.sizes.as_ref()?, self.fused)
     }
 
     /// The phase in which the step reached its peak: the first whose own high-water mark is
@@ -345,7 +355,7 @@ pub fn downsample(points: &[(f64, u64)], max: usize) -> Vec<(f64, u64)> {
 
 /// The sizes a [`PeakBreakdown`] is derived from (bytes), known from the model, the optimizer
 /// and the job's per-block profile.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KnownSizes {
     /// Every parameter: Σ elements x bytes per element.
     pub parameter_bytes: u64,
@@ -384,8 +394,9 @@ pub struct KnownSizes {
 /// segments before it; in a segment's backward, the graphs of the segments before it and its
 /// own (or its checkpoint), the gradients of the head and of the segments after it (none of
 /// the blocks' when the step is fused); at the optimizer step, every gradient (or the
-/// embeddings' only when fused) and no activation. Inside a one-pass backward, activations
-/// are freed as gradients appear, so the two are not separated there.
+/// embeddings' only when fused) and no activation; at the start of a one-pass backward the
+/// whole graph and no gradient (inside it activations are freed as gradients appear, which the
+/// phase's own part holds).
 pub fn breakdown(t: &StepTimeline, sizes: &KnownSizes, fused: bool) -> Option<PeakBreakdown> {
     let index = t.peak_phase()?;
     let span = t.phases[index];
@@ -438,7 +449,7 @@ pub fn breakdown(t: &StepTimeline, sizes: &KnownSizes, fused: bool) -> Option<Pe
             _ if derived == 0 && grads_and_acts_unknown(&span.phase) => {
                 "left by the earlier phases (activations, the head's graph, not separated)".into()
             }
-            Phase::HeadBackward { .. } => {
+            Phase::HeadBackward { .. } | Phase::BackwardAll => {
                 "left by the earlier phases, not derived (the head's graph: logits, log-softmax)"
                     .into()
             }
@@ -504,10 +515,10 @@ fn blocks_text(first: u16, end: u16) -> String {
     }
 }
 
-/// Inside a one-pass backward or a whole-graph forward the activations and gradients carried
-/// are not separated.
+/// After a whole-graph forward (master-weight mixed precision) and in unscaling the
+/// activations and gradients carried are not separated.
 fn grads_and_acts_unknown(p: &Phase) -> bool {
-    matches!(p, Phase::BackwardAll | Phase::ForwardAll)
+    matches!(p, Phase::ForwardAll | Phase::Unscale)
 }
 
 type Derived = Option<(u64, String)>;
@@ -578,7 +589,19 @@ fn carried_parts(
                 "the profile's activation bytes of every stored block, and the checkpoints".into(),
             )),
         ),
-        Phase::BackwardAll | Phase::Unscale => (None, None),
+        Phase::BackwardAll => (
+            Some((0, "none yet in this step".into())),
+            Some((
+                if kept.is_empty() {
+                    (0..blocks).map(act).sum()
+                } else {
+                    kept_bytes(u16::MAX)
+                },
+                "the profile's activation bytes of every block (the whole graph is kept to its start)"
+                    .into(),
+            )),
+        ),
+        Phase::Unscale => (None, None),
         Phase::Backward { first: _, end, .. } => {
             let after: u64 = (end as usize..blocks).map(grad).sum();
             let g = if fused {
@@ -700,7 +723,8 @@ mod tests {
                 points: vec![],
                 truncated: false,
                 phases: ps,
-                at_peak: None,
+                sizes: None,
+                fused: false,
             };
             let b = breakdown(&t, &sizes(), false).unwrap();
             assert_eq!(b.phase, peak_phase);
@@ -745,7 +769,8 @@ mod tests {
                     3600,
                 ),
             ],
-            at_peak: None,
+            sizes: None,
+            fused: false,
         };
         let b = breakdown(&t, &sizes(), false).unwrap();
         let part = |n: &str| b.parts.iter().find(|p| p.name == n).unwrap().bytes;

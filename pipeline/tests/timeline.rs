@@ -88,8 +88,7 @@ fn each_step_timeline_reaches_the_exact_peak_and_its_parts_add_up() {
         // What is live at the peak adds up to it; the derived parameters and optimizer state
         // are what the record counts and measures.
         let b = t
-            .at_peak
-            .as_ref()
+            .at_peak()
             .unwrap_or_else(|| panic!("{name}: no breakdown"));
         assert_eq!(b.total(), t.peak_bytes as i64, "{name}: {b:?}");
         let part = |n: &str| b.parts.iter().find(|p| p.name == n).unwrap().bytes;

@@ -129,7 +129,7 @@ fn ours(lines: &[Line]) -> String {
         .take(3)
     {
         let t = l.timeline();
-        let Some(b) = &t.at_peak else { continue };
+        let Some(b) = t.at_peak() else { continue };
         let phase = t.phases[b.phase].phase.label();
         let mut parts: Vec<&memwall_core::timeline::PeakPart> =
             b.parts.iter().filter(|p| p.bytes > 0).collect();
@@ -177,7 +177,7 @@ fn peak_table(lines: &[Line]) -> Table {
                 l.label.to_string(),
                 format!("{:.2}", t.peak_bytes as f64 / MIB),
             ];
-            match &t.at_peak {
+            match t.at_peak() {
                 Some(b) => {
                     row.push(t.phases[b.phase].phase.label());
                     row.push(format!(
@@ -186,7 +186,7 @@ fn peak_table(lines: &[Line]) -> Table {
                         t.duration_s * 1e3
                     ));
                     row.extend(COLUMNS.iter().map(|(prefix, _)| {
-                        part(b, prefix).map_or("–".into(), |v| format!("{:.2}", v as f64 / MIB))
+                        part(&b, prefix).map_or("–".into(), |v| format!("{:.2}", v as f64 / MIB))
                     }));
                 }
                 None => {
@@ -214,7 +214,7 @@ fn peak_table(lines: &[Line]) -> Table {
         notes: Vec::new(),
     };
     for (i, l) in lines.iter().enumerate() {
-        if l.timeline().at_peak.is_none() {
+        if l.timeline().at_peak().is_none() {
             table.note(
                 i,
                 4,

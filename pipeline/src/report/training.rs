@@ -615,7 +615,10 @@ fn point_to_timelines(
         if row.verdict != memwall_core::spec::claims::Verdict::Disagree {
             continue;
         }
-        let config = match (training_measure(&claim.measure), sweep_measure(&claim.measure)) {
+        let config = match (
+            training_measure(&claim.measure),
+            sweep_measure(&claim.measure),
+        ) {
             (Some((c, TrainingMetric::PeakGib | TrainingMetric::ReductionPct)), _) => Some(c),
             (_, Some(_)) => None,
             _ => continue,

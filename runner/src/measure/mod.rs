@@ -53,8 +53,8 @@ pub trait MemoryProbe {
     }
     /// Records the timeline of the next step ([`MemoryProbe::take_timeline`] returns it).
     fn trace_next_step(&mut self) {}
-    /// The timeline of the step traced, once (its `step` and `at_peak` are the caller's to
-    /// set).
+    /// The timeline of the step traced, once (its `step`, `sizes` and `fused` are the caller's
+    /// to set).
     fn take_timeline(&mut self) -> Option<StepTimeline> {
         None
     }
@@ -131,7 +131,8 @@ impl MemoryProbe for HeapProbe {
                 .collect(),
                 truncated: tr.dropped > 0,
                 phases,
-                at_peak: None,
+                sizes: None,
+                fused: false,
             });
         }
         MemorySample {

@@ -177,7 +177,8 @@ impl MemoryProbe for PoolProbe {
                 points,
                 truncated: false,
                 phases: std::mem::take(&mut self.phases),
-                at_peak: None,
+                sizes: None,
+                fused: false,
             });
         }
         MemorySample {

@@ -450,10 +450,10 @@ where
     let eval_loss = evaluate(spec, &trained.model, &job.eval_batcher, &device);
     let summary = summarize(spec, &job, &trained, eval_loss, peak_flops, started);
     let step_timeline = trained.timeline.clone().map(|mut tl| {
+        tl.fused = spec.strategy.fused_optimizer && job.plan.is_some();
         if !spec.strategy.master_weights {
             let sizes = timeline::known_sizes(spec, &trained.model, &job.block_costs);
-            let fused = spec.strategy.fused_optimizer && job.plan.is_some();
-            tl.at_peak = memwall_core::timeline::breakdown(&tl, &sizes, fused);
+            tl.sizes = Some(sizes);
         }
         tl
     });
