@@ -115,5 +115,30 @@ fn each_step_timeline_reaches_the_exact_peak_and_its_parts_add_up() {
              {measured_state} B"
         );
         assert!(part("batch, data and runtime") >= 0, "{name}: {b:?}");
+        // Peaks at the head's backward (or the one-pass backward's start): the saved block
+        // activations are derived from the profile, and what the earlier phases left beyond
+        // them is the head's graph: at least the f32 logits (batch x seq x vocab x 4 bytes) and
+        // small tensors beside them (at most half as much again), not a block more or less (a
+        // wrong activation count moves it by a block's bytes, more than the logits here).
+        if matches!(
+            t.phases[b.phase].phase,
+            Phase::HeadBackward { .. } | Phase::BackwardAll
+        ) {
+            let m = &r.spec.model;
+            let logits = (m.batch * m.seq_len * m.vocab * 4) as i64;
+            let rest = b
+                .parts
+                .iter()
+                .find(|p| p.name.starts_with("left by the earlier phases"))
+                .unwrap()
+                .bytes;
+            let block = r.block_costs[0].activation_bytes as i64;
+
+            assert!(
+                (logits..=logits * 3 / 2).contains(&rest),
+                "{name}: the earlier phases left {rest} B beside the derived activations; the \
+                 logits are {logits} B, a block's activations {block} B"
+            );
+        }
     }
 }
