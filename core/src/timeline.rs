@@ -571,7 +571,9 @@ fn carried_parts(
                 ),
             )),
         ),
-        Phase::Head => (
+        // The whole forward is kept: every stored block's graph and the checkpoints (every
+        // block's graph on the plain path, whose forward phases are not segments).
+        Phase::Head | Phase::HeadBackward { .. } | Phase::BackwardAll => (
             Some((0, "none yet in this step".into())),
             Some((
                 if kept.is_empty() {
@@ -580,25 +582,6 @@ fn carried_parts(
                     kept_bytes(u16::MAX)
                 },
                 "the profile's activation bytes of every stored block, and the checkpoints".into(),
-            )),
-        ),
-        Phase::HeadBackward { .. } => (
-            Some((0, "none yet in this step".into())),
-            Some((
-                kept_bytes(u16::MAX),
-                "the profile's activation bytes of every stored block, and the checkpoints".into(),
-            )),
-        ),
-        Phase::BackwardAll => (
-            Some((0, "none yet in this step".into())),
-            Some((
-                if kept.is_empty() {
-                    (0..blocks).map(act).sum()
-                } else {
-                    kept_bytes(u16::MAX)
-                },
-                "the profile's activation bytes of every block (the whole graph is kept to its start)"
-                    .into(),
             )),
         ),
         Phase::Unscale => (None, None),
