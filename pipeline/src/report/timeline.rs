@@ -122,12 +122,7 @@ pub fn section(heading: &str, slug: &str, lines: &[Line], chosen: &[String]) -> 
 /// largest parts.
 fn ours(lines: &[Line]) -> String {
     let mut out = Vec::new();
-    for l in lines
-        .iter()
-        .filter(|l| l.control)
-        .chain(lines.iter().filter(|l| !l.control))
-        .take(3)
-    {
+    for l in figure_lines(lines, &[]).into_iter().take(3) {
         let t = l.timeline();
         let Some(b) = t.at_peak() else { continue };
         let phase = t.phases[b.phase].phase.label();

@@ -188,10 +188,7 @@ impl MemoryProbe for PoolProbe {
     }
     fn live_bytes(&mut self) -> u64 {
         self.sync();
-        CudaRuntime::client(&self.device)
-            .memory_usage()
-            .map(|u| u.bytes_in_use)
-            .unwrap_or(0)
+        self.in_use()
     }
     fn describe(&self) -> &'static str {
         "CUDA memory pool (CubeCL) of the training stream. Peak allocated: the largest bytes_in_use \

@@ -446,10 +446,10 @@ where
         scaler: mixed::LossScaler::new(spec.strategy.loss_scale),
         probe: &mut *probe,
     };
-    let trained = run_steps(&mut stepper, model, &mut job.batcher, started)?;
+    let mut trained = run_steps(&mut stepper, model, &mut job.batcher, started)?;
     let eval_loss = evaluate(spec, &trained.model, &job.eval_batcher, &device);
     let summary = summarize(spec, &job, &trained, eval_loss, peak_flops, started);
-    let step_timeline = trained.timeline.clone().map(|mut tl| {
+    let step_timeline = trained.timeline.take().map(|mut tl| {
         tl.fused = spec.strategy.fused_optimizer && job.plan.is_some();
         if !spec.strategy.master_weights {
             let sizes = timeline::known_sizes(spec, &trained.model, &job.block_costs);
