@@ -339,7 +339,7 @@ fn solve_row(g: &GraphResult, b: &BudgetResult) -> Vec<String> {
     };
     vec![
         short_graph_name(&g.name),
-        g.nodes.to_string(),
+        nodes_and_layers(g),
         format!("{:.2}", b.fraction),
         crate::demos::fmt_bytes(b.budget_bytes as f64),
         status,
@@ -366,7 +366,7 @@ fn solve_section(r: &CheckmateResult) -> Section {
         ),
         columns: [
             "graph",
-            "nodes",
+            "nodes (layers)",
             "budget (frac)",
             "budget",
             "MILP status",
@@ -566,10 +566,19 @@ fn short_graph_name(name: &str) -> String {
     name.replace('_', " ")
 }
 
+/// A graph's node count (forward and backward) and, for a network's training graph, its layers
+/// (forward operations): "346 (173)"; the node count alone for a random layered DAG.
+fn nodes_and_layers(g: &GraphResult) -> String {
+    match g.layers {
+        Some(l) => format!("{} ({l})", g.nodes),
+        None => g.nodes.to_string(),
+    }
+}
+
 /// The columns of [`staged_table`].
 const STAGED_COLUMNS: [&str; 15] = [
     "graph",
-    "nodes",
+    "nodes (layers)",
     "budget (frac)",
     "stage size",
     "columns / integer / rows",
@@ -591,7 +600,7 @@ fn staged_row(g: &GraphResult, b: &BudgetResult, m: &StagedSolve) -> Vec<String>
     let c = |x: Option<ScheduleStats>| one_decimal(x.map(|s| s.cost));
     vec![
         short_graph_name(&g.name),
-        g.nodes.to_string(),
+        nodes_and_layers(g),
         format!("{:.2}", b.fraction),
         format!(
             "{}{}",
@@ -641,7 +650,14 @@ fn staged_caption(p: &CheckmateParams) -> String {
         p.staged_max_computations
             .map_or(String::new(), |k| format!(", at most {k} computations per node")),
         p.threads,
-        p.staged_time_limit_s,
+        if p.nets.is_empty() || p.nets_time_limit_s == p.staged_time_limit_s {
+            format!("{}", p.staged_time_limit_s)
+        } else {
+            format!(
+                "{} (built networks: {})",
+                p.staged_time_limit_s, p.nets_time_limit_s
+            )
+        },
         p.refine_max_nodes,
         memwall_remat::staged::ANNEAL_SHARE * 100.0,
         memwall_remat::staged::BOUNDARY_SHARE * 100.0,
@@ -721,7 +737,7 @@ fn batch_nets_section(r: &CheckmateResult) -> Section {
                 ),
             );
         }
-        if let BatchNet::TransformerChain { source, .. } = net {
+        if let BuiltNet::TransformerChain { source, .. } = net {
             sources.push(source.clone());
         }
     }

@@ -251,6 +251,13 @@ pub struct GraphResult {
     pub name: String,
     /// Number of nodes.
     pub nodes: usize,
+    /// The network's layers as Checkmate's graphs count them, one node per layer: the forward
+    /// operations of a training graph ([`Graph::forward_ops`]: forward nodes without graph
+    /// inputs, the loss included). `None` for a graph without backward nodes (the random
+    /// layered DAGs: generated graphs, not a network's training graph) and in results written
+    /// before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
     /// Compute cost of one plain forward+backward pass, cost units (overheads divide by it).
     pub forward_backward_cost: f64,
     /// Peak memory of the checkpoint-all schedule, bytes (graph memory units).

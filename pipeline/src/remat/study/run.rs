@@ -39,7 +39,8 @@ fn best_within(
         .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
 }
 
-/// Runs the study: for every graph and budget, the baselines, the LP relaxation with rounding
+/// Runs the study: for every graph (the files, the generated graphs, the built networks) and
+/// budget, the baselines, the LP relaxation with rounding
 /// and the MILP; then the batch-size search. Graph files are read from
 /// `<data_dir>/remat-graphs`.
 ///
@@ -78,6 +79,19 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
             params,
             &opts,
         )?);
+    }
+    let limit = params.nets_time_limit_s;
+    let net_params = CheckmateParams {
+        time_limit_s: limit,
+        staged_time_limit_s: limit,
+        ..params.clone()
+    };
+    let net_opts = MilpOptions {
+        time_limit_s: limit,
+        ..opts.clone()
+    };
+    for net in &params.nets {
+        graphs.push(measure_graph(&net.graph()?.0, &net_params, &net_opts)?);
     }
     let batch = match &params.batch_graph {
         Some(bg) => Some(measure_batch(
@@ -148,6 +162,7 @@ fn measure_graph(
     Ok(GraphResult {
         name: g.name.clone(),
         nodes: g.len(),
+        layers: (g.first_backward() < g.len()).then(|| g.forward_ops().len()),
         forward_backward_cost: g.total_cost(),
         checkpoint_all_peak_bytes: all_peak,
         working_set_bound_bytes: ws,

@@ -72,6 +72,39 @@ fn params_deny_unknown_fields() {
     assert!(serde_json::from_value::<CheckmateParams>(v).is_err());
 }
 
+#[test]
+fn built_nets_out_of_range_name_their_field() {
+    let chain = |layers: usize, source: &str| BuiltNet::TransformerChain {
+        layers,
+        activation_bytes: 1 << 20,
+        head_bytes: 1 << 10,
+        batch: 4,
+        source: source.into(),
+    };
+    let with = |nets: Vec<BuiltNet>| CheckmateParams {
+        nets,
+        ..CheckmateParams::smoke()
+    };
+    assert_eq!(validate(&with(vec![chain(100, "a record")])), Ok(()));
+    let e = validate(&with(vec![chain(100, "a record"), chain(0, "a record")])).unwrap_err();
+    assert_eq!(e.field, "nets[1].layers", "{e}");
+    let e = validate(&with(vec![chain(3, " ")])).unwrap_err();
+    assert_eq!(e.field, "nets[0].source", "{e}");
+    let resnet = BuiltNet::Resnet {
+        units: vec![3, 4, 6, 3, 3],
+        image: 224,
+        batch: 32,
+    };
+    let e = validate(&with(vec![resnet])).unwrap_err();
+    assert_eq!(e.field, "nets[0].units", "{e}");
+    let e = validate(&CheckmateParams {
+        nets_time_limit_s: 0.0,
+        ..CheckmateParams::smoke()
+    })
+    .unwrap_err();
+    assert_eq!(e.field, "nets_time_limit_s", "{e}");
+}
+
 /// The shared data folder (`MEMWALL_SHARED_DATA` or `../shared/data` beside the workspace).
 fn data_dir() -> std::path::PathBuf {
     match std::env::var_os("MEMWALL_SHARED_DATA") {
@@ -269,11 +302,12 @@ fn measures_answer_the_claims() {
     };
     let r = run_study(&params, &data_dir()).unwrap();
     let m = assert_claims_have_measures::<Checkmate>("checkmate", r.clone());
-    // No budget at half the peak, no graph of 100 nodes, no batch search: not measured.
+    // No budget at half the peak, no graph of 100 layers, no batch search: not measured.
     assert!(value(&m, "milp_overhead_pct_at_2x_reduction").is_nan());
     assert!(value(&m, "milp_overhead_pct_at_3x_reduction").is_nan());
     assert_eq!(value(&m, "graphs_reaching_3x_pct"), 0.0);
-    assert!(value(&m, "max_solve_s_100_plus_nodes").is_nan());
+    assert!(value(&m, "max_solve_s_100_plus_layers").is_nan());
+    assert!(missing(&m, "max_solve_s_100_plus_layers").contains("no graph of at least 100 layers"));
     assert!(value(&m, "max_batch_milp_over_checkpoint_all").is_nan());
     let b = &r.graphs[0].budgets[0];
     let milp = b.milp.as_ref().unwrap();
@@ -282,9 +316,11 @@ fn measures_answer_the_claims() {
         let excess = value(&m, "lp_rounding_max_excess_pct");
         assert!((excess - (l.cost / c.cost - 1.0) * 100.0).abs() < 1e-9);
     }
-    // The same result read as a 100-node graph at half the peak answers the other two.
+    // The same result read as a graph of 100 layers at half the peak answers the other two.
     let mut big = r.clone();
-    big.graphs[0].nodes = 100;
+    // A random layered DAG has no backward pass, so no layers: not a network for the claim.
+    assert_eq!(big.graphs[0].layers, None);
+    big.graphs[0].layers = Some(100);
     big.graphs[0].budgets[0].fraction = 0.5;
     big.graphs[0].working_set_bound_bytes = 0;
     let m = measures(&big);
@@ -302,15 +338,69 @@ fn measures_answer_the_claims() {
     // budgets solved.
     big.graphs[0].working_set_bound_bytes = big.graphs[0].checkpoint_all_peak_bytes / 2;
     assert!(value(&measures(&big), "milp_overhead_pct_at_3x_reduction").is_nan());
-    let solve = value(&m, "max_solve_s_100_plus_nodes");
-    if milp.status == SolveStatus::Optimal {
-        assert!((solve - milp.solve_time_s).abs() < 1e-12);
-    } else {
-        assert!(solve.is_nan());
-    }
+    // The solve-time claim: a finished solve gives its time; one stopped at a limit under an
+    // hour decides nothing; one stopped at an hour or more decides against the claim.
+    let mut timed = big.clone();
+    timed.params.budget_fractions = vec![timed.graphs[0].budgets[0].fraction];
+    let solve = timed.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.status = SolveStatus::Optimal;
+    solve.solve_time_s = 42.0;
+    assert_eq!(
+        value(&measures(&timed), "max_solve_s_100_plus_layers"),
+        42.0
+    );
+    let solve = timed.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.status = SolveStatus::ReachedTimeLimit;
+    solve.solve_time_s = 60.0;
+    let m = measures(&timed);
+    assert!(value(&m, "max_solve_s_100_plus_layers").is_nan());
+    let why = missing(&m, "max_solve_s_100_plus_layers");
+    assert!(
+        why.starts_with("not decided") && why.contains("after 60.0 s"),
+        "{why}"
+    );
+    timed.graphs[0].budgets[0]
+        .milp
+        .as_mut()
+        .unwrap()
+        .solve_time_s = 3600.5;
+    assert_eq!(
+        value(&measures(&timed), "max_solve_s_100_plus_layers"),
+        3600.5
+    );
+    // A budget that is not one of the fractions (the smallest-budget probe) does not count.
+    timed.params.budget_fractions = vec![0.9];
+    let m = measures(&timed);
+    assert!(value(&m, "max_solve_s_100_plus_layers").is_nan());
+    assert!(missing(&m, "max_solve_s_100_plus_layers").starts_with("not measured"));
+}
+
+/// The reason `name` of `m` gives for its missing value ("" when it gives none).
+fn missing(m: &[Measure], name: &str) -> String {
+    m.iter()
+        .find(|x| x.name == name)
+        .and_then(|x| x.missing.clone())
+        .unwrap_or_default()
 }
 
 /// The study's `[params.cited]` from `experiments/checkmate.toml`.
 fn cited() -> CheckmateCited {
     crate::demos::cited::from_experiment::<CheckmateCited>("checkmate").values
+}
+
+#[test]
+fn resnet50_counts_173_layers() {
+    // ResNet-50 as the budget sweep builds it: a training graph whose forward operations (the
+    // data input excluded) are the layers the solve-time claim counts.
+    let net = BuiltNet::Resnet {
+        units: vec![3, 4, 6, 3],
+        image: 224,
+        batch: 32,
+    };
+    let (g, batch) = net.graph().unwrap();
+    assert_eq!(batch, 32);
+    assert!(g.first_backward() < g.len());
+    // conv0, bn0, relu0, pool0; 16 units of 10 operations and 4 projections; the head's 5.
+    assert_eq!(g.forward_ops().len(), 4 + 16 * 10 + 4 + 5);
+    assert_eq!(g.name, "ResNet-50 (224x224)");
 }
