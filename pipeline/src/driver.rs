@@ -754,6 +754,9 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<report::model::Glanc
         return crate::studies::glance(&study, rec, rec_path);
     }
     let records = training_records(&study, study_path, &paths)?;
+    if crate::search::params(&study)?.is_some() {
+        return Ok(search_parts(study_path, &records)?.2);
+    }
     // The glance reads memwall's records only (no PyTorch rows).
     let (_, _, glance) = report::training::sections(
         &records,
@@ -889,7 +892,19 @@ fn report_search(
     paths: &Paths,
     records: &results::StudyRecords,
 ) -> Result<Rendered> {
-    let header = &study.header;
+    let (sections, environment, glance) = search_parts(study_path, records)?;
+    write_report(paths, &study.header, records, sections, environment, glance)
+}
+
+/// A search study's sections, environment tables and glance (see [`report_search`]).
+fn search_parts(
+    study_path: &Path,
+    records: &results::StudyRecords,
+) -> Result<(
+    Vec<report::model::Section>,
+    Vec<report::model::Table>,
+    Vec<report::model::GlanceRow>,
+)> {
     let mut profiles: Vec<Profile> = records.records.iter().map(|r| r.spec.profile).collect();
     profiles.sort_by_key(|p| (*p != Profile::Cpu, p.as_str()));
     profiles.dedup();
@@ -911,7 +926,7 @@ fn report_search(
             }
         }
     }
-    write_report(paths, header, records, sections, environment, glance)
+    Ok((sections, environment, glance))
 }
 
 /// Renders a training study's report (dated by its newest record) into

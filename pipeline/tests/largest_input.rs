@@ -132,3 +132,30 @@ fn probes_over_the_limit_are_out_of_memory_and_the_search_ends_at_the_boundary_a
     );
     assert!(md.contains("Checkpoint every block"));
 }
+
+/// The glance `memwall reproduce` prints for the search study (`driver::glance`) is the one its
+/// report shows: from the committed records, the 5.1x claim is answered by the search (a
+/// verdict with our ratio), not "not comparable".
+#[test]
+fn the_printed_glance_of_the_search_is_its_reports() {
+    let root = root();
+    let rows = memwall::driver::glance(
+        &root.join("experiments/largest_input.toml"),
+        &root.join("runs"),
+    )
+    .unwrap();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_ne!(
+            row.verdict,
+            memwall::spec::claims::Verdict::NotComparable,
+            "{row:?}"
+        );
+        assert!(row.ours.ends_with('x'), "{}", row.ours);
+    }
+    let report = std::fs::read_to_string(root.join("reports/largest_input/report.md")).unwrap();
+    for row in &rows {
+        let cells = format!("| {} | {} (", row.ours, row.verdict.as_str());
+        assert!(report.contains(&cells), "the report has no `{cells}`");
+    }
+}
