@@ -44,7 +44,7 @@ struct RunArgs {
     #[arg(long, default_value = memwall::driver::LOCAL_RUNS, env = "MEMWALL_RUNS")]
     runs: PathBuf,
     /// Write into the committed evidence, `runs/` and `reports/` (a maintainer's command:
-    /// README "Publishing evidence"), instead of this machine's store.
+    /// the book: docs/src/guide/publishing.md), instead of this machine's store.
     #[arg(long, conflicts_with_all = ["runs", "reports"])]
     publish: bool,
     /// Report output root (default: `reports` for the committed record store `runs`,
@@ -79,9 +79,9 @@ struct RunArgs {
 struct BundleArgs {
     /// Experiment files (default: experiments/peak_memory.toml).
     experiments: Vec<PathBuf>,
-    /// The whole GPU suite: every study of `memwall::bundle::SUITE` (peak_memory,
-    /// checkpoint_interval, mixed_precision) in that priority order, at the `full` profile
-    /// unless --profile says otherwise.
+    /// The whole GPU suite: every study whose experiment file gives it a `study.gpu_suite`
+    /// place (peak_memory, checkpoint_interval, mixed_precision, then fusion_ir's chains), in
+    /// that order, at the `full` profile unless --profile says otherwise.
     #[arg(long, conflicts_with = "experiments")]
     suite: bool,
     /// Directory of the experiment files the suite is read from.

@@ -67,11 +67,11 @@ pub enum ReferenceError {
 pub const PLAN_FORMAT: &str = "memwall-torch-plan/1";
 /// `format` of a [`TorchRow`].
 pub const ROW_FORMAT: &str = "memwall-torch-row/1";
-/// Studies the reference script covers: the training studies of the GPU suite, whose
-/// configurations are the script's mechanisms (precision, checkpointing every K blocks, the
-/// fused step, torch.compile, the activation memory budget, the attention), in the suite's
-/// order; mixed precision with master weights is left out configuration by configuration.
-pub const STUDIES: &[&str] = &["peak_memory", "checkpoint_interval", "mixed_precision"];
+// The studies the reference script covers say so in their experiment files
+// (`study.pytorch_reference`, read by `memwall_core::spec::StudyRoles`): training studies whose
+// configurations are the script's mechanisms (precision, checkpointing every K blocks, the
+// fused step, torch.compile, the activation memory budget, the attention); mixed precision
+// with master weights is left out configuration by configuration.
 /// Folder of the rows inside a study's record-store folder.
 pub const ROWS_DIR: &str = "pytorch";
 
@@ -387,7 +387,8 @@ fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
     }
 }
 
-/// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover.
+/// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover (no
+/// `study.pytorch_reference`).
 /// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing, Checkmate plans,
 /// master weights, other layer norms, and on a CPU backend kernel fusion) are left out with the
 /// reason. The jobs' backend decides the device: CUDA jobs plan a GPU run, flex or ndarray
@@ -395,7 +396,7 @@ fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
 /// budgets stay: `torch.compile` builds them with Inductor's C++ backend (a C++ compiler is
 /// needed; without one the row is `failed` with the compiler's error).
 pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
-    if !STUDIES.contains(&study.header.name.as_str()) {
+    if !study.header.pytorch_reference {
         return None;
     }
     // The profile's own model (configurations of a named model are left out below).

@@ -78,7 +78,8 @@ type Result<T, E = ReferenceCmdError> = std::result::Result<T, E>;
 pub struct CpuRequest {
     /// Directory of the experiment files (`<dir>/<study>.toml`).
     pub experiments: PathBuf,
-    /// The studies (empty: every study of [`reference::STUDIES`]).
+    /// The studies (empty: every study whose experiment file has
+    /// `study.pytorch_reference = true`).
     pub studies: Vec<String>,
     /// Only these configurations (empty: all); a name no chosen study has is refused.
     pub only: Vec<String>,
@@ -130,18 +131,20 @@ pub struct Measured {
 /// A study the script does not cover, a missing experiment file, an `--only` name no chosen
 /// study has, or the corpus and job expansion's errors (naming the file and field).
 pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
+    let covered = crate::spec::StudyRoles::discover(&req.experiments)?.pytorch;
     let names: Vec<String> = if req.studies.is_empty() {
-        reference::STUDIES.iter().map(|s| s.to_string()).collect()
+        covered.clone()
     } else {
         req.studies.clone()
     };
     let mut matched = vec![false; req.only.len()];
     let mut out = Vec::new();
     for name in &names {
-        if !reference::STUDIES.contains(&name.as_str()) {
+        if !covered.contains(name) {
             return Err(ReferenceCmdError::Refused(format!(
-                "--study {name}: the PyTorch reference covers {} only",
-                reference::STUDIES.join(", ")
+                "--study {name}: the PyTorch reference covers {} only (the experiment files \
+                 with `study.pytorch_reference = true`)",
+                covered.join(", ")
             )));
         }
         let experiment = req.experiments.join(format!("{name}.toml"));

@@ -47,7 +47,23 @@ pub struct StudyHeader {
     /// with none named: its control and first configurations).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<String>,
+    /// The study's place in the GPU suite (`memwall bundle --suite`): 1 runs first, when a
+    /// session's minutes matter most; `None`: not in the suite. A training study's jobs travel
+    /// in the bundle; a `fusion_ir` study's CUDA chains run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_suite: Option<u32>,
+    /// PyTorch eager runs the study's configurations as twins (`memwall reference`, the
+    /// bundle's `torch_peak_memory.py`): a training study only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pytorch_reference: bool,
+    /// The study whose control the kernel-attribution benchmark times operation by operation on
+    /// a GPU, and whose report shows it: one training study at most.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_attribution: bool,
 }
+
+/// Highest place in the GPU suite (`study.gpu_suite`).
+pub const MAX_SUITE_PLACE: u32 = 100;
 
 /// Most lines a report's timeline figure overlays (more are unreadable).
 pub const MAX_TIMELINE_LINES: usize = 8;
@@ -1071,6 +1087,68 @@ fn check_header(file: &ExperimentFile, fields: Fields) -> Result<()> {
     for key in file.profiles.keys() {
         key.parse::<Profile>()
             .map_err(|m| fields.err(&format!("profiles.{key}"), m))?;
+    }
+    check_roles(&file.study, fields)
+}
+
+/// The `[study]` header of the experiment file at `path` (text `text`), its name and roles
+/// checked ([`check_roles`]); the rest of the file is not read.
+///
+/// # Errors
+/// [`Error::Spec`] for a header that does not parse, [`Error::SpecField`] naming the field.
+pub(super) fn read_header(path: &Path, text: &str) -> Result<StudyHeader> {
+    /// The file with only its `[study]` table read.
+    #[derive(Deserialize)]
+    struct HeaderOnly {
+        study: StudyHeader,
+    }
+    let h: HeaderOnly = toml::from_str(text).map_err(|source| Error::Spec {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let fields = Fields { path };
+    if !valid_name(&h.study.name) {
+        return Err(fields.err(
+            "study.name",
+            format!(
+                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
+                h.study.name
+            ),
+        ));
+    }
+    check_roles(&h.study, fields)?;
+    Ok(h.study)
+}
+
+/// `study.gpu_suite` in 1..=[`MAX_SUITE_PLACE`] for a training or `fusion_ir` study;
+/// `pytorch_reference` and `kernel_attribution` for a training study only.
+fn check_roles(h: &StudyHeader, fields: Fields) -> Result<()> {
+    let training = h.kind == StudyKind::Training;
+    if let Some(place) = h.gpu_suite {
+        if !(1..=MAX_SUITE_PLACE).contains(&place) {
+            return Err(fields.err(
+                "study.gpu_suite",
+                format!("{place}: expected a place from 1 (runs first) to {MAX_SUITE_PLACE}"),
+            ));
+        }
+        if !training && h.kind != StudyKind::FusionIr {
+            return Err(fields.err(
+                "study.gpu_suite",
+                "only training studies and the fusion_ir study run on a GPU machine: remove it"
+                    .into(),
+            ));
+        }
+    }
+    for (set, key) in [
+        (h.pytorch_reference, "study.pytorch_reference"),
+        (h.kernel_attribution, "study.kernel_attribution"),
+    ] {
+        if set && !training {
+            return Err(fields.err(
+                key,
+                "applies to a training study (kind = \"training\") only: remove it".into(),
+            ));
+        }
     }
     Ok(())
 }

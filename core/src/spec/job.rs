@@ -269,7 +269,7 @@ pub enum AutotuneLevel {
 
 /// How CubeCL's memory pool places allocations on the GPU.
 ///
-/// Measured on an H100 80GB at the `full` profile (README, "GPU runs"): over 13
+/// Measured on an H100 80GB at the `full` profile (docs/src/operations/gpu-runs.md): over 13
 /// configurations of `peak_memory`, `exact_size` held less reserved memory than `sliced` in 9
 /// and came within 1.25x of the (lower-bound) allocated peak in 10, against 8 for `sliced`, at
 /// the same step time; so it is the default.

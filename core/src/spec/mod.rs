@@ -31,18 +31,22 @@ pub mod claims;
 mod file;
 mod job;
 mod memory;
+mod roles;
 
 pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
     LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
-pub use file::{MAX_EVAL_BATCHES, MAX_STEPS, MAX_TIMELINE_LINES, MAX_VOCAB, MIN_SWEEP_POINTS};
+pub use file::{
+    MAX_EVAL_BATCHES, MAX_STEPS, MAX_SUITE_PLACE, MAX_TIMELINE_LINES, MAX_VOCAB, MIN_SWEEP_POINTS,
+};
 pub use job::{
     AutotuneLevel, Corpora, DeviceSettings, JobSpec, MemoryPool, PreparedData, Recompute, Strategy,
 };
 pub use memory::{
     check_fits, human_bytes, tokenizer_training_bytes, DeviceMemory, MemoryEstimate, TooLarge,
 };
+pub use roles::StudyRoles;
 
 use crate::error::{Error, Result};
 use std::fmt;

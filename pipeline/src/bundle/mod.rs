@@ -22,7 +22,7 @@ use crate::device::BackendKind;
 use crate::driver::{self, Paths};
 use crate::reference::{self, TorchRow};
 use crate::results::{self, JobRecord};
-use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind};
+use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind, StudyRoles};
 use memwall_core::record::{JsonError, RecordFileError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -126,47 +126,37 @@ pub const RESULTS_ARCHIVE: &str = "results.tar.gz";
 /// Folder (inside the bundle) of the PyTorch reference script, its plan and its results.
 const REFERENCE_DIR: &str = "reference";
 
-/// The GPU suite (`memwall bundle --suite`, `just gpu-suite`): every training study with a
-/// `full` profile, in the order a GPU session runs them (the first matters most when its
-/// minutes run out): `peak_memory` (the source's table, the Checkmate rows included), the
-/// checkpoint interval K x precision x fusion sweep, then mixed precision.
-pub const SUITE: &[&str] = &["peak_memory", "checkpoint_interval", "mixed_precision"];
+// The GPU suite (`memwall bundle --suite`, `just gpu-suite`) is named by the experiment files:
+// each study's `study.gpu_suite` is its place in the order a GPU session runs them (the first
+// matters most when its minutes run out), read by `StudyRoles::discover`; the suite's
+// `fusion_ir` study carries its elementwise chains with and without Burn's fusion backend
+// (`memwall-job fusion-chains`) and the `kernel_attribution` study its control's operation
+// timings.
 
-/// The in-process study whose CUDA measurement a bundle carries: `fusion_ir`'s elementwise
-/// chains with and without Burn's fusion backend (`memwall-job fusion-chains`).
-pub const CHAINS_STUDY: &str = "fusion_ir";
 /// Where run.sh writes the chains' run inside the bundle.
 const CHAINS_FILE: &str = "fusion_ir/chains.json";
 
-/// The experiment files of [`SUITE`] and [`CHAINS_STUDY`] in `experiments`, in suite order.
+/// The experiment files of the GPU suite in `experiments`, in suite order (`study.gpu_suite`).
 ///
 /// # Errors
-/// A suite study with no experiment file there.
+/// Experiment files whose headers do not read ([`StudyRoles::discover`]), or none in the suite.
 pub fn suite_experiments(experiments: &Path) -> Result<Vec<PathBuf>> {
-    SUITE
-        .iter()
-        .chain(std::iter::once(&CHAINS_STUDY))
-        .map(|name| {
-            let p = experiments.join(format!("{name}.toml"));
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(BundleError::Refused(format!(
-                    "the GPU suite needs {}: not found",
-                    p.display()
-                )))
-            }
-        })
-        .collect()
+    let roles = StudyRoles::discover(experiments)?;
+    if roles.suite.is_empty() {
+        refuse!(
+            "no experiment file in {} has `study.gpu_suite`: the GPU suite is empty (give the \
+             studies a GPU session should run their places, 1 first)",
+            experiments.display()
+        );
+    }
+    Ok(roles.suite.into_iter().map(|(_, _, path)| path).collect())
 }
 
-/// The study whose control the attribution benchmark times, and whose report shows it.
-pub const ATTRIBUTION_STUDY: &str = "peak_memory";
 /// The attribution benchmark's PyTorch script, beside the reference script.
 const ATTRIBUTION_SCRIPT: &str = "torch_attribution.py";
 /// Expected seconds of the attribution benchmark's Burn side on a GPU: about 30 operations x 2
 /// dtypes x 13 timed runs, plus the autotuning of the shapes a warm cache lacks (20-30 s each,
-/// README "GPU runs") and one profiled step per dtype; a guess until a GPU run measures it.
+/// docs/src/operations/gpu-runs.md) and one profiled step per dtype; a guess until a GPU run measures it.
 const ATTRIBUTION_BURN_S: u64 = 240;
 /// Expected seconds of its PyTorch side (cuBLAS and SDPA need no tuning).
 const ATTRIBUTION_TORCH_S: u64 = 90;
@@ -174,13 +164,13 @@ const ATTRIBUTION_TORCH_S: u64 = 90;
 const ATTRIBUTION_DIR: &str = "attribution";
 
 /// Bytes a device session carries to the GPU machine, the bundle and the repository's working
-/// tree together (README "GPU runs").
+/// tree together (docs/src/operations/gpu-runs.md).
 pub const CARRY_LIMIT_BYTES: u64 = 64 << 20;
 
 /// The committed CubeCL autotune cache, beside the record store (`gpu-cache/cubecl` for
 /// `runs/`): the tunings of every GPU run imported so far (`autotune/<cubecl version>/<device
 /// folder>/*.json.log`), carried by every bundle so that a GPU job starts in seconds rather than
-/// the 41-159 s of cold tuning (README "GPU runs"). Compiled kernels are not kept: they are
+/// the 41-159 s of cold tuning (docs/src/operations/gpu-runs.md). Compiled kernels are not kept: they are
 /// large (83 MB for 13 configurations) and NVRTC recompiles them in seconds.
 pub fn autotune_store(runs: &Path) -> PathBuf {
     runs.parent()
@@ -191,7 +181,7 @@ pub fn autotune_store(runs: &Path) -> PathBuf {
 
 /// The minutes one command of a GPU session may run, with a margin for the machine's transfers
 /// (a command runs at most 10 minutes, a session has 15 device minutes with the machine's start
-/// of 2-4 minutes; README "GPU runs"): a CUDA bundle's `run.sh` stops before them unless
+/// of 2-4 minutes; docs/src/operations/gpu-runs.md): a CUDA bundle's `run.sh` stops before them unless
 /// `--minutes` says otherwise.
 pub const SUITE_MINUTES: f64 = 9.0;
 
@@ -602,7 +592,7 @@ fn bundle_study(ctx: &StudyCtx, g: &mut Gathered, experiment: &Path, study: &Stu
         std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
         results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
         bundled.jobs.push((job.config.clone(), job.key()));
-        if job.study == ATTRIBUTION_STUDY && job.control && !job.strategy.fusion {
+        if study.header.kernel_attribution && job.control && !job.strategy.fusion {
             g.attribution_jobs.push((job.study.clone(), job.key()));
         }
         jobs.push(job);
@@ -719,7 +709,7 @@ fn write_torch_reference(
                 });
                 continue;
             }
-            // PyTorch's eager steps take about memwall's (README "GPU runs"), 1.5x
+            // PyTorch's eager steps take about memwall's (docs/src/operations/gpu-runs.md), 1.5x
             // for margin; torch.compile (a memory budget compiles too) adds 44-57 s of
             // compilation on an H100.
             let memwall_s = job_seconds
@@ -1357,21 +1347,48 @@ fn store_records(
 /// `fusion_ir` chains run, the attribution benchmark's files (adding their studies to
 /// `summary.studies`) and the CubeCL cache.
 fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) -> Result<()> {
-    summary.fusion_chains = import_chains(&root.join(CHAINS_FILE), &req.runs)?;
-    if summary
-        .fusion_chains
-        .as_deref()
-        .is_some_and(|m| m.starts_with("imported"))
-    {
-        if let Ok(e) = find_experiment(&req.experiments, CHAINS_STUDY) {
-            summary.studies.push(e);
+    let chains = root.join(CHAINS_FILE);
+    let attribution = root.join(ATTRIBUTION_DIR);
+    if chains.is_file() || attribution.is_dir() {
+        let roles = StudyRoles::discover(&req.experiments)?;
+        let suite_study = |name: Option<&str>, what: &str| -> Result<(String, PathBuf)> {
+            let Some(name) = name else {
+                refuse!(
+                    "the bundle carries {what}, but no experiment file in {} claims it (`{}`)",
+                    req.experiments.display(),
+                    if what.contains("chains") {
+                        "study.gpu_suite on the fusion_ir study"
+                    } else {
+                        "study.kernel_attribution = true"
+                    }
+                );
+            };
+            let at = roles
+                .suite
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|x| x.2.clone());
+            Ok((
+                name.to_string(),
+                at.map_or_else(|| find_experiment(&req.experiments, name), Ok)?,
+            ))
+        };
+        if chains.is_file() {
+            let (name, file) = suite_study(roles.chains(), "fusion chains")?;
+            summary.fusion_chains = import_chains(&chains, &req.runs.join(&name))?;
+            if summary
+                .fusion_chains
+                .as_deref()
+                .is_some_and(|m| m.starts_with("imported"))
+            {
+                summary.studies.push(file);
+            }
         }
-    }
-    summary.attribution_files = import_attribution(&root.join(ATTRIBUTION_DIR), &req.runs)?;
-    if summary.attribution_files > 0 {
-        if let Ok(e) = find_experiment(&req.experiments, ATTRIBUTION_STUDY) {
-            if !summary.studies.contains(&e) {
-                summary.studies.push(e);
+        if attribution.is_dir() {
+            let (name, file) = suite_study(roles.attribution.as_deref(), "attribution rows")?;
+            summary.attribution_files = import_attribution(&attribution, &req.runs.join(&name))?;
+            if summary.attribution_files > 0 && !summary.studies.contains(&file) {
+                summary.studies.push(file);
             }
         }
     }
@@ -1386,12 +1403,12 @@ fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) 
 }
 
 /// Imports a bundle's `fusion_ir` chains run: a CUDA run that measured becomes
-/// `runs/fusion_ir/cuda_chains.json` (which the study's report then shows); a CPU run or one that
-/// could not measure is not imported, and the message says why.
+/// `<study_runs>/cuda_chains.json` (`runs/fusion_ir/`, which the study's report then shows); a
+/// CPU run or one that could not measure is not imported, and the message says why.
 ///
 /// # Errors
 /// A file that does not read as a chains run (naming the file and the field), and I/O errors.
-fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
+fn import_chains(file: &Path, study_runs: &Path) -> Result<Option<String>> {
     use memwall_core::record::fusion_chains::{read_run, ChainsBackend, CUDA_CHAINS_FILE};
     let Some(run) = read_run(file)? else {
         return Ok(None);
@@ -1405,7 +1422,7 @@ fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
     if let Err(why) = &run.chains {
         return Ok(Some(format!("fusion chains did not measure: {why}")));
     }
-    let to = runs.join(CHAINS_STUDY).join(CUDA_CHAINS_FILE);
+    let to = study_runs.join(CUDA_CHAINS_FILE);
     let dir = to.parent().expect("has a parent");
     std::fs::create_dir_all(dir).doing(|| format!("creating {}", dir.display()))?;
     std::fs::copy(file, &to).doing(|| format!("copying {} to {}", file.display(), to.display()))?;
@@ -1413,14 +1430,14 @@ fn import_chains(file: &Path, runs: &Path) -> Result<Option<String>> {
 }
 
 /// Copies the attribution benchmark's `*.jsonl` of a results folder into
-/// `runs/<ATTRIBUTION_STUDY>/attribution/`, named by framework and device
+/// `<study_runs>/attribution/` (`runs/peak_memory/attribution/`), named by framework and device
 /// ([`memwall_core::record::attribution::file_name`]) so a later run on the same device replaces
 /// its file and another device's stays; returns the files copied.
 ///
 /// # Errors
 /// A file none of whose lines reads as an attribution row (naming the file and the first
 /// reason), and I/O errors.
-fn import_attribution(dir: &Path, runs: &Path) -> Result<usize> {
+fn import_attribution(dir: &Path, study_runs: &Path) -> Result<usize> {
     use memwall_core::record::attribution;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(0);
@@ -1431,7 +1448,7 @@ fn import_attribution(dir: &Path, runs: &Path) -> Result<usize> {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     files.sort();
-    let to_dir = runs.join(ATTRIBUTION_STUDY).join(ATTRIBUTION_DIR);
+    let to_dir = study_runs.join(ATTRIBUTION_DIR);
     let mut n = 0;
     for f in files {
         let (rows, bad) = attribution::read_rows(&f)?;

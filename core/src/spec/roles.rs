@@ -1,0 +1,175 @@
+//! The parts studies play beyond their own report, read from the `[study]` headers of the
+//! experiment files (one place for them): the GPU suite and its order (`gpu_suite`), the
+//! studies PyTorch eager runs as twins (`pytorch_reference`) and the one whose control the
+//! kernel-attribution benchmark times (`kernel_attribution`).
+
+use super::file::read_header;
+use super::{Study, StudyHeader, StudyKind};
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// The roles of the studies of one experiments folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StudyRoles {
+    /// The GPU suite in the order it runs (`study.gpu_suite` ascending): each study's name,
+    /// kind and experiment file.
+    pub suite: Vec<(String, StudyKind, PathBuf)>,
+    /// The studies PyTorch eager runs as twins, in file order.
+    pub pytorch: Vec<String>,
+    /// The study whose control the kernel-attribution benchmark times, if any.
+    pub attribution: Option<String>,
+}
+
+impl StudyRoles {
+    /// Reads the `[study]` header of every experiment file in `dir` ([`Study::discover`]).
+    ///
+    /// # Errors
+    /// A file that cannot be read, a header that does not parse or whose roles are out of
+    /// range ([`Error::Spec`], [`Error::SpecField`] naming the file and field), two studies at
+    /// the same `gpu_suite` place, two with `kernel_attribution`, or two files of one study name.
+    pub fn discover(dir: &Path) -> Result<StudyRoles> {
+        let mut headers: Vec<(PathBuf, StudyHeader)> = Vec::new();
+        for path in Study::discover(dir)? {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+            let h = read_header(&path, &text)?;
+            if let Some((first, _)) = headers.iter().find(|(_, o)| o.name == h.name) {
+                return Err(clash(&path, "study.name", &h.name, first));
+            }
+            headers.push((path, h));
+        }
+        let mut placed: Vec<(u32, &PathBuf, &StudyHeader)> = Vec::new();
+        for (path, h) in &headers {
+            if let Some(place) = h.gpu_suite {
+                if let Some((_, first, _)) = placed.iter().find(|(p, _, _)| *p == place) {
+                    return Err(clash(path, "study.gpu_suite", &place.to_string(), first));
+                }
+                placed.push((place, path, h));
+            }
+        }
+        placed.sort_by_key(|(p, _, _)| *p);
+        let mut attribution: Option<(&PathBuf, &StudyHeader)> = None;
+        for (path, h) in headers.iter().filter(|(_, h)| h.kernel_attribution) {
+            if let Some((first, _)) = attribution {
+                return Err(clash(path, "study.kernel_attribution", "true", first));
+            }
+            attribution = Some((path, h));
+        }
+        Ok(StudyRoles {
+            suite: placed
+                .into_iter()
+                .map(|(_, path, h)| (h.name.clone(), h.kind, path.clone()))
+                .collect(),
+            pytorch: headers
+                .iter()
+                .filter(|(_, h)| h.pytorch_reference)
+                .map(|(_, h)| h.name.clone())
+                .collect(),
+            attribution: attribution.map(|(_, h)| h.name.clone()),
+        })
+    }
+
+    /// The suite's study names, in order.
+    pub fn suite_names(&self) -> Vec<&str> {
+        self.suite.iter().map(|(n, _, _)| n.as_str()).collect()
+    }
+
+    /// The suite's `fusion_ir` study, whose CUDA chains run in the bundle, if any.
+    pub fn chains(&self) -> Option<&str> {
+        self.suite
+            .iter()
+            .find(|(_, k, _)| *k == StudyKind::FusionIr)
+            .map(|(n, _, _)| n.as_str())
+    }
+}
+
+/// The error for a value only one study may have: `path`'s `field` repeats `value` of `first`.
+fn clash(path: &Path, field: &str, value: &str, first: &Path) -> Error {
+    Error::SpecField {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message: format!(
+            "`{value}` is already {}'s: only one study may have it",
+            first.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(name: &str, kind: &str, extra: &str) -> String {
+        format!(
+            "[study]\nname = \"{name}\"\ntitle = \"t\"\nsource = \"s.txt\"\nkind = \"{kind}\"\n{extra}\n[train]\nsteps = 1\n"
+        )
+    }
+
+    fn folder(files: &[(&str, String)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn the_suite_runs_in_its_places_and_names_the_chains_study() {
+        let dir = folder(&[
+            (
+                "a.toml",
+                header("a", "training", "gpu_suite = 2\npytorch_reference = true"),
+            ),
+            ("b.toml", header("b", "fusion_ir", "gpu_suite = 9")),
+            (
+                "c.toml",
+                header("c", "training", "gpu_suite = 1\nkernel_attribution = true"),
+            ),
+            ("d.toml", header("d", "checkmate", "")),
+        ]);
+        let r = StudyRoles::discover(dir.path()).unwrap();
+        assert_eq!(r.suite_names(), ["c", "a", "b"]);
+        assert_eq!(r.chains(), Some("b"));
+        assert_eq!(r.pytorch, ["a"]);
+        assert_eq!(r.attribution.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_role_twice_or_out_of_place_names_the_file_and_field() {
+        let twice = folder(&[
+            ("a.toml", header("a", "training", "gpu_suite = 1")),
+            ("b.toml", header("b", "training", "gpu_suite = 1")),
+        ]);
+        let e = StudyRoles::discover(twice.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("b.toml") && e.contains("study.gpu_suite") && e.contains("a.toml"),
+            "{e}"
+        );
+        let attribution = folder(&[
+            (
+                "a.toml",
+                header("a", "training", "kernel_attribution = true"),
+            ),
+            (
+                "b.toml",
+                header("b", "training", "kernel_attribution = true"),
+            ),
+        ]);
+        let e = StudyRoles::discover(attribution.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("study.kernel_attribution"), "{e}");
+        let demo = folder(&[(
+            "a.toml",
+            header("a", "sixteen_bit", "pytorch_reference = true"),
+        )]);
+        let e = StudyRoles::discover(demo.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("study.pytorch_reference") && e.contains("training study"),
+            "{e}"
+        );
+        let zero = folder(&[("a.toml", header("a", "training", "gpu_suite = 0"))]);
+        let e = StudyRoles::discover(zero.path()).unwrap_err().to_string();
+        assert!(e.contains("study.gpu_suite") && e.contains("from 1"), "{e}");
+    }
+}
