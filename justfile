@@ -67,6 +67,16 @@ screenshots:
     done
     ls -l target/screenshots
 
+# The manual: the mdBook in docs/ into target/book/html (`cargo install mdbook
+# mdbook-linkcheck2 --locked` first, as .ci/run does). Fails on any warning mdbook prints and
+# on a link to a missing file (mdbook-linkcheck2).
+book:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    out=$(mdbook build docs 2>&1) || { echo "$out"; exit 1; }
+    echo "$out"
+    if grep -E "WARN|ERROR" <<<"$out" >/dev/null; then echo "mdbook printed a warning: fix it" >&2; exit 1; fi
+
 # Check the machine: devices, backends.
 doctor: build
     {{memwall}} doctor
@@ -79,14 +89,14 @@ data:
     ls -l data
 
 # A bundle for a GPU machine without Rust: runner, jobs, corpus, the committed autotune cache,
-# PyTorch reference, plan.tsv and run.sh, in target/gpu-bundle/ (README "On a GPU machine
+# PyTorch reference, plan.tsv and run.sh, in target/gpu-bundle/ (the book, docs/src/operations/gpu-runs.md, "On a GPU machine
 # without Rust"), e.g. `just gpu-bundle experiments/peak_memory.toml --profile full`. There,
 # `./gpu-bundle/run.sh --results DIR`; here `memwall import DIR/results.tar.gz DIR/cache.tar.gz`.
 gpu-bundle *FLAGS:
     cargo build --release --locked --bin memwall
     {{memwall}} bundle {{FLAGS}}
 
-# The whole GPU programme as one bundle (README "GPU runs"): the slim CUDA runner, then every
+# The whole GPU programme as one bundle (the book: docs/src/operations/gpu-runs.md): the slim CUDA runner, then every
 # study of the suite (peak_memory, checkpoint_interval, mixed_precision) at the `full` profile
 # with the PyTorch reference, in tiers (1: the source's rows, each with its PyTorch eager twin).
 # There, one command: `./gpu-bundle/run.sh --results DIR` (stops before 9 minutes; again to go
@@ -110,13 +120,13 @@ nightly *FLAGS: build
 
 # The nightly on a GPU node that has Rust: every study afresh at the `full` profile on CUDA, one
 # history entry, the trend page (where the node has no Rust: `just gpu-suite` here, `run.sh`
-# there, `memwall import RESULTS --nightly` here; README "Nightly runs").
+# there, `memwall import RESULTS --nightly` here; the book: docs/src/operations/nightly.md).
 nightly-gpu *FLAGS: build
     {{memwall}} nightly --device cuda {{FLAGS}}
 
 # Write the files of a scheduler (systemd, cron, slurm or github) that run the nightly every night
 # in this checkout, e.g. `just nightly-install systemd --at 03:00`; prints the command that
-# enables them (README "Nightly runs, repeats, several GPUs, Slurm").
+# enables them (the book: docs/src/operations/nightly.md).
 nightly-install SCHEDULER *FLAGS: build
     {{memwall}} nightly install --scheduler {{SCHEDULER}} {{FLAGS}}
 

@@ -53,7 +53,7 @@ impl fmt::Display for DeviceRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// `burn-flex`: the CPU backend memwall uses by default (see README for the comparison).
+    /// `burn-flex`: the CPU backend memwall uses by default (the comparison: docs/src/findings/cpu-backend.md).
     Flex,
     /// `burn-ndarray`.
     Ndarray,

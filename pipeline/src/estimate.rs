@@ -33,7 +33,7 @@ pub const STARTUP_S: [(BackendKind, f64); 3] = [
 ];
 
 /// Extra seconds of the first job of a precision when the bundle carries no kernel cache
-/// (H100, cold caches: the first bf16 job reached its first step after 153 s; README "GPU
+/// (H100, cold caches: the first bf16 job reached its first step after 153 s; docs/src/operations/gpu-runs.md "GPU
 /// runs").
 pub const COLD_CACHE_S: f64 = 153.0;
 

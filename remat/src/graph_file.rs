@@ -84,7 +84,7 @@ pub fn read_graph(path: &Path) -> Result<Graph, RematError> {
     }
     let file: FileGraph = serde_path_to_error::deserialize(value).map_err(|e| {
         schema(format!(
-            "field `{}`: {} (the format: README, section `memwall plan`)",
+            "field `{}`: {} (the format: docs/src/guide/plan.md)",
             e.path(),
             e.inner()
         ))

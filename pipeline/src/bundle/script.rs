@@ -21,7 +21,7 @@ use crate::schedule::sh_quote;
 /// Seconds `run.sh --minutes N` keeps for packing the results before the N minutes end.
 pub const PACK_S: u64 = 30;
 
-/// The largest file a GPU session brings back from its output folder, bytes (README "GPU runs").
+/// The largest file a GPU session brings back from its output folder, bytes (docs/src/operations/gpu-runs.md).
 pub const RETURN_LIMIT_BYTES: u64 = 16 << 20;
 
 /// The archive of the logs' tails.

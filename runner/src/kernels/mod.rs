@@ -2,7 +2,7 @@
 //!
 //! Burn 0.21's flex runs GELU as a scalar `libm::erff` per element on one thread and copies a
 //! strided view element by element; at the `cpu` profile these were 38% of a training step's
-//! main-thread time (`just profile-cpu`, README "CPU speed"). The kernels here work on
+//! main-thread time (`just profile-cpu`, the book's findings on the CPU backend, docs/src/findings/cpu-backend.md). The kernels here work on
 //! contiguous `f32` slices (bf16 through chunked conversion), are written so that LLVM
 //! vectorizes their loops, are compiled for AVX-512 and AVX2 besides the baseline and picked
 //! at run time ([`simd_level`]), and run over rows in parallel on rayon's pool (the one flex's
