@@ -1064,17 +1064,9 @@ fn check_model_name(
     ))
 }
 
-/// Checks the study's name and the names of its `[profiles.*]` sections.
+/// Checks the study's name, its roles and the names of its `[profiles.*]` sections.
 fn check_header(file: &ExperimentFile, fields: Fields) -> Result<()> {
-    if !valid_name(&file.study.name) {
-        return Err(fields.err(
-            "study.name",
-            format!(
-                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
-                file.study.name
-            ),
-        ));
-    }
+    check_name(&file.study, fields)?;
     if !(1..=MAX_REPEATS).contains(&file.study.repeats) {
         return Err(fields.err(
             "study.repeats",
@@ -1107,17 +1099,23 @@ pub(super) fn read_header(path: &Path, text: &str) -> Result<StudyHeader> {
         source,
     })?;
     let fields = Fields { path };
-    if !valid_name(&h.study.name) {
-        return Err(fields.err(
-            "study.name",
-            format!(
-                "`{}` must be non-empty and use only letters, digits, `_` and `-`",
-                h.study.name
-            ),
-        ));
-    }
+    check_name(&h.study, fields)?;
     check_roles(&h.study, fields)?;
     Ok(h.study)
+}
+
+/// `study.name` is non-empty letters, digits, `_` and `-` (a folder name under `runs/`).
+fn check_name(h: &StudyHeader, fields: Fields) -> Result<()> {
+    if valid_name(&h.name) {
+        return Ok(());
+    }
+    Err(fields.err(
+        "study.name",
+        format!(
+            "`{}` must be non-empty and use only letters, digits, `_` and `-`",
+            h.name
+        ),
+    ))
 }
 
 /// `study.gpu_suite` in 1..=[`MAX_SUITE_PLACE`] for a training or `fusion_ir` study;
