@@ -18,6 +18,8 @@ pub struct StudyRoles {
     pub pytorch: Vec<String>,
     /// The study whose control the kernel-attribution benchmark times, if any.
     pub attribution: Option<String>,
+    /// Every study's name and experiment file, in file order.
+    pub files: Vec<(String, PathBuf)>,
 }
 
 impl StudyRoles {
@@ -66,7 +68,19 @@ impl StudyRoles {
                 .map(|(_, h)| h.name.clone())
                 .collect(),
             attribution: attribution.map(|(_, h)| h.name.clone()),
+            files: headers
+                .iter()
+                .map(|(path, h)| (h.name.clone(), path.clone()))
+                .collect(),
         })
+    }
+
+    /// The experiment file of study `name`, if the folder has one.
+    pub fn file(&self, name: &str) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_path())
     }
 
     /// The suite's study names, in order.

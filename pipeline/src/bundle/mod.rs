@@ -1351,30 +1351,22 @@ fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) 
     let attribution = root.join(ATTRIBUTION_DIR);
     if chains.is_file() || attribution.is_dir() {
         let roles = StudyRoles::discover(&req.experiments)?;
-        let suite_study = |name: Option<&str>, what: &str| -> Result<(String, PathBuf)> {
-            let Some(name) = name else {
-                refuse!(
-                    "the bundle carries {what}, but no experiment file in {} claims it (`{}`)",
-                    req.experiments.display(),
-                    if what.contains("chains") {
-                        "study.gpu_suite on the fusion_ir study"
-                    } else {
-                        "study.kernel_attribution = true"
-                    }
-                );
-            };
-            let at = roles
-                .suite
-                .iter()
-                .find(|(n, _, _)| n == name)
-                .map(|x| x.2.clone());
-            Ok((
-                name.to_string(),
-                at.map_or_else(|| find_experiment(&req.experiments, name), Ok)?,
-            ))
+        // The study that claims a carried file (`role` says how a file claims it).
+        let claimant = |name: Option<&str>, what: &str, role: &str| -> Result<(String, PathBuf)> {
+            match name.and_then(|n| Some((n, roles.file(n)?))) {
+                Some((n, file)) => Ok((n.to_string(), file.to_path_buf())),
+                None => refuse!(
+                    "the bundle carries {what}, but no experiment file in {} claims it (`{role}`)",
+                    req.experiments.display()
+                ),
+            }
         };
         if chains.is_file() {
-            let (name, file) = suite_study(roles.chains(), "fusion chains")?;
+            let (name, file) = claimant(
+                roles.chains(),
+                "fusion chains",
+                "study.gpu_suite on the fusion_ir study",
+            )?;
             summary.fusion_chains = import_chains(&chains, &req.runs.join(&name))?;
             if summary
                 .fusion_chains
@@ -1385,7 +1377,11 @@ fn import_extras(req: &ImportRequest, root: &Path, summary: &mut ImportSummary) 
             }
         }
         if attribution.is_dir() {
-            let (name, file) = suite_study(roles.attribution.as_deref(), "attribution rows")?;
+            let (name, file) = claimant(
+                roles.attribution.as_deref(),
+                "attribution rows",
+                "study.kernel_attribution = true",
+            )?;
             summary.attribution_files = import_attribution(&attribution, &req.runs.join(&name))?;
             if summary.attribution_files > 0 && !summary.studies.contains(&file) {
                 summary.studies.push(file);
