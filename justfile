@@ -52,10 +52,15 @@ publish-check: build
 test:
     cargo test --release --locked --all-targets
 
-# Formatting and lints.
-lint:
+# Formatting and lints, and the workspace's shape (`just structure`).
+lint: structure
     cargo fmt --all -- --check
     cargo clippy --release --locked --all-targets -- -D warnings
+
+# The workspace's shape: no circle among the modules of a crate (Cargo refuses one among
+# crates), no source file over 1,000 lines of code outside its tests. `--print` shows the arrows.
+structure *flags:
+    python3 .ci/structure.py {{flags}}
 
 # Screenshots of every report page at 1280 px (headless Chromium) into target/screenshots/.
 screenshots:

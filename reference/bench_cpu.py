@@ -20,7 +20,7 @@ Usage (from the repository root, after `cargo build --release --locked --bins`):
         [--memwall-only]
 
 It needs PyTorch (`python3 -m pip install --user torch`) and says so when it is missing;
-`--memwall-only` runs memwall's side alone (what `pipeline/tests/bench_cpu.rs` runs at smoke size,
+`--memwall-only` runs memwall's side alone (what `cli/tests/bench_cpu.rs` runs at smoke size,
 so the bench's path cannot break unnoticed). It exits 1 when a configuration gives no row.
 """
 

@@ -103,7 +103,7 @@ pub enum Error {
         what: String,
         /// Why it does not read: the JSON field at fault, line and column.
         #[source]
-        source: crate::record::JsonError,
+        source: crate::json::JsonError,
         /// What to do about it, starting with "; " (empty when there is nothing to add).
         fix: String,
     },

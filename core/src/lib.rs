@@ -26,7 +26,9 @@
 pub mod budget;
 pub mod device;
 pub mod error;
+pub mod json;
 pub mod measure;
+pub mod nonfinite;
 pub mod planner;
 pub mod record;
 pub mod segment_memory;

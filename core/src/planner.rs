@@ -14,62 +14,8 @@
 use crate::segment_memory::{predict, ExecutorProfile};
 use crate::segment_plan::{plan_transformer, PlanError};
 use crate::spec::{Recompute, Strategy};
+pub use crate::strategy::{check_segments, PlanMethod, SegmentPlan};
 use crate::strategy::{every_k, per_block_stored, Segment, TransformerPlan};
-use serde::{Deserialize, Serialize};
-
-/// Which planner made a [`SegmentPlan`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanMethod {
-    /// K-block segments, all recomputed ([`Recompute::EveryK`], [`Recompute::Sqrt`]).
-    EveryK,
-    /// One stored segment per block: no recomputation, per-block backward (the fused optimizer
-    /// step without checkpointing).
-    PerBlockStored,
-    /// The block-level 0/1 knapsack of an activation memory budget ([`crate::budget`]).
-    Knapsack,
-    /// The exact dynamic program over executable segment plans ([`crate::segment_plan`]).
-    CheckmateDp,
-    /// The job's own explicit segments ([`Recompute::Explicit`]).
-    Explicit,
-}
-
-impl PlanMethod {
-    /// The method's name as in JSON (`every_k`, `per_block_stored`, `knapsack`,
-    /// `checkmate_dp`, `explicit`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PlanMethod::EveryK => "every_k",
-            PlanMethod::PerBlockStored => "per_block_stored",
-            PlanMethod::Knapsack => "knapsack",
-            PlanMethod::CheckmateDp => "checkmate_dp",
-            PlanMethod::Explicit => "explicit",
-        }
-    }
-}
-
-/// A segment plan for the runner's executor, with what the planner predicted of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SegmentPlan {
-    /// The blocks cut into stored and recomputed segments, in order, covering every block.
-    pub segments: Vec<Segment>,
-    /// The planner that made it.
-    pub method: PlanMethod,
-    /// Predicted activation bytes held by the plan over the profile it was made from: the
-    /// knapsack's per-block estimate ([`crate::budget::estimate_plan`]) for a budget, the
-    /// executor model's peak above the steady state with margin
-    /// ([`crate::segment_memory::predict`]) otherwise. `None` without a profile.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted_bytes: Option<u64>,
-    /// Predicted recomputation per step, seconds (the recomputed blocks' forward time over the
-    /// profile). `None` without a profile.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::record::nonfinite::option"
-    )]
-    pub predicted_recompute_s: Option<f64>,
-}
 
 /// What [`plan`] made of a job.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,30 +146,6 @@ fn recompute_s(p: &ExecutorProfile, segments: &[Segment]) -> f64 {
         .flat_map(|s| s.range())
         .map(|i| p.blocks[i].cost.forward_s)
         .sum()
-}
-
-/// Checks that `segments` cover blocks `0..layers` in order, each non-empty and starting where
-/// the previous one ended.
-///
-/// # Errors
-/// A message naming the first segment that does not.
-pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String> {
-    let mut next = 0;
-    for (i, s) in segments.iter().enumerate() {
-        if s.start != next || s.end <= s.start {
-            return Err(format!(
-                "segment {i} is [{}, {}): expected a non-empty segment starting at block {next}",
-                s.start, s.end
-            ));
-        }
-        next = s.end;
-    }
-    if next != layers {
-        return Err(format!(
-            "the segments cover blocks [0, {next}), the model has {layers}"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! executors (`memwall_runner::train::segment`, `memwall_runner::model::attention`) carry them
 //! out; the planners (`memwall_remat`, the runner's budget knapsack) produce them.
 //!
-//! May import: serde and [`crate::solve_status`] only.
+//! May import: serde, [`crate::solve_status`] and [`crate::nonfinite`] only.
 
 use crate::solve_status::SolveStatus;
 use serde::{Deserialize, Serialize};
@@ -61,7 +61,7 @@ pub struct BlockCost {
     /// Bytes of the block's input (the checkpoint when recomputed).
     pub boundary_bytes: u64,
     /// Forward time of the block, seconds (the recomputation cost).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub forward_s: f64,
 }
 
@@ -71,7 +71,7 @@ pub struct TransformerPlan {
     /// The segment plan the job runs.
     pub segments: Vec<Segment>,
     /// Budget fraction of the no-recomputation plan's predicted peak above the steady state.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub budget_fraction: f64,
     /// Budget, bytes.
     pub budget_bytes: u64,
@@ -79,13 +79,13 @@ pub struct TransformerPlan {
     /// ([`crate::segment_memory::predict`] with margin).
     pub predicted_peak_bytes: u64,
     /// Simulated cost over the plain forward+backward cost (1.0 = no recomputation).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub predicted_cost_ratio: f64,
     /// How the planner ended ([`SolveStatus::OptimalSegmentPlan`] from
     /// [`crate::segment_plan::plan_transformer`]).
     pub solver_status: SolveStatus,
     /// Wall time of the planner, seconds.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub solve_time_s: f64,
 }
 
@@ -206,4 +206,82 @@ impl LayerNormSaving {
             LayerNormSaving::SavesOutput => "saves_output",
         }
     }
+}
+
+/// Which planner made a [`SegmentPlan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMethod {
+    /// K-block segments, all recomputed ([`crate::spec::Recompute::EveryK`], [`crate::spec::Recompute::Sqrt`]).
+    EveryK,
+    /// One stored segment per block: no recomputation, per-block backward (the fused optimizer
+    /// step without checkpointing).
+    PerBlockStored,
+    /// The block-level 0/1 knapsack of an activation memory budget ([`crate::budget`]).
+    Knapsack,
+    /// The exact dynamic program over executable segment plans ([`crate::segment_plan`]).
+    CheckmateDp,
+    /// The job's own explicit segments ([`crate::spec::Recompute::Explicit`]).
+    Explicit,
+}
+
+impl PlanMethod {
+    /// The method's name as in JSON (`every_k`, `per_block_stored`, `knapsack`,
+    /// `checkmate_dp`, `explicit`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanMethod::EveryK => "every_k",
+            PlanMethod::PerBlockStored => "per_block_stored",
+            PlanMethod::Knapsack => "knapsack",
+            PlanMethod::CheckmateDp => "checkmate_dp",
+            PlanMethod::Explicit => "explicit",
+        }
+    }
+}
+
+/// A segment plan for the runner's executor, with what the planner predicted of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentPlan {
+    /// The blocks cut into stored and recomputed segments, in order, covering every block.
+    pub segments: Vec<Segment>,
+    /// The planner that made it.
+    pub method: PlanMethod,
+    /// Predicted activation bytes held by the plan over the profile it was made from: the
+    /// knapsack's per-block estimate ([`crate::budget::estimate_plan`]) for a budget, the
+    /// executor model's peak above the steady state with margin
+    /// ([`crate::segment_memory::predict`]) otherwise. `None` without a profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_bytes: Option<u64>,
+    /// Predicted recomputation per step, seconds (the recomputed blocks' forward time over the
+    /// profile). `None` without a profile.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::nonfinite::option"
+    )]
+    pub predicted_recompute_s: Option<f64>,
+}
+
+/// Checks that `segments` cover blocks `0..layers` in order, each non-empty and starting where
+/// the previous one ended.
+///
+/// # Errors
+/// A message naming the first segment that does not.
+pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String> {
+    let mut next = 0;
+    for (i, s) in segments.iter().enumerate() {
+        if s.start != next || s.end <= s.start {
+            return Err(format!(
+                "segment {i} is [{}, {}): expected a non-empty segment starting at block {next}",
+                s.start, s.end
+            ));
+        }
+        next = s.end;
+    }
+    if next != layers {
+        return Err(format!(
+            "the segments cover blocks [0, {next}), the model has {layers}"
+        ));
+    }
+    Ok(())
 }

@@ -34,7 +34,7 @@
 //! May import: the graph IR, [`crate::staged`]'s repair state, rand.
 
 use super::graph::Graph;
-use super::staged::{RepairState, StagedSchedule};
+use super::staged_schedule::{RepairState, StagedSchedule};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::ops::RangeInclusive;

@@ -30,7 +30,7 @@
 //!   orders).
 //!
 //! May import: `memwall-core` (plan types), serde, HiGHS, rand (the seeded graph generator). The studies that run these solvers and
-//! planners and their reports live in `memwall` (`remat::study`, `demos::planner`).
+//! planners and their reports live in `memwall-studies` (`checkmate`, `static_planning`).
 
 #![warn(missing_docs)]
 // The schedule code indexes stage x node matrices (R, S, U) by the paper's `t`, `i`, `k`.
@@ -47,6 +47,7 @@ pub mod milp;
 mod model;
 pub mod sim;
 pub mod staged;
+pub mod staged_schedule;
 
 pub mod execute;
 pub mod nets;

@@ -16,7 +16,6 @@
 //! May import: the graph IR, the simulator, the baselines' [`solve_r_given_s`], the HiGHS model
 //! builder, [`crate::SolveStatus`], HiGHS.
 
-use super::anneal::Beside;
 use super::baselines::solve_r_given_s;
 use super::graph::Graph;
 pub use super::model::highs_status;
@@ -27,45 +26,9 @@ use super::model::{
 use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, RowProblem};
-use std::sync::Arc;
 use std::time::Instant;
 
-/// Solver options.
-#[derive(Debug, Clone)]
-pub struct MilpOptions {
-    /// Wall-clock limit for HiGHS, seconds.
-    pub time_limit_s: f64,
-    /// Relative MIP gap at which HiGHS stops (e.g. 0.01 = 1%).
-    pub mip_gap: f64,
-    /// HiGHS thread count.
-    pub threads: u32,
-    /// Feasible schedule passed to HiGHS as the incumbent (must fit the budget to help).
-    pub warm_start: Option<Schedule>,
-    /// HiGHS `mip_heuristic_effort` (fraction of effort on primal heuristics, HiGHS default
-    /// 0.05); more effort finds first feasible schedules at tight budgets sooner.
-    pub heuristic_effort: f64,
-    /// Only schedules with cost at most this (cost units) are of interest: passed to HiGHS as
-    /// `objective_bound`, which prunes the search (used by the batch-size search).
-    pub cost_cutoff: Option<f64>,
-    /// The cost (cost units) of the best schedule a heuristic running beside the solve has
-    /// found so far ([`crate::anneal::Beside::best_cost`]): the boundary relaxation ends its
-    /// cutting-plane loop, and skips its integer rounds, once its bound is within `mip_gap` of it.
-    pub beside: Option<Arc<Beside>>,
-}
-
-impl Default for MilpOptions {
-    fn default() -> Self {
-        MilpOptions {
-            time_limit_s: 60.0,
-            mip_gap: 0.01,
-            threads: 2,
-            warm_start: None,
-            heuristic_effort: 0.05,
-            cost_cutoff: None,
-            beside: None,
-        }
-    }
-}
+pub use crate::model::MilpOptions;
 
 /// Result of a MILP solve.
 #[derive(Debug, Clone)]

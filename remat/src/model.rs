@@ -31,10 +31,50 @@
 //! Solving: [`optimise`] (HiGHS options from [`configure`]), [`warm_start`], [`solve`], and the
 //! readers [`incumbent_objective`], [`dual_bound`], [`highs_status`], [`threshold`].
 
+use super::anneal::Beside;
 use super::graph::Graph;
-use super::milp::MilpOptions;
+use super::sim::Schedule;
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, HighsSolutionStatus, RowProblem, Sense, SolvedModel};
+use std::sync::Arc;
+
+/// Solver options of every HiGHS solve (Checkmate's MILP, LP rounding, the staged MILP, the
+/// boundary relaxation).
+#[derive(Debug, Clone)]
+pub struct MilpOptions {
+    /// Wall-clock limit for HiGHS, seconds.
+    pub time_limit_s: f64,
+    /// Relative MIP gap at which HiGHS stops (e.g. 0.01 = 1%).
+    pub mip_gap: f64,
+    /// HiGHS thread count.
+    pub threads: u32,
+    /// Feasible schedule passed to HiGHS as the incumbent (must fit the budget to help).
+    pub warm_start: Option<Schedule>,
+    /// HiGHS `mip_heuristic_effort` (fraction of effort on primal heuristics, HiGHS default
+    /// 0.05); more effort finds first feasible schedules at tight budgets sooner.
+    pub heuristic_effort: f64,
+    /// Only schedules with cost at most this (cost units) are of interest: passed to HiGHS as
+    /// `objective_bound`, which prunes the search (used by the batch-size search).
+    pub cost_cutoff: Option<f64>,
+    /// The cost (cost units) of the best schedule a heuristic running beside the solve has
+    /// found so far ([`crate::anneal::Beside::best_cost`]): the boundary relaxation ends its
+    /// cutting-plane loop, and skips its integer rounds, once its bound is within `mip_gap` of it.
+    pub beside: Option<Arc<Beside>>,
+}
+
+impl Default for MilpOptions {
+    fn default() -> Self {
+        MilpOptions {
+            time_limit_s: 60.0,
+            mip_gap: 0.01,
+            threads: 2,
+            warm_start: None,
+            heuristic_effort: 0.05,
+            cost_cutoff: None,
+            beside: None,
+        }
+    }
+}
 
 /// A `FREE[s][i][k]` column: `(stage, i, k, column)`: after step `k` of stage `s`, node `i`'s
 /// output (`i in DEPS[k] ∪ {k}`) is freed.

@@ -1,7 +1,7 @@
 //! The `fusion_ir` study's elementwise chains as Burn tensor ops, runnable on a GPU machine
 //! that has only the slim runner: `memwall-job fusion-chains` ([`cli`]).
 //!
-//! The study (`memwall`'s `demos::fusion`) times `(a+b)*c` and `a+b*c+1` over `n` f32 elements
+//! The study (`memwall-studies`' `fusion_ir`) times `(a+b)*c` and `a+b*c+1` over `n` f32 elements
 //! as plain loops and as Burn tensor ops on flex and, where a GPU is present, on CUDA with and
 //! without Burn's fusion backend. This module holds what the Burn part needs, so the study and
 //! the runner share one implementation:

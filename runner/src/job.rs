@@ -331,27 +331,3 @@ pub fn run_in_process_until(
     results::write_record(dir, &r)?;
     Ok(Outcome::Finished(r))
 }
-
-/// The record of a job whose sizes cannot fit its device, refused before anything is
-/// allocated: status `out_of_memory` (the configuration did not fit, a result) with the
-/// estimate and the model field to lower ([`memwall_core::spec::check_fits`]). `None` when the
-/// estimate fits or the device's memory is unknown.
-pub fn too_large(spec: &JobSpec, env: &memwall_core::measure::Environment) -> Option<JobRecord> {
-    let device = crate::device::device_memory(spec.backend, spec.device_index)?;
-    let too =
-        memwall_core::spec::check_fits(&spec.model, &spec.strategy, spec.train.optimizer, &device)
-            .err()?;
-    let reason = format!(
-        "not run: the estimate exceeds the device (model field `{}`): {}",
-        too.field, too.message
-    );
-    let mut record = JobRecord::unfinished(spec, JobStatus::OutOfMemory, reason, env.clone());
-    record.out_of_memory = Some(memwall_core::measure::OutOfMemory {
-        requested_bytes: Some(too.estimate.total().min(u64::MAX as f64) as u64),
-        message: format!("memory estimate {} before allocation", too.estimate),
-        follow_on_failures: 0,
-        pool_in_use_bytes: None,
-        pool_reserved_bytes: None,
-    });
-    Some(record)
-}

@@ -1,7 +1,7 @@
 //! The `fusion_ir` study's elementwise chains as Burn tensor ops, and the result file of
 //! `memwall-job fusion-chains` (format [`FUSION_CHAINS_FORMAT`]).
 //!
-//! The study (`memwall`'s `demos::fusion`) times `(a+b)*c` and `a+b*c+1` as Burn tensor ops on
+//! The study (`memwall-studies`' `fusion_ir`) times `(a+b)*c` and `a+b*c+1` as Burn tensor ops on
 //! flex and, where a GPU is present, on CUDA with and without Burn's fusion backend. GPU
 //! machines get only the slim runner, so the runner measures the CUDA part on its own
 //! (`memwall-job fusion-chains`, `memwall_runner::fusion_chains`) and writes one

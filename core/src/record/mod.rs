@@ -5,7 +5,6 @@
 
 pub mod attribution;
 pub mod fusion_chains;
-pub mod nonfinite;
 mod schema;
 mod store;
 

@@ -66,10 +66,10 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory_step: bool,
     /// Training loss (mean token cross-entropy, nats) of the step's batch.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub loss: f64,
     /// Wall time of the step (device synchronized), seconds.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub time_s: f64,
     /// Peak allocated bytes of the step: high-water mark of live tensor bytes (see
     /// [`MemorySample`](crate::measure::MemorySample)).
@@ -80,7 +80,7 @@ pub struct StepRecord {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "crate::record::nonfinite::option"
+        with = "crate::nonfinite::option"
     )]
     pub loss_scale: Option<f64>,
     /// The optimizer step was skipped because a gradient was inf/NaN (dynamic loss scaling).
@@ -91,7 +91,7 @@ pub struct StepRecord {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "crate::record::nonfinite::option"
+        with = "crate::nonfinite::option"
     )]
     pub grad_zero_fraction: Option<f64>,
 }
@@ -102,13 +102,13 @@ pub struct Summary {
     /// Number of trainable parameters of the model (elements, not bytes).
     pub parameters: u64,
     /// Median step time over the measured steps, seconds.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub median_step_s: f64,
     /// Throughput, sequences per second (batch over the median step time).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub samples_per_s: f64,
     /// Throughput, tokens per second (`samples_per_s` times `seq_len`).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub tokens_per_s: f64,
     /// Largest per-step peak over the measured steps, bytes.
     pub peak_allocated_bytes: u64,
@@ -118,22 +118,22 @@ pub struct Summary {
     /// lazily at the first step).
     pub baseline_bytes: u64,
     /// Training loss of the last step (mean token cross-entropy, nats).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub final_train_loss: f64,
     /// Mean token cross-entropy on the held-out stories, nats.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub eval_loss: f64,
     /// exp(eval_loss).
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub eval_perplexity: f64,
     /// Model FLOPs utilization against `peak_flops` (None where no peak is known).
-    #[serde(default, with = "crate::record::nonfinite::option")]
+    #[serde(default, with = "crate::nonfinite::option")]
     pub mfu: Option<f64>,
     /// Peak FLOP/s used for MFU.
-    #[serde(default, with = "crate::record::nonfinite::option")]
+    #[serde(default, with = "crate::nonfinite::option")]
     pub peak_flops: Option<f64>,
     /// Wall time of the whole job (warm-up, measured steps, eval), seconds.
-    #[serde(with = "crate::record::nonfinite")]
+    #[serde(with = "crate::nonfinite")]
     pub wall_s: f64,
     /// Bytes live at the start of the last measured step (parameters, optimizer state, data).
     pub steady_bytes: u64,
@@ -143,7 +143,7 @@ pub struct Summary {
     /// Seconds from the start of the training loop (device initialization, model, per-block
     /// profiling, warm-up and memory steps with their kernel compilation and autotuning) to
     /// the start of the first timed step. Absent in older records.
-    #[serde(default, with = "crate::record::nonfinite::option")]
+    #[serde(default, with = "crate::nonfinite::option")]
     pub time_to_first_measured_step_s: Option<f64>,
 }
 

@@ -136,7 +136,7 @@ impl Strategy {
 struct StrategyWire {
     precision: Precision,
     checkpoint: CheckpointSpec,
-    #[serde(default, with = "crate::record::nonfinite::option")]
+    #[serde(default, with = "crate::nonfinite::option")]
     budget: Option<f64>,
     fused_optimizer: bool,
     fusion: bool,
@@ -155,7 +155,7 @@ struct StrategyWire {
         skip_serializing_if = "LayerNormSaving::is_composed"
     )]
     layer_norm: LayerNormSaving,
-    #[serde(default, with = "crate::record::nonfinite::option")]
+    #[serde(default, with = "crate::nonfinite::option")]
     checkmate: Option<f64>,
     /// An explicit segment plan; in records written before [`JobSpec::plan`] existed, also the
     /// plan the driver made for a Checkmate configuration (now in [`JobSpec::plan`]).
@@ -367,7 +367,7 @@ pub struct JobSpec {
     /// ([`crate::planner::plan`]), with its prediction; `None` before planning and for
     /// strategies without segments (plain backward, balanced checkpointing). Not in the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<crate::planner::SegmentPlan>,
+    pub plan: Option<crate::strategy::SegmentPlan>,
     /// A Checkmate plan's solver report: budget, predicted peak and cost, status and solve
     /// time (its segments are [`JobSpec::plan`]'s). Not in the key.
     #[serde(default)]
@@ -454,8 +454,8 @@ impl JobSpec {
             job: path.display().to_string(),
             message,
         };
-        let job: JobSpec = crate::record::parse_json(&text)
-            .map_err(|e| bad(format!("malformed job file ({e})")))?;
+        let job: JobSpec =
+            crate::json::parse_json(&text).map_err(|e| bad(format!("malformed job file ({e})")))?;
         job.check()
             .map_err(|(field, m)| bad(format!("field `{field}`: {m}")))?;
         Ok(job)
@@ -503,7 +503,7 @@ impl JobSpec {
                 "checkmate",
                 format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
             ),
-            Recompute::Explicit(segments) => crate::planner::check_segments(segments, layers)
+            Recompute::Explicit(segments) => crate::strategy::check_segments(segments, layers)
                 .map_err(|m| ("strategy.segments".to_string(), m)),
             Recompute::Balanced if self.strategy.fused_optimizer => err(
                 "balanced_checkpointing",

@@ -1,7 +1,8 @@
 //! The parts studies play beyond their own report, read from the `[study]` headers of the
 //! experiment files (one place for them): the GPU suite and its order (`gpu_suite`), the
 //! studies PyTorch eager runs as twins (`pytorch_reference`) and the one whose control the
-//! kernel-attribution benchmark times (`kernel_attribution`).
+//! kernel-attribution benchmark times (`kernel_attribution`), and the one whose glance opens the
+//! README's results block (`readme_headline`).
 
 use super::file::read_header;
 use super::{Study, StudyHeader, StudyKind};
@@ -18,6 +19,8 @@ pub struct StudyRoles {
     pub pytorch: Vec<String>,
     /// The study whose control the kernel-attribution benchmark times, if any.
     pub attribution: Option<String>,
+    /// The study whose glance opens the README's results block, if any.
+    pub headline: Option<String>,
     /// Every study's name and experiment file, in file order.
     pub files: Vec<(String, PathBuf)>,
 }
@@ -28,10 +31,20 @@ impl StudyRoles {
     /// # Errors
     /// A file that cannot be read, a header that does not parse or whose roles are out of
     /// range ([`Error::Spec`], [`Error::SpecField`] naming the file and field), two studies at
-    /// the same `gpu_suite` place, two with `kernel_attribution`, or two files of one study name.
+    /// the same `gpu_suite` place, two with `kernel_attribution` or `readme_headline`, or two
+    /// files of one study name.
     pub fn discover(dir: &Path) -> Result<StudyRoles> {
+        StudyRoles::of_files(&Study::discover(dir)?)
+    }
+
+    /// The roles of the studies of `files` (experiment files), read from their `[study]`
+    /// headers only.
+    ///
+    /// # Errors
+    /// As [`StudyRoles::discover`].
+    pub fn of_files(files: &[PathBuf]) -> Result<StudyRoles> {
         let mut headers: Vec<(PathBuf, StudyHeader)> = Vec::new();
-        for path in Study::discover(dir)? {
+        for path in files.iter().cloned() {
             let text =
                 std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
             let h = read_header(&path, &text)?;
@@ -50,13 +63,10 @@ impl StudyRoles {
             }
         }
         placed.sort_by_key(|(p, _, _)| *p);
-        let mut attribution: Option<(&PathBuf, &StudyHeader)> = None;
-        for (path, h) in headers.iter().filter(|(_, h)| h.kernel_attribution) {
-            if let Some((first, _)) = attribution {
-                return Err(clash(path, "study.kernel_attribution", "true", first));
-            }
-            attribution = Some((path, h));
-        }
+        let attribution = only_one(&headers, "study.kernel_attribution", |h| {
+            h.kernel_attribution
+        })?;
+        let headline = only_one(&headers, "study.readme_headline", |h| h.readme_headline)?;
         Ok(StudyRoles {
             suite: placed
                 .into_iter()
@@ -67,7 +77,8 @@ impl StudyRoles {
                 .filter(|(_, h)| h.pytorch_reference)
                 .map(|(_, h)| h.name.clone())
                 .collect(),
-            attribution: attribution.map(|(_, h)| h.name.clone()),
+            attribution,
+            headline,
             files: headers
                 .iter()
                 .map(|(path, h)| (h.name.clone(), path.clone()))
@@ -95,6 +106,27 @@ impl StudyRoles {
             .find(|(_, k, _)| *k == StudyKind::FusionIr)
             .map(|(n, _, _)| n.as_str())
     }
+}
+
+/// The name of the one study of `headers` with the role `has` (the header field `field`), if any.
+///
+/// # Errors
+/// [`Error::SpecField`] naming the second file with the role and the first.
+fn only_one(
+    headers: &[(PathBuf, StudyHeader)],
+    field: &str,
+    has: impl Fn(&StudyHeader) -> bool,
+) -> Result<Option<String>> {
+    let mut found: Option<&PathBuf> = None;
+    let mut name = None;
+    for (path, h) in headers.iter().filter(|(_, h)| has(h)) {
+        if let Some(first) = found {
+            return Err(clash(path, field, "true", first));
+        }
+        found = Some(path);
+        name = Some(h.name.clone());
+    }
+    Ok(name)
 }
 
 /// The error for a value only one study may have: `path`'s `field` repeats `value` of `first`.
@@ -139,13 +171,14 @@ mod tests {
                 "c.toml",
                 header("c", "training", "gpu_suite = 1\nkernel_attribution = true"),
             ),
-            ("d.toml", header("d", "checkmate", "")),
+            ("d.toml", header("d", "checkmate", "readme_headline = true")),
         ]);
         let r = StudyRoles::discover(dir.path()).unwrap();
         assert_eq!(r.suite_names(), ["c", "a", "b"]);
         assert_eq!(r.chains(), Some("b"));
         assert_eq!(r.pytorch, ["a"]);
         assert_eq!(r.attribution.as_deref(), Some("c"));
+        assert_eq!(r.headline.as_deref(), Some("d"));
     }
 
     #[test]
@@ -173,6 +206,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("study.kernel_attribution"), "{e}");
+        let headlines = folder(&[
+            ("a.toml", header("a", "training", "readme_headline = true")),
+            ("b.toml", header("b", "checkmate", "readme_headline = true")),
+        ]);
+        let e = StudyRoles::discover(headlines.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("study.readme_headline") && e.contains("a.toml"),
+            "{e}"
+        );
         let demo = folder(&[(
             "a.toml",
             header("a", "sixteen_bit", "pytorch_reference = true"),

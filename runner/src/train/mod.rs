@@ -174,7 +174,7 @@ pub fn run_job(spec: &JobSpec) -> JobRecord {
     if let Some(reason) = unsupported(spec) {
         return JobRecord::unfinished(spec, JobStatus::Unsupported, reason, env);
     }
-    if let Some(record) = crate::job::too_large(spec, &env) {
+    if let Some(record) = crate::device::too_large(spec, &env) {
         return record;
     }
     fault::install_panic_hook();

@@ -1,0 +1,4 @@
+//! The `memwall` command line: one module per subcommand (the binary's `main` parses the
+//! arguments and calls them).
+
+pub mod plan;

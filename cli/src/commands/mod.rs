@@ -1,0 +1,19 @@
+//! The subcommands of `memwall`, one module each; `main` parses the command line and calls them.
+
+use super::*;
+
+mod bundle;
+mod install;
+mod nightly;
+mod plan;
+mod reference;
+mod report;
+mod run;
+
+pub(crate) use bundle::*;
+pub(crate) use install::*;
+pub(crate) use nightly::*;
+pub(crate) use plan::*;
+pub(crate) use reference::*;
+pub(crate) use report::*;
+pub(crate) use run::*;

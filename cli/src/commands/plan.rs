@@ -1,0 +1,57 @@
+//! `memwall plan`: rematerialization for a graph file at a budget (the table is
+//! [`memwall::cli::plan`]'s).
+
+use super::*;
+
+#[derive(Args)]
+pub(crate) struct PlanArgs {
+    /// Graph file: memwall's format or a networkx node-link file (Checkmate's graphs, the
+    /// random layered graphs).
+    #[arg(long)]
+    pub(crate) graph: PathBuf,
+    /// Budget in bytes (fixed memory included).
+    #[arg(long, conflicts_with = "budget_fraction")]
+    pub(crate) budget: Option<u64>,
+    /// Budget as a fraction of the checkpoint-all peak, in (0, 1] (default 0.8).
+    #[arg(long)]
+    pub(crate) budget_fraction: Option<f64>,
+    /// milp, staged (the scalable MILP for large graphs), lp-rounding, greedy, sqrt, revolve,
+    /// checkpoint-all, or all.
+    #[arg(long, default_value = "milp")]
+    pub(crate) solver: String,
+    /// Time limit of the whole command, seconds: the solvers that solve LPs or MILPs share
+    /// it; the staged solver splits its share among its stages and prints what each took.
+    #[arg(long, default_value_t = 60.0)]
+    pub(crate) time_limit: f64,
+    /// Relative MIP gap at which the MILP stops (0.01 = 1%).
+    #[arg(long, default_value_t = 0.01)]
+    pub(crate) gap: f64,
+    /// Threads: HiGHS' (with `staged` on a graph too large for its staged model, one of them
+    /// runs the annealing beside the bound).
+    #[arg(long, default_value_t = 2)]
+    pub(crate) threads: u32,
+    /// Write the schedule as JSON here.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+}
+
+// `memwall reference`'s arguments (its help is the `Reference` command's).
+/// `memwall plan`: plans rematerialization for the graph file and prints the solvers' table.
+pub(crate) fn plan(a: PlanArgs) -> Result<()> {
+    let req = memwall::cli::plan::PlanRequest {
+        graph: a.graph,
+        budget: match a.budget {
+            Some(b) => memwall::remat::plan::Budget::Bytes(b),
+            None => memwall::remat::plan::Budget::Fraction(a.budget_fraction.unwrap_or(0.8)),
+        },
+        solver: a.solver,
+        options: memwall::remat::plan::PlanOptions {
+            time_limit_s: a.time_limit,
+            gap: a.gap,
+            threads: a.threads,
+        },
+        out: a.out,
+    };
+    print!("{}", memwall::cli::plan::run(&req)?);
+    Ok(())
+}

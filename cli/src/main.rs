@@ -1,0 +1,265 @@
+//! `memwall`: run the memory-wall studies and publish their reports.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use memwall::device::{self, BackendKind, DeviceRequest};
+use memwall::driver::{self, Paths, RunOptions};
+use memwall::results::JobStatus;
+use memwall::spec::{MemoryPool, Profile, Study};
+use std::path::{Path, PathBuf};
+
+mod commands;
+use commands::*;
+
+#[derive(Parser)]
+#[command(
+    name = "memwall",
+    version,
+    about = "Reproduce, measure and publish the memory-wall experiments of deep-learning training"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run every study in the experiments directory and render their reports.
+    Reproduce {
+        /// Directory of experiment files.
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one study (skipping finished jobs) and render its report.
+    Run {
+        /// Experiment file.
+        experiment: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one study's jobs without rendering the report (or, with `--emit slurm`, write a
+    /// Slurm job array that runs them).
+    Sweep {
+        experiment: PathBuf,
+        /// `slurm`: write a Slurm job-array script (one array task per job key, records into
+        /// --runs, a dependent final job that renders the report) instead of running.
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+        #[command(flatten)]
+        slurm: SlurmArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Re-render reports from existing records (no job is run), and the index across studies.
+    Report {
+        /// Experiment files (default: every file in experiments/).
+        experiments: Vec<PathBuf>,
+        #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+        runs: PathBuf,
+        /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
+        /// for any other).
+        #[arg(long)]
+        reports: Option<PathBuf>,
+        #[arg(long, default_value = "templates")]
+        templates: PathBuf,
+        /// Render into a temporary folder and compare with the reports folder instead of
+        /// writing it: exit non-zero, naming each file and its first differing line, when a
+        /// committed report is not what the records give.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Write the reports as a Hugo site's content: `<TO>/reports/_index.md` (the index across
+    /// studies) and one page bundle per study, `<TO>/reports/<study>/index.md` with its
+    /// figures; build it with `hugo --source site --contentDir <TO>`.
+    Publish {
+        /// The content folder to write (created; its `reports/` is replaced).
+        #[arg(long)]
+        to: PathBuf,
+        /// The rendered reports to publish.
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
+        /// Also publish this rendered nightly page (e.g. `history/runs/reports/nightly`, which
+        /// `memwall nightly` writes) as `reports/nightly/`, last in the index.
+        #[arg(long)]
+        nightly: Option<PathBuf>,
+    },
+    /// List the studies and their configurations.
+    List {
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        profile: Profile,
+    },
+    /// Check the machine: devices, backends, data.
+    Doctor,
+    /// Write a study's job files (and its tokenized corpus) for another machine's
+    /// `memwall-job sweep-dir`, e.g. a GPU machine without Rust.
+    ExportJobs {
+        experiment: PathBuf,
+        /// Backend the jobs will run on there (cuda, flex, ndarray).
+        #[arg(long, default_value = "cuda")]
+        target: String,
+        /// Output directory (relative paths inside the jobs are relative to the directory the
+        /// runner is started in, so use a path inside the repository).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Plan rematerialization for a graph file at a memory budget (Checkmate MILP, LP rounding,
+    /// greedy, sqrt(n), revolve): prints cost, overhead, peak, status, gap and solve time, and
+    /// writes the cheapest schedule (R and S per stage, the recomputations) as JSON.
+    Plan(PlanArgs),
+    /// The nightly run: every study afresh (a GPU runs `full`, the CPU `--cpu-profile`), one
+    /// entry appended to the history store (date and git revision), and the nightly page
+    /// (`reports/nightly/`) with the change since the last run per configuration and metric;
+    /// `memwall nightly install --scheduler X` schedules it.
+    #[command(args_conflicts_with_subcommands = true)]
+    Nightly {
+        #[command(subcommand)]
+        action: Option<NightlyAction>,
+        /// Experiment files (default: every file in --experiments-dir).
+        experiments: Vec<PathBuf>,
+        /// Directory of experiment files.
+        #[arg(long, default_value = "experiments")]
+        experiments_dir: PathBuf,
+        /// The profile where no GPU exists (smoke or cpu) when --profile is not given.
+        #[arg(long, default_value = "smoke")]
+        cpu_profile: Profile,
+        /// Write the nightly as a Slurm job array instead of running it here: one array task
+        /// per training job, then a final job (after the whole array) that runs the in-process
+        /// studies, renders the reports, appends the history entry and renders the nightly
+        /// page; `bash <SLURM_DIR>/submit.sh` submits both.
+        #[arg(long, value_enum)]
+        emit: Option<Emit>,
+        #[command(flatten)]
+        slurm: SlurmArgs,
+        /// The final job of a Slurm nightly (written by `--emit slurm`, run by Slurm): collect
+        /// the array's records listed in this folder's `nightly.json` into one history entry.
+        #[arg(long, value_name = "SLURM_DIR", conflicts_with = "emit", hide = true)]
+        slurm_final: Option<PathBuf>,
+        #[command(flatten)]
+        verdict: NightlyVerdictArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Re-render the nightly page from the history store (no job is run, nothing is appended);
+    /// `memwall history export FILE` writes the history as one table instead.
+    History {
+        #[command(subcommand)]
+        action: Option<HistoryAction>,
+        #[command(flatten)]
+        verdict: NightlyVerdictArgs,
+        /// Report output root (default `<HISTORY>/runs/reports`, where `memwall nightly`
+        /// renders: the nightly page is scratch, never part of the published `reports/`).
+        #[arg(long)]
+        reports: Option<PathBuf>,
+        #[arg(long, default_value = "templates")]
+        templates: PathBuf,
+    },
+    /// Write a bundle for a machine without Rust (e.g. a GPU machine): the runner, the job
+    /// files, the tokenized corpus, the kernel and autotune caches, the PyTorch reference and a
+    /// run.sh that runs every job and packs the records; plus `<out>.tar.gz`.
+    Bundle(BundleArgs),
+    /// Merge the records of a bundle (folder, bundle archive or its results.tar.gz) into the
+    /// record store, after checking each against the local experiment file, and re-render the
+    /// reports of the studies it holds.
+    Import(ImportArgs),
+    /// Re-measure the PyTorch eager rows of the training studies' `cpu` profile on this CPU
+    /// (`--device cpu`): plans each study's cpu-profile jobs as a flex bundle does, runs
+    /// `reference/torch_peak_memory.py --device cpu` once per configuration, checks and stores
+    /// each row into the record store (`<RUNS>/<study>/pytorch/`) and re-renders the reports,
+    /// whose CPU section shows them beside memwall's records. Needs PyTorch for python3.
+    Reference(ReferenceArgs),
+    /// Run one job file in this process (used by the sweep driver).
+    #[command(hide = true)]
+    RunJob {
+        #[arg(long)]
+        job: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Dispatches the command line to each command's function.
+fn main() -> Result<()> {
+    memwall::init_logging();
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Reproduce { experiments, run } => reproduce(&experiments, &run),
+        Cmd::Run { experiment, run } => {
+            let (paths, opts) = options(&run)?;
+            run_study(&experiment, &paths, &opts, true)
+        }
+        Cmd::Sweep {
+            experiment,
+            emit,
+            slurm,
+            run,
+        } => sweep(&experiment, emit, &slurm, &run),
+        Cmd::Report {
+            experiments,
+            runs,
+            reports,
+            templates,
+            check,
+        } => report_cmd(experiments, runs, reports, templates, check),
+        Cmd::Publish {
+            to,
+            reports,
+            nightly,
+        } => publish(&to, &reports, nightly.as_deref()),
+        Cmd::List {
+            experiments,
+            profile,
+        } => list(&experiments, profile),
+        Cmd::Doctor => doctor(),
+        Cmd::ExportJobs {
+            experiment,
+            target,
+            out,
+            run,
+        } => export_jobs_cmd(&experiment, &target, &out, &run),
+        Cmd::Plan(a) => plan(a),
+        Cmd::Nightly {
+            action: Some(NightlyAction::Install(args)),
+            ..
+        } => install(&args),
+        Cmd::Nightly {
+            action: None,
+            experiments,
+            experiments_dir,
+            cpu_profile,
+            emit,
+            slurm,
+            slurm_final,
+            verdict,
+            run,
+        } => nightly(
+            experiments,
+            &experiments_dir,
+            cpu_profile,
+            emit,
+            &slurm,
+            slurm_final.as_deref(),
+            &verdict,
+            run,
+        ),
+        Cmd::History {
+            action,
+            verdict,
+            reports,
+            templates,
+        } => history(action, &verdict, reports, templates),
+        Cmd::Bundle(args) => bundle(&args),
+        Cmd::Import(a) => import_cmd(a),
+        Cmd::Reference(a) => reference_cpu(a),
+        Cmd::RunJob { job, out } => {
+            let record = memwall_runner::job::run_job_file(&job, &out)?;
+            eprintln!("{}: {}", record.spec.config, record.status.as_str());
+            Ok(())
+        }
+    }
+}

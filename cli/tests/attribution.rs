@@ -1,0 +1,87 @@
+//! Attribution: every value and quotation a committed report credits to its source document
+//! occurs in that document (`memwall::source_check`), and every `[[claims]]` quotation of every
+//! experiment file is the document's words.
+
+mod common;
+
+use memwall::spec::claims::quote_occurs;
+use memwall::spec::{Profile, Study};
+
+fn source_text(source: &str) -> String {
+    let path = common::shared_data().join("../sources").join(source);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading the source document {}: {e}", path.display()))
+}
+
+fn studies() -> Vec<Study> {
+    let files = Study::discover(&common::root().join("experiments")).unwrap();
+    assert!(files.len() >= 11, "expected the 11 experiment files");
+    files
+        .iter()
+        .map(|f| {
+            Study::load(f, Profile::Cpu, None)
+                .or_else(|_| Study::load(f, Profile::Smoke, None))
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn claims_quote_their_source_documents_exactly() {
+    let mut failures = Vec::new();
+    for s in studies() {
+        let doc = source_text(&s.header.source);
+        if s.claims.is_empty() {
+            failures.push(format!("{}: no [[claims]]", s.header.name));
+        }
+        for (i, c) in s.claims.iter().enumerate() {
+            if !quote_occurs(&c.quote, &doc) {
+                failures.push(format!(
+                    "{}: claims[{i}] ({}): the quotation is not in {}: {:?}",
+                    s.header.name, c.id, s.header.source, c.quote
+                ));
+            }
+            if let (Some(v), None) = (c.value, &c.derived) {
+                let stated = memwall::source_check::numbers(&doc)
+                    .iter()
+                    .any(|d| (d - v).abs() <= 1e-9 * v.abs().max(1.0));
+                if !stated {
+                    failures.push(format!(
+                        "{}: claims[{i}] ({}): value {v} is not a number of {}; say how it is \
+                         derived (`derived = \"...\"`)",
+                        s.header.name, c.id, s.header.source
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn committed_reports_credit_the_source_only_with_its_own_words_and_numbers() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for s in studies() {
+        let md_path = common::root()
+            .join("reports")
+            .join(&s.header.name)
+            .join("report.md");
+        let md = std::fs::read_to_string(&md_path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", md_path.display()));
+        let doc = source_text(&s.header.source);
+        for v in memwall::source_check::check_report(&md, &doc) {
+            failures.push(format!("{}: {v}", md_path.display()));
+        }
+        checked += 1;
+    }
+    let files = std::fs::read_dir(common::root().join("experiments"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "toml"))
+        })
+        .count();
+    assert_eq!(checked, files, "every study's report is checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,127 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the built `memwall` in `dir` with `args` (without the record-store and corpus
+/// overrides of the caller's environment).
+pub fn memwall(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .output()
+        .expect("memwall starts")
+}
+
+/// A command's standard output and error, in that order.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The workspace root (parent of `cli/`).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `../shared/data` beside the repository (or `MEMWALL_SHARED_DATA`).
+pub fn shared_data() -> PathBuf {
+    std::env::var_os("MEMWALL_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/data"))
+}
+
+/// The real TinyStories excerpt used by tests.
+pub fn excerpt() -> PathBuf {
+    shared_data().join("tinystories/TinyStories-valid-excerpt.txt")
+}
+
+/// Smoke-profile run options on the CPU (flex), with the built `memwall` as the job runner.
+pub fn smoke_options() -> memwall::driver::RunOptions {
+    memwall::driver::RunOptions {
+        profile: Some(memwall::spec::Profile::Smoke),
+        device: memwall::device::DeviceRequest::Cpu,
+        cpu_backend: memwall::device::BackendKind::Flex,
+        data: None,
+        force: false,
+        only: Vec::new(),
+        runner: (
+            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
+            vec!["run-job".into()],
+        ),
+        progress: false,
+        memory_cleanup: false,
+        memory_pool: None,
+        devices: Vec::new(),
+        keys: Vec::new(),
+        repeats: None,
+    }
+}
+
+/// Record store, cache and reports under `dir`, with the repository's templates.
+pub fn temp_paths(dir: &std::path::Path) -> memwall::driver::Paths {
+    memwall::driver::Paths {
+        runs: dir.join("runs"),
+        cache: dir.join("cache"),
+        reports: dir.join("reports"),
+        templates: root().join("templates"),
+        published: None,
+    }
+}
+
+/// Runs `memwall plan ARGS` (the built binary); returns (success, stdout, stderr).
+pub fn plan(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("memwall runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A path as the `&str` an argument list takes.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// `memwall bundle` of `peak_memory` at the smoke size for `target` with `runner` and the
+/// shared excerpt, into `out`: the configurations `only`, then `extra` flags.
+pub fn bundle_smoke(
+    dir: &Path,
+    out: &Path,
+    runner: &Path,
+    target: &str,
+    only: &str,
+    extra: &[&str],
+) -> Output {
+    let experiment = root().join("experiments/peak_memory.toml");
+    let data = excerpt();
+    let mut args = vec![
+        "bundle",
+        s(&experiment),
+        "--profile",
+        "smoke",
+        "--target",
+        target,
+        "--out",
+        s(out),
+        "--runner",
+        s(runner),
+        "--data",
+        s(&data),
+        "--only",
+        only,
+    ];
+    args.extend_from_slice(extra);
+    memwall(dir, &args)
+}

@@ -1,0 +1,693 @@
+//! The experiment file's schema (serde, unknown fields are errors) and its resolution for one
+//! profile.
+
+use super::{Profile, Study};
+use crate::error::{Error, Result};
+use crate::strategy::{Attention, LayerNormSaving, Tiles};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+mod resolve;
+
+pub use resolve::*;
+
+/// `[study]`: what the study is and where its claims come from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StudyHeader {
+    /// Folder name under `reports/` and `runs/` (letters, digits, `_`, `-`).
+    pub name: String,
+    /// Title of the study's report.
+    pub title: String,
+    /// The source document in `../shared/sources/` whose claims the study checks.
+    pub source: String,
+    /// The source document's own title, as it names itself (for the report's front matter).
+    #[serde(default)]
+    pub source_title: String,
+    /// What runs the study: training jobs or one of the in-process studies (`memwall-studies`).
+    pub kind: StudyKind,
+    /// One paragraph for the report's introduction (Markdown).
+    #[serde(default)]
+    pub description: String,
+    /// Notes printed under the introduction (deviations from the source, mappings).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Front-matter tags of the report.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The source's claim in words (quoted in the report beside our numbers), for studies whose
+    /// configurations carry no numeric `claim`.
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// Runs of each configuration (`repeats = N`, default 1), interleaved: every
+    /// configuration's first run before any second run, so slow drifts of the machine spread
+    /// over all configurations. Each run is its own job and record ([`super::JobSpec::repeat`]).
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// The configurations whose memory timelines the report overlays, one figure per model (at
+    /// most [`MAX_TIMELINE_LINES`] of one model, each a configuration of the file; a model
+    /// with none named: its control and first configurations).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<String>,
+    /// The study's place in the GPU suite (`memwall bundle --suite`): 1 runs first, when a
+    /// session's minutes matter most; `None`: not in the suite. A training study's jobs travel
+    /// in the bundle; a `fusion_ir` study's CUDA chains run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_suite: Option<u32>,
+    /// PyTorch eager runs the study's configurations as twins (`memwall reference`, the
+    /// bundle's `torch_peak_memory.py`): a training study only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pytorch_reference: bool,
+    /// The study whose control the kernel-attribution benchmark times operation by operation on
+    /// a GPU, and whose report shows it: one training study at most.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_attribution: bool,
+    /// The study whose glance opens the README's results block (the source's headline table):
+    /// one study at most; without one, `memwall report` leaves the README alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub readme_headline: bool,
+}
+
+/// Highest place in the GPU suite (`study.gpu_suite`).
+pub const MAX_SUITE_PLACE: u32 = 100;
+
+/// Most lines a report's timeline figure overlays (more are unreadable).
+pub const MAX_TIMELINE_LINES: usize = 8;
+
+fn one() -> usize {
+    1
+}
+
+/// Most runs of one configuration `repeats` may ask for.
+pub const MAX_REPEATS: usize = 1000;
+
+/// What runs a study.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StudyKind {
+    /// Burn training jobs, one process each.
+    Training,
+    /// The blog's scalar recurrence with checkpoint interval K (`memwall_studies::scalar_checkpoint`).
+    ScalarCheckpoint,
+    /// The blog's fusion IR and fused elementwise loops (`memwall_studies::fusion_ir`).
+    FusionIr,
+    /// The UIUC lecture's static memory planning (`memwall_studies::static_planning`).
+    StaticPlanning,
+    /// The CMU lecture's two-buffer inference (`memwall_studies::two_buffer_inference`).
+    TwoBufferInference,
+    /// The CMU lecture's 16-bit formats (`memwall_studies::sixteen_bit`).
+    SixteenBit,
+    /// The CMU lecture's FSDP memory model and ring collectives (`memwall_studies::fsdp`).
+    Fsdp,
+    /// The UIUC lecture's reverse-mode AD worked example through Burn autodiff.
+    AutodiffExample,
+    /// Checkmate's optimal rematerialization and its baselines (`memwall_studies::checkmate`).
+    Checkmate,
+}
+
+/// `[profiles.<p>.model]`: the decoder-only transformer LM. Shapes: tokens `[batch, seq_len]`,
+/// hidden states `[batch, seq_len, d_model]`, logits `[batch, seq_len, vocab]`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Number of transformer blocks.
+    pub layers: usize,
+    /// Width of the hidden states (the residual stream), elements per token.
+    pub d_model: usize,
+    /// Attention heads; must divide `d_model`.
+    pub heads: usize,
+    /// Hidden width of the MLP.
+    pub d_ff: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Sequences per step.
+    pub batch: usize,
+    /// Tokenizer vocabulary size to train (the trained tokenizer may have fewer tokens on a
+    /// small corpus; the model uses the trained size).
+    pub vocab: usize,
+    /// Share the token embedding with the LM head ("head tying").
+    #[serde(default = "yes")]
+    pub tie_embeddings: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Optimizer of the training loop.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// AdamW (Loshchilov and Hutter, 2019): two states per parameter, in the parameters'
+    /// dtype.
+    Adamw,
+    /// Adafactor (Shazeer and Stern, 2018, "Adafactor: Adaptive Learning Rates with Sublinear
+    /// Memory Cost", ICML, arXiv:1804.04235) as forgather's
+    /// `forgather.ml.optim.adafactor.Adafactor` (jdinalt/forgather,
+    /// `src/forgather/ml/optim/adafactor.py`) runs it for the `peak_memory` study: Algorithm 4
+    /// for matrices (factored second moments, one f32 value per row and per column, Section 3)
+    /// and Algorithm 5 for vectors (an unfactored f32 second moment), no first moment, update
+    /// clipping at d = 1 (Section 6), the increasing decay `beta2_t = 1 - t^-0.8` (Section 7.1;
+    /// forgather clamps it at 0.999), epsilon_1 = 1e-30, an absolute learning rate (forgather's
+    /// `relative_step = False`, not the relative step of Section 8) and decoupled weight decay.
+    /// The fixed hyperparameters are constants of memwall-runner's `train::adafactor` module;
+    /// `lr` and `weight_decay` come from [`TrainConfig`].
+    Adafactor,
+}
+
+impl OptimizerKind {
+    /// The lowercase name used in experiment files and plans: "adamw" or "adafactor".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Adafactor => "adafactor",
+        }
+    }
+}
+
+/// Resolved training settings.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Measured steps (timed, their peaks recorded).
+    pub steps: usize,
+    /// Steps run first and excluded from timing (kernel compilation, allocator warm-up).
+    pub warmup_steps: usize,
+    /// Learning rate (default 3e-4), in (0, 1].
+    #[serde(with = "crate::nonfinite")]
+    pub lr: f64,
+    /// Decoupled weight decay of the optimizer (AdamW or Adafactor; default 0), at least 0 with
+    /// `lr * weight_decay < 1`.
+    #[serde(with = "crate::nonfinite")]
+    pub weight_decay: f64,
+    /// The optimizer (default AdamW).
+    pub optimizer: OptimizerKind,
+    /// Seed of the backend's RNG (parameter initialization) and of batch sampling (default 42).
+    pub seed: u64,
+    /// Held-out batches for eval loss / perplexity at the end.
+    pub eval_batches: usize,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainOverride {
+    steps: Option<usize>,
+    warmup_steps: Option<usize>,
+    lr: Option<f64>,
+    weight_decay: Option<f64>,
+    optimizer: Option<OptimizerKind>,
+    seed: Option<u64>,
+    eval_batches: Option<usize>,
+}
+
+impl TrainOverride {
+    fn or(self, base: TrainOverride) -> TrainOverride {
+        TrainOverride {
+            steps: self.steps.or(base.steps),
+            warmup_steps: self.warmup_steps.or(base.warmup_steps),
+            lr: self.lr.or(base.lr),
+            weight_decay: self.weight_decay.or(base.weight_decay),
+            optimizer: self.optimizer.or(base.optimizer),
+            seed: self.seed.or(base.seed),
+            eval_batches: self.eval_batches.or(base.eval_batches),
+        }
+    }
+    fn resolve(self) -> TrainConfig {
+        TrainConfig {
+            steps: self.steps.unwrap_or(10),
+            warmup_steps: self.warmup_steps.unwrap_or(2),
+            lr: self.lr.unwrap_or(3e-4),
+            weight_decay: self.weight_decay.unwrap_or(0.0),
+            optimizer: self.optimizer.unwrap_or(OptimizerKind::Adamw),
+            seed: self.seed.unwrap_or(42),
+            eval_batches: self.eval_batches.unwrap_or(4),
+        }
+    }
+}
+
+/// Resolved data settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DataConfig {
+    /// Corpus: TinyStories plain text (stories separated by `<|endoftext|>`) or Parquet with a
+    /// `text` column.
+    pub path: PathBuf,
+    /// Fraction of stories held out for evaluation (chosen by a hash of the story text).
+    pub eval_fraction: f64,
+    /// Use at most this many stories (in file order), if set.
+    pub max_stories: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataOverride {
+    path: Option<String>,
+    eval_fraction: Option<f64>,
+    max_stories: Option<usize>,
+}
+
+impl DataOverride {
+    fn or(self, base: DataOverride) -> DataOverride {
+        DataOverride {
+            path: self.path.or(base.path),
+            eval_fraction: self.eval_fraction.or(base.eval_fraction),
+            max_stories: self.max_stories.or(base.max_stories),
+        }
+    }
+}
+
+/// Numeric precision of parameters and activations.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    /// IEEE 754 single precision: 4 bytes per element.
+    F32,
+    /// IEEE 754 half precision: 2 bytes per element (5 exponent, 10 mantissa bits).
+    F16,
+    /// bfloat16: 2 bytes per element (f32's 8 exponent bits, 7 mantissa bits).
+    Bf16,
+}
+
+impl Precision {
+    /// The lowercase name used in experiment files and reports: "f32", "f16" or "bf16".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F16 | Precision::Bf16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Segment activation checkpointing: which block inputs the forward pass keeps.
+///
+/// In a file: `checkpoint = "none"`, `checkpoint = K` (keep the input of every K-th block;
+/// backward recomputes one K-block segment at a time), or `checkpoint = "sqrt"`
+/// (K = ceil(sqrt(layers)), Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost").
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(try_from = "RawCheckpoint", into = "RawCheckpoint")]
+pub enum CheckpointSpec {
+    #[default]
+    /// No activation checkpointing: the forward pass keeps every block's activations.
+    None,
+    /// Keep the input of every K-th block; backward recomputes one K-block segment at a time.
+    Every(usize),
+    /// K = ceil(sqrt(layers)) (Chen et al. 2016).
+    Sqrt,
+}
+
+impl CheckpointSpec {
+    /// Blocks per segment for a model of `layers` blocks, or `None` without checkpointing.
+    pub fn segment_len(self, layers: usize) -> Option<usize> {
+        match self {
+            CheckpointSpec::None => None,
+            CheckpointSpec::Every(k) => Some(k.clamp(1, layers.max(1))),
+            CheckpointSpec::Sqrt => Some(((layers as f64).sqrt().ceil() as usize).max(1)),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointSpec::None => f.write_str("none"),
+            CheckpointSpec::Every(k) => write!(f, "{k}"),
+            CheckpointSpec::Sqrt => f.write_str("sqrt"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RawCheckpoint {
+    Int(i64),
+    Str(String),
+}
+
+impl TryFrom<RawCheckpoint> for CheckpointSpec {
+    type Error = String;
+    fn try_from(raw: RawCheckpoint) -> std::result::Result<Self, String> {
+        match raw {
+            RawCheckpoint::Int(k) if k >= 1 => Ok(CheckpointSpec::Every(k as usize)),
+            RawCheckpoint::Int(k) => Err(format!(
+                "checkpoint interval {k} is not positive: use an integer K >= 1, \"sqrt\" or \"none\""
+            )),
+            RawCheckpoint::Str(s) => match s.as_str() {
+                "none" => Ok(CheckpointSpec::None),
+                "sqrt" => Ok(CheckpointSpec::Sqrt),
+                other => Err(format!(
+                    "unknown checkpoint `{other}`: use an integer K >= 1, \"sqrt\" or \"none\""
+                )),
+            },
+        }
+    }
+}
+
+impl From<CheckpointSpec> for RawCheckpoint {
+    fn from(c: CheckpointSpec) -> Self {
+        match c {
+            CheckpointSpec::None => RawCheckpoint::Str("none".into()),
+            CheckpointSpec::Every(k) => RawCheckpoint::Int(k as i64),
+            CheckpointSpec::Sqrt => RawCheckpoint::Str("sqrt".into()),
+        }
+    }
+}
+
+/// Loss scaling for 16-bit training: multiply the loss by S before backward so that small
+/// gradients stay above the 16-bit underflow threshold, then divide the gradients by S in f32
+/// (Micikevicius et al. 2018, "Mixed Precision Training", ICLR, §3.2).
+///
+/// In a file: `loss_scale = 1024.0` (static S), `loss_scale = "dynamic"` (S starts at 2^16,
+/// halves and skips the step whenever a gradient is inf/NaN, doubles after 2000 clean steps: the
+/// defaults of PyTorch's `GradScaler`), or `loss_scale = { init = 65536.0, growth_interval = 50 }`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(try_from = "RawLossScale", into = "RawLossScale")]
+pub enum LossScale {
+    /// A fixed scale S > 0.
+    Static(f64),
+    /// Dynamic scaling: initial S, and clean steps before S doubles.
+    Dynamic {
+        /// Initial loss scale S.
+        init: f64,
+        /// Consecutive steps without an inf/NaN gradient after which S doubles.
+        growth_interval: usize,
+    },
+}
+
+impl LossScale {
+    /// PyTorch `GradScaler`'s defaults: init 2^16, growth interval 2000.
+    pub const DYNAMIC_DEFAULT: LossScale = LossScale::Dynamic {
+        init: 65536.0,
+        growth_interval: 2000,
+    };
+}
+
+impl fmt::Display for LossScale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LossScale::Static(s) => write!(f, "static {s}"),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => write!(
+                f,
+                "dynamic (init {init}, growth every {growth_interval} steps)"
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a positive number (static scale), \"dynamic\", or a table { init = 65536.0, growth_interval = 2000 } with a positive init and an integer growth_interval >= 1"
+)]
+enum RawLossScale {
+    Num(f64),
+    Str(String),
+    Table(RawDynamic),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDynamic {
+    init: Option<f64>,
+    growth_interval: Option<usize>,
+}
+
+impl TryFrom<RawLossScale> for LossScale {
+    type Error = String;
+    fn try_from(raw: RawLossScale) -> std::result::Result<Self, String> {
+        let LossScale::Dynamic {
+            init: d_init,
+            growth_interval: d_gi,
+        } = LossScale::DYNAMIC_DEFAULT
+        else {
+            unreachable!("the default is dynamic")
+        };
+        match raw {
+            RawLossScale::Num(s) if s.is_finite() && s > 0.0 => Ok(LossScale::Static(s)),
+            RawLossScale::Num(s) => Err(format!(
+                "loss scale {s} is not a positive finite number: use e.g. 1024.0 or \"dynamic\""
+            )),
+            RawLossScale::Str(s) if s == "dynamic" => Ok(LossScale::DYNAMIC_DEFAULT),
+            RawLossScale::Str(s) => Err(format!(
+                "unknown loss scale `{s}`: use a number, \"dynamic\" or {{ init = 65536.0, growth_interval = 2000 }}"
+            )),
+            RawLossScale::Table(RawDynamic {
+                init,
+                growth_interval,
+            }) => {
+                let init = init.unwrap_or(d_init);
+                let growth_interval = growth_interval.unwrap_or(d_gi);
+                if !(init.is_finite() && init > 0.0) || growth_interval == 0 {
+                    return Err(format!(
+                        "dynamic loss scale needs init > 0 and growth_interval >= 1 (got {init}, {growth_interval})"
+                    ));
+                }
+                Ok(LossScale::Dynamic {
+                    init,
+                    growth_interval,
+                })
+            }
+        }
+    }
+}
+
+impl From<LossScale> for RawLossScale {
+    fn from(l: LossScale) -> Self {
+        match l {
+            LossScale::Static(s) => RawLossScale::Num(s),
+            LossScale::Dynamic {
+                init,
+                growth_interval,
+            } => RawLossScale::Table(RawDynamic {
+                init: Some(init),
+                growth_interval: Some(growth_interval),
+            }),
+        }
+    }
+}
+
+/// A source document's numbers for one configuration (shown beside ours in the report).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Peak allocated memory, GiB.
+    pub peak_gib: Option<f64>,
+    /// Peak-memory reduction against the control, percent.
+    pub reduction_pct: Option<f64>,
+    /// Training throughput, sequences per second.
+    pub samples_per_s: Option<f64>,
+    /// Wall time as printed in the source (e.g. "1m 40s").
+    pub time: Option<String>,
+    /// Evaluation perplexity (compared with our `eval_perplexity`).
+    pub perplexity: Option<f64>,
+}
+
+/// `attention = ...` of a configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionOption {
+    /// The tiled, online-softmax attention with its own backward (FlashAttention-2).
+    #[default]
+    MemoryEfficient,
+    /// Burn's attention (the naive composition under autodiff).
+    Naive,
+}
+
+impl ConfigSpec {
+    /// The configuration's one recompute strategy. The file's fields `checkpoint`, `budget`,
+    /// `checkmate` and `balanced_checkpointing` are exclusive (checked when the file loads), so
+    /// at most one of them is set.
+    pub fn recompute(&self) -> super::Recompute {
+        use super::Recompute;
+        if let Some(f) = self.checkmate {
+            Recompute::Checkmate(f)
+        } else if let Some(b) = self.budget {
+            Recompute::Budget(b)
+        } else if self.balanced_checkpointing {
+            Recompute::Balanced
+        } else {
+            match self.checkpoint {
+                CheckpointSpec::None => Recompute::None,
+                CheckpointSpec::Every(k) => Recompute::EveryK(k),
+                CheckpointSpec::Sqrt => Recompute::Sqrt,
+            }
+        }
+    }
+
+    /// The attention this configuration runs.
+    pub fn attention(&self) -> Attention {
+        match self.attention {
+            AttentionOption::Naive => Attention::Naive,
+            AttentionOption::MemoryEfficient => Attention::MemoryEfficient {
+                tiles: match self.attention_tile {
+                    Some(t) => Tiles { query: t, key: t },
+                    None => Tiles::default(),
+                },
+            },
+        }
+    }
+}
+
+/// `[[configs]]`: one configuration (a row of the study's table).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Identifier (letters, digits, `_`, `-`), unique in the study.
+    pub name: String,
+    /// Display name; defaults to `name`.
+    #[serde(default)]
+    pub label: String,
+    /// The model this configuration trains: the name of one of the profile's named models
+    /// (`[profiles.<p>] models.<name> = { ... }`), or `None` for the profile's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default)]
+    /// Precision of parameters and activations (default f32).
+    pub precision: Precision,
+    #[serde(default)]
+    /// Segment activation checkpointing (default none).
+    pub checkpoint: CheckpointSpec,
+    /// Activation memory budget in [0, 1] (0 = full checkpointing, 1 = none).
+    #[serde(default)]
+    pub budget: Option<f64>,
+    /// Step each segment's parameters as soon as their gradients exist.
+    #[serde(default)]
+    pub fused_optimizer: bool,
+    /// Burn's kernel-fusion backend (CUDA only).
+    #[serde(default)]
+    pub fusion: bool,
+    /// Burn's op-level `BalancedCheckpointing` autodiff strategy.
+    #[serde(default)]
+    pub balanced_checkpointing: bool,
+    /// Which attention the blocks run: `"memory_efficient"` (default; the tiled attention of
+    /// `model::attention`, which rematerializes score tiles in backward) or `"naive"` (Burn's,
+    /// which keeps `[batch, heads, seq, seq]` scores and probabilities per layer).
+    #[serde(default)]
+    pub attention: AttentionOption,
+    /// Tile size in tokens (query rows and key columns) of the memory-efficient attention;
+    /// default 1024 (see `model::attention::Tiles`).
+    #[serde(default)]
+    pub attention_tile: Option<usize>,
+    /// What the layer norms keep for backward: `"saves_input"` (default; memwall's layer-norm
+    /// operation, which keeps the input and f32 row statistics, as PyTorch does),
+    /// `"saves_output"` (keeps only f32 1/std beside the output the next layer keeps anyway,
+    /// as Apex's memory-efficient layer norm) or `"composed"` (Burn's, which keeps two full
+    /// tensors per norm). See `memwall_core::strategy::LayerNormSaving`.
+    #[serde(default)]
+    pub layer_norm: LayerNormSaving,
+    /// CUDA: CubeCL's autotune level (`"minimal"`, the default, `"balanced"`, `"extensive"`,
+    /// `"full"`).
+    #[serde(default)]
+    pub autotune_level: super::job::AutotuneLevel,
+    /// CUDA: release the memory pool's free pages at every step boundary.
+    #[serde(default)]
+    pub memory_cleanup: bool,
+    /// CUDA: how the memory pool places allocations (`"exact_size"`, the default, or
+    /// `"sliced"`, CubeCL's own default).
+    #[serde(default)]
+    pub memory_pool: super::job::MemoryPool,
+    /// Mixed precision with f32 master weights: the optimizer keeps f32 parameters and state;
+    /// each step runs forward and backward on a `precision` (f16/bf16) copy, and the gradients
+    /// are cast back to f32 before the step (Micikevicius et al. 2018, §3.1; apex "O2").
+    #[serde(default)]
+    pub master_weights: bool,
+    /// Loss scaling for the 16-bit backward pass (needs `master_weights`).
+    #[serde(default)]
+    pub loss_scale: Option<LossScale>,
+    /// Plan with Checkmate's objective at this fraction (0, 1] of the no-recomputation peak:
+    /// the plan stage runs the job's own profiling pass on its device and solves the exact
+    /// dynamic program over the executor's segment plans (`memwall_core::segment_plan`), then
+    /// the job runs that plan.
+    #[serde(default)]
+    pub checkmate: Option<f64>,
+    /// The optimizer of this configuration, in place of the study's `[train] optimizer` (e.g.
+    /// AdamW rows beside a study that trains with the source's Adafactor).
+    #[serde(default)]
+    pub optimizer: Option<OptimizerKind>,
+    /// The decoupled weight decay of this configuration, in place of the study's `[train]
+    /// weight_decay`: finite, in [0, 1) (with `lr` <= 1 the per-step factor `1 - lr * wd`
+    /// stays positive).
+    #[serde(default)]
+    pub weight_decay: Option<f64>,
+    /// The configuration is the baseline the others are compared with.
+    #[serde(default)]
+    pub control: bool,
+    /// How the source's configuration maps to memwall options (free text for the report).
+    #[serde(default)]
+    pub maps_to: String,
+    /// The source document's numbers for this configuration.
+    #[serde(default)]
+    pub claim: Option<Claim>,
+}
+
+/// `[[goals]]`: a ratio the report evaluates against a threshold, e.g. "checkpointing every
+/// block costs at most 1.4x the step time of no checkpointing". For each precision, the report
+/// takes the first finished configuration matching `numerator` and the first matching
+/// `denominator` (both without kernel fusion or a memory budget, so that only the compared
+/// option differs) and states `metric(numerator) / metric(denominator)` beside `at_most`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Goal {
+    /// What is compared, as the report's row label.
+    pub label: String,
+    /// The metric whose ratio is taken (default: the median step time).
+    #[serde(default)]
+    pub metric: GoalMetric,
+    /// The configuration in the numerator.
+    pub numerator: GoalSelector,
+    /// The configuration in the denominator.
+    pub denominator: GoalSelector,
+    /// The goal is met when the ratio is at most this (finite, positive).
+    pub at_most: f64,
+}
+
+/// The metric of a [`Goal`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalMetric {
+    /// Median step time over the measured steps, seconds.
+    #[default]
+    MedianStepS,
+    /// Peak allocated bytes of a step.
+    PeakAllocatedBytes,
+}
+
+impl GoalMetric {
+    /// The study table's column of the metric.
+    pub fn column(self) -> &'static str {
+        match self {
+            GoalMetric::MedianStepS => "median_step_s",
+            GoalMetric::PeakAllocatedBytes => "peak_allocated_bytes",
+        }
+    }
+}
+
+/// Which configuration a [`Goal`] side picks, besides the precision (goals compare configurations
+/// of the same precision).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalSelector {
+    /// Activation checkpointing of the configuration (`"none"`, `K`, `"sqrt"`).
+    pub checkpoint: CheckpointSpec,
+    /// Whether the optimizer step is fused into backward (default false).
+    #[serde(default)]
+    pub fused_optimizer: bool,
+}

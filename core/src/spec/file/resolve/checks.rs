@@ -1,0 +1,421 @@
+//! The checks of single fields of an experiment file: configurations, checkpointing, claims,
+//! budgets, goals and model sizes, each error naming the field and the fix.
+
+use super::*;
+
+/// A configuration's name is valid and not in `seen` (which it joins).
+pub(crate) fn check_config_name(
+    c: &ConfigSpec,
+    at: &str,
+    seen: &mut HashSet<String>,
+    fields: Fields,
+) -> Result<()> {
+    if !valid_name(&c.name) {
+        return Err(fields.err(
+            &format!("{at}.name"),
+            format!("`{}` must use only letters, digits, `_` and `-`", c.name),
+        ));
+    }
+    if !seen.insert(c.name.clone()) {
+        return Err(fields.err(
+            &format!("{at}.name"),
+            format!("`{}` appears twice; names must be unique", c.name),
+        ));
+    }
+    Ok(())
+}
+
+/// A configuration's options are in range and do not contradict each other.
+pub(crate) fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if let Some(wd) = c.weight_decay {
+        if !(wd.is_finite() && (0.0..1.0).contains(&wd)) {
+            return Err(fields.err(
+                &format!("{at}.weight_decay"),
+                format!("{wd} is not a weight decay: use a finite number in [0, 1), e.g. 0.01"),
+            ));
+        }
+    }
+    check_budget(c, at, fields)?;
+    check_checkmate(c, at, fields)?;
+    check_balanced(c, at, fields)?;
+    check_master_weights(c, at, fields)?;
+    check_attention_tile(c, at, fields)?;
+    check_claim(c, at, fields)
+}
+
+/// A checkpoint interval K is at most the model's layer count (K = layers is one segment: the
+/// whole model recomputed once); a larger K would be silently the same as K = layers.
+pub(crate) fn check_checkpoint(
+    c: &ConfigSpec,
+    at: &str,
+    model: &ModelConfig,
+    profile: Profile,
+    fields: Fields,
+) -> Result<()> {
+    if let CheckpointSpec::Every(k) = c.checkpoint {
+        if k > model.layers {
+            return Err(fields.err(
+                &format!("{at}.checkpoint"),
+                format!(
+                    "checkpoint interval K = {k} is larger than the {} layers of the `{profile}` \
+                     model (profiles.{profile}.{}.layers): use an integer K in [1, {}], \
+                     \"sqrt\" or \"none\"",
+                    model.layers,
+                    c.model
+                        .as_ref()
+                        .map_or("model".to_string(), |n| format!("models.{n}")),
+                    model.layers
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The source's numbers of a configuration are finite and in their ranges: `peak_gib` and
+/// `samples_per_s` above 0, `reduction_pct` at most 100, `perplexity` at least 1.
+pub(crate) fn check_claim(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(claim) = &c.claim else {
+        return Ok(());
+    };
+    /// A claimed number: its key, value, range test and the range in words.
+    type ClaimCheck<'a> = (&'a str, Option<f64>, fn(f64) -> bool, &'a str);
+    let checks: [ClaimCheck; 4] = [
+        (
+            "peak_gib",
+            claim.peak_gib,
+            |x| x > 0.0,
+            "a number of GiB above 0",
+        ),
+        (
+            "reduction_pct",
+            claim.reduction_pct,
+            |x| x <= 100.0,
+            "a percentage at most 100 (negative: more memory than the control)",
+        ),
+        (
+            "samples_per_s",
+            claim.samples_per_s,
+            |x| x > 0.0,
+            "a throughput above 0",
+        ),
+        (
+            "perplexity",
+            claim.perplexity,
+            |x| x >= 1.0,
+            "a perplexity of at least 1",
+        ),
+    ];
+    for (name, value, ok, range) in checks {
+        if let Some(x) = value.filter(|&x| !(x.is_finite() && ok(x))) {
+            return Err(fields.err(
+                &format!("{at}.claim.{name}"),
+                format!("{x} is not {range} (finite)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `budget` is in [0, 1] and not set together with `checkpoint`.
+pub(crate) fn check_budget(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(b) = c.budget else { return Ok(()) };
+    if !(0.0..=1.0).contains(&b) {
+        return Err(fields.err(
+            &format!("{at}.budget"),
+            format!("{b} is not in [0, 1] (0 = checkpoint everything, 1 = none)"),
+        ));
+    }
+    if c.checkpoint != CheckpointSpec::None {
+        return Err(fields.err(
+            &format!("{at}.budget"),
+            "set either `budget` or `checkpoint`, not both".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `checkmate` is a fraction in (0, 1] and replaces `checkpoint` and `budget`.
+pub(crate) fn check_checkmate(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(f) = c.checkmate else { return Ok(()) };
+    if !(f > 0.0 && f <= 1.0) {
+        return Err(fields.err(
+            &format!("{at}.checkmate"),
+            format!("{f} is not in (0, 1] (a fraction of the no-recomputation peak)"),
+        ));
+    }
+    if c.checkpoint != CheckpointSpec::None || c.budget.is_some() {
+        return Err(fields.err(
+            &format!("{at}.checkmate"),
+            "a Checkmate plan replaces `checkpoint` and `budget`: set only one".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Burn's `BalancedCheckpointing` is an autodiff strategy of plain backward: it replaces
+/// `checkpoint`, `budget` and `checkmate`, and the fused optimizer step (which runs backward
+/// segment by segment) cannot run under it.
+pub(crate) fn check_balanced(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if !c.balanced_checkpointing {
+        return Ok(());
+    }
+    let others = [
+        ("checkpoint", c.checkpoint != CheckpointSpec::None),
+        ("budget", c.budget.is_some()),
+        ("checkmate", c.checkmate.is_some()),
+        ("fused_optimizer", c.fused_optimizer),
+    ];
+    match others.iter().find(|(_, set)| *set) {
+        Some((name, _)) => Err(fields.err(
+            &format!("{at}.balanced_checkpointing"),
+            format!(
+                "Burn's BalancedCheckpointing is an autodiff strategy of plain backward: remove \
+                 `{name}` or `balanced_checkpointing` from this configuration"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// f32 master weights need a 16-bit precision, loss scaling needs master weights, and mixed
+/// precision runs plain backward (no checkpointing, budget, Checkmate or fused optimizer).
+pub(crate) fn check_master_weights(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if c.master_weights && c.precision == Precision::F32 {
+        return Err(fields.err(
+            &format!("{at}.master_weights"),
+            "f32 master weights keep f32 copies of f16/bf16 parameters: set precision = \"f16\" or \"bf16\"".into(),
+        ));
+    }
+    if c.loss_scale.is_some() && !c.master_weights {
+        return Err(fields.err(
+            &format!("{at}.loss_scale"),
+            "loss scaling unscales gradients into f32 master weights: set master_weights = true"
+                .into(),
+        ));
+    }
+    let reshapes_backward = c.checkpoint != CheckpointSpec::None
+        || c.budget.is_some()
+        || c.checkmate.is_some()
+        || c.fused_optimizer
+        || c.balanced_checkpointing;
+    if c.master_weights && reshapes_backward {
+        return Err(fields.err(
+            &format!("{at}.master_weights"),
+            "mixed precision with master weights runs plain backward: remove checkpoint, budget, checkmate, fused_optimizer and balanced_checkpointing from this configuration".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `attention_tile` is at least 1 token and only set for the memory-efficient attention.
+pub(crate) fn check_attention_tile(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(t) = c.attention_tile else {
+        return Ok(());
+    };
+    if t == 0 {
+        return Err(fields.err(
+            &format!("{at}.attention_tile"),
+            "the tile size must be at least 1 token (default 1024)".into(),
+        ));
+    }
+    if c.attention == AttentionOption::Naive {
+        return Err(fields.err(
+            &format!("{at}.attention_tile"),
+            "the naive attention has no tiles: remove attention_tile or set attention = \"memory_efficient\"".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Every goal names its comparison and has a finite positive threshold.
+pub(crate) fn check_goals(goals: &[Goal], fields: Fields) -> Result<()> {
+    for (i, g) in goals.iter().enumerate() {
+        if g.label.trim().is_empty() {
+            return Err(fields.err(
+                &format!("goals[{i}].label"),
+                "must name the comparison (it is the report's row label)".into(),
+            ));
+        }
+        if !(g.at_most.is_finite() && g.at_most > 0.0) {
+            return Err(fields.err(
+                &format!("goals[{i}].at_most"),
+                format!("{} is not a ratio: use a finite number above 0", g.at_most),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Largest vocabulary: token ids are stored as u32 (`train.tokens`, `eval.tokens`).
+pub const MAX_VOCAB: usize = 1 << 32;
+
+/// Every size of the model is at least 1, `heads` divides `d_model`, and `vocab` is in
+/// [260, 2^32]. Returns the offending field's name and the message. Whether the sizes fit the
+/// device is checked against a memory estimate before any job runs
+/// ([`ModelConfig::memory_estimate`](crate::spec::MemoryEstimate)).
+pub(crate) fn validate_model(m: &ModelConfig) -> std::result::Result<(), (&'static str, String)> {
+    let positive = [
+        ("layers", m.layers),
+        ("d_model", m.d_model),
+        ("heads", m.heads),
+        ("d_ff", m.d_ff),
+        ("seq_len", m.seq_len),
+        ("batch", m.batch),
+        ("vocab", m.vocab),
+    ];
+    for (name, v) in positive {
+        if v == 0 {
+            return Err((name, format!("is 0: `{name}` must be at least 1")));
+        }
+    }
+    if !m.d_model.is_multiple_of(m.heads) {
+        return Err((
+            "heads",
+            format!(
+                "`heads` ({}) must divide `d_model` ({}): each head gets d_model / heads dimensions",
+                m.heads, m.d_model
+            ),
+        ));
+    }
+    if !(260..=MAX_VOCAB).contains(&m.vocab) {
+        return Err((
+            "vocab",
+            format!(
+                "{} is not in the accepted range [260, {MAX_VOCAB}] (256 byte tokens plus \
+                 specials and merges; token ids are u32)",
+                m.vocab
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `[[claims]]`: ids unique and well-formed, a quotation and a location, finite
+/// numbers, a derived value explained, and a measure or a reason it is not comparable; for a
+/// training study (`configs` given) each measure names a configuration of the file and a
+/// metric ([`crate::spec::claims::TrainingMetric`]).
+pub(crate) fn check_claims(
+    claims: &[crate::spec::claims::SourceClaim],
+    configs: Option<&[ConfigSpec]>,
+    fields: Fields,
+) -> Result<()> {
+    let mut ids = HashSet::new();
+    for (i, c) in claims.iter().enumerate() {
+        let at = |f: &str| format!("claims[{i}].{f}");
+        if !valid_name(&c.id) || !ids.insert(c.id.as_str()) {
+            return Err(fields.err(
+                &at("id"),
+                format!(
+                    "`{}` must be non-empty, unique among the claims, and use only letters, \
+                     digits, `_` and `-`",
+                    c.id
+                ),
+            ));
+        }
+        check_claim_text(c).map_err(|(f, m)| fields.err(&at(f), m))?;
+        if let (Some(configs), false) = (configs, c.measure.is_empty()) {
+            check_training_measure(&c.measure, configs)
+                .map_err(|m| fields.err(&at("measure"), m))?;
+        }
+    }
+    Ok(())
+}
+
+/// One claim's own fields: a quotation and a location, finite numbers, a derived value
+/// explained, and a measure or a reason it is not comparable. Returns the field and message.
+pub(crate) fn check_claim_text(
+    c: &crate::spec::claims::SourceClaim,
+) -> std::result::Result<(), (&'static str, String)> {
+    if c.quote.trim().is_empty() || c.location.trim().is_empty() {
+        let f = if c.quote.trim().is_empty() {
+            "quote"
+        } else {
+            "where"
+        };
+        return Err((
+            f,
+            "must not be empty: quote the document's words and say where they stand".into(),
+        ));
+    }
+    let rule = &c.agree;
+    for (name, v) in [
+        ("value", c.value),
+        ("agree.within", rule.within),
+        ("agree.within_rel", rule.within_rel),
+        ("agree.at_most", rule.at_most),
+        ("agree.at_least", rule.at_least),
+    ] {
+        if v.is_some_and(|x| !x.is_finite()) {
+            return Err((name, "must be a finite number".into()));
+        }
+    }
+    if c.derived.as_deref().is_some_and(|d| d.trim().is_empty()) {
+        return Err((
+            "derived",
+            "when given, must say how the value is computed from the document's numbers".into(),
+        ));
+    }
+    if c.not_comparable.is_none() && c.measure.is_empty() {
+        return Err((
+            "measure",
+            "name the measurement that answers the claim, or say why none can with \
+             `not_comparable = \"...\"`"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Fewest configurations a sweep measure needs: the fit `a * ceil(N / K) + b * K + c` has
+/// three coefficients, and a fourth point leaves it a residual to judge it by.
+pub const MIN_SWEEP_POINTS: usize = 4;
+
+/// A training claim's `measure`: `<configuration>.<metric>` with a configuration of the file
+/// and a metric of [`crate::spec::claims::TrainingMetric`], or `<sweep>.<metric>` with a sweep
+/// (a configuration name with `ck*` for the interval) of at least [`MIN_SWEEP_POINTS`]
+/// configurations of the file and a metric of [`crate::spec::claims::SweepMetric`].
+pub(crate) fn check_training_measure(
+    measure: &str,
+    configs: &[ConfigSpec],
+) -> std::result::Result<(), String> {
+    use crate::spec::claims::{
+        sweep_measure, sweep_member, training_measure, SweepMetric, TrainingMetric,
+    };
+    if let Some((sweep, _)) = sweep_measure(measure) {
+        let members = configs
+            .iter()
+            .filter(|c| sweep_member(sweep, &c.name).is_some())
+            .count();
+        if members < MIN_SWEEP_POINTS {
+            return Err(format!(
+                "`{sweep}` matches {members} configuration(s) of this file (`ck*` standing for \
+                 `ck<K>` or `cksqrt`): a sweep measure fits three coefficients and needs at \
+                 least {MIN_SWEEP_POINTS} intervals"
+            ));
+        }
+        return Ok(());
+    }
+    let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
+    let sweep_names: Vec<&str> = SweepMetric::ALL.iter().map(|(n, _)| *n).collect();
+    let Some((config, _)) = training_measure(measure) else {
+        return Err(format!(
+            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}, or \
+             `<sweep>.<metric>` (a configuration name with `ck*` for the interval, e.g. \
+             `ck*-f32`) with a metric of {}",
+            names.join(", "),
+            sweep_names.join(", ")
+        ));
+    };
+    if !configs.iter().any(|k| k.name == config) {
+        return Err(format!(
+            "`{config}` is not a configuration of this file; configurations: {}",
+            configs
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(())
+}

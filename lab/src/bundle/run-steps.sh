@@ -1,0 +1,325 @@
+# run.sh's helpers: counting, a step's expected seconds, and `bounded`.
+# count NAME: files NAME in the job folders (jobs/<study>/<key>/NAME).
+count() { { find jobs -mindepth 3 -maxdepth 3 -name "$1" 2>/dev/null || true; } | wc -l; }
+
+# expected_of STUDY/KEY PLANNED: a job's expected seconds, from jobs/queue.tsv where it lists
+# the job (what the runner's deadline check reads), else the plan's.
+expected_of() {
+    local e
+    e=$(awk -F'\t' -v k="$1" '$1 == k { print $2; exit }' jobs/queue.tsv 2>/dev/null || true)
+    if [[ "$e" =~ ^[0-9]+([.][0-9]+)?$ ]]; then printf '%.0f\n' "$e"; else echo "$2"; fi
+}
+
+# run_until SECONDS COMMAND...: runs COMMAND (stdin from /dev/null) in a process group of its
+# own and kills the whole group (the runner's job process, PyTorch's compile workers) once
+# SECONDS have passed; returns COMMAND's status (137 when killed).
+run_until() {
+    local secs="$1"; shift
+    local end=$(( $(date +%s) + secs ))
+    setsid "$@" < /dev/null &
+    local pid=$!
+    (
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ "$(date +%s)" -ge "$end" ]; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; break; fi
+            sleep 1
+        done
+    ) &
+    local watcher=$! rc=0
+    wait "$pid" || rc=$?
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    return "$rc"
+}
+
+# bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
+# OUT is missing and EXPECTED_S fit before the deadline, stopping it at the deadline. OUT appears
+# only when the command ends, so a run stopped at the deadline leaves nothing and runs again next
+# time; a failed run keeps what it wrote when KEEP_FAILED is 1 (a PyTorch row saying why).
+bounded() {
+    local label="$1" out="$2" expected="$3" log="$4" keep="$5"; shift 5
+    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
+    if [ "$(left)" -lt "$expected" ]; then
+        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
+    fi
+    if [ "$(left)" -le 0 ]; then echo "$label: no time left: left for the next run"; return 0; fi
+    echo "$label: running"
+    rm -f "$out.partial"
+    local t0; t0=$(date +%s)
+    if run_until "$(left)" "$@" --out "$out.partial" > "$log" 2>&1; then
+        mv "$out.partial" "$out"
+        echo "$label: done in $(( $(date +%s) - t0 )) s"
+    elif [ "$(left)" -le 0 ]; then
+        rm -f "$out.partial"
+        echo "$label: still running at the deadline: stopped, nothing kept"
+    elif [ "$keep" = 1 ] && [ -s "$out.partial" ]; then
+        mv "$out.partial" "$out"
+        echo "$label: failed ($log)"
+    else
+        rm -f "$out.partial"
+        echo "$label: did not finish ($log)"
+    fi
+}
+
+# run.sh's packing: the three archives, each written beside and renamed into place.
+# fits_return NAME: whether $RESULTS/NAME is within what a GPU session brings back per file.
+fits_return() {
+    local n; n=$(stat -c %s "$RESULTS/$1")
+    if [ "$n" -gt "$RETURN_LIMIT" ]; then
+        echo "warning: $1 is $n bytes, over the $RETURN_LIMIT a GPU session brings back per file"
+        return 1
+    fi
+}
+
+# pack_results: the manifest, the plan, every job folder with a record, the PyTorch rows and
+# the attribution and chains files (no cache, no partial file).
+pack_results() {
+    local files=(manifest.json "$PLAN") d
+    if [ -f jobs/queue.tsv ]; then files+=(jobs/queue.tsv); fi
+    for d in jobs/*/*/; do
+        if [ -f "$d/record.json" ]; then files+=("${d%/}"); fi
+    done
+    for d in reference/results attribution fusion_ir; do
+        if [ -d "$d" ]; then files+=("$d"); fi
+    done
+    tar czf "$RESULTS/$RESULTS_ARCHIVE.partial" --exclude='*.tmp-*' --exclude='*.partial' "${files[@]}"
+    mv -f "$RESULTS/$RESULTS_ARCHIVE.partial" "$RESULTS/$RESULTS_ARCHIVE"
+    fits_return "$RESULTS_ARCHIVE" || true
+}
+
+# pack_logs: the last 256 KiB of every log of the jobs (finished, failed or stopped), the
+# PyTorch rows, the attribution benchmark and the chains.
+pack_logs() {
+    local tmp=".logs-pack" f
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    while IFS= read -r -d '' f; do
+        mkdir -p "$tmp/$(dirname "$f")"
+        tail -c 262144 "$f" > "$tmp/$f"
+    done < <(find jobs reference/results attribution fusion_ir -name '*.log' -print0 2>/dev/null || true)
+    tar czf "$RESULTS/$LOGS_ARCHIVE.partial" -C "$tmp" .
+    mv -f "$RESULTS/$LOGS_ARCHIVE.partial" "$RESULTS/$LOGS_ARCHIVE"
+    rm -rf "$tmp"
+    fits_return "$LOGS_ARCHIVE" || true
+}
+
+# pack_cache: the CubeCL cache files this run added or changed (autotune results; compiled
+# kernels too with MEMWALL_PACK_KERNELS=1) and the manifest, so that `memwall import` takes it.
+# What was carried in and left unchanged is not packed again.
+pack_cache() {
+    [ -d cache/cubecl ] || return 0
+    local list=".cache-pack.list"
+    if [ -n "${MEMWALL_PACK_KERNELS:-}" ]; then
+        find cache/cubecl -type f -newer .run-start > "$list"
+    else
+        find cache/cubecl -type f -newer .run-start -path '*/autotune/*' > "$list"
+    fi
+    if [ -s "$list" ]; then
+        tar czf "$RESULTS/$CACHE_ARCHIVE.partial" manifest.json -T "$list"
+        mv -f "$RESULTS/$CACHE_ARCHIVE.partial" "$RESULTS/$CACHE_ARCHIVE"
+        if ! fits_return "$CACHE_ARCHIVE"; then
+            rm -f "$RESULTS/$CACHE_ARCHIVE"
+            echo "$CACHE_ARCHIVE left out (the records come back without it)"
+        fi
+    fi
+    rm -f "$list"
+}
+
+# pack_step: after every step, the records and the logs.
+pack_step() { pack_results; pack_logs; }
+
+# run.sh's device checks (CUDA: the driver, a GPU, NVRTC and the toolkit's root).
+# The device (not for a dry run): CUDA needs the driver, a GPU and NVRTC.
+check_device() {
+    [ -x "$RUNNER" ] || die "runner $RUNNER not found or not executable"
+    echo "disk: $(df -h . | awk 'NR==2 {print $4}') free here; the records of a job take well under 1 MB"
+    if [ "$TARGET" = cuda ]; then
+        command -v nvidia-smi >/dev/null 2>&1 \
+            || die "nvidia-smi not found: the NVIDIA driver is needed for CUDA jobs"
+        nvidia-smi -L >/dev/null 2>&1 || die "nvidia-smi -L failed: no usable NVIDIA GPU ($(nvidia-smi -L 2>&1 | head -1))"
+        echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+        # NVRTC compiles CubeCL's kernels at run time; it is loaded by name, so its folder must
+        # be on the loader's path.
+        local nvrtc="" d lib
+        for d in ${NVRTC_DIR:-} ${CUDA_HOME:-} ${CUDA_HOME:+$CUDA_HOME/lib64} ${CUDA_PATH:+$CUDA_PATH/lib64} \
+                 /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib \
+                 /usr/lib/x86_64-linux-gnu /usr/lib64; do
+            if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then nvrtc="$d"; break; fi
+        done
+        if [ -z "$nvrtc" ]; then
+            lib="$( (ldconfig -p 2>/dev/null || true) | awk '/libnvrtc/ {print $NF}' | head -1 || true)"
+            if [ -n "$lib" ]; then nvrtc="$(dirname "$lib")"; fi
+        fi
+        [ -n "$nvrtc" ] || die "NVRTC (libnvrtc.so) not found: install the CUDA toolkit or set NVRTC_DIR to the folder holding libnvrtc.so"
+        export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        echo "NVRTC: $(ls "$nvrtc"/libnvrtc.so* | head -1)"
+        # The toolkit's root (its include/ holds the headers NVRTC compiles bf16 kernels with).
+        if [ -z "${CUDA_PATH:-}" ]; then
+            for d in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+                if [ -d "$d/include" ]; then export CUDA_PATH="$d"; break; fi
+            done
+        fi
+        echo "CUDA_PATH: ${CUDA_PATH:-not found (NVRTC uses its own include path)}"
+    fi
+    if [ -z "${MEMWALL_SKIP_TORCH:-}" ] && python3 -c "import torch" >/dev/null 2>&1; then
+        TORCH=1
+        echo "PyTorch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    elif [ -n "${MEMWALL_SKIP_TORCH:-}" ]; then
+        echo "PyTorch reference left out (MEMWALL_SKIP_TORCH)"
+    else
+        echo "python3 cannot import torch here: the PyTorch reference column is left out"
+    fi
+}
+
+# run.sh's steps: each runs one item of the plan (or, in a dry run, prints it and counts
+# whether it fits).
+TORCH=0
+if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
+# Dry run: seconds of the budget not yet planned, and per tier what fits and what does not.
+if [ -n "$DEADLINE" ]; then SIM_LEFT=$(( DEADLINE - START )); else SIM_LEFT=999999999; fi
+SIM_FIT=0; SIM_MISS=0; SIM_STEPS_MISSED=(); TIER_S=0; TIER_MISSED=0; ALL_S=0
+
+# plan_line LABEL EXPECTED_S DONE: one step of a dry run (DONE 1: it finished before).
+plan_line() {
+    local label="$1" expected="$2" done="$3"
+    if [ "$done" = 1 ]; then printf '  %-58s finished before\n' "$label"; return 0; fi
+    TIER_S=$(( TIER_S + expected )); ALL_S=$(( ALL_S + expected ))
+    if [ "$expected" -le "$SIM_LEFT" ]; then
+        SIM_LEFT=$(( SIM_LEFT - expected )); SIM_FIT=$(( SIM_FIT + expected ))
+        printf '  %-58s %5d s  fits\n' "$label" "$expected"
+    else
+        SIM_MISS=$(( SIM_MISS + expected )); TIER_MISSED=$(( TIER_MISSED + 1 ))
+        SIM_STEPS_MISSED+=("$label")
+        printf '  %-58s %5d s  does not fit (%d s of the budget left)\n' "$label" "$expected" "$SIM_LEFT"
+    fi
+}
+
+step_job() {
+    local rel="$1" config="$2" expected; expected=$(expected_of "$1" "$3")
+    if [ "$DRY" = 1 ]; then
+        plan_line "memwall $config" "$expected" "$([ -f "jobs/$rel/record.json" ] && echo 1 || echo 0)"
+        return 0
+    fi
+    if [ "$(left)" -le 0 ]; then echo "memwall $config: no time left: left for the next run"; return 0; fi
+    # The runner stops a job at the deadline itself; the process group is killed half the
+    # packing time later should it not.
+    local rc=0
+    run_until $(( $(left) + PACK_S / 2 )) "$RUNNER" sweep-dir jobs --only "$rel" ${DEADLINE:+--until "$DEADLINE"} || rc=$?
+    if [ "$rc" = 137 ]; then
+        echo "memwall $config: still running after the deadline: stopped, no record (it runs again next time)"
+    elif [ "$rc" != 0 ]; then
+        echo "memwall $config: the runner exited with status $rc"
+    fi
+    pack_step
+}
+
+step_torch() {
+    local study="$1" config="$2" expected="$3" how="$4"
+    local out="reference/results/$study.$config.json"
+    if [ "$DRY" = 1 ]; then
+        if [ -n "${MEMWALL_SKIP_TORCH:-}" ]; then return 0; fi
+        plan_line "pytorch $config ($how)" "$expected" "$([ -s "$out" ] && echo 1 || echo 0)"
+        return 0
+    fi
+    [ "$TORCH" = 1 ] || return 0
+    mkdir -p reference/results
+    bounded "pytorch $config ($how)" "$out" "$expected" "reference/results/$study.$config.log" 1 \
+        python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
+        --config "$config" --device "$TORCH_DEVICE"
+    pack_step
+}
+
+step_attribution() {
+    local side="$1" job="$2" expected="$3" out log
+    out="attribution/$side.jsonl"; log="attribution/$side.log"
+    if [ "$DRY" = 1 ]; then
+        if [ "$side" = pytorch ] && [ -n "${MEMWALL_SKIP_TORCH:-}" ]; then return 0; fi
+        plan_line "attribution benchmark ($side)" "$expected" "$([ -s "$out" ] && echo 1 || echo 0)"
+        return 0
+    fi
+    mkdir -p attribution
+    if [ "$side" = burn ]; then
+        bounded "attribution burn" "$out" "$expected" "$log" 0 "$RUNNER" bench --job "$job"
+    elif [ "$TORCH" = 1 ] && [ -f reference/torch_attribution.py ]; then
+        bounded "attribution pytorch" "$out" "$expected" "$log" 0 \
+            python3 reference/torch_attribution.py --job "$job" --device "$TORCH_DEVICE"
+    fi
+    pack_step
+}
+
+step_chains() {
+    local expected="$1" out="fusion_ir/chains.json"
+    if [ "$DRY" = 1 ]; then
+        plan_line "fusion_ir chains" "$expected" "$([ -s "$out" ] && echo 1 || echo 0)"
+        return 0
+    fi
+    mkdir -p fusion_ir
+    local backend=flex; if [ "$TARGET" = cuda ]; then backend=cuda; fi
+    bounded "fusion chains" "$out" "$expected" fusion_ir/chains.log 0 \
+        "$RUNNER" fusion-chains --backend "$backend"
+    pack_step
+}
+
+TIER=""; TIER_TITLE=""
+begin_tier() {
+    TIER="$1"; TIER_TITLE="$2"; TIER_S=0; TIER_MISSED=0
+    echo "== tier $TIER: $TIER_TITLE"
+}
+end_tier() {
+    [ -n "$TIER" ] || return 0
+    if [ "$DRY" = 1 ]; then
+        if [ "$TIER_MISSED" = 0 ]; then
+            printf '   tier %s: %.1f min expected; all of it fits\n' "$TIER" "$(awk -v s="$TIER_S" 'BEGIN { print s / 60 }')"
+        else
+            printf '   tier %s: %.1f min expected; %d step(s) do not fit\n' "$TIER" "$(awk -v s="$TIER_S" 'BEGIN { print s / 60 }')" "$TIER_MISSED"
+        fi
+    else
+        pack_cache
+        echo "tier $TIER packed: $(count record.json) record(s), $( (ls reference/results/*.json 2>/dev/null || true) | wc -l) PyTorch row(s) in $RESULTS/$RESULTS_ARCHIVE"
+    fi
+}
+
+# run.sh's main part: the device checks, the plan's steps in order, the summary.
+[ -f "$PLAN" ] || die "$PLAN not found beside run.sh: rebuild the bundle with this memwall"
+if [ "$DRY" = 1 ]; then
+    echo "plan of $(count job.json) job(s)${MINUTES:+ against $MINUTES minutes ($PACK_S s kept for packing)}:"
+else
+    check_device
+    touch .run-start
+    BEFORE=$(count record.json)
+    pack_step
+fi
+while IFS=$'\t' read -r -u 3 kind a b c d; do
+    case "$kind" in
+        ''|'#'*) continue;;
+        tier) end_tier; begin_tier "$a" "$b";;
+        job) step_job "$a" "$b" "$c";;
+        torch) step_torch "$a" "$b" "$c" "$d";;
+        attr-burn) step_attribution burn "$a" "$b";;
+        attr-torch) step_attribution pytorch "$a" "$b";;
+        chains) step_chains "$a";;
+        *) die "$PLAN: unknown step \`$kind\`";;
+    esac
+done 3< "$PLAN"
+end_tier
+
+if [ "$DRY" = 1 ]; then
+    fit=$(awk -v s="$SIM_FIT" 'BEGIN { printf "%.1f", s / 60 }')
+    all=$(awk -v s="$ALL_S" 'BEGIN { printf "%.1f", s / 60 }')
+    if [ "${#SIM_STEPS_MISSED[@]}" = 0 ]; then
+        echo "in all: $all min expected; everything fits${MINUTES:+ in $MINUTES minutes}"
+    else
+        n=${#SIM_STEPS_MISSED[@]}
+        first=$(printf '%s, ' "${SIM_STEPS_MISSED[@]:0:5}")
+        echo "in all: $all min expected; $fit min fit in $MINUTES minutes; $n step(s) do not fit: ${first%, }$([ "$n" -gt 5 ] && echo ", ...")"
+    fi
+    exit 0
+fi
+
+AFTER=$(count record.json); TOTAL=$(count job.json)
+echo "jobs: $(( AFTER - BEFORE )) finished in this run, $BEFORE finished before; $AFTER of $TOTAL job(s) have a record after $(( $(date +%s) - START )) s"
+echo "packed $AFTER record(s) and $( (ls reference/results/*.json 2>/dev/null || true) | wc -l) PyTorch row(s) into $RESULTS/$RESULTS_ARCHIVE ($(du -h "$RESULTS/$RESULTS_ARCHIVE" | cut -f1))"
+if [ "$AFTER" -lt "$TOTAL" ]; then
+    echo "run ./run.sh${MINUTES:+ --minutes N} again to go on with the other $(( TOTAL - AFTER ))"
+fi
+archives="$RESULTS_ARCHIVE"
+if [ -f "$RESULTS/$CACHE_ARCHIVE" ]; then archives="$archives $CACHE_ARCHIVE"; fi
+echo "next, in the repository: memwall import $archives"

@@ -1,0 +1,27 @@
+//! memwall-lab: the operations around the pipeline. GPU bundles ([`bundle`]: export, import, the
+//! run script), the PyTorch reference re-measured on this CPU ([`reference_cpu`]), expected
+//! device time ([`estimate`]), studies as Slurm job arrays ([`slurm`]), the nightly (run, history,
+//! change detection and page: [`nightly`]) and its scheduler files ([`install`]).
+//!
+//! May import: `memwall-driver` (a study's jobs and sweep), `memwall-studies`, `memwall-report`,
+//! `memwall-core`, `memwall-runner`. Inside the crate the arrows run one way: [`git`] <-
+//! [`bundle`], [`slurm`] <- [`nightly`] <- [`install`].
+
+#![warn(missing_docs)]
+
+pub mod bundle;
+pub mod estimate;
+pub mod git;
+pub mod install;
+pub mod nightly;
+pub mod reference_cpu;
+pub mod slurm;
+
+use memwall_core::{error, spec, Error};
+use memwall_driver as driver;
+use memwall_report as report;
+#[cfg(test)]
+use memwall_report::test_support;
+use memwall_report::{publish, reference, results, stats};
+use memwall_runner::device;
+use memwall_studies as studies;

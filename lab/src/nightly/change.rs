@@ -1,0 +1,308 @@
+//! Change detection: a metric's night-to-night change classified against its noise, as
+//! criterion.rs classifies a benchmark's change.
+
+use super::*;
+
+/// How a metric moved since the last run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeVerdict {
+    /// Worse beyond the noise threshold, with the whole interval of the change beyond it.
+    Regressed,
+    /// Measured in the last run, not in this one (the configuration did not finish).
+    Missing,
+    /// Better beyond the noise threshold, with the whole interval beyond it.
+    Improved,
+    /// The interval of the change reaches inside the noise threshold.
+    WithinNoise,
+    /// A timing measured in fewer than [`MIN_NIGHTS`] earlier nights: its night-to-night noise
+    /// is unknown, so no verdict is given.
+    NotEnoughHistory,
+    /// No earlier run measured it.
+    New,
+    /// Neither this run nor the last measured it (the configuration did not finish in either).
+    NotMeasured,
+}
+
+impl ChangeVerdict {
+    /// The word the page prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeVerdict::Regressed => "regressed",
+            ChangeVerdict::Missing => "missing",
+            ChangeVerdict::Improved => "improved",
+            ChangeVerdict::WithinNoise => "within noise",
+            ChangeVerdict::NotEnoughHistory => "not enough history",
+            ChangeVerdict::New => "new",
+            ChangeVerdict::NotMeasured => "not measured",
+        }
+    }
+
+    /// Whether `--fail-on-regression` fails on it (a regression, or a configuration that
+    /// finished last time and not now).
+    pub fn is_regression(self) -> bool {
+        matches!(self, ChangeVerdict::Regressed | ChangeVerdict::Missing)
+    }
+}
+
+/// The change of one metric: the two estimates, the relative change with its interval, the
+/// verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classified {
+    /// The verdict.
+    pub verdict: ChangeVerdict,
+    /// The last run's median and interval.
+    pub prev: Option<Estimate>,
+    /// This run's median and interval.
+    pub cur: Option<Estimate>,
+    /// Relative change of the medians (`cur / prev - 1`) with the conservative interval of the
+    /// ratio ([`stats::ratio`]) minus one; `None` when a side is missing or the last median is 0.
+    pub change: Option<Estimate>,
+    /// The noise the change was judged against (set by [`changes`]; `None` from [`classify`]).
+    pub noise: Option<Noise>,
+}
+
+/// The noise a metric's change is judged against: a relative threshold and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    /// Relative threshold (0.05 = 5%).
+    pub threshold: f64,
+    /// Earlier nights it was estimated from (0: the floor alone).
+    pub nights: usize,
+    /// Whether the metric is compared as deterministic ([`EXACT_TOLERANCE`]).
+    pub exact: bool,
+    /// Whether the earlier nights raised the threshold above its floor.
+    pub from_history: bool,
+}
+
+impl Noise {
+    /// How the page prints it: `±0.1% (exact)`, `±7.5% (5 nights)` (raised by the history),
+    /// `±5.0% (floor)`.
+    pub fn describe(&self) -> String {
+        let how = if self.from_history {
+            format!("{} nights", self.nights)
+        } else if self.exact {
+            "exact".to_string()
+        } else {
+            "floor".to_string()
+        };
+        format!("±{:.1}% ({how})", self.threshold * 100.0)
+    }
+}
+
+/// The night-to-night noise of a metric from its per-night medians `nights` (oldest first):
+/// `NOISE_SIGMAS` robust standard deviations of the successive relative changes
+/// `n_i / n_{i-1} - 1` (1.4826 times their median absolute value, the normal-consistent MAD;
+/// Rousseeuw and Croux 1993), never below `floor`. A single step in the history moves one of
+/// the changes and barely the median, so a past regression does not hide the next one. Fewer
+/// than two nights: the floor alone.
+pub fn night_noise(nights: &[f64], floor: f64, exact: bool) -> Noise {
+    let mut changes: Vec<f64> = nights
+        .windows(2)
+        .filter(|w| w[0] != 0.0)
+        .map(|w| (w[1] / w[0] - 1.0).abs())
+        .collect();
+    let threshold = if changes.is_empty() {
+        floor
+    } else {
+        changes.sort_by(|a, b| a.total_cmp(b));
+        let mid = changes.len() / 2;
+        let median = if changes.len() % 2 == 1 {
+            changes[mid]
+        } else {
+            (changes[mid - 1] + changes[mid]) / 2.0
+        };
+        floor.max(NOISE_SIGMAS * 1.4826 * median)
+    };
+    Noise {
+        threshold,
+        nights: nights.len(),
+        exact,
+        from_history: threshold > floor,
+    }
+}
+
+/// Classifies the change from the samples `prev` to `cur` of a metric (criterion.rs's rule):
+/// with `d = [lo, hi]` the interval of the relative change `cur / prev - 1` (signs flipped
+/// where larger is better), *regressed* when `lo > noise`, *improved* when `hi < -noise`,
+/// otherwise *within noise*. Single samples give a zero-width interval. `noise` is relative
+/// (0.05 = 5%). Empty sample lists count as not measured: *new* when only `cur` has samples,
+/// *missing* when only `prev` has, *not measured* when neither has.
+pub fn classify(prev: &[f64], cur: &[f64], lower_is_better: bool, noise: f64) -> Classified {
+    let p = stats::median_interval(prev, stats::LEVEL);
+    let c = stats::median_interval(cur, stats::LEVEL);
+    let (pe, ce) = match (p, c) {
+        (Some(pe), Some(ce)) => (pe, ce),
+        (None, Some(_)) => return verdict_only(ChangeVerdict::New, p, c),
+        (Some(_), None) => return verdict_only(ChangeVerdict::Missing, p, c),
+        (None, None) => return verdict_only(ChangeVerdict::NotMeasured, p, c),
+    };
+    if pe.median == 0.0 && ce.median == 0.0 {
+        return verdict_only(ChangeVerdict::WithinNoise, p, c);
+    }
+    let change = stats::ratio(&ce, &pe).map(|r| Estimate {
+        median: r.median - 1.0,
+        lo: r.lo - 1.0,
+        hi: r.hi - 1.0,
+        ..r
+    });
+    // A last value of 0 and a non-zero one now: an unbounded change upwards.
+    let (lo, hi) = change.map_or((f64::INFINITY, f64::INFINITY), |d| (d.lo, d.hi));
+    let (worse_lo, better_hi) = if lower_is_better {
+        (lo, hi)
+    } else {
+        (-hi, -lo)
+    };
+    let verdict = if worse_lo > noise {
+        ChangeVerdict::Regressed
+    } else if better_hi < -noise {
+        ChangeVerdict::Improved
+    } else {
+        ChangeVerdict::WithinNoise
+    };
+    Classified {
+        verdict,
+        prev: p,
+        cur: c,
+        change,
+        noise: None,
+    }
+}
+
+fn verdict_only(
+    verdict: ChangeVerdict,
+    prev: Option<Estimate>,
+    cur: Option<Estimate>,
+) -> Classified {
+    Classified {
+        verdict,
+        prev,
+        cur,
+        change: None,
+        noise: None,
+    }
+}
+
+/// One configuration's changes since the last run that measured it.
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    /// Study name.
+    pub study: String,
+    /// Configuration name (or in-process case).
+    pub config: String,
+    /// Training configuration or in-process case.
+    pub kind: ConfigKind,
+    /// The id of the run compared with (`None`: no earlier run of the same profile and
+    /// backend had this configuration).
+    pub against: Option<String>,
+    /// Per metric, in [`Metric::ALL`] order (a training configuration) or
+    /// [`Metric::IN_PROCESS`] order (the metrics an in-process case has).
+    pub metrics: Vec<(Metric, Classified)>,
+    /// The configuration's status in this run.
+    pub status: JobStatus,
+}
+
+/// The changes of the last entry of `history` against, per configuration, the latest earlier
+/// entry of the same profile and backend that has the configuration. Empty for an empty
+/// history.
+///
+/// Each metric is judged against the noise it shows between nights: deterministic metrics
+/// (peak bytes, eval loss) against [`EXACT_TOLERANCE`] (peaks: at least [`EXACT_SLACK_BYTES`]
+/// of the last night's peak), raised by the history only if they did
+/// move between earlier nights; timings against [`night_noise`] of the last [`NOISE_WINDOW`]
+/// earlier nights that measured them, never below `noise` (relative, 0.05 = 5%), and only with
+/// at least [`MIN_NIGHTS`] of them ([`ChangeVerdict::NotEnoughHistory`] otherwise). The verdict is
+/// [`classify`]'s with that threshold.
+pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
+    let Some((cur, earlier)) = history.split_last() else {
+        return Vec::new();
+    };
+    let comparable = |e: &&HistoryEntry| e.profile == cur.profile && e.backend == cur.backend;
+    let mut out = Vec::new();
+    for c in &cur.configs {
+        // This configuration in the earlier comparable entries, latest first.
+        let before_c: Vec<(&HistoryEntry, &ConfigEntry)> = earlier
+            .iter()
+            .rev()
+            .filter(comparable)
+            .filter_map(|e| {
+                e.configs
+                    .iter()
+                    .find(|p| p.study == c.study && p.config == c.config)
+                    .map(|p| (e, p))
+            })
+            .collect();
+        let prev = before_c.first().copied();
+        let tracked: Vec<Metric> = match c.kind {
+            ConfigKind::Training => Metric::ALL.to_vec(),
+            // An in-process case tracks only some metrics: those this run or the last has.
+            ConfigKind::InProcess => Metric::IN_PROCESS
+                .into_iter()
+                .filter(|m| {
+                    c.metrics.contains_key(m.name())
+                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
+                })
+                .collect(),
+        };
+        let metrics = tracked
+            .iter()
+            .map(|&m| (m, metric_change(m, c, &before_c, noise)))
+            .collect();
+        out.push(ConfigChange {
+            study: c.study.clone(),
+            config: c.config.clone(),
+            kind: c.kind,
+            against: prev.map(|(e, _)| e.id.clone()),
+            metrics,
+            status: c.status,
+        });
+    }
+    out
+}
+
+/// The change of metric `m` of configuration `c` since the latest of `before_c` (the
+/// configuration in the earlier comparable entries, latest first), judged against the noise of
+/// the last [`NOISE_WINDOW`] of them as [`changes`] describes.
+fn metric_change(
+    m: Metric,
+    c: &ConfigEntry,
+    before_c: &[(&HistoryEntry, &ConfigEntry)],
+    noise: f64,
+) -> Classified {
+    let samples = |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
+    let before = before_c
+        .first()
+        .map(|(_, p)| samples(p))
+        .unwrap_or_default();
+    // The per-night medians of this configuration's metric, oldest first.
+    let mut nights: Vec<f64> = before_c
+        .iter()
+        .filter_map(|(_, p)| stats::median_interval(&samples(p), stats::LEVEL).map(|x| x.median))
+        .take(NOISE_WINDOW)
+        .collect();
+    nights.reverse();
+    let exact = m.deterministic();
+    let floor = match m {
+        Metric::PeakAllocated | Metric::PeakReserved => {
+            let last = nights.last().copied().unwrap_or(0.0);
+            if last > 0.0 {
+                EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / last)
+            } else {
+                EXACT_TOLERANCE
+            }
+        }
+        _ if exact => EXACT_TOLERANCE,
+        _ => noise,
+    };
+    let n = night_noise(&nights, floor, exact);
+    let mut k = classify(&before, &samples(c), m.lower_is_better(), n.threshold);
+    k.noise = Some(n);
+    let judged = matches!(
+        k.verdict,
+        ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::WithinNoise
+    );
+    if judged && !exact && nights.len() < MIN_NIGHTS {
+        k.verdict = ChangeVerdict::NotEnoughHistory;
+    }
+    k
+}

@@ -1,0 +1,241 @@
+//! The "Results at a glance" block that opens every report: per `[[claims]]` entry of the
+//! experiment file, the document's words, the number it states (or one derived from its
+//! numbers, labelled so), ours, the device and the verdict.
+
+use crate::model::{GlanceRow, Measure, Table};
+use memwall_core::spec::claims::{unit_suffix, SourceClaim, Verdict};
+
+/// What a study answers for one claim's `measure`.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// Our value.
+    Measured(Measure),
+    /// Our value and what it rests on (e.g. a fit's coefficients), printed as the verdict's
+    /// footnote; the claim's rule decides the verdict.
+    Explained(Measure, String),
+    /// Our value, measured, and why it contradicts the claim whatever the rule says of the
+    /// number (e.g. a fit of the claimed model whose coefficient has the wrong sign): the
+    /// verdict is "disagree", the reason its footnote.
+    Contradicted(Measure, String),
+    /// The measurement exists in the study but has no value here (the configuration did not
+    /// finish, did not run on this device): the reason.
+    Missing(String),
+}
+
+/// The glance rows of `claims`, each answered by `answer(measure)`; `device` names where the
+/// study ran.
+pub fn rows(
+    claims: &[SourceClaim],
+    device: &str,
+    mut answer: impl FnMut(&SourceClaim) -> Answer,
+) -> Vec<GlanceRow> {
+    claims
+        .iter()
+        .map(|c| {
+            let unit = c.unit.clone().unwrap_or_default();
+            let claimed = c
+                .value
+                .map(|v| {
+                    format!(
+                        "{}{}",
+                        memwall_core::spec::claims::trim_number(v),
+                        unit_suffix(&unit)
+                    )
+                })
+                .unwrap_or_else(|| "–".into());
+            let mut contradicted = false;
+            let (ours, value, why) = match &c.not_comparable {
+                Some(reason) => ("–".to_string(), None, Some(reason.clone())),
+                None => match answer(c) {
+                    Answer::Measured(m) => (m.text(), Some(m.value), None),
+                    Answer::Explained(m, note) => (m.text(), Some(m.value), Some(note)),
+                    Answer::Contradicted(m, reason) => {
+                        contradicted = true;
+                        (m.text(), Some(m.value), Some(reason))
+                    }
+                    Answer::Missing(reason) => ("–".to_string(), None, Some(reason)),
+                },
+            };
+            let verdict = if contradicted && value.is_some_and(f64::is_finite) {
+                Verdict::Disagree
+            } else {
+                Verdict::of(c, value)
+            };
+            let rule = if c.not_comparable.is_some() {
+                String::new()
+            } else {
+                format!("{} {}", c.measure, c.agree.describe(c.value, &unit))
+            };
+            GlanceRow {
+                quote: c.quote.clone(),
+                location: c.location.clone(),
+                claimed,
+                derived: c.derived.clone(),
+                ours,
+                rule,
+                device: device.to_string(),
+                verdict,
+                why,
+            }
+        })
+        .collect()
+}
+
+/// The glance rows as a table: the quotation (with its place in `source`), the document's
+/// number, ours, and the verdict with its rule; the device in the caption (every row of a
+/// study is measured in the same place); a derivation or the reason a claim is not comparable
+/// as the cell's footnote.
+pub fn table(rows: &[GlanceRow], source: &str) -> Table {
+    let mut t = Table {
+        caption: rows
+            .first()
+            .map(|r| format!("Measured on {}", r.device))
+            .unwrap_or_default(),
+        columns: [
+            &format!("Claim (quoted from {source})"),
+            "Source value",
+            "Ours",
+            "Verdict (rule)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for (i, r) in rows.iter().enumerate() {
+        let claimed = match &r.derived {
+            Some(_) => format!("{} (derived)", r.claimed),
+            None => r.claimed.clone(),
+        };
+        let verdict = if r.rule.is_empty() {
+            r.verdict.as_str().to_string()
+        } else {
+            format!("{} ({})", r.verdict.as_str(), r.rule)
+        };
+        t.rows.push(vec![
+            format!("“{}” ({})", r.quote, r.location),
+            claimed,
+            r.ours.clone(),
+            verdict,
+        ]);
+        if let Some(d) = &r.derived {
+            t.note(i, 1, format!("Derived from the document's numbers: {d}"));
+        }
+        if let Some(w) = &r.why {
+            t.note(i, 3, w.clone());
+        }
+    }
+    t
+}
+
+/// The glance in one sentence: how many claims agree, disagree and are not comparable, and
+/// where the first row was measured, e.g. "Of 6 headline claims of the source, 4 agree with
+/// our measurement, 1 disagrees, 1 is not comparable (NVIDIA H100 80GB HBM3)." Empty without
+/// rows.
+pub fn summary(rows: &[GlanceRow]) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    let (a, d, n) = (
+        count(Verdict::Agree),
+        count(Verdict::Disagree),
+        count(Verdict::NotComparable),
+    );
+    let mut parts = vec![format!("{a} agree{}", if a == 1 { "s" } else { "" })];
+    if d > 0 {
+        parts.push(format!("{d} disagree{}", if d == 1 { "s" } else { "" }));
+    }
+    if n > 0 {
+        parts.push(format!(
+            "{n} {} not comparable",
+            if n == 1 { "is" } else { "are" }
+        ));
+    }
+    let last = parts.pop().unwrap_or_default();
+    let list = if parts.is_empty() {
+        last
+    } else {
+        format!("{} and {last}", parts.join(", "))
+    };
+    format!(
+        "Of {} headline claim{} of the source, {list} with our measurement ({}).",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        first.device
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memwall_core::spec::claims::AgreeRule;
+
+    fn claim(id: &str, measure: &str) -> SourceClaim {
+        SourceClaim {
+            id: id.into(),
+            quote: "BFloat16 achieved 41.3% memory reduction".into(),
+            location: "Analysis".into(),
+            value: Some(41.3),
+            unit: Some("%".into()),
+            derived: None,
+            measure: measure.into(),
+            agree: AgreeRule {
+                within: Some(10.0),
+                ..Default::default()
+            },
+            not_comparable: None,
+        }
+    }
+
+    #[test]
+    fn each_claim_gets_ours_and_a_verdict() {
+        let claims = [
+            claim("a", "bfloat16.reduction_pct"),
+            claim("b", "x.reduction_pct"),
+        ];
+        let rows = rows(&claims, "H100", |c| {
+            if c.id == "a" {
+                Answer::Measured(Measure::new("a", 36.04, "%", 1))
+            } else {
+                Answer::Missing("`x` did not finish (out_of_memory)".into())
+            }
+        });
+        let within = rows[0].clone();
+        assert_eq!(rows[0].ours, "36.0%");
+        assert_eq!(rows[0].claimed, "41.3%");
+        assert_eq!(rows[0].verdict, Verdict::Agree);
+        assert_eq!(rows[1].verdict, Verdict::NotComparable);
+        let t = table(&rows, "doc.txt");
+        assert_eq!(t.caption, "Measured on H100");
+        assert_eq!(
+            t.rows[0][0],
+            "“BFloat16 achieved 41.3% memory reduction” (Analysis)"
+        );
+        assert_eq!(
+            t.rows[0][3],
+            "agree (bfloat16.reduction_pct within 10 percentage points of 41.3%)"
+        );
+        assert!(
+            t.rows[1][3].starts_with("not comparable"),
+            "{:?}",
+            t.rows[1]
+        );
+        assert!(t.notes.iter().any(|n| n.text.contains("did not finish")));
+        // A value within the rule that contradicts the claim another way disagrees, and says
+        // why; an explained value is judged by the rule, with its footnote.
+        let claims = [claim("a", "bfloat16.reduction_pct")];
+        let m = || Measure::new("a", 36.04, "%", 1);
+        let against = super::rows(&claims, "H100", |_| {
+            Answer::Contradicted(m(), "the fit's a is negative".into())
+        });
+        assert_eq!(against[0].verdict, Verdict::Disagree);
+        assert_eq!(against[0].ours, within.ours);
+        assert_eq!(against[0].why.as_deref(), Some("the fit's a is negative"));
+        let explained = super::rows(&claims, "H100", |_| {
+            Answer::Explained(m(), "a = 1, b = 2".into())
+        });
+        assert_eq!(explained[0].verdict, Verdict::Agree);
+        assert_eq!(explained[0].why.as_deref(), Some("a = 1, b = 2"));
+    }
+}

@@ -1,0 +1,174 @@
+use super::*;
+
+#[test]
+fn parses_source_durations() {
+    assert_eq!(parse_duration("1m 40s"), Some(100.0));
+    assert_eq!(parse_duration("41s"), Some(41.0));
+    assert_eq!(parse_duration("2m 5s"), Some(125.0));
+    assert_eq!(parse_duration("soon"), None);
+}
+
+#[test]
+fn formats_bytes_with_binary_units() {
+    assert_eq!(format_bytes(1536.0), "1.5 KiB");
+    assert_eq!(format_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
+    assert_eq!(
+        format_bytes(21.165 * 1024.0 * 1024.0 * 1024.0),
+        "21.165 GiB"
+    );
+}
+
+/// `experiments/checkpoint_interval.toml` at the cpu profile and records of its deep model's
+/// sweep on flex, each with the activation peak `activation(K)` MiB above a steady state of
+/// 40 MiB (the `none` control at the whole model's).
+fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRecords) {
+    use crate::device::BackendKind;
+    use crate::results::{JobRecord, Summary};
+    use crate::spec::{PreparedData, Profile, Study};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../experiments/checkpoint_interval.toml");
+    let study = Study::load(&path, Profile::Cpu, None).unwrap();
+    let corpora = study
+        .vocabularies()
+        .into_iter()
+        .map(|v| {
+            let data = PreparedData {
+                dir: "data/x".into(),
+                fingerprint: format!("v{v}"),
+                vocab_size: v,
+                eos_id: 0,
+            };
+            (v, data)
+        })
+        .collect();
+    let mut records = Vec::new();
+    for job in study.jobs(BackendKind::Flex, 0, &corpora) {
+        let Some(model) = study.configs.iter().find(|c| c.name == job.config) else {
+            continue;
+        };
+        if model.model.as_deref() != Some("deep") {
+            continue;
+        }
+        let n = job.model.layers;
+        let k = model.checkpoint.segment_len(n).unwrap_or(n);
+        let steady = 40.0 * MIB;
+        let peak = steady + activation(k) * MIB;
+        let mut r = JobRecord::unfinished(&job, JobStatus::Ok, String::new(), Default::default());
+        r.reason = None;
+        r.env.device_name = "Test CPU".into();
+        r.env.backend = "flex".into();
+        r.finished_at = "2026-01-01T00:00:00Z".into();
+        r.summary = Some(Summary {
+            parameters: 1000,
+            median_step_s: 0.1,
+            samples_per_s: 80.0,
+            tokens_per_s: 5120.0,
+            peak_allocated_bytes: peak as u64,
+            peak_reserved_bytes: peak as u64,
+            baseline_bytes: 0,
+            final_train_loss: 3.0,
+            eval_loss: 3.1,
+            eval_perplexity: 22.2,
+            mfu: None,
+            peak_flops: None,
+            wall_s: 1.0,
+            steady_bytes: steady as u64,
+            estimated_activation_bytes: 0,
+            time_to_first_measured_step_s: Some(0.5),
+        });
+        records.push(r);
+    }
+    let records = StudyRecords {
+        dir: "runs/checkpoint_interval".into(),
+        records,
+        unreadable: Vec::new(),
+    };
+    (study, records)
+}
+
+/// The glance's verdicts of the study's claims, by claim id.
+fn verdicts(
+    study: &crate::spec::Study,
+    records: &StudyRecords,
+) -> BTreeMap<String, (memwall_core::spec::claims::Verdict, String)> {
+    let (sections, _, glance) = sections(
+        records,
+        &study.header,
+        &study.configs,
+        &study.goals,
+        &study.claims,
+        &[],
+    )
+    .unwrap();
+    assert!(
+        sections[0].title.contains("model `deep`"),
+        "{}",
+        sections[0].title
+    );
+    study
+        .claims
+        .iter()
+        .zip(glance)
+        .map(|(c, row)| (c.id.clone(), (row.verdict, row.ours)))
+        .collect()
+}
+
+#[test]
+fn the_sublinear_claims_are_answered_by_the_deep_sweep_and_fail_a_wrong_one() {
+    use memwall_core::spec::claims::Verdict::{Agree, Disagree};
+    let layers: usize = 128;
+    // The model itself: a = 0.25 MiB per checkpoint, b = 4.5 MiB per block, c = 3 MiB;
+    // lowest at K = 3, against sqrt(N) = 12.
+    let model = |k: usize| 0.25 * layers.div_ceil(k) as f64 + 4.5 * k as f64 + 3.0;
+    let (study, records) = deep_sweep(model);
+    let v = verdicts(&study, &records);
+    assert_eq!(v["sublinear_model"].0, Agree, "{v:?}");
+    assert_eq!(v["sublinear_minimizer"], (Agree, "0.0%".into()), "{v:?}");
+    assert_eq!(
+        v["sqrt_n_segments"].0, Disagree,
+        "K = 12 is not the minimum: {v:?}"
+    );
+    assert_eq!(v["sublinear_u_shape"].0, Agree, "{v:?}");
+    let (sections, _, _) = sections(
+        &records,
+        &study.header,
+        &study.configs,
+        &study.goals,
+        &study.claims,
+        &[],
+    )
+    .unwrap();
+    let deep = &sections[0];
+    assert!(deep
+        .figures
+        .iter()
+        .any(|f| f.name.starts_with("sublinear_") && f.series.len() >= 4));
+    let table = deep
+        .tables
+        .iter()
+        .find(|t| t.caption.starts_with("Activation peak vs K"))
+        .expect("the sweep's table");
+    assert_eq!(table.rows.len(), 11, "K = 1 ... 128, sqrt resolving to 12");
+    assert!(
+        table.rows[2][7].contains("measured minimum"),
+        "{:?}",
+        table.rows[2]
+    );
+    // Checkpointing that saves nothing (the peak only grows with K): the model and the U
+    // disagree.
+    let (study, records) = deep_sweep(|k| 20.0 + 4.5 * k as f64);
+    let v = verdicts(&study, &records);
+    assert_eq!(v["sublinear_model"].0, Disagree, "{v:?}");
+    assert_eq!(v["sublinear_u_shape"].0, Disagree, "{v:?}");
+    // A minimum at an interval the model cannot put it (a dip at K = 32).
+    let (study, records) = deep_sweep(|k| if k == 32 { 10.0 } else { model(k) });
+    let v = verdicts(&study, &records);
+    assert_eq!(v["sublinear_model"].0, Disagree, "{v:?}");
+}
+
+#[test]
+fn formats_diverged_perplexity_in_scientific_notation() {
+    assert_eq!(fmt_ppl(Some(398.04)), "398.0");
+    assert_eq!(fmt_ppl(Some(21138645933.0)), "2.11e10");
+    assert_eq!(fmt_ppl(None), "–");
+}

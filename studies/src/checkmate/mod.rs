@@ -1,0 +1,337 @@
+//! The Checkmate study: compute overhead vs memory budget, maximum batch size at a fixed
+//! memory, and MILP solve times and gaps, after the experiments of Jain et al., "Checkmate:
+//! Breaking the Memory Wall with Optimal Tensor Rematerialization" (MLSys 2020,
+//! arXiv:1910.02653, Sections 6.2–6.4). The study's source document (`001_68b9d43f3f694e7a.txt`)
+//! is a reader's notes on that paper: the paper's figures and numbers are credited to the paper.
+//!
+//! [`run_study`] simulates the baselines and runs the solvers (MILP, LP relaxation with
+//! rounding) and returns a [`CheckmateResult`]: each solve's status, cost, peak bytes and wall
+//! time. [`render`] presents a result as the study's three sections.
+//!
+//! May import: `memwall-remat` (through [`crate::remat`]), the report model
+//! ([`crate::report::model`]) and the study trait ([`crate::InProcessStudy`]).
+//!
+//! The study is a folder of four steps: [`params`] (the experiment file's `[params]`, their
+//! ranges), [`run`] (simulating the baselines, running the solvers: a [`CheckmateResult`]),
+//! [`result`] (the typed result stored as the study's record) and [`render`] (the report's
+//! sections from a stored result). This file joins them as the study ([`Checkmate`]) and names
+//! the result's measures and tracked numbers.
+
+mod params;
+mod render;
+mod result;
+mod run;
+#[cfg(test)]
+mod tests;
+
+pub use params::{validate, BuiltNet, CheckmateCited, CheckmateParams, Fig6Batch, GeneratedGraph};
+pub use render::render;
+use render::*;
+pub use result::{
+    BatchProbe, BatchResult, BoundarySolve, BudgetResult, CheckmateResult, GraphResult, LpSolve,
+    MilpSolve, ScheduleStats, StagedSolve,
+};
+pub use run::{run_study, BASELINES};
+
+use crate::params::{int_in, list, num_above, num_between, num_in, require};
+use crate::remat::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
+use crate::remat::boundary::{boundary_bound, BoundaryOutcome};
+use crate::remat::graph::Graph;
+use crate::remat::layered::{random_layered, LayeredParams};
+use crate::remat::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, MilpOutcome};
+use crate::remat::sim::{simulate, Schedule, SimResult};
+use crate::remat::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
+use crate::remat::{RematError, SolveStatus};
+use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
+use crate::{Cited, InProcessStudy, ParamError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The Checkmate study ([`InProcessStudy`]).
+pub struct Checkmate;
+
+impl InProcessStudy for Checkmate {
+    type Params = CheckmateParams;
+    type Output = CheckmateResult;
+    type Error = RematError;
+    fn validate(params: &CheckmateParams) -> Result<(), ParamError> {
+        validate(params)
+    }
+    fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
+        run_study(params, data_dir)
+    }
+    type Cited = CheckmateCited;
+    fn render(output: &CheckmateResult, cited: &Cited<CheckmateCited>) -> Vec<Section> {
+        render(output, &cited.values)
+    }
+    fn measures(output: &CheckmateResult) -> Vec<Measure> {
+        measures(output)
+    }
+    fn tracked(output: &CheckmateResult) -> Vec<crate::Tracked> {
+        tracked(output)
+    }
+}
+
+/// The numbers the nightly run tracks ([`crate::Tracked`]) per graph and budget: the
+/// wall time of the solve that answers it (the MILP, or the staged MILP with its refinement)
+/// and the cost of the best schedule it found (none when no schedule fits).
+pub fn tracked(r: &CheckmateResult) -> Vec<crate::Tracked> {
+    use crate::{Tracked, TrackedKind};
+    let mut out = Vec::new();
+    for (g, b) in budgets(r) {
+        let case = format!("{} at budget {}", g.name, b.fraction);
+        if let Some((time, _)) = solve_outcome(b, r.params.mip_gap) {
+            out.push(Tracked {
+                case: case.clone(),
+                kind: TrackedKind::SolveTime,
+                value: time,
+            });
+        }
+        if let Some(cost) = milp_cost(b) {
+            out.push(Tracked {
+                case,
+                kind: TrackedKind::ScheduleCost,
+                value: cost,
+            });
+        }
+    }
+    out
+}
+
+/// Budget fractions at or below this reduce memory at least 2x against checkpoint-all (the
+/// notes' "2-3x memory reduction").
+const TWO_X_FRACTION: f64 = 0.5;
+
+/// Budget fractions at or below this reduce memory at least 3x against checkpoint-all (1/3).
+const THREE_X_FRACTION: f64 = 1.0 / 3.0;
+
+/// One graph's answer to "2-3x memory reduction at under 10% overhead" at a reduction of
+/// `1 / max_fraction`: the compute overhead (%) of the MILP's schedule at the largest budget
+/// fraction at most `max_fraction` where it found one (cost over one plain forward+backward,
+/// minus 1, x 100); `None` when no budget that small has a schedule, with the reason.
+pub fn overhead_at_reduction(g: &GraphResult, max_fraction: f64) -> Result<f64, String> {
+    let small = g
+        .budgets
+        .iter()
+        .filter(|b| b.fraction <= max_fraction + 1e-9)
+        .max_by(|a, b| a.fraction.total_cmp(&b.fraction));
+    let ws = g.working_set_bound_bytes as f64 / g.checkpoint_all_peak_bytes.max(1) as f64;
+    if g.working_set_bound_bytes > 0 && ws > max_fraction + 1e-9 {
+        return Err(format!(
+            "no schedule can: one operation with its inputs needs {:.3} of the checkpoint-all peak (working-set bound)",
+            ws
+        ));
+    }
+    let Some(b) = small else {
+        return Err(format!("no budget of at most {max_fraction:.3} was solved"));
+    };
+    match milp_cost(b) {
+        Some(c) => Ok((c / g.forward_backward_cost - 1.0) * 100.0),
+        None => Err(format!(
+            "no schedule found at {:.3} of the checkpoint-all peak ({})",
+            b.fraction,
+            b.milp
+                .as_ref()
+                .map(|m| m.status.to_string())
+                .or_else(|| b.staged.as_ref().map(|m| m.status.to_string()))
+                .unwrap_or_else(|| "not solved".into())
+        )),
+    }
+}
+
+/// Why the overhead of [`overhead_at_reduction`] on `g` at `max_fraction` is not proven
+/// optimal, when it is not: the solve stopped at its time limit, so the value is an upper bound
+/// of the optimal overhead, with the lower bound its dual bound gives.
+pub fn overhead_bound_note(g: &GraphResult, max_fraction: f64) -> Option<String> {
+    let b = g
+        .budgets
+        .iter()
+        .filter(|b| b.fraction <= max_fraction + 1e-9)
+        .max_by(|a, b| a.fraction.total_cmp(&b.fraction))?;
+    milp_cost(b)?;
+    let (status, dual) = match (&b.milp, b.refined.as_ref().or(b.staged.as_ref())) {
+        (Some(m), _) => (m.status.clone(), m.dual_bound),
+        (None, Some(s)) => (s.status.clone(), s.valid_bound),
+        _ => return None,
+    };
+    if status == SolveStatus::Optimal || status.as_str().starts_with("Optimal") {
+        return None;
+    }
+    Some(format!(
+        "not proven optimal ({status}): an upper bound of the optimal schedule's overhead; the \
+         solver's lower bound gives {:.1}%",
+        (dual / g.forward_backward_cost - 1.0) * 100.0
+    ))
+}
+
+/// The median of `xs` (NaN when empty).
+fn median_of(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// Networks of at least this many layers ([`GraphResult::layers`]: the forward operations of a
+/// training graph) answer the notes' "Networks with 100+ layers".
+const LARGE_GRAPH_LAYERS: usize = 100;
+
+/// The notes' "solve in <1 hour", seconds: a solve stopped at a time limit this long or longer
+/// decides the claim against it.
+const CLAIM_SOLVE_S: f64 = 3600.0;
+
+/// Wall time of the solve of one (graph, budget) and whether it reached the target: the MILP's
+/// status "Optimal" (HiGHS stops at the target gap) or a proven infeasible budget; for the
+/// staged MILP (grouped solve plus its refinement) a best schedule within `gap` of the bound
+/// valid for Checkmate's problem, or an infeasible budget. `None` without a solve.
+fn solve_outcome(b: &BudgetResult, gap: f64) -> Option<(f64, bool)> {
+    if let Some(m) = &b.milp {
+        let done = m.status == SolveStatus::Optimal || m.status.is_infeasible();
+        return Some((m.solve_time_s, done));
+    }
+    let coarse = b.staged.as_ref()?;
+    let last = b.refined.as_ref().unwrap_or(coarse);
+    let time = coarse.solve_time_s + b.refined.as_ref().map_or(0.0, |f| f.solve_time_s);
+    let done =
+        last.status.is_infeasible() || (last.best.is_some() && last.valid_gap() <= gap + 1e-9);
+    Some((time, done))
+}
+
+/// The largest of `xs`, NaN when empty.
+fn max_of(xs: impl Iterator<Item = f64>) -> f64 {
+    xs.fold(f64::NAN, f64::max)
+}
+
+/// The numbers of a result that the experiment file's `[[claims]]` name, each computed from the
+/// stored result only (NaN where the run has nothing to answer with):
+///
+/// - `milp_overhead_pct_at_2x_reduction` (%): the median over graphs of the compute overhead
+///   of the MILP's schedule at a 2x memory reduction ([`overhead_at_reduction`] at 0.5 of the
+///   checkpoint-all peak), over the graphs where a schedule reaches it: the notes' "typical"
+///   savings; NaN when none does.
+/// - `milp_overhead_pct_at_3x_reduction` (%): the same at a 3x reduction (1/3).
+/// - `graphs_reaching_3x_pct` (%): the share of graphs on which a schedule reaches 3x.
+/// - `graphs_3x_under_10pct_pct` (%): the share of graphs on which the optimal schedule reaches
+///   3x at under 10% overhead (a graph no schedule can take to 3x counts as not reaching it).
+/// - `lp_rounding_max_excess_pct` (%): the largest excess cost of the LP-rounded schedule over
+///   the MILP's (cost ratio minus 1, x 100) where both exist.
+/// - `max_solve_s_100_plus_layers` (s): the longest solve of a network of at least 100 layers
+///   ([`GraphResult::layers`]; the random layered DAGs have none) at the budget fractions (not the
+///   smallest-budget probe, a feasibility question under its own short limit), when every such
+///   solve reached its target ([`solve_outcome`]); a solve stopped at a limit of an hour or
+///   more gives its time (over the claim); otherwise NaN, with the solves that did not finish
+///   and why, or that there is no such graph.
+/// - `max_milp_solve_s` (s): the longest solve of Checkmate's MILP.
+/// - `max_batch_milp_over_checkpoint_all` (x): the largest, over the batch searches (the
+///   graph file and the built networks where the MILP ran), of the MILP's largest batch over
+///   checkpoint-all's (no rematerialization).
+pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
+    let at = |f: f64| -> Vec<f64> {
+        r.graphs
+            .iter()
+            .filter_map(|g| overhead_at_reduction(g, f).ok())
+            .collect()
+    };
+    let overhead_2x = median_of(at(TWO_X_FRACTION));
+    let reaching_3x = at(THREE_X_FRACTION);
+    let reach_3x_pct = if r.graphs.is_empty() {
+        f64::NAN
+    } else {
+        reaching_3x.len() as f64 / r.graphs.len() as f64 * 100.0
+    };
+    let under_10_3x = if r.graphs.is_empty() {
+        f64::NAN
+    } else {
+        reaching_3x.iter().filter(|o| **o < 10.0).count() as f64 / r.graphs.len() as f64 * 100.0
+    };
+    let overhead_3x = median_of(reaching_3x);
+    let lp_excess = max_of(budgets(r).filter_map(|(_, b)| {
+        let m = milp_cost(b).filter(|m| *m > 0.0)?;
+        Some((b.lp.rounded?.cost / m - 1.0) * 100.0)
+    }));
+    let large: Vec<(&GraphResult, &BudgetResult, f64, bool)> = budgets(r)
+        .filter(|(g, b)| {
+            g.layers.is_some_and(|l| l >= LARGE_GRAPH_LAYERS)
+                && r.params.budget_fractions.contains(&b.fraction)
+        })
+        .filter_map(|(g, b)| solve_outcome(b, r.params.mip_gap).map(|(t, done)| (g, b, t, done)))
+        .collect();
+    let stopped = max_of(large.iter().filter(|l| !l.3).map(|l| l.2));
+    // All finished: the longest. One stopped at its limit of at least the claim's hour: that
+    // time, a lower bound of its solve time, already over the claim. Otherwise not decided.
+    let large_solve = if large.iter().all(|l| l.3) {
+        max_of(large.iter().map(|l| l.2))
+    } else if stopped >= CLAIM_SOLVE_S {
+        stopped
+    } else {
+        f64::NAN
+    };
+    let unfinished: Vec<String> = large
+        .iter()
+        .filter(|l| !l.3)
+        .map(|(g, b, t, _)| {
+            let found = if milp_cost(b).is_some() {
+                "a schedule not proven within the target gap"
+            } else {
+                "no schedule"
+            };
+            format!(
+                "{} ({} layers) at {:.3} of the checkpoint-all peak: {found} after {t:.1} s",
+                g.name,
+                g.layers.unwrap_or_default(),
+                b.fraction
+            )
+        })
+        .collect();
+    let finished = max_of(large.iter().filter(|l| l.3).map(|l| l.2));
+    let large_missing = if large.is_empty() {
+        Some(format!(
+            "not measured: no graph of at least {LARGE_GRAPH_LAYERS} layers was solved in this \
+             run (the profile's `nets` or `graphs`)"
+        ))
+    } else if large_solve.is_nan() {
+        Some(format!(
+            "not decided: a solve stopped at its time limit ({}; HiGHS), which cannot show a \
+             solve under {CLAIM_SOLVE_S:.0} s{}",
+            unfinished.join("; "),
+            if finished.is_finite() {
+                format!(
+                    "; the other solves of graphs of at least {LARGE_GRAPH_LAYERS} layers \
+                     finished within {finished:.1} s"
+                )
+            } else {
+                String::new()
+            }
+        ))
+    } else {
+        None
+    };
+    let milp_time = max_of(budgets(r).filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s)));
+    let batch = max_of(
+        r.batch
+            .iter()
+            .chain(&r.batch_nets)
+            .filter(|b| b.milp_solved)
+            .filter_map(|b| match b.baselines.first() {
+                Some(&all) if all > 0 => Some(f64::from(b.milp) / f64::from(all)),
+                _ => None,
+            }),
+    );
+    vec![
+        Measure::new("milp_overhead_pct_at_2x_reduction", overhead_2x, "%", 1),
+        Measure::new("milp_overhead_pct_at_3x_reduction", overhead_3x, "%", 1),
+        Measure::new("graphs_reaching_3x_pct", reach_3x_pct, "%", 0),
+        Measure::new("graphs_3x_under_10pct_pct", under_10_3x, "%", 0),
+        Measure::new("lp_rounding_max_excess_pct", lp_excess, "%", 2),
+        Measure::new("max_solve_s_100_plus_layers", large_solve, "s", 1)
+            .missing_because(large_missing),
+        Measure::new("max_milp_solve_s", milp_time, "s", 1),
+        Measure::new("max_batch_milp_over_checkpoint_all", batch, "x", 2),
+    ]
+}
