@@ -41,23 +41,49 @@ fn main() {
             println!("cargo:rerun-if-changed={}", git_dir.join(branch).display());
         }
     }
+    // The runner's inputs that differ from HEAD (paths relative to the repository's top).
+    let changed = || -> Vec<String> {
+        git(&[
+            "status",
+            "--porcelain",
+            "--",
+            "../core",
+            "../runner",
+            "../Cargo.toml",
+            "../Cargo.lock",
+        ])
+        .map(|s| {
+            s.lines()
+                .filter_map(|l| l.get(3..))
+                .map(|p| p.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let mut changes = String::new();
     let revision = std::env::var("MEMWALL_BUILD_REVISION")
         .ok()
         .filter(|r| !r.trim().is_empty())
         .or_else(|| {
             let rev = git(&["rev-parse", "--short=12", "HEAD"]).filter(|r| !r.is_empty())?;
-            let dirty = git(&[
-                "status",
-                "--porcelain",
-                "--",
-                "../core",
-                "../runner",
-                "../Cargo.toml",
-                "../Cargo.lock",
-            ])
-            .is_some_and(|s| !s.is_empty());
-            Some(if dirty { format!("{rev}-dirty") } else { rev })
+            let files = changed();
+            if files.is_empty() {
+                return Some(rev);
+            }
+            const SHOWN: usize = 12;
+            let more = files.len().saturating_sub(SHOWN);
+            changes = format!(
+                "built from {rev} with uncommitted changes to {}{}",
+                files[..files.len().min(SHOWN)].join(", "),
+                if more > 0 {
+                    format!(" and {more} more file(s)")
+                } else {
+                    String::new()
+                }
+            );
+            Some(format!("{rev}-dirty"))
         })
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=MEMWALL_BUILD_REVISION={revision}");
+    println!("cargo:rustc-env=MEMWALL_BUILD_CHANGES={changes}");
 }

@@ -662,9 +662,10 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         &["--torch-script", "none", "--no-archive"],
     );
     assert!(o.status.success(), "bundle failed: {}", text(&o));
-    // The source's rows (a claim, the source's optimizer) form tier 1; the AdamW control tier 2.
+    // The source's rows (a claim, the source's optimizer) form tier 1, the attribution
+    // benchmark tier 2, the AdamW control the last tier.
     assert!(
-        text(&o).contains("tier 1: the source's rows of peak_memory"),
+        text(&o).contains("tier 1: the source's rows with their PyTorch twins (peak_memory)"),
         "{}",
         text(&o)
     );
@@ -685,8 +686,8 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
             "control_adafactor",
             "checkpoint_adafactor",
             "2",
-            "control",
-            "3"
+            "3",
+            "control"
         ],
         "{plan}"
     );
@@ -786,12 +787,16 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     // 3. The checkpoint row hangs past the deadline (a runner stand-in that sleeps for it): it is
     // killed with its process group, and the control's record comes back.
     set_seconds(&|_| 5);
+    // Before it hangs it tunes a kernel, as a CUDA job does first: the tuning comes back
+    // although the step never finishes.
     let hang = dir.join("hanging-runner.sh");
     std::fs::write(
         &hang,
         format!(
-            "#!/bin/sh\ncase \"$*\" in *{ckpt}*) exec sleep 600;; esac\nexec {} \"$@\"\n",
-            s(&out.join("bin/memwall-job"))
+            "#!/bin/sh\ncase \"$*\" in *{ckpt}*) mkdir -p {c} && echo '{{\"tuned\": 1}}' > \
+             {c}/matmul.json.log && exec sleep 600;; esac\nexec {r} \"$@\"\n",
+            c = s(&out.join("cache/cubecl/autotune/0.10.0/device-0-0-cuda")),
+            r = s(&out.join("bin/memwall-job"))
         ),
     )
     .unwrap();
@@ -822,6 +827,45 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         .join(&ckpt)
         .join("record.json")
         .exists());
+    let cache = packed(&back.join("cache.tar.gz"));
+    assert!(
+        cache.contains("autotune/0.10.0/device-0-0-cuda/matmul.json.log"),
+        "the stopped step's tuning is not packed: {cache}"
+    );
+
+    // 4. Results over what a GPU session brings back per file (a 4 KiB limit here) are split
+    // into parts that each import alone.
+    let back = dir.join("back-split");
+    let o = Command::new("bash")
+        .arg(out.join("run.sh"))
+        .args(["--results", s(&back)])
+        .env("MEMWALL_RETURN_LIMIT", "4096")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "run.sh failed: {}", text(&o));
+    assert_eq!(records(), 3, "{}", text(&o));
+    let first = back.join("results.tar.gz");
+    let second = back.join("results-2.tar.gz");
+    assert!(second.is_file(), "not split: {}", text(&o));
+    let mut in_parts = 0;
+    for part in [&first, &second] {
+        let listed = packed(part);
+        assert!(listed.contains("manifest.json"), "{listed}");
+        in_parts += listed.matches("/record.json").count();
+    }
+    for n in 3..10 {
+        let part = back.join(format!("results-{n}.tar.gz"));
+        if part.is_file() {
+            in_parts += packed(&part).matches("/record.json").count();
+        }
+    }
+    assert_eq!(in_parts, 3, "every record in one part: {}", text(&o));
+    assert!(
+        text(&o)
+            .contains("next, in the repository: memwall import results.tar.gz results-2.tar.gz"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// A GPU bundle that would not travel to a GPU machine (over 64 MiB with the working tree) is

@@ -74,6 +74,12 @@ pub struct Environment {
     pub cpu_threads: usize,
     /// Numerics notes (e.g. TF32 matmuls on CUDA).
     pub numerics: String,
+    /// When the runner was built from a tree with uncommitted changes (`git_revision` ends in
+    /// `-dirty`), in words: the commit and the files that differed from it, e.g. "built from
+    /// 98c5ff32d3a8 with uncommitted changes to runner/src/train/cuda.rs"; empty for a runner
+    /// built from a commit (and in records written before 2026-11-28).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source_changes: String,
 }
 
 /// What an allocation failure said.

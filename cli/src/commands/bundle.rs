@@ -54,6 +54,19 @@ pub(crate) struct BundleArgs {
     /// CUDA: the memory pool of every job, `exact_size` or `sliced`.
     #[arg(long, value_enum)]
     pub(crate) memory_pool: Option<PoolArg>,
+    /// The GPU model to resume for, as records name it (e.g. "NVIDIA H200"): jobs and PyTorch
+    /// twins the record store holds for it are left out (default: the GPU of the newest CUDA
+    /// record of the bundled studies).
+    #[arg(long)]
+    pub(crate) gpu_model: Option<String>,
+    /// Bundle every job and twin, also those the record store holds for the GPU model.
+    #[arg(long)]
+    pub(crate) rerun_stored: bool,
+    /// Carry a runner built from a tree with uncommitted changes (refused by default: its
+    /// records would name a revision that does not exist; with this flag each record lists the
+    /// files that differed).
+    #[arg(long)]
+    pub(crate) allow_dirty: bool,
 }
 
 // `memwall plan`'s arguments (its help is the `Plan` command's).
@@ -111,17 +124,30 @@ pub(crate) fn import_cmd(a: ImportArgs) -> Result<()> {
     if nightly.is_some() && a.sources.len() > 1 {
         bail!("--nightly imports one run: name its results.tar.gz alone (then `memwall import cache.tar.gz`)");
     }
+    // Every archive is imported even when another is damaged: what one command brought back
+    // (results, cache, a split part) is independent of the others.
+    let mut failed = Vec::new();
     for source in &a.sources {
-        import(
+        if let Err(e) = import(
             source,
             &a.experiments,
             &paths,
             a.force,
             a.skip_mismatched,
             nightly,
-        )?;
+        ) {
+            eprintln!("error: {}: {e:#}", source.display());
+            failed.push(format!("{}: {e:#}", source.display()));
+        }
     }
-    Ok(())
+    match failed.len() {
+        0 => Ok(()),
+        n => bail!(
+            "{n} of {} archive(s) not imported (the others were):\n  {}",
+            a.sources.len(),
+            failed.join("\n  ")
+        ),
+    }
 }
 
 /// `memwall bundle`: writes the bundle and prints its size and what to do next.
@@ -175,6 +201,9 @@ pub(crate) fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRe
         with_kernels: a.with_kernels,
         torch_script,
         archive: !a.no_archive,
+        gpu_model: a.gpu_model.clone(),
+        rerun_stored: a.rerun_stored,
+        allow_dirty: a.allow_dirty,
     })
 }
 
@@ -198,6 +227,15 @@ pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
         for (c, why) in &st.left_out {
             println!("  left out {c}: {why}");
         }
+        for (c, why) in &st.left_out_twins {
+            println!("  left out the PyTorch twin of {c}: {why}");
+        }
+    }
+    if let Some(r) = &s.manifest.resume {
+        println!(
+            "resuming for {} ({}): what the record store holds for it is left out",
+            r.gpu_model, r.chosen_by
+        );
     }
     println!(
         "expected device time: {}",
@@ -289,6 +327,9 @@ pub(crate) fn import(
     }
     for (p, why) in &s.refused {
         eprintln!("  refused {}: {why}", p.display());
+    }
+    for (p, why) in &s.kept_twins {
+        eprintln!("  kept {}: {why}", p.display());
     }
     for f in &s.studies {
         report_study(f, paths)?;

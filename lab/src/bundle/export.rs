@@ -38,6 +38,15 @@ pub struct BundleRequest {
     pub torch_script: Option<PathBuf>,
     /// Also write `<out>.tar.gz`.
     pub archive: bool,
+    /// The GPU model the bundle resumes for (`env.device_name`, e.g. "NVIDIA H200"): jobs and
+    /// twins the record store holds for it are left out. `None`: the GPU of the newest CUDA
+    /// record of the bundled studies ([`resume_model`]).
+    pub gpu_model: Option<String>,
+    /// Bundle every job and twin, also those the record store holds for the GPU model.
+    pub rerun_stored: bool,
+    /// Carry a runner built from a tree with uncommitted changes (refused otherwise: its
+    /// records would name a revision that does not exist).
+    pub allow_dirty: bool,
 }
 
 /// One study of a bundle, as recorded in its manifest.
@@ -55,8 +64,13 @@ pub struct BundledStudy {
     pub other_fingerprints: Vec<String>,
     /// (configuration, job key) of every bundled job.
     pub jobs: Vec<(String, String)>,
-    /// (configuration, reason) of configurations left out.
+    /// (configuration, reason) of configurations left out (not training jobs, or stored for
+    /// the GPU model the bundle resumes for).
     pub left_out: Vec<(String, String)>,
+    /// (configuration, reason) of PyTorch twins left out because the record store holds them
+    /// for the GPU model the bundle resumes for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out_twins: Vec<(String, String)>,
     /// Expected device seconds of the study's jobs ([`crate::estimate`]).
     #[serde(default)]
     pub expected_s: f64,
@@ -108,21 +122,27 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         // A previous bundle: rewritten in place, its records (if any) are kept.
         tracing::info!("{}: rewriting the bundle in place", out.display());
     }
-    let (stripped, cache_files) = write_runner_and_caches(req, paths)?;
+    let (stripped, cache_files, runner_revision) = write_runner_and_caches(req, paths)?;
     // Rates from every training study bundled (the suite's share one model family).
     let names: Vec<String> = req
         .experiments
         .iter()
         .filter_map(|e| e.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
+    let resume = if req.target.is_gpu() {
+        resume_model(&paths.runs, &names, req.gpu_model.as_deref())
+    } else {
+        None
+    };
     let ctx = StudyCtx {
         req,
         paths,
         cache_rel: PathBuf::from("cache").join("cubecl"),
-        cold: cache_files == 0 && req.autotune_cache.is_none(),
         rates: rates_of_store(&paths.runs, &names),
+        resume: resume.clone(),
     };
     let mut g = Gathered::new(req.only.len());
+    g.warmed = warm_kinds(&paths.runs, &names, resume.as_ref());
     for experiment in &req.experiments {
         let study = Study::load(experiment, profile, req.data.as_deref())?;
         if study.header.kind == StudyKind::FusionIr {
@@ -150,11 +170,27 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     )?;
     let torch_configs = match &req.torch_script {
         Some(script) if !g.torch_plans.is_empty() => {
-            write_torch_reference(out, script, &g.torch_plans, &g.job_seconds, &paths.runs)?
+            let resume = resume.as_ref().filter(|_| !req.rerun_stored);
+            write_torch_reference(out, script, &mut g, resume, &paths.runs)?
         }
         _ => Vec::new(),
     };
-    let manifest = new_manifest(req, profile, g, &torch_configs);
+    if g.planned.is_empty() && torch_configs.is_empty() && !g.fusion_chains {
+        refuse!(
+            "nothing left to run: the record store {} holds every job and PyTorch twin of {} \
+             for {}; pass --rerun-stored to measure them again, or --gpu-model to bundle for \
+             another GPU",
+            paths.runs.display(),
+            names.join(", "),
+            resume
+                .as_ref()
+                .map(|r| r.gpu_model.as_str())
+                .unwrap_or("this GPU")
+        );
+    }
+    let mut manifest = new_manifest(req, profile, g, &torch_configs);
+    manifest.resume = if req.rerun_stored { None } else { resume };
+    manifest.runner_revision = runner_revision;
     let (dir_bytes, tree_bytes, archive, archive_bytes) =
         write_manifest_and_script(req, &manifest)?;
     Ok(BundleSummary {
@@ -192,7 +228,13 @@ pub(super) fn new_manifest(
         }),
         chains: g.fusion_chains.then_some(CHAINS_S as f64),
     };
-    let tiers = plan::tiers(&g.planned, torch_configs, &extras);
+    // A GPU bundle's tiers each fit one command (its minutes less the packing and the device
+    // check); a CPU bundle runs where it was made, one tier per stage.
+    let budget = req
+        .target
+        .is_gpu()
+        .then_some(SUITE_MINUTES * 60.0 - script::PACK_S as f64 - DEVICE_CHECK_S);
+    let tiers = plan::tiers(&g.planned, torch_configs, &extras, budget);
     Manifest {
         format: MANIFEST_FORMAT.into(),
         created_at: chrono::Utc::now().to_rfc3339(),
@@ -212,8 +254,15 @@ pub(super) fn new_manifest(
         attribution_job,
         fusion_chains: g.fusion_chains,
         tiers,
+        resume: None,
+        runner_revision: String::new(),
     }
 }
+
+/// Seconds `run.sh` spends before its first step on a GPU machine (the device check, NVRTC's
+/// search, `import torch` to ask PyTorch's version, the first packing): at most 15 s on the
+/// H200 run of 2026-11-27; kept out of every tier's budget.
+pub const DEVICE_CHECK_S: f64 = 15.0;
 
 /// Refuses a request without experiment files or without a runner binary.
 pub(super) fn check_request(req: &BundleRequest) -> Result<()> {
@@ -234,12 +283,19 @@ pub(super) fn check_request(req: &BundleRequest) -> Result<()> {
 /// kernel caches into `<out>/cache`: the committed autotune cache ([`autotune_store`]), the
 /// local CubeCL cache (its autotune results; its compiled kernels too with `with_kernels`) and
 /// the `--autotune-cache` archive. Returns whether the runner was stripped and the cache files
-/// copied from the committed and local caches.
-pub(super) fn write_runner_and_caches(req: &BundleRequest, paths: &Paths) -> Result<(bool, usize)> {
+/// copied from the committed and local caches, and the runner's revision
+/// ([`check_runner_revision`]).
+pub(super) fn write_runner_and_caches(
+    req: &BundleRequest,
+    paths: &Paths,
+) -> Result<(bool, usize, String)> {
     let out = &req.out;
     std::fs::create_dir_all(out.join("bin"))
         .doing(|| format!("creating {}", out.join("bin").display()))?;
     check_runner_backend(&req.runner, req.target)?;
+    // A CPU bundle runs where it was made (`just bench-cpu` measures uncommitted changes);
+    // a GPU bundle's records are committed as evidence.
+    let revision = check_runner_revision(&req.runner, req.allow_dirty || !req.target.is_gpu())?;
     let stripped = copy_runner(&req.runner, &out.join("bin").join("memwall-job"))?;
     let cache_rel = PathBuf::from("cache").join("cubecl");
     std::fs::create_dir_all(out.join(&cache_rel))
@@ -259,7 +315,36 @@ pub(super) fn write_runner_and_caches(req: &BundleRequest, paths: &Paths) -> Res
         unpack_tgz(tgz, &out.join("cache"))
             .doing(|| format!("unpacking the autotune cache {}", tgz.display()))?;
     }
-    Ok((stripped, cache_files))
+    Ok((stripped, cache_files, revision))
+}
+
+/// The revision `runner` was built from (`memwall-job version`: `memwall-job VERSION
+/// REVISION`), refusing one built from a tree with uncommitted changes (`-dirty`) unless
+/// `allow_dirty`: its records would name a revision that does not exist. A runner that cannot
+/// be asked gives "unknown".
+pub(super) fn check_runner_revision(runner: &Path, allow_dirty: bool) -> Result<String> {
+    let revision = std::process::Command::new(runner)
+        .arg("version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .nth(2)
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "unknown".into());
+    if revision.ends_with("-dirty") && !allow_dirty {
+        refuse!(
+            "runner {}: built from a tree with uncommitted changes (revision {revision}), so \
+             its records would name a revision that does not exist; commit the changes and \
+             rebuild it (`just carry`), or pass --allow-dirty (each record then says which \
+             files differed from the commit, `env.source_changes`)",
+            runner.display()
+        );
+    }
+    Ok(revision)
 }
 
 /// What every training study of a bundle is written with.
@@ -268,11 +353,10 @@ pub(super) struct StudyCtx<'a> {
     paths: &'a Paths,
     /// The jobs' CubeCL cache folder, relative to the bundle.
     cache_rel: PathBuf,
-    /// Whether the bundle carries no compiled kernels (the first job of each kind pays
-    /// CubeCL's cold start).
-    cold: bool,
     /// FLOP rates of the store's records, for the expected times.
     rates: crate::estimate::Rates,
+    /// The GPU model whose stored rows are left out (unless `--rerun-stored`).
+    resume: Option<ResumeFor>,
 }
 
 /// What [`bundle`] gathers study by study, for the manifest, run.sh and the PyTorch reference.
@@ -287,8 +371,14 @@ pub(super) struct Gathered {
     attribution_jobs: Vec<(String, String)>,
     /// Whether `fusion_ir`'s chains are bundled.
     fusion_chains: bool,
-    /// The kinds of job whose cold start an estimate already counted ([`estimate_jobs`]).
-    warmed: std::collections::BTreeSet<(&'static str, bool)>,
+    /// The kernel kinds ([`kernel_kind`]) the carried cache holds tunings for (a record of
+    /// the GPU model has them) or whose cold start an earlier estimate already counted
+    /// ([`estimate_jobs`]).
+    warmed: std::collections::BTreeSet<String>,
+    /// Stage and order of every expanded job, bundled or stored: (study, configuration) ->
+    /// (stage, sub), for the PyTorch twins' place in the plan.
+    stages: std::collections::BTreeMap<(String, String), (plan::Stage, u8)>,
+
     /// `jobs/queue.tsv`: the jobs in run order with their expected seconds.
     queue: String,
     /// Every job with its expected seconds and whether it is a source row, for the run plan.
@@ -305,6 +395,7 @@ impl Gathered {
             attribution_jobs: Vec::new(),
             fusion_chains: false,
             warmed: std::collections::BTreeSet::new(),
+            stages: std::collections::BTreeMap::new(),
             queue: String::from(
                 "# memwall bundle: the jobs and their expected seconds (run.sh runs them in plan.tsv's order)\n",
             ),
@@ -343,6 +434,7 @@ pub(super) fn bundle_study(
             .collect(),
         jobs: Vec::new(),
         left_out: Vec::new(),
+        left_out_twins: Vec::new(),
         expected_s: 0.0,
         expected_basis: Vec::new(),
     };
@@ -368,8 +460,40 @@ pub(super) fn bundle_study(
     } else {
         driver::expand_jobs(study, req.target, 0, &carried, &settings, &only, &[])?
     };
+    let claimed = claimed_configs(study);
+    let first = g.studies.is_empty();
+    let source_optimizer = study
+        .configs
+        .iter()
+        .find(|c| c.control)
+        .map(|c| c.optimizer.unwrap_or(study.train.optimizer));
+    let resume = ctx.resume.as_ref().filter(|_| !req.rerun_stored);
+    // Every expanded job (stored ones too: the PyTorch plan pairs twins with them) and the
+    // bundled ones.
+    let mut all = Vec::new();
     let mut jobs = Vec::new();
     for job in expanded {
+        let source_row = first
+            && study
+                .configs
+                .iter()
+                .any(|c| c.name == job.config && c.claim.is_some())
+            && source_optimizer == Some(job.train.optimizer);
+        let stage = stage_of(&job, first, source_row, &claimed);
+        g.stages
+            .insert((job.study.clone(), job.config.clone()), stage);
+        let stored = resume
+            .and_then(|r| stored_record(&ctx.paths.runs, &job.study, &job.key(), &r.gpu_model));
+        if let Some(r) = stored {
+            let e = crate::estimate::estimate(&job, Some(&r), &ctx.rates);
+            g.job_seconds
+                .insert((job.study.clone(), job.config.clone()), e.seconds);
+            bundled
+                .left_out
+                .push((job.config.clone(), record_reason(&r)));
+            all.push(job);
+            continue;
+        }
         let dir = out.join("jobs").join(&job.study).join(job.key());
         std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
         results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
@@ -377,14 +501,10 @@ pub(super) fn bundle_study(
         if study.header.kernel_attribution && job.control && !job.strategy.fusion {
             g.attribution_jobs.push((job.study.clone(), job.key()));
         }
-        jobs.push(job);
+        jobs.push(job.clone());
+        all.push(job);
     }
-    let estimates = estimate_jobs(&jobs, &ctx.paths.runs, &ctx.rates, ctx.cold, &mut g.warmed);
-    let source_optimizer = study
-        .configs
-        .iter()
-        .find(|c| c.control)
-        .map(|c| c.optimizer.unwrap_or(study.train.optimizer));
+    let estimates = estimate_jobs(&jobs, &ctx.paths.runs, &ctx.rates, &mut g.warmed);
     for (job, e) in jobs.iter().zip(&estimates) {
         // Warm: PyTorch's rows do not pay CubeCL's cold start.
         let warm = e.seconds - e.cold_start_s;
@@ -396,21 +516,19 @@ pub(super) fn bundle_study(
             job.key(),
             e.seconds.ceil()
         ));
-        let claimed = study
-            .configs
-            .iter()
-            .any(|c| c.name == job.config && c.claim.is_some());
+        let (stage, sub) = g.stages[&(job.study.clone(), job.config.clone())];
         g.planned.push(plan::PlannedJob {
             study: job.study.clone(),
             config: job.config.clone(),
             key: job.key(),
             expected_s: e.seconds.ceil(),
-            source_row: claimed && source_optimizer == Some(job.train.optimizer),
+            stage,
+            sub,
         });
     }
     bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
     bundled.expected_basis = basis_counts(&estimates);
-    if let Some(plan) = reference::plan(study, &jobs) {
+    if let Some(plan) = reference::plan(study, &all) {
         g.torch_plans.push(plan);
     }
     g.studies.push(bundled);
@@ -449,7 +567,10 @@ pub(super) fn check_bundled(req: &BundleRequest, g: &Gathered) -> Result<()> {
                 .join(", ")
         );
     }
-    if g.studies.iter().all(|s| s.jobs.is_empty()) {
+    if g.studies
+        .iter()
+        .all(|s| s.jobs.is_empty() && s.left_out.is_empty())
+    {
         refuse!("nothing to bundle: no training job in the given experiment files");
     }
     Ok(())
@@ -457,12 +578,13 @@ pub(super) fn check_bundled(req: &BundleRequest, g: &Gathered) -> Result<()> {
 
 /// Writes the PyTorch reference into `<out>/reference/`: the script (and the attribution
 /// benchmark's script beside it, if there) and one plan per study. Returns each PyTorch row
-/// with its expected seconds for the run plan.
+/// to run with its expected seconds and its place in the run plan; a twin the store holds for
+/// the GPU model of `resume` is not run, and its study's `left_out_twins` says why.
 pub(super) fn write_torch_reference(
     out: &Path,
     script: &Path,
-    torch_plans: &[reference::TorchPlan],
-    job_seconds: &std::collections::BTreeMap<(String, String), f64>,
+    g: &mut Gathered,
+    resume: Option<&ResumeFor>,
     runs: &Path,
 ) -> Result<Vec<plan::PlannedTorch>> {
     let dir = out.join(REFERENCE_DIR);
@@ -476,34 +598,45 @@ pub(super) fn write_torch_reference(
             .doing(|| format!("copying {}", attribution.display()))?;
     }
     let mut names = Vec::new();
-    for plan in torch_plans {
+    for plan in &g.torch_plans {
         let file = dir.join(format!("{}.plan.json", plan.study));
         results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
         let (stored, _) = reference::load_rows(runs, &plan.study);
         for c in &plan.configs {
             let compiled = c.compile || c.activation_memory_budget.is_some();
-            if let Some(secs) = torch_seconds_of_rows(&stored, plan, &c.name) {
-                names.push(plan::PlannedTorch {
-                    study: plan.study.clone(),
-                    config: c.name.clone(),
-                    expected_s: secs.ceil(),
-                    compiled,
-                });
+            if let Some(row) =
+                resume.and_then(|r| stored_twin(&stored, plan, &c.name, &r.gpu_model))
+            {
+                if let Some(st) = g.studies.iter_mut().find(|s| s.name == plan.study) {
+                    st.left_out_twins.push((c.name.clone(), twin_reason(row)));
+                }
                 continue;
             }
-            // PyTorch's eager steps take about memwall's (docs/src/operations/gpu-runs.md), 1.5x
-            // for margin; torch.compile (a memory budget compiles too) adds 44-57 s of
-            // compilation on an H100.
-            let memwall_s = job_seconds
+            // From a stored row of the same shape (any device); else Python's start and
+            // memwall's warm job time (the H200 run of 2026-11-27: the eager twins' steps, the
+            // first and 8 at the median, took 3-9 s beside memwall jobs of 10-15 s wall, so
+            // this errs long), plus 60 s of compilation for torch.compile (a memory budget
+            // compiles too; 44-57 s on an H100, first steps of 39 s and 51 s on the H200).
+            let expected_s = torch_seconds_of_rows(&stored, plan, &c.name).unwrap_or_else(|| {
+                let memwall_s = g
+                    .job_seconds
+                    .get(&(plan.study.clone(), c.name.clone()))
+                    .copied()
+                    .unwrap_or(60.0);
+                TORCH_STARTUP_S + memwall_s + if compiled { 60.0 } else { 0.0 }
+            });
+            let (stage, sub) = g
+                .stages
                 .get(&(plan.study.clone(), c.name.clone()))
                 .copied()
-                .unwrap_or(60.0);
-            let secs = 1.5 * memwall_s + if compiled { 60.0 } else { 0.0 };
+                .unwrap_or((plan::Stage::Last, 0));
             names.push(plan::PlannedTorch {
                 study: plan.study.clone(),
                 config: c.name.clone(),
-                expected_s: secs.ceil(),
+                expected_s: expected_s.ceil(),
                 compiled,
+                stage,
+                sub,
             });
         }
     }
@@ -553,7 +686,7 @@ pub(super) fn write_manifest_and_script(
     )?;
     results::write_atomic(
         &out.join(plan::PLAN_FILE),
-        plan::plan_tsv(&manifest.tiers).as_bytes(),
+        plan::plan_tsv(&manifest.tiers, &left_out_lines(manifest)).as_bytes(),
     )?;
     let default_minutes = manifest.target.is_gpu().then_some(SUITE_MINUTES);
     let script = script::run_script(manifest, default_minutes);
@@ -643,15 +776,16 @@ pub(super) fn rates_of_store(runs: &Path, studies: &[String]) -> crate::estimate
     crate::estimate::Rates::from_records(&all)
 }
 
-/// Each job's expected seconds: its own last record in `runs`, or the FLOP rates. Without a
-/// carried kernel cache the first job of each (precision, fusion) of the bundle (`warmed`
-/// holds those seen in earlier studies) pays the cold start.
+/// Each job's expected seconds: its own last record in `runs`, or the FLOP rates. A GPU job
+/// whose kernel kind ([`kernel_kind`]) is not in `warmed` pays CubeCL's cold start
+/// ([`crate::estimate::COLD_CACHE_S`]: JIT compilation and autotuning of every new shape and
+/// dtype) and warms the kind for the jobs after it; an estimate from the job's own record
+/// already holds its cold start, if any.
 pub(super) fn estimate_jobs(
     jobs: &[JobSpec],
     runs: &Path,
     rates: &crate::estimate::Rates,
-    cold: bool,
-    warmed: &mut std::collections::BTreeSet<(&'static str, bool)>,
+    warmed: &mut std::collections::BTreeSet<String>,
 ) -> Vec<crate::estimate::TimeEstimate> {
     jobs.iter()
         .map(|job| {
@@ -659,14 +793,141 @@ pub(super) fn estimate_jobs(
                 .ok()
                 .flatten();
             let mut e = crate::estimate::estimate(job, own.as_ref(), rates);
-            let first = warmed.insert((job.strategy.precision.as_str(), job.strategy.fusion));
-            if cold && job.backend.is_gpu() && first && e.basis != crate::estimate::Basis::Record {
+            let new_kind = warmed.insert(kernel_kind(job));
+            if job.backend.is_gpu() && new_kind && e.basis != crate::estimate::Basis::Record {
                 e.seconds += crate::estimate::COLD_CACHE_S;
                 e.cold_start_s = crate::estimate::COLD_CACHE_S;
             }
             e
         })
         .collect()
+}
+
+/// The kernels a job compiles and tunes, as a key: the model's shapes (every dimension but the
+/// depth, which repeats the same kernels), the precision, Burn's fusion and the attention.
+/// Jobs of one kind share their CubeCL autotune entries; a new kind tunes again.
+pub fn kernel_kind(job: &JobSpec) -> String {
+    let m = &job.model;
+    format!(
+        "d{}-h{}-ff{}-s{}-b{}-v{}-{}-{}-{:?}",
+        m.d_model,
+        m.heads,
+        m.d_ff,
+        m.seq_len,
+        m.batch,
+        m.vocab,
+        job.strategy.precision.as_str(),
+        if job.strategy.fusion {
+            "fusion"
+        } else {
+            "nofusion"
+        },
+        job.strategy.attention
+    )
+}
+
+/// The kernel kinds the carried autotune cache holds: those of every record of `studies` in
+/// `runs` measured on the GPU model of `resume` (importing a run merges its tunings into the
+/// committed cache). Empty without a GPU model.
+pub(super) fn warm_kinds(
+    runs: &Path,
+    studies: &[String],
+    resume: Option<&ResumeFor>,
+) -> std::collections::BTreeSet<String> {
+    let mut warm = std::collections::BTreeSet::new();
+    let Some(r) = resume else {
+        return warm;
+    };
+    for name in studies {
+        if let Ok(recs) = results::StudyRecords::load(runs, name) {
+            warm.extend(
+                recs.records
+                    .iter()
+                    .filter(|rec| rec.env.device_name == r.gpu_model)
+                    .map(|rec| kernel_kind(&rec.spec)),
+            );
+        }
+    }
+    warm
+}
+
+/// The configurations of `study` that its claims measure: a sweep's members
+/// (`deep-ck*-f32-fusedopt`: every interval, `cknone` included), a training measure's
+/// configuration, and the study's controls (the denominators of its ratios).
+pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
+    use memwall_core::spec::claims::{sweep_measure, training_measure, SWEEP_WILDCARD};
+    let mut out = std::collections::BTreeSet::new();
+    for claim in &study.claims {
+        let measure = claim.measure.as_str();
+        if let Some((sweep, _)) = sweep_measure(measure) {
+            if let Some((before, after)) = sweep.split_once(SWEEP_WILDCARD) {
+                let prefix = format!("{before}ck");
+                out.extend(
+                    study
+                        .configs
+                        .iter()
+                        .filter(|c| c.name.starts_with(&prefix) && c.name.ends_with(after))
+                        .map(|c| c.name.clone()),
+                );
+            }
+        } else if let Some((config, _)) = training_measure(measure) {
+            out.insert(config.to_string());
+        }
+    }
+    if !out.is_empty() {
+        out.extend(
+            study
+                .configs
+                .iter()
+                .filter(|c| c.control)
+                .map(|c| c.name.clone()),
+        );
+    }
+    out
+}
+
+/// Where `job` runs in the plan ([`plan::Stage`]) and its order inside the stage (f32 before
+/// 16-bit): Checkmate rows last; in the first study its source rows first and its other rows
+/// last; in a later study the rows its claims measure, then unfused rows, then fused ones.
+pub fn stage_of(
+    job: &JobSpec,
+    first: bool,
+    source_row: bool,
+    claimed: &std::collections::BTreeSet<String>,
+) -> (plan::Stage, u8) {
+    use plan::Stage;
+    let sub = u8::from(job.strategy.precision != crate::spec::Precision::F32);
+    let stage = if job.strategy.recompute.checkmate().is_some() {
+        Stage::Last
+    } else if first {
+        if source_row {
+            Stage::SourceRows
+        } else {
+            Stage::Last
+        }
+    } else if claimed.contains(&job.config) {
+        Stage::Claimed
+    } else if job.strategy.fusion {
+        Stage::Fusion
+    } else {
+        Stage::Unfused
+    };
+    (stage, sub)
+}
+
+/// What the record store already held, per study, for `plan.tsv`: (study, "memwall CONFIG" or
+/// "pytorch CONFIG", reason).
+pub(super) fn left_out_lines(m: &Manifest) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for st in &m.studies {
+        for (c, why) in &st.left_out {
+            out.push((st.name.clone(), format!("memwall {c}"), why.clone()));
+        }
+        for (c, why) in &st.left_out_twins {
+            out.push((st.name.clone(), format!("pytorch {c}"), why.clone()));
+        }
+    }
+    out
 }
 
 /// (basis, number of jobs) of `estimates`, most certain basis first.

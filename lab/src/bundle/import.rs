@@ -13,6 +13,9 @@ pub struct ImportSummary {
     pub already: usize,
     /// PyTorch reference rows written.
     pub torch_rows: usize,
+    /// PyTorch rows not written because the store holds a finished row of the same device and
+    /// configuration and the bundle's did not finish: (stored file, what the bundle's said).
+    pub kept_twins: Vec<(PathBuf, String)>,
     /// Attribution benchmark files copied into `runs/<study>/attribution/`.
     pub attribution_files: usize,
     /// What became of the bundle's `fusion_ir` chains run (imported, or why not); `None`
@@ -87,6 +90,22 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     store_records(req, &accepted, &mut summary)?;
     summary.records = accepted.into_iter().map(|(_, r)| r).collect();
     for (study, row) in &torch {
+        // A finished row is evidence; a later failure of the same row does not replace it.
+        let there = reference::stored_row(&req.runs, study, &row.device, &row.config);
+        if let Some(there) = there.filter(|t| {
+            t.status == reference::TorchStatus::Ok && row.status != reference::TorchStatus::Ok
+        }) {
+            summary.kept_twins.push((
+                reference::row_path(&req.runs, study, &row.device, &row.config),
+                format!(
+                    "the bundle's row is `{}` ({}); the stored `ok` row of {} is kept",
+                    row.status.as_str(),
+                    row.reason.as_deref().unwrap_or("no reason given"),
+                    there.finished_at
+                ),
+            ));
+            continue;
+        }
         reference::store_row(&req.runs, study, row)?;
         summary.torch_rows += 1;
     }

@@ -42,6 +42,15 @@ pub struct Manifest {
     /// bundles written before the plan existed).
     #[serde(default)]
     pub tiers: Vec<plan::Tier>,
+    /// The GPU model whose stored rows the bundle left out, and how it was chosen; `None` for a
+    /// CPU bundle, `--rerun-stored`, or a store without a GPU record. `run.sh` warns when it
+    /// runs on another model (the rows left out are then not measured there).
+    #[serde(default)]
+    pub resume: Option<ResumeFor>,
+    /// The revision the carried runner was built from (`memwall-job version`; `-dirty` only
+    /// with `--allow-dirty`), which its records carry as `env.git_revision`.
+    #[serde(default)]
+    pub runner_revision: String,
 }
 
 impl Manifest {

@@ -101,11 +101,13 @@ mod export;
 mod files;
 mod import;
 mod manifest;
+mod resume;
 
 pub use export::*;
 pub use files::*;
 pub use import::*;
 pub use manifest::*;
+pub use resume::*;
 
 /// Names what was being done when an I/O step or a bundle step fails.
 trait Doing<T> {

@@ -71,19 +71,67 @@ fits_return() {
 }
 
 # pack_results: the manifest, the plan, every job folder with a record, the PyTorch rows and
-# the attribution and chains files (no cache, no partial file).
+# the attribution and chains files (no cache, no partial file), as results.tar.gz; when that
+# would pass what a GPU session brings back per file, the job folders are split over
+# results.tar.gz, results-2.tar.gz, ... (each with the manifest and the plan, so each imports
+# alone; the other files in the first).
 pack_results() {
-    local files=(manifest.json "$PLAN") d
-    if [ -f jobs/queue.tsv ]; then files+=(jobs/queue.tsv); fi
+    local base=(manifest.json "$PLAN") extra=() jobs=() d
+    if [ -f jobs/queue.tsv ]; then base+=(jobs/queue.tsv); fi
     for d in jobs/*/*/; do
-        if [ -f "$d/record.json" ]; then files+=("${d%/}"); fi
+        if [ -f "$d/record.json" ]; then jobs+=("${d%/}"); fi
     done
     for d in reference/results attribution fusion_ir; do
-        if [ -d "$d" ]; then files+=("$d"); fi
+        if [ -d "$d" ]; then extra+=("$d"); fi
     done
-    tar czf "$RESULTS/$RESULTS_ARCHIVE.partial" --exclude='*.tmp-*' --exclude='*.partial' "${files[@]}"
-    mv -f "$RESULTS/$RESULTS_ARCHIVE.partial" "$RESULTS/$RESULTS_ARCHIVE"
-    fits_return "$RESULTS_ARCHIVE" || true
+    rm -f "$RESULTS"/"${RESULTS_ARCHIVE%.tar.gz}"-[0-9]*.tar.gz
+    write_archive "$RESULTS_ARCHIVE" "${base[@]}" "${extra[@]}" "${jobs[@]}"
+    local n; n=$(stat -c %s "$RESULTS/$RESULTS_ARCHIVE")
+    if [ "$n" -le "$RETURN_LIMIT" ]; then return 0; fi
+    # Split: job folders in order, each part under 9/10 of the limit before compression.
+    local cap=$(( RETURN_LIMIT * 9 / 10 )) part=1 size=0 group=() bytes name
+    for d in "${jobs[@]}"; do
+        bytes=$(du -sb "$d" | cut -f1)
+        if [ "${#group[@]}" -gt 0 ] && [ $(( size + bytes )) -gt "$cap" ]; then
+            write_part
+            part=$(( part + 1 )); group=(); size=0
+        fi
+        group+=("$d"); size=$(( size + bytes ))
+    done
+    write_part
+    echo "$RESULTS_ARCHIVE split into $part part(s) of at most $RETURN_LIMIT bytes: $(results_archives)"
+    for name in $(results_archives); do fits_return "$name" || true; done
+}
+
+# write_part: part $part of pack_results (its variables: base, extra, group), the first with the
+# PyTorch rows, attribution and chains files.
+write_part() {
+    if [ "$part" = 1 ]; then
+        write_archive "$(part_name 1)" "${base[@]}" "${extra[@]}" "${group[@]}"
+    else
+        write_archive "$(part_name "$part")" "${base[@]}" "${group[@]}"
+    fi
+}
+
+# part_name N: results.tar.gz for part 1, results-N.tar.gz after it.
+part_name() {
+    if [ "$1" = 1 ]; then echo "$RESULTS_ARCHIVE"; else echo "${RESULTS_ARCHIVE%.tar.gz}-$1.tar.gz"; fi
+}
+
+# results_archives: the results archives in $RESULTS, part 1 first.
+results_archives() {
+    local names=("$RESULTS_ARCHIVE") f
+    for f in "$RESULTS"/"${RESULTS_ARCHIVE%.tar.gz}"-[0-9]*.tar.gz; do
+        if [ -f "$f" ]; then names+=("$(basename "$f")"); fi
+    done
+    echo "${names[@]}"
+}
+
+# write_archive NAME FILES...: $RESULTS/NAME from FILES, written beside and renamed into place.
+write_archive() {
+    local name="$1"; shift
+    tar czf "$RESULTS/$name.partial" --exclude='*.tmp-*' --exclude='*.partial' "$@"
+    mv -f "$RESULTS/$name.partial" "$RESULTS/$name"
 }
 
 # pack_logs: the last 256 KiB of every log of the jobs (finished, failed or stopped), the
@@ -123,8 +171,9 @@ pack_cache() {
     rm -f "$list"
 }
 
-# pack_step: after every step, the records and the logs.
-pack_step() { pack_results; pack_logs; }
+# pack_step: after every step (one stopped at the deadline too), the records, the logs and the
+# autotune entries the step added, so that a command cut short loses none of its tunings.
+pack_step() { pack_results; pack_logs; pack_cache; }
 
 # run.sh's device checks (CUDA: the driver, a GPU, NVRTC and the toolkit's root).
 # The device (not for a dry run): CUDA needs the driver, a GPU and NVRTC.
@@ -136,6 +185,10 @@ check_device() {
             || die "nvidia-smi not found: the NVIDIA driver is needed for CUDA jobs"
         nvidia-smi -L >/dev/null 2>&1 || die "nvidia-smi -L failed: no usable NVIDIA GPU ($(nvidia-smi -L 2>&1 | head -1))"
         echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+        local gpu; gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+        if [ -n "$RESUME_GPU" ] && [ "$gpu" != "$RESUME_GPU" ]; then
+            echo "warning: this bundle was written for the $RESUME_GPU and left out the rows stored for it ($(grep -c '^left' "$PLAN" || true) in $PLAN); this is a $gpu, where those rows are not measured (bundle with --gpu-model \"$gpu\" to measure them here)"
+        fi
         # NVRTC compiles CubeCL's kernels at run time; it is loaded by name, so its folder must
         # be on the loader's path.
         local nvrtc="" d lib
@@ -272,16 +325,21 @@ end_tier() {
             printf '   tier %s: %.1f min expected; %d step(s) do not fit\n' "$TIER" "$(awk -v s="$TIER_S" 'BEGIN { print s / 60 }')" "$TIER_MISSED"
         fi
     else
-        pack_cache
         echo "tier $TIER packed: $(count record.json) record(s), $( (ls reference/results/*.json 2>/dev/null || true) | wc -l) PyTorch row(s) in $RESULTS/$RESULTS_ARCHIVE"
     fi
 }
 
 # run.sh's main part: the device checks, the plan's steps in order, the summary.
 [ -f "$PLAN" ] || die "$PLAN not found beside run.sh: rebuild the bundle with this memwall"
+LEFT=$(grep -c '^left' "$PLAN" || true)
 if [ "$DRY" = 1 ]; then
+    if [ "$LEFT" -gt 0 ]; then
+        echo "left out, stored already${RESUME_GPU:+ for the $RESUME_GPU} ($LEFT):"
+        awk -F'\t' '$1 == "left" { printf "  %s %s: %s\n", $2, $3, $4 }' "$PLAN"
+    fi
     echo "plan of $(count job.json) job(s)${MINUTES:+ against $MINUTES minutes ($PACK_S s kept for packing)}:"
 else
+    if [ "$LEFT" -gt 0 ]; then echo "$LEFT row(s) left out, stored already${RESUME_GPU:+ for the $RESUME_GPU} (--dry-run lists them)"; fi
     check_device
     touch .run-start
     BEFORE=$(count record.json)
@@ -289,7 +347,7 @@ else
 fi
 while IFS=$'\t' read -r -u 3 kind a b c d; do
     case "$kind" in
-        ''|'#'*) continue;;
+        ''|'#'*|left) continue;;
         tier) end_tier; begin_tier "$a" "$b";;
         job) step_job "$a" "$b" "$c";;
         torch) step_torch "$a" "$b" "$c" "$d";;
@@ -316,10 +374,10 @@ fi
 
 AFTER=$(count record.json); TOTAL=$(count job.json)
 echo "jobs: $(( AFTER - BEFORE )) finished in this run, $BEFORE finished before; $AFTER of $TOTAL job(s) have a record after $(( $(date +%s) - START )) s"
-echo "packed $AFTER record(s) and $( (ls reference/results/*.json 2>/dev/null || true) | wc -l) PyTorch row(s) into $RESULTS/$RESULTS_ARCHIVE ($(du -h "$RESULTS/$RESULTS_ARCHIVE" | cut -f1))"
+echo "packed $AFTER record(s) and $( (ls reference/results/*.json 2>/dev/null || true) | wc -l) PyTorch row(s) into $RESULTS: $(results_archives)"
 if [ "$AFTER" -lt "$TOTAL" ]; then
     echo "run ./run.sh${MINUTES:+ --minutes N} again to go on with the other $(( TOTAL - AFTER ))"
 fi
-archives="$RESULTS_ARCHIVE"
+archives="$(results_archives)"
 if [ -f "$RESULTS/$CACHE_ARCHIVE" ]; then archives="$archives $CACHE_ARCHIVE"; fi
 echo "next, in the repository: memwall import $archives"

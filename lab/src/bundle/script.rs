@@ -5,12 +5,15 @@
 //! What it packs (each archive written beside and renamed into place, checked against the
 //! 16 MiB a GPU session brings back per file):
 //! - `results.tar.gz`: the manifest, the plan, every job folder with a record (job file, record,
-//!   log) and the PyTorch rows, attribution and chains files; after every step.
+//!   log) and the PyTorch rows, attribution and chains files; after every step. Over 16 MiB, the
+//!   job folders are split over `results.tar.gz`, `results-2.tar.gz`, ..., each importable
+//!   alone.
 //! - `logs.tar.gz`: the last 256 KiB of every log (jobs that failed or were stopped included);
 //!   after every step.
 //! - `cache.tar.gz`: the CubeCL cache files this run added or changed (autotune results only;
 //!   compiled kernels too with `MEMWALL_PACK_KERNELS=1`), with the manifest so that `memwall
-//!   import` takes it; what was carried in unchanged is not packed again; after every tier.
+//!   import` takes it; what was carried in unchanged is not packed again; after every step, so
+//!   a step stopped at the deadline keeps the tunings it made.
 //!
 //! May import: `super` (the manifest, the plan), `crate::install::sh_quote`.
 
@@ -61,30 +64,34 @@ fn header(m: &Manifest, default_minutes: Option<f64>) -> String {
 # CUDA the NVIDIA driver (nvidia-smi) and NVRTC (libnvrtc.so, e.g. /usr/local/cuda/lib64;
 # CUDA_HOME or NVRTC_DIR names another folder). No Rust.
 #
-#   ./run.sh                  run the plan's steps in order, tier 1 first (the source's rows,
-#                             each followed at once by its PyTorch twin), packing after every
-#                             step; {default}; a rerun skips what finished
+#   ./run.sh                  run the plan's steps in order, tier 1 first (each tier fits one
+#                             command; every memwall row followed at once by its PyTorch eager
+#                             twin), packing after every step; {default}; a rerun
+#                             skips what finished; rows the record store held already{resumed}
+#                             are not in the bundle (--dry-run lists them)
 #   ./run.sh --minutes N      stop cleanly before N minutes: a step starts only when its
 #                             expected seconds fit, one still running {pack_s} s before the end is
 #                             stopped without a result, and what finished is packed
 #   ./run.sh --results DIR    write the archives into DIR (default: this folder):
-#                             {results} (records, PyTorch rows), {logs} (every log's last
-#                             256 KiB), {cache} (CubeCL autotune entries this run added; compiled
-#                             kernels too with MEMWALL_PACK_KERNELS=1), each under 16 MiB
+#                             {results} (records, PyTorch rows; split into results-2.tar.gz
+#                             and on past 16 MiB), {logs} (every log's last 256 KiB), {cache}
+#                             (CubeCL autotune entries this run added; compiled kernels too with
+#                             MEMWALL_PACK_KERNELS=1), each under 16 MiB, after every step
 #   ./run.sh --dry-run [--minutes N]
 #                             print the plan: each tier's steps with their expected seconds, and
 #                             what does not fit in N minutes; runs nothing
 #   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
 #
 # Expected device time: {expected}.
-# Bring the archives back and run `memwall import {results} {cache}` in the repository (after
+# Bring the archives back and run `memwall import` on every one of them in the repository (after
 # each partial run too: the import takes what finished and skips what it already has).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 TARGET={target}
 DEFAULT_MINUTES={default_minutes}
 PACK_S={pack_s}
-RETURN_LIMIT={return_limit}
+RETURN_LIMIT="${{MEMWALL_RETURN_LIMIT:-{return_limit}}}"
+RESUME_GPU={resume_gpu}
 RESULTS_ARCHIVE={results}
 LOGS_ARCHIVE={logs}
 CACHE_ARCHIVE={cache}
@@ -112,6 +119,17 @@ die() {{ echo "run.sh: $*" >&2; exit 1; }}
         pack_s = PACK_S,
         return_limit = RETURN_LIMIT_BYTES,
         default_minutes = sh_quote(&default_minutes.map(|m| m.to_string()).unwrap_or_default()),
+        resumed = m
+            .resume
+            .as_ref()
+            .map(|r| format!(" for the {}", r.gpu_model))
+            .unwrap_or_default(),
+        resume_gpu = sh_quote(
+            m.resume
+                .as_ref()
+                .map(|r| r.gpu_model.as_str())
+                .unwrap_or("")
+        ),
     )
 }
 

@@ -115,17 +115,28 @@ fn check_cpu_row(row: &TorchRow) -> std::result::Result<(), String> {
 /// # Errors
 /// I/O errors naming the path.
 pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, ReferenceError> {
-    let path = runs.join(study).join(ROWS_DIR).join(format!(
-        "{}.{}.json",
-        memwall_core::record::attribution::slug(&row.device),
-        row.config
-    ));
+    let path = row_path(runs, study, &row.device, &row.config);
     let json = serde_json::to_vec_pretty(row).map_err(|source| ReferenceError::Serialize {
         path: path.clone(),
         source,
     })?;
     results::write_atomic(&path, &json)?;
     Ok(path)
+}
+
+/// Where the row of `config` measured on `device` is stored:
+/// `runs/<study>/pytorch/<device slug>.<config>.json`.
+pub fn row_path(runs: &Path, study: &str, device: &str, config: &str) -> PathBuf {
+    runs.join(study).join(ROWS_DIR).join(format!(
+        "{}.{config}.json",
+        memwall_core::record::attribution::slug(device)
+    ))
+}
+
+/// The stored row of `config` of `study` measured on `device`, if one is there and reads.
+pub fn stored_row(runs: &Path, study: &str, device: &str, config: &str) -> Option<TorchRow> {
+    let text = std::fs::read_to_string(row_path(runs, study, device, config)).ok()?;
+    results::parse_json::<TorchRow>(&text).ok()
 }
 
 /// Every stored row of `study` (none when the folder does not exist); a row that does not read

@@ -43,7 +43,8 @@ pub struct StudyRecords {
 }
 
 impl StudyRecords {
-    /// Reads every `runs_root/<study>/*/record.json`. A missing study folder gives no records.
+    /// Reads every `runs_root/<study>/*/record.json` (folders only). A missing study folder gives
+    /// no records.
     ///
     /// # Errors
     /// [`Error::Io`] when the study folder exists but cannot be listed.
@@ -58,7 +59,13 @@ impl StudyRecords {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
             Err(e) => return Err(Error::io("listing", &dir, e)),
         };
-        let mut job_dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        // Job folders only: a study's other files (an in-process study's `cpu.result.json`,
+        // the PyTorch rows' folder holds no record) are not records.
+        let mut job_dirs: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
         job_dirs.sort();
         for job_dir in job_dirs {
             match read_record(&job_dir) {

@@ -6,6 +6,10 @@ use memwall_core::measure::Environment;
 /// `-dirty` when the runner's sources differed from it (`runner/build.rs`).
 pub const BUILD_REVISION: &str = env!("MEMWALL_BUILD_REVISION");
 
+/// When [`BUILD_REVISION`] ends in `-dirty`, the same in words: the commit and the runner's
+/// input files that differed from it (`runner/build.rs`); empty otherwise.
+pub const BUILD_CHANGES: &str = env!("MEMWALL_BUILD_CHANGES");
+
 /// Collects the host facts of the environment a job runs in; the caller fills backend, device,
 /// dtype and numerics.
 pub fn host_environment() -> Environment {
@@ -14,6 +18,7 @@ pub fn host_environment() -> Environment {
         .unwrap_or_default();
     Environment {
         git_revision: BUILD_REVISION.into(),
+        source_changes: BUILD_CHANGES.into(),
         burn_version: crate::BURN_VERSION.into(),
         memwall_version: env!("CARGO_PKG_VERSION").into(),
         os: format!(

@@ -9,7 +9,7 @@ pub mod fault;
 pub use alloc::{
     allocated_bytes, limit, peak_allocated_bytes, reset_peak, set_limit, trace, CountingAlloc,
 };
-pub use env::{host_environment, BUILD_REVISION};
+pub use env::{host_environment, BUILD_CHANGES, BUILD_REVISION};
 pub use memwall_core::measure::{median, Bound, Environment, MemorySample, PeakBounds};
 pub use memwall_core::timeline::{Phase, PhaseSpan, StepTimeline};
 
