@@ -691,6 +691,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .iter()
             .map(|(_, s)| sweep_note(s, inputs.records))
             .chain(layer_norm_drift(g))
+            .chain(not_run_note(inputs, g))
             .chain(g.secondary.then(|| {
                 format!(
                     "The same device with other runtime settings ({}): its numbers are in these \
@@ -750,6 +751,49 @@ fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
     reference::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
 }
 
+/// A GPU group's note naming the study's configurations (of the group's model) that have no
+/// record on its device yet, so that a page never reads as the whole study when part of it ran
+/// (GPU time comes in short sessions; `memwall bundle --suite` bundles what is missing). `None`
+/// for a CPU group (`memwall reproduce` runs every configuration), a secondary group (its
+/// device's first group says it), or when every configuration ran.
+fn not_run_note(inputs: &StudyInputs, g: &Group) -> Option<String> {
+    if !g.gpu || g.secondary {
+        return None;
+    }
+    let ran = |name: &str| {
+        g.rows
+            .iter()
+            .chain(&g.unsupported)
+            .any(|c| c.cfg.name == name)
+    };
+    let of_model: Vec<&ConfigSpec> = inputs
+        .configs
+        .iter()
+        .filter(|c| c.model == g.model)
+        .collect();
+    let missing: Vec<String> = of_model
+        .iter()
+        .filter(|c| !ran(&c.name))
+        .map(|c| format!("{} (`{}`)", markdown::escape(&c.label), c.name))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "*Not yet run on {}*: {} of the study's {} configuration(s){} have no record on this \
+             device: {}. `memwall bundle --suite --gpu-model \"{}\"` bundles these, leaving out \
+             what is stored for this GPU.",
+            markdown::escape(&g.device),
+            missing.len(),
+            of_model.len(),
+            g.model
+                .as_ref()
+                .map(|m| format!(" of the `{m}` model"))
+                .unwrap_or_default(),
+            missing.join(", "),
+            markdown::escape(&g.device)
+        )
+    })
+}
+
 /// A note naming the rows whose records ran another layer norm than their configuration now
 /// names (records written before the option read as Burn's `composed` norm): their figures
 /// measure that norm, not the current one. `None` when every row ran its configuration's norm.
@@ -796,7 +840,7 @@ fn summary(g: &Group) -> String {
         .max_by(|a, b| a.1.total_cmp(&b.1));
     let mut text = format!(
         "{} parameters on {} ({}), median of {} measured steps per configuration; peak \
-         allocated memory{}. {finished} of {} configuration(s) finished",
+         allocated memory{}. {finished} of the {} configuration(s) run here finished",
         g.first(|s| s.size.parameters)
             .map(human_count)
             .unwrap_or_else(|| "–".into()),

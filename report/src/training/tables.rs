@@ -310,6 +310,30 @@ pub(super) fn results_table(inputs: &StudyInputs, g: &Group) -> Table {
     {
         note_derived_time(&mut table);
     }
+    if g.rows
+        .iter()
+        .any(|c| c.claim.is_some_and(|c| c.perplexity.is_some()))
+    {
+        let steps = g
+            .first(|s| Some(s.size.measured_steps))
+            .map(|n| format!("{n} measured steps (after the warm-up)"))
+            .unwrap_or_else(|| "this run's steps".into());
+        let column = table.columns.iter().position(|h| h == "Eval ppl, ours");
+        if let Some(j) = column {
+            if let Some(i) = table.rows.iter().position(|r| r[j] != "–") {
+                table.note(
+                    i,
+                    j,
+                    format!(
+                        "Not comparable with the source's: ours is evaluated after {steps} at \
+                         this profile's vocabulary, the source's after its own training run (its \
+                         length and vocabulary in the description above); no verdict compares \
+                         the two."
+                    ),
+                );
+            }
+        }
+    }
     table
 }
 
@@ -468,7 +492,7 @@ pub(super) fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Optio
         "{} layers, d_model {}, {} heads, d_ff {}, seq {}, batch {}, vocab {}",
         m.layers, m.d_model, m.heads, m.d_ff, m.seq_len, m.batch, m.vocab
     );
-    Ok(Some(record_environment(
+    let mut table = record_environment(
         rec,
         format!(
             "{} profile on {} ({})",
@@ -476,7 +500,31 @@ pub(super) fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Optio
         ),
         model,
         "training",
-    )))
+    );
+    // The training row names the first record's optimizer: a group that trains with more than
+    // one says which configurations use which.
+    let mut by_optimizer: Vec<(String, Vec<String>)> = Vec::new();
+    for c in g.rows.iter().chain(&g.unsupported) {
+        let opt = c.s.strategy.optimizer.clone();
+        match by_optimizer.iter_mut().find(|(o, _)| *o == opt) {
+            Some((_, names)) => names.push(markdown::escape(&c.cfg.label)),
+            None => by_optimizer.push((opt, vec![markdown::escape(&c.cfg.label)])),
+        }
+    }
+    if by_optimizer.len() > 1 {
+        let text = format!(
+            "Optimizer per configuration (this row names the first record's): {}.",
+            by_optimizer
+                .iter()
+                .map(|(o, names)| format!("{o} for {} ({})", names.len(), names.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        if let Some(i) = table.rows.iter().position(|r| r[0] == "training") {
+            table.note(i, 1, text);
+        }
+    }
+    Ok(Some(table))
 }
 
 /// The environment table of a training record: device, backend, numerics, CPU, OS, git
@@ -502,7 +550,14 @@ pub fn record_environment(
                 format!("{} ({} threads)", e.cpu_model, e.cpu_threads),
             ),
             row("OS", e.os.clone()),
-            row("git revision", e.git_revision.clone()),
+            row(
+                "git revision",
+                if e.source_changes.is_empty() {
+                    e.git_revision.clone()
+                } else {
+                    format!("{} ({})", e.git_revision, e.source_changes)
+                },
+            ),
             row("model", model),
             row(
                 training,
