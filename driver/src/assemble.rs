@@ -232,7 +232,23 @@ fn write_report(
         .map(|r| r.finished_at.as_str())
         .max()
         .unwrap_or_default();
-    let doc = ReportDoc::new(header, sections, environment, record_date(newest), glance);
+    // The headline's device (the glance's first row, "NVIDIA H200, source's size (...)")
+    // begins with the device name of the records it was measured on.
+    let headline_device = glance.first().map(|g| g.device.clone()).unwrap_or_default();
+    let measured = records
+        .records
+        .iter()
+        .filter(|r| {
+            !r.env.device_name.is_empty() && headline_device.starts_with(&r.env.device_name)
+        })
+        .map(|r| r.finished_at.as_str())
+        .max()
+        .map(record_date)
+        .unwrap_or_default();
+    let mut doc = ReportDoc::new(header, sections, environment, record_date(newest), glance);
+    if measured != doc.date {
+        doc.measured_date = measured;
+    }
     let out_dir = paths.reports.join(&header.name);
     let rendered = report::render(&doc, &paths.templates, &out_dir)?;
     results::write_parquet_tables(records, &out_dir)?;

@@ -115,6 +115,10 @@ pub struct FrontMatter<'a> {
     pub title: &'a str,
     /// Date of the newest record, YYYY-MM-DD.
     pub date: &'a str,
+    /// Date of the newest record measured where the headline was (`measured_on`), when that
+    /// differs from `date`'s.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub measured_date: &'a str,
     /// The headline result in one sentence (a blog shows it under the title and in lists).
     #[serde(skip_serializing_if = "str::is_empty")]
     pub description: &'a str,

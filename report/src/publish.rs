@@ -18,6 +18,8 @@ struct Front {
     title: String,
     date: String,
     #[serde(default)]
+    measured_date: String,
+    #[serde(default)]
     description: String,
     #[serde(default)]
     measured_on: String,
@@ -36,7 +38,8 @@ pub struct IndexEntry {
     pub headline: String,
     /// Where the headline was measured.
     pub device: String,
-    /// The newest record's date.
+    /// The date of the newest record measured on `device` (the report's newest record's when
+    /// its front matter has no `measured_date`).
     pub date: String,
     /// The source document.
     pub source: String,
@@ -57,7 +60,11 @@ impl IndexEntry {
             title: fm.title,
             headline,
             device: fm.measured_on,
-            date: fm.date,
+            date: if fm.measured_date.is_empty() {
+                fm.date
+            } else {
+                fm.measured_date
+            },
             source: fm.source,
         })
     }
@@ -114,8 +121,8 @@ fn index_markdown(entries: &[IndexEntry], link: impl Fn(&str) -> String) -> Resu
     let esc = crate::markdown::escape;
     let mut md = format!(
         "---\n{front}---\n\nOne line per study: its headline (how many of the source's headline \
-         claims our measurement agrees with), where that was measured, and the date of its \
-         newest record.\n\n| Study | Headline result | Measured on | Date |\n|---|---|---|---|\n"
+         claims our measurement agrees with), where that was measured, and the date of the \
+         newest record measured there.\n\n| Study | Headline result | Measured on | Date |\n|---|---|---|---|\n"
     );
     for e in entries {
         md.push_str(&format!(

@@ -52,6 +52,9 @@ pub struct ReportDoc {
     /// Whether the page quotes a source document's numbers beside its own (every study; not
     /// the nightly page, whose "source" is memwall's own history).
     pub quotes_source: bool,
+    /// Date (YYYY-MM-DD) of the newest record measured where the headline was (the glance's
+    /// device), which the index and the README show beside that device; empty: `date`.
+    pub measured_date: String,
 }
 
 impl ReportDoc {
@@ -79,6 +82,7 @@ impl ReportDoc {
             environment,
             records: format!("runs/{}/", header.name),
             quotes_source: true,
+            measured_date: String::new(),
         }
     }
 }
@@ -414,6 +418,7 @@ fn template_context(
     let front_matter = markdown::front_matter(&markdown::FrontMatter {
         title: &doc.title,
         date: &doc.date,
+        measured_date: &doc.measured_date,
         description: &doc.summary,
         tags: &doc.tags,
         source: &doc.source,
@@ -560,6 +565,7 @@ mod tests {
             environment: Vec::new(),
             records: "runs/esc/".into(),
             quotes_source: true,
+            measured_date: String::new(),
         };
         let r = render(&doc, &templates, dir.path()).unwrap();
         let md = std::fs::read_to_string(&r.markdown).unwrap();

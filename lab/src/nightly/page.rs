@@ -48,6 +48,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         environment: vec![runs_table(&history)],
         records: format!("{}/", history_dir.display()),
         quotes_source: false,
+        measured_date: String::new(),
     };
     let page_dir = paths.reports.join("nightly");
     let rendered = report::render(&doc, &paths.templates, &page_dir)?;
