@@ -231,6 +231,7 @@ mod tests {
         let fm = FrontMatter {
             title,
             date: "2026-11-23",
+            measured_date: "",
             description: "Of 2 claims: 1 agrees",
             tags: &tags,
             source: "file: `x.txt` - [1]",
