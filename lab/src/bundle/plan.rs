@@ -189,6 +189,14 @@ pub struct Extras {
     pub chains: Option<f64>,
 }
 
+/// Where a step sorts in the plan: (stage, study, sub, position in the bundle, 0 for a row and 1
+/// for its twin).
+type PlanKey = (Stage, usize, u8, usize, u8);
+
+/// A tier being filled: its stages, the studies of its rows, its steps and their expected
+/// seconds.
+type TierDraft = (Vec<Stage>, Vec<String>, Vec<Step>, f64);
+
 /// The tiers of a bundle with `jobs` (bundle order: studies in order, each study's jobs in file
 /// order), PyTorch rows `torch` and `extras`: the steps in stage order (stable inside a stage:
 /// studies in bundle order, then `sub`, then file order), each eager twin right after its row;
@@ -213,7 +221,7 @@ pub fn tiers(
     let study_index = |s: &str| studies.iter().position(|x| *x == s).unwrap_or(0);
     // (stage, study, sub, position in the bundle, second) -> step; `second` puts an eager twin
     // right after its row, and a twin whose row is not bundled where that row would be.
-    let mut keyed: Vec<((Stage, usize, u8, usize, u8), Step)> = Vec::new();
+    let mut keyed: Vec<(PlanKey, Step)> = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
         let study = if j.stage == Stage::SourceRows {
             0
@@ -277,9 +285,9 @@ pub fn tiers(
     for (i, step) in extra_steps.into_iter().enumerate() {
         keyed.push(((Stage::Extras, 0, 0, i, 0), step));
     }
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.sort_by_key(|k| k.0);
     // Per tier: its stages, the studies of its rows, its steps and their expected seconds.
-    let mut groups: Vec<(Vec<Stage>, Vec<String>, Vec<Step>, f64)> = Vec::new();
+    let mut groups: Vec<TierDraft> = Vec::new();
     for ((stage, ..), step) in keyed {
         let s = step.expected_s();
         let new_tier = match (groups.last(), budget_s) {
