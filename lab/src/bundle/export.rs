@@ -123,14 +123,15 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         tracing::info!("{}: rewriting the bundle in place", out.display());
     }
     let (stripped, cache_files, runner_revision) = write_runner_and_caches(req, paths)?;
-    // Rates from every training study bundled (the suite's share one model family).
+    // The records of every study bundled (the suite's share one model family), read once.
     let names: Vec<String> = req
         .experiments
         .iter()
         .filter_map(|e| e.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
+    let stored = store_records(&paths.runs, &names);
     let resume = if req.target.is_gpu() {
-        resume_model(&paths.runs, &names, req.gpu_model.as_deref())
+        resume_model(&stored, req.gpu_model.as_deref())
     } else {
         None
     };
@@ -138,11 +139,11 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         req,
         paths,
         cache_rel: PathBuf::from("cache").join("cubecl"),
-        rates: rates_of_store(&paths.runs, &names),
+        rates: crate::estimate::Rates::from_records(&stored),
         resume: resume.clone(),
     };
     let mut g = Gathered::new(req.only.len());
-    g.warmed = warm_kinds(&paths.runs, &names, resume.as_ref());
+    g.warmed = warm_kinds(&stored, resume.as_ref());
     for experiment in &req.experiments {
         let study = Study::load(experiment, profile, req.data.as_deref())?;
         if study.header.kind == StudyKind::FusionIr {
@@ -765,15 +766,14 @@ pub(super) fn travelling_tree_bytes() -> u64 {
         .sum()
 }
 
-/// The finished records of `studies` in the store, as FLOP rates ([`crate::estimate::Rates`]).
-pub(super) fn rates_of_store(runs: &Path, studies: &[String]) -> crate::estimate::Rates {
-    let mut all = Vec::new();
-    for name in studies {
-        if let Ok(r) = results::StudyRecords::load(runs, name) {
-            all.extend(r.records);
-        }
-    }
-    crate::estimate::Rates::from_records(&all)
+/// Every record of `studies` in the store `runs` (a study that does not load gives none), read
+/// once per bundle for its FLOP rates, the GPU model it resumes for and the warm kernel kinds.
+pub(super) fn store_records(runs: &Path, studies: &[String]) -> Vec<JobRecord> {
+    studies
+        .iter()
+        .filter_map(|name| results::StudyRecords::load(runs, name).ok())
+        .flat_map(|r| r.records)
+        .collect()
 }
 
 /// Each job's expected seconds: its own last record in `runs`, or the FLOP rates. A GPU job
@@ -826,29 +826,21 @@ pub fn kernel_kind(job: &JobSpec) -> String {
     )
 }
 
-/// The kernel kinds the carried autotune cache holds: those of every record of `studies` in
-/// `runs` measured on the GPU model of `resume` (importing a run merges its tunings into the
+/// The kernel kinds the carried autotune cache holds: those of every record in `stored`
+/// measured on the GPU model of `resume` (importing a run merges its tunings into the
 /// committed cache). Empty without a GPU model.
 pub(super) fn warm_kinds(
-    runs: &Path,
-    studies: &[String],
+    stored: &[JobRecord],
     resume: Option<&ResumeFor>,
 ) -> std::collections::BTreeSet<String> {
-    let mut warm = std::collections::BTreeSet::new();
     let Some(r) = resume else {
-        return warm;
+        return std::collections::BTreeSet::new();
     };
-    for name in studies {
-        if let Ok(recs) = results::StudyRecords::load(runs, name) {
-            warm.extend(
-                recs.records
-                    .iter()
-                    .filter(|rec| rec.env.device_name == r.gpu_model)
-                    .map(|rec| kernel_kind(&rec.spec)),
-            );
-        }
-    }
-    warm
+    stored
+        .iter()
+        .filter(|rec| rec.env.device_name == r.gpu_model)
+        .map(|rec| kernel_kind(&rec.spec))
+        .collect()
 }
 
 /// The configurations of `study` that its claims measure: a sweep's members

@@ -19,10 +19,10 @@ pub struct ResumeFor {
     pub chosen_by: String,
 }
 
-/// The GPU model a bundle of `studies` resumes for: `named` when given, else the device of the
-/// newest CUDA record of those studies in `runs` (`None` when there is none: nothing is left
-/// out).
-pub fn resume_model(runs: &Path, studies: &[String], named: Option<&str>) -> Option<ResumeFor> {
+/// The GPU model a bundle resumes for: `named` when given, else the device of the newest CUDA
+/// record among `stored` (the bundled studies' records; `None` when there is none: nothing is
+/// left out).
+pub fn resume_model(stored: &[JobRecord], named: Option<&str>) -> Option<ResumeFor> {
     if let Some(m) = named {
         return Some(ResumeFor {
             gpu_model: m.to_string(),
@@ -30,17 +30,12 @@ pub fn resume_model(runs: &Path, studies: &[String], named: Option<&str>) -> Opt
         });
     }
     let mut newest: Option<(String, String)> = None;
-    for name in studies {
-        let Ok(r) = results::StudyRecords::load(runs, name) else {
-            continue;
-        };
-        for rec in r.records.iter().filter(|r| r.spec.backend.is_gpu()) {
-            if rec.env.device_name.is_empty() {
-                continue;
-            }
-            if newest.as_ref().is_none_or(|(at, _)| rec.finished_at > *at) {
-                newest = Some((rec.finished_at.clone(), rec.env.device_name.clone()));
-            }
+    for rec in stored
+        .iter()
+        .filter(|r| r.spec.backend.is_gpu() && !r.env.device_name.is_empty())
+    {
+        if newest.as_ref().is_none_or(|(at, _)| rec.finished_at > *at) {
+            newest = Some((rec.finished_at.clone(), rec.env.device_name.clone()));
         }
     }
     newest.map(|(at, model)| ResumeFor {
