@@ -6,7 +6,7 @@ Cargo refuses a circle between crates; inside a crate nothing does. For every cr
 workspace this reads the top-level modules declared in `src/lib.rs` (or `src/main.rs`), collects
 which of them each module's code names (`crate::<module>`, or `crate::<Item>` for an item that
 the crate root re-exports from a module), and fails naming the circle when the graph has one.
-Comments and test code are not counted (see `code`). `--print` shows each crate's arrows, `--why` the lines behind a circle's arrows.
+Comments and test code are not counted (see `code`). `--print` shows the arrows between crates, then each crate's arrows between modules, `--why` the lines behind a circle's arrows.
 
 A long file is counted without its test code (a `tests.rs` file, an inline `#[cfg(test)]`
 module): a module whose code passes MAX_LINES holds more than one concern; split it.
@@ -138,9 +138,43 @@ def circle(graph):
     return None
 
 
+# Arrows between crates that the architecture forbids although Cargo would build them
+# (docs/src/contributor/architecture.md): the report and the studies are siblings above
+# memwall-document, and the report renders records without Burn.
+FORBIDDEN = {
+    ("memwall-report", "memwall-studies"): "the report renders what a study builds (memwall-document)",
+    ("memwall-studies", "memwall-report"): "a study builds memwall-document content; the report renders it",
+    ("memwall-report", "memwall-runner"): "device and measurement types are memwall-core's",
+    ("memwall-document", "memwall-runner"): "the document crate is serde and core only",
+    ("memwall-document", "memwall-remat"): "the document crate is serde and core only",
+}
+
+
+def crate_arrows(manifest):
+    """Each workspace crate's name and the workspace crates it depends on (not dev-dependencies),
+    read from the members' Cargo.toml files."""
+    crates = {}
+    for member in manifest["workspace"]["members"]:
+        toml = tomllib.loads((ROOT / member / "Cargo.toml").read_text(encoding="utf-8"))
+        deps = toml.get("dependencies", {})
+        crates[toml["package"]["name"]] = sorted(d for d in deps if d.startswith("memwall"))
+    return crates
+
+
 def main():
     manifest = tomllib.loads((ROOT / "Cargo.toml").read_text(encoding="utf-8"))
     failed = False
+    crates = crate_arrows(manifest)
+    if "--print" in sys.argv:
+        print("crates:")
+        for c in crates:
+            print(f"  {c} -> {', '.join(crates[c]) or '(nothing)'}")
+    for c, deps in crates.items():
+        for d in deps:
+            if (c, d) in FORBIDDEN:
+                failed = True
+                print(f"error: {c} depends on {d}: {FORBIDDEN[(c, d)]}; remove the dependency "
+                      f"from its Cargo.toml", file=sys.stderr)
     for member in manifest["workspace"]["members"]:
         graph = arrows(ROOT / member)
         if "--print" in sys.argv:

@@ -18,8 +18,10 @@
 //!
 //! This crate is data and the memory model over it (with the executor's exact planner): it
 //! depends on serde (JSON, TOML) and hashing only, never on Burn,
-//! a solver crate, polars or a renderer. The crates above it: `memwall-remat` (planners),
-//! `memwall-runner` (the Burn training job), `memwall` (driver, analysis, reports, CLI).
+//! a solver crate, polars or a renderer. The crates above it: `memwall-document` (the report's
+//! content), `memwall-remat` (graph IR and solvers), `memwall-runner` (the Burn training job),
+//! `memwall-report` (analysis and sinks), `memwall-studies`, `memwall-driver`, `memwall-lab` and
+//! `memwall` (the CLI); `just structure --print` prints the arrows.
 
 #![warn(missing_docs)]
 

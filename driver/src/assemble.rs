@@ -23,7 +23,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
 ///
 /// # Errors
 /// [`Error::Records`] when the study has no records in `runs`; a record that does not read.
-pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<report::model::GlanceRow>> {
+pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::GlanceRow>> {
     let study = Study::load(study_path, Profile::Cpu, None)
         .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
     let paths = Paths {
@@ -62,7 +62,7 @@ fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<
         return Err(no_records(paths, &header.name, study_path));
     };
     let e = &rec.env;
-    let environment = vec![report::model::Table {
+    let environment = vec![document::content::Table {
         caption: format!("{} profile", rec.profile),
         columns: vec!["field".into(), "value".into()],
         rows: vec![
@@ -188,9 +188,9 @@ fn search_parts(
     study_path: &Path,
     records: &results::StudyRecords,
 ) -> Result<(
-    Vec<report::model::Section>,
-    Vec<report::model::Table>,
-    Vec<report::model::GlanceRow>,
+    Vec<document::content::Section>,
+    Vec<document::content::Table>,
+    Vec<document::content::GlanceRow>,
 )> {
     let mut profiles: Vec<Profile> = records.records.iter().map(|r| r.spec.profile).collect();
     profiles.sort_by_key(|p| (*p != Profile::Cpu, p.as_str()));
@@ -222,9 +222,9 @@ fn write_report(
     paths: &Paths,
     header: &crate::spec::StudyHeader,
     records: &results::StudyRecords,
-    sections: Vec<report::model::Section>,
-    environment: Vec<report::model::Table>,
-    glance: Vec<report::model::GlanceRow>,
+    sections: Vec<document::content::Section>,
+    environment: Vec<document::content::Table>,
+    glance: Vec<document::content::GlanceRow>,
 ) -> Result<Rendered> {
     let newest = records
         .records

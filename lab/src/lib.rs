@@ -4,8 +4,9 @@
 //! change detection and page: [`nightly`]) and its scheduler files ([`install`]).
 //!
 //! May import: `memwall-driver` (a study's jobs and sweep), `memwall-studies`, `memwall-report`,
-//! `memwall-core`, `memwall-runner`. Inside the crate the arrows run one way: [`git`] <-
-//! [`bundle`], [`slurm`] <- [`nightly`] <- [`install`].
+//! `memwall-document`, `memwall-core`, `memwall-runner`. Inside the crate the arrows run one
+//! way (`a -> b`: a uses b; `just structure --print`): [`bundle`] -> [`estimate`], [`git`],
+//! [`install`]; [`nightly`] -> [`bundle`], [`git`], [`slurm`]; [`slurm`] -> [`install`].
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod reference_cpu;
 pub mod slurm;
 
 use memwall_core::{error, spec, Error};
+use memwall_document as document;
 use memwall_driver as driver;
 use memwall_report as report;
 #[cfg(test)]

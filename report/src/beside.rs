@@ -8,9 +8,9 @@
 //! agree across machines of one architecture; samples/s follow the machine (machines of the
 //! same kind differ by 1.5x and more).
 //!
-//! May import: `crate::model`, `crate::results`.
+//! May import: `crate::content`, `crate::results`.
 
-use crate::model::{GlanceRow, Section, Table};
+use crate::content::{GlanceRow, Section, Table};
 use crate::results::{JobRecord, JobStatus};
 
 /// The section, or `None` when no configuration measured here has a published record of the

@@ -3,8 +3,8 @@
 //! usvg (the resvg project), so a figure looks the same in every browser and blog engine and
 //! needs no font of the reader's.
 
+use crate::content::{Figure, Mark, Series};
 use crate::error::{Error, Result};
-use crate::model::{Figure, Mark, Series};
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;

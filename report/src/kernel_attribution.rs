@@ -6,7 +6,7 @@
 //! table of where one training step's time goes (each operation's time times its calls per
 //! step), and, where the CUDA runner profiled a step, its kernel categories.
 
-use crate::model::{Section, Table};
+use crate::content::{Section, Table};
 use memwall_core::record::attribution::{
     read_rows, AttributionRow, AttributionStatus, ATTRIBUTION_DIR,
 };

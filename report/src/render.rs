@@ -6,10 +6,10 @@
 //! `markdown_inline` render Markdown to HTML with comrak, and minijinja escapes the rest of the
 //! HTML page. Tables arrive with their column alignment and numbered footnotes.
 
+use crate::content::{GlanceRow, Section, Table};
 use crate::error::{Error, Result};
 use crate::figures;
 use crate::markdown;
-use crate::model::{GlanceRow, Section, Table};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -119,7 +119,7 @@ struct SectionCtx<'a> {
     notes: &'a [String],
     tables: Vec<TableCtx>,
     rendered_figures: Vec<FigureCtx>,
-    details: Option<&'a crate::model::Details>,
+    details: Option<&'a crate::content::Details>,
 }
 
 /// A table as the templates see it: per column its alignment, per cell its footnote numbers,
@@ -228,7 +228,7 @@ fn table_ctx(t: &Table, id: String) -> Result<TableCtx> {
         })
         .collect();
     let mut notes: Vec<NoteCtx> = Vec::new();
-    let mut ordered: Vec<&crate::model::CellNote> = t.notes.iter().collect();
+    let mut ordered: Vec<&crate::content::CellNote> = t.notes.iter().collect();
     ordered.sort_by_key(|n| (n.row, n.column));
     for n in ordered {
         let cell = rows

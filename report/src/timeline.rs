@@ -3,7 +3,7 @@
 //! and the table "peak: when and what" per configuration, from the records' [`StepTimeline`]s
 //! ([`memwall_core::timeline`]).
 
-use crate::model::{Band, Figure, Mark, Section, Series, Table};
+use crate::content::{Band, Figure, Mark, Section, Series, Table};
 use crate::results::JobRecord;
 use crate::units::format_bytes;
 use memwall_core::spec::MAX_TIMELINE_LINES;

@@ -13,7 +13,11 @@
 //! - [`data`]: token streams and batches (the corpus is tokenized by the driver);
 //! - [`kernels`]: memwall's CPU kernels for the model's hot operations on flex (GELU, the
 //!   attention heads' layout);
-//! - [`job`]: running a job file, in this process or in a child process.
+//! - [`job`]: running a job file, in this process or in a child process;
+//! - [`sweep`]: `memwall-job sweep-dir`, a bundle's jobs one process each in priority order,
+//!   stopping before a deadline;
+//! - [`bench`]: the attribution benchmark (`memwall-job bench`), one operation of the model at
+//!   a time.
 //!
 //! May import: `memwall-core` and Burn (with CubeCL for CUDA) only. No solver, no polars, no
 //! renderer: this crate's `memwall-job` binary is what travels to GPU machines.

@@ -5,9 +5,9 @@
 //! [`measure`] computes the gradients with Burn and the f64 trace and returns an
 //! [`AutodiffResult`]; [`render`] presents it beside the lecture's numbers.
 //!
-//! May import: [`crate::report::model`], [`crate::InProcessStudy`] and Burn.
+//! May import: [`memwall_document::content`], [`crate::InProcessStudy`] and Burn.
 
-use crate::report::model::{Figure, Measure, Section, Table};
+use crate::document::content::{Figure, Measure, Section, Table};
 use crate::{Cited, InProcessStudy};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::Tensor;

@@ -21,8 +21,8 @@
 //! arXiv:1910.02653, Section 6.3) searches the largest batch under a V100's 16 GB on graphs,
 //! memwall in real training.
 
-use crate::report::model::{GlanceRow, Measure, Section, Table};
-use crate::results::{JobRecord, JobStatus};
+use crate::document::content::{GlanceRow, Measure, Section, Table};
+use crate::record::{JobRecord, JobStatus};
 use crate::spec::{ConfigSpec, JobSpec, Study};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -621,7 +621,7 @@ pub fn environment(rows: &[Row], study: &Study) -> Option<Table> {
         "{} layers, d_model {}, {} heads, d_ff {}, vocab {}; profile's seq {}, batch {}",
         m.layers, m.d_model, m.heads, m.d_ff, rec.spec.model.vocab, m.seq_len, m.batch
     );
-    Some(crate::report::training::record_environment(
+    Some(crate::document::environment::record_environment(
         rec,
         format!("{} profile on {}", study.profile, rec.env.device_name),
         model,
@@ -647,7 +647,7 @@ pub fn measure(rows: &[Row], name: &str) -> Option<Measure> {
 
 /// The glance rows of `study`'s claims answered from the search's `rows`.
 pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
-    use crate::report::glance::{rows as glance_rows, Answer};
+    use crate::document::glance::{rows as glance_rows, Answer};
     let device = rows
         .iter()
         .find_map(|r| r.largest.map(|(_, rec)| rec.env.device_name.clone()))

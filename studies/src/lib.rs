@@ -14,10 +14,12 @@
 //! [`largest_input`] is the one training study with its own steps: the search for the largest
 //! batch and sequence that fit a memory limit, which the driver runs job by job.
 //!
-//! May import: `memwall-report`'s content model and analysis (the sections a study renders),
-//! `memwall-remat`, `memwall-runner`, Burn; never the driver or the lab.
+//! May import: `memwall-document` (the content model a study's sections are built in, the
+//! glance), `memwall-core`, `memwall-remat`, `memwall-runner`, Burn; never `memwall-report` (its
+//! sibling: the report renders what a study builds, and neither imports the other), the driver
+//! or the lab.
 //!
-//! Sources (in `/work/shared/sources/`):
+//! Sources (the `sources/` folder of the shared data, `../shared/sources/` beside a checkout):
 //! - `000_8cbb5ca41b7f2c4a.txt`: blog post "Memory Optimization Demo" (kernel fusion, gradient
 //!   checkpointing) -> [`scalar_checkpoint`], [`fusion_ir`].
 //! - `001_68b9d43f3f694e7a.txt`: notes on Checkmate (Jain et al., MLSys 2020) -> [`checkmate`].
@@ -50,8 +52,8 @@ pub use registry::*;
 pub use store::*;
 pub use study::*;
 
+use memwall_core::record;
 use memwall_core::{error, spec, Error, Result};
+use memwall_document as document;
 use memwall_remat as remat;
-use memwall_report as report;
-use memwall_report::results;
 use memwall_runner::measure;

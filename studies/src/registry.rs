@@ -4,9 +4,9 @@
 //! sections, so `memwall report` re-renders without re-running.
 
 use crate::cited::{self, Cited};
+use crate::document::content::{GlanceRow, Measure, Section};
+use crate::document::glance::{self, Answer};
 use crate::error::{Error, Result};
-use crate::report::glance::{self, Answer};
-use crate::report::model::{GlanceRow, Measure, Section};
 use crate::spec::{Study, StudyKind};
 use crate::store::{params_hash, record_path, RecordedCitation, StudyRecord};
 use crate::{InProcessStudy, Tracked};
@@ -416,13 +416,13 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRe
     })?;
     // Checked before it is stored: a record that would not read back is not written.
     let text = String::from_utf8_lossy(&json);
-    crate::results::parse_json::<StudyRecord>(&text).map_err(|source| Error::MalformedRecord {
+    crate::record::parse_json::<StudyRecord>(&text).map_err(|source| Error::MalformedRecord {
         path: path.clone(),
         what: "study record not written: it would not read back".into(),
         source,
         fix: String::new(),
     })?;
-    crate::results::write_atomic(&path, &json)?;
+    crate::record::write_atomic(&path, &json)?;
     Ok((rec, true))
 }
 
@@ -518,7 +518,7 @@ mod tests {
         .unwrap();
         let path = record_path(&root.join("runs"), &study);
         let text = std::fs::read_to_string(&path).unwrap();
-        let mut record: StudyRecord = crate::results::parse_json(&text).unwrap();
+        let mut record: StudyRecord = crate::record::parse_json(&text).unwrap();
         // The committed record renders as it is (with its copy of what it quotes when it was
         // written after the copy existed), and the same without the copy, from the file.
         let committed = render(&record, &path).unwrap();

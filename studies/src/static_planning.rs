@@ -14,18 +14,18 @@
 //! [`StaticPlanningResult`]) and presents the numbers ([`render`]).
 //!
 //! May import: [`super`] (the study trait and helpers), [`crate::remat`] (graphs, planner),
-//! [`crate::report::model`]; never the driver or the report renderers.
+//! [`memwall_document::content`]; never the driver or the report renderers.
 
 use serde::{Deserialize, Serialize};
 
 use super::params::{int_in, list, require, ParamResult};
 use super::Cited;
 use super::{demo_study, fmt_bytes, DemoError};
+use crate::document::content::{Figure, Measure, Section, Table};
 use crate::remat::baselines::sqrt_segments;
 use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
 use crate::remat::static_plan::{plain_order, plan, segment_order, StaticPlan, Strategy};
 use crate::remat::Graph;
-use crate::report::model::{Figure, Measure, Section, Table};
 
 /// Parameters of the memory-planning study.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -109,7 +109,7 @@ pub fn stored(runs: &Path, study_name: &str) -> Result<Vec<(StudyRecord, PathBuf
                 let read = std::fs::read_to_string(&p)
                     .map_err(|e| e.to_string())
                     .and_then(|text| {
-                        crate::results::parse_json::<StudyRecord>(&text).map_err(|e| e.to_string())
+                        crate::record::parse_json::<StudyRecord>(&text).map_err(|e| e.to_string())
                     });
                 match read {
                     Ok(rec) => out.push((rec, p)),

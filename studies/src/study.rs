@@ -2,8 +2,8 @@
 //! ([`Tracked`]), and the helpers every study shares.
 
 use crate::cited::Cited;
+use crate::document::content::{Measure, Section};
 use crate::params::ParamError;
-use crate::report::model::{Measure, Section};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
@@ -122,10 +122,10 @@ macro_rules! demo_study {
             fn render(
                 output: &$output,
                 cited: &$crate::Cited<$cited>,
-            ) -> ::std::vec::Vec<$crate::report::model::Section> {
+            ) -> ::std::vec::Vec<$crate::document::content::Section> {
                 $render(output, cited)
             }
-            fn measures(output: &$output) -> ::std::vec::Vec<$crate::report::model::Measure> {
+            fn measures(output: &$output) -> ::std::vec::Vec<$crate::document::content::Measure> {
                 $measures(output)
             }
             fn tracked(output: &$output) -> ::std::vec::Vec<$crate::Tracked> {
@@ -231,7 +231,7 @@ pub(crate) mod claim_checks {
     pub(crate) fn assert_claims_have_measures<S: crate::InProcessStudy>(
         name: &str,
         fresh: S::Output,
-    ) -> Vec<crate::report::model::Measure> {
+    ) -> Vec<crate::document::content::Measure> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let file = root.join(format!("experiments/{name}.toml"));
         let study = crate::spec::Study::load(&file, crate::spec::Profile::Cpu, None).unwrap();
@@ -239,7 +239,7 @@ pub(crate) mod claim_checks {
         let mut outputs = vec![fresh];
         let stored = root.join(format!("runs/{name}/cpu.result.json"));
         if let Ok(text) = std::fs::read_to_string(&stored) {
-            let record: crate::StudyRecord = crate::results::parse_json(&text).unwrap();
+            let record: crate::StudyRecord = crate::record::parse_json(&text).unwrap();
             outputs.push(serde_json::from_value(record.result).unwrap());
         }
         for out in &outputs {
@@ -257,7 +257,7 @@ pub(crate) mod claim_checks {
     }
 
     /// The value of the measure `name` in `measures`.
-    pub(crate) fn value(measures: &[crate::report::model::Measure], name: &str) -> f64 {
+    pub(crate) fn value(measures: &[crate::document::content::Measure], name: &str) -> f64 {
         measures
             .iter()
             .find(|m| m.name == name)

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::params::{bytes_at_most, int_in, list, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
 use super::{CiteAs, Cited};
+use crate::document::content::{Figure, Measure, Section, Series, Table};
 pub use crate::remat::nets::mlp_chain;
 use crate::remat::nets::training_graph;
 use crate::remat::static_plan::{plain_order, plan, StaticPlan, Strategy};
 use crate::remat::{Graph, RematError};
-use crate::report::model::{Figure, Measure, Section, Series, Table};
 
 /// Parameters of the two-buffer inference study.
 #[derive(Debug, Clone, Serialize, Deserialize)]

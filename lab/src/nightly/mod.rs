@@ -18,9 +18,9 @@
 //! earlier nights in the history, and only once [`MIN_NIGHTS`] of them measured the metric
 //! ([`changes`]). Two nightlies of the same revision therefore flag nothing (an A/A test).
 
+use crate::document::content::{Figure, Section, Series, Table};
 use crate::driver::{self, Paths, RunOptions};
 use crate::error::{Error, Result};
-use crate::report::model::{Figure, Section, Series, Table};
 use crate::report::{self, ReportDoc};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{Profile, Study};

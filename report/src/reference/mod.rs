@@ -12,7 +12,7 @@
 //! the group of memwall's records on the same CPU and model shape; the GPU rows, and CPU rows
 //! with no such group, in the section "memwall beside PyTorch on the same device".
 
-use crate::model::{Section, Table};
+use crate::content::{Section, Table};
 use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{AttentionOption, ConfigSpec, JobSpec, OptimizerKind, Study};
 use crate::strategy::LayerNormSaving;

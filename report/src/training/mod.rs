@@ -3,10 +3,10 @@
 //! typed values (configuration rows, groups, goal outcomes, step curves); this module only
 //! arranges and formats them.
 
+use crate::content::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::Result;
 use crate::glance::{self, Answer};
 use crate::markdown;
-use crate::model::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::reference::{self, TorchRow};
 use crate::results::analysis::{
     analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
@@ -27,9 +27,9 @@ mod sweeps;
 mod tables;
 
 pub use crate::units::{format_bytes, parse_duration};
+use memwall_document::environment::record_environment;
 use plots::*;
 use sweeps::*;
-pub use tables::record_environment;
 use tables::*;
 
 const MIB: f64 = 1024.0 * 1024.0;

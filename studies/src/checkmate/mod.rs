@@ -9,7 +9,7 @@
 //! time. [`render`] presents a result as the study's three sections.
 //!
 //! May import: `memwall-remat` (through [`crate::remat`]), the report model
-//! ([`crate::report::model`]) and the study trait ([`crate::InProcessStudy`]).
+//! ([`memwall_document::content`]) and the study trait ([`crate::InProcessStudy`]).
 //!
 //! The study is a folder of four steps: [`params`] (the experiment file's `[params]`, their
 //! ranges), [`run`] (simulating the baselines, running the solvers: a [`CheckmateResult`]),
@@ -33,6 +33,7 @@ pub use result::{
 };
 pub use run::{run_study, BASELINES};
 
+use crate::document::content::{Figure, Mark, Measure, Section, Series, Table};
 use crate::params::{int_in, list, num_above, num_between, num_in, require};
 use crate::remat::baselines::{checkpoint_all, chen_greedy, chen_sqrt, greedy_thresholds, revolve};
 use crate::remat::boundary::{boundary_bound, BoundaryOutcome};
@@ -42,7 +43,6 @@ use crate::remat::milp::{solve_lp_rounding, solve_milp, LpOutcome, MilpOptions, 
 use crate::remat::sim::{simulate, Schedule, SimResult};
 use crate::remat::staged::{default_stage_size, solve_refined, StagedOptions, StagedOutcome};
 use crate::remat::{RematError, SolveStatus};
-use crate::report::model::{Figure, Mark, Measure, Section, Series, Table};
 use crate::{Cited, InProcessStudy, ParamError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -12,7 +12,7 @@ fn the_committed_result_keeps_its_status_texts() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs/checkmate/cpu.result.json");
     let text = std::fs::read_to_string(&path).unwrap();
-    let record: crate::StudyRecord = crate::results::parse_json(&text).unwrap();
+    let record: crate::StudyRecord = crate::record::parse_json(&text).unwrap();
     let r: CheckmateResult = serde_json::from_value(record.result.clone()).unwrap();
     let statuses: Vec<&SolveStatus> = budgets(&r)
         .flat_map(|(_, b)| {

@@ -11,7 +11,7 @@
 //! [`measure`] evaluates the memory model and runs the collectives, returning an [`FsdpResult`]
 //! (bytes, bytes sent, seconds); [`render`] presents a result as the study's two sections.
 //!
-//! May import: [`crate::report::model`], Burn and `burn-collective`.
+//! May import: [`memwall_document::content`], Burn and `burn-collective`.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`ring`] (the collectives), [`run`] (the
 //! memory model and the measurement), [`result`] (the stored result) and [`render`] (the
@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use super::params::{bytes_at_most, int_in, list, num_above, num_in, require, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, DemoError};
 use super::{CiteAs, Cited};
-use crate::report::model::{Figure, Measure, Section, Series, Table};
+use crate::document::content::{Figure, Measure, Section, Series, Table};
 
 /// The FSDP study ([`InProcessStudy`](super::InProcessStudy)).
 pub struct Fsdp;

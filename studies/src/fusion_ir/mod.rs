@@ -32,7 +32,7 @@
 //! stored shape; (3) its costs and sizes mean nothing here. memwall-remat is not changed by this
 //! study, so a fused-expression op kind and serde for its graph would be the place to unify.
 //!
-//! May import: [`super`] (the study trait, errors, timing, test data), [`crate::report::model`]
+//! May import: [`super`] (the study trait, errors, timing, test data), [`memwall_document::content`]
 //! (the sections the renderers build), `crate::error` (errors of the imported run's file),
 //! `memwall_runner::fusion_chains` (the Burn chains, the study's inputs), `memwall_core`, Burn
 //! (flex), serde.
@@ -64,7 +64,7 @@ use std::path::Path;
 use super::params::{int_in, ParamResult};
 use super::{demo_study, ensure, median_time, DemoError, XorShift};
 use super::{CiteAs, Cited};
-use crate::report::model::{Figure, Measure, Section, Table};
+use crate::document::content::{Figure, Measure, Section, Table};
 use memwall_runner::fusion_chains::{random_vec, ChainsBackend, CUDA_CHAINS_FILE, SEED};
 // The chains' types, the fused reference loops and the imported run's format live in
 // memwall-core and the runner (the slim runner times the CUDA part on GPU machines).

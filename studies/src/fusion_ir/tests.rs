@@ -273,7 +273,7 @@ fn an_imported_cuda_run_is_rendered_and_measured() {
     let (runs, record, path) = stored_without_cuda();
     let study_dir = path.parent().unwrap();
     let study = fusion_study();
-    let speedup = |rows: &[crate::report::model::GlanceRow]| {
+    let speedup = |rows: &[crate::document::content::GlanceRow]| {
         let i = study
             .claims
             .iter()

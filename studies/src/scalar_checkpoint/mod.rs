@@ -25,7 +25,7 @@
 //! presents it with [`render`].
 //!
 //! May import: [`super`] (the study trait and helpers, `memwall_core::nonfinite`),
-//! [`crate::report::model`], `memwall_core::strategy`; no deep-learning framework, never the
+//! [`memwall_document::content`], `memwall_core::strategy`; no deep-learning framework, never the
 //! driver or the report renderers.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`run`] (the measurement), [`result`]
@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use super::params::{finite, int_in, list, ParamResult};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError};
 use super::{CiteAs, Cited};
-use crate::report::model::{Figure, Measure, Section, Series, Table};
+use crate::document::content::{Figure, Measure, Section, Series, Table};
 use memwall_core::nonfinite;
 
 /// Constant c of the post's map `x <- x*x + 1`.

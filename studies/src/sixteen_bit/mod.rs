@@ -8,7 +8,7 @@
 //! it with [`render`]. Values that overflow (an f16 square of 300 is +inf) are stored with
 //! [`memwall_core::nonfinite`].
 //!
-//! May import: [`super`] (the study trait and helpers), [`crate::report::model`], the `half`
+//! May import: [`super`] (the study trait and helpers), [`memwall_document::content`], the `half`
 //! crate; no deep-learning framework, never the driver or the report renderers.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`run`] (the measurement), [`result`]
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::params::{finite, int_in, num_above, ParamResult};
 use super::{demo_study, ensure, DemoError, XorShift};
 use super::{CiteAs, Cited};
-use crate::report::model::{Figure, Measure, Section, Series, Table};
+use crate::document::content::{Figure, Measure, Section, Series, Table};
 
 /// Label of the data set of `sum_entries` copies of 0.01 (the one plotted).
 const REPEATED: &str = "0.01 repeated";

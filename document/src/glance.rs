@@ -2,7 +2,7 @@
 //! experiment file, the document's words, the number it states (or one derived from its
 //! numbers, labelled so), ours, the device and the verdict.
 
-use crate::model::{GlanceRow, Measure, Table};
+use crate::content::{GlanceRow, Measure, Table};
 use memwall_core::spec::claims::{unit_suffix, SourceClaim, Verdict};
 
 /// What a study answers for one claim's `measure`.
