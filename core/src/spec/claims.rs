@@ -328,23 +328,31 @@ pub fn sweep_measure(measure: &str) -> Option<(&str, SweepMetric)> {
     Some((sweep, SweepMetric::parse(metric)?))
 }
 
-/// The checkpoint interval of configuration `name` in `sweep` (`ck*` matching `ck<K>` with an
-/// integer K >= 1, or `cksqrt`); `None` for a configuration outside the sweep (`cknone`
-/// included).
-pub fn sweep_member(sweep: &str, name: &str) -> Option<crate::spec::CheckpointSpec> {
+/// The checkpoint interval of `config` when it is a member of `sweep`, else `None`.
+///
+/// A member checkpoints (`checkpoint` is every K or sqrt; `none` is not a member, though it is
+/// the sweep's control) and is named as the grid names it: the sweep with `ck*` standing for
+/// `ck<its checkpoint>` (`deep-ck*-f32-fusedopt` has `deep-ck3-f32-fusedopt`, whose
+/// `checkpoint` field is 3). The interval is the configuration's own typed field, formatted
+/// into the name and compared; it is never parsed out of the name, so a configuration whose
+/// name says one interval and whose field another is not a member.
+pub fn sweep_member(
+    sweep: &str,
+    config: &crate::spec::ConfigSpec,
+) -> Option<crate::spec::CheckpointSpec> {
     use crate::spec::CheckpointSpec;
-    let (before, after) = sweep.split_once(SWEEP_WILDCARD)?;
-    let k = name
-        .strip_prefix(before)?
-        .strip_suffix(after)?
-        .strip_prefix("ck")?;
-    match k {
-        "sqrt" => Some(CheckpointSpec::Sqrt),
-        _ if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) && !k.starts_with('0') => {
-            k.parse().ok().map(CheckpointSpec::Every)
-        }
-        _ => None,
+    if config.checkpoint == CheckpointSpec::None {
+        return None;
     }
+    (sweep_config_name(sweep, config.checkpoint)? == config.name).then_some(config.checkpoint)
+}
+
+/// The name a grid gives the configuration of `sweep` (a name with one [`SWEEP_WILDCARD`]) at
+/// `checkpoint`: `deep-ck*-f32-fusedopt` at 3 is `deep-ck3-f32-fusedopt`, at none
+/// `deep-cknone-f32-fusedopt` (the sweep's control); `None` when `sweep` has no wildcard.
+pub fn sweep_config_name(sweep: &str, checkpoint: crate::spec::CheckpointSpec) -> Option<String> {
+    let (before, after) = sweep.split_once(SWEEP_WILDCARD)?;
+    Some(format!("{before}ck{checkpoint}{after}"))
 }
 
 /// A passage as the attribution check compares it: Markdown emphasis, code and escape marks
@@ -478,22 +486,30 @@ mod tests {
         assert_eq!(sweep_measure("ck*-ck*.u_depth_pct"), None);
         assert_eq!(sweep_measure("ck*-f32.reduction_pct"), None);
         let sweep = "deep-ck*-f32-fusedopt";
+        let config = |name: &str, checkpoint: &str| -> crate::spec::ConfigSpec {
+            toml::from_str(&format!("name = \"{name}\"\ncheckpoint = {checkpoint}")).unwrap()
+        };
         assert_eq!(
-            sweep_member(sweep, "deep-ck12-f32-fusedopt"),
+            sweep_member(sweep, &config("deep-ck12-f32-fusedopt", "12")),
             Some(CheckpointSpec::Every(12))
         );
         assert_eq!(
-            sweep_member(sweep, "deep-cksqrt-f32-fusedopt"),
+            sweep_member(sweep, &config("deep-cksqrt-f32-fusedopt", "\"sqrt\"")),
             Some(CheckpointSpec::Sqrt)
         );
-        for outside in [
-            "deep-cknone-f32-fusedopt",
-            "deep-ck4-bf16-fusedopt",
-            "deep-ck04-f32-fusedopt",
-            "deep-ck-f32-fusedopt",
-            "ck4-f32",
+        for (outside, checkpoint) in [
+            ("deep-cknone-f32-fusedopt", "\"none\""),
+            ("deep-ck4-bf16-fusedopt", "4"),
+            ("ck4-f32", "4"),
+            // The name says 12, the field 4: the field decides, and the name is not K = 4's.
+            ("deep-ck12-f32-fusedopt", "4"),
+            ("deep-ck04-f32-fusedopt", "4"),
         ] {
-            assert_eq!(sweep_member(sweep, outside), None, "{outside}");
+            assert_eq!(
+                sweep_member(sweep, &config(outside, checkpoint)),
+                None,
+                "{outside}"
+            );
         }
     }
 

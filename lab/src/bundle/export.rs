@@ -847,21 +847,27 @@ pub(super) fn warm_kinds(
 /// (`deep-ck*-f32-fusedopt`: every interval, `cknone` included), a training measure's
 /// configuration, and the study's controls (the denominators of its ratios).
 pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
-    use memwall_core::spec::claims::{sweep_measure, training_measure, SWEEP_WILDCARD};
+    use memwall_core::spec::claims::{
+        sweep_config_name, sweep_measure, sweep_member, training_measure,
+    };
+    use memwall_core::spec::CheckpointSpec;
     let mut out = std::collections::BTreeSet::new();
     for claim in &study.claims {
         let measure = claim.measure.as_str();
         if let Some((sweep, _)) = sweep_measure(measure) {
-            if let Some((before, after)) = sweep.split_once(SWEEP_WILDCARD) {
-                let prefix = format!("{before}ck");
-                out.extend(
-                    study
-                        .configs
-                        .iter()
-                        .filter(|c| c.name.starts_with(&prefix) && c.name.ends_with(after))
-                        .map(|c| c.name.clone()),
-                );
-            }
+            // The members, and the sweep's configuration without checkpointing (its control).
+            let control = sweep_config_name(sweep, CheckpointSpec::None);
+            out.extend(
+                study
+                    .configs
+                    .iter()
+                    .filter(|c| {
+                        sweep_member(sweep, c).is_some()
+                            || (c.checkpoint == CheckpointSpec::None
+                                && control.as_deref() == Some(c.name.as_str()))
+                    })
+                    .map(|c| c.name.clone()),
+            );
         } else if let Some((config, _)) = training_measure(measure) {
             out.insert(config.to_string());
         }

@@ -10,7 +10,7 @@
 //! May import: `memwall_core` (records, specs), polars, [`crate::stats`].
 
 use super::{JobStatus, StudyRecords};
-use crate::spec::{Goal, GoalMetric, GoalSelector, JobSpec};
+use crate::spec::{CheckpointSpec, Goal, GoalMetric, GoalSelector, JobSpec};
 use crate::stats::{self, Estimate};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -221,8 +221,9 @@ pub struct StrategySummary {
     pub precision: String,
     /// Optimizer name.
     pub optimizer: String,
-    /// Checkpointing ("none", "sqrt" or the interval K).
-    pub checkpoint: String,
+    /// Activation checkpointing as the experiment file gives it (none, every K, sqrt), read
+    /// from the table's `checkpoint` and `checkpoint_k` columns.
+    pub checkpoint: CheckpointSpec,
     /// Layer norm implementation the record ran.
     pub layer_norm: String,
     /// Whether the configuration is its group's control.
@@ -333,14 +334,29 @@ impl ConfigSummary {
 
 fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
     let (precision, optimizer) = (t.strs("precision")?, t.strs("optimizer")?);
-    let (checkpoint, layer_norm) = (t.strs("checkpoint")?, t.strs("layer_norm")?);
+    let (policy, layer_norm) = (t.strs("checkpoint")?, t.strs("layer_norm")?);
+    let k = t.f64s("checkpoint_k")?;
+    let checkpoint = policy
+        .iter()
+        .zip(&k)
+        .enumerate()
+        .map(|(i, (p, k))| {
+            super::checkpoint_of(p, k.map(|k| k as u64)).ok_or_else(|| {
+                t.bad_cell(
+                    "checkpoint",
+                    i,
+                    "not none, sqrt, or every_k with its checkpoint_k",
+                )
+            })
+        })
+        .collect::<AnalysisResult<Vec<_>>>()?;
     let (control, fused) = (t.bools("control")?, t.bools("fused_optimizer")?);
     let (fusion, budget, checkmate) = (t.bools("fusion")?, t.f64s("budget")?, t.f64s("checkmate")?);
     Ok((0..precision.len())
         .map(|i| StrategySummary {
             precision: precision[i].clone(),
             optimizer: optimizer[i].clone(),
-            checkpoint: checkpoint[i].clone(),
+            checkpoint: checkpoint[i],
             layer_norm: layer_norm[i].clone(),
             control: control[i],
             fused_optimizer: fused[i],
@@ -697,7 +713,7 @@ fn goal_side<'r>(
         let s = &c.strategy;
         c.ok()
             && s.precision == precision
-            && s.checkpoint == sel.checkpoint.to_string()
+            && s.checkpoint == sel.checkpoint
             && s.fused_optimizer == sel.fused_optimizer
             && !s.fusion
             && s.budget.is_none()

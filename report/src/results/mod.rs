@@ -10,6 +10,6 @@ pub use memwall_core::record::{
     JobStatus, StepRecord, Summary, RECORD_FILE, UNREADABLE_PREFIX,
 };
 pub use table::{
-    runtime_label, steps_table, study_table, write_parquet_tables, StudyRecords, STEPS_FILE,
-    SUMMARY_FILE,
+    checkpoint_k, checkpoint_of, checkpoint_policy, runtime_label, steps_table, study_table,
+    write_parquet_tables, StudyRecords, STEPS_FILE, SUMMARY_FILE,
 };

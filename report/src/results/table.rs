@@ -10,6 +10,7 @@
 
 use super::{read_record, JobRecord, RECORD_FILE};
 use crate::error::{Error, Result};
+use crate::spec::CheckpointSpec;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -145,7 +146,8 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "device_name" => [record.env.device_name.clone()],
         "precision" => [s.strategy.precision.as_str()],
         "optimizer" => [s.train.optimizer.as_str()],
-        "checkpoint" => [s.strategy.recompute.checkpoint().to_string()],
+        "checkpoint" => [checkpoint_policy(s.strategy.recompute.checkpoint())],
+        "checkpoint_k" => [checkpoint_k(s.strategy.recompute.checkpoint(), s.model.layers as usize)],
         "fused_optimizer" => [s.strategy.fused_optimizer],
         "fusion" => [s.strategy.fusion],
         "master_weights" => [s.strategy.master_weights],
@@ -355,4 +357,36 @@ fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
     let file = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
     ParquetWriter::new(file).finish(df).map_err(perr(path))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming into", path, e))
+}
+
+/// The study table's `checkpoint` column: the activation checkpointing policy of a job's
+/// strategy, `none`, `every_k` or `sqrt` (the interval itself is `checkpoint_k`).
+pub fn checkpoint_policy(c: CheckpointSpec) -> &'static str {
+    match c {
+        CheckpointSpec::None => "none",
+        CheckpointSpec::Every(_) => "every_k",
+        CheckpointSpec::Sqrt => "sqrt",
+    }
+}
+
+/// The study table's `checkpoint_k` column: blocks per checkpointed segment, K of every-K
+/// checkpointing as the experiment file gives it, ceil(sqrt(`layers`)) for sqrt (Chen et al.
+/// 2016), null without checkpointing.
+pub fn checkpoint_k(c: CheckpointSpec, layers: usize) -> Option<u32> {
+    match c {
+        CheckpointSpec::None => None,
+        CheckpointSpec::Every(k) => Some(k as u32),
+        CheckpointSpec::Sqrt => c.segment_len(layers).map(|k| k as u32),
+    }
+}
+
+/// The checkpointing of a study table's row from its `checkpoint` (policy) and `checkpoint_k`
+/// cells; `None` for a policy this version does not know.
+pub fn checkpoint_of(policy: &str, k: Option<u64>) -> Option<CheckpointSpec> {
+    match (policy, k) {
+        ("none", _) => Some(CheckpointSpec::None),
+        ("sqrt", _) => Some(CheckpointSpec::Sqrt),
+        ("every_k", Some(k)) => Some(CheckpointSpec::Every(k as usize)),
+        _ => None,
+    }
 }

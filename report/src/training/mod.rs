@@ -14,7 +14,7 @@ use crate::results::analysis::{
 };
 use crate::results::sublinear::{Sweep, SweepPoint};
 use crate::results::{steps_table, JobRecord, JobStatus, StudyRecords};
-use crate::spec::{Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
+use crate::spec::{CheckpointSpec, Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
 use crate::timeline;
 use memwall_core::spec::claims::{
     sweep_measure, sweep_member, training_measure, SourceClaim, SweepMetric, TrainingMetric,
@@ -430,7 +430,7 @@ fn answers_claim(g: &Group, claim: &SourceClaim) -> bool {
         return g
             .rows
             .iter()
-            .any(|c| c.ok && sweep_member(sweep, &c.cfg.name).is_some());
+            .any(|c| c.ok && sweep_member(sweep, c.cfg).is_some());
     }
     training_measure(&claim.measure)
         .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))

@@ -145,18 +145,16 @@ pub(super) fn interval_points(
         };
         let fusion = if st.fusion { ", fusion" } else { "" };
         let key = format!("{}{fusion}", st.precision);
-        match st.checkpoint.as_str() {
-            "none" => {
+        match st.checkpoint {
+            CheckpointSpec::None => {
                 none_level.insert(key, (p / unit, t));
             }
-            "sqrt" => {
+            CheckpointSpec::Sqrt => {
                 let k = (c.s.size.layers as f64).sqrt().ceil();
                 by_k.entry(key).or_default().push((k, p / unit, t));
             }
-            other => {
-                if let Ok(k) = other.parse::<f64>() {
-                    by_k.entry(key).or_default().push((k, p / unit, t));
-                }
+            CheckpointSpec::Every(k) => {
+                by_k.entry(key).or_default().push((k as f64, p / unit, t));
             }
         }
     }

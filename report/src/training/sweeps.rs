@@ -13,7 +13,7 @@ pub(super) fn group_sweep(g: &Group, sweep: &str) -> Option<Sweep> {
         .iter()
         .filter(|c| c.ok)
         .filter_map(|c| {
-            let k = sweep_member(sweep, &c.cfg.name)?.segment_len(layers)?;
+            let k = sweep_member(sweep, c.cfg)?.segment_len(layers)?;
             let peak = c.peak?;
             let steady = c.s.measured.steady_bytes?;
             Some(SweepPoint {

@@ -385,7 +385,7 @@ pub(crate) fn check_training_measure(
     if let Some((sweep, _)) = sweep_measure(measure) {
         let members = configs
             .iter()
-            .filter(|c| sweep_member(sweep, &c.name).is_some())
+            .filter(|c| sweep_member(sweep, c).is_some())
             .count();
         if members < MIN_SWEEP_POINTS {
             return Err(format!(
