@@ -3,7 +3,7 @@
 //! table wider than the window, no horizontal scrolling of the page, and the whole "Results at
 //! a glance" block within the first 900 px.
 //!
-//! Needs Debian's `chromium` package (`apt-get install -y chromium`; `.ci/run` installs it),
+//! Needs Debian's `chromium` package (`scripts/setup.sh` installs it, as `.ci/run` does),
 //! or `MEMWALL_CHROMIUM` set to a Chromium or Chrome binary. Without one the test fails and
 //! says how to install it (it never passes without looking at a page).
 //!
@@ -119,9 +119,10 @@ fn chromium() -> PathBuf {
         }
     }
     panic!(
-        "headless Chromium is needed to check the HTML reports and none was found: install \
-         Debian's package with `apt-get install -y chromium` (.ci/run does), or set \
-         MEMWALL_CHROMIUM to a Chromium or Chrome binary"
+        "headless Chromium is needed to check the HTML reports and none was found: run \
+         `scripts/setup.sh` (it installs what `just test` needs), or Debian's package with \
+         `sudo apt-get install -y chromium`, or set MEMWALL_CHROMIUM to a Chromium or Chrome \
+         binary"
     );
 }
 

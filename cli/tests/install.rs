@@ -3,6 +3,8 @@
 //! `crontab -n`, `bash -n`) and by running the generated command lines with a stand-in
 //! memwall that records its arguments.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -182,7 +184,7 @@ fn systemd_user_units_pass_systemd_analyze_verify() {
     let runtime = dir.path().join("runtime");
     fs::create_dir_all(&runtime).unwrap();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
-    let v = Command::new("systemd-analyze")
+    let v = common::tool("systemd-analyze", "systemd")
         .env("XDG_RUNTIME_DIR", &runtime)
         .args(["--user", "verify", "--man=no"])
         .arg(&service)
@@ -255,7 +257,7 @@ fn systemd_system_units_run_as_the_current_user() {
     let service = out.join("memwall-nightly.service");
     let s = fs::read_to_string(&service).unwrap();
     assert!(s.contains(&format!("\nUser={me}\n")), "{s}");
-    let v = Command::new("systemd-analyze")
+    let v = common::tool("systemd-analyze", "systemd")
         .args(["verify", "--man=no"])
         .arg(&service)
         .arg(out.join("memwall-nightly.timer"))
@@ -340,7 +342,7 @@ fn cron_line_passes_crontab_n_and_runs_under_flock() {
 
     // Debian's crontab -n: a dry run of the syntax check `crontab FILE` does (the crontab of
     // the user is not touched).
-    let c = Command::new("crontab")
+    let c = common::tool("crontab", "cron")
         .arg("-n")
         .arg(&file)
         .output()
@@ -376,7 +378,7 @@ fn cron_line_passes_crontab_n_and_runs_under_flock() {
 
     // While the lock is held, the night is skipped (flock -n), not queued.
     fs::remove_file(exe.parent().unwrap().join("args")).unwrap();
-    let held = Command::new("flock")
+    let held = common::tool("flock", "util-linux")
         .arg(checkout.join(".memwall/nightly.lock"))
         .args(["sh", "-c", &command])
         .output()

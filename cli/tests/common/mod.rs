@@ -125,3 +125,22 @@ pub fn bundle_smoke(
     args.extend_from_slice(extra);
     memwall(dir, &args)
 }
+
+/// A command for the external tool `name`, which `scripts/setup.sh` installs from the Debian
+/// and Ubuntu package `package`.
+///
+/// # Panics
+/// When `name` is not on the PATH: the message names the tool, its package and the line that
+/// installs it, so a test that needs it fails with what to do rather than "No such file".
+#[track_caller]
+pub fn tool(name: &str, package: &str) -> Command {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if !std::env::split_paths(&path).any(|d| d.join(name).is_file()) {
+        panic!(
+            "this test needs `{name}` (Debian/Ubuntu package `{package}`), which is not on the \
+             PATH: run `scripts/setup.sh` (it installs what `just test` needs), or \
+             `sudo apt-get install -y {package}`"
+        );
+    }
+    Command::new(name)
+}
