@@ -35,7 +35,7 @@ mod roles;
 
 pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
-    LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
+    GpuJob, LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
 pub use file::{
     MAX_EVAL_BATCHES, MAX_STEPS, MAX_SUITE_PLACE, MAX_TIMELINE_LINES, MAX_VOCAB, MIN_SWEEP_POINTS,

@@ -2,10 +2,11 @@
 //! experiment files (one place for them): the GPU suite and its order (`gpu_suite`), the
 //! studies PyTorch eager runs as twins (`pytorch_reference`) and the one whose control the
 //! kernel-attribution benchmark times (`kernel_attribution`), and the one whose glance opens the
-//! README's results block (`readme_headline`).
+//! README's results block (`readme_headline`), and the GPU jobs of in-process studies
+//! (`gpu_job`).
 
 use super::file::read_header;
-use super::{Study, StudyHeader, StudyKind};
+use super::{GpuJob, Study, StudyHeader, StudyKind};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,8 @@ pub struct StudyRoles {
     /// The GPU suite in the order it runs (`study.gpu_suite` ascending): each study's name,
     /// kind and experiment file.
     pub suite: Vec<(String, StudyKind, PathBuf)>,
+    /// The GPU jobs the suite's in-process studies declare (`study.gpu_job`), in suite order.
+    pub gpu_jobs: Vec<(String, GpuJob)>,
     /// The studies PyTorch eager runs as twins, in file order.
     pub pytorch: Vec<String>,
     /// The study whose control the kernel-attribution benchmark times, if any.
@@ -68,6 +71,10 @@ impl StudyRoles {
         })?;
         let headline = only_one(&headers, "study.readme_headline", |h| h.readme_headline)?;
         Ok(StudyRoles {
+            gpu_jobs: placed
+                .iter()
+                .filter_map(|(_, _, h)| Some((h.name.clone(), h.gpu_job?)))
+                .collect(),
             suite: placed
                 .into_iter()
                 .map(|(_, path, h)| (h.name.clone(), h.kind, path.clone()))
@@ -99,12 +106,13 @@ impl StudyRoles {
         self.suite.iter().map(|(n, _, _)| n.as_str()).collect()
     }
 
-    /// The suite's `fusion_ir` study, whose CUDA chains run in the bundle, if any.
+    /// The suite's study whose declared GPU job is the fusion chains
+    /// (`study.gpu_job = "fusion_chains"`), which run in the bundle, if any.
     pub fn chains(&self) -> Option<&str> {
-        self.suite
+        self.gpu_jobs
             .iter()
-            .find(|(_, k, _)| *k == StudyKind::FusionIr)
-            .map(|(n, _, _)| n.as_str())
+            .find(|(_, j)| *j == GpuJob::FusionChains)
+            .map(|(n, _)| n.as_str())
     }
 }
 
@@ -166,7 +174,14 @@ mod tests {
                 "a.toml",
                 header("a", "training", "gpu_suite = 2\npytorch_reference = true"),
             ),
-            ("b.toml", header("b", "fusion_ir", "gpu_suite = 9")),
+            (
+                "b.toml",
+                header(
+                    "b",
+                    "fusion_ir",
+                    "gpu_suite = 9\ngpu_job = \"fusion_chains\"",
+                ),
+            ),
             (
                 "c.toml",
                 header("c", "training", "gpu_suite = 1\nkernel_attribution = true"),
@@ -229,5 +244,31 @@ mod tests {
         let zero = folder(&[("a.toml", header("a", "training", "gpu_suite = 0"))]);
         let e = StudyRoles::discover(zero.path()).unwrap_err().to_string();
         assert!(e.contains("study.gpu_suite") && e.contains("from 1"), "{e}");
+        // An in-process study in the suite declares the job that runs there; a training
+        // study declares none (its jobs are its GPU part); an unknown job is named.
+        let undeclared = folder(&[("a.toml", header("a", "fusion_ir", "gpu_suite = 4"))]);
+        let e = StudyRoles::discover(undeclared.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("study.gpu_suite") && e.contains("study.gpu_job") && e.contains("a.toml"),
+            "{e}"
+        );
+        let training = folder(&[(
+            "a.toml",
+            header("a", "training", "gpu_job = \"fusion_chains\""),
+        )]);
+        let e = StudyRoles::discover(training.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("study.gpu_job") && e.contains("training"), "{e}");
+        let unknown = folder(&[(
+            "a.toml",
+            header("a", "sixteen_bit", "gpu_suite = 5\ngpu_job = \"overflow\""),
+        )]);
+        let e = StudyRoles::discover(unknown.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gpu_job") && e.contains("fusion_chains"), "{e}");
     }
 }

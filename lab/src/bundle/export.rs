@@ -146,9 +146,9 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     g.warmed = warm_kinds(&stored, resume.as_ref());
     for experiment in &req.experiments {
         let study = Study::load(experiment, profile, req.data.as_deref())?;
-        if study.header.kind == StudyKind::FusionIr {
-            // Its CUDA chains run in the slim runner (`memwall-job fusion-chains`); the rest of
-            // the study is CPU-only and runs in memwall.
+        if study.header.gpu_job == Some(memwall_core::spec::GpuJob::FusionChains) {
+            // Its declared GPU job runs in the slim runner (`memwall-job fusion-chains`); the
+            // rest of the study is CPU-only and runs in memwall.
             g.fusion_chains = true;
             continue;
         }

@@ -53,7 +53,7 @@ pub struct StudyHeader {
     pub timeline: Vec<String>,
     /// The study's place in the GPU suite (`memwall bundle --suite`): 1 runs first, when a
     /// session's minutes matter most; `None`: not in the suite. A training study's jobs travel
-    /// in the bundle; a `fusion_ir` study's CUDA chains run there.
+    /// in the bundle; an in-process study's declared `gpu_job` runs there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_suite: Option<u32>,
     /// PyTorch eager runs the study's configurations as twins (`memwall reference`, the
@@ -68,6 +68,22 @@ pub struct StudyHeader {
     /// one study at most; without one, `memwall report` leaves the README alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub readme_headline: bool,
+    /// The GPU part of an in-process study: the slim runner's command that a GPU bundle runs
+    /// for it (`study.gpu_job = "fusion_chains"`), whose output `memwall import` stores beside
+    /// the study's CPU result. An in-process study in the GPU suite (`gpu_suite`) declares
+    /// one; a training study's jobs are its GPU part and it declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_job: Option<GpuJob>,
+}
+
+/// A GPU measurement of an in-process study that the slim runner (`memwall-job`) makes in a
+/// bundle (`study.gpu_job`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuJob {
+    /// `memwall-job fusion-chains`: the elementwise chains of the blog's fusion IR, unfused and
+    /// fused, on Burn's CUDA backend (`chains.json`, imported as the study's `cuda_chains.json`).
+    FusionChains,
 }
 
 /// Highest place in the GPU suite (`study.gpu_suite`).

@@ -456,13 +456,20 @@ pub(crate) fn check_roles(h: &StudyHeader, fields: Fields) -> Result<()> {
                 format!("{place}: expected a place from 1 (runs first) to {MAX_SUITE_PLACE}"),
             ));
         }
-        if !training && h.kind != StudyKind::FusionIr {
+        if !training && h.gpu_job.is_none() {
             return Err(fields.err(
                 "study.gpu_suite",
-                "only training studies and the fusion_ir study run on a GPU machine: remove it"
+                "an in-process study runs on a GPU machine only through the job it declares \
+                 (`study.gpu_job`, e.g. \"fusion_chains\"): declare one or remove gpu_suite"
                     .into(),
             ));
         }
+    }
+    if training && h.gpu_job.is_some() {
+        return Err(fields.err(
+            "study.gpu_job",
+            "a training study's GPU part is its jobs: remove gpu_job".into(),
+        ));
     }
     for (set, key) in [
         (h.pytorch_reference, "study.pytorch_reference"),
