@@ -7,7 +7,8 @@
 #   scripts/setup.sh --check   only say what is missing; exit 1 when something is
 #
 # What it installs (Debian/Ubuntu package names):
-#   cmake, libclang-dev   HiGHS, the MILP solver of the Checkmate study, is built from source
+#   gcc, g++              Rust links with cc; HiGHS (the Checkmate study's MILP solver) is C++
+#   cmake, libclang-dev   HiGHS is built from source (highs-sys)
 #   chromium              the browser test renders every committed report page headless
 #   systemd, cron         the nightly's scheduler files are checked by systemd-analyze, crontab -n
 #   just                  the task runner (the rust-just wheel from PyPI, else cargo install)
@@ -47,6 +48,9 @@ done
 
 # 2. System packages, through apt-get on Debian and Ubuntu.
 packages=()
+# A C and C++ compiler: Rust links with cc, and HiGHS is C++ (a fresh Debian 12 has neither).
+command -v cc >/dev/null 2>&1 || packages+=(gcc)
+command -v c++ >/dev/null 2>&1 || packages+=(g++)
 command -v cmake >/dev/null 2>&1 || packages+=(cmake)
 ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || packages+=(libclang-dev)
 if [ -z "${MEMWALL_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
@@ -71,7 +75,7 @@ if [ ${#packages[@]} -gt 0 ]; then
         $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
     fi
 else
-    note "cmake, libclang, Chromium, systemd-analyze and crontab are installed"
+    note "cc, c++, cmake, libclang, Chromium, systemd-analyze and crontab are installed"
 fi
 
 # 3. just: the rust-just wheel (a prebuilt binary) into the user's bin folder; Debian 12's
