@@ -183,8 +183,39 @@ enum Cmd {
     },
 }
 
+/// Runs the command line; an error is printed as one line (`error: a: b: c`, each cause once:
+/// [`error_line`]) and the exit status is 1.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error_line(e.as_ref()));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `e` and its causes in one line, `a: b: c`, naming each cause once: a cause whose text the
+/// line already holds (an error whose own message prints its source) is not repeated, so
+/// "cannot read graph file X: No such file or directory (os error 2)" is not followed by its
+/// I/O error again.
+pub(crate) fn error_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    for cause in std::iter::successors(Some(e), |e| e.source()) {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// Dispatches the command line to each command's function.
-fn main() -> Result<()> {
+fn run() -> Result<()> {
     memwall::init_logging();
     let cli = Cli::parse();
     match cli.command {
@@ -261,5 +292,37 @@ fn main() -> Result<()> {
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod error_line_tests {
+    use super::error_line;
+
+    /// An error that prints its source in its own message, as many of ours do.
+    #[derive(Debug)]
+    struct Unreadable(std::io::Error);
+    impl std::fmt::Display for Unreadable {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot read graph file g.json: {}", self.0)
+        }
+    }
+    impl std::error::Error for Unreadable {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_named_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(Unreadable(io)).context("study `checkmate` failed");
+        let line = error_line(e.as_ref());
+        assert_eq!(
+            line,
+            "study `checkmate` failed: cannot read graph file g.json: No such file or directory"
+        );
+        // anyhow's own `{:#}` repeats the I/O error: what this replaces.
+        assert_eq!(format!("{e:#}").matches("No such file").count(), 2);
     }
 }

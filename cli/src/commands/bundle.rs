@@ -136,8 +136,9 @@ pub(crate) fn import_cmd(a: ImportArgs) -> Result<()> {
             a.skip_mismatched,
             nightly,
         ) {
-            eprintln!("error: {}: {e:#}", source.display());
-            failed.push(format!("{}: {e:#}", source.display()));
+            let line = format!("{}: {}", source.display(), crate::error_line(e.as_ref()));
+            eprintln!("error: {line}");
+            failed.push(line);
         }
     }
     match failed.len() {

@@ -208,7 +208,11 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
         match driver::check_study(f, &opts) {
             Ok(()) => valid.push(f),
             Err(e) => {
-                eprintln!("error: {}: {e:#} (this study is skipped)", f.display());
+                eprintln!(
+                    "error: {}: {} (this study is skipped)",
+                    f.display(),
+                    crate::error_line(&e)
+                );
                 failed.push(f.display().to_string());
             }
         }
@@ -218,7 +222,7 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
         match run_study(f, &paths, &opts, true) {
             Ok(()) => rendered.push(f.clone()),
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", crate::error_line(e.as_ref()));
                 failed.push(f.display().to_string());
             }
         }
