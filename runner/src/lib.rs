@@ -41,16 +41,21 @@ pub use memwall_core::error::{Error, Result};
 pub const BURN_VERSION: &str = "0.21.0";
 
 /// Sends `tracing` logs to stderr (stdout carries the commands' results), with colors only on
-/// a terminal; the filter comes from `MEMWALL_LOG` (default `info,highs=error,usvg=error`:
-/// HiGHS reports a solve stopped by its time limit as a warning, and the commands print each
-/// solve's status; usvg notes the zero-height bars of a figure it skips).
+/// a terminal; the filter comes from `MEMWALL_LOG` (default
+/// `info,highs=error,usvg=error,burn_collective=warn`: HiGHS reports a solve stopped by its
+/// time limit as a warning, and the commands print each solve's status; usvg notes the
+/// zero-height bars of a figure it skips; burn-collective prints its configuration struct).
 pub fn init_logging() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMWALL_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,highs=error,usvg=error")
+                // burn-collective logs its whole configuration as a multi-line struct at info
+                // on every FSDP run: its warnings and errors only.
+                tracing_subscriber::EnvFilter::new(
+                    "info,highs=error,usvg=error,burn_collective=warn",
+                )
             }),
         )
         .init();
