@@ -847,24 +847,19 @@ pub(super) fn warm_kinds(
 /// (`deep-ck*-f32-fusedopt`: every interval, `cknone` included), a training measure's
 /// configuration, and the study's controls (the denominators of its ratios).
 pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
-    use memwall_core::spec::claims::{
-        sweep_config_name, sweep_measure, sweep_member, training_measure,
-    };
-    use memwall_core::spec::CheckpointSpec;
+    use memwall_core::spec::claims::{sweep_config_name, sweep_measure, training_measure};
     let mut out = std::collections::BTreeSet::new();
     for claim in &study.claims {
         let measure = claim.measure.as_str();
         if let Some((sweep, _)) = sweep_measure(measure) {
-            // The members, and the sweep's configuration without checkpointing (its control).
-            let control = sweep_config_name(sweep, CheckpointSpec::None);
+            // Every configuration named as the grid names the sweep at its own checkpoint
+            // field: the members, and at `none` the sweep's control.
             out.extend(
                 study
                     .configs
                     .iter()
                     .filter(|c| {
-                        sweep_member(sweep, c).is_some()
-                            || (c.checkpoint == CheckpointSpec::None
-                                && control.as_deref() == Some(c.name.as_str()))
+                        sweep_config_name(sweep, c.checkpoint).as_deref() == Some(c.name.as_str())
                     })
                     .map(|c| c.name.clone()),
             );

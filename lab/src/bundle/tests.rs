@@ -108,3 +108,28 @@ fn an_unreadable_archive_names_the_step_and_the_file() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_sweeps_claims_bundle_its_members_and_its_control_by_their_checkpoint_field() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../experiments/checkpoint_interval.toml");
+    let study = crate::spec::Study::load(&path, crate::spec::Profile::Cpu, None).unwrap();
+    let claimed = export::claimed_configs(&study);
+    // The sweep's members by their checkpoint field, and its control (also one of the
+    // study's controls, which every claimed set holds).
+    for member in [
+        "deep-cknone-f32-fusedopt",
+        "deep-ck1-f32-fusedopt",
+        "deep-ck3-f32-fusedopt",
+        "deep-cksqrt-f32-fusedopt",
+        "deep-ck128-f32-fusedopt",
+    ] {
+        assert!(
+            claimed.contains(member),
+            "{member} not claimed: {claimed:?}"
+        );
+    }
+    // The first grid's rows are not of the deep sweep (its control is claimed as the study's).
+    assert!(!claimed.contains("ck1-f16"), "{claimed:?}");
+    assert!(!claimed.contains("ck4-bf16-fusion"), "{claimed:?}");
+}
