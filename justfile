@@ -32,6 +32,11 @@ report: build
 report-check: build
     {{memwall}} report --check
 
+# Every headline claim with its measure's provenance, its rule and band, and its verdict; fail
+# when a claim about the world is judged on arithmetic or a rule cannot fail.
+claims-check: build
+    {{memwall}} claims --check
+
 # The reports as a Hugo site: page bundles and the index in target/site/content, built with
 # Debian's hugo (`apt-get install -y hugo`) into target/site/public.
 publish: build

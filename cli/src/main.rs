@@ -70,6 +70,22 @@ enum Cmd {
         #[arg(long)]
         check: bool,
     },
+    /// Print every headline claim of the studies: its quotation and place, the measure and its
+    /// provenance (measured, derived, computed, arithmetic), the rule and why its band, whether
+    /// the rule can fail, and the verdict from the record store.
+    Claims {
+        /// Experiment files (default: every file in --experiments-dir).
+        experiments: Vec<PathBuf>,
+        #[arg(long, default_value = "experiments")]
+        experiments_dir: PathBuf,
+        #[arg(long, default_value = "runs", env = "MEMWALL_RUNS")]
+        runs: PathBuf,
+        /// Exit non-zero, naming each claim, when a claim about the world is judged on
+        /// arithmetic or an algorithm's output, a claim about a computation on arithmetic, a
+        /// measure's provenance is unknown, or a rule cannot fail.
+        #[arg(long)]
+        check: bool,
+    },
     /// Write the reports as a Hugo site's content: `<TO>/reports/_index.md` (the index across
     /// studies) and one page bundle per study, `<TO>/reports/<study>/index.md` with its
     /// figures; build it with `hugo --source site --contentDir <TO>`.
@@ -237,6 +253,12 @@ fn run() -> Result<()> {
             templates,
             check,
         } => report_cmd(experiments, runs, reports, templates, check),
+        Cmd::Claims {
+            experiments,
+            experiments_dir,
+            runs,
+            check,
+        } => claims(experiments, &experiments_dir, &runs, check),
         Cmd::Publish {
             to,
             reports,

@@ -5,6 +5,7 @@
 //! never formats text or draws pixels itself. A section always pairs the source document's claim
 //! with our measurement.
 
+use memwall_core::spec::provenance::{ClaimAbout, Provenance};
 use serde::{Deserialize, Serialize};
 
 /// One part of a report: a claim from a source document, what we measured, tables and figures.
@@ -206,8 +207,8 @@ impl Figure {
     }
 }
 
-/// A named number of an in-process study's result that a `[[claims]]` entry can name as its
-/// `measure` (e.g. `"max_batch_ratio"`), with the unit it is printed in.
+/// A named number of a study's result that a `[[claims]]` entry can name as its `measure`
+/// (e.g. `"max_batch_ratio"`), with the unit it is printed in and where the number comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measure {
     /// The name a claim's `measure` uses.
@@ -221,17 +222,28 @@ pub struct Measure {
     /// Why the value is missing (NaN), in the study's words; the glance quotes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
+    /// Measured, derived from measured values, computed by an algorithm of ours, or arithmetic
+    /// from the configuration: which claims it may judge
+    /// ([`memwall_core::spec::provenance::ClaimAbout::admits`]).
+    pub provenance: Provenance,
 }
 
 impl Measure {
-    /// `value` in `unit`, printed with `decimals` decimals.
-    pub fn new(name: &str, value: f64, unit: &str, decimals: usize) -> Measure {
+    /// `value` in `unit`, printed with `decimals` decimals, of provenance `provenance`.
+    pub fn new(
+        name: &str,
+        value: f64,
+        unit: &str,
+        decimals: usize,
+        provenance: Provenance,
+    ) -> Measure {
         Measure {
             name: name.into(),
             value,
             unit: unit.into(),
             decimals,
             missing: None,
+            provenance,
         }
     }
 
@@ -278,4 +290,13 @@ pub struct GlanceRow {
     /// The verdict's footnote: why the claim is not comparable, what ours rests on, or why
     /// ours contradicts the claim.
     pub why: Option<String>,
+    /// What the claim states (the world, a computation, a definition).
+    #[serde(default)]
+    pub about: ClaimAbout,
+    /// Where ours comes from (None: not measured, or not comparable).
+    #[serde(default)]
+    pub provenance: Option<Provenance>,
+    /// Why the rule's band is as wide as it is (the claim's `band`), a footnote of the verdict.
+    #[serde(default)]
+    pub band: Option<String>,
 }

@@ -1,9 +1,12 @@
 //! The "Results at a glance" block that opens every report: per `[[claims]]` entry of the
 //! experiment file, the document's words, the number it states (or one derived from its
-//! numbers, labelled so), ours, the device and the verdict.
+//! numbers, labelled so), ours with its provenance (measured, derived, computed, arithmetic),
+//! the device and the verdict ("by definition" where a claim about a definition is judged on
+//! arithmetic).
 
 use crate::content::{GlanceRow, Measure, Table};
 use memwall_core::spec::claims::{unit_suffix, SourceClaim, Verdict};
+use memwall_core::spec::provenance::{ClaimAbout, Provenance};
 
 /// What a study answers for one claim's `measure`.
 #[derive(Debug, Clone)]
@@ -44,13 +47,21 @@ pub fn rows(
                 })
                 .unwrap_or_else(|| "–".into());
             let mut contradicted = false;
+            let mut provenance = None;
             let (ours, value, why) = match &c.not_comparable {
                 Some(reason) => ("–".to_string(), None, Some(reason.clone())),
                 None => match answer(c) {
-                    Answer::Measured(m) => (m.text(), Some(m.value), None),
-                    Answer::Explained(m, note) => (m.text(), Some(m.value), Some(note)),
+                    Answer::Measured(m) => {
+                        provenance = Some(m.provenance.clone());
+                        (m.text(), Some(m.value), None)
+                    }
+                    Answer::Explained(m, note) => {
+                        provenance = Some(m.provenance.clone());
+                        (m.text(), Some(m.value), Some(note))
+                    }
                     Answer::Contradicted(m, reason) => {
                         contradicted = true;
+                        provenance = Some(m.provenance.clone());
                         (m.text(), Some(m.value), Some(reason))
                     }
                     Answer::Missing(reason) => ("–".to_string(), None, Some(reason)),
@@ -66,9 +77,15 @@ pub fn rows(
             } else {
                 format!("{} {}", c.measure, c.agree.describe(c.value, &unit))
             };
+            let location = match &c.source {
+                // Another document than the study's: named first, which the attribution check
+                // reads ([`memwall_core::spec::claims::SourceClaim::source`]).
+                Some(doc) => format!("{doc}: {}", c.location),
+                None => c.location.clone(),
+            };
             GlanceRow {
                 quote: c.quote.clone(),
-                location: c.location.clone(),
+                location,
                 claimed,
                 derived: c.derived.clone(),
                 ours,
@@ -76,9 +93,26 @@ pub fn rows(
                 device: device.to_string(),
                 verdict,
                 why,
+                about: c.about,
+                provenance,
+                band: c.band.clone().filter(|_| c.not_comparable.is_none()),
             }
         })
         .collect()
+}
+
+/// Gives each row of `rows` (one per claim of `claims`, in order) that has no provenance, as a
+/// missing value has none, the provenance `of(claim)` returns: what would judge it.
+pub fn fill_provenance(
+    rows: &mut [GlanceRow],
+    claims: &[SourceClaim],
+    of: impl Fn(&SourceClaim) -> Option<Provenance>,
+) {
+    for (row, c) in rows.iter_mut().zip(claims) {
+        if row.provenance.is_none() && c.not_comparable.is_none() {
+            row.provenance = of(c);
+        }
+    }
 }
 
 /// The glance rows as a table: the quotation (with its place in `source`), the document's
@@ -107,15 +141,23 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
             Some(_) => format!("{} (derived)", r.claimed),
             None => r.claimed.clone(),
         };
+        let by_definition = match (&r.provenance, r.about) {
+            (Some(Provenance::Arithmetic(_)), ClaimAbout::Definition) => " by definition",
+            _ => "",
+        };
         let verdict = if r.rule.is_empty() {
             r.verdict.as_str().to_string()
         } else {
-            format!("{} ({})", r.verdict.as_str(), r.rule)
+            format!("{}{by_definition} ({})", r.verdict.as_str(), r.rule)
+        };
+        let ours = match &r.provenance {
+            Some(p) if r.ours != "–" => format!("{} ({})", r.ours, p.kind()),
+            _ => r.ours.clone(),
         };
         t.rows.push(vec![
             format!("“{}” ({})", r.quote, r.location),
             claimed,
-            r.ours.clone(),
+            ours,
             verdict,
         ]);
         if let Some(d) = &r.derived {
@@ -123,6 +165,9 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
         }
         if let Some(w) = &r.why {
             t.note(i, 3, w.clone());
+        }
+        if let Some(b) = &r.band {
+            t.note(i, 3, format!("Why this band: {b}"));
         }
     }
     t
@@ -185,7 +230,14 @@ mod tests {
                 ..Default::default()
             },
             not_comparable: None,
+            about: ClaimAbout::World,
+            band: None,
+            source: None,
         }
+    }
+
+    fn timed() -> Provenance {
+        Provenance::Measured("exact peak allocated bytes".into())
     }
 
     #[test]
@@ -196,13 +248,15 @@ mod tests {
         ];
         let rows = rows(&claims, "H100", |c| {
             if c.id == "a" {
-                Answer::Measured(Measure::new("a", 36.04, "%", 1))
+                Answer::Measured(Measure::new("a", 36.04, "%", 1, timed()))
             } else {
                 Answer::Missing("`x` did not finish (out_of_memory)".into())
             }
         });
         let within = rows[0].clone();
         assert_eq!(rows[0].ours, "36.0%");
+        assert_eq!(rows[0].provenance, Some(timed()));
+        assert_eq!(rows[1].provenance, None);
         assert_eq!(rows[0].claimed, "41.3%");
         assert_eq!(rows[0].verdict, Verdict::Agree);
         assert_eq!(rows[1].verdict, Verdict::NotComparable);
@@ -212,6 +266,7 @@ mod tests {
             t.rows[0][0],
             "“BFloat16 achieved 41.3% memory reduction” (Analysis)"
         );
+        assert_eq!(t.rows[0][2], "36.0% (measured)");
         assert_eq!(
             t.rows[0][3],
             "agree (bfloat16.reduction_pct within 10 percentage points of 41.3%)"
@@ -225,7 +280,7 @@ mod tests {
         // A value within the rule that contradicts the claim another way disagrees, and says
         // why; an explained value is judged by the rule, with its footnote.
         let claims = [claim("a", "bfloat16.reduction_pct")];
-        let m = || Measure::new("a", 36.04, "%", 1);
+        let m = || Measure::new("a", 36.04, "%", 1, timed());
         let against = super::rows(&claims, "H100", |_| {
             Answer::Contradicted(m(), "the fit's a is negative".into())
         });
@@ -237,5 +292,19 @@ mod tests {
         });
         assert_eq!(explained[0].verdict, Verdict::Agree);
         assert_eq!(explained[0].why.as_deref(), Some("a = 1, b = 2"));
+        // A claim about a definition judged on arithmetic says so beside its verdict.
+        let mut format = claim("a", "f16_minus_bf16_fraction_bits");
+        format.about = ClaimAbout::Definition;
+        let by_definition = super::rows(&[format], "H100", |_| {
+            let constant = Provenance::Arithmetic("10 - 7 mantissa bits".into());
+            Answer::Measured(Measure::new("a", 36.04, "%", 1, constant))
+        });
+        let t = table(&by_definition, "doc.txt");
+        assert!(
+            t.rows[0][3].starts_with("agree by definition ("),
+            "{:?}",
+            t.rows[0]
+        );
+        assert_eq!(t.rows[0][2], "36.0% (arithmetic)");
     }
 }

@@ -208,6 +208,9 @@ mod tests {
             device: device.into(),
             verdict: memwall_core::spec::claims::Verdict::Agree,
             why: None,
+            about: Default::default(),
+            provenance: None,
+            band: None,
         }
     }
 

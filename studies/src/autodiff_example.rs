@@ -134,13 +134,16 @@ impl InProcessStudy for AutodiffExample {
 /// trace's `trace_dy_dx1` and `trace_dy_dx2` (the adjoints of v1 = x1 and v2 = x2; NaN without
 /// those rows).
 pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
+    use memwall_core::spec::provenance::Provenance::Computed;
     let adjoint = |i: usize| r.trace.get(i).map_or(f64::NAN, |t| t.adjoint);
+    let burn = || Computed("Burn's reverse-mode autodiff, f32, on the flex backend".into());
+    let trace = || Computed("our f64 reverse-mode trace (adjoints in reverse order)".into());
     vec![
-        Measure::new("y", r.burn.y, "", 4),
-        Measure::new("dy_dx1", r.burn.dy_dx1, "", 4),
-        Measure::new("dy_dx2", r.burn.dy_dx2, "", 4),
-        Measure::new("trace_dy_dx1", adjoint(0), "", 4),
-        Measure::new("trace_dy_dx2", adjoint(1), "", 4),
+        Measure::new("y", r.burn.y, "", 4, burn()),
+        Measure::new("dy_dx1", r.burn.dy_dx1, "", 4, burn()),
+        Measure::new("dy_dx2", r.burn.dy_dx2, "", 4, burn()),
+        Measure::new("trace_dy_dx1", adjoint(0), "", 4, trace()),
+        Measure::new("trace_dy_dx2", adjoint(1), "", 4, trace()),
     ]
 }
 

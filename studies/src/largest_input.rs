@@ -633,16 +633,23 @@ pub fn environment(rows: &[Row], study: &Study) -> Option<Table> {
 /// `<configuration>.largest_seq_len_ratio`, the configuration's largest value over the
 /// control's (x).
 pub fn measure(rows: &[Row], name: &str) -> Option<Measure> {
+    use memwall_core::spec::claims::TrainingMetric;
     let (config, metric) = name.rsplit_once('.')?;
-    let dim = match metric {
-        "largest_batch_ratio" => Dim::Batch,
-        "largest_seq_len_ratio" => Dim::SeqLen,
+    let (dim, training) = match metric {
+        "largest_batch_ratio" => (Dim::Batch, TrainingMetric::LargestBatchRatio),
+        "largest_seq_len_ratio" => (Dim::SeqLen, TrainingMetric::LargestSeqLenRatio),
         _ => return None,
     };
     let row = rows
         .iter()
         .find(|r| r.dim == dim && r.config.name == config)?;
-    Some(Measure::new(name, ratio(rows, row)?, "x", 2))
+    Some(Measure::new(
+        name,
+        ratio(rows, row)?,
+        "x",
+        2,
+        training.provenance(),
+    ))
 }
 
 /// The glance rows of `study`'s claims answered from the search's `rows`.
@@ -652,7 +659,7 @@ pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
         .iter()
         .find_map(|r| r.largest.map(|(_, rec)| rec.env.device_name.clone()))
         .unwrap_or_else(|| "no device yet".into());
-    glance_rows(
+    let mut glance = glance_rows(
         &study.claims,
         &format!("{device}, {} profile", study.profile),
         |c| match measure(rows, &c.measure) {
@@ -663,7 +670,11 @@ pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
                 c.measure
             )),
         },
-    )
+    );
+    crate::document::glance::fill_provenance(&mut glance, &study.claims, |c| {
+        memwall_core::spec::claims::training_provenance(&c.measure)
+    });
+    glance
 }
 
 #[cfg(test)]

@@ -332,7 +332,7 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
     if let Some(on) = imported_on {
         device.push_str(&format!("; {on}"));
     }
-    Ok(glance::rows(&study.claims, &device, |c| {
+    let mut rows = glance::rows(&study.claims, &device, |c| {
         match measures.iter().find(|m| m.name == c.measure) {
             Some(m) if m.value.is_finite() => Answer::Measured(m.clone()),
             Some(Measure {
@@ -345,7 +345,14 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
             )),
             None => Answer::Missing(format!("no measure `{}`", c.measure)),
         }
-    }))
+    });
+    glance::fill_provenance(&mut rows, &study.claims, |c| {
+        measures
+            .iter()
+            .find(|m| m.name == c.measure)
+            .map(|m| m.provenance.clone())
+    });
+    Ok(rows)
 }
 
 /// A stored record's result with what a bundle's import put beside it in its folder

@@ -550,30 +550,69 @@ pub fn measures(r: &StaticPlanningResult) -> Vec<Measure> {
         _ => f64::NAN,
     };
     let deep = &r.resnet_deep;
+    use memwall_core::spec::provenance::Provenance::{Arithmetic, Computed};
     let fraction = recomputed_forward_fraction(deep);
+    let planner = |what: &str| Computed(format!("{what}, from our static memory planner's plans"));
     vec![
-        Measure::new("mlp_inplace_buffers_saved", saved(1), "", 0),
-        Measure::new("mlp_sharing_buffers_saved", saved(2), "", 0),
-        Measure::new("sharing_factor_resnet", sharing_factor(&r.resnet), "x", 2),
-        Measure::new("sharing_factor_deep", sharing_factor(deep), "x", 2),
+        Measure::new(
+            "mlp_inplace_buffers_saved",
+            saved(1),
+            "",
+            0,
+            planner("buffers of the MLP's plan without sharing minus with in-place"),
+        ),
+        Measure::new(
+            "mlp_sharing_buffers_saved",
+            saved(2),
+            "",
+            0,
+            planner("buffers of the MLP's plan without sharing minus with sharing"),
+        ),
+        Measure::new(
+            "sharing_factor_resnet",
+            sharing_factor(&r.resnet),
+            "x",
+            2,
+            planner("ResNet's static bytes without sharing / with in-place + sharing"),
+        ),
+        Measure::new(
+            "sharing_factor_deep",
+            sharing_factor(deep),
+            "x",
+            2,
+            planner("the deep ResNet's static bytes without sharing / with in-place + sharing"),
+        ),
         Measure::new(
             "sharing_factor_deep_over_shallow",
             sharing_factor(deep) / sharing_factor(&r.resnet),
             "x",
             3,
+            planner("the deep ResNet's sharing factor / the shallow one's"),
         ),
-        Measure::new("deep_recomputed_forward_fraction", fraction, "x", 3),
+        Measure::new(
+            "deep_recomputed_forward_fraction",
+            fraction,
+            "x",
+            3,
+            planner("forward operations recomputed by the sqrt(n) plan / the deep ResNet's forward operations"),
+        ),
         Measure::new(
             "deep_modelled_time_increase_pct",
             fraction * 100.0 / 3.0,
             "%",
             1,
+            Arithmetic(
+                "the recomputed forward fraction x 100 / 3, a model in which backward costs \
+                 two forward passes (no timing)"
+                    .into(),
+            ),
         ),
         Measure::new(
             "deep_sqrt_memory_reduction",
             static_bytes(deep, 3) / static_bytes(deep, 5),
             "x",
             2,
+            planner("the deep ResNet's static bytes with in-place + sharing / with sqrt(n) checkpointing added"),
         ),
     ]
 }

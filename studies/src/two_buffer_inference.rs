@@ -200,23 +200,56 @@ fn log_slope(r: &InferenceResult, f: fn(&DepthResult) -> u64) -> f64 {
 ///   planner's training plan; 1.0 is O(N) memory.
 /// - `store_all_log_slope`: the same for the measured store-every-activation forward pass.
 pub fn measures(r: &InferenceResult) -> Vec<Measure> {
+    use memwall_core::spec::provenance::Provenance::Computed;
     let two = growth(r, |d| d.two_buffers_bytes);
     let planned = growth(r, |d| d.planner_inference_bytes);
+    let buffers = "the activation buffers our forward pass holds (Vec capacities x 4 B)";
+    let planner = "the static memory planner's bytes on the MLP's graph";
     vec![
-        Measure::new("inference_bytes_growth", two.max(planned), "x", 2),
-        Measure::new("two_buffers_growth", two, "x", 2),
-        Measure::new("planner_inference_growth", planned, "x", 2),
+        Measure::new(
+            "inference_bytes_growth",
+            two.max(planned),
+            "x",
+            2,
+            Computed(format!(
+                "largest / smallest over the depths, the larger of {buffers} and {planner}"
+            )),
+        ),
+        Measure::new(
+            "two_buffers_growth",
+            two,
+            "x",
+            2,
+            Computed(format!("largest / smallest over the depths of {buffers}")),
+        ),
+        Measure::new(
+            "planner_inference_growth",
+            planned,
+            "x",
+            2,
+            Computed(format!(
+                "largest / smallest over the depths of {planner} (inference)"
+            )),
+        ),
         Measure::new(
             "training_bytes_log_slope",
             log_slope(r, |d| d.planner_training_bytes),
             "",
             3,
+            Computed(format!(
+                "least-squares slope of ln(bytes) on ln(N), N >= 16, of {planner} (training)"
+            )),
         ),
         Measure::new(
             "store_all_log_slope",
             log_slope(r, |d| d.store_all_bytes),
             "",
             3,
+            Computed(
+                "least-squares slope of ln(bytes) on ln(N), N >= 16, of the store-all forward's \
+                 buffers (Vec capacities x 4 B)"
+                    .into(),
+            ),
         ),
     ]
 }

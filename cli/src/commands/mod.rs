@@ -3,6 +3,7 @@
 use super::*;
 
 mod bundle;
+mod claims;
 mod install;
 mod nightly;
 mod plan;
@@ -11,6 +12,7 @@ mod report;
 mod run;
 
 pub(crate) use bundle::*;
+pub(crate) use claims::*;
 pub(crate) use install::*;
 pub(crate) use nightly::*;
 pub(crate) use plan::*;

@@ -57,6 +57,28 @@ pub struct SourceClaim {
     /// this reason).
     #[serde(default)]
     pub not_comparable: Option<String>,
+    /// What the claim states: about the world (the default), a computation or a definition,
+    /// which decides the provenance of a measure that may judge it
+    /// ([`crate::spec::provenance::ClaimAbout::admits`], `memwall claims --check`).
+    #[serde(default)]
+    pub about: crate::spec::provenance::ClaimAbout,
+    /// Why the rule's band is as wide as it is: the document's own precision ("roughly",
+    /// "~20%", a printed decimal) and the spread between neighbouring configurations that the
+    /// band must separate. `memwall claims` prints it beside the rule.
+    #[serde(default)]
+    pub band: Option<String>,
+    /// The source document quoted, when it is not the study's `source` (a file name of
+    /// `../shared/sources/`): a claim of one document answered by another study's
+    /// measurement. The attribution test checks the quote in this document.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+impl SourceClaim {
+    /// The document the claim quotes: its own `source`, else `study_source`.
+    pub fn document<'a>(&'a self, study_source: &'a str) -> &'a str {
+        self.source.as_deref().unwrap_or(study_source)
+    }
 }
 
 /// When our value agrees with a claim. Every rule given must hold; a claim without a rule
@@ -103,6 +125,47 @@ impl AgreeRule {
                 .is_none_or(|r| value.is_some_and(|v| near(r * v.abs())))
             && rule.at_most.is_none_or(|m| ours <= m)
             && rule.at_least.is_none_or(|m| ours >= m)
+    }
+
+    /// Two measurements that the rule judges differently, `(agrees, disagrees)`, against the
+    /// claim's `value`: the proof that a verdict under this rule can fail. Candidates are the
+    /// band's edges and the value, each moved by half, one and a half and three times the
+    /// band's width, its own half and one unit, in that order; `None` when no candidate agrees (a rule that needs a value and has none) or
+    /// none disagrees (a rule without a bound).
+    pub fn cases(&self, value: Option<f64>) -> Option<(f64, f64)> {
+        let mut anchors: Vec<f64> = [value, self.at_least, self.at_most]
+            .into_iter()
+            .flatten()
+            .collect();
+        if let (Some(lo), Some(hi)) = (self.at_least, self.at_most) {
+            anchors.push((lo + hi) / 2.0);
+        }
+        let mut widths: Vec<f64> = self.within.into_iter().collect();
+        if let (Some(r), Some(v)) = (self.within_rel, value) {
+            widths.push(r * v.abs());
+        }
+        if self.is_empty() {
+            widths.extend(value.map(|v| DEFAULT_WITHIN_REL * v.abs()));
+        }
+        let mut candidates = Vec::new();
+        for &a in &anchors {
+            candidates.push(a);
+            // The band's own width first, so that the failing case lies just outside it.
+            let mut steps = widths.clone();
+            steps.extend([a.abs() / 2.0, 1.0]);
+            for w in steps.into_iter().filter(|w| *w > 0.0) {
+                for k in [0.5, 1.5, 3.0] {
+                    candidates.push(a - k * w);
+                    candidates.push(a + k * w);
+                }
+            }
+        }
+        let agrees = candidates.iter().copied().find(|&x| self.holds(x, value))?;
+        let disagrees = candidates
+            .iter()
+            .copied()
+            .find(|&x| !self.holds(x, value))?;
+        Some((agrees, disagrees))
     }
 
     /// The rule in words, e.g. "within 10 of 41.3" or "at most 1".
@@ -255,6 +318,45 @@ impl TrainingMetric {
         }
     }
 
+    /// Where the metric's value comes from: every one is read from, or computed from, the
+    /// records of real training runs (the allocator's peak, the step timer, the evaluation
+    /// loss, the largest-input search's runs).
+    pub fn provenance(self) -> crate::spec::provenance::Provenance {
+        use crate::spec::provenance::Provenance::{Derived, Measured};
+        match self {
+            TrainingMetric::PeakGib => Measured(
+                "peak allocated bytes of the training step, from the backend's allocator (exact, \
+                 or a lower bound where the report's tables say so)"
+                    .into(),
+            ),
+            TrainingMetric::ReductionPct => Derived(
+                "100 x (1 - peak allocated / the control's peak allocated), both measured".into(),
+            ),
+            TrainingMetric::StepTimeRatio => Derived(
+                "median timed step time / the control's median timed step time (wall clock, \
+                 after warm-up steps)"
+                    .into(),
+            ),
+            TrainingMetric::Speedup => Derived(
+                "the control's median timed step time / this configuration's (wall clock)".into(),
+            ),
+            TrainingMetric::SamplesPerS => {
+                Derived("batch / median timed step time (wall clock, after warm-up steps)".into())
+            }
+            TrainingMetric::Perplexity => {
+                Measured("exp(mean evaluation cross-entropy) of the trained model".into())
+            }
+            TrainingMetric::PerplexityRatio => Derived(
+                "evaluation perplexity / the control's (same optimizer), both measured".into(),
+            ),
+            TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => Derived(
+                "largest size that trained under the memory limit / the control's, each found by \
+                 real training steps at growing sizes"
+                    .into(),
+            ),
+        }
+    }
+
     /// Decimals our value is printed with.
     pub fn decimals(self) -> usize {
         match self {
@@ -315,6 +417,27 @@ impl SweepMetric {
     pub fn parse(name: &str) -> Option<SweepMetric> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
+
+    /// Where the metric's value comes from: derived from the measured activation peaks of the
+    /// sweep's training runs (and their fit).
+    pub fn provenance(self) -> crate::spec::provenance::Provenance {
+        use crate::spec::provenance::Provenance::Derived;
+        let peaks = "y(K) = peak allocated - steady state, measured per training run";
+        Derived(match self {
+            SweepMetric::FitRmsPct => format!(
+                "RMS relative error of the least-squares fit y(K) = a ceil(N/K) + b K + c; {peaks}"
+            ),
+            SweepMetric::FitKExcessPct => {
+                format!("100 x (y at the fit's lowest K / min y - 1); {peaks}")
+            }
+            SweepMetric::SqrtNExcessPct => {
+                format!("100 x (y(ceil(sqrt N)) / min y - 1); {peaks}")
+            }
+            SweepMetric::UDepthPct => {
+                format!("100 x (1 - min y / min(y(1), y(N))); {peaks}")
+            }
+        })
+    }
 }
 
 /// What stands for the interval in a sweep's name.
@@ -355,6 +478,15 @@ pub fn sweep_config_name(sweep: &str, checkpoint: crate::spec::CheckpointSpec) -
     Some(format!("{before}ck{checkpoint}{after}"))
 }
 
+/// The provenance of a training study's claim `measure` (`<configuration>.<metric>` or
+/// `<sweep>.<metric>`), known from the metric alone; `None` for another study's measure name.
+pub fn training_provenance(measure: &str) -> Option<crate::spec::provenance::Provenance> {
+    if let Some((_, m)) = sweep_measure(measure) {
+        return Some(m.provenance());
+    }
+    training_measure(measure).map(|(_, m)| m.provenance())
+}
+
 /// A passage as the attribution check compares it: Markdown emphasis, code and escape marks
 /// and LaTeX math delimiters (`*`, `_`, `` ` ``, `\`, `$`) removed, typographic quotes and dashes made plain, and every run
 /// of whitespace collapsed to one space.
@@ -393,7 +525,29 @@ mod tests {
             measure: "a.reduction_pct".into(),
             agree,
             not_comparable: None,
+            about: Default::default(),
+            band: None,
+            source: None,
         }
+    }
+
+    #[test]
+    fn every_bounded_rule_has_a_case_on_each_side() {
+        let rule = |toml: &str| -> AgreeRule { toml::from_str(toml).unwrap() };
+        for (r, value) in [
+            (rule("within = 10.0"), Some(41.3)),
+            (rule("within_rel = 0.01"), Some(10.0)),
+            (rule("at_most = 0.0"), None),
+            (rule("at_least = 0.99\nat_most = 1.01"), None),
+            (rule("at_least = 5.1"), Some(5.1)),
+            (rule(""), Some(2.0)),
+        ] {
+            let (yes, no) = r.cases(value).expect("cases");
+            assert!(r.holds(yes, value) && !r.holds(no, value), "{r:?}");
+        }
+        // No value for a relative rule: nothing agrees; no bound at all: nothing disagrees.
+        assert_eq!(rule("within_rel = 0.1").cases(None), None);
+        assert_eq!(rule("").cases(None), None);
     }
 
     #[test]

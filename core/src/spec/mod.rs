@@ -31,6 +31,7 @@ pub mod claims;
 mod file;
 mod job;
 mod memory;
+pub mod provenance;
 mod roles;
 
 pub use file::{

@@ -147,7 +147,7 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "precision" => [s.strategy.precision.as_str()],
         "optimizer" => [s.train.optimizer.as_str()],
         "checkpoint" => [checkpoint_policy(s.strategy.recompute.checkpoint())],
-        "checkpoint_k" => [checkpoint_k(s.strategy.recompute.checkpoint(), s.model.layers as usize)],
+        "checkpoint_k" => [checkpoint_k(s.strategy.recompute.checkpoint(), s.model.layers)],
         "fused_optimizer" => [s.strategy.fused_optimizer],
         "fusion" => [s.strategy.fusion],
         "master_weights" => [s.strategy.master_weights],

@@ -448,7 +448,7 @@ fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
         (&g.profile, &g.device, &g.backend_label)
             == (&first.profile, &first.device, &first.backend_label)
     };
-    glance::rows(claims, &first.device_text(), |claim| {
+    let mut rows = glance::rows(claims, &first.device_text(), |claim| {
         let g = groups
             .iter()
             .filter(place)
@@ -507,13 +507,18 @@ fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
                 v,
                 metric.unit(),
                 metric.decimals(),
+                metric.provenance(),
             )),
             None => Answer::Missing(format!(
                 "`{}` has no value for `{config}` on {} (no finished control?)",
                 claim.measure, g.device
             )),
         }
-    })
+    });
+    glance::fill_provenance(&mut rows, claims, |c| {
+        memwall_core::spec::claims::training_provenance(&c.measure)
+    });
+    rows
 }
 
 /// The groups of the study table ([`group_summaries`], configurations of the experiment file

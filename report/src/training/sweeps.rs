@@ -90,7 +90,7 @@ pub(super) fn sweep_answer(g: &Group, measure: &str, sweep: &str, metric: SweepM
         Ok(v) => v,
         Err(why) => return Answer::Missing(format!("`{sweep}` on {}: {why}", g.device)),
     };
-    let m = Measure::new(measure, value, "%", 1);
+    let m = Measure::new(measure, value, "%", 1, metric.provenance());
     let mib = |b: f64| format!("{} MiB", short(b / MIB));
     let n = s.layers;
     let best = s.best().map(|p| (p.k, p.activation_bytes));

@@ -117,28 +117,65 @@ pub fn measures(r: &CheckpointResult) -> Vec<Measure> {
         (Some(s), Some(l)) => s.seconds / l.seconds,
         _ => f64::NAN,
     };
+    use memwall_core::spec::provenance::Provenance::{Arithmetic, Computed, Derived};
     let d = &r.derivative;
+    let timed = |what: &str| {
+        Derived(format!(
+            "{what}, median wall-clock times of the forward runs (repeats as the section says)"
+        ))
+    };
     vec![
         Measure::new(
             "full_storage_mb_at_post_depth",
             per_value * (POST_DEPTH + 1) as f64 / MIB,
             "MB",
             2,
+            Arithmetic(
+                "bytes per stored value of our full-storage run (8 B, a Vec's capacity) x \
+                 (2e9 + 1) / 2^20"
+                    .into(),
+            ),
         ),
-        Measure::new("k10_memory_reduction", k10, "x", 2),
-        Measure::new("min_speedup_vs_storage", f.storage_seconds / t_max, "x", 2),
-        Measure::new("max_speedup_vs_storage", f.storage_seconds / t_min, "x", 2),
+        Measure::new(
+            "k10_memory_reduction",
+            k10,
+            "x",
+            2,
+            Computed(
+                "stored bytes (Vec capacities) of full storage / of checkpoints at K = 10".into(),
+            ),
+        ),
+        Measure::new(
+            "min_speedup_vs_storage",
+            f.storage_seconds / t_max,
+            "x",
+            2,
+            timed("full-storage time / the slowest checkpointed time"),
+        ),
+        Measure::new(
+            "max_speedup_vs_storage",
+            f.storage_seconds / t_min,
+            "x",
+            2,
+            timed("full-storage time / the fastest checkpointed time"),
+        ),
         Measure::new(
             "time_smallest_k_over_largest_k",
             smallest_over_largest,
             "x",
             2,
+            timed("checkpointed time at the smallest K / at the largest K"),
         ),
         Measure::new(
             "derivative_memory_reduction",
             d.full_storage.bytes as f64 / d.checkpointed.bytes as f64,
             "x",
             1,
+            Computed(
+                "stored bytes (Vec capacities) of the full-storage reverse sweep / of the \
+                 checkpointed one"
+                    .into(),
+            ),
         ),
     ]
 }

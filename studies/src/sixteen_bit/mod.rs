@@ -105,30 +105,63 @@ pub fn measures(r: &PrecisionResult) -> Vec<Measure> {
         accumulator_error_pct(rep, "bf16"),
         accumulator_error_pct(rep, "f32"),
     );
+    use memwall_core::spec::provenance::Provenance::{Arithmetic, Computed};
+    let rounded = |what: &str| {
+        Computed(format!(
+            "{what}, each operation rounded to the format by the half crate's IEEE conversions \
+             on this CPU (not Burn's tensors)"
+        ))
+    };
+    let sum = |acc: &str| {
+        rounded(&format!(
+            "relative error of the sequential sum in a {acc} accumulator"
+        ))
+    };
     vec![
-        Measure::new("f16_minus_bf16_fraction_bits", fraction_bits, "bits", 0),
-        Measure::new("log10_bf16_max_over_f16_max", headroom, "", 1),
+        Measure::new(
+            "f16_minus_bf16_fraction_bits",
+            fraction_bits,
+            "bits",
+            0,
+            Arithmetic("the formats' mantissa bits, f16's minus bf16's".into()),
+        ),
+        Measure::new(
+            "log10_bf16_max_over_f16_max",
+            headroom,
+            "",
+            1,
+            Arithmetic("log10 of the formats' largest finite values, bf16's over f16's".into()),
+        ),
         Measure::new(
             "f16_square_overflows",
             overflows(r.range.activation_squared_f16),
             "",
             0,
+            rounded("whether an activation squared in f16 is infinite"),
         ),
         Measure::new(
             "bf16_square_overflows",
             overflows(r.range.activation_squared_bf16),
             "",
             0,
+            rounded("whether an activation squared in bf16 is infinite"),
         ),
-        Measure::new("f16_accumulator_error_pct", e16, "%", 2),
-        Measure::new("bf16_accumulator_error_pct", eb, "%", 2),
-        Measure::new("f32_accumulator_error_pct", e32, "%", 4),
-        Measure::new("sixteen_bit_accumulator_min_error_pct", e16.min(eb), "%", 2),
+        Measure::new("f16_accumulator_error_pct", e16, "%", 2, sum("f16")),
+        Measure::new("bf16_accumulator_error_pct", eb, "%", 2, sum("bf16")),
+        Measure::new("f32_accumulator_error_pct", e32, "%", 4, sum("f32")),
+        Measure::new(
+            "sixteen_bit_accumulator_min_error_pct",
+            e16.min(eb),
+            "%",
+            2,
+            sum("16-bit (the smaller of f16 and bf16)"),
+        ),
         Measure::new(
             "f16_inputs_f32_accumulator_max_error_pct",
             mixed_error_pct(&r.repeated).max(mixed_error_pct(&r.uniform)),
             "%",
             4,
+            rounded("relative error of f16 inputs summed in an f32 accumulator, the larger of two data sets"),
         ),
     ]
 }
