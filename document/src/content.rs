@@ -222,6 +222,10 @@ pub struct Measure {
     /// Why the value is missing (NaN), in the study's words; the glance quotes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
+    /// The smallest change of `value` the measurement can show, in `unit` (a search's step):
+    /// a verdict that one step would turn is "not comparable" (undecided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<f64>,
     /// Measured, derived from measured values, computed by an algorithm of ours, or arithmetic
     /// from the configuration: which claims it may judge
     /// ([`memwall_core::spec::provenance::ClaimAbout::admits`]).
@@ -243,8 +247,15 @@ impl Measure {
             unit: unit.into(),
             decimals,
             missing: None,
+            resolution: None,
             provenance,
         }
+    }
+
+    /// The same measure, moving in steps of `step` (in `unit`).
+    pub fn with_resolution(mut self, step: f64) -> Measure {
+        self.resolution = (step.is_finite() && step > 0.0).then_some(step);
+        self
     }
 
     /// The same measure, saying why it has no value when it has none.

@@ -23,6 +23,34 @@ pub enum Answer {
     /// The measurement exists in the study but has no value here (the configuration did not
     /// finish, did not run on this device): the reason.
     Missing(String),
+    /// Our value, measured in a setting unlike the claim's (another model size, another
+    /// profile): shown, but the verdict is "not comparable", the difference its footnote.
+    Unlike(Measure, String),
+}
+
+impl Answer {
+    /// This answer, or [`Answer::Unlike`] when `claim` names the profile its number is about
+    /// (`profile`) and ours was measured at `measured` (a profile's name); `setting` says what
+    /// was measured there (e.g. "8 layers, 1.9M parameters under a 128 MiB limit").
+    pub fn at_profile(self, claim: &SourceClaim, measured: &str, setting: &str) -> Answer {
+        let Some(wanted) = claim.profile else {
+            return self;
+        };
+        if wanted.as_str() == measured {
+            return self;
+        }
+        let why = format!(
+            "measured at the {measured} profile ({setting}), not at the {} profile the claim's \
+             number is about: the setups differ",
+            wanted.as_str()
+        );
+        match self {
+            Answer::Measured(m) | Answer::Explained(m, _) | Answer::Contradicted(m, _) => {
+                Answer::Unlike(m, why)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The glance rows of `claims`, each answered by `answer(measure)`; `device` names where the
@@ -47,17 +75,26 @@ pub fn rows(
                 })
                 .unwrap_or_else(|| "–".into());
             let mut contradicted = false;
+            let mut unlike = false;
+            let mut resolution = None;
             let mut provenance = None;
             let (ours, value, why) = match &c.not_comparable {
                 Some(reason) => ("–".to_string(), None, Some(reason.clone())),
                 None => match answer(c) {
                     Answer::Measured(m) => {
                         provenance = Some(m.provenance.clone());
+                        resolution = m.resolution;
                         (m.text(), Some(m.value), None)
                     }
                     Answer::Explained(m, note) => {
                         provenance = Some(m.provenance.clone());
+                        resolution = m.resolution;
                         (m.text(), Some(m.value), Some(note))
+                    }
+                    Answer::Unlike(m, reason) => {
+                        unlike = true;
+                        provenance = Some(m.provenance.clone());
+                        (m.text(), Some(m.value), Some(reason))
                     }
                     Answer::Contradicted(m, reason) => {
                         contradicted = true;
@@ -67,10 +104,31 @@ pub fn rows(
                     Answer::Missing(reason) => ("–".to_string(), None, Some(reason)),
                 },
             };
-            let verdict = if contradicted && value.is_some_and(f64::is_finite) {
+            let mut why = why;
+            let verdict = if unlike {
+                Verdict::NotComparable
+            } else if contradicted && value.is_some_and(f64::is_finite) {
                 Verdict::Disagree
             } else {
-                Verdict::of(c, value)
+                match (value, resolution) {
+                    (Some(v), Some(step)) if !c.agree.decided_within(v, c.value, step) => {
+                        let step_text = format!(
+                            "{}{}",
+                            memwall_core::spec::claims::trim_number(step),
+                            unit_suffix(&unit)
+                        );
+                        let undecided = format!(
+                            "undecided: the measurement moves in steps of {step_text}, and one \
+                             step from ours the rule would judge otherwise"
+                        );
+                        why = Some(match why {
+                            Some(w) => format!("{undecided}; {w}"),
+                            None => undecided,
+                        });
+                        Verdict::NotComparable
+                    }
+                    _ => Verdict::of(c, value),
+                }
             };
             let rule = if c.not_comparable.is_some() {
                 String::new()
@@ -233,6 +291,7 @@ mod tests {
             about: ClaimAbout::World,
             band: None,
             source: None,
+            profile: None,
         }
     }
 
@@ -292,6 +351,39 @@ mod tests {
         });
         assert_eq!(explained[0].verdict, Verdict::Agree);
         assert_eq!(explained[0].why.as_deref(), Some("a = 1, b = 2"));
+        // Measured at a smaller profile than the one the claim is about: shown, not comparable,
+        // the difference named.
+        let mut full = claim("a", "bfloat16.reduction_pct");
+        full.profile = Some(memwall_core::spec::Profile::Full);
+        let stand_in = super::rows(std::slice::from_ref(&full), "CPU", |c| {
+            Answer::Measured(m()).at_profile(c, "cpu", "8 layers")
+        });
+        assert_eq!(stand_in[0].verdict, Verdict::NotComparable);
+        assert_eq!(stand_in[0].ours, "36.0%");
+        assert!(stand_in[0]
+            .why
+            .as_deref()
+            .unwrap()
+            .contains("at the cpu profile (8 layers), not at the full profile"));
+        let at_size = super::rows(&[full], "H200", |c| {
+            Answer::Measured(m()).at_profile(c, "full", "32 layers")
+        });
+        assert_eq!(at_size[0].verdict, Verdict::Agree);
+        // A measurement that moves in steps decides nothing where one step turns the rule
+        // (36.0% is 4.7 points inside the band: steps of 5 leave it undecided, of 1 agree).
+        let coarse = super::rows(&claims, "H100", |_| {
+            Answer::Measured(m().with_resolution(5.0))
+        });
+        assert_eq!(coarse[0].verdict, Verdict::NotComparable);
+        assert!(coarse[0]
+            .why
+            .as_deref()
+            .unwrap()
+            .starts_with("undecided: the measurement moves in steps of 5%"));
+        let fine = super::rows(&claims, "H100", |_| {
+            Answer::Measured(m().with_resolution(1.0))
+        });
+        assert_eq!(fine[0].verdict, Verdict::Agree);
         // A claim about a definition judged on arithmetic says so beside its verdict.
         let mut format = claim("a", "f16_minus_bf16_fraction_bits");
         format.about = ClaimAbout::Definition;

@@ -659,11 +659,24 @@ pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
         .iter()
         .find_map(|r| r.largest.map(|(_, rec)| rec.env.device_name.clone()))
         .unwrap_or_else(|| "no device yet".into());
+    // What was searched, for a claim about another size ([`Answer::at_profile`]).
+    let limit = params(study).ok().flatten().map(|p| p.limit_bytes);
+    let setting = match (study.model, limit) {
+        (Some(m), Some(l)) => format!(
+            "{} layers, {:.2}M parameters, under a {} MiB limit",
+            m.layers,
+            m.parameter_count() as f64 / 1e6,
+            l >> 20
+        ),
+        _ => "a scaled-down model".into(),
+    };
     let mut glance = glance_rows(
         &study.claims,
         &format!("{device}, {} profile", study.profile),
         |c| match measure(rows, &c.measure) {
-            Some(m) if m.value.is_finite() => Answer::Measured(m),
+            Some(m) if m.value.is_finite() => {
+                Answer::Measured(m).at_profile(c, study.profile.as_str(), &setting)
+            }
             _ => Answer::Missing(format!(
                 "`{}` has no value: the search of that configuration or of the control has no \
                  finished probe",

@@ -67,6 +67,10 @@ pub struct SourceClaim {
     /// band must separate. `memwall claims` prints it beside the rule.
     #[serde(default)]
     pub band: Option<String>,
+    /// The profile whose size the claim's number is about (`full`: the source's size): ours,
+    /// measured at another profile, is shown but "not comparable", the difference named.
+    #[serde(default)]
+    pub profile: Option<crate::spec::Profile>,
     /// The source document quoted, when it is not the study's `source` (a file name of
     /// `../shared/sources/`): a claim of one document answered by another study's
     /// measurement. The attribution test checks the quote in this document.
@@ -166,6 +170,13 @@ impl AgreeRule {
             .copied()
             .find(|&x| !self.holds(x, value))?;
         Some((agrees, disagrees))
+    }
+
+    /// Whether the verdict on `ours` stands one `step` either side of it: a measurement that
+    /// moves in steps (a search over integers) decides nothing when one step turns the rule.
+    pub fn decided_within(&self, ours: f64, value: Option<f64>, step: f64) -> bool {
+        let here = self.holds(ours, value);
+        self.holds(ours - step, value) == here && self.holds(ours + step, value) == here
     }
 
     /// The rule in words, e.g. "within 10 of 41.3" or "at most 1".
@@ -528,6 +539,7 @@ mod tests {
             about: Default::default(),
             band: None,
             source: None,
+            profile: None,
         }
     }
 
@@ -545,6 +557,12 @@ mod tests {
             let (yes, no) = r.cases(value).expect("cases");
             assert!(r.holds(yes, value) && !r.holds(no, value), "{r:?}");
         }
+        // A ratio of integers found by a search moves in steps: 20/4 = 5.0 against "at least
+        // 5.1" is one step (1/4) from agreeing, so it decides nothing; 40/4 decides.
+        let at_least = rule("at_least = 5.1");
+        assert!(!at_least.decided_within(5.0, Some(5.1), 0.25));
+        assert!(at_least.decided_within(10.0, Some(5.1), 0.25));
+        assert!(at_least.decided_within(5.0, Some(5.1), 0.05));
         // No value for a relative rule: nothing agrees; no bound at all: nothing disagrees.
         assert_eq!(rule("within_rel = 0.1").cases(None), None);
         assert_eq!(rule("").cases(None), None);

@@ -501,6 +501,10 @@ fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
                 }
             }
         };
+        let setting = format!(
+            "{} layers, d_model {}, {} timed steps",
+            c.s.size.layers, c.s.size.d_model, c.s.size.measured_steps
+        );
         match value {
             Some(v) => Answer::Measured(Measure::new(
                 &claim.measure,
@@ -508,7 +512,8 @@ fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
                 metric.unit(),
                 metric.decimals(),
                 metric.provenance(),
-            )),
+            ))
+            .at_profile(claim, &g.profile, &setting),
             None => Answer::Missing(format!(
                 "`{}` has no value for `{config}` on {} (no finished control?)",
                 claim.measure, g.device

@@ -230,7 +230,7 @@ fn max_of(xs: impl Iterator<Item = f64>) -> f64 {
 /// - `max_milp_solve_s` (s): the longest solve of Checkmate's MILP.
 /// - `max_batch_milp_over_checkpoint_all` (x): the largest, over the batch searches (the
 ///   graph file and the built networks where the MILP ran), of the MILP's largest batch over
-///   checkpoint-all's (no rematerialization).
+///   checkpoint-all's (no rematerialization); it moves in steps of 1 / checkpoint-all's batch (its resolution).
 pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
     let at = |f: f64| -> Vec<f64> {
         r.graphs
@@ -313,16 +313,25 @@ pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
         None
     };
     let milp_time = max_of(budgets(r).filter_map(|(_, b)| b.milp.as_ref().map(|m| m.solve_time_s)));
-    let batch = max_of(
-        r.batch
-            .iter()
-            .chain(&r.batch_nets)
-            .filter(|b| b.milp_solved)
-            .filter_map(|b| match b.baselines.first() {
-                Some(&all) if all > 0 => Some(f64::from(b.milp) / f64::from(all)),
-                _ => None,
-            }),
-    );
+    // The largest ratio, and its step: one batch more moves milp / all by 1 / all.
+    let (batch, batch_step) = r
+        .batch
+        .iter()
+        .chain(&r.batch_nets)
+        .filter(|b| b.milp_solved)
+        .filter_map(|b| match b.baselines.first() {
+            Some(&all) if all > 0 => {
+                Some((f64::from(b.milp) / f64::from(all), 1.0 / f64::from(all)))
+            }
+            _ => None,
+        })
+        .fold((f64::NAN, f64::NAN), |best, x| {
+            if best.0.is_nan() || x.0 > best.0 {
+                x
+            } else {
+                best
+            }
+        });
     use memwall_core::spec::provenance::Provenance::{Computed, Measured};
     let schedules = |what: &str| {
         Computed(format!(
@@ -391,6 +400,7 @@ pub fn measures(r: &CheckmateResult) -> Vec<Measure> {
                 "largest batch with a feasible MILP schedule under the memory limit / \
                  checkpoint-all's largest batch, batch sizes searched on the memory model",
             ),
-        ),
+        )
+        .with_resolution(batch_step),
     ]
 }
