@@ -75,6 +75,17 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether the phase belongs to the step's forward pass: the embedding, a block's forward
+    /// (with autodiff or as a checkpointed segment's first forward), the whole forward, the
+    /// head and loss; not a backward phase (rematerialization included), unscaling or the
+    /// optimizer step.
+    pub fn is_forward(&self) -> bool {
+        matches!(
+            self,
+            Phase::Embedding | Phase::Forward { .. } | Phase::ForwardAll | Phase::Head
+        )
+    }
+
     /// What the phase ran, e.g. "backward blocks 4-7 (recomputed, fused update)" (1-based
     /// block numbers, as the reports count layers).
     pub fn label(&self) -> String {

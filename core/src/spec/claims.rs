@@ -293,11 +293,15 @@ pub enum TrainingMetric {
     /// The largest sequence length that trains under the study's memory limit over the
     /// control's (x): a study with a largest-input search only.
     LargestSeqLenRatio,
+    /// Whether the step's peak falls in a forward phase of its memory timeline: 1 in the
+    /// embedding, a block's forward or the head's forward and loss; 0 in a backward phase or
+    /// the optimizer step ([`crate::timeline::Phase::is_forward`]).
+    PeakInForward,
 }
 
 impl TrainingMetric {
     /// Every metric with its name in a `measure`.
-    pub const ALL: [(&'static str, TrainingMetric); 9] = [
+    pub const ALL: [(&'static str, TrainingMetric); 10] = [
         ("peak_gib", TrainingMetric::PeakGib),
         ("reduction_pct", TrainingMetric::ReductionPct),
         ("step_time_ratio", TrainingMetric::StepTimeRatio),
@@ -307,6 +311,7 @@ impl TrainingMetric {
         ("perplexity_ratio", TrainingMetric::PerplexityRatio),
         ("largest_batch_ratio", TrainingMetric::LargestBatchRatio),
         ("largest_seq_len_ratio", TrainingMetric::LargestSeqLenRatio),
+        ("peak_in_forward", TrainingMetric::PeakInForward),
     ];
 
     /// The metric named `name`.
@@ -325,7 +330,7 @@ impl TrainingMetric {
             | TrainingMetric::LargestBatchRatio
             | TrainingMetric::LargestSeqLenRatio => "x",
             TrainingMetric::SamplesPerS => "samples/s",
-            TrainingMetric::Perplexity => "",
+            TrainingMetric::Perplexity | TrainingMetric::PeakInForward => "",
         }
     }
 
@@ -360,6 +365,11 @@ impl TrainingMetric {
             TrainingMetric::PerplexityRatio => Derived(
                 "evaluation perplexity / the control's (same optimizer), both measured".into(),
             ),
+            TrainingMetric::PeakInForward => Measured(
+                "the phase of the step's memory timeline (the allocator sampled per phase) that \
+                 holds the step's peak: 1 for a forward phase, 0 for backward or the optimizer step"
+                    .into(),
+            ),
             TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => Derived(
                 "largest size that trained under the memory limit / the control's, each found by \
                  real training steps at growing sizes"
@@ -378,6 +388,7 @@ impl TrainingMetric {
             | TrainingMetric::LargestBatchRatio
             | TrainingMetric::LargestSeqLenRatio => 2,
             TrainingMetric::PerplexityRatio => 3,
+            TrainingMetric::PeakInForward => 0,
         }
     }
 }

@@ -350,7 +350,7 @@ pub fn sections(
     }
     sections.extend(stale_records_section(&inputs, &stale));
     sections.extend(unreadable_records_section(records));
-    let mut glance = glance_rows(&groups, claims);
+    let mut glance = glance_rows(&inputs, &groups, claims);
     point_to_timelines(&mut glance, &inputs, &groups, claims);
     Ok((sections, envs, glance))
 }
@@ -390,7 +390,15 @@ fn point_to_timelines(
             training_measure(&claim.measure),
             sweep_measure(&claim.measure),
         ) {
-            (Some((c, TrainingMetric::PeakGib | TrainingMetric::ReductionPct)), _) => Some(c),
+            (
+                Some((
+                    c,
+                    TrainingMetric::PeakGib
+                    | TrainingMetric::ReductionPct
+                    | TrainingMetric::PeakInForward,
+                )),
+                _,
+            ) => Some(c),
             (_, Some(_)) => None,
             _ => continue,
         };
@@ -440,7 +448,7 @@ fn answers_claim(g: &Group, claim: &SourceClaim) -> bool {
 /// which a claim's configuration finished: the source's size where it ran, else the
 /// stand-in): each claim answered by the first group of that profile and device whose rows
 /// hold its configuration or sweep (a study's models are groups of their own).
-fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
+fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
     let Some(first) = groups.first() else {
         return Vec::new();
     };
@@ -487,6 +495,12 @@ fn glance_rows(groups: &[Group], claims: &[SourceClaim]) -> Vec<GlanceRow> {
             TrainingMetric::Perplexity => c.s.measured.eval_perplexity,
             // Answered by the largest-input search's report (memwall_studies::largest_input::glance).
             TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => None,
+            TrainingMetric::PeakInForward => inputs
+                .records
+                .get(&c.s.key)
+                .and_then(|r| r.timeline.as_ref())
+                .and_then(|t| t.peak_phase().map(|i| t.phases[i].phase.is_forward()))
+                .map(|forward| if forward { 1.0 } else { 0.0 }),
             TrainingMetric::PerplexityRatio => {
                 // The control of the same optimizer, as for the reductions.
                 let control = g.rows.iter().find(|k| {
