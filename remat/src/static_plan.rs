@@ -211,6 +211,61 @@ impl Buffers {
 /// # Errors
 /// [`RematError::InvalidSchedule`] if an evaluation reads a node not evaluated before it.
 pub fn plan(g: &Graph, order: &[usize], st: Strategy) -> Result<StaticPlan, RematError> {
+    plan_with(g, order, st, true)
+}
+
+/// [`plan`] with in-place that ignores the lecture's condition ("We can only do in-place
+/// computation if the result op is the only consumer of the current value", CS 498 slide
+/// "Question: What operation cannot be done in-place?"): an elementwise op writes into its
+/// candidate's buffer whenever the sizes match, even while another op has still to read the
+/// candidate. A counter-example planner: [`corrupt_reads`] counts what it breaks.
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_ignoring_only_consumer(
+    g: &Graph,
+    order: &[usize],
+    st: Strategy,
+) -> Result<StaticPlan, RematError> {
+    plan_with(g, order, st, false)
+}
+
+/// Executes `p` on `order` symbolically: every evaluation writes its own token into its buffer,
+/// and every read checks that the buffer of the value it reads still holds that value's token.
+/// Returns the reads that find another value there (0 for a correct plan).
+///
+/// # Errors
+/// [`RematError::InvalidSchedule`] if an evaluation reads a node not evaluated before it, or
+/// `p` is not a plan of `order`.
+pub fn corrupt_reads(g: &Graph, order: &[usize], p: &StaticPlan) -> Result<usize, RematError> {
+    let Resolved { reads, .. } = resolve(g, order)?;
+    if p.assignment.len() != order.len() {
+        return Err(RematError::InvalidSchedule(format!(
+            "the plan assigns {} evaluations, the order has {}",
+            p.assignment.len(),
+            order.len()
+        )));
+    }
+    let mut holds = vec![usize::MAX; p.buffers];
+    let mut corrupt = 0;
+    for t in 0..order.len() {
+        corrupt += reads[t]
+            .iter()
+            .filter(|&&x| holds.get(p.assignment[x]) != Some(&x))
+            .count();
+        if let Some(b) = holds.get_mut(p.assignment[t]) {
+            *b = t;
+        }
+    }
+    Ok(corrupt)
+}
+
+fn plan_with(
+    g: &Graph,
+    order: &[usize],
+    st: Strategy,
+    only_consumer: bool,
+) -> Result<StaticPlan, RematError> {
     let Resolved { reads, candidate } = resolve(g, order)?;
     let n = order.len();
     let bytes: Vec<u64> = order.iter().map(|&k| g.nodes[k].mem).collect();
@@ -230,7 +285,11 @@ pub fn plan(g: &Graph, order: &[usize], st: Strategy) -> Result<StaticPlan, Rema
     for t in 0..n {
         // In place: the candidate dies at this evaluation (its last reader) and fits exactly.
         let inplace = candidate[t].filter(|&x| {
-            st.inplace && refc[x] == 1 && !pinned[x] && bytes[x] == bytes[t] && !handed[x]
+            st.inplace
+                && (refc[x] == 1 || !only_consumer)
+                && !pinned[x]
+                && bytes[x] == bytes[t]
+                && !handed[x]
         });
         assignment[t] = match inplace {
             Some(x) => {
@@ -317,6 +376,35 @@ mod tests {
         // Dynamic peak without in-place: x + a + b live at b's step = 9; with in-place: x + a(=b) + c = 7.
         assert_eq!(plan_plain(&s, st(false, true)).dynamic_peak, 9);
         assert_eq!(plan_plain(&s, st(true, true)).dynamic_peak, 7);
+    }
+
+    /// Executed symbolically, every plan of the rule reads what it wrote; in-place that ignores
+    /// the only-consumer condition overwrites a value another op still reads (the backward
+    /// pass, or a block's skip connection).
+    #[test]
+    fn in_place_without_the_only_consumer_condition_corrupts_a_read() {
+        // A small ResNet: a block's input feeds its convolution and its skip connection.
+        let g = training_graph(&crate::nets::resnet(&[1, 1], 1, 32, 4)).unwrap();
+        let order = plain_order(&g);
+        for (i, s) in [(false, false), (true, false), (false, true), (true, true)] {
+            let p = plan(&g, &order, st(i, s)).unwrap();
+            assert_eq!(corrupt_reads(&g, &order, &p).unwrap(), 0, "{i} {s}");
+        }
+        let unsafe_plan = plan_ignoring_only_consumer(&g, &order, st(true, false)).unwrap();
+        let safe = plan(&g, &order, st(true, false)).unwrap();
+        // It writes in place where the safe planner does not (the in-place count can stay
+        // the same: a buffer handed on early is not there for a later candidate).
+        assert_ne!(unsafe_plan.assignment, safe.assignment);
+        assert!(corrupt_reads(&g, &order, &unsafe_plan).unwrap() >= 1);
+        // Forward only (inference), every candidate dies at its op: both planners agree.
+        let f = small();
+        let o = plain_order(&f);
+        let (a, b) = (
+            plan(&f, &o, st(true, false)).unwrap(),
+            plan_ignoring_only_consumer(&f, &o, st(true, false)).unwrap(),
+        );
+        assert_eq!(a, b);
+        assert_eq!(corrupt_reads(&f, &o, &b).unwrap(), 0);
     }
 
     #[test]

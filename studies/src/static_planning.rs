@@ -24,7 +24,10 @@ use super::{demo_study, fmt_bytes, DemoError};
 use crate::document::content::{Figure, Measure, Section, Table};
 use crate::remat::baselines::sqrt_segments;
 use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
-use crate::remat::static_plan::{plain_order, plan, segment_order, StaticPlan, Strategy};
+use crate::remat::static_plan::{
+    corrupt_reads, plain_order, plan, plan_ignoring_only_consumer, segment_order, StaticPlan,
+    Strategy,
+};
 use crate::remat::Graph;
 
 /// Parameters of the memory-planning study.
@@ -96,19 +99,46 @@ pub struct StrategyPlan {
     pub recomputed_ops: usize,
     /// Evaluations in the execution order (nodes of the training graph plus recomputations).
     pub evaluations: usize,
+    /// Reads that find another value in their buffer when the plan is executed symbolically
+    /// ([`corrupt_reads`]): 0 for a correct plan.
+    #[serde(default)]
+    pub corrupt_reads: usize,
+    /// For a strategy with in-place: the same order planned with in-place that ignores the
+    /// lecture's only-consumer condition ([`plan_ignoring_only_consumer`]), its corrupt reads
+    /// when executed; `None` without in-place.
+    #[serde(default)]
+    pub corrupt_reads_ignoring_only_consumer: Option<usize>,
 }
 
 impl StrategyPlan {
-    fn new(strategy: &str, order_len: usize, p: &StaticPlan) -> StrategyPlan {
-        StrategyPlan {
+    /// Plans `order` of `g` under `st`, executes the plan symbolically, and for in-place also
+    /// the planner that ignores the only-consumer condition.
+    fn of(
+        strategy: &str,
+        g: &Graph,
+        order: &[usize],
+        st: Strategy,
+    ) -> Result<(StrategyPlan, StaticPlan), DemoError> {
+        let check = |e: crate::remat::RematError| DemoError::Check(e.to_string());
+        let p = planned(g, order, st)?;
+        let unsafe_reads = if st.inplace {
+            let u = plan_ignoring_only_consumer(g, order, st).map_err(check)?;
+            Some(corrupt_reads(g, order, &u).map_err(check)?)
+        } else {
+            None
+        };
+        let plan = StrategyPlan {
             strategy: strategy.to_string(),
             static_bytes: p.static_bytes,
             dynamic_peak_bytes: p.dynamic_peak,
             buffers: p.buffers,
             inplace_reuses: p.inplace_count,
             recomputed_ops: p.recomputed,
-            evaluations: order_len,
-        }
+            evaluations: order.len(),
+            corrupt_reads: corrupt_reads(g, order, &p).map_err(check)?,
+            corrupt_reads_ignoring_only_consumer: unsafe_reads,
+        };
+        Ok((plan, p))
     }
 }
 
@@ -182,11 +212,7 @@ fn compare_strategies(fwd: &Graph) -> Result<NetPlans, DemoError> {
         .chain([(&ck, strategy(false, true)), (&ck, strategy(true, true))]);
     let mut plans = Vec::with_capacity(STRATEGIES.len());
     for ((order, st), name) in runs.zip(STRATEGIES) {
-        plans.push(StrategyPlan::new(
-            name,
-            order.len(),
-            &planned(&g, order, st)?,
-        ));
+        plans.push(StrategyPlan::of(name, &g, order, st)?.0);
     }
     Ok(NetPlans {
         forward_ops: g.forward_ops().len(),
@@ -204,8 +230,8 @@ fn plan_mlp() -> Result<MlpPlans, DemoError> {
     let mut plans = Vec::new();
     let mut assignments = Vec::new();
     for (&(i, s), name) in REUSE.iter().zip(STRATEGIES) {
-        let p = planned(&g, &order, strategy(i, s))?;
-        plans.push(StrategyPlan::new(name, order.len(), &p));
+        let (summary, p) = StrategyPlan::of(name, &g, &order, strategy(i, s))?;
+        plans.push(summary);
         assignments.push(p.assignment);
     }
     Ok(MlpPlans {
@@ -544,6 +570,11 @@ fn recomputed_forward_fraction(net: &NetPlans) -> f64 {
 ///   training step if a backward pass costs twice a forward pass (a model, not a timing).
 /// - `deep_sqrt_memory_reduction` (x): the deep ResNet's static bytes with in-place + sharing
 ///   over those with sqrt(n) checkpointing added (Chen et al.'s 48G / 7G = 6.9).
+/// - `plan_corrupt_reads`: reads, over every plan of every network executed symbolically,
+///   that find another value in their buffer (0: the plans are correct).
+/// - `inplace_unsafe_corrupt_reads`: the same for the in-place plans redone with in-place that
+///   ignores the only-consumer condition; NaN with the reason when the record has no such plan,
+///   the correct plans corrupt a read themselves, or no plan computes anything in place.
 pub fn measures(r: &StaticPlanningResult) -> Vec<Measure> {
     let saved = |i: usize| match (r.mlp.plans.first(), r.mlp.plans.get(i)) {
         (Some(none), Some(p)) => none.buffers as f64 - p.buffers as f64,
@@ -553,7 +584,60 @@ pub fn measures(r: &StaticPlanningResult) -> Vec<Measure> {
     use memwall_core::spec::provenance::Provenance::{Arithmetic, Computed};
     let fraction = recomputed_forward_fraction(deep);
     let planner = |what: &str| Computed(format!("{what}, from our static memory planner's plans"));
+    let every_plan = || {
+        r.mlp
+            .plans
+            .iter()
+            .chain(&r.resnet.plans)
+            .chain(&r.lstm.plans)
+            .chain(&r.resnet_deep.plans)
+    };
+    let corrupt: usize = every_plan().map(|p| p.corrupt_reads).sum();
+    let unsafe_reads = every_plan()
+        .filter_map(|p| p.corrupt_reads_ignoring_only_consumer)
+        .reduce(|a, b| a + b);
+    let (unsafe_value, unsafe_missing) = match unsafe_reads {
+        None => (
+            f64::NAN,
+            Some(
+                "not measured: the record has no plan redone without the only-consumer \
+                 condition (run the study again with --force)"
+                    .to_string(),
+            ),
+        ),
+        Some(_) if corrupt > 0 => (
+            f64::NAN,
+            Some(format!(
+                "undecided: the plans that keep the condition corrupt {corrupt} reads themselves"
+            )),
+        ),
+        Some(_) if every_plan().all(|p| p.inplace_reuses == 0) => (
+            f64::NAN,
+            Some("undecided: no plan computes anything in place".to_string()),
+        ),
+        Some(n) => (n as f64, None),
+    };
+    let executed = "reads that find another value in their buffer when the plans are executed \
+                    symbolically (each evaluation writes its token, each read checks it)";
     vec![
+        Measure::new(
+            "plan_corrupt_reads",
+            corrupt as f64,
+            "",
+            0,
+            planner(&format!("{executed}, every strategy of every network")),
+        ),
+        Measure::new(
+            "inplace_unsafe_corrupt_reads",
+            unsafe_value,
+            "",
+            0,
+            Computed(format!(
+                "{executed}, the in-place plans of every network redone with in-place that \
+                 ignores the only-consumer condition"
+            )),
+        )
+        .missing_because(unsafe_missing),
         Measure::new(
             "mlp_inplace_buffers_saved",
             saved(1),
@@ -687,5 +771,23 @@ mod tests {
         assert!(f > 0.0 && f <= 1.0, "{f}");
         assert!((value(&m, "deep_modelled_time_increase_pct") - f * 100.0 / 3.0).abs() < 1e-9);
         assert!(value(&m, "deep_sqrt_memory_reduction") > 1.0);
+        // Every plan reads what it wrote; without the only-consumer condition some read does not.
+        assert_eq!(value(&m, "plan_corrupt_reads"), 0.0);
+        assert!(value(&m, "inplace_unsafe_corrupt_reads") >= 1.0);
+        // A record from before the counter-example says why it has no value.
+        let mut old = measure(&small_params()).unwrap();
+        for p in old.mlp.plans.iter_mut().chain(&mut old.resnet.plans) {
+            p.corrupt_reads_ignoring_only_consumer = None;
+        }
+        for p in old.lstm.plans.iter_mut().chain(&mut old.resnet_deep.plans) {
+            p.corrupt_reads_ignoring_only_consumer = None;
+        }
+        let m = measures(&old);
+        let unsafe_reads = m
+            .iter()
+            .find(|x| x.name == "inplace_unsafe_corrupt_reads")
+            .unwrap();
+        assert!(unsafe_reads.value.is_nan());
+        assert!(unsafe_reads.missing.as_deref().unwrap().contains("--force"));
     }
 }
