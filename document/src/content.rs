@@ -310,4 +310,20 @@ pub struct GlanceRow {
     /// Why the rule's band is as wide as it is (the claim's `band`), a footnote of the verdict.
     #[serde(default)]
     pub band: Option<String>,
+    /// The claim's second verdict, ours against PyTorch eager's twin on the same device (None:
+    /// no twin ran there, or the claim's measure has none).
+    #[serde(default)]
+    pub twin: Option<TwinVerdict>,
+}
+
+/// Ours against PyTorch eager's run of the same configuration on the same device: the twin's
+/// value, the rule and the verdict ([`GlanceRow::twin`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TwinVerdict {
+    /// PyTorch's value with its unit, e.g. "31.7%".
+    pub value: String,
+    /// The rule in words, e.g. "within 10 percentage points of PyTorch's 31.7%".
+    pub rule: String,
+    /// Agree or disagree.
+    pub verdict: memwall_core::spec::claims::Verdict,
 }

@@ -154,6 +154,7 @@ pub fn rows(
                 about: c.about,
                 provenance,
                 band: c.band.clone().filter(|_| c.not_comparable.is_none()),
+                twin: None,
             }
         })
         .collect()
@@ -194,6 +195,11 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
         rows: Vec::new(),
         notes: Vec::new(),
     };
+    let twins = rows.iter().any(|r| r.twin.is_some());
+    if twins {
+        t.columns
+            .push("PyTorch eager, same device: its value, verdict (rule)".into());
+    }
     for (i, r) in rows.iter().enumerate() {
         let claimed = match &r.derived {
             Some(_) => format!("{} (derived)", r.claimed),
@@ -212,12 +218,19 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
             Some(p) if r.ours != "–" => format!("{} ({})", r.ours, p.kind()),
             _ => r.ours.clone(),
         };
-        t.rows.push(vec![
+        let mut cells = vec![
             format!("“{}” ({})", r.quote, r.location),
             claimed,
             ours,
             verdict,
-        ]);
+        ];
+        if twins {
+            cells.push(match &r.twin {
+                Some(tw) => format!("{}: {} (ours {})", tw.value, tw.verdict.as_str(), tw.rule),
+                None => "–".into(),
+            });
+        }
+        t.rows.push(cells);
         if let Some(d) = &r.derived {
             t.note(i, 1, format!("Derived from the document's numbers: {d}"));
         }
@@ -292,6 +305,7 @@ mod tests {
             band: None,
             source: None,
             profile: None,
+            twin: None,
         }
     }
 
@@ -384,6 +398,20 @@ mod tests {
             Answer::Measured(m().with_resolution(1.0))
         });
         assert_eq!(fine[0].verdict, Verdict::Agree);
+        // A twin verdict adds a column, "–" where a claim has none.
+        let mut with_twin = rows.clone();
+        with_twin[0].twin = Some(crate::content::TwinVerdict {
+            value: "31.7%".into(),
+            rule: "within 10 percentage points of 31.7%".into(),
+            verdict: Verdict::Agree,
+        });
+        let t = table(&with_twin, "doc.txt");
+        assert_eq!(t.columns.len(), 5);
+        assert_eq!(
+            t.rows[0][4],
+            "31.7%: agree (ours within 10 percentage points of 31.7%)"
+        );
+        assert_eq!(t.rows[1][4], "–");
         // A claim about a definition judged on arithmetic says so beside its verdict.
         let mut format = claim("a", "f16_minus_bf16_fraction_bits");
         format.about = ClaimAbout::Definition;

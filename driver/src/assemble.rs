@@ -41,14 +41,15 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::G
     if crate::studies::largest_input::params(&study)?.is_some() {
         return Ok(search_parts(study_path, &records)?.2);
     }
-    // The glance reads memwall's records only (no PyTorch rows).
+    // The PyTorch twins give a claim its second verdict, as in the report.
+    let (pytorch, _) = report::reference::load_rows(runs, &study.header.name);
     let (_, _, glance) = report::training::sections(
         &records,
         &study.header,
         &study.configs,
         &study.goals,
         &study.claims,
-        &[],
+        &pytorch,
     )?;
     Ok(glance)
 }

@@ -211,6 +211,7 @@ mod tests {
             about: Default::default(),
             provenance: None,
             band: None,
+            twin: None,
         }
     }
 

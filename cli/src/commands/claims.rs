@@ -89,6 +89,14 @@ fn check_claim(c: &SourceClaim, source: &str, row: Option<&GlanceRow>) -> Checke
         )),
         None => lines.push("  - verdict: none yet (no records)".into()),
     }
+    if let Some(t) = row.and_then(|r| r.twin.as_ref()) {
+        lines.push(format!(
+            "  - against PyTorch eager on the same device: {} (PyTorch {}; ours {})",
+            t.verdict.as_str(),
+            t.value,
+            t.rule
+        ));
+    }
     Checked { lines, problems }
 }
 

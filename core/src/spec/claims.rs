@@ -67,6 +67,12 @@ pub struct SourceClaim {
     /// band must separate. `memwall claims` prints it beside the rule.
     #[serde(default)]
     pub band: Option<String>,
+    /// The rule between ours and PyTorch eager's twin of the same configuration on the same
+    /// device, where one ran (a peak reduction or a step-time ratio on a GPU): the second
+    /// verdict of the claim, like with like. Default: `agree` with PyTorch's value in place of
+    /// the document's.
+    #[serde(default)]
+    pub twin: Option<AgreeRule>,
     /// The profile whose size the claim's number is about (`full`: the source's size): ours,
     /// measured at another profile, is shown but "not comparable", the difference named.
     #[serde(default)]
@@ -551,6 +557,7 @@ mod tests {
             band: None,
             source: None,
             profile: None,
+            twin: None,
         }
     }
 

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 mod plots;
 mod sweeps;
 mod tables;
+mod twins;
 
 pub use crate::units::{format_bytes, parse_duration};
 use memwall_document::environment::record_environment;
@@ -352,6 +353,7 @@ pub fn sections(
     sections.extend(unreadable_records_section(records));
     let mut glance = glance_rows(&inputs, &groups, claims);
     point_to_timelines(&mut glance, &inputs, &groups, claims);
+    twins::judge_twins(&mut glance, &inputs, &groups, claims);
     Ok((sections, envs, glance))
 }
 
