@@ -307,9 +307,6 @@ pub struct GlanceRow {
     /// Where ours comes from (None: not measured, or not comparable).
     #[serde(default)]
     pub provenance: Option<Provenance>,
-    /// Why the rule's band is as wide as it is (the claim's `band`), a footnote of the verdict.
-    #[serde(default)]
-    pub band: Option<String>,
     /// The claim's second verdict, ours against PyTorch eager's twin on the same device (None:
     /// no twin ran there, or the claim's measure has none).
     #[serde(default)]

@@ -153,7 +153,6 @@ pub fn rows(
                 why,
                 about: c.about,
                 provenance,
-                band: c.band.clone().filter(|_| c.not_comparable.is_none()),
                 twin: None,
             }
         })
@@ -195,11 +194,6 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
         rows: Vec::new(),
         notes: Vec::new(),
     };
-    let twins = rows.iter().any(|r| r.twin.is_some());
-    if twins {
-        t.columns
-            .push("PyTorch eager, same device: its value, verdict (rule)".into());
-    }
     for (i, r) in rows.iter().enumerate() {
         let claimed = match &r.derived {
             Some(_) => format!("{} (derived)", r.claimed),
@@ -209,36 +203,37 @@ pub fn table(rows: &[GlanceRow], source: &str) -> Table {
             (Some(Provenance::Arithmetic(_)), ClaimAbout::Definition) => " by definition",
             _ => "",
         };
-        let verdict = if r.rule.is_empty() {
+        // The rule in words; its measure's name is `memwall claims`'s to print, so that the
+        // glance stays one screen high.
+        let words = r.rule.split_once(' ').map_or(r.rule.as_str(), |(_, w)| w);
+        let mut verdict = if r.rule.is_empty() {
             r.verdict.as_str().to_string()
         } else {
-            format!("{}{by_definition} ({})", r.verdict.as_str(), r.rule)
+            format!("{}{by_definition} ({words})", r.verdict.as_str())
         };
+        if let Some(tw) = &r.twin {
+            // The twin's rule is `memwall claims`'s to print: the cell stays short.
+            verdict.push_str(&format!(
+                "; PyTorch, same GPU: {}, {}",
+                tw.value,
+                tw.verdict.as_str()
+            ));
+        }
         let ours = match &r.provenance {
             Some(p) if r.ours != "–" => format!("{} ({})", r.ours, p.kind()),
             _ => r.ours.clone(),
         };
-        let mut cells = vec![
+        t.rows.push(vec![
             format!("“{}” ({})", r.quote, r.location),
             claimed,
             ours,
             verdict,
-        ];
-        if twins {
-            cells.push(match &r.twin {
-                Some(tw) => format!("{}: {} (ours {})", tw.value, tw.verdict.as_str(), tw.rule),
-                None => "–".into(),
-            });
-        }
-        t.rows.push(cells);
+        ]);
         if let Some(d) = &r.derived {
             t.note(i, 1, format!("Derived from the document's numbers: {d}"));
         }
         if let Some(w) = &r.why {
             t.note(i, 3, w.clone());
-        }
-        if let Some(b) = &r.band {
-            t.note(i, 3, format!("Why this band: {b}"));
         }
     }
     t
@@ -340,9 +335,11 @@ mod tests {
             "“BFloat16 achieved 41.3% memory reduction” (Analysis)"
         );
         assert_eq!(t.rows[0][2], "36.0% (measured)");
+        // The rule in words (the row keeps the measure's name for pairing).
+        assert_eq!(t.rows[0][3], "agree (within 10 percentage points of 41.3%)");
         assert_eq!(
-            t.rows[0][3],
-            "agree (bfloat16.reduction_pct within 10 percentage points of 41.3%)"
+            rows[0].rule,
+            "bfloat16.reduction_pct within 10 percentage points of 41.3%"
         );
         assert!(
             t.rows[1][3].starts_with("not comparable"),
@@ -398,7 +395,7 @@ mod tests {
             Answer::Measured(m().with_resolution(1.0))
         });
         assert_eq!(fine[0].verdict, Verdict::Agree);
-        // A twin verdict adds a column, "–" where a claim has none.
+        // A twin verdict follows the verdict in its cell.
         let mut with_twin = rows.clone();
         with_twin[0].twin = Some(crate::content::TwinVerdict {
             value: "31.7%".into(),
@@ -406,12 +403,9 @@ mod tests {
             verdict: Verdict::Agree,
         });
         let t = table(&with_twin, "doc.txt");
-        assert_eq!(t.columns.len(), 5);
-        assert_eq!(
-            t.rows[0][4],
-            "31.7%: agree (ours within 10 percentage points of 31.7%)"
-        );
-        assert_eq!(t.rows[1][4], "–");
+        assert_eq!(t.columns.len(), 4);
+        assert!(t.rows[0][3].ends_with("; PyTorch, same GPU: 31.7%, agree"));
+        assert!(!t.rows[1][3].contains("PyTorch"));
         // A claim about a definition judged on arithmetic says so beside its verdict.
         let mut format = claim("a", "f16_minus_bf16_fraction_bits");
         format.about = ClaimAbout::Definition;

@@ -210,7 +210,6 @@ mod tests {
             why: None,
             about: Default::default(),
             provenance: None,
-            band: None,
             twin: None,
         }
     }

@@ -64,7 +64,8 @@ pub struct SourceClaim {
     pub about: crate::spec::provenance::ClaimAbout,
     /// Why the rule's band is as wide as it is: the document's own precision ("roughly",
     /// "~20%", a printed decimal) and the spread between neighbouring configurations that the
-    /// band must separate. `memwall claims` prints it beside the rule.
+    /// band must separate. `memwall claims` prints it beside the rule (the report's glance
+    /// stays one screen high without it).
     #[serde(default)]
     pub band: Option<String>,
     /// The rule between ours and PyTorch eager's twin of the same configuration on the same
