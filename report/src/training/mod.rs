@@ -433,6 +433,27 @@ fn point_to_timelines(
     }
 }
 
+/// The group that answers `claim` in the glance: the first of the first group's profile, device
+/// and GPU settings whose finished rows hold its configuration or sweep.
+fn answering_group<'g, 'a>(groups: &'g [Group<'a>], claim: &SourceClaim) -> Option<&'g Group<'a>> {
+    let first = groups.first()?;
+    groups
+        .iter()
+        .filter(|g| {
+            (&g.profile, &g.device, &g.backend_label)
+                == (&first.profile, &first.device, &first.backend_label)
+        })
+        .find(|g| answers_claim(g, claim))
+}
+
+/// The finished control of row `c`'s group with `c`'s optimizer (the reductions' and ratios'
+/// denominator).
+fn control_of<'g, 'a>(g: &'g Group<'a>, c: &ConfigRow) -> Option<&'g ConfigRow<'a>> {
+    g.rows
+        .iter()
+        .find(|k| k.ok && k.s.strategy.control && k.s.strategy.optimizer == c.s.strategy.optimizer)
+}
+
 /// Whether a finished row of group `g` answers `claim`: its configuration, or a configuration
 /// of its sweep.
 fn answers_claim(g: &Group, claim: &SourceClaim) -> bool {
@@ -454,16 +475,8 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
     let Some(first) = groups.first() else {
         return Vec::new();
     };
-    let place = |g: &&Group| {
-        (&g.profile, &g.device, &g.backend_label)
-            == (&first.profile, &first.device, &first.backend_label)
-    };
     let mut rows = glance::rows(claims, &first.device_text(), |claim| {
-        let g = groups
-            .iter()
-            .filter(place)
-            .find(|g| answers_claim(g, claim))
-            .unwrap_or(first);
+        let g = answering_group(groups, claim).unwrap_or(first);
         if let Some((sweep, metric)) = sweep_measure(&claim.measure) {
             return sweep_answer(g, &claim.measure, sweep, metric);
         }
@@ -504,10 +517,7 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
                 .and_then(|t| t.peak_phase().map(|i| t.phases[i].phase.is_forward()))
                 .map(|forward| if forward { 1.0 } else { 0.0 }),
             TrainingMetric::PerplexityRatio => {
-                // The control of the same optimizer, as for the reductions.
-                let control = g.rows.iter().find(|k| {
-                    k.ok && k.s.strategy.control && k.s.strategy.optimizer == c.s.strategy.optimizer
-                });
+                let control = control_of(g, c);
                 match (
                     c.s.measured.eval_perplexity,
                     control.and_then(|k| k.s.measured.eval_perplexity),

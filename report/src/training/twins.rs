@@ -18,22 +18,14 @@ pub(super) fn judge_twins(
     groups: &[Group],
     claims: &[SourceClaim],
 ) {
-    let Some(first) = groups.first() else {
-        return;
-    };
     for (row, claim) in rows.iter_mut().zip(claims) {
-        if let Some(t) = twin_of(inputs, groups, first, claim) {
+        if let Some(t) = twin_of(inputs, groups, claim) {
             row.twin = Some(t);
         }
     }
 }
 
-fn twin_of(
-    inputs: &StudyInputs,
-    groups: &[Group],
-    first: &Group,
-    claim: &SourceClaim,
-) -> Option<TwinVerdict> {
+fn twin_of(inputs: &StudyInputs, groups: &[Group], claim: &SourceClaim) -> Option<TwinVerdict> {
     if claim.not_comparable.is_some() {
         return None;
     }
@@ -44,20 +36,12 @@ fn twin_of(
     ) {
         return None;
     }
-    let g = groups
-        .iter()
-        .filter(|g| {
-            (&g.profile, &g.device, &g.backend_label)
-                == (&first.profile, &first.device, &first.backend_label)
-        })
-        .find(|g| answers_claim(g, claim))?;
+    let g = answering_group(groups, claim)?;
     if !g.gpu {
         return None;
     }
     let c = g.rows.iter().find(|c| c.ok && c.cfg.name == config)?;
-    let k = g.rows.iter().find(|k| {
-        k.ok && k.s.strategy.control && k.s.strategy.optimizer == c.s.strategy.optimizer
-    })?;
+    let k = control_of(g, c)?;
     let record = inputs.records.get(&c.s.key)?;
     let twin = |name: &str| {
         inputs.pytorch.iter().find(|r| {
