@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for memwall's peak_memory study: one configuration per process.
+"""PyTorch reference for memwall's peak_memory study: one configuration at a time.
 
 Trains memwall's decoder-only transformer (pre-norm, q/k/v/o without bias, GELU MLP without
 bias, LayerNorm with bias, learned positions, head tied to the token embedding, loss in f32)
@@ -42,9 +42,26 @@ memwall's CPU records carry; `device_type` is "cpu" or "cuda"; `threads` is
 `torch.get_num_threads()` after `torch.set_num_threads(--threads)` (default: the CPUs this
 process may run on, which is memwall's count).
 
+`process_order` is the configuration's place among those its Python process ran (1: the
+first, or the only one); `wall_s` is its wall time in that process (seconds, `import torch` and
+the CUDA context included for the first). With `--serve` one process runs configuration after
+configuration (what a GPU bundle's run.sh does with a tier's twins: Python, `import torch` and
+the CUDA context once instead of once per twin). Between configurations it frees the model and
+optimizer, resets torch.compile's caches (`torch._dynamo.reset()`), the partitioner's memory
+budget and the allocator's peak statistics, and empties the CUDA cache, so each row's
+`max_memory_allocated`/`max_memory_reserved` cover that configuration's run alone. The process's
+resident high-water mark cannot be reset: `max_rss_bytes` is left null after the first
+configuration (so a served CPU row is not a CPU peak; run.sh serves only on CUDA).
+
 Usage:
     python3 torch_peak_memory.py --plan reference/peak_memory.plan.json --config control \
         [--out row.json] [--device auto|cuda|cpu] [--threads N] [--tiny]
+    python3 torch_peak_memory.py --serve [--device auto|cuda|cpu] [--threads N] [--tiny]
+
+--serve reads one request per line on standard input, `PLAN<TAB>CONFIG<TAB>OUT<TAB>LOG`: it
+runs CONFIG of PLAN, writes the row to OUT (atomically) and everything it prints to LOG, then
+answers one line on standard output, `done<TAB>STATUS` (the row's status) or `error<TAB>WHY`
+(bad plan or configuration: no row); it ends at the end of its input.
 
 --tiny replaces the plan's model with a 2-layer, d_model-64 model and 1 + 2 steps (to check
 the script on a CPU). Exit status 0 whenever a row was written (also for out of memory);
@@ -52,7 +69,9 @@ the script on a CPU). Exit status 0 whenever a row was written (also for out of 
 """
 
 import argparse
+import contextlib
 import datetime
+import gc
 import json
 import math
 import os
@@ -150,14 +169,19 @@ def adafactor_class(torch):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--plan", required=True, help="plan file written by `memwall bundle`")
-    p.add_argument("--config", required=True, help="configuration name in the plan")
+    p.add_argument("--plan", help="plan file written by `memwall bundle`")
+    p.add_argument("--config", help="configuration name in the plan")
+    p.add_argument("--serve", action="store_true",
+                   help="run the configurations requested on standard input in this process")
     p.add_argument("--out", help="write the JSON row here too (atomically)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--threads", type=int,
                    help="CPU: torch.set_num_threads (default: the CPUs this process may use)")
     p.add_argument("--tiny", action="store_true", help="tiny model and steps (a CPU check)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.serve and (args.plan is None or args.config is None):
+        p.error("--plan and --config are required (or --serve)")
+    return args
 
 
 def load_plan(path, config):
@@ -299,8 +323,18 @@ def build_model(torch, m, attention):
     return Model
 
 
+# Configurations this process has run (`process_order` of the next row is one more), and the
+# partitioner's memory budget as torch sets it (restored for a configuration without one).
+RUNS_IN_PROCESS = 0
+DEFAULT_MEMORY_BUDGET = None
+
+
 def run(args):
+    global RUNS_IN_PROCESS
+    t_start = time.perf_counter()
     plan, cfg = load_plan(args.plan, args.config)
+    RUNS_IN_PROCESS += 1
+    order = RUNS_IN_PROCESS
     model_cfg = dict(plan["model"])
     train = dict(plan["train"])
     if args.tiny:
@@ -321,8 +355,19 @@ def run(args):
         "median_step_s": None, "samples_per_s": None, "first_step_s": None, "final_loss": None,
         "model": model_cfg,
         "train": {k: train[k] for k in ("steps", "warmup_steps", "lr", "weight_decay", "seed")},
-        "finished_at": None,
+        "finished_at": None, "process_order": order, "wall_s": None,
     }
+    row = run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row)
+    if order > 1:
+        # The process's high-water mark holds the configurations before this one.
+        row["max_rss_bytes"] = None
+    row["wall_s"] = time.perf_counter() - t_start
+    return row
+
+
+def run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row):
+    """The row of configuration `cfg` measured in this process (see the module's text)."""
+    global DEFAULT_MEMORY_BUDGET
     try:
         import torch
     except ImportError as e:
@@ -359,9 +404,13 @@ def run(args):
             row["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
 
     try:
-        if cfg.get("activation_memory_budget") is not None:
+        budget = cfg.get("activation_memory_budget")
+        if budget is not None or DEFAULT_MEMORY_BUDGET is not None:
             import torch._functorch.config as functorch_config
-            functorch_config.activation_memory_budget = float(cfg["activation_memory_budget"])
+            if DEFAULT_MEMORY_BUDGET is None:
+                DEFAULT_MEMORY_BUDGET = functorch_config.activation_memory_budget
+            functorch_config.activation_memory_budget = (
+                float(budget) if budget is not None else DEFAULT_MEMORY_BUDGET)
         Model = build_model(torch, model_cfg, cfg.get("attention", "sdpa"))
         model = Model(cfg.get("checkpoint")).to(device=device, dtype=dtype)
         row["parameters"] = sum(p.numel() for p in model.parameters())
@@ -422,17 +471,78 @@ def run(args):
     return row
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    row = run(args)
+def finish(row, out):
+    """Stamps `row`'s end time, prints it, and writes it to `out` (atomically) when given."""
     row["finished_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     text = json.dumps(row, indent=2)
     print(text)
-    if args.out:
-        tmp = f"{args.out}.tmp-{os.getpid()}"
+    if out:
+        tmp = f"{out}.tmp-{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(text + "\n")
-        os.replace(tmp, args.out)
+        os.replace(tmp, out)
+
+
+def release():
+    """Frees what the last configuration left: its objects, torch.compile's caches, the CUDA
+    allocator's cached blocks (a no-op before `import torch` or without CUDA)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    with contextlib.suppress(Exception):
+        torch._dynamo.reset()
+    with contextlib.suppress(Exception):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def serve(args):
+    """--serve: the requests on standard input, one configuration each (module's text)."""
+    # The answers go to the original standard output; everything else the process writes
+    # (Python's prints, libtorch's warnings on file descriptors 1 and 2) to each request's log.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        parts = line.rstrip("\n").split("\t")
+        if parts == [""]:
+            continue
+        if len(parts) != 4:
+            print(f"error\trequest {line.strip()!r} is not PLAN<TAB>CONFIG<TAB>OUT<TAB>LOG",
+                  file=answers)
+            continue
+        plan, config, out, log = parts
+        answer = "error\tno row"
+        with open(log, "w", buffering=1) as f, contextlib.redirect_stdout(f), \
+                contextlib.redirect_stderr(f):
+            saved = os.dup(2)
+            os.dup2(f.fileno(), 2)
+            os.dup2(f.fileno(), 1)
+            try:
+                request = argparse.Namespace(**{**vars(args), "plan": plan, "config": config})
+                row = run(request)
+                finish(row, out)
+                answer = f"done\t{row['status']}"
+            except SystemExit as e:
+                answer = f"error\t{e}"
+                print(e)
+            except Exception as e:  # noqa: BLE001 - a failure outside the measured run
+                answer = f"error\t{type(e).__name__}: {e}"
+                print(answer)
+            finally:
+                release()
+                os.dup2(saved, 2)
+                os.dup2(saved, 1)
+                os.close(saved)
+        print(answer.replace("\n", " "), file=answers)
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.serve:
+        return serve(args)
+    finish(run(args), args.out)
     return 0
 
 

@@ -88,6 +88,8 @@ fn twin(plan: &TorchPlan, config: &str, device: &str, status: TorchStatus) -> To
         model: plan.model,
         train: plan.train,
         finished_at: "2026-11-27T10:00:00+00:00".into(),
+        process_order: None,
+        wall_s: None,
     }
 }
 
@@ -417,4 +419,90 @@ fn import_takes_every_good_archive_and_keeps_a_finished_twin_over_a_failed_one()
     assert!(msg.contains("the stored `ok` row"), "{msg}");
     assert_eq!(stored("control_adafactor").status, TorchStatus::Ok);
     assert_eq!(stored("bfloat16_adafactor").status, TorchStatus::Failed);
+}
+
+/// A stand-in for PyTorch on `PYTHONPATH`: `import torch` works, a device is named, and
+/// building the model fails, so every twin ends as a `failed` row saying why, in seconds.
+fn fake_torch(dir: &Path) -> PathBuf {
+    let root = dir.join("fake-python");
+    std::fs::create_dir_all(root.join("torch")).unwrap();
+    std::fs::write(
+        root.join("torch/__init__.py"),
+        r#"from types import SimpleNamespace
+__version__ = "0+memwall-test"
+cuda = SimpleNamespace(is_available=lambda: False)
+backends = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace()), cudnn=SimpleNamespace())
+float32, float16, bfloat16 = "float32", "float16", "bfloat16"
+device = lambda kind: SimpleNamespace(type=kind)
+set_num_threads = lambda n: None
+get_num_threads = lambda: 1
+set_float32_matmul_precision = lambda _: None
+manual_seed = lambda _: None
+"#,
+    )
+    .unwrap();
+    root
+}
+
+/// The PyTorch twins of a run share one Python process when asked (the default on CUDA): each
+/// twin still gets its own row, numbered by its place in the process, and the process's
+/// high-water mark stays on the first row only; with `each`, every twin is a process's first.
+#[test]
+fn the_twins_of_a_run_share_one_python_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runner = fake_runner(dir, "0123456789ab");
+    let script = common::root().join("reference/torch_peak_memory.py");
+    let python_path = fake_torch(dir);
+    for (mode, orders) in [("shared", vec![1, 2, 3, 4]), ("each", vec![1, 1, 1, 1])] {
+        let out = dir.join(format!("bundle-{mode}"));
+        let o = bundle_smoke(
+            dir,
+            &out,
+            &runner,
+            "flex",
+            ONLY,
+            &["--torch-script", s(&script), "--no-archive"],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let o = Command::new("bash")
+            .arg(out.join("run.sh"))
+            .env("PYTHONPATH", &python_path)
+            .env("MEMWALL_TORCH_PROCESS", mode)
+            .env("MEMWALL_JOB", &runner)
+            .output()
+            .unwrap();
+        let log = text(&o);
+        assert!(o.status.success(), "{log}");
+        assert!(log.contains("PyTorch: 0+memwall-test"), "{log}");
+        assert_eq!(
+            log.contains("started for the twins"),
+            mode == "shared",
+            "{log}"
+        );
+        let mut rows: Vec<TorchRow> = ONLY
+            .split(',')
+            .map(|c| {
+                let file = out.join(format!("reference/results/peak_memory.{c}.json"));
+                let bytes = std::fs::read(&file)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{log}", file.display()));
+                serde_json::from_slice(&bytes).unwrap()
+            })
+            .collect();
+        rows.sort_by_key(|r| r.process_order);
+        let got: Vec<u32> = rows.iter().map(|r| r.process_order.unwrap()).collect();
+        assert_eq!(got, orders, "{mode}: {log}");
+        for r in &rows {
+            assert_eq!(r.status, TorchStatus::Failed, "{r:?}");
+            let reason = r.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("has no attribute 'nn'"), "{reason}");
+            assert!(r.wall_s.is_some_and(|w| w >= 0.0), "{r:?}");
+            // The process's resident high-water mark belongs to its first configuration only.
+            assert_eq!(
+                r.max_rss_bytes.is_some(),
+                r.process_order == Some(1),
+                "{r:?}"
+            );
+        }
+    }
 }

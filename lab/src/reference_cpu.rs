@@ -423,6 +423,8 @@ mod tests {
             model: plan.model,
             train: plan.train,
             finished_at: "2026-11-27T00:00:00Z".into(),
+            process_order: None,
+            wall_s: None,
         }
     }
 

@@ -62,24 +62,34 @@ impl Manifest {
     }
 }
 
-/// Expected seconds of run.sh's parts after the jobs, as run.sh budgets them.
+/// Expected seconds of run.sh's parts after the jobs, as run.sh budgets them: the twins as
+/// the plan's `tiers` hold them (a twin sharing its tier's Python process without the start).
 pub(super) fn extra_expected(
     target: BackendKind,
     chains: bool,
-    torch: &[plan::PlannedTorch],
+    tiers: &[plan::Tier],
     attribution: bool,
 ) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     if chains {
         out.push(("fusion_ir chains".to_string(), CHAINS_S as f64));
     }
-    if !torch.is_empty() {
-        let s: f64 = torch.iter().map(|t| t.expected_s).sum();
-        out.push((format!("{} PyTorch reference rows", torch.len()), s));
+    let twins: Vec<f64> = tiers
+        .iter()
+        .flat_map(|t| &t.steps)
+        .filter_map(|s| match s {
+            plan::Step::Torch { expected_s, .. } => Some(*expected_s),
+            _ => None,
+        })
+        .collect();
+    let torch_rows = !twins.is_empty();
+    if torch_rows {
+        let s: f64 = twins.iter().sum();
+        out.push((format!("{} PyTorch reference rows", twins.len()), s));
     }
     if attribution {
         let (b, t) = attribution_seconds(target);
-        let t = if torch.is_empty() { 0 } else { t };
+        let t = if torch_rows { t } else { 0 };
         out.push(("attribution benchmark".to_string(), (b + t) as f64));
     }
     out

@@ -97,6 +97,10 @@ pub struct PlannedTorch {
     pub stage: Stage,
     /// Its row's order inside the stage.
     pub sub: u8,
+    /// Seconds of `expected_s` that only a fresh Python process pays (Python, `import torch`,
+    /// the CUDA context): a twin after the first of its tier runs in the tier's shared process
+    /// and is planned without them. 0 where every twin has its own process (the CPU).
+    pub start_s: f64,
 }
 
 /// One step of the plan.
@@ -201,7 +205,10 @@ type TierDraft = (Vec<Stage>, Vec<String>, Vec<Step>, f64);
 /// order), PyTorch rows `torch` and `extras`: the steps in stage order (stable inside a stage:
 /// studies in bundle order, then `sub`, then file order), each eager twin right after its row;
 /// then cut into tiers of at most `budget_s` expected seconds (a step longer than that alone
-/// in its tier), or one tier per stage without a budget. Tiers are numbered from 1.
+/// in its tier), or one tier per stage without a budget. A twin after the first of its tier is
+/// planned without its [`PlannedTorch::start_s`] (run.sh runs a tier's twins in one Python
+/// process on CUDA); the first keeps it, as a tier may open a command. Tiers are numbered
+/// from 1.
 pub fn tiers(
     jobs: &[PlannedJob],
     torch: &[PlannedTorch],
@@ -222,6 +229,8 @@ pub fn tiers(
     // (stage, study, sub, position in the bundle, second) -> step; `second` puts an eager twin
     // right after its row, and a twin whose row is not bundled where that row would be.
     let mut keyed: Vec<(PlanKey, Step)> = Vec::new();
+    // Each twin's process-start seconds, by (study, configuration).
+    let mut start_s: Vec<((String, String), f64)> = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
         let study = if j.stage == Stage::SourceRows {
             0
@@ -265,6 +274,7 @@ pub fn tiers(
                 compiled: t.compiled,
             },
         ));
+        start_s.push(((t.study.clone(), t.config.clone()), t.start_s));
     }
     let mut extra_steps = Vec::new();
     if let Some((job, burn_s, torch_s)) = &extras.attribution {
@@ -288,17 +298,51 @@ pub fn tiers(
     keyed.sort_by_key(|k| k.0);
     // Per tier: its stages, the studies of its rows, its steps and their expected seconds.
     let mut groups: Vec<TierDraft> = Vec::new();
-    for ((stage, ..), step) in keyed {
-        let s = step.expected_s();
+    let has_twin = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Torch { .. }));
+    for ((stage, ..), mut step) in keyed {
+        // A twin's seconds in the shared process of a tier that already ran a twin.
+        let served = |step: &Step| match step {
+            Step::Torch {
+                study,
+                config,
+                expected_s,
+                ..
+            } => {
+                let start = start_s
+                    .iter()
+                    .find(|(k, _)| k.0 == *study && k.1 == *config)
+                    .map_or(0.0, |(_, s)| *s);
+                if start > 0.0 {
+                    (expected_s - start).max(1.0)
+                } else {
+                    *expected_s
+                }
+            }
+            other => other.expected_s(),
+        };
         let new_tier = match (groups.last(), budget_s) {
             (None, _) => true,
             (Some((stages, ..)), None) => stages.last() != Some(&stage),
-            (Some((_, _, steps, total)), Some(budget)) => !steps.is_empty() && total + s > budget,
+            (Some((_, _, steps, total)), Some(budget)) => {
+                let s = if has_twin(steps) {
+                    served(&step)
+                } else {
+                    step.expected_s()
+                };
+                !steps.is_empty() && total + s > budget
+            }
         };
         if new_tier {
             groups.push((Vec::new(), Vec::new(), Vec::new(), 0.0));
         }
         let g = groups.last_mut().expect("pushed above");
+        if has_twin(&g.2) {
+            let shared = served(&step);
+            if let Step::Torch { expected_s, .. } = &mut step {
+                *expected_s = shared;
+            }
+        }
+        let s = step.expected_s();
         if g.0.last() != Some(&stage) {
             g.0.push(stage);
         }
@@ -411,6 +455,7 @@ mod tests {
             compiled,
             stage,
             sub: 0,
+            start_s: 0.0,
         }
     }
 
@@ -521,6 +566,37 @@ mod tests {
         // A tier that spans two stages names both.
         let spanning = t.iter().find(|t| t.title.contains("; ")).expect("{t:?}");
         assert!(spanning.steps.len() > 1);
+    }
+
+    #[test]
+    fn a_twin_after_the_first_of_its_tier_is_planned_without_the_process_start() {
+        let (jobs, mut torch, extras) = example();
+        for t in &mut torch {
+            t.start_s = 15.0;
+        }
+        let twins = |t: &Tier| -> Vec<f64> {
+            t.steps
+                .iter()
+                .filter(|s| matches!(s, Step::Torch { .. }))
+                .map(Step::expected_s)
+                .collect()
+        };
+        let t = tiers(&jobs, &torch, &extras, None);
+        // Tier 1: three twins of 30 s; the second and third share the first one's process.
+        assert_eq!(twins(&t[0]), [30.0, 15.0, 15.0], "{t:?}");
+        assert_eq!(t[0].expected_s(), 20.0 + 30.0 + 20.0 + 15.0 + 15.0);
+        // Each tier's first twin pays the start again (a tier may open a command).
+        assert_eq!(twins(&t[2]), [30.0]);
+        assert_eq!(twins(&t[5]), [30.0, 15.0]);
+        // Where every twin has its own process (start 0) nothing changes.
+        let own = tiers(&jobs, &example().1, &extras, None);
+        assert_eq!(twins(&own[0]), [30.0, 30.0, 30.0]);
+        // The budget counts the shared seconds: 20 + 30 + 20 + 15 + 15 = 100 fits one tier of
+        // 100 s, where twins of their own processes (130 s) do not.
+        let budgeted = tiers(&jobs, &torch, &extras, Some(100.0));
+        assert_eq!(names(&budgeted[0]).len(), 5, "{budgeted:?}");
+        let own = tiers(&jobs, &example().1, &extras, Some(100.0));
+        assert_eq!(names(&own[0]).len(), 4, "{own:?}");
     }
 
     #[test]

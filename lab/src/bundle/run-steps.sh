@@ -46,8 +46,13 @@ bounded() {
     rm -f "$out.partial"
     local t0; t0=$(date +%s)
     if run_until "$(left)" "$@" --out "$out.partial" > "$log" 2>&1; then
-        mv "$out.partial" "$out"
-        echo "$label: done in $(( $(date +%s) - t0 )) s"
+        if [ -s "$out.partial" ]; then
+            mv "$out.partial" "$out"
+            echo "$label: done in $(( $(date +%s) - t0 )) s"
+        else
+            rm -f "$out.partial"
+            echo "$label: ended without writing its output ($log)"
+        fi
     elif [ "$(left)" -le 0 ]; then
         rm -f "$out.partial"
         echo "$label: still running at the deadline: stopped, nothing kept"
@@ -274,10 +279,89 @@ step_torch() {
     fi
     [ "$TORCH" = 1 ] || return 0
     mkdir -p reference/results
-    bounded "pytorch $config ($how)" "$out" "$expected" "reference/results/$study.$config.log" 1 \
-        python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
-        --config "$config" --device "$TORCH_DEVICE"
+    local log="reference/results/$study.$config.log"
+    if [ "$TORCH_SHARED" = 1 ]; then
+        served "pytorch $config ($how)" "$out" "$expected" "$log" "reference/$study.plan.json" "$config"
+    else
+        bounded "pytorch $config ($how)" "$out" "$expected" "$log" 1 \
+            python3 reference/torch_peak_memory.py --plan "reference/$study.plan.json" \
+            --config "$config" --device "$TORCH_DEVICE"
+    fi
     pack_step
+}
+
+# The twins' Python process. On CUDA the twins of a run share one (`torch_peak_memory.py
+# --serve`): Python, `import torch` and the CUDA context once instead of once per twin; each row
+# still covers its own configuration (the script resets the allocator's statistics, the
+# compiler's caches and the memory budget between them). On the CPU each twin has a process of
+# its own, since its peak is that process's resident high-water mark. MEMWALL_TORCH_PROCESS=each
+# or =shared overrides.
+case "${MEMWALL_TORCH_PROCESS:-}" in
+    shared) TORCH_SHARED=1;;
+    each) TORCH_SHARED=0;;
+    '') if [ "$TARGET" = cuda ]; then TORCH_SHARED=1; else TORCH_SHARED=0; fi;;
+    *) die "MEMWALL_TORCH_PROCESS is \`$MEMWALL_TORCH_PROCESS\`: \`shared\` or \`each\`";;
+esac
+TORCH_PID=""; TORCH_IN=""; TORCH_OUT=""; TORCH_SERVED=0
+
+# torch_stop: ends the shared process (its process group: PyTorch's compile workers too).
+torch_stop() {
+    [ -n "$TORCH_PID" ] || return 0
+    kill -KILL -- "-$TORCH_PID" 2>/dev/null || kill -KILL "$TORCH_PID" 2>/dev/null || true
+    wait "$TORCH_PID" 2>/dev/null || true
+    exec {TORCH_IN}>&- {TORCH_OUT}<&-
+    TORCH_PID=""; TORCH_IN=""; TORCH_OUT=""
+}
+
+# torch_start: the shared process, started when none is alive, in a process group of its own;
+# its requests and answers go through TORCH_IN and TORCH_OUT (copies of the coprocess's pipes,
+# which outlive it and reach subshells).
+torch_start() {
+    if [ -n "$TORCH_PID" ] && kill -0 "$TORCH_PID" 2>/dev/null; then return 0; fi
+    torch_stop
+    coproc TORCH_COPROC { exec setsid python3 -u reference/torch_peak_memory.py --serve \
+        --device "$TORCH_DEVICE" 2>> reference/results/torch-process.log; }
+    TORCH_PID=$TORCH_COPROC_PID
+    exec {TORCH_IN}>&"${TORCH_COPROC[1]}" {TORCH_OUT}<&"${TORCH_COPROC[0]}"
+    TORCH_SERVED=0
+    echo "PyTorch process $TORCH_PID started for the twins"
+}
+trap torch_stop EXIT
+
+# served LABEL OUT EXPECTED_S LOG PLAN CONFIG: `bounded` for a twin in the shared process: asks
+# it for CONFIG of PLAN and waits for its answer until the deadline, when the process is stopped
+# (the next twin starts another). The row it writes (ok, or a failure saying why) becomes OUT.
+served() {
+    local label="$1" out="$2" expected="$3" log="$4" plan="$5" config="$6"
+    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
+    if [ "$(left)" -lt "$expected" ]; then
+        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
+    fi
+    if [ "$(left)" -le 0 ]; then echo "$label: no time left: left for the next run"; return 0; fi
+    torch_start
+    TORCH_SERVED=$(( TORCH_SERVED + 1 ))
+    echo "$label: running (twin $TORCH_SERVED of PyTorch process $TORCH_PID)"
+    rm -f "$out.partial"
+    local t0 answer="" rc=0; t0=$(date +%s)
+    if ! ( trap '' PIPE; printf '%s\t%s\t%s\t%s\n' "$plan" "$config" "$out.partial" "$log" >&"$TORCH_IN" ) 2>/dev/null; then
+        torch_stop
+        echo "$label: the PyTorch process had ended (reference/results/torch-process.log): left for the next run"
+        return 0
+    fi
+    IFS= read -r -t "$(( $(left) > 0 ? $(left) : 1 ))" -u "$TORCH_OUT" answer || rc=$?
+    if [ "$rc" -gt 128 ]; then
+        torch_stop; rm -f "$out.partial"
+        echo "$label: still running at the deadline: stopped, nothing kept"
+    elif [ "$rc" != 0 ]; then
+        torch_stop; rm -f "$out.partial"
+        echo "$label: the PyTorch process ended during it (reference/results/torch-process.log, $log)"
+    elif [ "${answer%%$'\t'*}" = done ] && [ -s "$out.partial" ]; then
+        mv "$out.partial" "$out"
+        echo "$label: done in $(( $(date +%s) - t0 )) s (${answer#*$'\t'})"
+    else
+        rm -f "$out.partial"
+        echo "$label: did not finish: ${answer#*$'\t'} ($log)"
+    fi
 }
 
 step_attribution() {
@@ -358,6 +442,7 @@ while IFS=$'\t' read -r -u 3 kind a b c d; do
     esac
 done 3< "$PLAN"
 end_tier
+torch_stop
 
 if [ "$DRY" = 1 ]; then
     fit=$(awk -v s="$SIM_FIT" 'BEGIN { printf "%.1f", s / 60 }')

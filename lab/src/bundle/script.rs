@@ -81,6 +81,11 @@ fn header(m: &Manifest, default_minutes: Option<f64>) -> String {
 #                             print the plan: each tier's steps with their expected seconds, and
 #                             what does not fit in N minutes; runs nothing
 #   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
+#   MEMWALL_TORCH_PROCESS=each|shared ./run.sh
+#                             one Python process per twin, or one for all the twins of the run
+#                             (the default on CUDA: Python, torch and the CUDA context start
+#                             once; the process keeps its CUDA context, whose device memory is
+#                             not memwall's, while memwall's jobs run); each on the CPU
 #
 # Expected device time: {expected}.
 # Bring the archives back and run `memwall import` on every one of them in the repository (after

@@ -296,6 +296,16 @@ pub struct TorchRow {
     pub train: TorchTrain,
     /// RFC 3339 time it finished.
     pub finished_at: String,
+    /// The configuration's place among those its Python process ran: 1 for the first (or the
+    /// only one); a later one shared the process, its CUDA context and libraries, with the
+    /// configurations before it (`torch_peak_memory.py --serve`, a GPU bundle's twins). Absent
+    /// in rows written before the field existed (one process each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_order: Option<u32>,
+    /// Wall time of the configuration in its process, seconds (`import torch` and the CUDA
+    /// context included for the first): what the bundle's estimates are checked against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
 }
 
 impl TorchRow {

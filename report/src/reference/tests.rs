@@ -113,6 +113,8 @@ fn row() -> TorchRow {
         model: p.model,
         train: p.train,
         finished_at: "2026-11-23T00:00:00Z".into(),
+        process_order: None,
+        wall_s: None,
     }
 }
 
