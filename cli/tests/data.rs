@@ -1,9 +1,11 @@
-//! The TinyStories loader, the by-story split and the tokenizer on the real excerpt.
+//! The TinyStories loader, the by-story split and the tokenizer on the real excerpt; the data
+//! search path of a clone without `../shared`.
 
 mod common;
 
 use memwall::data::{load_stories, split_stories, train_tokenizer};
 use memwall::error::Error;
+use std::path::Path;
 
 #[test]
 fn loads_every_story_of_the_excerpt() {
@@ -73,7 +75,7 @@ fn missing_data_file_names_the_file_and_the_fix() {
     let msg = err.to_string();
     assert!(msg.contains("/nonexistent/TinyStories-valid.txt"), "{msg}");
     assert!(
-        msg.contains("just data") && msg.contains("MEMWALL_DATA"),
+        msg.contains("MEMWALL_DATA_DIR") && msg.contains("--data"),
         "{msg}"
     );
 }
@@ -100,4 +102,117 @@ fn reads_hugging_face_parquet_files() {
         msg.contains("bad.parquet") && msg.contains("`text`"),
         "{msg}"
     );
+}
+
+/// `memwall` in `repo` with the data search path cut off from this machine's folders: no
+/// `$MEMWALL_DATA_DIR`, the user cache and the shared data in empty folders of `sandbox`.
+fn isolated(repo: &Path, sandbox: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(repo)
+        .args(args)
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .env_remove("MEMWALL_DATA_DIR")
+        .env("XDG_CACHE_HOME", sandbox.join("cache"))
+        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"))
+        .output()
+        .expect("memwall starts")
+}
+
+/// A clone without `../shared`: a study whose data is on no folder of the search path fails
+/// with one line naming every place; once the data sits in the repository's `data/` (or in
+/// `$MEMWALL_DATA_DIR`) the same command runs, from the experiment files as committed.
+#[test]
+fn a_clone_without_shared_data_finds_its_data_on_the_search_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sandbox = tmp.path();
+    let repo = sandbox.join("repo");
+    std::fs::create_dir_all(repo.join("experiments")).unwrap();
+    for f in ["checkmate.toml", "peak_memory.toml"] {
+        std::fs::copy(
+            common::root().join("experiments").join(f),
+            repo.join("experiments").join(f),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink(common::root().join("templates"), repo.join("templates")).unwrap();
+    let runs = sandbox.join("runs");
+    let checkmate = [
+        "run",
+        "experiments/checkmate.toml",
+        "--profile",
+        "smoke",
+        "--runs",
+        runs.to_str().unwrap(),
+    ];
+    // 1. Nowhere: one line naming each place, nothing recorded.
+    let o = isolated(&repo, sandbox, &checkmate);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("{err}"));
+    for place in [
+        "remat-graphs is not under",
+        "data (the repository's data/)",
+        "cache/memwall (the user cache)",
+        "no-shared-data (the shared data beside the repository)",
+        "MEMWALL_DATA_DIR",
+    ] {
+        assert!(line.contains(place), "{place} missing: {line}");
+    }
+    assert_eq!(
+        line.matches("experiments/checkmate.toml").count(),
+        1,
+        "the file is named once: {line}"
+    );
+    // 2. The graphs in the repository's data/: the study runs.
+    let shared = common::shared_data();
+    std::fs::create_dir_all(repo.join("data")).unwrap();
+    std::os::unix::fs::symlink(shared.join("remat-graphs"), repo.join("data/remat-graphs"))
+        .unwrap();
+    let o = isolated(&repo, sandbox, &checkmate);
+    assert!(o.status.success(), "{}", common::text(&o));
+    // 3. The corpus through $MEMWALL_DATA_DIR: a training job of the committed experiment file.
+    let o = isolated(
+        &repo,
+        sandbox,
+        &[
+            "run",
+            "experiments/peak_memory.toml",
+            "--profile",
+            "smoke",
+            "--only",
+            "control",
+            "--runs",
+            runs.to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success(), "ran without its corpus");
+    assert!(
+        common::text(&o).contains("tinystories/TinyStories-valid-excerpt.txt not found"),
+        "{}",
+        common::text(&o)
+    );
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .current_dir(&repo)
+        .args([
+            "run",
+            "experiments/peak_memory.toml",
+            "--profile",
+            "smoke",
+            "--only",
+            "control",
+            "--runs",
+            runs.to_str().unwrap(),
+        ])
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .env("MEMWALL_DATA_DIR", &shared)
+        .env("XDG_CACHE_HOME", sandbox.join("cache"))
+        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
 }

@@ -273,7 +273,7 @@ fn missing_data_and_unknown_configuration_are_clear_errors() {
     o.data = Some(dir.path().join("nope/TinyStories-valid.txt"));
     let msg = driver::sweep(&exp, &p, &o).unwrap_err().to_string();
     assert!(
-        msg.contains("nope/TinyStories-valid.txt") && msg.contains("just data"),
+        msg.contains("nope/TinyStories-valid.txt") && msg.contains("MEMWALL_DATA_DIR"),
         "{msg}"
     );
 

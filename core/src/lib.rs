@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod data_path;
 pub mod device;
 pub mod error;
 pub mod json;

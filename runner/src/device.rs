@@ -167,7 +167,11 @@ pub fn resolve(request: DeviceRequest, cpu_backend: BackendKind) -> Result<Resol
                     name: info.names.first().cloned().unwrap_or_default(),
                 }),
                 Err(reason) => {
-                    tracing::info!("no GPU ({reason}); using the CPU ({cpu_backend})");
+                    // Once per process: `memwall reproduce` resolves the device per study.
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        tracing::info!("no GPU ({reason}); using the CPU ({cpu_backend})")
+                    });
                     cpu()
                 }
             }

@@ -25,6 +25,8 @@ enum RenderFailure {
 struct Entry {
     check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
+    /// The data folder it reads ([`InProcessStudy::DATA`]).
+    data: Option<&'static str>,
     render: fn(
         &RecordedCitation,
         &serde_json::Value,
@@ -37,6 +39,7 @@ fn entry<S: InProcessStudy>() -> Entry {
     Entry {
         check: |study| params::<S>(study).and(cited::<S>(study).map(drop)),
         run: run_typed::<S>,
+        data: S::DATA,
         render: render_typed::<S>,
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
         tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
@@ -176,7 +179,7 @@ fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_
 /// study's own failures (a solver error, a failed check), with that error as its source.
 pub fn run(study: &Study) -> Result<serde_json::Value> {
     match registry(study.header.kind) {
-        Some(e) => (e.run)(study, &shared_data_dir(study)),
+        Some(e) => (e.run)(study, &data_dir(study, e.data)?),
         None => Ok(serde_json::Value::Null),
     }
 }
@@ -380,13 +383,27 @@ fn with_imports<'a>(
     }
 }
 
-/// The data directory of a study: its `params.data_dir` resolved against the workspace root,
-/// `MEMWALL_SHARED_DATA`, or `../shared/data` beside the workspace.
-fn shared_data_dir(study: &Study) -> PathBuf {
-    if let Some(d) = std::env::var_os("MEMWALL_SHARED_DATA") {
-        return PathBuf::from(d);
-    }
-    Study::base_dir(&study.path).join("../shared/data")
+/// The data folder handed to a study that reads the folder `data` (relative to a data
+/// folder): the first folder of the data search path ([`memwall_core::data_path`]) that holds
+/// it. `None` (a study that reads nothing): the repository's `data/`.
+///
+/// # Errors
+/// [`Error::Study`] when no folder of the search path holds `data`, naming every place.
+fn data_dir(study: &Study, data: Option<&str>) -> Result<PathBuf> {
+    use memwall_core::data_path;
+    let repo = Study::base_dir(&study.path);
+    let Some(data) = data else {
+        return Ok(repo.join("data"));
+    };
+    data_path::search_dirs(&repo)
+        .into_iter()
+        .map(|d| d.dir)
+        .find(|d| d.join(data).is_dir())
+        .ok_or_else(|| Error::Study {
+            path: study.path.clone(),
+            study: study.header.name.clone(),
+            source: data_path::not_found(&repo, Path::new(data)).into(),
+        })
 }
 
 /// Runs the study unless a record with the same parameters and build exists (or `force`), and

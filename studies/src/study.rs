@@ -29,8 +29,11 @@ pub trait InProcessStudy {
     /// # Errors
     /// The first [`ParamError`]: the key (with list indices), the accepted range, the value.
     fn validate(params: &Self::Params) -> Result<(), ParamError>;
-    /// Runs the study. `data_dir` is the shared data folder (`../shared/data` or
-    /// `MEMWALL_SHARED_DATA`) for studies that read files.
+    /// The folder of data files the study reads (e.g. `remat-graphs`), looked up on the data
+    /// search path ([`memwall_core::data_path`]); `None` for a study that reads no file.
+    const DATA: Option<&'static str> = None;
+    /// Runs the study. `data_dir` is the data folder that holds [`Self::DATA`] (the first of
+    /// the search path that does).
     ///
     /// # Errors
     /// Parameters out of range (e.g. [`DemoError::InvalidParam`]); the study's own failures.

@@ -114,8 +114,15 @@ impl From<PoolArg> for MemoryPool {
 }
 
 pub(crate) fn run_study(path: &Path, paths: &Paths, opts: &RunOptions, render: bool) -> Result<()> {
-    let outcome =
-        driver::sweep(path, paths, opts).with_context(|| format!("running {}", path.display()))?;
+    // An error that names the experiment file already is not prefixed with it again.
+    let outcome = driver::sweep(path, paths, opts).map_err(|e| {
+        let shown = path.display().to_string();
+        if format!("{e}").contains(&shown) {
+            anyhow::Error::new(e)
+        } else {
+            anyhow::Error::new(e).context(format!("running {shown}"))
+        }
+    })?;
     eprintln!(
         "{}: {} jobs run, {} already finished{}",
         path.display(),

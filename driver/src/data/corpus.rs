@@ -7,10 +7,10 @@ use std::path::Path;
 pub const EOS: &str = "<|endoftext|>";
 
 fn missing_hint() -> String {
-    "Put a TinyStories file there (TinyStories-valid.txt, TinyStoriesV2-GPT4-valid.txt or a \
-     Hugging Face `data/*.parquet` file of roneneldan/TinyStories), run `just data` on a machine \
-     with internet access, or point the experiment's `data.path`, the `--data` flag or \
-     `MEMWALL_DATA` at the file."
+    "A relative `data.path` is looked up under the repository, in $MEMWALL_DATA_DIR, data/, \
+     ~/.cache/memwall and ../shared/data: put the file there under that path (TinyStories: \
+     roneneldan/TinyStories on Hugging Face), or name a TinyStories file with `--data` or \
+     `MEMWALL_DATA`."
         .to_string()
 }
 

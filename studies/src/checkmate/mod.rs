@@ -57,6 +57,7 @@ impl InProcessStudy for Checkmate {
     fn validate(params: &CheckmateParams) -> Result<(), ParamError> {
         validate(params)
     }
+    const DATA: Option<&'static str> = Some("remat-graphs");
     fn run(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateResult, RematError> {
         run_study(params, data_dir)
     }

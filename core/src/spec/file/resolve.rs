@@ -688,14 +688,12 @@ pub(super) fn resolve_data(
     })
 }
 
-/// `data.path` as written if absolute, else under the base folder of the experiment file.
+/// `data.path` as written if absolute, else found on the data search path of the
+/// repository holding the experiment file ([`crate::data_path`]: under the repository as
+/// written, `$MEMWALL_DATA_DIR`, the repository's `data/`, the user cache, `../shared/data`);
+/// found nowhere, the path under the repository (what reading it then reports missing).
 pub(crate) fn corpus_path(path: &Path, path_str: &str) -> PathBuf {
-    let p = PathBuf::from(path_str);
-    if p.is_absolute() {
-        p
-    } else {
-        base_dir(path).join(p)
-    }
+    crate::data_path::resolve(&base_dir(path), Path::new(path_str))
 }
 
 /// Checks every configuration, fills in default labels and, in a training study without a
