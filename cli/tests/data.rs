@@ -104,19 +104,26 @@ fn reads_hugging_face_parquet_files() {
     );
 }
 
-/// `memwall` in `repo` with the data search path cut off from this machine's folders: no
-/// `$MEMWALL_DATA_DIR`, the user cache and the shared data in empty folders of `sandbox`.
-fn isolated(repo: &Path, sandbox: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .current_dir(repo)
+/// `memwall` in `repo` with the data search path cut off from this machine's folders: the user
+/// cache and the shared data in empty folders of `sandbox`, `$MEMWALL_DATA_DIR` as `data_dir`.
+fn isolated(
+    repo: &Path,
+    sandbox: &Path,
+    data_dir: Option<&Path>,
+    args: &[&str],
+) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"));
+    c.current_dir(repo)
         .args(args)
         .env_remove("MEMWALL_RUNS")
         .env_remove("MEMWALL_DATA")
         .env_remove("MEMWALL_DATA_DIR")
         .env("XDG_CACHE_HOME", sandbox.join("cache"))
-        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"))
-        .output()
-        .expect("memwall starts")
+        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"));
+    if let Some(d) = data_dir {
+        c.env("MEMWALL_DATA_DIR", d);
+    }
+    c.output().expect("memwall starts")
 }
 
 /// A clone without `../shared`: a study whose data is on no folder of the search path fails
@@ -146,7 +153,7 @@ fn a_clone_without_shared_data_finds_its_data_on_the_search_path() {
         runs.to_str().unwrap(),
     ];
     // 1. Nowhere: one line naming each place, nothing recorded.
-    let o = isolated(&repo, sandbox, &checkmate);
+    let o = isolated(&repo, sandbox, None, &checkmate);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     let line = err
@@ -172,47 +179,26 @@ fn a_clone_without_shared_data_finds_its_data_on_the_search_path() {
     std::fs::create_dir_all(repo.join("data")).unwrap();
     std::os::unix::fs::symlink(shared.join("remat-graphs"), repo.join("data/remat-graphs"))
         .unwrap();
-    let o = isolated(&repo, sandbox, &checkmate);
+    let o = isolated(&repo, sandbox, None, &checkmate);
     assert!(o.status.success(), "{}", common::text(&o));
     // 3. The corpus through $MEMWALL_DATA_DIR: a training job of the committed experiment file.
-    let o = isolated(
-        &repo,
-        sandbox,
-        &[
-            "run",
-            "experiments/peak_memory.toml",
-            "--profile",
-            "smoke",
-            "--only",
-            "control",
-            "--runs",
-            runs.to_str().unwrap(),
-        ],
-    );
+    let control = [
+        "run",
+        "experiments/peak_memory.toml",
+        "--profile",
+        "smoke",
+        "--only",
+        "control",
+        "--runs",
+        runs.to_str().unwrap(),
+    ];
+    let o = isolated(&repo, sandbox, None, &control);
     assert!(!o.status.success(), "ran without its corpus");
     assert!(
         common::text(&o).contains("tinystories/TinyStories-valid-excerpt.txt not found"),
         "{}",
         common::text(&o)
     );
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
-        .current_dir(&repo)
-        .args([
-            "run",
-            "experiments/peak_memory.toml",
-            "--profile",
-            "smoke",
-            "--only",
-            "control",
-            "--runs",
-            runs.to_str().unwrap(),
-        ])
-        .env_remove("MEMWALL_RUNS")
-        .env_remove("MEMWALL_DATA")
-        .env("MEMWALL_DATA_DIR", &shared)
-        .env("XDG_CACHE_HOME", sandbox.join("cache"))
-        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"))
-        .output()
-        .unwrap();
+    let o = isolated(&repo, sandbox, Some(&shared), &control);
     assert!(o.status.success(), "{}", common::text(&o));
 }
