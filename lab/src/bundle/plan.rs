@@ -228,9 +228,8 @@ pub fn tiers(
     let study_index = |s: &str| studies.iter().position(|x| *x == s).unwrap_or(0);
     // (stage, study, sub, position in the bundle, second) -> step; `second` puts an eager twin
     // right after its row, and a twin whose row is not bundled where that row would be.
-    let mut keyed: Vec<(PlanKey, Step)> = Vec::new();
-    // Each twin's process-start seconds, by (study, configuration).
-    let mut start_s: Vec<((String, String), f64)> = Vec::new();
+    // Each step with the seconds a shared Python process saves it (a twin's start; else 0).
+    let mut keyed: Vec<(PlanKey, Step, f64)> = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
         let study = if j.stage == Stage::SourceRows {
             0
@@ -245,6 +244,7 @@ pub fn tiers(
                 key: j.key.clone(),
                 expected_s: j.expected_s,
             },
+            0.0,
         ));
     }
     for (n, t) in torch.iter().enumerate() {
@@ -273,8 +273,8 @@ pub fn tiers(
                 expected_s: t.expected_s,
                 compiled: t.compiled,
             },
+            t.start_s,
         ));
-        start_s.push(((t.study.clone(), t.config.clone()), t.start_s));
     }
     let mut extra_steps = Vec::new();
     if let Some((job, burn_s, torch_s)) = &extras.attribution {
@@ -293,39 +293,25 @@ pub fn tiers(
         extra_steps.push(Step::Chains { expected_s: s });
     }
     for (i, step) in extra_steps.into_iter().enumerate() {
-        keyed.push(((Stage::Extras, 0, 0, i, 0), step));
+        keyed.push(((Stage::Extras, 0, 0, i, 0), step, 0.0));
     }
     keyed.sort_by_key(|k| k.0);
     // Per tier: its stages, the studies of its rows, its steps and their expected seconds.
     let mut groups: Vec<TierDraft> = Vec::new();
     let has_twin = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Torch { .. }));
-    for ((stage, ..), mut step) in keyed {
-        // A twin's seconds in the shared process of a tier that already ran a twin.
-        let served = |step: &Step| match step {
-            Step::Torch {
-                study,
-                config,
-                expected_s,
-                ..
-            } => {
-                let start = start_s
-                    .iter()
-                    .find(|(k, _)| k.0 == *study && k.1 == *config)
-                    .map_or(0.0, |(_, s)| *s);
-                if start > 0.0 {
-                    (expected_s - start).max(1.0)
-                } else {
-                    *expected_s
-                }
-            }
-            other => other.expected_s(),
+    for ((stage, ..), mut step, start_s) in keyed {
+        // The step's seconds in a tier whose shared Python process a twin started already.
+        let served = if start_s > 0.0 {
+            (step.expected_s() - start_s).max(1.0)
+        } else {
+            step.expected_s()
         };
         let new_tier = match (groups.last(), budget_s) {
             (None, _) => true,
             (Some((stages, ..)), None) => stages.last() != Some(&stage),
             (Some((_, _, steps, total)), Some(budget)) => {
                 let s = if has_twin(steps) {
-                    served(&step)
+                    served
                 } else {
                     step.expected_s()
                 };
@@ -337,9 +323,8 @@ pub fn tiers(
         }
         let g = groups.last_mut().expect("pushed above");
         if has_twin(&g.2) {
-            let shared = served(&step);
             if let Step::Torch { expected_s, .. } = &mut step {
-                *expected_s = shared;
+                *expected_s = served;
             }
         }
         let s = step.expected_s();

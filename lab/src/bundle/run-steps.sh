@@ -31,17 +31,24 @@ run_until() {
     return "$rc"
 }
 
+# due LABEL OUT EXPECTED_S: whether a step that writes OUT is to run now: not when OUT exists
+# (it finished before) or EXPECTED_S do not fit before the deadline (saying which).
+due() {
+    local label="$1" out="$2" expected="$3"
+    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 1; fi
+    if [ "$(left)" -lt "$expected" ]; then
+        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 1
+    fi
+    if [ "$(left)" -le 0 ]; then echo "$label: no time left: left for the next run"; return 1; fi
+}
+
 # bounded LABEL OUT EXPECTED_S LOG KEEP_FAILED COMMAND...: runs `COMMAND --out OUT.partial` when
 # OUT is missing and EXPECTED_S fit before the deadline, stopping it at the deadline. OUT appears
 # only when the command ends, so a run stopped at the deadline leaves nothing and runs again next
 # time; a failed run keeps what it wrote when KEEP_FAILED is 1 (a PyTorch row saying why).
 bounded() {
     local label="$1" out="$2" expected="$3" log="$4" keep="$5"; shift 5
-    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
-    if [ "$(left)" -lt "$expected" ]; then
-        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
-    fi
-    if [ "$(left)" -le 0 ]; then echo "$label: no time left: left for the next run"; return 0; fi
+    due "$label" "$out" "$expected" || return 0
     echo "$label: running"
     rm -f "$out.partial"
     local t0; t0=$(date +%s)
@@ -333,11 +340,7 @@ trap torch_stop EXIT
 # (the next twin starts another). The row it writes (ok, or a failure saying why) becomes OUT.
 served() {
     local label="$1" out="$2" expected="$3" log="$4" plan="$5" config="$6"
-    if [ -s "$out" ]; then echo "$label: finished before, skipped"; return 0; fi
-    if [ "$(left)" -lt "$expected" ]; then
-        echo "$label: expected $expected s, $(left) s left: left for the next run"; return 0
-    fi
-    if [ "$(left)" -le 0 ]; then echo "$label: no time left: left for the next run"; return 0; fi
+    due "$label" "$out" "$expected" || return 0
     torch_start
     TORCH_SERVED=$(( TORCH_SERVED + 1 ))
     echo "$label: running (twin $TORCH_SERVED of PyTorch process $TORCH_PID)"
