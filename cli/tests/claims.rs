@@ -15,7 +15,9 @@ fn every_committed_claim_passes_the_check() {
     // Each claim says what it is about, where its number comes from, and whether it can fail.
     assert!(t.contains("- `time_increase_30pct`: “Training time roughly increases 30%.” (002_"));
     assert!(
-        t.contains("  - measure: `cksqrt-f32.step_time_ratio`, derived: "),
+        t.contains(
+            "  - measure: `step_time_ratio of config = { checkpoint = \"sqrt\" }`, derived: "
+        ),
         "{t}"
     );
     assert!(!t.contains("can fail: no"), "{t}");

@@ -305,28 +305,57 @@ fn named_models_train_their_grid_with_a_control_of_their_own() {
 }
 
 #[test]
-fn a_sweep_measure_names_at_least_four_intervals_and_a_sweep_metric() {
+fn claims_pick_a_sweep_or_a_configuration_by_fields_never_by_a_grid_name() {
     let dir = tempfile::tempdir().unwrap();
-    let claim = |measure: &str| {
+    let claim = |fields: &str, measure: &str| {
         format!(
-            "\n[[claims]]\nid = \"c\"\nquote = \"q\"\nwhere = \"w\"\nmeasure = \"{measure}\"\nagree = {{ at_most = 5.0 }}\n"
+            "\n[[claims]]\nid = \"c\"\nquote = \"q\"\nwhere = \"w\"\n{fields}\nmeasure = \"{measure}\"\nagree = {{ at_most = 5.0 }}\n"
         )
     };
-    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.u_depth_pct");
-    Study::load(&write(dir.path(), &text), Profile::Smoke, None).unwrap();
-    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("ck*-f32.u_depth_pct");
-    let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
-        .unwrap_err()
-        .to_string();
+    let load = |extra: String| {
+        Study::load(
+            &write(dir.path(), &(with_deep(DEEP_MODEL, DEEP_GRID) + &extra)),
+            Profile::Smoke,
+            None,
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let deep = "sweep = { model = \"deep\", fused_optimizer = true }";
+    load(claim(deep, "u_depth_pct")).unwrap();
+    load(claim("config = { checkpoint = 2 }", "step_time_ratio")).unwrap();
+    load(claim("", "b.step_time_ratio")).unwrap();
+    // The profile model's sweep has 3 intervals here (b's sqrt, 1 and 2): too few to fit.
+    let msg = load(claim("sweep = {}", "u_depth_pct")).unwrap_err();
     assert!(
-        msg.contains("claims[0].measure") && msg.contains("matches 2 configuration"),
+        msg.contains("claims[0].sweep") && msg.contains("matches 3 checkpointing"),
         "{msg}"
     );
-    let text = with_deep(DEEP_MODEL, DEEP_GRID) + &claim("deep-ck*-f32-fusedopt.bogus");
+    let msg = load(claim(deep, "bogus")).unwrap_err();
+    assert!(msg.contains("u_depth_pct"), "the metrics are listed: {msg}");
+    // The old name pattern names no configuration; a grid's name is refused with its selector.
+    let msg = load(claim("", "deep-ck*-f32-fusedopt.u_depth_pct")).unwrap_err();
+    assert!(msg.contains("claims[0].measure"), "{msg}");
+    let msg = load(claim("", "deep-ck4-f32-fusedopt.reduction_pct")).unwrap_err();
+    assert!(
+        msg.contains("a name a [[grid]] made")
+            && msg.contains(
+                "`config = { model = \"deep\", checkpoint = 4, fused_optimizer = true }` and \
+                 `measure = \"reduction_pct\"`"
+            ),
+        "{msg}"
+    );
+    // A selector in a study that trains nothing.
+    let text = std::fs::read_to_string(root().join("experiments/autodiff_example.toml")).unwrap();
+    let text = text.replacen(
+        "[[claims]]\n",
+        "[[claims]]\nconfig = { checkpoint = 2 }\n",
+        1,
+    );
     let msg = Study::load(&write(dir.path(), &text), Profile::Smoke, None)
         .unwrap_err()
         .to_string();
-    assert!(msg.contains("u_depth_pct"), "the metrics are listed: {msg}");
+    assert!(msg.contains("only a training study's claims pick"), "{msg}");
 }
 
 #[test]

@@ -301,6 +301,8 @@ mod tests {
             source: None,
             profile: None,
             twin: None,
+            config: None,
+            sweep: None,
         }
     }
 

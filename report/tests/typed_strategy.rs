@@ -5,9 +5,14 @@
 use std::path::{Path, PathBuf};
 
 /// How the strategy was read before: K parsed out of `deep-ck3-f32-fusedopt`, membership of a
-/// sweep by the name alone, the checkpoint column as the text "3" and compared as text.
+/// sweep by the name alone or by a name pattern (`deep-ck*-f32-fusedopt`, the sweep's name with
+/// `ck*` for K), the checkpoint column as the text "3" and compared as text.
 const OLD_PATTERNS: &[&str] = &[
     r#"strip_prefix("ck")"#,
+    r#""ck*""#,
+    "sweep_measure(",
+    "sweep_config_name(",
+    "split_once(SWEEP_WILDCARD)",
     "sweep_member(sweep, &c.name)",
     "sweep_member(sweep, &c.cfg.name)",
     "checkpoint().to_string()",

@@ -684,9 +684,11 @@ pub fn glance(study: &Study, rows: &[Row]) -> Vec<GlanceRow> {
             )),
         },
     );
-    crate::document::glance::fill_provenance(&mut glance, &study.claims, |c| {
-        memwall_core::spec::claims::training_provenance(&c.measure)
-    });
+    crate::document::glance::fill_provenance(
+        &mut glance,
+        &study.claims,
+        memwall_core::spec::claims::SourceClaim::training_provenance,
+    );
     glance
 }
 

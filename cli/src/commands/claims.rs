@@ -4,7 +4,7 @@
 //! verdict could not have gone the other way.
 
 use super::*;
-use memwall::spec::claims::{training_provenance, unit_suffix, SourceClaim};
+use memwall::spec::claims::{unit_suffix, SourceClaim};
 use memwall_document::content::GlanceRow;
 
 /// One claim's lines of `memwall claims` and what `--check` finds wrong with it.
@@ -31,11 +31,15 @@ fn check_claim(c: &SourceClaim, source: &str, row: Option<&GlanceRow>) -> Checke
     let unit = c.unit.clone().unwrap_or_default();
     let provenance = row
         .and_then(|r| r.provenance.clone())
-        .or_else(|| training_provenance(&c.measure));
+        .or_else(|| c.training_provenance());
     lines.push(format!("  - about: {}", c.about.as_str()));
     match &provenance {
         Some(p) => {
-            lines.push(format!("  - measure: `{}`, {}", c.measure, p.describe()));
+            lines.push(format!(
+                "  - measure: `{}`, {}",
+                c.measure_label(),
+                p.describe()
+            ));
             if let Some(why) = c.about.refusal(p) {
                 problems.push(why);
             }
@@ -43,12 +47,12 @@ fn check_claim(c: &SourceClaim, source: &str, row: Option<&GlanceRow>) -> Checke
         None => {
             lines.push(format!(
                 "  - measure: `{}`, provenance unknown (no record answers it)",
-                c.measure
+                c.measure_label()
             ));
             problems.push(format!(
                 "no record of the study answers `{}`, so its provenance is unknown: run the \
                  study (or point --runs at its records)",
-                c.measure
+                c.measure_label()
             ));
         }
     }

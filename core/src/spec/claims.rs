@@ -45,11 +45,25 @@ pub struct SourceClaim {
     /// value "derived".
     #[serde(default)]
     pub derived: Option<String>,
-    /// Which of our measurements answers the claim: `<configuration>.<metric>` for a training
-    /// study ([`TrainingMetric`]), a measure name of the study's result otherwise. Empty with
+    /// Which of our measurements answers the claim. For a training study: a metric
+    /// ([`TrainingMetric`]) of the configuration `config` picks, a sweep metric
+    /// ([`SweepMetric`]) of the sweep `sweep` picks, or `<configuration>.<metric>` naming a
+    /// `[[configs]]` entry (not a grid's generated name: a grid's configuration is picked by
+    /// its fields). Otherwise a measure name of the study's result. Empty with
     /// `not_comparable`.
     #[serde(default)]
     pub measure: String,
+    /// The configuration of a training study that answers the claim, by its strategy fields
+    /// (`config = { checkpoint = "sqrt" }`; fields left out at their defaults,
+    /// [`crate::spec::ConfigSelector`]): exactly one configuration of the file must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<crate::spec::ConfigSelector>,
+    /// The checkpoint-interval sweep of a training study that answers the claim: every
+    /// configuration with these strategy fields, whatever its `checkpoint`
+    /// (`sweep = { model = "deep", fused_optimizer = true }`); the one without checkpointing is
+    /// the sweep's control. `measure` is then a [`SweepMetric`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::spec::ConfigSelector>,
     /// The rule under which ours agrees with the claim.
     #[serde(default)]
     pub agree: AgreeRule,
@@ -90,6 +104,140 @@ impl SourceClaim {
     pub fn document<'a>(&'a self, study_source: &'a str) -> &'a str {
         self.source.as_deref().unwrap_or(study_source)
     }
+
+    /// What answers this claim of a training study whose configurations are `configs`.
+    ///
+    /// # Errors
+    /// A message for the claim's `measure`, `config` or `sweep` field: both `config` and
+    /// `sweep` given, a metric unknown for the form, a `config` selector matching no or several
+    /// configurations, a named configuration not in `configs`, a sweep that names
+    /// `checkpoint` (the field it varies).
+    pub fn training_target<'a>(
+        &'a self,
+        configs: &'a [crate::spec::ConfigSpec],
+    ) -> Result<TrainingTarget<'a>, String> {
+        let training_names = || {
+            TrainingMetric::ALL
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match (&self.config, &self.sweep) {
+            (Some(_), Some(_)) => Err(
+                "give `config` (one configuration) or `sweep` (a checkpoint-interval sweep),                  not both"
+                    .into(),
+            ),
+            (None, Some(sweep)) => {
+                if sweep.checkpoint.is_some() {
+                    return Err(format!(
+                        "`sweep = {}` names `checkpoint`, the field a sweep varies: leave it out",
+                        sweep.describe()
+                    ));
+                }
+                let metric = SweepMetric::parse(&self.measure).ok_or_else(|| {
+                    format!(
+                        "`{}` is not a sweep metric; with `sweep`, `measure` is one of {}",
+                        self.measure,
+                        SweepMetric::ALL
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                Ok(TrainingTarget::Sweep(sweep, metric))
+            }
+            (Some(selector), None) => {
+                let metric = TrainingMetric::parse(&self.measure).ok_or_else(|| {
+                    format!(
+                        "`{}` is not a training metric; with `config`, `measure` is one of {}",
+                        self.measure,
+                        training_names()
+                    )
+                })?;
+                let found: Vec<&crate::spec::ConfigSpec> =
+                    configs.iter().filter(|c| selector.matches(c)).collect();
+                match found.as_slice() {
+                    [one] => Ok(TrainingTarget::Config(one, metric)),
+                    [] => Err(format!(
+                        "`config = {}` matches no configuration of this file (fields left out                          are at their defaults: f32, no checkpointing, no fusion, the                          profile's model)",
+                        selector.describe()
+                    )),
+                    several => Err(format!(
+                        "`config = {}` matches {} configurations ({}): name the field that                          tells them apart",
+                        selector.describe(),
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                }
+            }
+            (None, None) => {
+                let Some((name, metric)) = self
+                    .measure
+                    .rsplit_once('.')
+                    .and_then(|(c, m)| Some((c, TrainingMetric::parse(m)?)))
+                else {
+                    return Err(format!(
+                        "`{}`: expected `<configuration>.<metric>` with a metric of {}, or a                          metric with `config = {{ ... }}` or (a sweep metric) `sweep = {{ ... }}`",
+                        self.measure,
+                        training_names()
+                    ));
+                };
+                let config = configs.iter().find(|c| c.name == name).ok_or_else(|| {
+                    format!(
+                        "`{name}` is not a configuration of this file; configurations: {}",
+                        configs
+                            .iter()
+                            .map(|k| k.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+                Ok(TrainingTarget::Config(config, metric))
+            }
+        }
+    }
+
+    /// The measure as a reader finds it in the experiment file: `measure`, with the
+    /// configuration or sweep that answers it (`step_time_ratio of config = { checkpoint =
+    /// "sqrt" }`).
+    pub fn measure_label(&self) -> String {
+        match (&self.config, &self.sweep) {
+            (Some(c), _) => format!("{} of config = {}", self.measure, c.describe()),
+            (None, Some(s)) => format!("{} of sweep = {}", self.measure, s.describe()),
+            (None, None) => self.measure.clone(),
+        }
+    }
+
+    /// The provenance of this claim's measure when it is a training metric or a sweep metric,
+    /// known from the metric alone; `None` for another study's measure name.
+    pub fn training_provenance(&self) -> Option<crate::spec::provenance::Provenance> {
+        if self.sweep.is_some() {
+            return SweepMetric::parse(&self.measure).map(SweepMetric::provenance);
+        }
+        let metric = match &self.config {
+            Some(_) => TrainingMetric::parse(&self.measure),
+            None => self
+                .measure
+                .rsplit_once('.')
+                .and_then(|(_, m)| TrainingMetric::parse(m)),
+        };
+        metric.map(TrainingMetric::provenance)
+    }
+}
+
+/// What answers a claim of a training study ([`SourceClaim::training_target`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TrainingTarget<'a> {
+    /// A metric of one configuration.
+    Config(&'a crate::spec::ConfigSpec, TrainingMetric),
+    /// A metric of the checkpoint-interval sweep the selector picks.
+    Sweep(&'a crate::spec::ConfigSelector, SweepMetric),
 }
 
 /// When our value agrees with a claim. Every rule given must hold; a claim without a rule
@@ -277,7 +425,7 @@ impl Verdict {
 }
 
 /// A metric of one configuration of a training study that a claim can name
-/// (`measure = "<configuration>.<metric>"`).
+/// (`measure = "<metric>"` with `config = { ... }`, or `measure = "<configuration>.<metric>"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrainingMetric {
     /// Peak allocated memory, GiB.
@@ -324,6 +472,14 @@ impl TrainingMetric {
     /// The metric named `name`.
     pub fn parse(name: &str) -> Option<TrainingMetric> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+
+    /// The metric's name in a `measure` (`"reduction_pct"`).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("", |(n, _)| *n)
     }
 
     /// The unit our value is printed in.
@@ -400,16 +556,9 @@ impl TrainingMetric {
     }
 }
 
-/// A training claim's `measure` split into the configuration and the metric.
-pub fn training_measure(measure: &str) -> Option<(&str, TrainingMetric)> {
-    let (config, metric) = measure.rsplit_once('.')?;
-    Some((config, TrainingMetric::parse(metric)?))
-}
-
 /// A metric of a checkpoint-interval sweep of a training study that a claim can name
-/// (`measure = "<sweep>.<metric>"`, the sweep a configuration name with `ck*` in place of the
-/// interval, e.g. `deep-ck*-f32-fusedopt`: the configurations `deep-ck1-f32-fusedopt`,
-/// `deep-ck2-f32-fusedopt`, ..., `deep-cksqrt-f32-fusedopt`).
+/// (`sweep = { model = "deep", fused_optimizer = true }` with `measure = "<metric>"`: the
+/// configurations with those fields at every `checkpoint`, [`SourceClaim::sweep`]).
 ///
 /// Each is computed from the sweep's activation peak `y(K)` = peak allocated − steady state
 /// (bytes live at the start of the step: parameters, optimizer state, batch), the memory the
@@ -447,6 +596,14 @@ impl SweepMetric {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
 
+    /// The metric's name in a `measure` (`"fit_rms_pct"`).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("", |(n, _)| *n)
+    }
+
     /// Where the metric's value comes from: derived from the measured activation peaks of the
     /// sweep's training runs (and their fit).
     pub fn provenance(self) -> crate::spec::provenance::Provenance {
@@ -467,53 +624,6 @@ impl SweepMetric {
             }
         })
     }
-}
-
-/// What stands for the interval in a sweep's name.
-pub const SWEEP_WILDCARD: &str = "ck*";
-
-/// A training claim's sweep `measure` split into the sweep (a configuration name with one
-/// [`SWEEP_WILDCARD`]) and the metric.
-pub fn sweep_measure(measure: &str) -> Option<(&str, SweepMetric)> {
-    let (sweep, metric) = measure.rsplit_once('.')?;
-    (sweep.matches(SWEEP_WILDCARD).count() == 1).then_some(())?;
-    Some((sweep, SweepMetric::parse(metric)?))
-}
-
-/// The checkpoint interval of `config` when it is a member of `sweep`, else `None`.
-///
-/// A member checkpoints (`checkpoint` is every K or sqrt; `none` is not a member, though it is
-/// the sweep's control) and is named as the grid names it: the sweep with `ck*` standing for
-/// `ck<its checkpoint>` (`deep-ck*-f32-fusedopt` has `deep-ck3-f32-fusedopt`, whose
-/// `checkpoint` field is 3). The interval is the configuration's own typed field, formatted
-/// into the name and compared; it is never parsed out of the name, so a configuration whose
-/// name says one interval and whose field another is not a member.
-pub fn sweep_member(
-    sweep: &str,
-    config: &crate::spec::ConfigSpec,
-) -> Option<crate::spec::CheckpointSpec> {
-    use crate::spec::CheckpointSpec;
-    if config.checkpoint == CheckpointSpec::None {
-        return None;
-    }
-    (sweep_config_name(sweep, config.checkpoint)? == config.name).then_some(config.checkpoint)
-}
-
-/// The name a grid gives the configuration of `sweep` (a name with one [`SWEEP_WILDCARD`]) at
-/// `checkpoint`: `deep-ck*-f32-fusedopt` at 3 is `deep-ck3-f32-fusedopt`, at none
-/// `deep-cknone-f32-fusedopt` (the sweep's control); `None` when `sweep` has no wildcard.
-pub fn sweep_config_name(sweep: &str, checkpoint: crate::spec::CheckpointSpec) -> Option<String> {
-    let (before, after) = sweep.split_once(SWEEP_WILDCARD)?;
-    Some(format!("{before}ck{checkpoint}{after}"))
-}
-
-/// The provenance of a training study's claim `measure` (`<configuration>.<metric>` or
-/// `<sweep>.<metric>`), known from the metric alone; `None` for another study's measure name.
-pub fn training_provenance(measure: &str) -> Option<crate::spec::provenance::Provenance> {
-    if let Some((_, m)) = sweep_measure(measure) {
-        return Some(m.provenance());
-    }
-    training_measure(measure).map(|(_, m)| m.provenance())
 }
 
 /// A passage as the attribution check compares it: Markdown emphasis, code and escape marks
@@ -559,6 +669,8 @@ mod tests {
             source: None,
             profile: None,
             twin: None,
+            config: None,
+            sweep: None,
         }
     }
 
@@ -666,52 +778,133 @@ mod tests {
         assert!(!quote_occurs("  ", doc));
     }
 
-    #[test]
-    fn sweeps_name_their_configurations_by_interval() {
-        use crate::spec::CheckpointSpec;
-        assert_eq!(
-            sweep_measure("deep-ck*-f32-fusedopt.u_depth_pct"),
-            Some(("deep-ck*-f32-fusedopt", SweepMetric::UDepthPct))
-        );
-        assert_eq!(sweep_measure("deep-ck4-f32.u_depth_pct"), None);
-        assert_eq!(sweep_measure("ck*-ck*.u_depth_pct"), None);
-        assert_eq!(sweep_measure("ck*-f32.reduction_pct"), None);
-        let sweep = "deep-ck*-f32-fusedopt";
-        let config = |name: &str, checkpoint: &str| -> crate::spec::ConfigSpec {
-            toml::from_str(&format!("name = \"{name}\"\ncheckpoint = {checkpoint}")).unwrap()
-        };
-        assert_eq!(
-            sweep_member(sweep, &config("deep-ck12-f32-fusedopt", "12")),
-            Some(CheckpointSpec::Every(12))
-        );
-        assert_eq!(
-            sweep_member(sweep, &config("deep-cksqrt-f32-fusedopt", "\"sqrt\"")),
-            Some(CheckpointSpec::Sqrt)
-        );
-        for (outside, checkpoint) in [
-            ("deep-cknone-f32-fusedopt", "\"none\""),
-            ("deep-ck4-bf16-fusedopt", "4"),
-            ("ck4-f32", "4"),
-            // The name says 12, the field 4: the field decides, and the name is not K = 4's.
-            ("deep-ck12-f32-fusedopt", "4"),
-            ("deep-ck04-f32-fusedopt", "4"),
-        ] {
-            assert_eq!(
-                sweep_member(sweep, &config(outside, checkpoint)),
-                None,
-                "{outside}"
-            );
+    /// The claims' forms against a grid's configurations: `cknone`, `ck3`, `cksqrt` of the
+    /// profile's model and `deep-ck*-f32-fusedopt` of the deep one.
+    fn grid() -> Vec<crate::spec::ConfigSpec> {
+        use crate::spec::{CheckpointSpec, ConfigSpec};
+        let mut out = Vec::new();
+        for (deep, fo) in [(false, false), (true, true)] {
+            for k in [
+                CheckpointSpec::None,
+                CheckpointSpec::Every(3),
+                CheckpointSpec::Sqrt,
+            ] {
+                let prefix = if deep { "deep-" } else { "" };
+                out.push(ConfigSpec {
+                    name: format!("{prefix}ck{k}-f32{}", if fo { "-fusedopt" } else { "" }),
+                    model: deep.then(|| "deep".to_string()),
+                    checkpoint: k,
+                    fused_optimizer: fo,
+                    ..ConfigSpec::default()
+                });
+            }
         }
+        out
+    }
+
+    fn with(measure: &str, fields: &str) -> SourceClaim {
+        let mut c: SourceClaim = toml::from_str(&format!(
+            "id = \"c\"\nquote = \"q\"\nwhere = \"w\"\nmeasure = \"{measure}\"\n{fields}"
+        ))
+        .unwrap();
+        c.measure = measure.into();
+        c
     }
 
     #[test]
-    fn measures_name_a_configuration_and_a_metric() {
-        assert_eq!(
-            training_measure("bf16_fused_checkpoint.reduction_pct"),
-            Some(("bf16_fused_checkpoint", TrainingMetric::ReductionPct))
+    fn a_claim_picks_its_configuration_or_sweep_by_fields() {
+        use crate::spec::CheckpointSpec;
+        let configs = grid();
+        let claim = with("step_time_ratio", "config = { checkpoint = \"sqrt\" }");
+        match claim.training_target(&configs) {
+            Ok(TrainingTarget::Config(c, TrainingMetric::StepTimeRatio)) => {
+                assert_eq!(c.name, "cksqrt-f32")
+            }
+            other => panic!("{other:?}"),
+        }
+        let claim = with(
+            "u_depth_pct",
+            "sweep = { model = \"deep\", fused_optimizer = true }",
         );
-        assert_eq!(training_measure("control.bogus"), None);
-        assert_eq!(training_measure("nodot"), None);
+        let Ok(TrainingTarget::Sweep(sweep, SweepMetric::UDepthPct)) =
+            claim.training_target(&configs)
+        else {
+            panic!("{:?}", claim.training_target(&configs));
+        };
+        let members: Vec<CheckpointSpec> = configs
+            .iter()
+            .filter_map(|c| sweep.sweep_member(c))
+            .collect();
+        assert_eq!(members, [CheckpointSpec::Every(3), CheckpointSpec::Sqrt]);
+        // A named [[configs]] entry keeps the `<configuration>.<metric>` form.
+        let claim = with("ck3-f32.reduction_pct", "");
+        assert!(matches!(
+            claim.training_target(&configs),
+            Ok(TrainingTarget::Config(c, TrainingMetric::ReductionPct)) if c.name == "ck3-f32"
+        ));
+        assert_eq!(
+            claim.training_provenance(),
+            Some(TrainingMetric::ReductionPct.provenance())
+        );
+        assert_eq!(
+            with("fit_rms_pct", "sweep = { model = \"deep\" }").training_provenance(),
+            Some(SweepMetric::FitRmsPct.provenance())
+        );
+    }
+
+    #[test]
+    fn a_wrong_selector_is_named_with_its_fix() {
+        let configs = grid();
+        for (measure, fields, says) in [
+            (
+                "step_time_ratio",
+                "config = { checkpoint = 8 }",
+                "matches no configuration",
+            ),
+            (
+                "step_time_ratio",
+                "config = { checkpoint = 3 }\nsweep = { model = \"deep\" }",
+                "not both",
+            ),
+            (
+                "fit_rms_pct",
+                "sweep = { checkpoint = 3 }",
+                "the field a sweep varies",
+            ),
+            (
+                "step_time_ratio",
+                "sweep = { model = \"deep\" }",
+                "not a sweep metric",
+            ),
+            (
+                "fit_rms_pct",
+                "config = { checkpoint = 3 }",
+                "not a training metric",
+            ),
+            ("nodot", "", "expected `<configuration>.<metric>`"),
+            ("control.bogus", "", "expected `<configuration>.<metric>`"),
+            (
+                "ck12-f32.reduction_pct",
+                "",
+                "`ck12-f32` is not a configuration",
+            ),
+        ] {
+            let err = with(measure, fields).training_target(&configs).unwrap_err();
+            assert!(err.contains(says), "{measure} {fields}: {err}");
+        }
+        let mut twice = grid();
+        twice.push(crate::spec::ConfigSpec {
+            name: "again".into(),
+            checkpoint: crate::spec::CheckpointSpec::Every(3),
+            ..Default::default()
+        });
+        let err = with("step_time_ratio", "config = { checkpoint = 3 }")
+            .training_target(&twice)
+            .unwrap_err();
+        assert!(
+            err.contains("matches 2 configurations (ck3-f32, again)"),
+            "{err}"
+        );
         assert_eq!(trim_number(41.30), "41.3");
         assert_eq!(trim_number(2.0), "2");
     }

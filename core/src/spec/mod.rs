@@ -33,6 +33,7 @@ mod job;
 mod memory;
 pub mod provenance;
 mod roles;
+mod selector;
 
 pub use file::{
     AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
@@ -48,6 +49,7 @@ pub use memory::{
     check_fits, human_bytes, tokenizer_training_bytes, DeviceMemory, MemoryEstimate, TooLarge,
 };
 pub use roles::StudyRoles;
+pub use selector::ConfigSelector;
 
 use crate::error::{Error, Result};
 use std::fmt;

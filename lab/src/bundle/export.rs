@@ -856,28 +856,25 @@ pub(super) fn warm_kinds(
         .collect()
 }
 
-/// The configurations of `study` that its claims measure: a sweep's members
-/// (`deep-ck*-f32-fusedopt`: every interval, `cknone` included), a training measure's
-/// configuration, and the study's controls (the denominators of its ratios).
+/// The configurations of `study` that its claims measure: a sweep's points (every interval,
+/// its control without checkpointing included), a training measure's configuration, and the
+/// study's controls (the denominators of its ratios).
 pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
-    use memwall_core::spec::claims::{sweep_config_name, sweep_measure, training_measure};
+    use memwall_core::spec::claims::TrainingTarget;
     let mut out = std::collections::BTreeSet::new();
     for claim in &study.claims {
-        let measure = claim.measure.as_str();
-        if let Some((sweep, _)) = sweep_measure(measure) {
-            // Every configuration named as the grid names the sweep at its own checkpoint
-            // field: the members, and at `none` the sweep's control.
-            out.extend(
+        match claim.training_target(&study.configs) {
+            Ok(TrainingTarget::Sweep(sweep, _)) => out.extend(
                 study
                     .configs
                     .iter()
-                    .filter(|c| {
-                        sweep_config_name(sweep, c.checkpoint).as_deref() == Some(c.name.as_str())
-                    })
+                    .filter(|c| sweep.sweep_point(c).is_some())
                     .map(|c| c.name.clone()),
-            );
-        } else if let Some((config, _)) = training_measure(measure) {
-            out.insert(config.to_string());
+            ),
+            Ok(TrainingTarget::Config(config, _)) => {
+                out.insert(config.name.clone());
+            }
+            Err(_) => {}
         }
     }
     if !out.is_empty() {

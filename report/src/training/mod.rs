@@ -14,11 +14,11 @@ use crate::results::analysis::{
 };
 use crate::results::sublinear::{Sweep, SweepPoint};
 use crate::results::{steps_table, JobRecord, JobStatus, StudyRecords};
-use crate::spec::{CheckpointSpec, Claim, ConfigSpec, Goal, GoalMetric, StudyHeader};
-use crate::timeline;
-use memwall_core::spec::claims::{
-    sweep_measure, sweep_member, training_measure, SourceClaim, SweepMetric, TrainingMetric,
+use crate::spec::{
+    CheckpointSpec, Claim, ConfigSelector, ConfigSpec, Goal, GoalMetric, StudyHeader,
 };
+use crate::timeline;
+use memwall_core::spec::claims::{SourceClaim, SweepMetric, TrainingMetric, TrainingTarget};
 use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
 
@@ -327,7 +327,7 @@ pub fn sections(
     // The first group (the source's size first) where a claim's configuration finished: a GPU
     // group that predates the claims' configurations does not hide the stand-in's answers. It
     // comes first in the report too, right under the glance that quotes it.
-    let answers = |g: &Group| claims.iter().any(|claim| answers_claim(g, claim));
+    let answers = |g: &Group| claims.iter().any(|claim| answers_claim(g, claim, configs));
     let mut groups = groups(&inputs, summaries);
     if let Some(p) = groups.iter().position(answers) {
         let g = groups.remove(p);
@@ -388,26 +388,20 @@ fn point_to_timelines(
         if row.verdict != memwall_core::spec::claims::Verdict::Disagree {
             continue;
         }
-        let config = match (
-            training_measure(&claim.measure),
-            sweep_measure(&claim.measure),
-        ) {
-            (
-                Some((
-                    c,
-                    TrainingMetric::PeakGib
-                    | TrainingMetric::ReductionPct
-                    | TrainingMetric::PeakInForward,
-                )),
-                _,
-            ) => Some(c),
-            (_, Some(_)) => None,
+        let config = match claim.training_target(inputs.configs) {
+            Ok(TrainingTarget::Config(
+                c,
+                TrainingMetric::PeakGib
+                | TrainingMetric::ReductionPct
+                | TrainingMetric::PeakInForward,
+            )) => Some(c.name.as_str()),
+            Ok(TrainingTarget::Sweep(..)) => None,
             _ => continue,
         };
         let Some(g) = groups
             .iter()
             .filter(|g| !g.secondary)
-            .find(|g| answers_claim(g, claim))
+            .find(|g| answers_claim(g, claim, inputs.configs))
         else {
             continue;
         };
@@ -435,7 +429,11 @@ fn point_to_timelines(
 
 /// The group that answers `claim` in the glance: the first of the first group's profile, device
 /// and GPU settings whose finished rows hold its configuration or sweep.
-fn answering_group<'g, 'a>(groups: &'g [Group<'a>], claim: &SourceClaim) -> Option<&'g Group<'a>> {
+fn answering_group<'g, 'a>(
+    groups: &'g [Group<'a>],
+    claim: &SourceClaim,
+    configs: &[ConfigSpec],
+) -> Option<&'g Group<'a>> {
     let first = groups.first()?;
     groups
         .iter()
@@ -443,7 +441,7 @@ fn answering_group<'g, 'a>(groups: &'g [Group<'a>], claim: &SourceClaim) -> Opti
             (&g.profile, &g.device, &g.backend_label)
                 == (&first.profile, &first.device, &first.backend_label)
         })
-        .find(|g| answers_claim(g, claim))
+        .find(|g| answers_claim(g, claim, configs))
 }
 
 /// The finished control of row `c`'s group with `c`'s optimizer (the reductions' and ratios'
@@ -454,17 +452,19 @@ fn control_of<'g, 'a>(g: &'g Group<'a>, c: &ConfigRow) -> Option<&'g ConfigRow<'
         .find(|k| k.ok && k.s.strategy.control && k.s.strategy.optimizer == c.s.strategy.optimizer)
 }
 
-/// Whether a finished row of group `g` answers `claim`: its configuration, or a configuration
-/// of its sweep.
-fn answers_claim(g: &Group, claim: &SourceClaim) -> bool {
-    if let Some((sweep, _)) = sweep_measure(&claim.measure) {
-        return g
+/// Whether a finished row of group `g` answers `claim` (of a study whose configurations are
+/// `configs`): its configuration, or a configuration of its sweep.
+fn answers_claim(g: &Group, claim: &SourceClaim, configs: &[ConfigSpec]) -> bool {
+    match claim.training_target(configs) {
+        Ok(TrainingTarget::Sweep(sweep, _)) => g
             .rows
             .iter()
-            .any(|c| c.ok && sweep_member(sweep, c.cfg).is_some());
+            .any(|c| c.ok && sweep.sweep_member(c.cfg).is_some()),
+        Ok(TrainingTarget::Config(config, _)) => {
+            g.rows.iter().any(|c| c.ok && c.cfg.name == config.name)
+        }
+        Err(_) => false,
     }
-    training_measure(&claim.measure)
-        .is_some_and(|(config, _)| g.rows.iter().any(|c| c.ok && c.cfg.name == config))
 }
 
 /// The glance rows of `claims` measured where the report's first group ran (the first group in
@@ -476,13 +476,15 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
         return Vec::new();
     };
     let mut rows = glance::rows(claims, &first.device_text(), |claim| {
-        let g = answering_group(groups, claim).unwrap_or(first);
-        if let Some((sweep, metric)) = sweep_measure(&claim.measure) {
-            return sweep_answer(g, &claim.measure, sweep, metric);
-        }
-        let Some((config, metric)) = training_measure(&claim.measure) else {
-            return Answer::Missing(format!("`{}` names no metric", claim.measure));
+        let g = answering_group(groups, claim, inputs.configs).unwrap_or(first);
+        let (config, metric) = match claim.training_target(inputs.configs) {
+            Ok(TrainingTarget::Sweep(sweep, metric)) => {
+                return sweep_answer(g, &claim.measure, sweep, metric);
+            }
+            Ok(TrainingTarget::Config(c, metric)) => (c.name.as_str(), metric),
+            Err(why) => return Answer::Missing(why),
         };
+        let measure = format!("{config}.{}", metric.name());
         let row = g
             .rows
             .iter()
@@ -533,7 +535,7 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
         );
         match value {
             Some(v) => Answer::Measured(Measure::new(
-                &claim.measure,
+                &measure,
                 v,
                 metric.unit(),
                 metric.decimals(),
@@ -541,14 +543,12 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
             ))
             .at_profile(claim, &g.profile, &setting),
             None => Answer::Missing(format!(
-                "`{}` has no value for `{config}` on {} (no finished control?)",
-                claim.measure, g.device
+                "`{measure}` has no value for `{config}` on {} (no finished control?)",
+                g.device
             )),
         }
     });
-    glance::fill_provenance(&mut rows, claims, |c| {
-        memwall_core::spec::claims::training_provenance(&c.measure)
-    });
+    glance::fill_provenance(&mut rows, claims, SourceClaim::training_provenance);
     rows
 }
 

@@ -3,17 +3,17 @@
 
 use super::*;
 
-/// The sweep `sweep` (a configuration name with `ck*` for the interval) of group `g`: the
-/// activation peak (peak allocated − steady state) of each finished configuration by its
-/// interval, fitted ([`Sweep`]); `None` when none of its configurations finished here.
-pub(super) fn group_sweep(g: &Group, sweep: &str) -> Option<Sweep> {
+/// The sweep `sweep` (the configurations with its strategy fields, at every interval) of group
+/// `g`: the activation peak (peak allocated − steady state) of each finished configuration by
+/// its interval, fitted ([`Sweep`]); `None` when none of its configurations finished here.
+pub(super) fn group_sweep(g: &Group, sweep: &ConfigSelector) -> Option<Sweep> {
     let layers = g.first(|s| Some(s.size.layers as usize))?;
     let points: Vec<SweepPoint> = g
         .rows
         .iter()
         .filter(|c| c.ok)
         .filter_map(|c| {
-            let k = sweep_member(sweep, c.cfg)?.segment_len(layers)?;
+            let k = sweep.sweep_member(c.cfg)?.segment_len(layers)?;
             let peak = c.peak?;
             let steady = c.s.measured.steady_bytes?;
             Some(SweepPoint {
@@ -28,19 +28,17 @@ pub(super) fn group_sweep(g: &Group, sweep: &str) -> Option<Sweep> {
     (!points.is_empty()).then(|| Sweep::new(layers, points))
 }
 
-/// The sweeps the claims name (`<sweep>.<metric>`) with a finished configuration in `g`, each
-/// once, in the claims' order.
+/// The sweeps the claims name (`sweep = { ... }`) with a finished configuration in `g`, each
+/// once, in the claims' order, with the selector as their label.
 pub(super) fn claimed_sweeps(g: &Group, claims: &[SourceClaim]) -> Vec<(String, Sweep)> {
     let mut out: Vec<(String, Sweep)> = Vec::new();
-    for claim in claims {
-        let Some((pattern, _)) = sweep_measure(&claim.measure) else {
-            continue;
-        };
-        if out.iter().any(|(p, _)| p == pattern) {
+    for sweep in claims.iter().filter_map(|c| c.sweep.as_ref()) {
+        let label = sweep.describe();
+        if out.iter().any(|(l, _)| *l == label) {
             continue;
         }
-        if let Some(sweep) = group_sweep(g, pattern) {
-            out.push((pattern.to_string(), sweep));
+        if let Some(s) = group_sweep(g, sweep) {
+            out.push((label, s));
         }
     }
     out
@@ -79,8 +77,14 @@ pub(super) fn fit_text(fit: &crate::results::sublinear::SublinearFit) -> String 
 /// The glance's answer for a sweep measure `measure` (sweep `sweep`, metric `metric`) from
 /// group `g`: the value with what it rests on as the footnote; a fit without the claimed shape
 /// contradicts the model whatever its error.
-pub(super) fn sweep_answer(g: &Group, measure: &str, sweep: &str, metric: SweepMetric) -> Answer {
-    let Some(s) = group_sweep(g, sweep) else {
+pub(super) fn sweep_answer(
+    g: &Group,
+    measure: &str,
+    selector: &ConfigSelector,
+    metric: SweepMetric,
+) -> Answer {
+    let sweep = selector.describe();
+    let Some(s) = group_sweep(g, selector) else {
         return Answer::Missing(format!(
             "no configuration of the sweep `{sweep}` finished on {}",
             g.device

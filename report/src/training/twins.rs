@@ -29,18 +29,20 @@ fn twin_of(inputs: &StudyInputs, groups: &[Group], claim: &SourceClaim) -> Optio
     if claim.not_comparable.is_some() {
         return None;
     }
-    let (config, metric) = training_measure(&claim.measure)?;
+    let Ok(TrainingTarget::Config(config, metric)) = claim.training_target(inputs.configs) else {
+        return None;
+    };
     if !matches!(
         metric,
         TrainingMetric::ReductionPct | TrainingMetric::StepTimeRatio
     ) {
         return None;
     }
-    let g = answering_group(groups, claim)?;
+    let g = answering_group(groups, claim, inputs.configs)?;
     if !g.gpu {
         return None;
     }
-    let c = g.rows.iter().find(|c| c.ok && c.cfg.name == config)?;
+    let c = g.rows.iter().find(|c| c.ok && c.cfg.name == config.name)?;
     let k = control_of(g, c)?;
     let record = inputs.records.get(&c.s.key)?;
     let twin = |name: &str| {

@@ -562,8 +562,10 @@ impl ConfigSpec {
     }
 }
 
-/// `[[configs]]`: one configuration (a row of the study's table).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// `[[configs]]`: one configuration (a row of the study's table). Its `Default` is the plain
+/// configuration (f32, no checkpointing, no fusion, the profile's model, the study's
+/// optimizer) with an empty name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigSpec {
     /// Identifier (letters, digits, `_`, `-`), unique in the study.

@@ -250,6 +250,7 @@ pub(crate) fn parse(
         }
         (None, BTreeMap::new(), None)
     };
+    let generated = file.configs.len();
     if let Some(grids) = file.grid.take() {
         for (at, grid) in grids.into_list() {
             if let Some(name) = &grid.model {
@@ -261,7 +262,11 @@ pub(crate) fn parse(
     let configs = resolve_configs(file.configs, model.as_ref(), &models, profile, fields)?;
     check_timeline(&file.study.timeline, &configs, fields)?;
     check_goals(&file.goals, fields)?;
-    check_claims(&file.claims, training.then_some(configs.as_slice()), fields)?;
+    check_claims(
+        &file.claims,
+        training.then_some((configs.as_slice(), generated)),
+        fields,
+    )?;
     Ok(Study {
         path: path.to_path_buf(),
         header: file.study,

@@ -293,11 +293,12 @@ pub(crate) fn validate_model(m: &ModelConfig) -> std::result::Result<(), (&'stat
 
 /// Checks `[[claims]]`: ids unique and well-formed, a quotation and a location, finite
 /// numbers, a derived value explained, and a measure or a reason it is not comparable; for a
-/// training study (`configs` given) each measure names a configuration of the file and a
-/// metric ([`crate::spec::claims::TrainingMetric`]).
+/// training study (`configs` given, the configurations from index `generated` on made by a
+/// `[[grid]]`) each claim's configuration or sweep is one of the file
+/// ([`check_training_target`]).
 pub(crate) fn check_claims(
     claims: &[crate::spec::claims::SourceClaim],
-    configs: Option<&[ConfigSpec]>,
+    configs: Option<(&[ConfigSpec], usize)>,
     fields: Fields,
 ) -> Result<()> {
     let mut ids = HashSet::new();
@@ -314,14 +315,32 @@ pub(crate) fn check_claims(
             ));
         }
         check_claim_text(c).map_err(|(f, m)| fields.err(&at(f), m))?;
-        if let (Some(configs), false) = (configs, c.measure.is_empty()) {
-            check_training_measure(&c.measure, configs)
-                .map_err(|m| fields.err(&at("measure"), m))?;
+        let Some((configs, generated)) = configs else {
+            if c.config.is_some() || c.sweep.is_some() {
+                let f = if c.config.is_some() {
+                    "config"
+                } else {
+                    "sweep"
+                };
+                return Err(fields.err(
+                    &at(f),
+                    "only a training study's claims pick configurations: remove it".into(),
+                ));
+            }
+            continue;
+        };
+        if c.measure.is_empty() {
+            continue;
         }
+        let field = match (&c.config, &c.sweep) {
+            (Some(_), None) => "config",
+            (None, Some(_)) => "sweep",
+            _ => "measure",
+        };
+        check_training_target(c, configs, generated).map_err(|m| fields.err(&at(field), m))?;
     }
     Ok(())
 }
-
 /// One claim's own fields: a quotation and a location, finite numbers, a derived value
 /// explained, and a measure or a reason it is not comparable. Returns the field and message.
 pub(crate) fn check_claim_text(
@@ -371,51 +390,70 @@ pub(crate) fn check_claim_text(
 /// three coefficients, and a fourth point leaves it a residual to judge it by.
 pub const MIN_SWEEP_POINTS: usize = 4;
 
-/// A training claim's `measure`: `<configuration>.<metric>` with a configuration of the file
-/// and a metric of [`crate::spec::claims::TrainingMetric`], or `<sweep>.<metric>` with a sweep
-/// (a configuration name with `ck*` for the interval) of at least [`MIN_SWEEP_POINTS`]
-/// configurations of the file and a metric of [`crate::spec::claims::SweepMetric`].
-pub(crate) fn check_training_measure(
-    measure: &str,
+/// A training claim's configuration or sweep ([`crate::spec::claims::SourceClaim::training_target`]):
+/// a `config` selector matching exactly one configuration, a `sweep` selector with at least
+/// [`MIN_SWEEP_POINTS`] intervals (no two configurations at one interval), or
+/// `<configuration>.<metric>` naming a `[[configs]]` entry; a grid's configuration (index
+/// `generated` on) is picked by its fields, so its generated name is refused with the selector
+/// that picks it.
+pub(crate) fn check_training_target(
+    claim: &crate::spec::claims::SourceClaim,
     configs: &[ConfigSpec],
+    generated: usize,
 ) -> std::result::Result<(), String> {
-    use crate::spec::claims::{
-        sweep_measure, sweep_member, training_measure, SweepMetric, TrainingMetric,
-    };
-    if let Some((sweep, _)) = sweep_measure(measure) {
-        let members = configs
-            .iter()
-            .filter(|c| sweep_member(sweep, c).is_some())
-            .count();
-        if members < MIN_SWEEP_POINTS {
-            return Err(format!(
-                "`{sweep}` matches {members} configuration(s) of this file (`ck*` standing for \
-                 `ck<K>` or `cksqrt`): a sweep measure fits three coefficients and needs at \
-                 least {MIN_SWEEP_POINTS} intervals"
-            ));
+    use crate::spec::claims::TrainingTarget;
+    match claim.training_target(configs)? {
+        TrainingTarget::Sweep(sweep, _) => {
+            let mut seen: Vec<(CheckpointSpec, &str)> = Vec::new();
+            for c in configs {
+                let Some(k) = sweep.sweep_member(c) else {
+                    continue;
+                };
+                if let Some((_, other)) = seen.iter().find(|(j, _)| *j == k) {
+                    return Err(format!(
+                        "`sweep = {}` has two configurations at checkpoint {k} (`{other}` and \
+                         `{}`): give them a field that tells them apart",
+                        sweep.describe(),
+                        c.name
+                    ));
+                }
+                seen.push((k, &c.name));
+            }
+            if seen.len() < MIN_SWEEP_POINTS {
+                return Err(format!(
+                    "`sweep = {}` matches {} checkpointing configuration(s) of this file: a \
+                     sweep metric fits three coefficients and needs at least \
+                     {MIN_SWEEP_POINTS} intervals",
+                    sweep.describe(),
+                    seen.len()
+                ));
+            }
         }
-        return Ok(());
-    }
-    let names: Vec<&str> = TrainingMetric::ALL.iter().map(|(n, _)| *n).collect();
-    let sweep_names: Vec<&str> = SweepMetric::ALL.iter().map(|(n, _)| *n).collect();
-    let Some((config, _)) = training_measure(measure) else {
-        return Err(format!(
-            "`{measure}`: expected `<configuration>.<metric>` with a metric of {}, or \
-             `<sweep>.<metric>` (a configuration name with `ck*` for the interval, e.g. \
-             `ck*-f32`) with a metric of {}",
-            names.join(", "),
-            sweep_names.join(", ")
-        ));
-    };
-    if !configs.iter().any(|k| k.name == config) {
-        return Err(format!(
-            "`{config}` is not a configuration of this file; configurations: {}",
-            configs
-                .iter()
-                .map(|k| k.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        TrainingTarget::Config(config, metric) => {
+            let index = configs.iter().position(|c| std::ptr::eq(c, config));
+            if claim.config.is_none() && index.is_some_and(|i| i >= generated) {
+                let metric_name = metric.name();
+                return Err(format!(
+                    "`{}` is a name a [[grid]] made: pick the configuration by its fields, \
+                     `config = {}` and `measure = \"{metric_name}\"`",
+                    config.name,
+                    selector_of(config).describe()
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+/// The selector that picks `config` (its grid fields that are not at their defaults).
+fn selector_of(config: &ConfigSpec) -> crate::spec::ConfigSelector {
+    crate::spec::ConfigSelector {
+        model: config.model.clone(),
+        checkpoint: (config.checkpoint != CheckpointSpec::None).then_some(config.checkpoint),
+        precision: (config.precision != Precision::F32).then_some(config.precision),
+        fusion: config.fusion.then_some(true),
+        fused_optimizer: config.fused_optimizer.then_some(true),
+        optimizer: config.optimizer,
+        budget: config.budget,
+    }
 }

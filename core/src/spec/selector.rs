@@ -1,0 +1,222 @@
+//! Choosing configurations of a study by their typed strategy fields, not by their names.
+//!
+//! A claim names the configuration it is answered by (`config = { checkpoint = "sqrt" }`) or
+//! the checkpoint-interval sweep (`sweep = { model = "deep", fused_optimizer = true }`) with the
+//! same fields a `[[configs]]` entry or a `[[grid]]` sets. A field the selector leaves out is
+//! at its default (the profile's model, f32, no checkpointing, no fusion, no fused optimizer
+//! step, the study's optimizer, no budget), so that a selector picks the configurations that
+//! differ from the plain one in the named fields only, as PyTorch's and JAX's benchmark tables
+//! are read ("the same run, only with X"). A grid's generated names (`deep-ck3-f32-fusedopt`)
+//! are never parsed: the fields are compared with the configuration's own fields.
+
+use super::{CheckpointSpec, ConfigSpec, OptimizerKind, Precision};
+use serde::{Deserialize, Serialize};
+
+/// The strategy fields a claim's `config` or `sweep` names (every one optional; a field left
+/// out is at its default, see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSelector {
+    /// One of the profile's named models (`models.<name>`); default the profile's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Activation checkpointing (`"none"`, `K`, `"sqrt"`); default none. A sweep varies it
+    /// and must leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
+    /// Precision of parameters and activations; default f32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    /// Burn's kernel-fusion backend; default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<bool>,
+    /// The optimizer step fused into backward; default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_optimizer: Option<bool>,
+    /// The configuration's own optimizer; default the study's `[train] optimizer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerKind>,
+    /// Activation memory budget in [0, 1]; default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<f64>,
+}
+
+impl ConfigSelector {
+    /// The plain configuration with the selector's fields set: what a matching configuration's
+    /// strategy equals.
+    fn wanted(&self) -> ConfigSpec {
+        ConfigSpec {
+            model: self.model.clone(),
+            checkpoint: self.checkpoint.unwrap_or_default(),
+            precision: self.precision.unwrap_or_default(),
+            fusion: self.fusion.unwrap_or_default(),
+            fused_optimizer: self.fused_optimizer.unwrap_or_default(),
+            optimizer: self.optimizer,
+            budget: self.budget,
+            ..ConfigSpec::default()
+        }
+    }
+
+    /// Whether `config` is the configuration this selector names: every strategy field equal
+    /// to the selector's, or to its default where the selector leaves it out. Name, label,
+    /// control mark, `maps_to` and the source's numbers are not strategy and are not compared.
+    pub fn matches(&self, config: &ConfigSpec) -> bool {
+        strategy_of(config) == self.wanted()
+    }
+
+    /// The checkpointing of `config` when it is a point of the sweep this selector names: every
+    /// strategy field but `checkpoint` as [`ConfigSelector::matches`] compares them. The
+    /// point without checkpointing (`CheckpointSpec::None`) is the sweep's control.
+    pub fn sweep_point(&self, config: &ConfigSpec) -> Option<CheckpointSpec> {
+        let mut wanted = self.wanted();
+        wanted.checkpoint = config.checkpoint;
+        (strategy_of(config) == wanted).then_some(config.checkpoint)
+    }
+
+    /// The interval of `config` when it is a member of the sweep (it checkpoints: every K or
+    /// sqrt), else `None`; the sweep's control is a point, not a member.
+    pub fn sweep_member(&self, config: &ConfigSpec) -> Option<CheckpointSpec> {
+        self.sweep_point(config)
+            .filter(|c| *c != CheckpointSpec::None)
+    }
+
+    /// The selector as a TOML inline table (`{ model = "deep", fused_optimizer = true }`); `{}`
+    /// for the plain configuration.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.model {
+            parts.push(format!("model = \"{m}\""));
+        }
+        if let Some(c) = self.checkpoint {
+            parts.push(match c {
+                CheckpointSpec::Every(k) => format!("checkpoint = {k}"),
+                other => format!("checkpoint = \"{other}\""),
+            });
+        }
+        if let Some(p) = self.precision {
+            parts.push(format!("precision = \"{p}\""));
+        }
+        if let Some(f) = self.fusion {
+            parts.push(format!("fusion = {f}"));
+        }
+        if let Some(f) = self.fused_optimizer {
+            parts.push(format!("fused_optimizer = {f}"));
+        }
+        if let Some(o) = self.optimizer {
+            parts.push(format!("optimizer = \"{}\"", o.as_str()));
+        }
+        if let Some(b) = self.budget {
+            parts.push(format!("budget = {b}"));
+        }
+        if parts.is_empty() {
+            "{}".into()
+        } else {
+            format!("{{ {} }}", parts.join(", "))
+        }
+    }
+}
+
+/// `config` without what is not strategy (name, label, control mark, `maps_to`, the source's
+/// numbers).
+fn strategy_of(config: &ConfigSpec) -> ConfigSpec {
+    ConfigSpec {
+        name: String::new(),
+        label: String::new(),
+        control: false,
+        maps_to: String::new(),
+        claim: None,
+        ..config.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str, f: impl FnOnce(&mut ConfigSpec)) -> ConfigSpec {
+        let mut c = ConfigSpec {
+            name: name.into(),
+            label: name.into(),
+            ..ConfigSpec::default()
+        };
+        f(&mut c);
+        c
+    }
+
+    #[test]
+    fn a_selector_matches_by_fields_whatever_the_name() {
+        let sel: ConfigSelector = toml::from_str("checkpoint = \"sqrt\"").unwrap();
+        // A name that says another interval does not matter; the field does.
+        assert!(sel.matches(&config("ck4-f32", |c| c.checkpoint = CheckpointSpec::Sqrt)));
+        assert!(!sel.matches(&config("cksqrt-f32", |c| c.checkpoint = CheckpointSpec::Every(4))));
+        // A field left out is at its default: a bf16 or fused configuration is another one.
+        assert!(!sel.matches(&config("x", |c| {
+            c.checkpoint = CheckpointSpec::Sqrt;
+            c.precision = Precision::Bf16;
+        })));
+        assert!(!sel.matches(&config("x", |c| {
+            c.checkpoint = CheckpointSpec::Sqrt;
+            c.fusion = true;
+        })));
+        // Fields that are not strategy are not compared.
+        assert!(sel.matches(&config("x", |c| {
+            c.checkpoint = CheckpointSpec::Sqrt;
+            c.control = true;
+            c.maps_to = "the source's row".into();
+        })));
+    }
+
+    #[test]
+    fn a_sweep_varies_the_checkpoint_only() {
+        let sel: ConfigSelector =
+            toml::from_str("model = \"deep\"\nfused_optimizer = true").unwrap();
+        let deep = |k: CheckpointSpec, fo: bool| {
+            config("any-name", |c| {
+                c.model = Some("deep".into());
+                c.checkpoint = k;
+                c.fused_optimizer = fo;
+            })
+        };
+        assert_eq!(
+            sel.sweep_member(&deep(CheckpointSpec::Every(3), true)),
+            Some(CheckpointSpec::Every(3))
+        );
+        assert_eq!(
+            sel.sweep_member(&deep(CheckpointSpec::Sqrt, true)),
+            Some(CheckpointSpec::Sqrt)
+        );
+        // The control is a point of the sweep, not a member.
+        assert_eq!(
+            sel.sweep_point(&deep(CheckpointSpec::None, true)),
+            Some(CheckpointSpec::None)
+        );
+        assert_eq!(sel.sweep_member(&deep(CheckpointSpec::None, true)), None);
+        // Another field differs: not in the sweep.
+        assert_eq!(
+            sel.sweep_point(&deep(CheckpointSpec::Every(3), false)),
+            None
+        );
+        let shallow = config("deep-ck3-f32-fusedopt", |c| {
+            c.checkpoint = CheckpointSpec::Every(3);
+            c.fused_optimizer = true;
+        });
+        assert_eq!(sel.sweep_point(&shallow), None, "the name is not read");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_and_the_description_reads_back() {
+        let err = toml::from_str::<ConfigSelector>("precison = \"f16\"").unwrap_err();
+        assert!(err.to_string().contains("precison"), "{err}");
+        for text in [
+            "{ model = \"deep\", fused_optimizer = true }",
+            "{ checkpoint = 4, precision = \"bf16\", optimizer = \"adafactor\" }",
+            "{ checkpoint = \"sqrt\", fusion = true, budget = 0.5 }",
+        ] {
+            let sel: ConfigSelector = toml::from_str(&format!("s = {text}"))
+                .map(|t: toml::Table| t["s"].clone().try_into().unwrap())
+                .unwrap();
+            assert_eq!(sel.describe(), text);
+        }
+        assert_eq!(ConfigSelector::default().describe(), "{}");
+    }
+}
