@@ -19,6 +19,12 @@ const OLD_PATTERNS: &[&str] = &[
     "checkpoint.to_string()",
     "checkpoint.as_str()",
     "other.parse::<f64>()",
+    // Precision, optimizer and layer norm as text (a String field compared with "f32").
+    r#"strs("precision")"#,
+    r#"strs("optimizer")"#,
+    r#"strs("layer_norm")"#,
+    r#"in ["f32", "f16", "bf16"]"#,
+    "layer_norm.as_str())",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

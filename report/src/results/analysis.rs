@@ -10,8 +10,11 @@
 //! May import: `memwall_core` (records, specs), polars, [`crate::stats`].
 
 use super::{JobStatus, StudyRecords};
-use crate::spec::{CheckpointSpec, Goal, GoalMetric, GoalSelector, JobSpec};
+use crate::spec::{
+    CheckpointSpec, Goal, GoalMetric, GoalSelector, JobSpec, OptimizerKind, Precision,
+};
 use crate::stats::{self, Estimate};
+use memwall_core::strategy::LayerNormSaving;
 use polars::prelude::*;
 use std::collections::BTreeMap;
 
@@ -144,6 +147,24 @@ impl<'a> Columns<'a> {
             .collect()
     }
 
+    /// The text column `c` read as the typed option it spells (a precision, an optimizer, a
+    /// layer norm: `T`'s own spelling in experiment files), which every row has.
+    ///
+    /// # Errors
+    /// As [`Columns::strs`], and [`AnalysisError::BadCell`] for a cell that spells no `T`.
+    pub fn options<T: serde::de::DeserializeOwned>(&self, c: &str) -> AnalysisResult<Vec<T>> {
+        use serde::de::{value::StrDeserializer, IntoDeserializer};
+        self.strs(c)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let d: StrDeserializer<'_, serde::de::value::Error> =
+                    v.as_str().into_deserializer();
+                T::deserialize(d).map_err(|e| self.bad_cell(c, i, e.to_string()))
+            })
+            .collect()
+    }
+
     /// The boolean column `c`, which every row has.
     ///
     /// # Errors
@@ -217,15 +238,15 @@ impl<'a> Columns<'a> {
 /// The strategy of a configuration, as the study table records it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StrategySummary {
-    /// Compute precision ("f32", "f16", "bf16").
-    pub precision: String,
-    /// Optimizer name.
-    pub optimizer: String,
+    /// Compute precision.
+    pub precision: Precision,
+    /// The optimizer the record trained with.
+    pub optimizer: OptimizerKind,
     /// Activation checkpointing as the experiment file gives it (none, every K, sqrt), read
     /// from the table's `checkpoint` and `checkpoint_k` columns.
     pub checkpoint: CheckpointSpec,
-    /// Layer norm implementation the record ran.
-    pub layer_norm: String,
+    /// What the record's layer norms kept for backward.
+    pub layer_norm: LayerNormSaving,
     /// Whether the configuration is its group's control.
     pub control: bool,
     /// Whether the optimizer step is fused into the backward pass.
@@ -333,8 +354,10 @@ impl ConfigSummary {
 }
 
 fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
-    let (precision, optimizer) = (t.strs("precision")?, t.strs("optimizer")?);
-    let (policy, layer_norm) = (t.strs("checkpoint")?, t.strs("layer_norm")?);
+    let precision: Vec<Precision> = t.options("precision")?;
+    let optimizer: Vec<OptimizerKind> = t.options("optimizer")?;
+    let layer_norm: Vec<LayerNormSaving> = t.options("layer_norm")?;
+    let policy = t.strs("checkpoint")?;
     let k = t.f64s("checkpoint_k")?;
     let checkpoint = policy
         .iter()
@@ -354,10 +377,10 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
     let (fusion, budget, checkmate) = (t.bools("fusion")?, t.f64s("budget")?, t.f64s("checkmate")?);
     Ok((0..precision.len())
         .map(|i| StrategySummary {
-            precision: precision[i].clone(),
-            optimizer: optimizer[i].clone(),
+            precision: precision[i],
+            optimizer: optimizer[i],
             checkpoint: checkpoint[i],
-            layer_norm: layer_norm[i].clone(),
+            layer_norm: layer_norm[i],
             control: control[i],
             fused_optimizer: fused[i],
             fusion: fusion[i],
@@ -692,7 +715,7 @@ pub struct GoalOutcome {
     /// The goal.
     pub goal: Goal,
     /// The precision both configurations ran at.
-    pub precision: &'static str,
+    pub precision: Precision,
     /// Ratio of the two medians over the runs (unitless).
     pub median: f64,
     /// The ratio's interval; `None` with a single run on a side.
@@ -706,7 +729,7 @@ pub struct GoalOutcome {
 /// The first finished row at `precision` that `sel` picks (no kernel fusion, no budget).
 fn goal_side<'r>(
     rows: &[&'r ConfigSummary],
-    precision: &str,
+    precision: Precision,
     sel: &GoalSelector,
 ) -> Option<&'r ConfigSummary> {
     rows.iter().copied().find(|c| {
@@ -738,7 +761,7 @@ pub fn goal_outcomes(
         GoalMetric::PeakAllocatedBytes => c.measured.peak_allocated_bytes,
     };
     let mut out = Vec::new();
-    for precision in ["f32", "f16", "bf16"] {
+    for precision in [Precision::F32, Precision::F16, Precision::Bf16] {
         for g in goals {
             let a = goal_side(rows, precision, &g.numerator);
             let b = goal_side(rows, precision, &g.denominator);

@@ -837,12 +837,12 @@ fn layer_norm_drift(g: &Group) -> Option<String> {
     let drifted: Vec<String> = g
         .rows
         .iter()
-        .filter(|c| c.s.strategy.layer_norm != c.cfg.layer_norm.as_str())
+        .filter(|c| c.s.strategy.layer_norm != c.cfg.layer_norm)
         .map(|c| {
             format!(
                 "{} (`{}`)",
                 markdown::escape(&c.cfg.name),
-                c.s.strategy.layer_norm
+                c.s.strategy.layer_norm.as_str()
             )
         })
         .collect();

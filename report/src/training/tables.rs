@@ -503,9 +503,9 @@ pub(super) fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Optio
     );
     // The training row names the first record's optimizer: a group that trains with more than
     // one says which configurations use which.
-    let mut by_optimizer: Vec<(String, Vec<String>)> = Vec::new();
+    let mut by_optimizer: Vec<(crate::spec::OptimizerKind, Vec<String>)> = Vec::new();
     for c in g.rows.iter().chain(&g.unsupported) {
-        let opt = c.s.strategy.optimizer.clone();
+        let opt = c.s.strategy.optimizer;
         match by_optimizer.iter_mut().find(|(o, _)| *o == opt) {
             Some((_, names)) => names.push(markdown::escape(&c.cfg.label)),
             None => by_optimizer.push((opt, vec![markdown::escape(&c.cfg.label)])),
@@ -516,7 +516,9 @@ pub(super) fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Optio
             "Optimizer per configuration (this row names the first record's): {}.",
             by_optimizer
                 .iter()
-                .map(|(o, names)| format!("{o} for {} ({})", names.len(), names.join(", ")))
+                .map(|(o, names)| {
+                    format!("{} for {} ({})", o.as_str(), names.len(), names.join(", "))
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         );

@@ -78,7 +78,7 @@ fn a_goal_outcome_is_the_ratio_of_the_medians_with_the_ratio_of_their_intervals(
     let out = goal_outcomes(&rows, &goals, &RepeatRuns::new(&records));
     assert_eq!(out.len(), 3);
     for o in &out {
-        assert_eq!(o.precision, "f32");
+        assert_eq!(o.precision, crate::spec::Precision::F32);
         // The failed fourth run is not a sample.
         assert_eq!(o.runs, (3, 3));
         assert!((o.median - 1.3).abs() < 1e-12, "{}", o.median);
@@ -166,4 +166,35 @@ fn a_column_of_another_type_is_an_error_not_a_default() {
         matches!(&err, AnalysisError::MissingColumn { column, table: "steps", .. } if column == "grad_zero_fraction"),
         "{err}"
     );
+}
+
+#[test]
+fn strategy_columns_are_read_as_typed_options_and_a_stray_spelling_is_named() {
+    let records = synthetic();
+    let df = study_table(&records).unwrap();
+    let rows = config_summaries(&df, "synthetic").unwrap();
+    for r in &rows {
+        assert_eq!(r.strategy.precision, crate::spec::Precision::F32);
+        assert_eq!(r.strategy.optimizer, crate::spec::OptimizerKind::Adafactor);
+        assert_eq!(
+            r.strategy.layer_norm,
+            memwall_core::strategy::LayerNormSaving::SavesInput
+        );
+    }
+    for (column, stray) in [
+        ("precision", "fp32"),
+        ("optimizer", "adam"),
+        ("layer_norm", "apex"),
+    ] {
+        let mut df = df.clone();
+        let n = df.height();
+        df.with_column(Column::new(column.into(), vec![stray; n]))
+            .unwrap();
+        let err = config_summaries(&df, "synthetic").unwrap_err();
+        assert!(
+            matches!(&err, AnalysisError::BadCell { column: c, row: 0, message, .. }
+                if c == column && message.contains(stray)),
+            "{err:?}"
+        );
+    }
 }
