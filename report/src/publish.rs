@@ -150,11 +150,55 @@ fn index_html(entries: &[IndexEntry], templates: &Path) -> Result<String> {
         .map_err(|e| Error::render(format!("rendering {}", path.display()), e))
 }
 
+/// The catalogue of the studies under a reports root, which the book includes
+/// (`docs/src/guide/studies.md`).
+pub const STUDIES_MD: &str = "studies.md";
+
+/// The catalogue of the studies of `experiments` (Markdown, no front matter): per study its
+/// name, title, kind, source document and roles, from the `[study]` headers alone (no record
+/// and no profile), in file order. The book's study list includes it, so that a study added as
+/// an experiment file is listed without editing the book.
+///
+/// # Errors
+/// A header that does not read ([`Study::header`]).
+pub fn catalogue(experiments: &[PathBuf]) -> Result<String> {
+    let esc = crate::markdown::escape;
+    let mut md = String::from(
+        "<!-- Written by `memwall report` from the [study] tables of experiments/*.toml; \
+         `memwall report --check` fails when it is stale. -->\n\n\
+         | Study | What it measures | Kind | Source document | GPU suite | PyTorch twins |\n\
+         |---|---|---|---|--:|---|\n",
+    );
+    for f in experiments {
+        let h = Study::header(f)?;
+        let kind = if h.kind.is_training() {
+            "training jobs".to_string()
+        } else {
+            format!("in-process (`{}`)", h.kind)
+        };
+        let source = if h.source_title.is_empty() {
+            format!("`{}`", h.source)
+        } else {
+            format!("{} (`{}`)", esc(&h.source_title), h.source)
+        };
+        md.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            h.name,
+            esc(&h.title),
+            kind,
+            source,
+            h.gpu_suite.map_or("–".to_string(), |p| p.to_string()),
+            if h.pytorch_reference { "yes" } else { "–" }
+        ));
+    }
+    Ok(md)
+}
+
 /// The folder of the nightly page under a reports root (`memwall nightly`, `memwall history`).
 pub const NIGHTLY_DIR: &str = "nightly";
 
 /// Writes `<reports>/index.md` and `<reports>/index.html` (from `templates/index.html.j2`) for
-/// the studies of `experiments`, and a last line for the nightly page when `<reports>/nightly/`
+/// the studies of `experiments`, the studies' [`catalogue`] (`<reports>/studies.md`), and a last line for the nightly page when `<reports>/nightly/`
 /// holds one (a nightly's own reports root). Returns the Markdown index's path.
 ///
 /// # Errors
@@ -170,6 +214,10 @@ pub fn write_index(experiments: &[PathBuf], reports: &Path, templates: &Path) ->
     let md_path = reports.join(INDEX_MD);
     crate::results::write_atomic(&md_path, md.as_bytes())?;
     crate::results::write_atomic(&reports.join(INDEX_HTML), html.as_bytes())?;
+    crate::results::write_atomic(
+        &reports.join(STUDIES_MD),
+        catalogue(experiments)?.as_bytes(),
+    )?;
     let headline = crate::spec::StudyRoles::of_files(experiments)?.headline;
     write_readme_block(reports, headline.as_deref())?;
     Ok(md_path)
@@ -309,6 +357,7 @@ pub fn compare_reports(
     if index {
         files.push(INDEX_MD.into());
         files.push(INDEX_HTML.into());
+        files.push(STUDIES_MD.into());
     }
     files.sort();
     files.dedup();

@@ -1,5 +1,7 @@
-//! The registry of in-process studies: each study kind's steps (check its `[params]`, run to a
-//! typed result, render, glance, tracked numbers), looked up by [`StudyKind`]. A study's result
+//! The registry of in-process studies: each study's steps (check its `[params]`, run to a
+//! typed result, render, glance, tracked numbers), looked up by the name an experiment file's
+//! `kind` gives ([`StudyKind::InProcess`]); adding a study is its folder and one line of
+//! `STUDIES` ([`in_process_studies`] lists them). A study's result
 //! is stored as a record ([`crate::store`]) and its renderer turns the stored result into report
 //! sections, so `memwall report` re-renders without re-running.
 
@@ -20,7 +22,7 @@ enum RenderFailure {
     Result(serde_json::Error),
 }
 
-/// A study kind's steps, type-erased: check the parameters, run to a JSON result, render a
+/// An in-process study's steps, type-erased: check the parameters, run to a JSON result, render a
 /// JSON result.
 struct Entry {
     check: fn(&Study) -> Result<()>,
@@ -33,6 +35,8 @@ struct Entry {
     ) -> std::result::Result<Vec<Section>, RenderFailure>,
     measures: fn(&serde_json::Value) -> std::result::Result<Vec<Measure>, serde_json::Error>,
     tracked: fn(&serde_json::Value) -> std::result::Result<Vec<Tracked>, serde_json::Error>,
+    /// The stored result with what a bundle's import put beside it ([`InProcessStudy::with_imports`]).
+    imports: fn(&serde_json::Value, &Path) -> Result<crate::Imported>,
 }
 
 fn entry<S: InProcessStudy>() -> Entry {
@@ -43,21 +47,85 @@ fn entry<S: InProcessStudy>() -> Entry {
         render: render_typed::<S>,
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
         tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
+        imports: S::with_imports,
     }
 }
 
-/// The in-process study of each kind (`None` for training studies, which are sweeps of jobs).
-fn registry(kind: StudyKind) -> Option<Entry> {
-    Some(match kind {
-        StudyKind::Training => return None,
-        StudyKind::ScalarCheckpoint => entry::<crate::scalar_checkpoint::ScalarCheckpoint>(),
-        StudyKind::FusionIr => entry::<crate::fusion_ir::FusionIr>(),
-        StudyKind::StaticPlanning => entry::<crate::static_planning::StaticPlanning>(),
-        StudyKind::TwoBufferInference => entry::<crate::two_buffer_inference::TwoBufferInference>(),
-        StudyKind::SixteenBit => entry::<crate::sixteen_bit::SixteenBit>(),
-        StudyKind::Fsdp => entry::<crate::fsdp::Fsdp>(),
-        StudyKind::AutodiffExample => entry::<crate::autodiff_example::AutodiffExample>(),
-        StudyKind::Checkmate => entry::<crate::checkmate::Checkmate>(),
+/// The in-process studies by the name an experiment file's `kind` gives them (the name of
+/// their folder under `studies/src/`). Adding a study is adding its folder (a type that
+/// implements [`InProcessStudy`]), its experiment file and one line here.
+/// A study's registry line: its name and its steps.
+type Registration = (&'static str, fn() -> Entry);
+
+// ANCHOR: studies
+const STUDIES: &[Registration] = &[
+    (
+        "scalar_checkpoint",
+        entry::<crate::scalar_checkpoint::ScalarCheckpoint>,
+    ),
+    ("fusion_ir", entry::<crate::fusion_ir::FusionIr>),
+    (
+        "static_planning",
+        entry::<crate::static_planning::StaticPlanning>,
+    ),
+    (
+        "two_buffer_inference",
+        entry::<crate::two_buffer_inference::TwoBufferInference>,
+    ),
+    ("sixteen_bit", entry::<crate::sixteen_bit::SixteenBit>),
+    ("fsdp", entry::<crate::fsdp::Fsdp>),
+    (
+        "autodiff_example",
+        entry::<crate::autodiff_example::AutodiffExample>,
+    ),
+    ("checkmate", entry::<crate::checkmate::Checkmate>),
+];
+// ANCHOR_END: studies
+
+/// The names of the in-process studies, in the registry's order.
+pub fn in_process_studies() -> Vec<&'static str> {
+    STUDIES.iter().map(|(n, _)| *n).collect()
+}
+
+/// The in-process study `kind` names: `Ok(None)` for a training study (a sweep of jobs);
+/// an error message naming the known studies for a name the registry does not hold.
+fn registry(kind: &StudyKind) -> std::result::Result<Option<Entry>, String> {
+    let StudyKind::InProcess(name) = kind else {
+        return Ok(None);
+    };
+    STUDIES
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, entry)| Some(entry()))
+        .ok_or_else(|| {
+            format!(
+                "no in-process study is named `{name}`: `kind` is \"training\" or one of {} \
+                 (a new study is a folder under studies/src/ and a line of its registry, \
+                 memwall_studies::registry::STUDIES)",
+                STUDIES
+                    .iter()
+                    .map(|(n, _)| format!("\"{n}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// The in-process study of a stored record: an error naming the record for a kind this
+/// version does not hold.
+fn recorded(record: &StudyRecord, path: &Path) -> Result<Option<Entry>> {
+    registry(&record.kind).map_err(|why| Error::Records {
+        path: path.to_path_buf(),
+        message: format!("the record of `{}`: {why}", record.study),
+    })
+}
+
+/// The in-process study of an experiment file: an error naming its `study.kind`.
+fn declared(study: &Study) -> Result<Option<Entry>> {
+    registry(&study.header.kind).map_err(|message| Error::SpecField {
+        path: study.path.clone(),
+        field: "study.kind".into(),
+        message,
     })
 }
 
@@ -154,7 +222,7 @@ fn render_typed<S: InProcessStudy>(
 /// # Errors
 /// [`Error::SpecField`] naming `params.<key>`, the accepted range and the value found.
 pub fn check(study: &Study) -> Result<()> {
-    match registry(study.header.kind) {
+    match declared(study)? {
         Some(e) => (e.check)(study),
         None => Ok(()),
     }
@@ -178,7 +246,7 @@ fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_
 /// [`Error::SpecField`] naming `params` for invalid parameters; [`Error::Study`] for the
 /// study's own failures (a solver error, a failed check), with that error as its source.
 pub fn run(study: &Study) -> Result<serde_json::Value> {
-    match registry(study.header.kind) {
+    match declared(study)? {
         Some(e) => (e.run)(study, &data_dir(study, e.data)?),
         None => Ok(serde_json::Value::Null),
     }
@@ -194,7 +262,7 @@ pub fn run(study: &Study) -> Result<serde_json::Value> {
 /// [`Error::Records`] when the record's result, or what it quotes, does not match its kind's
 /// types (a record written by another version of memwall: rerun the study).
 pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
-    if registry(record.kind).is_none() {
+    if recorded(record, path)?.is_none() {
         return Ok(Vec::new());
     }
     if let Some(citation) = &record.cited {
@@ -233,10 +301,10 @@ fn render_cited(
     record: &StudyRecord,
     path: &Path,
 ) -> Result<Vec<Section>> {
-    let Some(e) = registry(record.kind) else {
+    let Some(e) = recorded(record, path)? else {
         return Ok(Vec::new());
     };
-    let (result, _) = with_imports(record, path)?;
+    let (result, _) = with_imports(&e, record, path)?;
     (e.render)(citation, &result).map_err(|failure| match failure {
         RenderFailure::Cited { key, message } => {
             let key = if key.is_empty() || key == "." {
@@ -263,7 +331,7 @@ fn render_cited(
         RenderFailure::Result(err) => Error::Records {
             path: path.to_path_buf(),
             message: format!(
-                "the stored result of `{}` does not match this version's {:?} result ({err}); \
+                "the stored result of `{}` does not match this version's `{}` result ({err}); \
                  run the study again with --force",
                 record.study, record.kind
             ),
@@ -278,13 +346,13 @@ fn render_cited(
 /// # Errors
 /// [`Error::Records`] when the record's result does not match its kind's result type.
 pub fn tracked(record: &StudyRecord, path: &Path) -> Result<Vec<Tracked>> {
-    let Some(e) = registry(record.kind) else {
+    let Some(e) = recorded(record, path)? else {
         return Ok(Vec::new());
     };
     (e.tracked)(&record.result).map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
-            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
+            "the stored result of `{}` does not match this version's `{}` result ({err}); run \
              the study again with --force",
             record.study, record.kind
         ),
@@ -298,14 +366,14 @@ pub fn tracked(record: &StudyRecord, path: &Path) -> Result<Vec<Tracked>> {
 /// [`Error::SpecField`] naming `claims[i].measure` when the result has no such measure (with
 /// the measures it has); [`Error::Records`] when the stored result does not match its kind.
 pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<GlanceRow>> {
-    let Some(e) = registry(record.kind) else {
+    let Some(e) = recorded(record, path)? else {
         return Ok(Vec::new());
     };
-    let (result, imported_on) = with_imports(record, path)?;
+    let (result, imported_on) = with_imports(&e, record, path)?;
     let measures = (e.measures)(&result).map_err(|err| Error::Records {
         path: path.to_path_buf(),
         message: format!(
-            "the stored result of `{}` does not match this version's {:?} result ({err}); run \
+            "the stored result of `{}` does not match this version's `{}` result ({err}); run \
              the study again with --force",
             record.study, record.kind
         ),
@@ -316,7 +384,7 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
                 path: study.path.clone(),
                 field: format!("claims[{i}].measure"),
                 message: format!(
-                    "`{}` is not a measure of the {:?} study's result; its measures: {}",
+                    "`{}` is not a measure of the `{}` study's result; its measures: {}",
                     c.measure,
                     record.kind,
                     measures
@@ -360,27 +428,23 @@ pub fn glance(study: &Study, record: &StudyRecord, path: &Path) -> Result<Vec<Gl
 
 /// A stored record's result with what a bundle's import put beside it in its folder
 /// (`runs/<study>/`, the folder of `path`), and where those numbers were measured when the
-/// report shows them. Today one study kind has such a file: `fusion_ir`, whose CUDA part the
-/// slim runner measures on GPU machines (`cuda_chains.json`,
-/// [`crate::fusion_ir::with_imported_cuda`]). Every other result, and one without such a file,
-/// is the stored one unchanged.
+/// report shows them: the study's own [`InProcessStudy::with_imports`] (today `fusion_ir`'s CUDA
+/// chains, measured by the slim runner on GPU machines). A result without such a file is the
+/// stored one unchanged.
 ///
 /// # Errors
 /// [`Error::Records`] naming the imported file and its field at fault.
 fn with_imports<'a>(
+    e: &Entry,
     record: &'a StudyRecord,
     path: &Path,
 ) -> Result<(std::borrow::Cow<'a, serde_json::Value>, Option<String>)> {
     use std::borrow::Cow;
-    let unchanged = Ok((Cow::Borrowed(&record.result), None));
-    if record.kind != StudyKind::FusionIr {
-        return unchanged;
-    }
     let dir = path.parent().unwrap_or(Path::new("."));
-    match crate::fusion_ir::with_imported_cuda(&record.result, dir)? {
-        Some((merged, measured_on)) => Ok((Cow::Owned(merged), measured_on)),
-        None => unchanged,
-    }
+    Ok(match (e.imports)(&record.result, dir)? {
+        Some((merged, measured_on)) => (Cow::Owned(merged), measured_on),
+        None => (Cow::Borrowed(&record.result), None),
+    })
 }
 
 /// The data folder handed to a study that reads the folder `data` (relative to a data
@@ -426,7 +490,7 @@ pub fn run_and_store(study: &Study, runs: &Path, force: bool) -> Result<(StudyRe
     let rec = StudyRecord {
         study: study.header.name.clone(),
         profile: study.profile.to_string(),
-        kind: study.header.kind,
+        kind: study.header.kind.clone(),
         params_hash: hash,
         env: memwall_runner::measure::host_environment(),
         result,

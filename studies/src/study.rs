@@ -59,7 +59,25 @@ pub trait InProcessStudy {
         let _ = output;
         Vec::new()
     }
+    /// The stored `result` (JSON of [`Self::Output`]) with what a bundle's import put beside
+    /// it in `study_dir` (`runs/<study>/`), and where those numbers were measured; `None` when
+    /// nothing changes (the default: a study whose numbers are all measured in its own run).
+    ///
+    /// # Errors
+    /// An imported file that does not read, naming it and its field.
+    fn with_imports(
+        result: &serde_json::Value,
+        study_dir: &Path,
+    ) -> crate::error::Result<Imported> {
+        let _ = (result, study_dir);
+        Ok(None)
+    }
 }
+
+/// A stored result merged with what an import put beside it, and where the imported numbers
+/// were measured (for the glance's device); `None` when nothing was imported
+/// ([`InProcessStudy::with_imports`]).
+pub type Imported = Option<(serde_json::Value, Option<String>)>;
 
 /// What kind of number a [`Tracked`] value is: it decides its unit, which direction is better
 /// and how its night-to-night change is judged (`memwall_lab::nightly`).
@@ -89,8 +107,8 @@ pub struct Tracked {
 /// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files and quotes
 /// `$cited` (its `[params.cited]`): `validate` returns `$validate(params)`, `run` returns
 /// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns
-/// `$render(output, cited)`; optionally `measures` returns `$measures(output)` and `tracked`
-/// `$tracked(output)`.
+/// `$render(output, cited)`; optionally `measures` returns `$measures(output)`, `tracked`
+/// `$tracked(output)` and `with_imports` `$imports(result, study_dir)`.
 ///
 /// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, cited CiteAs, validate, measure, render);`
 macro_rules! demo_study {
@@ -106,6 +124,11 @@ macro_rules! demo_study {
     };
     ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
      $render:expr, $measures:expr, $tracked:expr) => {
+        $crate::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
+            $render, $measures, $tracked, imports |_: &::serde_json::Value, _: &::std::path::Path| Ok(None));
+    };
+    ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
+     $render:expr, $measures:expr, $tracked:expr, imports $imports:expr) => {
         impl $crate::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
@@ -133,6 +156,12 @@ macro_rules! demo_study {
             }
             fn tracked(output: &$output) -> ::std::vec::Vec<$crate::Tracked> {
                 $tracked(output)
+            }
+            fn with_imports(
+                result: &::serde_json::Value,
+                study_dir: &::std::path::Path,
+            ) -> $crate::error::Result<$crate::Imported> {
+                $imports(result, study_dir)
             }
         }
     };

@@ -150,6 +150,17 @@ impl Study {
         file::parse(path, &text, profile, data_override)
     }
 
+    /// Reads only the `[study]` table of the experiment file at `path`: its name, title,
+    /// source, kind and roles, for no profile.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be read; [`Error::Spec`] for a header that does not
+    /// parse; [`Error::SpecField`] naming the header field at fault.
+    pub fn header(path: &Path) -> Result<StudyHeader> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        file::read_header(path, &text)
+    }
+
     /// The directory relative paths in the file are resolved against: the parent of the
     /// directory holding the file (the workspace root for files in `experiments/`).
     pub fn base_dir(path: &Path) -> PathBuf {

@@ -77,7 +77,7 @@ impl StudyRoles {
                 .collect(),
             suite: placed
                 .into_iter()
-                .map(|(_, path, h)| (h.name.clone(), h.kind, path.clone()))
+                .map(|(_, path, h)| (h.name.clone(), h.kind.clone(), path.clone()))
                 .collect(),
             pytorch: headers
                 .iter()

@@ -90,7 +90,8 @@ demo_study!(
     measure,
     render,
     measures,
-    tracked
+    tracked,
+    imports with_imported_cuda
 );
 
 /// The timings the nightly run tracks ([`super::Tracked`], [`super::TrackedKind::KernelTime`]):

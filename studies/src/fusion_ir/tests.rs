@@ -212,7 +212,7 @@ fn stored_without_cuda() -> (tempfile::TempDir, crate::StudyRecord, std::path::P
     let record = crate::StudyRecord {
         study: STUDY.into(),
         profile: "cpu".into(),
-        kind: crate::spec::StudyKind::FusionIr,
+        kind: crate::spec::StudyKind::InProcess("fusion_ir".into()),
         params_hash: "test".into(),
         env: crate::measure::Environment {
             cpu_model: "Test CPU".into(),

@@ -99,28 +99,67 @@ fn one() -> usize {
 /// Most runs of one configuration `repeats` may ask for.
 pub const MAX_REPEATS: usize = 1000;
 
-/// What runs a study.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
+/// What runs a study: `kind = "training"` (Burn training jobs, one process each) or the name of
+/// an in-process study, which `memwall_studies`' registry resolves (`kind = "checkmate"`: the
+/// module `studies/src/checkmate/` and its registry line). The set of in-process studies is
+/// open: core knows only that the name is well formed; an unknown name is refused when the
+/// file is checked (`memwall_studies::check`), naming the known ones.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum StudyKind {
     /// Burn training jobs, one process each.
     Training,
-    /// The blog's scalar recurrence with checkpoint interval K (`memwall_studies::scalar_checkpoint`).
-    ScalarCheckpoint,
-    /// The blog's fusion IR and fused elementwise loops (`memwall_studies::fusion_ir`).
-    FusionIr,
-    /// The UIUC lecture's static memory planning (`memwall_studies::static_planning`).
-    StaticPlanning,
-    /// The CMU lecture's two-buffer inference (`memwall_studies::two_buffer_inference`).
-    TwoBufferInference,
-    /// The CMU lecture's 16-bit formats (`memwall_studies::sixteen_bit`).
-    SixteenBit,
-    /// The CMU lecture's FSDP memory model and ring collectives (`memwall_studies::fsdp`).
-    Fsdp,
-    /// The UIUC lecture's reverse-mode AD worked example through Burn autodiff.
-    AutodiffExample,
-    /// Checkmate's optimal rematerialization and its baselines (`memwall_studies::checkmate`).
-    Checkmate,
+    /// An in-process study by its registry name (letters, digits and `_`).
+    InProcess(String),
+}
+
+impl StudyKind {
+    /// The name as in the experiment file (`"training"`, `"checkmate"`).
+    pub fn as_str(&self) -> &str {
+        match self {
+            StudyKind::Training => "training",
+            StudyKind::InProcess(name) => name,
+        }
+    }
+
+    /// Whether the study is a sweep of training jobs.
+    pub fn is_training(&self) -> bool {
+        *self == StudyKind::Training
+    }
+}
+
+impl TryFrom<String> for StudyKind {
+    type Error = String;
+    fn try_from(name: String) -> std::result::Result<Self, String> {
+        if name == "training" {
+            return Ok(StudyKind::Training);
+        }
+        let well_formed = !name.is_empty()
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if well_formed {
+            Ok(StudyKind::InProcess(name))
+        } else {
+            Err(format!(
+                "`{name}` is not a study kind: \"training\" or an in-process study's name \
+                 (lowercase letters, digits and `_`, as its folder under studies/src/)"
+            ))
+        }
+    }
+}
+
+impl From<StudyKind> for String {
+    fn from(kind: StudyKind) -> String {
+        kind.as_str().to_string()
+    }
+}
+
+impl fmt::Display for StudyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `[profiles.<p>.model]`: the decoder-only transformer LM. Shapes: tokens `[batch, seq_len]`,
