@@ -457,3 +457,39 @@ fn committed_gpu_jobs_read_as_composed_layer_norm_with_their_keys() {
         runs.display()
     );
 }
+
+#[test]
+fn the_outline_is_what_every_profile_resolves_and_needs_no_profile() {
+    for f in Study::discover(&root().join("experiments")).unwrap() {
+        let o = Study::outline(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for p in Profile::ALL {
+            let s = Study::load(&f, p, None).unwrap();
+            assert_eq!(o.header, s.header, "{}", f.display());
+            assert_eq!(o.configs, s.configs, "{} at {p}", f.display());
+            assert_eq!(o.goals, s.goals);
+            assert_eq!(o.claims, s.claims);
+        }
+    }
+    // A file without a cpu model cannot run at cpu, and still outlines (a report reads no
+    // profile: it was the cpu profile, else smoke, before).
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), GOOD);
+    assert!(Study::load(&p, Profile::Cpu, None).is_err());
+    let o = Study::outline(&p).unwrap();
+    assert_eq!(
+        o.configs
+            .iter()
+            .map(|c| (c.name.as_str(), c.control))
+            .collect::<Vec<_>>(),
+        [("a", true), ("b", false)]
+    );
+    // What the outline checks, it names as loading does.
+    let bad = GOOD.replace(
+        "checkpoint = \"sqrt\"",
+        "checkpoint = \"sqrt\"\nbudget = 2.0",
+    );
+    let msg = Study::outline(&write(dir.path(), &bad))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("configs[1].budget"), "{msg}");
+}

@@ -9,11 +9,11 @@ use super::*;
 /// # Errors
 /// [`Error::Records`] when the study has no records yet.
 pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
-    // The profile does not matter for the report: it covers every profile with records.
-    let study = Study::load(study_path, Profile::Cpu, None)
-        .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
+    // The report covers every profile with records: it reads the file's profile-free part
+    // once; an in-process study's renderer gets the file at its record's profile.
+    let study = Study::outline(study_path)?;
     if study.header.kind != StudyKind::Training {
-        return report_in_process(&study, study_path, paths);
+        return report_in_process(&study.header, study_path, paths);
     }
     report_training(&study, study_path, paths)
 }
@@ -24,8 +24,7 @@ pub fn report(study_path: &Path, paths: &Paths) -> Result<Rendered> {
 /// # Errors
 /// [`Error::Records`] when the study has no records in `runs`; a record that does not read.
 pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::GlanceRow>> {
-    let study = Study::load(study_path, Profile::Cpu, None)
-        .or_else(|_| Study::load(study_path, Profile::Smoke, None))?;
+    let study = Study::outline(study_path)?;
     let paths = Paths {
         runs: runs.to_path_buf(),
         ..Paths::default()
@@ -35,10 +34,11 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::G
         let Some((rec, rec_path)) = stored.first() else {
             return Err(no_records(&paths, &study.header.name, study_path));
         };
-        return crate::studies::glance(&study, rec, rec_path);
+        let at = Study::load(study_path, record_profile(rec, rec_path)?, None)?;
+        return crate::studies::glance(&at, rec, rec_path);
     }
-    let records = training_records(&study, study_path, &paths)?;
-    if crate::studies::largest_input::params(&study)?.is_some() {
+    let records = training_records(&study.header, study_path, &paths)?;
+    if is_search(&study) {
         return Ok(search_parts(study_path, &records)?.2);
     }
     // The PyTorch twins give a claim its second verdict, as in the report.
@@ -56,12 +56,17 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::G
 
 /// The report of an in-process study: its sections from its stored result, and the host it
 /// ran on.
-fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
-    let header = &study.header;
+fn report_in_process(
+    header: &crate::spec::StudyHeader,
+    study_path: &Path,
+    paths: &Paths,
+) -> Result<Rendered> {
     let stored = crate::studies::stored(&paths.runs, &header.name)?;
     let Some((rec, rec_path)) = stored.first() else {
         return Err(no_records(paths, &header.name, study_path));
     };
+    // The file at the profile the record ran at: its claims, and what older records quote.
+    let study = &Study::load(study_path, record_profile(rec, rec_path)?, None)?;
     let e = &rec.env;
     let environment = vec![document::content::Table {
         caption: format!("{} profile", rec.profile),
@@ -93,11 +98,11 @@ fn report_in_process(study: &Study, study_path: &Path, paths: &Paths) -> Result<
 /// The records of a training study, or an error naming the store when it has none (or none
 /// readable, listing the unreadable ones and how to rerun them).
 fn training_records(
-    study: &Study,
+    header: &crate::spec::StudyHeader,
     study_path: &Path,
     paths: &Paths,
 ) -> Result<results::StudyRecords> {
-    let name = &study.header.name;
+    let name = &header.name;
     let records = results::StudyRecords::load(&paths.runs, name)?;
     if records.is_empty() && !records.unreadable.is_empty() {
         return Err(Error::Records {
@@ -124,10 +129,10 @@ fn training_records(
 
 /// The report of a training study: the analysis sections of its records, the PyTorch rows and
 /// operation timings imported beside them, and the Parquet tables.
-fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Rendered> {
+fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Result<Rendered> {
     let header = &study.header;
-    let records = training_records(study, study_path, paths)?;
-    if crate::studies::largest_input::params(study)?.is_some() {
+    let records = training_records(header, study_path, paths)?;
+    if is_search(study) {
         return report_search(study, study_path, paths, &records);
     }
     // PyTorch rows (`runs/<study>/pytorch/`, from a bundle's import or `memwall reference
@@ -175,7 +180,7 @@ fn report_training(study: &Study, study_path: &Path, paths: &Paths) -> Result<Re
 /// its records, the search's tables and the glance from the first profile with answers (the
 /// `cpu` profile first).
 fn report_search(
-    study: &Study,
+    study: &StudyOutline,
     study_path: &Path,
     paths: &Paths,
     records: &results::StudyRecords,
@@ -270,6 +275,20 @@ pub fn reports_root(runs: &Path, reports: Option<PathBuf>) -> PathBuf {
 /// The date (YYYY-MM-DD) of an RFC 3339 time stamp of a record.
 fn record_date(finished_at: &str) -> String {
     finished_at.chars().take(10).collect()
+}
+
+/// Whether the training study searches the largest input (`[params.search]`, in the file or
+/// a profile): its report is the search's ([`report_search`]).
+fn is_search(study: &StudyOutline) -> bool {
+    study.has_params(crate::studies::largest_input::PARAMS_KEY)
+}
+
+/// The profile an in-process study's record ran at, or an error naming the record.
+fn record_profile(rec: &crate::studies::StudyRecord, path: &Path) -> Result<Profile> {
+    rec.profile.parse().map_err(|e| Error::Records {
+        path: path.to_path_buf(),
+        message: format!("field `profile`: {e}"),
+    })
 }
 
 fn no_records(paths: &Paths, study: &str, study_path: &Path) -> Error {

@@ -27,7 +27,7 @@ use memwall_runner::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
 use memwall_studies as studies;
 
 use crate::error::{Error, Result};
-use crate::spec::{JobSpec, Profile, Study, StudyKind};
+use crate::spec::{JobSpec, Profile, Study, StudyKind, StudyOutline};
 use std::path::{Path, PathBuf};
 
 /// The committed evidence: the record store the published reports (`reports/`) are rendered

@@ -90,9 +90,7 @@ fn read_front(path: &Path) -> Result<Front> {
 pub fn entries(experiments: &[PathBuf], reports: &Path) -> Result<Vec<IndexEntry>> {
     let mut out = Vec::new();
     for f in experiments {
-        let study = Study::load(f, crate::spec::Profile::Cpu, None)
-            .or_else(|_| Study::load(f, crate::spec::Profile::Smoke, None))?;
-        let name = study.header.name;
+        let name = Study::header(f)?.name;
         let md = reports.join(&name).join("report.md");
         if !md.exists() {
             continue;

@@ -277,8 +277,11 @@ pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
         .unwrap_or(Path::new(""))
         .join("experiments")
         .join(format!("{}.toml", record.study));
-    let study = Study::load(&file, crate::spec::Profile::Cpu, None)
-        .or_else(|_| Study::load(&file, crate::spec::Profile::Smoke, None))?;
+    let profile = record.profile.parse().map_err(|e| Error::Records {
+        path: path.to_path_buf(),
+        message: format!("field `profile`: {e}"),
+    })?;
+    let study = Study::load(&file, profile, None)?;
     render_with(&study, record, path)
 }
 

@@ -121,9 +121,7 @@ pub(crate) fn claims(
     let mut problems = Vec::new();
     let mut count = 0;
     for f in &files {
-        let study = Study::load(f, Profile::Cpu, None)
-            .or_else(|_| Study::load(f, Profile::Smoke, None))
-            .with_context(|| format!("reading {}", f.display()))?;
+        let study = Study::outline(f).with_context(|| format!("reading {}", f.display()))?;
         let source = &study.header.source;
         println!(
             "## {} ({}; source {source})\n",

@@ -136,7 +136,45 @@ pub struct Study {
     pub params: toml::Table,
 }
 
+/// What an experiment file says for every profile: its `[study]` table, configurations, goals
+/// and claims ([`Study::outline`]). A report is rendered from it and the records, which carry
+/// their own profile's sizes; [`Study::load`] resolves one profile for running.
+#[derive(Debug, Clone)]
+pub struct StudyOutline {
+    /// The experiment file it came from.
+    pub path: PathBuf,
+    /// The `[study]` table.
+    pub header: StudyHeader,
+    /// The configurations in file order, grids expanded, labels and control marks set.
+    pub configs: Vec<ConfigSpec>,
+    /// The goals the report evaluates (`[[goals]]`).
+    pub goals: Vec<Goal>,
+    /// The source document's headline claims (`[[claims]]`).
+    pub claims: Vec<claims::SourceClaim>,
+    /// The keys of `[params]` and of every profile's `params`.
+    pub params_keys: std::collections::BTreeSet<String>,
+}
+
+impl StudyOutline {
+    /// Whether `[params]` or a profile's `params` has `key` (e.g. `search`, the largest-input
+    /// search of a training study).
+    pub fn has_params(&self, key: &str) -> bool {
+        self.params_keys.contains(key)
+    }
+}
+
 impl Study {
+    /// Reads and checks the profile-free part of the experiment file at `path`
+    /// ([`StudyOutline`]): the header, the configurations (grids expanded), goals and claims,
+    /// checked as [`Study::load`] checks them, without resolving a profile.
+    ///
+    /// # Errors
+    /// As [`Study::load`], for the parts it reads.
+    pub fn outline(path: &Path) -> Result<StudyOutline> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        file::outline(path, &text)
+    }
+
     /// Reads and validates the experiment file at `path` for `profile`.
     ///
     /// `data_override` (the `--data` flag or `MEMWALL_DATA`) replaces the file's data path.

@@ -378,13 +378,8 @@ pub(super) fn open_source(req: &ImportRequest) -> Result<PathBuf> {
 pub(super) fn find_experiment(dir: &Path, name: &str) -> Result<PathBuf> {
     for f in Study::discover(dir)? {
         // Names only: an experiment file that does not load is reported by `memwall run`.
-        if let Ok(s) = Study::load(&f, Profile::Smoke, None)
-            .or_else(|_| Study::load(&f, Profile::Cpu, None))
-            .or_else(|_| Study::load(&f, Profile::Full, None))
-        {
-            if s.header.name == name {
-                return Ok(f);
-            }
+        if Study::header(&f).is_ok_and(|h| h.name == name) {
+            return Ok(f);
         }
     }
     refuse!(

@@ -282,6 +282,71 @@ pub(crate) fn parse(
     })
 }
 
+/// Each model's configurations are compared with a control of that model: its first
+/// configuration unless one of them is marked.
+fn mark_controls(configs: &mut [ConfigSpec]) {
+    let mut names: Vec<Option<String>> = configs.iter().map(|c| c.model.clone()).collect();
+    names.dedup();
+    for name in names {
+        if !configs.iter().any(|c| c.model == name && c.control) {
+            if let Some(first) = configs.iter_mut().find(|c| c.model == name) {
+                first.control = true;
+            }
+        }
+    }
+}
+
+/// The profile-free part of an experiment file ([`crate::spec::StudyOutline`]): the header,
+/// the configurations with the grids expanded (names, labels and control marks as every profile
+/// resolves them), the goals and the claims, each checked as [`parse`] checks them; what
+/// depends on a profile (its models, the intervals against their layers, the corpus, the
+/// training settings) is left to [`parse`].
+pub(crate) fn outline(path: &Path, text: &str) -> Result<crate::spec::StudyOutline> {
+    let fields = Fields { path };
+    let mut file = read_experiment(path, text)?;
+    check_header(&file, fields)?;
+    let training = file.study.kind == StudyKind::Training;
+    let generated = file.configs.len();
+    if let Some(grids) = file.grid.take() {
+        for (_, grid) in grids.into_list() {
+            file.configs.extend(grid.expand());
+        }
+    }
+    let mut configs = Vec::with_capacity(file.configs.len());
+    let mut seen = HashSet::new();
+    for (i, mut c) in file.configs.into_iter().enumerate() {
+        let at = format!("configs[{i}]");
+        check_config_name(&c, &at, &mut seen, fields)?;
+        check_config(&c, &at, fields)?;
+        if c.label.is_empty() {
+            c.label = c.name.clone();
+        }
+        configs.push(c);
+    }
+    if training {
+        mark_controls(&mut configs);
+    }
+    check_timeline(&file.study.timeline, &configs, fields)?;
+    check_goals(&file.goals, fields)?;
+    check_claims(
+        &file.claims,
+        training.then_some((configs.as_slice(), generated)),
+        fields,
+    )?;
+    let mut params_keys: std::collections::BTreeSet<String> = file.params.keys().cloned().collect();
+    for section in file.profiles.values() {
+        params_keys.extend(section.params.keys().cloned());
+    }
+    Ok(crate::spec::StudyOutline {
+        path: path.to_path_buf(),
+        header: file.study,
+        configs,
+        goals: file.goals,
+        claims: file.claims,
+        params_keys,
+    })
+}
+
 /// `study.timeline` names configurations of the file, each once, at most
 /// [`MAX_TIMELINE_LINES`] of one model (a figure overlays one model's configurations).
 pub(crate) fn check_timeline(
@@ -735,18 +800,8 @@ pub(crate) fn resolve_configs(
         }
         configs.push(c);
     }
-    // Each model's configurations are compared with a control of that model: its first
-    // configuration unless one of them is marked.
     if training {
-        let mut names: Vec<Option<String>> = configs.iter().map(|c| c.model.clone()).collect();
-        names.dedup();
-        for name in names {
-            if !configs.iter().any(|c| c.model == name && c.control) {
-                if let Some(first) = configs.iter_mut().find(|c| c.model == name) {
-                    first.control = true;
-                }
-            }
-        }
+        mark_controls(&mut configs);
     }
     Ok(configs)
 }
