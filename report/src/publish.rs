@@ -164,29 +164,31 @@ pub fn catalogue(experiments: &[PathBuf]) -> Result<String> {
     let mut md = String::from(
         "<!-- Written by `memwall report` from the [study] tables of experiments/*.toml; \
          `memwall report --check` fails when it is stale. -->\n\n\
-         | Study | What it measures | Kind | Source document | GPU suite | PyTorch twins |\n\
-         |---|---|---|---|--:|---|\n",
+         | Study | What it measures | Kind | Source document | On a GPU |\n\
+         |---|---|---|---|---|\n",
     );
     for f in experiments {
         let h = Study::header(f)?;
         let kind = if h.kind.is_training() {
-            "training jobs".to_string()
+            "training"
         } else {
-            format!("in-process (`{}`)", h.kind)
+            "in-process"
         };
         let source = if h.source_title.is_empty() {
             format!("`{}`", h.source)
         } else {
             format!("{} (`{}`)", esc(&h.source_title), h.source)
         };
+        let gpu = match (h.gpu_suite, h.pytorch_reference) {
+            (Some(p), true) => format!("suite, place {p}; PyTorch twins"),
+            (Some(p), false) => format!("suite, place {p}"),
+            (None, true) => "PyTorch twins".to_string(),
+            (None, false) => "–".to_string(),
+        };
         md.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {kind} | {source} | {gpu} |\n",
             h.name,
             esc(&h.title),
-            kind,
-            source,
-            h.gpu_suite.map_or("–".to_string(), |p| p.to_string()),
-            if h.pytorch_reference { "yes" } else { "–" }
         ));
     }
     Ok(md)

@@ -58,26 +58,15 @@ fn entry<S: InProcessStudy>() -> Entry {
 type Registration = (&'static str, fn() -> Entry);
 
 // ANCHOR: studies
+#[rustfmt::skip]
 const STUDIES: &[Registration] = &[
-    (
-        "scalar_checkpoint",
-        entry::<crate::scalar_checkpoint::ScalarCheckpoint>,
-    ),
+    ("scalar_checkpoint", entry::<crate::scalar_checkpoint::ScalarCheckpoint>),
     ("fusion_ir", entry::<crate::fusion_ir::FusionIr>),
-    (
-        "static_planning",
-        entry::<crate::static_planning::StaticPlanning>,
-    ),
-    (
-        "two_buffer_inference",
-        entry::<crate::two_buffer_inference::TwoBufferInference>,
-    ),
+    ("static_planning", entry::<crate::static_planning::StaticPlanning>),
+    ("two_buffer_inference", entry::<crate::two_buffer_inference::TwoBufferInference>),
     ("sixteen_bit", entry::<crate::sixteen_bit::SixteenBit>),
     ("fsdp", entry::<crate::fsdp::Fsdp>),
-    (
-        "autodiff_example",
-        entry::<crate::autodiff_example::AutodiffExample>,
-    ),
+    ("autodiff_example", entry::<crate::autodiff_example::AutodiffExample>),
     ("checkmate", entry::<crate::checkmate::Checkmate>),
 ];
 // ANCHOR_END: studies
