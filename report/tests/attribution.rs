@@ -1,11 +1,26 @@
 //! Attribution: every value and quotation a committed report credits to its source document
-//! occurs in that document (`memwall::source_check`), and every `[[claims]]` quotation of every
-//! experiment file is the document's words.
+//! occurs in that document (`memwall_report::source_check`), and every `[[claims]]` quotation of
+//! every experiment file is the document's words.
 
-mod common;
+use memwall_core::spec::claims::quote_occurs;
+use memwall_core::spec::{Study, StudyOutline};
+use std::path::PathBuf;
 
-use memwall::spec::claims::quote_occurs;
-use memwall::spec::{Profile, Study};
+mod common {
+    use std::path::PathBuf;
+
+    /// The workspace root.
+    pub fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// `../shared/data` beside the repository (or `MEMWALL_SHARED_DATA`).
+    pub fn shared_data() -> PathBuf {
+        std::env::var_os("MEMWALL_SHARED_DATA")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join("../shared/data"))
+    }
+}
 
 fn source_text(source: &str) -> String {
     let path = common::shared_data().join("../sources").join(source);
@@ -13,17 +28,10 @@ fn source_text(source: &str) -> String {
         .unwrap_or_else(|e| panic!("reading the source document {}: {e}", path.display()))
 }
 
-fn studies() -> Vec<Study> {
-    let files = Study::discover(&common::root().join("experiments")).unwrap();
+fn studies() -> Vec<StudyOutline> {
+    let files: Vec<PathBuf> = Study::discover(&common::root().join("experiments")).unwrap();
     assert!(files.len() >= 11, "expected the 11 experiment files");
-    files
-        .iter()
-        .map(|f| {
-            Study::load(f, Profile::Cpu, None)
-                .or_else(|_| Study::load(f, Profile::Smoke, None))
-                .unwrap()
-        })
-        .collect()
+    files.iter().map(|f| Study::outline(f).unwrap()).collect()
 }
 
 #[test]
@@ -48,7 +56,7 @@ fn claims_quote_their_source_documents_exactly() {
                 ));
             }
             if let (Some(v), None) = (c.value, &c.derived) {
-                let stated = memwall::source_check::numbers(&doc)
+                let stated = memwall_report::source_check::numbers(&doc)
                     .iter()
                     .any(|d| (d - v).abs() <= 1e-9 * v.abs().max(1.0));
                 if !stated {
@@ -79,7 +87,7 @@ fn committed_reports_credit_the_source_only_with_its_own_words_and_numbers() {
         let other = |name: &str| {
             std::fs::read_to_string(common::shared_data().join("../sources").join(name)).ok()
         };
-        for v in memwall::source_check::check_report_with(&md, &doc, other) {
+        for v in memwall_report::source_check::check_report_with(&md, &doc, other) {
             failures.push(format!("{}: {v}", md_path.display()));
         }
         checked += 1;
