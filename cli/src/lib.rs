@@ -10,10 +10,11 @@
 //! | crate | what it holds |
 //! |---|---|
 //! | `memwall-core` | experiment spec, records' data, the memory planner |
+//! | `memwall-document` | the report's content model, the glance rows, units |
 //! | `memwall-remat` | rematerialization: graph IR, baselines, MILP and LP solvers |
 //! | `memwall-runner` | the Burn training job (`memwall-job`), devices, measurement |
-//! | `memwall-report` | the record store, analysis, the report model and its sinks |
-//! | `memwall-studies` | the in-process studies, one module per experiment file |
+//! | `memwall-report` | the record store, analysis, training sections, the sinks |
+//! | `memwall-studies` | the in-process studies and their registry, one module each |
 //! | `memwall-driver` | a study's jobs, the sweep, the report assembled from its records |
 //! | `memwall-lab` | bundles, the PyTorch reference, Slurm, the nightly, scheduler files |
 //! | `memwall` (this) | the CLI, one module per subcommand ([`cli`]) |

@@ -1,6 +1,7 @@
-//! memwall-studies: the studies that run in-process, one module per experiment file, named as
-//! the file (`checkmate` is `experiments/checkmate.toml`), their registry ([`registry`]) and
-//! their record store ([`store`]).
+//! memwall-studies: the studies that run in-process, one module each, named as the `kind` of
+//! its experiment file (`kind = "checkmate"` in `experiments/checkmate.toml` is [`checkmate`]),
+//! the registry that resolves a `kind` to its study (one line per study, [`registry`];
+//! `docs/src/contributor/adding-a-study.md`) and their record store ([`store`]).
 //!
 //! Every in-process study implements [`InProcessStudy`]: a `XParams` struct (serde,
 //! `deny_unknown_fields`, `Default` sized to run in seconds on a 2-core CPU), a `run` that
