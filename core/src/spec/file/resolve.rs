@@ -260,11 +260,12 @@ pub(crate) fn parse(
         }
     }
     let configs = resolve_configs(file.configs, model.as_ref(), &models, profile, fields)?;
-    check_timeline(&file.study.timeline, &configs, fields)?;
-    check_goals(&file.goals, fields)?;
-    check_claims(
+    check_references(
+        &file.study,
+        &file.goals,
         &file.claims,
-        training.then_some((configs.as_slice(), generated)),
+        &configs,
+        generated,
         fields,
     )?;
     Ok(Study {
@@ -280,6 +281,22 @@ pub(crate) fn parse(
         claims: file.claims,
         params,
     })
+}
+
+/// What names the configurations (from index `generated` on made by a grid): the header's
+/// timeline, the goals and, for a training study, the claims.
+fn check_references(
+    header: &StudyHeader,
+    goals: &[Goal],
+    claims: &[crate::spec::claims::SourceClaim],
+    configs: &[ConfigSpec],
+    generated: usize,
+    fields: Fields,
+) -> Result<()> {
+    let training = header.kind == StudyKind::Training;
+    check_timeline(&header.timeline, configs, fields)?;
+    check_goals(goals, fields)?;
+    check_claims(claims, training.then_some((configs, generated)), fields)
 }
 
 /// Each model's configurations are compared with a control of that model: its first
@@ -326,11 +343,12 @@ pub(crate) fn outline(path: &Path, text: &str) -> Result<crate::spec::StudyOutli
     if training {
         mark_controls(&mut configs);
     }
-    check_timeline(&file.study.timeline, &configs, fields)?;
-    check_goals(&file.goals, fields)?;
-    check_claims(
+    check_references(
+        &file.study,
+        &file.goals,
         &file.claims,
-        training.then_some((configs.as_slice(), generated)),
+        &configs,
+        generated,
         fields,
     )?;
     let mut params_keys: std::collections::BTreeSet<String> = file.params.keys().cloned().collect();
