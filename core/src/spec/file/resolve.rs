@@ -259,7 +259,21 @@ pub(crate) fn parse(
             file.configs.extend(grid.expand());
         }
     }
-    let configs = resolve_configs(file.configs, model.as_ref(), &models, profile, fields)?;
+    let configs = resolve_configs(
+        file.configs,
+        training,
+        |c, at| {
+            if let Some(name) = &c.model {
+                check_model_name(name, &models, &format!("{at}.model"), profile, fields)?;
+            }
+            if let Some(m) = &model {
+                let own = c.model.as_ref().map_or(m, |name| &models[name]);
+                check_checkpoint(c, at, own, profile, fields)?;
+            }
+            Ok(())
+        },
+        fields,
+    )?;
     check_references(
         &file.study,
         &file.goals,
@@ -329,20 +343,9 @@ pub(crate) fn outline(path: &Path, text: &str) -> Result<crate::spec::StudyOutli
             file.configs.extend(grid.expand());
         }
     }
-    let mut configs = Vec::with_capacity(file.configs.len());
-    let mut seen = HashSet::new();
-    for (i, mut c) in file.configs.into_iter().enumerate() {
-        let at = format!("configs[{i}]");
-        check_config_name(&c, &at, &mut seen, fields)?;
-        check_config(&c, &at, fields)?;
-        if c.label.is_empty() {
-            c.label = c.name.clone();
-        }
-        configs.push(c);
-    }
-    if training {
-        mark_controls(&mut configs);
-    }
+    // What depends on a profile (named models, intervals against their layers) is
+    // `Study::load`'s.
+    let configs = resolve_configs(file.configs, training, |_, _| Ok(()), fields)?;
     check_references(
         &file.study,
         &file.goals,
@@ -784,16 +787,15 @@ pub(crate) fn corpus_path(path: &Path, path_str: &str) -> PathBuf {
     crate::data_path::resolve(&base_dir(path), Path::new(path_str))
 }
 
-/// Checks every configuration, fills in default labels and, in a training study without a
-/// `control`, makes the first configuration the control.
+/// Checks every configuration (`profile_checks` adds what depends on a profile: its named
+/// models, the intervals against their layers), fills in default labels and, in a training
+/// study without a `control`, makes each model's first configuration its control.
 pub(crate) fn resolve_configs(
     specs: Vec<ConfigSpec>,
-    model: Option<&ModelConfig>,
-    models: &BTreeMap<String, ModelConfig>,
-    profile: Profile,
+    training: bool,
+    profile_checks: impl Fn(&ConfigSpec, &str) -> Result<()>,
     fields: Fields,
 ) -> Result<Vec<ConfigSpec>> {
-    let training = model.is_some();
     if specs.is_empty() && training {
         return Err(fields.err(
             "configs",
@@ -806,13 +808,7 @@ pub(crate) fn resolve_configs(
         let at = format!("configs[{i}]");
         check_config_name(&c, &at, &mut seen, fields)?;
         check_config(&c, &at, fields)?;
-        if let Some(name) = &c.model {
-            check_model_name(name, models, &format!("{at}.model"), profile, fields)?;
-        }
-        if let Some(m) = model {
-            let own = c.model.as_ref().map_or(m, |name| &models[name]);
-            check_checkpoint(&c, &at, own, profile, fields)?;
-        }
+        profile_checks(&c, &at)?;
         if c.label.is_empty() {
             c.label = c.name.clone();
         }
