@@ -285,8 +285,10 @@ pub(super) fn sweep_figure(g: &Group, pattern: &str, s: &Sweep) -> Figure {
     ));
     Figure {
         name: format!("sublinear_{}_{}", g.slug, slug(pattern)),
+        // The sweep's fields are in the table's caption above: a title that holds them too does
+        // not fit the figure's width.
         title: format!(
-            "Activation peak vs checkpoint interval K, N = {} blocks (sweep {pattern})",
+            "Activation peak vs checkpoint interval K, N = {} blocks",
             s.layers
         ),
         x_label: "K (blocks per segment)".into(),
