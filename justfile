@@ -91,11 +91,19 @@ book:
 doctor: build
     {{memwall}} doctor
 
-# Download the official TinyStories validation split (needs internet) into data/.
-data:
+# The data sets of datasets.toml that no folder of the data search path holds, downloaded into
+# the user cache (~/.cache/memwall) with their sizes and SHA-256 checked; MEMWALL_DATA_URL (or
+# `memwall data fetch --from URL`) names a mirror. `memwall data list` shows where each is.
+data: build
+    {{memwall}} data fetch
+
+# The whole TinyStories validation files (needs internet) into data/, which the `full` profile
+# reads (data/TinyStories-valid.txt); not in datasets.toml: their sizes and SHA-256 are not
+# recorded yet.
+data-full:
     mkdir -p data
-    curl -fL --retry 3 -o data/TinyStories-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStories-valid.txt
-    curl -fL --retry 3 -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
+    curl -fL --retry 3 -C - -o data/TinyStories-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStories-valid.txt
+    curl -fL --retry 3 -C - -o data/TinyStoriesV2-GPT4-valid.txt https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/TinyStoriesV2-GPT4-valid.txt
     ls -l data
 
 # A bundle for a GPU machine without Rust: runner, jobs, corpus, the committed autotune cache,

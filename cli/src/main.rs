@@ -110,6 +110,13 @@ enum Cmd {
     },
     /// Check the machine: devices, backends, data.
     Doctor,
+    /// The data sets the studies read (`datasets.toml`): where the data search path finds each
+    /// and whether its checksum holds (`list`), or download what is missing into the user
+    /// cache (`fetch`).
+    Data {
+        #[command(subcommand)]
+        action: DataAction,
+    },
     /// Write a study's job files (and its tokenized corpus) for another machine's
     /// `memwall-job sweep-dir`, e.g. a GPU machine without Rust.
     ExportJobs {
@@ -238,6 +245,7 @@ fn run() -> Result<()> {
         Cmd::Reproduce { experiments, run } => reproduce(&experiments, &run),
         Cmd::Run { experiment, run } => {
             let (paths, opts) = options(&run)?;
+            ensure_data(std::slice::from_ref(&experiment), &opts)?;
             run_study(&experiment, &paths, &opts, true)
         }
         Cmd::Sweep {
@@ -269,6 +277,7 @@ fn run() -> Result<()> {
             profile,
         } => list(&experiments, profile),
         Cmd::Doctor => doctor(),
+        Cmd::Data { action } => data(action),
         Cmd::ExportJobs {
             experiment,
             target,

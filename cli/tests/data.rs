@@ -202,3 +202,159 @@ fn a_clone_without_shared_data_finds_its_data_on_the_search_path() {
     let o = isolated(&repo, sandbox, Some(&shared), &control);
     assert!(o.status.success(), "{}", common::text(&o));
 }
+
+/// `memwall data fetch` from a mirror refuses a file whose checksum is not the manifest's,
+/// naming both sums and keeping nothing; fetches it when the mirror serves it right; refuses a
+/// cached copy that was damaged since, naming both sums, and fetches it again; `memwall data
+/// list` says where each data set is and whether its checksum holds.
+#[test]
+fn a_wrong_file_is_refused_with_both_checksums_and_fetched_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sandbox = tmp.path();
+    let repo = sandbox.join("repo");
+    common::clone_alone(&repo, &["experiments"], &["datasets.toml"]);
+    let server = common::http::Server::start(&common::shared_data());
+    let graph = "remat-graphs/VGG16_256_224_224_3_test_nx.json";
+    let manifest = memwall_core::datasets::Manifest::load(&repo)
+        .unwrap()
+        .unwrap();
+    let d = manifest.datasets.iter().find(|d| d.path == graph).unwrap();
+    let mut served = std::fs::read(common::shared_data().join(graph)).unwrap();
+    served[0] ^= 0x01;
+    let wrong = sandbox.join("wrong.json");
+    std::fs::write(&wrong, &served).unwrap();
+    let wrong_sum = memwall_core::datasets::sha256_file(&wrong).unwrap();
+    let fetch =
+        || common::memwall_alone(&repo, sandbox, Some(&server.url), &["data", "fetch", graph]);
+    let cached = sandbox.join("cache/memwall").join(graph);
+
+    // 1. The mirror serves a damaged file: refused, both sums named, nothing kept.
+    server.faults.lock().unwrap().corrupt.insert(graph.into());
+    let o = fetch();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains(&wrong_sum) && err.contains(&d.sha256) && err.contains("refused"),
+        "{err}"
+    );
+    assert!(!cached.exists() && !cached.with_extension("json.part").exists());
+
+    // 2. Served right: fetched, intact.
+    server.faults.lock().unwrap().corrupt.clear();
+    let o = fetch();
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        std::fs::read(common::shared_data().join(graph)).unwrap()
+    );
+
+    // 3. The cached copy damaged since: refused with both sums and fetched again.
+    std::fs::write(&cached, &served).unwrap();
+    let o = fetch();
+    assert!(o.status.success(), "{}", common::text(&o));
+    let out = common::text(&o);
+    assert!(
+        out.contains("refused") && out.contains(&wrong_sum) && out.contains(&d.sha256),
+        "{out}"
+    );
+    assert_eq!(
+        d.check(&cached).unwrap(),
+        memwall_core::datasets::Integrity::Intact
+    );
+    let asked = server.requests().iter().filter(|r| r.path == graph).count();
+    assert_eq!(asked, 3, "{:?}", server.requests());
+
+    // 4. The listing: this one in the cache with its checksum holding, the others missing
+    // with where they would come from.
+    let o = common::memwall_alone(&repo, sandbox, Some(&server.url), &["data", "list"]);
+    assert!(o.status.success(), "{}", common::text(&o));
+    let list = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = |p: &str| {
+        list.lines()
+            .find(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("{p}: {list}"))
+            .to_string()
+    };
+    assert!(
+        line(graph).contains("(the user cache), checksum holds"),
+        "{list}"
+    );
+    let other = line("tinystories/TinyStories-valid-excerpt.txt");
+    assert!(
+        other.contains("missing") && other.contains(&server.url),
+        "{other}"
+    );
+}
+
+/// With the mirror down, `memwall reproduce` in a clone without its data names each missing
+/// data set in one line with the command that gets it, exits non-zero and writes no record
+/// store.
+#[test]
+fn with_the_mirror_down_reproduce_names_each_missing_data_set_and_runs_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sandbox = tmp.path();
+    let repo = sandbox.join("repo");
+    common::clone_alone(&repo, &["experiments", "templates"], &["datasets.toml"]);
+    // A port nothing listens on any more.
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let runs = sandbox.join("runs");
+    let reproduce = |mirror: Option<&str>| {
+        common::memwall_alone(
+            &repo,
+            sandbox,
+            mirror,
+            &[
+                "reproduce",
+                "--profile",
+                "smoke",
+                "--runs",
+                runs.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = reproduce(Some(&down));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let manifest = memwall_core::datasets::Manifest::load(&repo)
+        .unwrap()
+        .unwrap();
+    let missing: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("error: missing "))
+        .collect();
+    assert_eq!(missing.len(), manifest.datasets.len(), "{err}");
+    for d in &manifest.datasets {
+        let line = missing
+            .iter()
+            .find(|l| l.starts_with(&format!("error: missing {} (", d.path)))
+            .unwrap_or_else(|| panic!("{}: {err}", d.path));
+        assert!(
+            line.contains(&format!("`memwall data fetch {}`", d.path)),
+            "{line}"
+        );
+        assert!(
+            line.contains("Connection refused") || line.contains("connect"),
+            "{line}"
+        );
+    }
+    assert!(
+        err.lines().last().unwrap().contains("no study was run"),
+        "{err}"
+    );
+    assert!(!runs.exists(), "a record store was written");
+    // Offline, the same: no request made, one line each.
+    let o = reproduce(None);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("error: missing ") && l.contains("offline"))
+            .count(),
+        manifest.datasets.len(),
+        "{err}"
+    );
+    assert!(!runs.exists());
+}

@@ -1,11 +1,14 @@
-//! A newcomer's `memwall reproduce` in a copy of the repository: it trains into this machine's
-//! store (`target/memwall/runs`, ignored by git), renders its own reports there, ends with the
-//! report's path and the headline claims beside the published ones, and leaves the committed
-//! evidence (`runs/`, `reports/`, the README) byte for byte as it was.
+//! A newcomer's `memwall reproduce` in a clone of the repository with nothing beside it (no
+//! `../shared`): it fetches the data sets of `datasets.toml` into the user cache from a mirror
+//! (a file server on the loopback address here), resuming a download that broke off, once;
+//! trains into this machine's store (`target/memwall/runs`, ignored by git), renders its own
+//! reports there, ends with the report's path and the headline claims beside the published
+//! ones, and leaves the committed evidence (`runs/`, `reports/`, the README) byte for byte as
+//! it was. A second run fetches nothing.
 
 mod common;
 
-use common::{memwall, text};
+use common::{http, memwall_alone, text};
 use std::path::{Path, PathBuf};
 
 /// Every file under `dir` with its bytes, by path relative to `dir`.
@@ -32,32 +35,47 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 #[test]
 fn reproduce_measures_this_machine_and_leaves_the_published_evidence_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    // The experiment files name `../shared/data/...`: the copy sits beside a `shared` link.
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let shared = common::shared_data().join("..");
-    std::os::unix::fs::symlink(
-        std::fs::canonicalize(&shared).unwrap(),
-        tmp.path().join("shared"),
-    )
-    .unwrap();
-    let root = common::root();
-    for d in ["runs", "reports", "experiments", "templates"] {
-        let st = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(root.join(d))
-            .arg(work.join(d))
-            .status()
-            .unwrap();
-        assert!(st.success(), "copying {d}");
-    }
-    std::fs::copy(root.join("README.md"), work.join("README.md")).unwrap();
+    let sandbox = tmp.path();
+    let work = sandbox.join("work");
+    common::clone_alone(
+        &work,
+        &["runs", "reports", "experiments", "templates"],
+        &["README.md", "datasets.toml"],
+    );
+    // The mirror: the shared data folder behind a loopback server, whose first answer for the
+    // corpus breaks off after 100,000 of its 206,957 bytes.
+    let server = http::Server::start(&common::shared_data());
+    let excerpt = "tinystories/TinyStories-valid-excerpt.txt";
+    server
+        .faults
+        .lock()
+        .unwrap()
+        .cut_once
+        .insert(excerpt.into(), 100_000);
     let (runs_before, reports_before) = (tree(&work.join("runs")), tree(&work.join("reports")));
     let readme_before = std::fs::read(work.join("README.md")).unwrap();
 
-    let o = memwall(&work, &["reproduce", "--profile", "smoke"]);
+    let reproduce = || {
+        memwall_alone(
+            &work,
+            sandbox,
+            Some(&server.url),
+            &["reproduce", "--profile", "smoke"],
+        )
+    };
+    let o = reproduce();
     assert!(o.status.success(), "reproduce failed: {}", text(&o));
     let out = text(&o);
+    // No line of its standard output is a dependency's debug print (burn-collective printed
+    // its `CollectiveConfig { .. }` at every FSDP run).
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !stdout.lines().any(|l| {
+            let t = l.trim_end();
+            t.ends_with(" {") && t.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        }),
+        "{stdout}"
+    );
 
     // The committed evidence is untouched.
     assert!(
@@ -119,4 +137,36 @@ fn reproduce_measures_this_machine_and_leaves_the_published_evidence_alone() {
         }),
         "{claims:?}"
     );
+
+    // Every data set was fetched into the user cache once, intact; the corpus in two requests,
+    // the second resuming where the first broke off.
+    let manifest = memwall_core::datasets::Manifest::load(&work)
+        .unwrap()
+        .unwrap();
+    let requests = server.requests();
+    let cache = sandbox.join("cache/memwall");
+    for d in &manifest.datasets {
+        let asked: Vec<_> = requests.iter().filter(|r| r.path == d.path).collect();
+        let at = cache.join(&d.path);
+        assert_eq!(
+            d.check(&at).unwrap(),
+            memwall_core::datasets::Integrity::Intact,
+            "{}",
+            d.path
+        );
+        if d.path == excerpt {
+            assert_eq!(asked.len(), 2, "{asked:?}");
+            assert_eq!(asked[0].range_start, Some(0));
+            assert_eq!(asked[1].range_start, Some(100_000), "resumed: {asked:?}");
+        } else {
+            assert_eq!(asked.len(), 1, "{}: {asked:?}", d.path);
+        }
+    }
+    assert!(out.contains(&format!("fetched {excerpt} into")), "{out}");
+
+    // A second run finds everything in the cache and fetches nothing.
+    let o = reproduce();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(server.requests().len(), requests.len(), "{}", text(&o));
+    assert!(!text(&o).contains("fetched "), "{}", text(&o));
 }

@@ -62,7 +62,7 @@ fn search_dirs_with(repo: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> Vec<
     if let Some(c) = cache {
         dirs.push(SearchDir {
             dir: c.join("memwall"),
-            what: "the user cache",
+            what: USER_CACHE,
         });
     }
     let shared = env(SHARED_DATA_ENV)
@@ -83,18 +83,47 @@ pub fn locate(repo: &Path, written: &Path) -> Option<PathBuf> {
     locate_in(repo, written, &search_dirs(repo))
 }
 
+/// [`locate`], with the place that holds it in words ("the user cache"; "the repository" for
+/// the path as written, "the path as written" for an absolute one).
+pub fn locate_place(repo: &Path, written: &Path) -> Option<(PathBuf, &'static str)> {
+    locate_place_in(repo, written, &search_dirs(repo))
+}
+
+/// The user cache, `$XDG_CACHE_HOME/memwall` (else `~/.cache/memwall`): where `memwall data
+/// fetch` puts what it downloads. `None` when neither variable is set.
+pub fn user_cache() -> Option<PathBuf> {
+    search_dirs(Path::new("."))
+        .into_iter()
+        .find(|d| d.what == USER_CACHE)
+        .map(|d| d.dir)
+}
+
+/// The user cache's place in words.
+const USER_CACHE: &str = "the user cache";
+
 /// [`locate`] over the folders `dirs`.
 fn locate_in(repo: &Path, written: &Path, dirs: &[SearchDir]) -> Option<PathBuf> {
+    locate_place_in(repo, written, dirs).map(|(p, _)| p)
+}
+
+/// [`locate_place`] over the folders `dirs`.
+fn locate_place_in(
+    repo: &Path,
+    written: &Path,
+    dirs: &[SearchDir],
+) -> Option<(PathBuf, &'static str)> {
     if written.is_absolute() {
-        return written.exists().then(|| written.to_path_buf());
+        return written
+            .exists()
+            .then(|| (written.to_path_buf(), "the path as written"));
     }
     let as_written = repo.join(written);
     if as_written.exists() {
-        return Some(as_written);
+        return Some((as_written, "the repository"));
     }
     dirs.iter()
-        .map(|d| d.dir.join(written))
-        .find(|p| p.exists())
+        .map(|d| (d.dir.join(written), d.what))
+        .find(|(p, _)| p.exists())
 }
 
 /// [`locate`], or the path as written (relative to `repo`) when it is nowhere, so that what

@@ -144,6 +144,9 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// The data manifest (`datasets.toml`) cannot be read or checked.
+    #[error(transparent)]
+    Manifest(#[from] crate::datasets::ManifestError),
     /// A command-line option (or a value derived from one) is invalid.
     #[error("{option}: {message}")]
     InvalidOption {

@@ -14,6 +14,8 @@
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
 //! - [`timeline`]: the memory timeline of one step and what is live at its peak;
+//! - [`data_path`], [`datasets`]: where data files are found, and the data manifest
+//!   (`datasets.toml`: size, SHA-256 and origin of each data set);
 //! - [`error`]: the typed errors every stage returns.
 //!
 //! This crate is data and the memory model over it (with the executor's exact planner): it
@@ -27,6 +29,7 @@
 
 pub mod budget;
 pub mod data_path;
+pub mod datasets;
 pub mod device;
 pub mod error;
 pub mod json;

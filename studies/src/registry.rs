@@ -217,6 +217,16 @@ pub fn check(study: &Study) -> Result<()> {
     }
 }
 
+/// The data folder an in-process study reads (its [`InProcessStudy::DATA`], relative to a
+/// folder of the data search path, e.g. `remat-graphs`); `None` for a study that reads none
+/// and for a training study.
+///
+/// # Errors
+/// [`Error::SpecField`] naming `study.kind` when no in-process study has the file's kind.
+pub fn data_folder(study: &Study) -> Result<Option<&'static str>> {
+    Ok(declared(study)?.and_then(|e| e.data))
+}
+
 /// Parses and checks the study's `[params]`, runs it and returns its result as JSON.
 fn run_typed<S: InProcessStudy>(study: &Study, data_dir: &Path) -> Result<serde_json::Value> {
     let failed = |source: memwall_core::BoxError| Error::Study {

@@ -4,6 +4,7 @@ use super::*;
 
 mod bundle;
 mod claims;
+mod data;
 mod install;
 mod nightly;
 mod plan;
@@ -13,6 +14,7 @@ mod run;
 
 pub(crate) use bundle::*;
 pub(crate) use claims::*;
+pub(crate) use data::*;
 pub(crate) use install::*;
 pub(crate) use nightly::*;
 pub(crate) use plan::*;

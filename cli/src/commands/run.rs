@@ -17,6 +17,10 @@ pub(crate) struct RunArgs {
     /// Corpus file (TinyStories .txt or .parquet); overrides the experiment file.
     #[arg(long, env = "MEMWALL_DATA")]
     pub(crate) data: Option<PathBuf>,
+    /// A data folder searched first for the data sets the studies read (before the
+    /// repository's `data/`, the user cache and `../shared/data`).
+    #[arg(long, env = "MEMWALL_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
     /// Rerun jobs that already have a record.
     #[arg(long)]
     pub(crate) force: bool,
@@ -60,6 +64,11 @@ pub(crate) struct RunArgs {
 }
 
 pub(crate) fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
+    if let Some(dir) = &a.data_dir {
+        // The search path reads the variable (here and in every job process started later);
+        // set before any thread of this process starts.
+        std::env::set_var(memwall_core::data_path::DATA_DIR_ENV, dir);
+    }
     let device: DeviceRequest = a.device.parse()?;
     let cpu_backend: BackendKind = a.backend.parse()?;
     let exe = std::env::current_exe().context("locating the memwall executable")?;
@@ -207,6 +216,9 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
     if files.is_empty() {
         bail!("no experiment files (*.toml) in {}", experiments.display());
     }
+    // The data every study reads is found or fetched first; what cannot be had stops the run
+    // here, before any record is written.
+    ensure_data(&files, &opts)?;
     let mut failed = Vec::new();
     // Every file is checked before the first study runs: a wrong value in the last one is
     // reported now, not after the others have run; the valid studies still run.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -143,4 +145,43 @@ pub fn tool(name: &str, package: &str) -> Command {
         );
     }
     Command::new(name)
+}
+
+/// A copy of the repository's `dirs` and `files` (e.g. `experiments`, `datasets.toml`) in
+/// `work`, as a clone has them, with no `../shared` beside it.
+pub fn clone_alone(work: &Path, dirs: &[&str], files: &[&str]) {
+    std::fs::create_dir_all(work).unwrap();
+    for d in dirs {
+        let st = Command::new("cp")
+            .arg("-r")
+            .arg(root().join(d))
+            .arg(work.join(d))
+            .status()
+            .unwrap();
+        assert!(st.success(), "copying {d}");
+    }
+    for f in files {
+        std::fs::copy(root().join(f), work.join(f)).unwrap();
+    }
+}
+
+/// `memwall args` in `repo` with the data search path cut off from this machine's folders:
+/// the user cache in `sandbox/cache`, the shared data an empty `sandbox/no-shared-data`, no
+/// `$MEMWALL_DATA_DIR`, and downloads from the mirror `mirror` only (none: offline).
+pub fn memwall_alone(repo: &Path, sandbox: &Path, mirror: Option<&str>, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memwall"));
+    c.current_dir(repo)
+        .args(args)
+        .env_remove("MEMWALL_RUNS")
+        .env_remove("MEMWALL_DATA")
+        .env_remove("MEMWALL_DATA_DIR")
+        .env_remove("MEMWALL_DATA_URL")
+        .env_remove("MEMWALL_OFFLINE")
+        .env("XDG_CACHE_HOME", sandbox.join("cache"))
+        .env("MEMWALL_SHARED_DATA", sandbox.join("no-shared-data"));
+    match mirror {
+        Some(m) => c.env("MEMWALL_DATA_URL", m),
+        None => c.env("MEMWALL_OFFLINE", "1"),
+    };
+    c.output().expect("memwall starts")
 }

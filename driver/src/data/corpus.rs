@@ -93,7 +93,7 @@ fn read_text(path: &Path) -> Result<Vec<String>> {
     if text.trim().is_empty() {
         return Err(bad(format!(
             "the file is empty: it should hold TinyStories stories separated by `{EOS}` lines \
-             (run `just data`, or point `data.path` or `--data` at another file)"
+             (run `just data`, or `just data-full` for the `full` profile's file, or point `data.path` or `--data` at another file)"
         )));
     }
     if !text.contains(EOS) {

@@ -1,4 +1,5 @@
-//! Corpus loading, the train/eval split, the tokenizer and batching.
+//! Corpus loading, the train/eval split, the tokenizer and batching; fetching the data sets of
+//! the manifest ([`fetch`]).
 //!
 //! The driver prepares a corpus once per study ([`prepare`]): it reads the stories, splits them
 //! by story (eval stories are never seen in training), trains a byte-level BPE tokenizer on the
@@ -7,6 +8,7 @@
 //! text-processing dependencies.
 
 mod corpus;
+pub mod fetch;
 mod tokenizer;
 
 pub use corpus::{load_stories, parse_text, split_stories, Split, EOS};
