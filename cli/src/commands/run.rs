@@ -348,6 +348,30 @@ pub(crate) fn doctor() -> Result<()> {
     }
     let dev = device::resolve(DeviceRequest::Auto, BackendKind::Flex)?;
     println!("--device auto resolves to: {} ({})", dev.backend, dev.name);
+    match memwall_core::datasets::Manifest::load(Path::new(".")) {
+        Ok(Some(m)) => {
+            let intact = m
+                .datasets
+                .iter()
+                .filter(|d| {
+                    d.locate(Path::new("."))
+                        .and_then(|l| d.check(&l.at).ok())
+                        .is_some_and(|i| i == memwall_core::datasets::Integrity::Intact)
+                })
+                .count();
+            println!(
+                "data: {intact} of {} data sets of {} found with their checksums \
+                 (`memwall data list` says where; `memwall data fetch` gets the others)",
+                m.datasets.len(),
+                m.path.display()
+            );
+        }
+        Ok(None) => println!(
+            "data: no {} here (run memwall doctor in the repository's root)",
+            memwall_core::datasets::MANIFEST
+        ),
+        Err(e) => println!("data: {e}"),
+    }
     Ok(())
 }
 
