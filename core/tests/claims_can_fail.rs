@@ -50,3 +50,25 @@ fn a_rule_that_cannot_fail_is_found() {
     let relative_without_value: AgreeRule = toml::from_str("within_rel = 0.1").unwrap();
     assert_eq!(relative_without_value.cases(None), None);
 }
+
+/// Every claim of every experiment file says why its band is where it is (`band`: the
+/// document's precision and the neighbouring configurations the band separates), so that a
+/// claim added with a tolerance and no reason fails here; a claim judged "not comparable"
+/// needs none.
+#[test]
+fn every_claim_says_why_its_band() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
+    let mut missing = Vec::new();
+    for f in Study::discover(&dir).unwrap() {
+        let study = Study::outline(&f).unwrap();
+        for c in study.claims.iter().filter(|c| c.not_comparable.is_none()) {
+            if c.band.as_deref().is_none_or(|b| b.trim().len() < 20) {
+                missing.push(format!("{}: {}", study.header.name, c.id));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "claims without the reason for their band (`band = \"...\"`): {missing:?}"
+    );
+}
