@@ -102,6 +102,9 @@ const MIB: f64 = (1u64 << 20) as f64;
 /// - `max_speedup_vs_storage` (x): full-storage time over the fastest checkpointed time.
 /// - `time_smallest_k_over_largest_k` (x): checkpointed time at the smallest K over that at the
 ///   largest K. The post's 7.10 s / 6.03 s = 1.18.
+/// - `time_beyond_table_over_table_end` (x): checkpointed time at the largest K past the post's
+///   table (`ks_beyond`) over that at the table's largest K (NaN without `ks_beyond`); above 1
+///   when the time rises again as K grows, as the post predicts.
 /// - `derivative_memory_reduction` (x): stored bytes of the full-storage reverse sweep over the
 ///   checkpointed one's.
 pub fn measures(r: &CheckpointResult) -> Vec<Measure> {
@@ -165,6 +168,19 @@ pub fn measures(r: &CheckpointResult) -> Vec<Measure> {
             "x",
             2,
             timed("checkpointed time at the smallest K / at the largest K"),
+        ),
+        Measure::new(
+            "time_beyond_table_over_table_end",
+            match (
+                f.beyond.iter().max_by_key(|i| i.k),
+                f.intervals.iter().max_by_key(|i| i.k),
+            ) {
+                (Some(b), Some(l)) => b.seconds / l.seconds,
+                _ => f64::NAN,
+            },
+            "x",
+            2,
+            timed("checkpointed time at the largest K past the post's table / at the table's largest K"),
         ),
         Measure::new(
             "derivative_memory_reduction",

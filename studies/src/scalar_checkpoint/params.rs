@@ -15,6 +15,10 @@ pub struct CheckpointParams {
     pub x0: f64,
     /// Checkpoint intervals K, in steps (post: 10 ... 50000).
     pub ks: Vec<u64>,
+    /// Intervals past the post's table, each above the largest of `ks` and at most `depth`: the
+    /// post predicts "If we continue to decrease checkpoints (increase K), we would see slight
+    /// increases to execution time in that direction as well" without a row that shows it.
+    pub ks_beyond: Vec<u64>,
     /// Timing repeats per configuration; the median is reported.
     pub repeats: usize,
     /// Depth of the derivative check on the finite map `x <- x*x + grad_c`.
@@ -35,6 +39,7 @@ impl Default for CheckpointParams {
             depth: 20_000_000,
             x0: 1.001,
             ks: vec![10, 50, 100, 500, 1000, 5000, 10000, 50000],
+            ks_beyond: vec![200_000, 1_000_000, 5_000_000],
             repeats: 3,
             grad_depth: 2_000_000,
             grad_c: 0.25,
@@ -51,7 +56,8 @@ pub const MAX_DEPTH: u64 = 4_000_000_000;
 /// Largest `grad_depth`: the derivative check stores every step once (8 B per step).
 pub const MAX_GRAD_DEPTH: u64 = 1_000_000_000;
 
-/// Checks `p`'s ranges: `depth` in 1..=[`MAX_DEPTH`], 1 to 64 intervals K in 1..=depth,
+/// Checks `p`'s ranges: `depth` in 1..=[`MAX_DEPTH`], 1 to 64 intervals K in 1..=depth, 0 to 16
+/// intervals `ks_beyond` above the largest of them and at most `depth`,
 /// 1..=100 repeats, `grad_depth` in 1..=[`MAX_GRAD_DEPTH`], `grad_k` in 0..=grad_depth, finite
 /// start values and constant.
 ///
@@ -61,6 +67,10 @@ pub fn validate(p: &CheckpointParams) -> ParamResult {
     int_in("depth", p.depth, 1, MAX_DEPTH)?;
     finite("x0", p.x0)?;
     list("ks", &p.ks, 1, 64, |f, &k| int_in(f, k, 1, p.depth))?;
+    let table_end = p.ks.iter().max().copied().unwrap_or(0);
+    list("ks_beyond", &p.ks_beyond, 0, 16, |f, &k| {
+        int_in(f, k, table_end.saturating_add(1).min(p.depth), p.depth)
+    })?;
     int_in("repeats", p.repeats, 1, 100)?;
     int_in("grad_depth", p.grad_depth, 1, MAX_GRAD_DEPTH)?;
     finite("grad_c", p.grad_c)?;

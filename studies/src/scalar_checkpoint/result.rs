@@ -22,6 +22,9 @@ pub struct ForwardResult {
     pub storage_seconds: f64,
     /// One entry per K, in the order of `params.ks`.
     pub intervals: Vec<IntervalResult>,
+    /// One entry per K of `params.ks_beyond` (past the post's table), in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub beyond: Vec<IntervalResult>,
     /// Median wall time of the checkpointed loop at the largest K on the finite map
     /// `x <- x*x + 0.25` from 0, seconds.
     pub finite_map_seconds: f64,

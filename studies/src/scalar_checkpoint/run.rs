@@ -210,8 +210,7 @@ fn measure_forward(p: &CheckpointParams) -> Result<ForwardResult, DemoError> {
     tracing::info!(depth = p.depth, "scalar checkpointing: full storage");
     let (storage_seconds, (v_store, storage_bytes)) =
         median_time_fallible(p.repeats, || compute_with_storage(p.x0, POST_C, p.depth))?;
-    let mut intervals = Vec::with_capacity(p.ks.len());
-    for &k in &p.ks {
+    let interval = |k: u64| -> Result<IntervalResult, DemoError> {
         let (seconds, (v, bytes)) = median_time_fallible(p.repeats, || {
             compute_with_checkpoints(p.x0, POST_C, p.depth, k)
         })?;
@@ -220,8 +219,17 @@ fn measure_forward(p: &CheckpointParams) -> Result<ForwardResult, DemoError> {
                 "K={k}: final value {v} != stored {v_store}"
             )));
         }
-        intervals.push(IntervalResult { k, bytes, seconds });
-    }
+        Ok(IntervalResult { k, bytes, seconds })
+    };
+    let intervals =
+        p.ks.iter()
+            .map(|&k| interval(k))
+            .collect::<Result<Vec<_>, _>>()?;
+    let beyond = p
+        .ks_beyond
+        .iter()
+        .map(|&k| interval(k))
+        .collect::<Result<Vec<_>, _>>()?;
     // Same loop on a map that stays finite: shows the timing does not depend on the inf values.
     let k_max = *p.ks.iter().max().unwrap_or(&1);
     let (finite_map_seconds, _) = median_time(p.repeats, || {
@@ -233,6 +241,7 @@ fn measure_forward(p: &CheckpointParams) -> Result<ForwardResult, DemoError> {
         storage_bytes,
         storage_seconds,
         intervals,
+        beyond,
         finite_map_seconds,
         overflow_step: overflow_step(p.x0, POST_C, POST_SEARCH_STEPS),
         cores: std::thread::available_parallelism()

@@ -67,6 +67,7 @@ fn small_params() -> CheckpointParams {
     CheckpointParams {
         depth: 100_000,
         ks: vec![10, 1000],
+        ks_beyond: vec![50_000],
         repeats: 1,
         grad_depth: 10_000,
         ..Default::default()
@@ -81,7 +82,9 @@ fn run_small() {
         &crate::cited::from_experiment("scalar_checkpoint"),
     );
     assert_eq!(s.len(), 2);
-    assert_eq!(s[0].tables[0].rows.len(), 3);
+    // Full storage, the two K of the table and the one past it.
+    assert_eq!(s[0].tables[0].rows.len(), 4);
+    assert!(s[0].tables[0].rows[3][0].ends_with("(past the post's table)"));
     let p: CheckpointParams = serde_json::from_str(r#"{"depth": 1000}"#).unwrap();
     assert_eq!(p.depth, 1000);
     assert!(serde_json::from_str::<CheckpointParams>(r#"{"dept": 1}"#).is_err());
@@ -126,6 +129,15 @@ fn invalid_params_are_rejected() {
             grad_depth: 0,
             ..small_params()
         },
+        // Past the table means above its largest K and at most the depth.
+        CheckpointParams {
+            ks_beyond: vec![1000],
+            ..small_params()
+        },
+        CheckpointParams {
+            ks_beyond: vec![100_001],
+            ..small_params()
+        },
         CheckpointParams {
             x0: f64::NAN,
             ..small_params()
@@ -148,6 +160,7 @@ fn measures_answer_the_claims() {
     assert!((k10 - 100_001.0 / 10_001.0).abs() < 1e-9, "{k10}");
     assert!(value(&m, "max_speedup_vs_storage") >= value(&m, "min_speedup_vs_storage"));
     assert!(value(&m, "time_smallest_k_over_largest_k") > 0.0);
+    assert!(value(&m, "time_beyond_table_over_table_end") > 0.0);
     // Without K = 10 the reduction is not measured.
     let r = measure(&CheckpointParams {
         ks: vec![1000],
@@ -155,4 +168,12 @@ fn measures_answer_the_claims() {
     })
     .unwrap();
     assert!(value(&measures(&r), "k10_memory_reduction").is_nan());
+    // Without K past the table there is no time to compare with the table's end.
+    let r = measure(&CheckpointParams {
+        ks_beyond: vec![],
+        ..small_params()
+    })
+    .unwrap();
+    assert!(value(&measures(&r), "time_beyond_table_over_table_end").is_nan());
+    assert!(r.forward.beyond.is_empty());
 }
