@@ -82,6 +82,50 @@ pub struct Environment {
     pub source_changes: String,
 }
 
+/// How loaded the machine was while a job ran: what other processes took of its CPUs, and, on a
+/// virtual machine, what the hypervisor took (steal). Read from the kernel's counters
+/// (`/proc/stat`, `/proc/self/stat`, `/proc/loadavg` on Linux) at the job's start and end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MachineLoad {
+    /// CPUs kept busy by other processes over the job, on average: (busy CPU time of the whole
+    /// machine - the job process's own) / the job's wall time (0: a quiet machine; 1.0: one
+    /// CPU-bound process beside the job).
+    pub other_busy_cpus: f64,
+    /// Share of the machine's CPU time stolen by the hypervisor over the job (0 to 1).
+    pub steal_share: f64,
+    /// The 1-minute load average at the job's end.
+    pub load_avg_1m: f64,
+    /// Logical CPUs of the machine (`/proc/stat`'s `cpuN` lines).
+    pub cpus: usize,
+    /// Seconds the window covered.
+    pub wall_s: f64,
+}
+
+/// Other processes' busy CPUs from which a job's timings are taken as measured under load:
+/// a quarter of a CPU ([`MachineLoad::loaded`]).
+pub const LOADED_CPUS: f64 = 0.25;
+
+/// Share of stolen CPU time from which a job's timings are taken as measured under load: 5%.
+pub const LOADED_STEAL: f64 = 0.05;
+
+impl MachineLoad {
+    /// Whether timings taken under this load are noisy: other processes kept at least
+    /// [`LOADED_CPUS`] busy, or the hypervisor stole at least [`LOADED_STEAL`].
+    pub fn loaded(&self) -> bool {
+        self.other_busy_cpus >= LOADED_CPUS || self.steal_share >= LOADED_STEAL
+    }
+
+    /// In words: "1.02 CPUs busy with other processes, 0% stolen, load average 2.1".
+    pub fn describe(&self) -> String {
+        format!(
+            "{:.2} CPUs busy with other processes, {:.0}% stolen, load average {:.1}",
+            self.other_busy_cpus,
+            self.steal_share * 100.0,
+            self.load_avg_1m
+        )
+    }
+}
+
 /// What an allocation failure said.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutOfMemory {

@@ -27,7 +27,9 @@ pub type Runner = (PathBuf, Vec<String>);
 /// (the `run-job` subcommand).
 pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
     let job = JobSpec::read(job_file)?;
-    let record = crate::train::run_job(&job);
+    let load = crate::measure::LoadProbe::start();
+    let mut record = crate::train::run_job(&job);
+    record.load = load.and_then(|p| p.finish());
     results::write_record(out_dir, &record)?;
     Ok(record)
 }

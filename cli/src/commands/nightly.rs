@@ -183,6 +183,9 @@ pub(crate) fn nightly(
         .context("writing the nightly's Slurm scripts")?;
         return print_slurm(&s);
     }
+    // The data the studies read, found or fetched before the first runs (as `reproduce` does).
+    let (resolved, _) = memwall::nightly::nightly_run_options(&nightly, &opts)?;
+    ensure_data(&nightly.experiments, &resolved)?;
     let out = memwall::nightly::run(&nightly, &paths, &opts)?;
     if let Some(entry) = &out.entry {
         eprintln!("history entry: {}", entry.display());

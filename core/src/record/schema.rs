@@ -187,6 +187,10 @@ pub struct JobRecord {
     /// records written before the field and in records of jobs that did not train).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<crate::timeline::StepTimeline>,
+    /// How loaded the machine was while the job ran (absent in records written before the
+    /// field, and where the kernel's counters cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::measure::MachineLoad>,
     /// RFC 3339 time the record was written.
     pub finished_at: String,
 }
@@ -209,6 +213,7 @@ impl JobRecord {
             out_of_memory: None,
             peak_bounds: None,
             timeline: None,
+            load: None,
             finished_at: chrono::Utc::now().to_rfc3339(),
         }
     }

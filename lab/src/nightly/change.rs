@@ -22,6 +22,10 @@ pub enum ChangeVerdict {
     New,
     /// Neither this run nor the last measured it (the configuration did not finish in either).
     NotMeasured,
+    /// A timing of a run whose machine was loaded (other processes kept CPUs busy, or the
+    /// hypervisor stole time: [`memwall_core::measure::MachineLoad::loaded`]): no verdict is drawn
+    /// from it.
+    Noisy,
 }
 
 impl ChangeVerdict {
@@ -35,6 +39,7 @@ impl ChangeVerdict {
             ChangeVerdict::NotEnoughHistory => "not enough history",
             ChangeVerdict::New => "new",
             ChangeVerdict::NotMeasured => "not measured",
+            ChangeVerdict::Noisy => "noisy (under load)",
         }
     }
 
@@ -60,6 +65,9 @@ pub struct Classified {
     pub change: Option<Estimate>,
     /// The noise the change was judged against (set by [`changes`]; `None` from [`classify`]).
     pub noise: Option<Noise>,
+    /// The load this run's timing was taken under, when it makes the verdict
+    /// [`ChangeVerdict::Noisy`].
+    pub under_load: Option<memwall_core::measure::MachineLoad>,
 }
 
 /// The noise a metric's change is judged against: a relative threshold and where it came from.
@@ -166,6 +174,7 @@ pub fn classify(prev: &[f64], cur: &[f64], lower_is_better: bool, noise: f64) ->
         cur: c,
         change,
         noise: None,
+        under_load: None,
     }
 }
 
@@ -180,6 +189,7 @@ fn verdict_only(
         cur,
         change: None,
         noise: None,
+        under_load: None,
     }
 }
 
@@ -212,7 +222,9 @@ pub struct ConfigChange {
 /// move between earlier nights; timings against [`night_noise`] of the last [`NOISE_WINDOW`]
 /// earlier nights that measured them, never below `noise` (relative, 0.05 = 5%), and only with
 /// at least [`MIN_NIGHTS`] of them ([`ChangeVerdict::NotEnoughHistory`] otherwise). The verdict is
-/// [`classify`]'s with that threshold.
+/// [`classify`]'s with that threshold. A timing is compared with, and its noise estimated from,
+/// the earlier nights whose machine was not loaded; one taken under load is
+/// [`ChangeVerdict::Noisy`].
 pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
     let Some((cur, earlier)) = history.split_last() else {
         return Vec::new();
@@ -270,6 +282,20 @@ fn metric_change(
     noise: f64,
 ) -> Classified {
     let samples = |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
+    let exact = m.deterministic();
+    // A timing is compared with, and its noise estimated from, the nights whose machine was
+    // not loaded: a loaded night says nothing of the code (nor of the noise between nights).
+    let quiet: Vec<(&HistoryEntry, &ConfigEntry)> = if exact {
+        before_c.to_vec()
+    } else {
+        before_c
+            .iter()
+            .filter(|(_, p)| !p.loaded())
+            .copied()
+            .collect()
+    };
+    let measured_before = !before_c.is_empty();
+    let before_c = &quiet[..];
     let before = before_c
         .first()
         .map(|(_, p)| samples(p))
@@ -281,7 +307,6 @@ fn metric_change(
         .take(NOISE_WINDOW)
         .collect();
     nights.reverse();
-    let exact = m.deterministic();
     let floor = match m {
         Metric::PeakAllocated | Metric::PeakReserved => {
             let last = nights.last().copied().unwrap_or(0.0);
@@ -301,7 +326,15 @@ fn metric_change(
         k.verdict,
         ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::WithinNoise
     );
-    if judged && !exact && nights.len() < MIN_NIGHTS {
+    let measured_now = !samples(c).is_empty();
+    if !exact && measured_now && c.loaded() {
+        // Taken under load: no verdict, whatever the history.
+        k.verdict = ChangeVerdict::Noisy;
+        k.under_load = c.load;
+    } else if !exact && judged && nights.len() < MIN_NIGHTS {
+        k.verdict = ChangeVerdict::NotEnoughHistory;
+    } else if !exact && k.verdict == ChangeVerdict::New && measured_before {
+        // Measured before, but only on loaded nights.
         k.verdict = ChangeVerdict::NotEnoughHistory;
     }
     k

@@ -71,6 +71,17 @@ pub struct ConfigEntry {
     /// Samples per metric name ([`Metric::name`]), in the metric's unit; empty when the
     /// configuration did not finish.
     pub metrics: BTreeMap<String, Vec<f64>>,
+    /// The heaviest machine load one of its records ran under (other processes' busy CPUs);
+    /// absent where none was recorded (in-process cases, entries written before the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<memwall_core::measure::MachineLoad>,
+}
+
+impl ConfigEntry {
+    /// Whether its timings were taken under load ([`memwall_core::measure::MachineLoad::loaded`]).
+    pub fn loaded(&self) -> bool {
+        self.load.is_some_and(|l| l.loaded())
+    }
 }
 
 /// A metric tracked from night to night.
@@ -259,13 +270,21 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
         reason: not_ok.and_then(|r| r.reason.clone()),
         samples: if repeats { "repeats" } else { "steps" }.to_string(),
         metrics,
+        load: group
+            .iter()
+            .filter_map(|r| r.load)
+            .max_by(|a, b| a.other_busy_cpus.total_cmp(&b.other_busy_cpus)),
     }
 }
 
 /// The history entry's configurations of an in-process study from the numbers it tracked
 /// ([`crate::studies::InProcessStudy::tracked`]): one per case, in the order given, each with one
-/// sample per metric (`samples`: "single").
-pub fn tracked_entries(study: &str, tracked: &[Tracked]) -> Vec<ConfigEntry> {
+/// sample per metric (`samples`: "single"), and the machine's load while the study ran, `load`.
+pub fn tracked_entries(
+    study: &str,
+    tracked: &[Tracked],
+    load: Option<memwall_core::measure::MachineLoad>,
+) -> Vec<ConfigEntry> {
     let mut out: Vec<ConfigEntry> = Vec::new();
     for t in tracked {
         let i = match out.iter().position(|c| c.config == t.case) {
@@ -281,6 +300,7 @@ pub fn tracked_entries(study: &str, tracked: &[Tracked]) -> Vec<ConfigEntry> {
                     reason: None,
                     samples: "single".into(),
                     metrics: BTreeMap::new(),
+                    load,
                 });
                 out.len() - 1
             }

@@ -17,6 +17,11 @@
 //! seed) are compared within [`EXACT_TOLERANCE`]; timings against [`night_noise`] of the
 //! earlier nights in the history, and only once [`MIN_NIGHTS`] of them measured the metric
 //! ([`changes`]). Two nightlies of the same revision therefore flag nothing (an A/A test).
+//!
+//! A job records how loaded its machine was while it ran (other processes' busy CPUs, stolen
+//! time: [`memwall_core::measure::MachineLoad`]). A timing of a configuration that ran under
+//! load is *noisy*: no verdict is drawn from it, and a loaded night is left out of the nights
+//! later timings are compared with and their noise estimated from.
 
 use crate::document::content::{Figure, Section, Series, Table};
 use crate::driver::{self, Paths, RunOptions};
@@ -155,8 +160,8 @@ pub fn entry_of(
     errors: Vec<String>,
 ) -> HistoryEntry {
     let mut configs = config_entries(records);
-    for (study, numbers) in tracked {
-        configs.extend(tracked_entries(study, numbers));
+    for (study, numbers, load) in tracked {
+        configs.extend(tracked_entries(study, numbers, *load));
     }
     HistoryEntry {
         schema: HISTORY_SCHEMA,
@@ -242,8 +247,13 @@ pub fn import_info(
     })
 }
 
-/// An in-process study's name and the numbers it tracked in one run.
-pub type StudyTracked = (String, Vec<Tracked>);
+/// An in-process study's name, the numbers it tracked in one run and the machine's load while
+/// it ran (its own threads excluded).
+pub type StudyTracked = (
+    String,
+    Vec<Tracked>,
+    Option<memwall_core::measure::MachineLoad>,
+);
 
 /// What one study of a run adds to its history entry: the records of its training jobs, or
 /// the numbers its in-process record tracks.
@@ -256,13 +266,17 @@ type StudyPart = (Vec<JobRecord>, Option<StudyTracked>);
 /// Those of [`driver::sweep`] and [`driver::report`]; an in-process record that does not
 /// match its kind.
 fn sweep_study(exp: &Path, paths: &Paths, run: &RunOptions) -> Result<StudyPart> {
+    // An in-process study runs in this process: the load beside it is read around the sweep
+    // (a training job reads its own, in its process).
+    let probe = memwall_runner::measure::LoadProbe::start();
     let outcome = driver::sweep(exp, paths, run)?;
+    let load = probe.and_then(|p| p.finish());
     driver::report(exp, paths)?;
     let tracked = match outcome.in_process {
         Some(rec) => {
             let path = paths.runs.join(&rec.study);
             let numbers = crate::studies::tracked(&rec, &path)?;
-            Some((rec.study, numbers))
+            Some((rec.study, numbers, load))
         }
         None => None,
     };

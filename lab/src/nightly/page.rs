@@ -179,9 +179,13 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
     let counts = verdict_counts(changes);
     let n = |v: ChangeVerdict| counts.get(&v).copied().unwrap_or(0);
     let worst_text = worst_regression(changes, &counts);
+    let noisy = match n(ChangeVerdict::Noisy) {
+        0 => String::new(),
+        k => format!(", {k} noisy (timings taken under load: no verdict)"),
+    };
     format!(
         "Nightly run {} ({}, revision `{}`, {} profile, {} on {}): {} regressed, {} improved, {} \
-         within noise, {} missing, {} not enough history, {} not measured, over \
+         within noise, {} missing, {} not enough history, {} not measured{noisy}, over \
          {}.{worst_text}",
         history.len(),
         last.date,
@@ -315,7 +319,10 @@ impl ChangeTables {
             }
             if matches!(
                 k.verdict,
-                ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::Missing
+                ChangeVerdict::Regressed
+                    | ChangeVerdict::Improved
+                    | ChangeVerdict::Missing
+                    | ChangeVerdict::Noisy
             ) {
                 self.detail.rows.push(vec![
                     c.study.clone(),
@@ -325,7 +332,10 @@ impl ChangeTables {
                     est(&k.cur),
                     k.change.map_or("–".into(), |d| change_interval(&d)),
                     k.noise.map_or("–".into(), |n| n.describe()),
-                    k.verdict.as_str().to_string(),
+                    match k.under_load {
+                        Some(l) => format!("{}: {}", k.verdict.as_str(), l.describe()),
+                        None => k.verdict.as_str().to_string(),
+                    },
                 ]);
             }
         }

@@ -106,6 +106,7 @@ fn entry(id: &str, profile: Profile, configs: Vec<(&str, f64)>) -> HistoryEntry 
                     Metric::StepTime.name().to_string(),
                     noisy(step, 0.01, 11),
                 )]),
+                load: None,
             })
             .collect(),
         errors: vec![],
@@ -216,6 +217,7 @@ fn simulated(rng: &mut Lcg, nights: usize, spread: f64, slowdown_last: f64) -> V
                     (Metric::StepTime.name().to_string(), steps),
                     (Metric::PeakAllocated.name().to_string(), vec![1e8]),
                 ]),
+                load: None,
             });
             e
         })
@@ -432,6 +434,7 @@ fn in_process_cases_are_tracked_and_judged_by_kind() {
                 t(TrackedKind::SolveTime, time),
                 t(TrackedKind::ScheduleCost, cost),
             ],
+            None,
         ));
         e
     };
@@ -468,4 +471,78 @@ fn in_process_cases_are_tracked_and_judged_by_kind() {
         .map(|(c, m, _)| format!("{} {}", c.config, m.name()))
         .collect();
     assert_eq!(flagged, vec!["VGG16 at budget 0.9 schedule_cost"]);
+}
+
+/// A machine load of `cpus` other busy CPUs over a job.
+fn machine_load(cpus: f64) -> memwall_core::measure::MachineLoad {
+    memwall_core::measure::MachineLoad {
+        other_busy_cpus: cpus,
+        steal_share: 0.0,
+        load_avg_1m: 1.0 + cpus,
+        cpus: 2,
+        wall_s: 5.0,
+    }
+}
+
+/// A night whose machine was loaded gives its timings no verdict, whatever they moved, and its
+/// peaks are judged as on any night; later nights are compared with the last quiet night and
+/// their noise estimated from quiet nights only, so the loaded night raises no false alarm
+/// afterwards and hides no real slowdown.
+#[test]
+fn timings_under_load_are_noisy_and_loaded_nights_are_left_out() {
+    let mut rng = Lcg(20261129);
+    // Seven quiet nights, then one 2x slower under load (one CPU-bound process beside it).
+    let mut history = simulated(&mut rng, 8, 0.02, 2.0);
+    history[7].configs[0].load = Some(machine_load(1.0));
+    let ch = changes(&history, DEFAULT_NOISE);
+    let step = &ch[0]
+        .metrics
+        .iter()
+        .find(|(m, _)| *m == Metric::StepTime)
+        .unwrap()
+        .1;
+    assert_eq!(step.verdict, ChangeVerdict::Noisy);
+    assert!(!step.verdict.is_regression());
+    assert_eq!(step.under_load, Some(machine_load(1.0)));
+    assert_eq!(flagged(&history, Metric::PeakAllocated), None);
+    let page = summary_paragraph(&history, &ch);
+    assert!(page.contains("1 noisy (timings taken under load"), "{page}");
+    // A light load (a tenth of a CPU) is not load: the slowdown is a regression.
+    history[7].configs[0].load = Some(machine_load(0.1));
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
+    );
+    // The next night, quiet and as fast as before: compared with the last quiet night, within
+    // noise (against the loaded night it would read as a 2x improvement).
+    history[7].configs[0].load = Some(machine_load(1.0));
+    let mut next = simulated(&mut Lcg(7), 1, 0.0, 1.0);
+    next[0].id = "2026-11-09T000000Z-a".into();
+    history.push(next.remove(0));
+    let ch = changes(&history, DEFAULT_NOISE);
+    let step = &ch[0]
+        .metrics
+        .iter()
+        .find(|(m, _)| *m == Metric::StepTime)
+        .unwrap()
+        .1;
+    assert_eq!(step.verdict, ChangeVerdict::WithinNoise, "{step:?}");
+    assert_eq!(
+        step.noise.unwrap().nights,
+        7,
+        "the loaded night is no noise sample"
+    );
+    // And a real 2x slowdown on a quiet night after it is still a regression.
+    let last = history.len() - 1;
+    for v in history[last].configs[0]
+        .metrics
+        .get_mut(Metric::StepTime.name())
+        .unwrap()
+    {
+        *v *= 2.0;
+    }
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
+    );
 }

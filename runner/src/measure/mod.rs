@@ -1,15 +1,18 @@
 //! Measurement probes: peak memory (a counting global allocator on the CPU, the memory pool on
-//! CUDA), device faults, and the environment a job ran in. The numbers' schema is
+//! CUDA), device faults, the environment a job ran in, and the machine's load while it ran
+//! ([`LoadProbe`]). The numbers' schema is
 //! [`memwall_core::measure`]; `../shared/DESIGN.md` section 4 defines each number.
 
 mod alloc;
 mod env;
 pub mod fault;
+mod load;
 
 pub use alloc::{
     allocated_bytes, limit, peak_allocated_bytes, reset_peak, set_limit, trace, CountingAlloc,
 };
 pub use env::{host_environment, BUILD_CHANGES, BUILD_REVISION};
+pub use load::LoadProbe;
 pub use memwall_core::measure::{median, Bound, Environment, MemorySample, PeakBounds};
 pub use memwall_core::timeline::{Phase, PhaseSpan, StepTimeline};
 

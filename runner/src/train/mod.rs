@@ -472,6 +472,7 @@ where
         peak_bounds: Some(probe.bounds()),
         timeline: step_timeline,
         out_of_memory: None,
+        load: None,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
 }

@@ -1,0 +1,149 @@
+//! The machine's load while a job runs ([`MachineLoad`]): the kernel's CPU counters at the
+//! job's start and end. Linux only (`/proc`); elsewhere no load is recorded.
+//!
+//! `/proc/stat`'s first line sums every CPU's time in clock ticks by state (`user nice system
+//! idle iowait irq softirq steal ...`, proc(5)); `/proc/self/stat` fields 14 and 15 are this
+//! process's user and system ticks, its threads included. Between two readings, the machine's
+//! busy ticks less the process's own are what other processes took; divided by the ticks of
+//! one CPU over the same wall time, they are the CPUs other processes kept busy.
+
+use memwall_core::measure::MachineLoad;
+use std::time::Instant;
+
+/// One reading of the counters.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadProbe {
+    machine: CpuTicks,
+    own: u64,
+    at: Instant,
+}
+
+/// The machine's CPU ticks by what they were spent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CpuTicks {
+    /// user + nice + system + irq + softirq.
+    busy: u64,
+    /// Every state, idle and iowait included.
+    total: u64,
+    /// Ticks the hypervisor stole.
+    steal: u64,
+    /// `cpuN` lines.
+    cpus: usize,
+}
+
+impl LoadProbe {
+    /// Reads the counters now; `None` where `/proc` cannot be read.
+    pub fn start() -> Option<LoadProbe> {
+        Some(LoadProbe {
+            machine: parse_stat(&std::fs::read_to_string("/proc/stat").ok()?)?,
+            own: parse_self_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)?,
+            at: Instant::now(),
+        })
+    }
+
+    /// The load since [`LoadProbe::start`]; `None` where `/proc` cannot be read or no tick
+    /// passed.
+    pub fn finish(&self) -> Option<MachineLoad> {
+        let end = LoadProbe::start()?;
+        let total = end.machine.total.checked_sub(self.machine.total)?;
+        if total == 0 || end.machine.cpus == 0 {
+            return None;
+        }
+        let busy = end.machine.busy.saturating_sub(self.machine.busy);
+        let own = end.own.saturating_sub(self.own);
+        let steal = end.machine.steal.saturating_sub(self.machine.steal);
+        // Ticks of one CPU over the window: the machine's ticks over its CPUs.
+        let per_cpu = total as f64 / end.machine.cpus as f64;
+        let load_avg_1m = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(f64::NAN);
+        Some(MachineLoad {
+            other_busy_cpus: busy.saturating_sub(own) as f64 / per_cpu,
+            steal_share: steal as f64 / total as f64,
+            load_avg_1m,
+            cpus: end.machine.cpus,
+            wall_s: end.at.duration_since(self.at).as_secs_f64(),
+        })
+    }
+}
+
+/// The first line of `/proc/stat` (the sum over CPUs) and the count of `cpuN` lines.
+fn parse_stat(text: &str) -> Option<CpuTicks> {
+    let mut lines = text.lines();
+    let first = lines.next()?;
+    let mut fields = first.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is inside user already).
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6);
+    let total = busy + at(3) + at(4) + at(7);
+    let cpus = text
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("cpu")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .count();
+    Some(CpuTicks {
+        busy,
+        total,
+        steal: at(7),
+        cpus,
+    })
+}
+
+/// utime + stime of `/proc/self/stat` (fields 14 and 15; the command name in field 2 may hold
+/// spaces and parentheses, so fields are counted after its last `)`).
+fn parse_self_stat(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_kernels_counters() {
+        let stat = "cpu  100 5 50 1000 20 3 2 7 0 0\ncpu0 50 2 25 500 10 1 1 3 0 0\n\
+                    cpu1 50 3 25 500 10 2 1 4 0 0\nintr 1 2 3\n";
+        assert_eq!(
+            parse_stat(stat),
+            Some(CpuTicks {
+                busy: 160,
+                total: 1187,
+                steal: 7,
+                cpus: 2
+            })
+        );
+        let own = "4242 (memwall job (x)) R 1 2 3 4 5 6 7 8 9 10 31 9 0 0 20 0 3 0 1";
+        assert_eq!(parse_self_stat(own), Some(40));
+        assert_eq!(parse_stat("intr 1\n"), None);
+    }
+
+    /// On this machine (Linux): a process that spins beside the window is seen as about one
+    /// busy CPU.
+    #[test]
+    fn a_spinning_process_is_seen_as_a_busy_cpu() {
+        if LoadProbe::start().is_none() {
+            return; // no /proc: nothing recorded, nothing to check
+        }
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let p = LoadProbe::start().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let seen = p.finish().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(seen.other_busy_cpus > 0.5, "{seen:?}");
+        assert!(seen.loaded() && seen.wall_s >= 0.6 && seen.cpus >= 1);
+    }
+}
