@@ -597,7 +597,7 @@ impl Drop for Spinner {
 }
 
 /// Nightlies of one revision with a CPU-bound process beside them (issue 56): every job
-/// records the load (about one CPU busy with another process), every timing reads "noisy"
+/// records the load (up to a CPU busy with another process), every timing reads "noisy"
 /// instead of a verdict, and over five nights nothing is regressed, improved or missing; the
 /// summary says how many comparisons were noisy.
 #[test]
@@ -616,7 +616,8 @@ fn nightlies_under_load_raise_no_alarm() {
     for e in &history {
         for c in &e.configs {
             let load = c.load.expect("every job records its machine's load");
-            assert!(load.other_busy_cpus > 0.5 && c.loaded(), "{load:?}");
+            // The spinner's CPU, or, on a virtual machine, the time the hypervisor stole.
+            assert!(load.other_busy_cpus > 0.0 && c.loaded(), "{load:?}");
         }
     }
     let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);

@@ -127,8 +127,7 @@ mod tests {
         assert_eq!(parse_stat("intr 1\n"), None);
     }
 
-    /// On this machine (Linux): a process that spins beside the window is seen as about one
-    /// busy CPU.
+    /// On this machine (Linux): a process that spins beside the window makes it loaded.
     #[test]
     fn a_spinning_process_is_seen_as_a_busy_cpu() {
         if LoadProbe::start().is_none() {
@@ -143,7 +142,15 @@ mod tests {
         let seen = p.finish().unwrap();
         let _ = child.kill();
         let _ = child.wait();
-        assert!(seen.other_busy_cpus > 0.5, "{seen:?}");
+        // The spinner takes what the machine gives it: about a CPU on a quiet one; on a
+        // virtual machine whose hypervisor steals time (CI here once: 67.5% stolen, 0.23 CPU
+        // left to the spinner) the steal alone marks the window as loaded.
+        assert!(seen.other_busy_cpus > 0.0, "{seen:?}");
+        assert!(
+            seen.other_busy_cpus >= memwall_core::measure::LOADED_CPUS
+                || seen.steal_share >= memwall_core::measure::LOADED_STEAL,
+            "{seen:?}"
+        );
         assert!(seen.loaded() && seen.wall_s >= 0.6 && seen.cpus >= 1);
     }
 }
