@@ -317,16 +317,7 @@ fn nightlies_of_one_revision_flag_nothing_and_a_changed_configuration_alone() {
                     m.name()
                 );
             } else {
-                assert!(
-                    matches!(
-                        k.verdict,
-                        ChangeVerdict::NotEnoughHistory | ChangeVerdict::Noisy
-                    ),
-                    "{} {}: {:?}",
-                    c.config,
-                    m.name(),
-                    k.verdict
-                );
+                assert_no_timing_verdict(c, *m, k);
             }
         }
     }
@@ -509,17 +500,7 @@ fn nightlies_track_the_in_process_studies_numbers() {
             if *m == Metric::ScheduleCost {
                 assert_eq!(k.verdict, ChangeVerdict::WithinNoise, "{}", c.config);
             } else {
-                // Not enough history, or noisy when the other tests' jobs loaded the machine.
-                assert!(
-                    matches!(
-                        k.verdict,
-                        ChangeVerdict::NotEnoughHistory | ChangeVerdict::Noisy
-                    ),
-                    "{} {}: {:?}",
-                    c.config,
-                    m.name(),
-                    k.verdict
-                );
+                assert_no_timing_verdict(c, *m, k);
             }
         }
     }
@@ -644,5 +625,20 @@ fn nightlies_under_load_raise_no_alarm() {
     assert!(
         summary.contains("0 regressed, 0 improved") && summary.contains("4 noisy"),
         "{summary}"
+    );
+}
+
+/// A timing of a young history: not enough history, or noisy when the other tests' jobs
+/// loaded the machine while it was taken.
+fn assert_no_timing_verdict(c: &nightly::ConfigChange, m: Metric, k: &nightly::Classified) {
+    assert!(
+        matches!(
+            k.verdict,
+            ChangeVerdict::NotEnoughHistory | ChangeVerdict::Noisy
+        ),
+        "{} {}: {:?}",
+        c.config,
+        m.name(),
+        k.verdict
     );
 }

@@ -495,12 +495,7 @@ fn timings_under_load_are_noisy_and_loaded_nights_are_left_out() {
     let mut history = simulated(&mut rng, 8, 0.02, 2.0);
     history[7].configs[0].load = Some(machine_load(1.0));
     let ch = changes(&history, DEFAULT_NOISE);
-    let step = &ch[0]
-        .metrics
-        .iter()
-        .find(|(m, _)| *m == Metric::StepTime)
-        .unwrap()
-        .1;
+    let step = step_time(&ch);
     assert_eq!(step.verdict, ChangeVerdict::Noisy);
     assert!(!step.verdict.is_regression());
     assert_eq!(step.under_load, Some(machine_load(1.0)));
@@ -520,12 +515,7 @@ fn timings_under_load_are_noisy_and_loaded_nights_are_left_out() {
     next[0].id = "2026-11-09T000000Z-a".into();
     history.push(next.remove(0));
     let ch = changes(&history, DEFAULT_NOISE);
-    let step = &ch[0]
-        .metrics
-        .iter()
-        .find(|(m, _)| *m == Metric::StepTime)
-        .unwrap()
-        .1;
+    let step = step_time(&ch);
     assert_eq!(step.verdict, ChangeVerdict::WithinNoise, "{step:?}");
     assert_eq!(
         step.noise.unwrap().nights,
@@ -545,4 +535,14 @@ fn timings_under_load_are_noisy_and_loaded_nights_are_left_out() {
         flagged(&history, Metric::StepTime),
         Some(ChangeVerdict::Regressed)
     );
+}
+
+/// The step-time change of the first configuration of `changes`.
+fn step_time(changes: &[ConfigChange]) -> &Classified {
+    &changes[0]
+        .metrics
+        .iter()
+        .find(|(m, _)| *m == Metric::StepTime)
+        .unwrap()
+        .1
 }
