@@ -14,6 +14,8 @@
 //! - [`measure`]: what a measured number is (its bound, the environment, out-of-memory);
 //! - [`device`]: devices and backends as data;
 //! - [`timeline`]: the memory timeline of one step and what is live at its peak;
+//! - [`units`]: the transformer block as a chain of units, and the policies that say which unit
+//!   outputs a recomputed segment keeps (rematerialization inside the block);
 //! - [`data_path`], [`datasets`]: where data files are found, and the data manifest
 //!   (`datasets.toml`: size, SHA-256 and origin of each data set);
 //! - [`error`]: the typed errors every stage returns.
@@ -43,5 +45,6 @@ pub mod solve_status;
 pub mod spec;
 pub mod strategy;
 pub mod timeline;
+pub mod units;
 
 pub use error::{BoxError, Error, Result};

@@ -41,6 +41,23 @@ pub fn plan(
     layers: usize,
     profile: Option<&ExecutorProfile>,
 ) -> Result<Plan, PlanError> {
+    let mut planned = segment_plan(strategy, layers, profile)?;
+    if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_mut()) {
+        segments.units = Some(crate::units::UnitPlan::new(
+            &segments.segments,
+            policy,
+            strategy.layer_norm,
+        ));
+    }
+    Ok(planned)
+}
+
+/// The block-granular plan of [`plan`].
+fn segment_plan(
+    strategy: &Strategy,
+    layers: usize,
+    profile: Option<&ExecutorProfile>,
+) -> Result<Plan, PlanError> {
     if let Some(p) = profile {
         if p.blocks.len() != layers {
             return Err(PlanError::Params(format!(
@@ -71,6 +88,7 @@ pub fn plan(
             predicted_recompute_s: profile.map(|p| recompute_s(p, &segments)),
             segments,
             method,
+            units: None,
         }),
         checkmate: None,
     })
@@ -115,6 +133,7 @@ fn measured_plan(recompute: &Recompute, p: &ExecutorProfile) -> Result<Plan, Pla
                     method: PlanMethod::Knapsack,
                     predicted_bytes: Some(knapsack.estimated_activation_bytes),
                     predicted_recompute_s: Some(knapsack.recompute_s),
+                    units: None,
                 }),
                 checkmate: None,
             })
@@ -127,6 +146,7 @@ fn measured_plan(recompute: &Recompute, p: &ExecutorProfile) -> Result<Plan, Pla
                     predicted_recompute_s: Some(recompute_s(p, &solved.segments)),
                     segments: solved.segments.clone(),
                     method: PlanMethod::CheckmateDp,
+                    units: None,
                 }),
                 checkmate: Some(solved),
             })
@@ -164,6 +184,7 @@ mod tests {
             layer_norm: LayerNormSaving::Composed,
             master_weights: false,
             loss_scale: None,
+            policy: None,
         }
     }
 

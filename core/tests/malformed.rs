@@ -315,6 +315,31 @@ fn experiment_cases() -> Vec<(&'static str, String, &'static str)> {
             "learning_rate",
         ),
         ("an empty file", String::new(), "study"),
+        (
+            "a policy without a recomputing strategy",
+            a_with("policy = \"save_matmuls\""),
+            "`configs[0].policy`",
+        ),
+        (
+            "a policy with the naive attention",
+            a_with("checkpoint = 1\npolicy = \"save_matmuls\"\nattention = \"naive\""),
+            "`configs[0].policy`",
+        ),
+        (
+            "a policy with Burn's layer norm",
+            a_with("checkpoint = 1\npolicy = \"save_nothing\"\nlayer_norm = \"composed\""),
+            "`configs[0].policy`",
+        ),
+        (
+            "an unknown policy",
+            a_with("checkpoint = 1\npolicy = \"dots_saveable\""),
+            "unknown policy `dots_saveable`",
+        ),
+        (
+            "an unknown unit in a policy",
+            a_with("checkpoint = 1\npolicy = [\"qkv\", \"gelu\"]"),
+            "unknown unit `gelu`",
+        ),
     ]
 }
 
@@ -449,6 +474,7 @@ fn records_with_non_finite_numbers_are_stored_and_read_back() {
         loss_scale: Some(f64::NEG_INFINITY),
         skipped: true,
         grad_zero_fraction: None,
+        recomputed_units: None,
     });
     rec.key = rec.spec.key();
     write_record(&out, &rec).unwrap();

@@ -255,6 +255,15 @@ fn write_report(
     if measured != doc.date {
         doc.measured_date = measured;
     }
+    if doc.glance.is_empty() {
+        // No claim is judged: the device of the newest record (backend and profile beside it).
+        if let Some(r) = records.records.iter().max_by_key(|r| r.finished_at.as_str()) {
+            doc.measured_on = format!(
+                "{} ({}), {} profile",
+                r.env.device_name, r.env.backend, r.spec.profile
+            );
+        }
+    }
     let out_dir = paths.reports.join(&header.name);
     let rendered = report::render(&doc, &paths.templates, &out_dir)?;
     results::write_parquet_tables(records, &out_dir)?;

@@ -55,6 +55,9 @@ pub struct ReportDoc {
     /// Date (YYYY-MM-DD) of the newest record measured where the headline was (the glance's
     /// device), which the index and the README show beside that device; empty: `date`.
     pub measured_date: String,
+    /// Where the rows were measured when no claim is judged (the glance's device otherwise):
+    /// the index and the README show it in their device column; empty: unknown.
+    pub measured_on: String,
 }
 
 impl ReportDoc {
@@ -71,7 +74,13 @@ impl ReportDoc {
             name: header.name.clone(),
             title: header.title.clone(),
             date,
-            summary: crate::glance::summary(&glance),
+            summary: if glance.is_empty() {
+                "No headline claim of the source is judged here: the rows are memwall's own \
+                 measurements."
+                    .into()
+            } else {
+                crate::glance::summary(&glance)
+            },
             glance,
             source: header.source.clone(),
             source_title: header.source_title.clone(),
@@ -83,6 +92,7 @@ impl ReportDoc {
             records: format!("runs/{}/", header.name),
             quotes_source: true,
             measured_date: String::new(),
+            measured_on: String::new(),
         }
     }
 }
@@ -427,7 +437,7 @@ fn template_context(
             .glance
             .first()
             .map(|g| g.device.as_str())
-            .unwrap_or_default(),
+            .unwrap_or(&doc.measured_on),
     })?;
     let glance = (!doc.glance.is_empty())
         .then(|| {
@@ -566,6 +576,7 @@ mod tests {
             records: "runs/esc/".into(),
             quotes_source: true,
             measured_date: String::new(),
+            measured_on: String::new(),
         };
         let r = render(&doc, &templates, dir.path()).unwrap();
         let md = std::fs::read_to_string(&r.markdown).unwrap();

@@ -215,6 +215,15 @@ fn planned(
             s.predicted_bytes.map_or("-".into(), |b| b.to_string()),
             s.predicted_recompute_s.map_or("-".into(), |t| format!("{t:.3}")),
         );
+        if let Some(u) = &s.units {
+            tracing::info!(
+                "{}: unit plan (policy {}): {} of {} unit outputs recomputed per step",
+                job.config,
+                u.policy,
+                u.recomputed_units,
+                8 * job.model.layers,
+            );
+        }
     }
     let mut planned = job.clone();
     planned.plan = plan.segments;

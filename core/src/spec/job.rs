@@ -6,6 +6,7 @@ use super::{
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
 use crate::strategy::{Attention, LayerNormSaving, Segment};
+use crate::units::Policy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -115,6 +116,9 @@ pub struct Strategy {
     pub master_weights: bool,
     /// Loss scaling of the 16-bit backward pass.
     pub loss_scale: Option<LossScale>,
+    /// What the blocks of recomputed segments keep, unit by unit (rematerialization inside the
+    /// block, [`crate::units`]); `None` runs the block-granular segment executor.
+    pub policy: Option<Policy>,
 }
 
 impl Strategy {
@@ -165,6 +169,9 @@ struct StrategyWire {
     master_weights: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     loss_scale: Option<LossScale>,
+    /// Absent in job files of block-granular plans, so their keys are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<Policy>,
 }
 
 impl TryFrom<StrategyWire> for Strategy {
@@ -209,6 +216,7 @@ impl TryFrom<StrategyWire> for Strategy {
             layer_norm: w.layer_norm,
             master_weights: w.master_weights,
             loss_scale: w.loss_scale,
+            policy: w.policy,
         })
     }
 }
@@ -232,6 +240,7 @@ impl From<Strategy> for StrategyWire {
             },
             master_weights: s.master_weights,
             loss_scale: s.loss_scale,
+            policy: s.policy,
         }
     }
 }
@@ -247,6 +256,7 @@ impl From<&ConfigSpec> for Strategy {
             layer_norm: c.layer_norm,
             master_weights: c.master_weights,
             loss_scale: c.loss_scale,
+            policy: c.policy,
         }
     }
 }
@@ -505,6 +515,18 @@ impl JobSpec {
             ),
             Recompute::Explicit(segments) => crate::strategy::check_segments(segments, layers)
                 .map_err(|m| ("strategy.segments".to_string(), m)),
+            _ if self.strategy.policy.is_some() && !self.strategy.recompute.recomputes() => err(
+                "policy",
+                "a policy says what recomputed segments keep: the job recomputes nothing; set \
+                 `checkpoint`, `budget`, `checkmate` or recomputed `segments`, or remove it"
+                    .into(),
+            ),
+            _ if self.strategy.policy.is_some() && self.strategy.recompute.is_balanced() => err(
+                "policy",
+                "Burn's BalancedCheckpointing plans inside autodiff; a policy needs the unit \
+                 executor: remove one of them"
+                    .into(),
+            ),
             Recompute::Balanced if self.strategy.fused_optimizer => err(
                 "balanced_checkpointing",
                 "Burn's BalancedCheckpointing is an autodiff strategy of plain backward: remove \

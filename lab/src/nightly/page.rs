@@ -49,6 +49,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
         records: format!("{}/", history_dir.display()),
         quotes_source: false,
         measured_date: String::new(),
+        measured_on: String::new(),
     };
     let page_dir = paths.reports.join("nightly");
     let rendered = report::render(&doc, &paths.templates, &page_dir)?;

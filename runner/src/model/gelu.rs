@@ -67,6 +67,15 @@ pub fn gelu<B: GeluBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     float(B::model_gelu(primitive(x)))
 }
 
+/// GELU's backward on Burn tensors of an inner backend: `dy · GELU'(x)` (what the operation's
+/// autodiff step computes; the unit executor calls it directly).
+pub fn gelu_backward<B: GeluBackend, const D: usize>(
+    x: Tensor<B, D>,
+    dy: Tensor<B, D>,
+) -> Tensor<B, D> {
+    float(B::model_gelu_backward(primitive(x), primitive(dy)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,16 +71,19 @@ impl NormBackend for burn::backend::Cuda {}
 impl NormBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
 
 /// The forward pass's output and its f32 row statistics.
-struct Forward<B: Backend> {
+pub(crate) struct Forward<B: Backend> {
     /// `[rows, d]`, the input's dtype.
-    y: Tensor<B, 2>,
+    pub(crate) y: Tensor<B, 2>,
     /// Row means, `[rows, 1]`, f32.
-    mean: Tensor<B, 2>,
+    pub(crate) mean: Tensor<B, 2>,
     /// Row `1 / sqrt(σ² + ε)`, `[rows, 1]`, f32.
-    rstd: Tensor<B, 2>,
+    pub(crate) rstd: Tensor<B, 2>,
 }
 
-fn forward<B: CastBackend>(
+/// The layer norm's forward pass on `x` `[rows, d]` with `gamma`, `beta` `[d]`: the operation's
+/// own (also run by the unit executor, `crate::train::units`, so that its recomputation is
+/// bit-identical).
+pub(crate) fn forward<B: CastBackend>(
     x: Tensor<B, 2>,
     gamma: Tensor<B, 1>,
     beta: Tensor<B, 1>,
@@ -100,7 +103,7 @@ fn forward<B: CastBackend>(
 
 /// What backward recovers `x̂` from: the kept tensors of each [`LayerNormSaving`].
 #[derive(Debug, Clone)]
-enum Kept<B: Backend> {
+pub(crate) enum Kept<B: Backend> {
     /// The input `x` and the row means.
     Input {
         x: FloatTensor<B>,
@@ -126,40 +129,54 @@ impl<B: CastBackend> Backward<B, 3> for NormBackward {
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
         let (kept, rstd, gamma) = ops.state;
         let dy = float::<B, 2>(grads.consume::<B>(&ops.node));
-        let (dtype, param_dtype) = (dy.dtype(), float::<B, 1>(gamma.clone()).dtype());
-        let rstd = float::<B, 2>(rstd);
-        let gamma = float::<B, 1>(gamma)
-            .to_dtype(DType::F32)
-            .unsqueeze_dim::<2>(0);
-        let xhat = match kept {
-            Kept::Input { x, mean } => {
-                (float::<B, 2>(x).to_dtype(DType::F32) - float::<B, 2>(mean)) * rstd.clone()
-            }
-            Kept::Output { y, beta } => {
-                let beta = float::<B, 1>(beta)
-                    .to_dtype(DType::F32)
-                    .unsqueeze_dim::<2>(0);
-                (float::<B, 2>(y).to_dtype(DType::F32) - beta) / gamma.clone()
-            }
-        };
-        let dy = dy.to_dtype(DType::F32);
-        let dgamma = (dy.clone() * xhat.clone()).sum_dim(0).squeeze_dim::<1>(0);
-        let dbeta = dy.clone().sum_dim(0).squeeze_dim::<1>(0);
-        let g = dy * gamma;
-        let g_mean = g.clone().mean_dim(1);
-        let gx_mean = (g.clone() * xhat.clone()).mean_dim(1);
-        let dx = ((g - g_mean - xhat * gx_mean) * rstd).to_dtype(dtype);
+        let (dx, dgamma, dbeta) = backward::<B>(kept, float(rstd), float(gamma), dy);
         let [px, pgamma, pbeta] = ops.parents;
         if let Some(node) = px {
             grads.register::<B>(node.id, primitive(dx));
         }
         if let Some(node) = pgamma {
-            grads.register::<B>(node.id, primitive(dgamma.to_dtype(param_dtype)));
+            grads.register::<B>(node.id, primitive(dgamma));
         }
         if let Some(node) = pbeta {
-            grads.register::<B>(node.id, primitive(dbeta.to_dtype(param_dtype)));
+            grads.register::<B>(node.id, primitive(dbeta));
         }
     }
+}
+
+/// The layer norm's backward pass: `(dx, dγ, dβ)` from what was kept, the row `rstd`
+/// (`[rows, 1]`, f32), `gamma` `[d]` and the output's gradient `dy` `[rows, d]`; `dx` in `dy`'s
+/// dtype, `dγ` and `dβ` in `gamma`'s. The operation's own backward, also run by the unit executor.
+pub(crate) fn backward<B: CastBackend>(
+    kept: Kept<B>,
+    rstd: Tensor<B, 2>,
+    gamma: Tensor<B, 1>,
+    dy: Tensor<B, 2>,
+) -> (Tensor<B, 2>, Tensor<B, 1>, Tensor<B, 1>) {
+    let (dtype, param_dtype) = (dy.dtype(), gamma.dtype());
+    let gamma = gamma.to_dtype(DType::F32).unsqueeze_dim::<2>(0);
+    let xhat = match kept {
+        Kept::Input { x, mean } => {
+            (float::<B, 2>(x).to_dtype(DType::F32) - float::<B, 2>(mean)) * rstd.clone()
+        }
+        Kept::Output { y, beta } => {
+            let beta = float::<B, 1>(beta)
+                .to_dtype(DType::F32)
+                .unsqueeze_dim::<2>(0);
+            (float::<B, 2>(y).to_dtype(DType::F32) - beta) / gamma.clone()
+        }
+    };
+    let dy = dy.to_dtype(DType::F32);
+    let dgamma = (dy.clone() * xhat.clone()).sum_dim(0).squeeze_dim::<1>(0);
+    let dbeta = dy.clone().sum_dim(0).squeeze_dim::<1>(0);
+    let g = dy * gamma;
+    let g_mean = g.clone().mean_dim(1);
+    let gx_mean = (g.clone() * xhat.clone()).mean_dim(1);
+    let dx = ((g - g_mean - xhat * gx_mean) * rstd).to_dtype(dtype);
+    (
+        dx,
+        dgamma.to_dtype(param_dtype),
+        dbeta.to_dtype(param_dtype),
+    )
 }
 
 impl<B: NormBackend, C: CheckpointStrategy> NormBackend for Autodiff<B, C> {

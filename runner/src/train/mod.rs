@@ -13,6 +13,7 @@ pub mod segment;
 #[cfg(test)]
 mod tests;
 pub mod timeline;
+pub mod units;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
@@ -31,6 +32,7 @@ use memwall_core::budget::{self, BlockCost};
 use memwall_core::error::{Error, Result};
 use memwall_core::record::{JobRecord, JobStatus, StepRecord, Summary};
 use memwall_core::spec::{JobSpec, OptimizerKind};
+use memwall_core::units::UnitSet;
 use segment::Segment;
 use std::time::Instant;
 
@@ -143,6 +145,17 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
     }
     if s.needs_plan() && spec.plan.is_none() && !spec.profile_only {
         return Some("this strategy runs a segment plan, which the plan stage makes before the run (`memwall run` or `memwall-job sweep-dir`: the job's profiling pass where the plan needs measured costs, then the planner); this job file has none".into());
+    }
+    if s.policy.is_some() {
+        if s.master_weights {
+            return Some("a policy runs the unit executor on the model's own parameters; master-weight mixed precision runs plain backward on a 16-bit copy: remove master_weights or the policy".into());
+        }
+        if s.attention.is_naive() || s.layer_norm.is_composed() {
+            return Some("a policy runs the unit executor, which calls memwall's memory-efficient attention and layer norm (saves_input or saves_output) unit by unit: remove `attention = \"naive\"` / `layer_norm = \"composed\"` or the policy".into());
+        }
+        if !spec.profile_only && spec.plan.as_ref().is_some_and(|p| p.units.is_none()) {
+            return Some("the strategy has a policy but the job's plan has no unit-level refinement (`plan.units`): make the plan with the plan stage (`memwall run` or `memwall-job sweep-dir`)".into());
+        }
     }
     if s.recompute.is_balanced() && s.fused_optimizer {
         return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; it cannot run with the fused optimizer step".into());
@@ -424,6 +437,47 @@ where
     }
 }
 
+/// One training step under a unit-level plan (`keeps`, one set per block): the unit executor's
+/// forward and backward ([`units::unit_step`]), the fused or the final optimizer step. Returns
+/// the updated model, the loss tensor and the unit outputs recomputed, `(block, unit)` in order.
+pub fn unit_train_step<B, O>(
+    model: TransformerLm<B>,
+    optim: &mut O,
+    lr: f64,
+    inputs: &Inputs<B>,
+    keeps: &[UnitSet],
+    fused: bool,
+    probe: &mut dyn MemoryProbe,
+) -> (
+    TransformerLm<B>,
+    Tensor<B::InnerBackend, 1>,
+    Vec<(usize, memwall_core::units::Unit)>,
+)
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    let mut phase = |p| probe.phase(p);
+    let out = if fused {
+        units::unit_step(model, inputs, keeps, Some((&mut *optim, lr)), &mut phase)
+    } else {
+        units::unit_step::<B, O>(model, inputs, keeps, None, &mut phase)
+    };
+    let step = out.step;
+    let model = optim.step(lr, step.model, step.grads);
+    probe.phase(Phase::OptimizerStep);
+    (model, step.loss, out.recomputed)
+}
+
+/// The unit outputs each block keeps when the job's plan is unit-level ([`JobSpec::plan`]'s
+/// `units`, made by the plan stage from the strategy's policy).
+fn unit_keeps(spec: &JobSpec) -> Option<&[UnitSet]> {
+    spec.plan
+        .as_ref()
+        .and_then(|p| p.units.as_ref())
+        .map(|u| u.keeps.as_slice())
+}
+
 fn train_loop<B, O>(
     spec: &JobSpec,
     device: B::Device,
@@ -442,6 +496,8 @@ where
         spec,
         device: &device,
         plan: job.plan.as_deref(),
+        keeps: unit_keeps(spec),
+        recomputed: None,
         optim: &mut optim,
         scaler: mixed::LossScaler::new(spec.strategy.loss_scale),
         probe: &mut *probe,
@@ -509,9 +565,22 @@ fn prepare<B: TrainBackend>(
     let model = init_model::<B>(spec, device);
     let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
     let plan = plan_of(spec);
-    let estimated_activation_bytes = match &plan {
-        Some(p) => budget::estimate_plan(&block_costs, p),
-        None => block_costs.iter().map(|b| b.activation_bytes).sum(),
+    let unit_plan = spec.plan.as_ref().and_then(|p| p.units.as_ref());
+    let estimated_activation_bytes = match (&plan, unit_plan) {
+        (_, Some(u)) => {
+            let m = &spec.model;
+            let dtype_bytes = dtype_of(spec.strategy.precision).size() as u64;
+            let tokens = (m.batch * m.seq_len) as u64;
+            u.kept_bytes(
+                m.d_model as u64,
+                m.d_ff as u64,
+                m.heads as u64,
+                tokens,
+                dtype_bytes,
+            )
+        }
+        (Some(p), None) => budget::estimate_plan(&block_costs, p),
+        (None, None) => block_costs.iter().map(|b| b.activation_bytes).sum(),
     };
     let prepared = Prepared {
         batcher,
@@ -566,6 +635,11 @@ struct Stepper<'a, B: TrainBackend, O> {
     spec: &'a JobSpec,
     device: &'a B::Device,
     plan: Option<&'a [Segment]>,
+    /// The unit outputs each block keeps when the plan is unit-level (the unit executor runs
+    /// the step), `None` otherwise.
+    keeps: Option<&'a [UnitSet]>,
+    /// Unit outputs the unit executor recomputed in the last step.
+    recomputed: Option<u32>,
     optim: &'a mut O,
     scaler: mixed::LossScaler,
     probe: &'a mut dyn MemoryProbe,
@@ -695,6 +769,7 @@ where
                 .map(|i| i.scale),
             skipped: info.is_some_and(|i| i.skipped),
             grad_zero_fraction: info.map(|i| i.zero_fraction),
+            recomputed_units: self.recomputed.take(),
         };
         Ok((model, record))
     }
@@ -724,6 +799,13 @@ where
                 &mut *self.probe,
             );
             (m, l, Some(info))
+        } else if let Some(keeps) = self.keeps {
+            let probe = &mut *self.probe;
+            let fused = s.fused_optimizer;
+            let (m, l, recomputed) =
+                unit_train_step(model, &mut *self.optim, lr, inputs, keeps, fused, probe);
+            self.recomputed = Some(recomputed.len() as u32);
+            (m, l, None)
         } else {
             let probe = &mut *self.probe;
             let fused = s.fused_optimizer;

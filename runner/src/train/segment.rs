@@ -165,7 +165,7 @@ fn forward_segments<B: super::TrainBackend>(
 /// Backward through the head from `loss`: returns the gradient w.r.t. the `last` hidden state
 /// (the first upstream) and the gradients of the final norm and the untied head; the token
 /// embedding's (tied head) contribution goes to `pending`, to be stepped last.
-fn head_gradients<B: super::TrainBackend>(
+pub(super) fn head_gradients<B: super::TrainBackend>(
     model: &TransformerLm<B>,
     loss: &Tensor<B, 1>,
     last: &Tensor<B, 3>,
@@ -256,7 +256,7 @@ fn collect_blocks<B: AutodiffBackend>(
 }
 
 /// Moves every gradient of `from` (for parameters of `model`) into `into`, adding on overlap.
-fn merge_into<B: AutodiffBackend>(
+pub(super) fn merge_into<B: AutodiffBackend>(
     into: &mut GradientsParams,
     mut from: GradientsParams,
     model: &TransformerLm<B>,

@@ -15,7 +15,7 @@ use memwall_core::spec::ModelConfig;
 type B = Autodiff<Flex>;
 type I = Flex;
 
-fn config(layers: usize) -> ModelConfig {
+pub(super) fn config(layers: usize) -> ModelConfig {
     ModelConfig {
         layers,
         d_model: 16,
@@ -28,7 +28,7 @@ fn config(layers: usize) -> ModelConfig {
     }
 }
 
-fn batch(cfg: &ModelConfig) -> Batch {
+pub(super) fn batch(cfg: &ModelConfig) -> Batch {
     let n = cfg.batch * cfg.seq_len;
     let ids: Vec<i64> = (0..n as i64 + 1)
         .map(|i| (i * 37 + 11) % cfg.vocab as i64)
@@ -57,7 +57,7 @@ fn values<BB: Backend, M: Module<BB>>(m: &M) -> Vec<(ParamId, Vec<f32>)> {
 }
 
 /// Gradient of every parameter of `model` held in `grads`.
-fn grad_values(model: &TransformerLm<B>, grads: &GradientsParams) -> Vec<Vec<f32>> {
+pub(super) fn grad_values(model: &TransformerLm<B>, grads: &GradientsParams) -> Vec<Vec<f32>> {
     struct G<'a>(&'a GradientsParams, Vec<Vec<f32>>);
     impl ModuleVisitor<B> for G<'_> {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
@@ -86,7 +86,7 @@ fn max_rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
     worst
 }
 
-fn plain_grads(model: &TransformerLm<B>, inputs: &Inputs<B>) -> GradientsParams {
+pub(super) fn plain_grads(model: &TransformerLm<B>, inputs: &Inputs<B>) -> GradientsParams {
     let loss = inputs.loss(model);
     GradientsParams::from_grads(loss.backward(), model)
 }

@@ -625,6 +625,13 @@ pub struct ConfigSpec {
     /// Activation memory budget in [0, 1] (0 = full checkpointing, 1 = none).
     #[serde(default)]
     pub budget: Option<f64>,
+    /// What the blocks of a recomputed segment keep for backward, per unit of the block
+    /// (rematerialization inside the block): `"save_matmuls"`, `"save_nothing"`,
+    /// `"save_everything"` or a list of unit names (`memwall_core::units`). Refines the segments
+    /// of `checkpoint`, `budget` or `checkmate`; without it a recomputed segment keeps only its
+    /// input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::units::Policy>,
     /// Step each segment's parameters as soon as their gradients exist.
     #[serde(default)]
     pub fused_optimizer: bool,

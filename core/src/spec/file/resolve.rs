@@ -79,6 +79,7 @@ impl Grid {
                             precision: p,
                             checkpoint: c,
                             budget: None,
+                            policy: None,
                             fused_optimizer: fo,
                             fusion,
                             balanced_checkpointing: false,

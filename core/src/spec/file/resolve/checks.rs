@@ -36,6 +36,7 @@ pub(crate) fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<(
         }
     }
     check_budget(c, at, fields)?;
+    check_policy(c, at, fields)?;
     check_checkmate(c, at, fields)?;
     check_balanced(c, at, fields)?;
     check_master_weights(c, at, fields)?;
@@ -113,6 +114,39 @@ pub(crate) fn check_claim(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()
                 format!("{x} is not {range} (finite)"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// `policy` refines the recomputed segments of a plan, which the unit executor runs with
+/// memwall's attention and layer norm (whose backward it calls unit by unit).
+pub(crate) fn check_policy(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    if c.policy.is_none() {
+        return Ok(());
+    }
+    let field = format!("{at}.policy");
+    let recomputes =
+        c.checkpoint != CheckpointSpec::None || c.budget.is_some() || c.checkmate.is_some();
+    if !recomputes {
+        return Err(fields.err(
+            &field,
+            "a policy says what the blocks of a recomputed segment keep: set `checkpoint` (e.g. 1, every block a segment), `budget` or `checkmate` beside it, or remove it"
+                .into(),
+        ));
+    }
+    if c.attention == AttentionOption::Naive {
+        return Err(fields.err(
+            &field,
+            "the unit executor runs memwall's memory-efficient attention: remove `attention = \"naive\"` or the policy"
+                .into(),
+        ));
+    }
+    if c.layer_norm == LayerNormSaving::Composed {
+        return Err(fields.err(
+            &field,
+            "the unit executor runs memwall's layer norm: use `layer_norm = \"saves_input\"` or `\"saves_output\"` with a policy"
+                .into(),
+        ));
     }
     Ok(())
 }

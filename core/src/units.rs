@@ -1,0 +1,570 @@
+//! Rematerialization inside the transformer block: the block as a chain of units whose outputs
+//! are each kept for backward or recomputed, and the policies that choose them.
+//!
+//! A pre-norm block (`x + attn(ln(x))`, then `x + mlp(ln(x))`) runs as eight [`Unit`]s. Each
+//! unit's backward needs one value the chain produced (its input, or for the attention core its
+//! own output and log-sum-exp), so a plan is the set of unit outputs kept between forward and
+//! backward; the executor (`memwall_runner::train::units`) recomputes every other one, once,
+//! from the nearest kept value, when backward first needs it.
+//!
+//! The policies are the ones users of PyTorch and JAX know: [`Policy::SaveMatmuls`] keeps the
+//! outputs of the matrix products and the attention core and recomputes the layer norms and the
+//! activation (PyTorch's selective activation checkpointing example,
+//! `torch.utils.checkpoint.create_selective_checkpoint_contexts` with a policy saving
+//! `aten.mm` and scaled-dot-product attention; JAX's `jax.checkpoint_policies.dots_saveable`),
+//! [`Policy::SaveNothing`] keeps only each segment's input (activation checkpointing at block
+//! granularity), [`Policy::SaveEverything`] recomputes nothing.
+//!
+//! A policy refines a segment plan ([`crate::strategy::Segment`]): the blocks of a recomputed
+//! segment keep what the policy keeps, and the last block of each recomputed segment keeps its
+//! output (the next segment's checkpoint); a stored segment keeps everything.
+//!
+//! May import: serde and [`crate::strategy`] only.
+
+use crate::strategy::{LayerNormSaving, Segment};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// One unit of a transformer block, in execution order. The unit's *output* is what a plan keeps
+/// or recomputes.
+///
+/// Shapes (`n` = batch · seq tokens, `d` = d_model, `f` = d_ff, `h` heads):
+///
+/// | unit | computes | output kept | elements |
+/// |---|---|---|---|
+/// | `norm_attn` | `h1 = ln1(x)` | `h1` and the f32 row mean and 1/std | `n d` (+ `2 n` f32) |
+/// | `qkv` | `q, k, v = h1 Wq, h1 Wk, h1 Wv`, split into heads | `q`, `k`, `v` | `3 n d` |
+/// | `attention` | `a = softmax(q kᵀ / √d_h) v` (causal), heads merged | `a` and the f32 log-sum-exp | `n d` (+ `n h` f32) |
+/// | `attn_out` | `x2 = x + a Wo` | `x2` | `n d` |
+/// | `norm_mlp` | `h2 = ln2(x2)` | `h2` and its row statistics | `n d` (+ `2 n` f32) |
+/// | `mlp_in` | `m = h2 W1` | `m` | `n f` |
+/// | `activation` | `g = GELU(m)` | `g` | `n f` |
+/// | `mlp_out` | `x3 = x2 + g W2` (the next block's input) | `x3` | `n d` |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unit {
+    /// The layer norm before attention.
+    NormAttn,
+    /// The query, key and value projections (three matrix products), split into heads.
+    Qkv,
+    /// The causal attention core (memwall's memory-efficient attention), heads merged.
+    Attention,
+    /// The attention output projection (a matrix product) and the first residual add.
+    AttnOut,
+    /// The layer norm before the MLP.
+    NormMlp,
+    /// The MLP's first matrix product.
+    MlpIn,
+    /// GELU.
+    Activation,
+    /// The MLP's second matrix product and the second residual add.
+    MlpOut,
+}
+
+impl Unit {
+    /// Every unit of a block, in execution order.
+    pub const ALL: [Unit; 8] = [
+        Unit::NormAttn,
+        Unit::Qkv,
+        Unit::Attention,
+        Unit::AttnOut,
+        Unit::NormMlp,
+        Unit::MlpIn,
+        Unit::Activation,
+        Unit::MlpOut,
+    ];
+
+    /// The unit's position in the block, `0..8`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The unit's name in experiment files, job files and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::NormAttn => "norm_attn",
+            Unit::Qkv => "qkv",
+            Unit::Attention => "attention",
+            Unit::AttnOut => "attn_out",
+            Unit::NormMlp => "norm_mlp",
+            Unit::MlpIn => "mlp_in",
+            Unit::Activation => "activation",
+            Unit::MlpOut => "mlp_out",
+        }
+    }
+
+    /// The unit of `name`, `None` if there is none.
+    pub fn parse(name: &str) -> Option<Unit> {
+        Unit::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    /// Whether the unit ends in a matrix product or is the attention core: what
+    /// [`Policy::SaveMatmuls`] keeps.
+    pub fn is_matmul(self) -> bool {
+        !matches!(self, Unit::NormAttn | Unit::NormMlp | Unit::Activation)
+    }
+
+    /// The values the unit's forward pass reads: units of the same block, and `None` for the
+    /// block's input (the previous block's `mlp_out` output, or the embeddings).
+    pub fn forward_inputs(self) -> &'static [Option<Unit>] {
+        match self {
+            Unit::NormAttn => &[None],
+            Unit::Qkv => &[Some(Unit::NormAttn)],
+            Unit::Attention => &[Some(Unit::Qkv)],
+            Unit::AttnOut => &[None, Some(Unit::Attention)],
+            Unit::NormMlp => &[Some(Unit::AttnOut)],
+            Unit::MlpIn => &[Some(Unit::NormMlp)],
+            Unit::Activation => &[Some(Unit::MlpIn)],
+            Unit::MlpOut => &[Some(Unit::AttnOut), Some(Unit::Activation)],
+        }
+    }
+
+    /// The values the unit's backward pass reads besides the gradient of its output, with the
+    /// layer norms keeping what `saving` says: a matrix product its input, GELU its input, the
+    /// attention core its inputs and its own output, a layer norm its input
+    /// ([`LayerNormSaving::SavesInput`]) or its own output ([`LayerNormSaving::SavesOutput`]),
+    /// always with its own row statistics.
+    pub fn backward_inputs(self, saving: LayerNormSaving) -> &'static [Option<Unit>] {
+        let output = saving == LayerNormSaving::SavesOutput;
+        match self {
+            Unit::NormAttn if output => &[Some(Unit::NormAttn)],
+            Unit::NormAttn => &[None, Some(Unit::NormAttn)],
+            Unit::Qkv => &[Some(Unit::NormAttn)],
+            Unit::Attention => &[Some(Unit::Qkv), Some(Unit::Attention)],
+            Unit::AttnOut => &[Some(Unit::Attention)],
+            Unit::NormMlp if output => &[Some(Unit::NormMlp)],
+            Unit::NormMlp => &[Some(Unit::AttnOut), Some(Unit::NormMlp)],
+            Unit::MlpIn => &[Some(Unit::NormMlp)],
+            Unit::Activation => &[Some(Unit::MlpIn)],
+            Unit::MlpOut => &[Some(Unit::Activation)],
+        }
+    }
+
+    /// Elements of the unit's output tensors per token, in the compute dtype, for a block of
+    /// `d_model` features and `d_ff` MLP features (the table of [`Unit`]; the f32 statistics
+    /// are in [`Unit::f32_per_token`]).
+    pub fn elements_per_token(self, d_model: u64, d_ff: u64) -> u64 {
+        match self {
+            Unit::Qkv => 3 * d_model,
+            Unit::MlpIn | Unit::Activation => d_ff,
+            _ => d_model,
+        }
+    }
+
+    /// f32 values per token kept beside the output: the layer norms' row mean and 1/std, the
+    /// attention core's log-sum-exp per head.
+    pub fn f32_per_token(self, heads: u64) -> u64 {
+        match self {
+            Unit::NormAttn | Unit::NormMlp => 2,
+            Unit::Attention => heads,
+            _ => 0,
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of [`Unit`]s (one bit per unit), written as a list of unit names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct UnitSet(u8);
+
+impl UnitSet {
+    /// No unit.
+    pub const NONE: UnitSet = UnitSet(0);
+    /// Every unit.
+    pub const ALL: UnitSet = UnitSet(0xff);
+
+    /// The set of `units`.
+    pub fn of(units: &[Unit]) -> UnitSet {
+        units.iter().fold(UnitSet::NONE, |s, u| s.with(*u))
+    }
+
+    /// This set with `unit` in it.
+    pub fn with(self, unit: Unit) -> UnitSet {
+        UnitSet(self.0 | 1 << unit.index())
+    }
+
+    /// Whether `unit` is in the set.
+    pub fn contains(self, unit: Unit) -> bool {
+        self.0 & (1 << unit.index()) != 0
+    }
+
+    /// The units in the set, in execution order.
+    pub fn units(self) -> impl Iterator<Item = Unit> {
+        Unit::ALL.into_iter().filter(move |u| self.contains(*u))
+    }
+
+    /// The number of units in the set.
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl Serialize for UnitSet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.units().map(Unit::name))
+    }
+}
+
+impl<'de> Deserialize<'de> for UnitSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        parse_units(&names).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The set of the unit `names`.
+///
+/// # Errors
+/// A message naming the first unknown name and listing the units.
+pub fn parse_units(names: &[String]) -> Result<UnitSet, String> {
+    let mut set = UnitSet::NONE;
+    for name in names {
+        let unit = Unit::parse(name).ok_or_else(|| {
+            format!(
+                "unknown unit `{name}`: the units of a block are {}",
+                unit_names()
+            )
+        })?;
+        set = set.with(unit);
+    }
+    Ok(set)
+}
+
+fn unit_names() -> String {
+    Unit::ALL.map(Unit::name).join(", ")
+}
+
+/// Which unit outputs the blocks of a recomputed segment keep for backward.
+///
+/// Written in experiment and job files as a name (`"save_matmuls"`, `"save_nothing"`,
+/// `"save_everything"`) or a list of unit names to keep (`["qkv", "attention"]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Keep the outputs of the matrix products and the attention core; recompute the layer
+    /// norms and GELU (PyTorch's selective-checkpointing example, JAX's `dots_saveable`).
+    SaveMatmuls,
+    /// Keep nothing inside a segment: block-granular activation checkpointing (JAX's
+    /// `nothing_saveable`).
+    SaveNothing,
+    /// Keep everything: no recomputation (JAX's `everything_saveable`).
+    SaveEverything,
+    /// Keep the outputs of these units (JAX's `save_only_these_names`).
+    Keep(UnitSet),
+}
+
+impl Policy {
+    /// The names of the named policies, for error messages.
+    pub const NAMES: [&'static str; 3] = ["save_matmuls", "save_nothing", "save_everything"];
+
+    /// The unit outputs a block of a recomputed segment keeps.
+    pub fn kept(&self) -> UnitSet {
+        match self {
+            Policy::SaveMatmuls => UnitSet::of(
+                &Unit::ALL
+                    .into_iter()
+                    .filter(|u| u.is_matmul())
+                    .collect::<Vec<_>>(),
+            ),
+            Policy::SaveNothing => UnitSet::NONE,
+            Policy::SaveEverything => UnitSet::ALL,
+            Policy::Keep(set) => *set,
+        }
+    }
+
+    /// The policy's name: a named policy's, or `keep:` and the kept units joined by `+`
+    /// (`keep:qkv+attention`), as configuration names and tables show it.
+    pub fn label(&self) -> String {
+        match self {
+            Policy::SaveMatmuls => Self::NAMES[0].into(),
+            Policy::SaveNothing => Self::NAMES[1].into(),
+            Policy::SaveEverything => Self::NAMES[2].into(),
+            Policy::Keep(set) => format!(
+                "keep:{}",
+                set.units().map(Unit::name).collect::<Vec<_>>().join("+")
+            ),
+        }
+    }
+
+    /// The policy named `name` (one of [`Policy::NAMES`]).
+    ///
+    /// # Errors
+    /// A message naming `name` and the policies.
+    pub fn parse(name: &str) -> Result<Policy, String> {
+        match name {
+            "save_matmuls" => Ok(Policy::SaveMatmuls),
+            "save_nothing" => Ok(Policy::SaveNothing),
+            "save_everything" => Ok(Policy::SaveEverything),
+            other => Err(format!(
+                "unknown policy `{other}`: a policy is one of {} or a list of unit names to keep ({})",
+                Self::NAMES.join(", "),
+                unit_names()
+            )),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum PolicyWire {
+    Name(String),
+    Units(UnitSet),
+}
+
+impl Serialize for Policy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Policy::Keep(set) => PolicyWire::Units(*set),
+            named => PolicyWire::Name(named.label()),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read as a plain value first so that an unknown unit name is reported as such (an
+        // untagged enum would only say that no variant matched).
+        let value = serde_json::Value::deserialize(d).map_err(serde::de::Error::custom)?;
+        match value {
+            serde_json::Value::String(name) => {
+                Policy::parse(&name).map_err(serde::de::Error::custom)
+            }
+            serde_json::Value::Array(items) => {
+                let names = items
+                    .into_iter()
+                    .map(|v| match v {
+                        serde_json::Value::String(s) => Ok(s),
+                        other => Err(format!("a unit name is a string, found {other}")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(serde::de::Error::custom)?;
+                parse_units(&names)
+                    .map(Policy::Keep)
+                    .map_err(serde::de::Error::custom)
+            }
+            other => Err(serde::de::Error::custom(format!(
+                "a policy is a name ({}) or a list of unit names, found {other}",
+                Self::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// A unit-level plan: a segment plan refined by a policy, as the plan stage hands it to the
+/// unit executor (in the job file's `plan.units` and so in the record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitPlan {
+    /// The policy the plan was made with.
+    pub policy: Policy,
+    /// The unit outputs each block keeps ([`block_keeps`]), one set per block.
+    pub keeps: Vec<UnitSet>,
+    /// Unit outputs recomputed per step, predicted by [`recomputed_units`]; the executor counts
+    /// what it does ([`crate::record::StepRecord::recomputed_units`]).
+    pub recomputed_units: usize,
+}
+
+impl UnitPlan {
+    /// The plan of `policy` over `segments` with layer norms keeping what `saving` says.
+    pub fn new(segments: &[Segment], policy: Policy, saving: LayerNormSaving) -> UnitPlan {
+        let keeps = block_keeps(segments, &policy);
+        let recomputed_units = recomputed_units(&keeps, saving).len();
+        UnitPlan {
+            policy,
+            keeps,
+            recomputed_units,
+        }
+    }
+
+    /// Bytes of unit outputs the plan keeps between forward and backward, over every block:
+    /// `tokens · Σ_blocks Σ_kept (elements_per_token · dtype_bytes + f32_per_token · 4)`
+    /// ([`Unit::elements_per_token`], [`Unit::f32_per_token`]) for `tokens` = batch · seq and a
+    /// compute dtype of `dtype_bytes`. Derived from the shapes, not measured; the recomputed
+    /// values live only during their block's backward and are not counted.
+    pub fn kept_bytes(
+        &self,
+        d_model: u64,
+        d_ff: u64,
+        heads: u64,
+        tokens: u64,
+        dtype_bytes: u64,
+    ) -> u64 {
+        self.keeps
+            .iter()
+            .flat_map(|keep| keep.units())
+            .map(|u| {
+                tokens
+                    * (u.elements_per_token(d_model, d_ff) * dtype_bytes
+                        + u.f32_per_token(heads) * 4)
+            })
+            .sum()
+    }
+}
+
+/// What every block keeps under `segments` refined by `policy`: a stored segment's blocks keep
+/// every unit output; a recomputed segment's blocks keep what `policy` keeps, and its last block
+/// also keeps its `mlp_out` output (the next segment's checkpoint). Under
+/// [`Policy::SaveNothing`] this is exactly block-granular activation checkpointing.
+pub fn block_keeps(segments: &[Segment], policy: &Policy) -> Vec<UnitSet> {
+    let mut keeps = Vec::new();
+    for seg in segments {
+        for block in seg.range() {
+            keeps.push(if !seg.recompute {
+                UnitSet::ALL
+            } else if block + 1 == seg.end {
+                policy.kept().with(Unit::MlpOut)
+            } else {
+                policy.kept()
+            });
+        }
+    }
+    keeps
+}
+
+/// The unit outputs recomputed in one backward pass of the executor under `keeps` (one set per
+/// block) with layer norms keeping what `saving` says: `(block, unit)` pairs in the order the
+/// executor recomputes them.
+///
+/// This is the executor's rule, run on names: backward visits the units last to first; before
+/// a unit's backward, every value it reads ([`Unit::backward_inputs`]) that is neither kept nor
+/// already recomputed is recomputed from its forward inputs ([`Unit::forward_inputs`]),
+/// recursively to the nearest kept value; a recomputed value lives until the backward of the
+/// unit that produced it. The last block's output is the head's input and always kept.
+pub fn recomputed_units(keeps: &[UnitSet], saving: LayerNormSaving) -> Vec<(usize, Unit)> {
+    let layers = keeps.len();
+    let mut have: Vec<UnitSet> = keeps.to_vec();
+    if let Some(last) = have.last_mut() {
+        *last = last.with(Unit::MlpOut);
+    }
+    let mut order = Vec::new();
+    fn need(
+        block: usize,
+        unit: Option<Unit>,
+        have: &mut [UnitSet],
+        order: &mut Vec<(usize, Unit)>,
+    ) {
+        // The block's input is the previous block's output (the embeddings for block 0).
+        let (block, unit) = match unit {
+            Some(u) => (block, u),
+            None if block == 0 => return,
+            None => (block - 1, Unit::MlpOut),
+        };
+        if have[block].contains(unit) {
+            return;
+        }
+        for input in unit.forward_inputs() {
+            need(block, *input, have, order);
+        }
+        have[block] = have[block].with(unit);
+        order.push((block, unit));
+    }
+    for block in (0..layers).rev() {
+        for unit in Unit::ALL.into_iter().rev() {
+            for input in unit.backward_inputs(saving) {
+                need(block, *input, &mut have, &mut order);
+            }
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::every_k;
+
+    #[test]
+    fn save_matmuls_keeps_the_products_and_the_attention_core() {
+        let kept: Vec<&str> = Policy::SaveMatmuls.kept().units().map(Unit::name).collect();
+        assert_eq!(kept, ["qkv", "attention", "attn_out", "mlp_in", "mlp_out"]);
+    }
+
+    #[test]
+    fn policies_read_and_write_as_names_or_unit_lists() {
+        for (json, policy) in [
+            ("\"save_matmuls\"", Policy::SaveMatmuls),
+            ("\"save_nothing\"", Policy::SaveNothing),
+            ("\"save_everything\"", Policy::SaveEverything),
+            (
+                "[\"qkv\",\"mlp_in\"]",
+                Policy::Keep(UnitSet::of(&[Unit::Qkv, Unit::MlpIn])),
+            ),
+        ] {
+            let read: Policy = serde_json::from_str(json).unwrap();
+            assert_eq!(read, policy);
+            assert_eq!(serde_json::to_string(&policy).unwrap(), json);
+        }
+        let err = serde_json::from_str::<Policy>("[\"qkv\", \"gelu\"]").unwrap_err();
+        assert!(err.to_string().contains("unknown unit `gelu`"), "{err}");
+        let err = serde_json::from_str::<Policy>("\"dots_saveable\"").unwrap_err();
+        assert!(
+            err.to_string().contains("unknown policy `dots_saveable`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn save_nothing_is_block_checkpointing_and_recomputes_every_unit_but_the_boundaries() {
+        let layers = 6;
+        for k in 1..=layers {
+            let keeps = block_keeps(&every_k(layers, k), &Policy::SaveNothing);
+            let recomputed = recomputed_units(&keeps, LayerNormSaving::SavesInput);
+            // Every unit output but the segments' last blocks' mlp_out is recomputed, once.
+            let boundaries = layers.div_ceil(k);
+            assert_eq!(recomputed.len(), 8 * layers - boundaries, "k = {k}");
+            let mut sorted = recomputed.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), recomputed.len(), "k = {k}: a unit twice");
+        }
+    }
+
+    #[test]
+    fn save_everything_recomputes_nothing_and_save_matmuls_the_norms_and_gelu() {
+        let keeps = block_keeps(&every_k(4, 1), &Policy::SaveEverything);
+        assert!(recomputed_units(&keeps, LayerNormSaving::SavesInput).is_empty());
+        let keeps = block_keeps(&every_k(4, 1), &Policy::SaveMatmuls);
+        let recomputed = recomputed_units(&keeps, LayerNormSaving::SavesInput);
+        assert_eq!(recomputed.len(), 4 * 3);
+        assert!(recomputed.iter().all(|(_, u)| !u.is_matmul()));
+    }
+
+    #[test]
+    fn a_value_no_backward_reads_is_not_recomputed() {
+        // With layer norms keeping their output, x2 (attn_out) is read only to recompute h2
+        // and x3: keeping both leaves x2 unneeded.
+        let keeps = vec![UnitSet::ALL.with(Unit::MlpOut); 1]
+            .into_iter()
+            .map(|_| {
+                UnitSet::of(&[
+                    Unit::NormAttn,
+                    Unit::Qkv,
+                    Unit::Attention,
+                    Unit::NormMlp,
+                    Unit::MlpIn,
+                    Unit::Activation,
+                    Unit::MlpOut,
+                ])
+            })
+            .collect::<Vec<_>>();
+        assert!(recomputed_units(&keeps, LayerNormSaving::SavesOutput).is_empty());
+        assert_eq!(
+            recomputed_units(&keeps, LayerNormSaving::SavesInput),
+            vec![(0, Unit::AttnOut)]
+        );
+    }
+}

@@ -1,0 +1,583 @@
+//! The unit executor: rematerialization inside the transformer block.
+//!
+//! Each block runs as the chain of eight units of [`memwall_core::units::Unit`] on the inner
+//! (non-autodiff) backend. The forward pass keeps the unit outputs the plan keeps
+//! ([`memwall_core::units::block_keeps`]) and drops the rest. Backward walks the units last to
+//! first and calls each unit's own backward (the same functions the model's autodiff operations
+//! call: [`crate::model::linear`]'s products, [`crate::model::norm::backward`],
+//! [`crate::model::attention::flash_backward`], the GELU kernel's backward); before a unit's
+//! backward, every value it reads that was not kept is recomputed from its forward inputs,
+//! recursively to the nearest kept value, and lives until the backward of the unit that
+//! produced it ([`memwall_core::units::recomputed_units`] is this rule on names, and the test
+//! compares the two).
+//!
+//! So a unit-level plan pays for exactly the units it recomputes, unlike a segment of Burn
+//! autodiff, which would rebuild a unit's whole graph (its matrix product included) to get its
+//! backward. This is what PyTorch's selective activation checkpointing and JAX's `jax.checkpoint`
+//! policies do with their own autodiff; here it is written against Burn's backend operations.
+//!
+//! The gradients equal plain backward's bit for bit in f32 on the CPU: every recomputation
+//! reruns the forward operation on the same inputs, and the gradient contributions are added in
+//! the order Burn's autodiff adds them (tested).
+
+use super::segment::{collect, head_gradients, merge_into, SegmentedStep};
+use super::{Inputs, TrainBackend};
+use crate::measure::Phase;
+use crate::model::attention::{flash_backward, flash_forward, Attention};
+use crate::model::heads::{merge_heads, split_heads};
+use crate::model::linear::matmul;
+use crate::model::norm::{self, LayerNormSaving};
+use crate::model::{Block, ModelBackend, TransformerLm};
+use burn::module::{AutodiffModule, Param};
+use burn::nn::LayerNorm;
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::Tensor;
+use memwall_core::units::{Unit, UnitSet};
+
+/// The inner backend of `B`.
+type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+
+/// A value a unit produced, on the inner backend. Shapes: `rows` = batch · seq.
+#[derive(Clone)]
+enum Value<I: Backend> {
+    /// A hidden state, `[batch, seq, d_model]`: `x2` (attn_out), `x3` (mlp_out).
+    Hidden(Tensor<I, 3>),
+    /// A layer norm's output `[rows, d_model]` and its f32 row mean and `1/std`, `[rows, 1]`.
+    Norm {
+        y: Tensor<I, 2>,
+        mean: Tensor<I, 2>,
+        rstd: Tensor<I, 2>,
+    },
+    /// Queries, keys and values, `[batch, heads, seq, d_head]` each.
+    Qkv(Tensor<I, 4>, Tensor<I, 4>, Tensor<I, 4>),
+    /// The attention output with heads merged, `[batch, seq, d_model]`, and the f32 log-sum-exp
+    /// of each row, `[batch, heads, seq, 1]`.
+    Attention { a: Tensor<I, 3>, lse: Tensor<I, 4> },
+    /// The MLP's hidden values, `[rows, d_ff]`: `m` (mlp_in), `g` (activation).
+    Flat(Tensor<I, 2>),
+}
+
+impl<I: Backend> Value<I> {
+    fn hidden(self) -> Tensor<I, 3> {
+        match self {
+            Value::Hidden(x) => x,
+            _ => unreachable!("a block's input, attn_out and mlp_out are hidden states"),
+        }
+    }
+
+    fn norm(self) -> (Tensor<I, 2>, Tensor<I, 2>, Tensor<I, 2>) {
+        match self {
+            Value::Norm { y, mean, rstd } => (y, mean, rstd),
+            _ => unreachable!("norm_attn and norm_mlp are layer norms"),
+        }
+    }
+
+    fn flat(self) -> Tensor<I, 2> {
+        match self {
+            Value::Flat(m) => m,
+            _ => unreachable!("mlp_in and activation are [rows, d_ff]"),
+        }
+    }
+}
+
+/// The values of one step's chain: the embeddings and, per block, the unit outputs held now.
+struct Chain<I: Backend> {
+    embedded: Tensor<I, 3>,
+    slots: Vec<[Option<Value<I>>; 8]>,
+    /// `(block, unit)` of every recomputed value, in order.
+    recomputed: Vec<(usize, Unit)>,
+}
+
+/// What one unit-level step did besides the [`SegmentedStep`]: the unit outputs it recomputed,
+/// `(block, unit)` in order.
+pub struct UnitStep<B: AutodiffBackend> {
+    /// The model, loss and pending gradients, as the segment executor returns them.
+    pub step: SegmentedStep<B>,
+    /// The recomputed unit outputs, in the order backward recomputed them.
+    pub recomputed: Vec<(usize, Unit)>,
+}
+
+/// Flattens `[batch, seq, d]` to `[rows, d]`.
+fn rows<I: Backend>(x: Tensor<I, 3>) -> Tensor<I, 2> {
+    let [b, t, d] = x.dims();
+    x.reshape([b * t, d])
+}
+
+/// The bias-free linear layer `x W` on the inner backend (the model's operation).
+fn linear<I: ModelBackend>(x: Tensor<I, 2>, w: &Param<Tensor<I, 2>>) -> Tensor<I, 2> {
+    matmul(x, w.val())
+}
+
+/// The linear layer's backward: `(dW = xᵀ dy, dx = dy Wᵀ)`, as its autodiff operation computes
+/// them.
+fn linear_backward<I: ModelBackend>(
+    x: Tensor<I, 2>,
+    w: &Param<Tensor<I, 2>>,
+    dy: Tensor<I, 2>,
+) -> (Tensor<I, 2>, Tensor<I, 2>) {
+    let dw = matmul(x.swap_dims(0, 1), dy.clone());
+    let dx = matmul(dy, w.val().swap_dims(0, 1));
+    (dw, dx)
+}
+
+fn norm_forward<I: ModelBackend>(norm: &LayerNorm<I>, x: Tensor<I, 2>) -> Value<I> {
+    let beta = norm
+        .beta
+        .as_ref()
+        .expect("the model's layer norms have a β");
+    let f = norm::forward::<I>(x, norm.gamma.val(), beta.val(), norm::epsilon());
+    Value::Norm {
+        y: f.y,
+        mean: f.mean,
+        rstd: f.rstd,
+    }
+}
+
+fn tiles_of<I: Backend>(block: &Block<I>) -> crate::model::attention::Tiles {
+    match block.attention {
+        Attention::MemoryEfficient { tiles } => tiles,
+        Attention::Naive => {
+            unreachable!("checked before the step: the unit executor runs memwall's attention")
+        }
+    }
+}
+
+impl<I: ModelBackend> Chain<I> {
+    /// The value `unit` of `block` produced (`None`: the block's input), recomputing it (and
+    /// what it needs) if it is not held.
+    fn value<B: TrainBackend<InnerBackend = I>>(
+        &mut self,
+        model: &TransformerLm<B>,
+        block: usize,
+        unit: Option<Unit>,
+    ) -> Value<I> {
+        let (block, unit) = match unit {
+            Some(u) => (block, u),
+            None if block == 0 => return Value::Hidden(self.embedded.clone()),
+            None => (block - 1, Unit::MlpOut),
+        };
+        if let Some(v) = &self.slots[block][unit.index()] {
+            return v.clone();
+        }
+        let inner = model.blocks[block].valid();
+        let v = self.forward_unit(model, &inner, block, unit);
+        self.recomputed.push((block, unit));
+        self.slots[block][unit.index()] = Some(v.clone());
+        v
+    }
+
+    /// Runs `unit` of `block` (whose parameters are `inner`) on its inputs.
+    fn forward_unit<B: TrainBackend<InnerBackend = I>>(
+        &mut self,
+        model: &TransformerLm<B>,
+        inner: &Block<I>,
+        block: usize,
+        unit: Unit,
+    ) -> Value<I> {
+        let shape = model_shape(&self.embedded);
+        let mut input = |u: Option<Unit>| self.value(model, block, u);
+        match unit {
+            Unit::NormAttn => norm_forward(&inner.norm_attn, rows(input(None).hidden())),
+            Unit::Qkv => {
+                let (h, _, _) = input(Some(Unit::NormAttn)).norm();
+                qkv_forward(inner, h, shape)
+            }
+            Unit::Attention => {
+                let Value::Qkv(q, k, v) = input(Some(Unit::Qkv)) else {
+                    unreachable!("qkv holds queries, keys and values")
+                };
+                let (out, lse) = flash_forward::<I>(q, k, v, tiles_of(inner));
+                Value::Attention {
+                    a: merge_heads(out),
+                    lse,
+                }
+            }
+            Unit::AttnOut => {
+                let x = input(None).hidden();
+                let Value::Attention { a, .. } = input(Some(Unit::Attention)) else {
+                    unreachable!("attention holds its output")
+                };
+                let [b, t, d] = x.dims();
+                Value::Hidden(x + linear(rows(a), &inner.attn_out.weight).reshape([b, t, d]))
+            }
+            Unit::NormMlp => {
+                norm_forward(&inner.norm_mlp, rows(input(Some(Unit::AttnOut)).hidden()))
+            }
+            Unit::MlpIn => {
+                let (h, _, _) = input(Some(Unit::NormMlp)).norm();
+                Value::Flat(linear(h, &inner.mlp_in.weight))
+            }
+            Unit::Activation => {
+                let m = input(Some(Unit::MlpIn)).flat();
+                Value::Flat(crate::model::gelu::gelu(m))
+            }
+            Unit::MlpOut => {
+                let x2 = input(Some(Unit::AttnOut)).hidden();
+                let g = input(Some(Unit::Activation)).flat();
+                let [b, t, d] = x2.dims();
+                Value::Hidden(x2 + linear(g, &inner.mlp_out.weight).reshape([b, t, d]))
+            }
+        }
+    }
+
+    /// Drops the held outputs of `block`'s units from `unit` on: no unit whose backward is
+    /// still to come reads them.
+    fn release(&mut self, block: usize, unit: Unit) {
+        for slot in &mut self.slots[block][unit.index()..] {
+            *slot = None;
+        }
+    }
+}
+
+/// `(batch, seq)` of the step, read from the embeddings `[batch, seq, d_model]`.
+fn model_shape<I: Backend>(embedded: &Tensor<I, 3>) -> (usize, usize) {
+    let [b, t, _] = embedded.dims();
+    (b, t)
+}
+
+fn qkv_forward<I: ModelBackend>(
+    inner: &Block<I>,
+    h: Tensor<I, 2>,
+    (b, t): (usize, usize),
+) -> Value<I> {
+    let project = |w: &Param<Tensor<I, 2>>| {
+        let y = linear(h.clone(), w);
+        let d = y.dims()[1];
+        split_heads(y.reshape([b, t, d]), inner.heads)
+    };
+    Value::Qkv(
+        project(&inner.query.weight),
+        project(&inner.key.weight),
+        project(&inner.value.weight),
+    )
+}
+
+/// Why a model cannot run under the unit executor, or `None`: it runs memwall's attention and
+/// layer norm, whose backward passes the executor calls.
+pub fn unsupported<B: Backend>(model: &TransformerLm<B>) -> Option<String> {
+    let block = model.blocks.first()?;
+    if block.attention.is_naive() {
+        return Some(
+            "the unit executor runs memwall's memory-efficient attention, not the naive one".into(),
+        );
+    }
+    if block.layer_norm.is_composed() {
+        return Some("the unit executor runs memwall's layer norm (saves_input or saves_output), not Burn's composed one".into());
+    }
+    None
+}
+
+/// One training step with every block's unit outputs kept as `keeps` says (one set per block,
+/// from [`memwall_core::units::block_keeps`]); the rest recomputed in backward.
+///
+/// With `fused = Some((optim, lr))` each block's parameters (and the head's) are stepped as
+/// soon as their gradients exist and the returned gradients hold only the embeddings'; otherwise
+/// nothing is stepped. `phase` marks the embedding, each block's forward, the head, its
+/// backward, each block's backward and the embeddings' backward, as the segment executor does.
+///
+/// Panics if `keeps` does not have one set per block or the model fails [`unsupported`]
+/// (the job checks both before its first step).
+pub fn unit_step<B, O>(
+    model: TransformerLm<B>,
+    inputs: &Inputs<B>,
+    keeps: &[UnitSet],
+    mut fused: Option<(&mut O, f64)>,
+    phase: &mut dyn FnMut(Phase),
+) -> UnitStep<B>
+where
+    B: TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    assert_eq!(keeps.len(), model.blocks.len(), "one kept set per block");
+    assert!(unsupported(&model).is_none(), "{:?}", unsupported(&model));
+    let mut model = model;
+    let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
+    phase(Phase::Embedding);
+    let mut chain = Chain::<Inner<B>> {
+        embedded: embedded.clone().inner(),
+        slots: (0..keeps.len()).map(|_| Default::default()).collect(),
+        recomputed: Vec::new(),
+    };
+    let last = forward(&model, &mut chain, keeps, phase);
+
+    let last = Tensor::<B, 3>::from_inner(last).require_grad();
+    let loss = model.loss(last.clone(), inputs.targets.clone());
+    phase(Phase::Head);
+    let loss_inner = loss.clone().inner();
+    let mut pending = GradientsParams::new();
+    let (mut upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
+    drop((loss, last));
+    match fused.as_mut() {
+        Some((optim, lr)) => model = optim.step(*lr, model, head),
+        None => merge_into(&mut pending, head, &model),
+    }
+    phase(Phase::HeadBackward {
+        fused: fused.is_some(),
+    });
+
+    for block in (0..keeps.len()).rev() {
+        let before = chain.recomputed.len();
+        let mut grads = GradientsParams::new();
+        upstream = block_backward(&model, &mut chain, block, upstream, &mut grads);
+        match fused.as_mut() {
+            Some((optim, lr)) => model = optim.step(*lr, model, grads),
+            None => merge_into(&mut pending, grads, &model),
+        }
+        phase(Phase::Backward {
+            first: block as u16,
+            end: block as u16 + 1,
+            recompute: chain.recomputed.len() > before,
+            fused: fused.is_some(),
+        });
+    }
+
+    let mut g = (embedded * Tensor::from_inner(upstream)).sum().backward();
+    collect(&mut g, &model.token_embedding, &mut pending);
+    collect(&mut g, &model.position_embedding, &mut pending);
+    drop(g);
+    phase(Phase::EmbeddingBackward);
+    UnitStep {
+        step: SegmentedStep {
+            model,
+            loss: loss_inner,
+            grads: pending,
+        },
+        recomputed: chain.recomputed,
+    }
+}
+
+/// The forward pass through the blocks, keeping what `keeps` says; returns the last hidden
+/// state.
+fn forward<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    chain: &mut Chain<Inner<B>>,
+    keeps: &[UnitSet],
+    phase: &mut dyn FnMut(Phase),
+) -> Tensor<Inner<B>, 3> {
+    for (block, keep) in keeps.iter().enumerate() {
+        let inner = model.blocks[block].valid();
+        for unit in Unit::ALL {
+            let v = chain.forward_unit(model, &inner, block, unit);
+            chain.slots[block][unit.index()] = Some(v);
+            // A value the plan does not keep is dropped once its last reader in forward ran.
+            for (value, reader) in LAST_FORWARD_READER {
+                if reader != unit {
+                    continue;
+                }
+                let (b, u) = match value {
+                    Some(u) => (block, u),
+                    None if block == 0 => continue,
+                    None => (block - 1, Unit::MlpOut),
+                };
+                if !keeps[b].contains(u) {
+                    chain.slots[b][u.index()] = None;
+                }
+            }
+        }
+        phase(Phase::Forward {
+            first: block as u16,
+            end: block as u16 + 1,
+            recompute: *keep != UnitSet::ALL,
+        });
+    }
+    let last = keeps.len() - 1;
+    let x = chain.slots[last][Unit::MlpOut.index()]
+        .clone()
+        .expect("the last block's output is held until the head")
+        .hidden();
+    if !keeps[last].contains(Unit::MlpOut) {
+        chain.slots[last][Unit::MlpOut.index()] = None;
+    }
+    x
+}
+
+/// For each value of a block (`None`: the block's input), the last unit whose forward pass reads
+/// it ([`Unit::forward_inputs`]).
+const LAST_FORWARD_READER: [(Option<Unit>, Unit); 8] = [
+    (None, Unit::AttnOut),
+    (Some(Unit::NormAttn), Unit::Qkv),
+    (Some(Unit::Qkv), Unit::Attention),
+    (Some(Unit::Attention), Unit::AttnOut),
+    (Some(Unit::AttnOut), Unit::MlpOut),
+    (Some(Unit::NormMlp), Unit::MlpIn),
+    (Some(Unit::MlpIn), Unit::Activation),
+    (Some(Unit::Activation), Unit::MlpOut),
+];
+
+/// The parameter `p`'s gradient `g` into `grads`.
+fn register<B: AutodiffBackend, const D: usize>(
+    grads: &mut GradientsParams,
+    p: &Param<Tensor<B, D>>,
+    g: Tensor<B::InnerBackend, D>,
+) {
+    grads.register::<B::InnerBackend, D>(p.id, g);
+}
+
+/// Backward through `block`'s units from the gradient of its output `dy` (`[batch, seq,
+/// d_model]`): registers the block's parameter gradients in `grads` and returns the gradient
+/// of its input.
+fn block_backward<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    chain: &mut Chain<Inner<B>>,
+    block: usize,
+    dy: Tensor<Inner<B>, 3>,
+    grads: &mut GradientsParams,
+) -> Tensor<Inner<B>, 3> {
+    let params = &model.blocks[block];
+    let inner = params.valid();
+    let saving = inner.layer_norm;
+    let [b, t, d] = dy.dims();
+
+    // mlp_out: x3 = x2 + g W2.
+    let g = chain.value(model, block, Some(Unit::Activation)).flat();
+    let (dw, dg) = linear_backward(g, &inner.mlp_out.weight, rows(dy.clone()));
+    register(grads, &params.mlp_out.weight, dw);
+    chain.release(block, Unit::MlpOut);
+
+    // activation: g = GELU(m).
+    let m = chain.value(model, block, Some(Unit::MlpIn)).flat();
+    let dm = crate::model::gelu::gelu_backward(m, dg);
+    chain.release(block, Unit::Activation);
+
+    // mlp_in: m = h2 W1.
+    let (h2, mean2, rstd2) = chain.value(model, block, Some(Unit::NormMlp)).norm();
+    let (dw, dh2) = linear_backward(h2.clone(), &inner.mlp_in.weight, dm);
+    register(grads, &params.mlp_in.weight, dw);
+    chain.release(block, Unit::MlpIn);
+
+    // norm_mlp: h2 = ln2(x2); x2 also feeds the second residual.
+    let kept = kept_of(
+        chain,
+        model,
+        block,
+        Some(Unit::AttnOut),
+        saving,
+        h2,
+        mean2,
+        &inner.norm_mlp,
+    );
+    let (dx2, dgamma, dbeta) = norm_backward(&inner.norm_mlp, kept, rstd2, dh2);
+    register_norm(grads, &params.norm_mlp, dgamma, dbeta);
+    let dx2 = dx2.reshape([b, t, d]) + dy;
+    chain.release(block, Unit::NormMlp);
+
+    // attn_out: x2 = x + a Wo.
+    let Value::Attention { a, lse } = chain.value(model, block, Some(Unit::Attention)) else {
+        unreachable!("attention holds its output")
+    };
+    let (dw, da) = linear_backward(rows(a.clone()), &inner.attn_out.weight, rows(dx2.clone()));
+    register(grads, &params.attn_out.weight, dw);
+    chain.release(block, Unit::AttnOut);
+
+    // attention: the core's own backward from its inputs, output and log-sum-exp.
+    let Value::Qkv(q, k, v) = chain.value(model, block, Some(Unit::Qkv)) else {
+        unreachable!("qkv holds queries, keys and values")
+    };
+    let heads = inner.heads;
+    let (dq, dk, dv) = flash_backward::<Inner<B>>(
+        q,
+        k,
+        v,
+        split_heads(a, heads),
+        lse,
+        split_heads(da.reshape([b, t, d]), heads),
+        tiles_of(&inner),
+    );
+    chain.release(block, Unit::Attention);
+
+    // qkv: three products of h1; their input gradients added in the order Burn's autodiff
+    // adds them (values, then keys, then queries).
+    let (h1, mean1, rstd1) = chain.value(model, block, Some(Unit::NormAttn)).norm();
+    let mut dh1: Option<Tensor<Inner<B>, 2>> = None;
+    for (dproj, layer, param) in [
+        (dv, &inner.value, &params.value),
+        (dk, &inner.key, &params.key),
+        (dq, &inner.query, &params.query),
+    ] {
+        let (dw, dx) = linear_backward(h1.clone(), &layer.weight, rows(merge_heads(dproj)));
+        register(grads, &param.weight, dw);
+        dh1 = Some(match dh1 {
+            Some(acc) => dx + acc,
+            None => dx,
+        });
+    }
+    let dh1 = dh1.expect("three projections");
+    chain.release(block, Unit::Qkv);
+
+    // norm_attn: h1 = ln1(x); x also feeds the first residual.
+    let kept = kept_of(
+        chain,
+        model,
+        block,
+        None,
+        saving,
+        h1,
+        mean1,
+        &inner.norm_attn,
+    );
+    let (dx, dgamma, dbeta) = norm_backward(&inner.norm_attn, kept, rstd1, dh1);
+    register_norm(grads, &params.norm_attn, dgamma, dbeta);
+    chain.release(block, Unit::NormAttn);
+    dx.reshape([b, t, d]) + dx2
+}
+
+/// What a layer norm's backward recovers `x̂` from under `saving`: its input (the value of
+/// `input`: `None`, the block's input, for `norm_attn`; `attn_out` for `norm_mlp`) and row
+/// means, or its output `y` and `β`.
+#[allow(clippy::too_many_arguments)]
+fn kept_of<B: TrainBackend>(
+    chain: &mut Chain<Inner<B>>,
+    model: &TransformerLm<B>,
+    block: usize,
+    input: Option<Unit>,
+    saving: LayerNormSaving,
+    y: Tensor<Inner<B>, 2>,
+    mean: Tensor<Inner<B>, 2>,
+    norm: &LayerNorm<Inner<B>>,
+) -> norm::Kept<Inner<B>> {
+    match saving {
+        LayerNormSaving::SavesOutput => norm::Kept::Output {
+            y: y.into_primitive().tensor(),
+            beta: norm
+                .beta
+                .as_ref()
+                .expect("the model's layer norms have a β")
+                .val()
+                .into_primitive()
+                .tensor(),
+        },
+        _ => {
+            let x = rows(chain.value(model, block, input).hidden());
+            norm::Kept::Input {
+                x: x.into_primitive().tensor(),
+                mean: mean.into_primitive().tensor(),
+            }
+        }
+    }
+}
+
+fn norm_backward<I: ModelBackend>(
+    norm: &LayerNorm<I>,
+    kept: norm::Kept<I>,
+    rstd: Tensor<I, 2>,
+    dy: Tensor<I, 2>,
+) -> (Tensor<I, 2>, Tensor<I, 1>, Tensor<I, 1>) {
+    norm::backward::<I>(kept, rstd, norm.gamma.val(), dy)
+}
+
+fn register_norm<B: AutodiffBackend>(
+    grads: &mut GradientsParams,
+    norm: &LayerNorm<B>,
+    dgamma: Tensor<B::InnerBackend, 1>,
+    dbeta: Tensor<B::InnerBackend, 1>,
+) {
+    grads.register::<B::InnerBackend, 1>(norm.gamma.id, dgamma);
+    if let Some(beta) = &norm.beta {
+        grads.register::<B::InnerBackend, 1>(beta.id, dbeta);
+    }
+}
+
+#[cfg(test)]
+#[path = "units_tests.rs"]
+mod tests;
