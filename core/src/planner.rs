@@ -41,23 +41,6 @@ pub fn plan(
     layers: usize,
     profile: Option<&ExecutorProfile>,
 ) -> Result<Plan, PlanError> {
-    let mut planned = segment_plan(strategy, layers, profile)?;
-    if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_mut()) {
-        segments.units = Some(crate::units::UnitPlan::new(
-            &segments.segments,
-            policy,
-            strategy.layer_norm,
-        ));
-    }
-    Ok(planned)
-}
-
-/// The block-granular plan of [`plan`].
-fn segment_plan(
-    strategy: &Strategy,
-    layers: usize,
-    profile: Option<&ExecutorProfile>,
-) -> Result<Plan, PlanError> {
     if let Some(p) = profile {
         if p.blocks.len() != layers {
             return Err(PlanError::Params(format!(
@@ -93,6 +76,41 @@ fn segment_plan(
         checkmate: None,
     })
 }
+
+/// [`plan`] for a job of `model`, with the unit-level refinement of its segments when the
+/// strategy has a policy ([`SegmentPlan::units`], [`crate::units::UnitPlan`], sized by the
+/// model's shapes and the strategy's precision).
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_job(
+    strategy: &Strategy,
+    model: &crate::spec::ModelConfig,
+    profile: Option<&ExecutorProfile>,
+) -> Result<Plan, PlanError> {
+    let mut planned = plan(strategy, model.layers, profile)?;
+    if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_mut()) {
+        let shape = crate::units::UnitShape {
+            d_model: model.d_model as u64,
+            d_ff: model.d_ff as u64,
+            heads: model.heads as u64,
+            batch: model.batch as u64,
+            seq_len: model.seq_len as u64,
+            dtype_bytes: match strategy.precision {
+                crate::spec::Precision::F32 => 4,
+                crate::spec::Precision::F16 | crate::spec::Precision::Bf16 => 2,
+            },
+        };
+        segments.units = Some(crate::units::UnitPlan::new(
+            &segments.segments,
+            policy,
+            strategy.layer_norm,
+            &shape,
+        ));
+    }
+    Ok(planned)
+}
+
 
 /// The plans that follow from the strategy and the block count alone: K-block segments (every
 /// K, sqrt), one stored segment per block (the fused optimizer step without checkpointing) and

@@ -247,7 +247,7 @@ fn unit_names() -> String {
 ///
 /// Written in experiment and job files as a name (`"save_matmuls"`, `"save_nothing"`,
 /// `"save_everything"`) or a list of unit names to keep (`["qkv", "attention"]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Policy {
     /// Keep the outputs of the matrix products and the attention core; recompute the layer
     /// norms and GELU (PyTorch's selective-checkpointing example, JAX's `dots_saveable`).
@@ -259,24 +259,31 @@ pub enum Policy {
     SaveEverything,
     /// Keep the outputs of these units (JAX's `save_only_these_names`).
     Keep(UnitSet),
+    /// An activation memory budget `b` in [0, 1] of the span between keeping nothing inside a
+    /// block (0) and keeping everything (1): the units with the least recomputation whose kept
+    /// bytes fit, chosen over every subset of a block's units ([`budget_choice`]), as PyTorch's
+    /// `activation_memory_budget` partitioner chooses over the operations of the joint graph.
+    Budget(f64),
 }
 
 impl Policy {
     /// The names of the named policies, for error messages.
     pub const NAMES: [&'static str; 3] = ["save_matmuls", "save_nothing", "save_everything"];
 
-    /// The unit outputs a block of a recomputed segment keeps.
-    pub fn kept(&self) -> UnitSet {
+    /// The unit outputs a block of a recomputed segment keeps; `None` for a budget, whose
+    /// choice depends on the model's shape ([`budget_choice`]).
+    pub fn kept(&self) -> Option<UnitSet> {
         match self {
-            Policy::SaveMatmuls => UnitSet::of(
+            Policy::SaveMatmuls => Some(UnitSet::of(
                 &Unit::ALL
                     .into_iter()
                     .filter(|u| u.is_matmul())
                     .collect::<Vec<_>>(),
-            ),
-            Policy::SaveNothing => UnitSet::NONE,
-            Policy::SaveEverything => UnitSet::ALL,
-            Policy::Keep(set) => *set,
+            )),
+            Policy::SaveNothing => Some(UnitSet::NONE),
+            Policy::SaveEverything => Some(UnitSet::ALL),
+            Policy::Keep(set) => Some(*set),
+            Policy::Budget(_) => None,
         }
     }
 
@@ -291,6 +298,7 @@ impl Policy {
                 "keep:{}",
                 set.units().map(Unit::name).collect::<Vec<_>>().join("+")
             ),
+            Policy::Budget(b) => format!("budget:{b}"),
         }
     }
 
@@ -317,12 +325,14 @@ impl Policy {
 enum PolicyWire {
     Name(String),
     Units(UnitSet),
+    Budget { budget: f64 },
 }
 
 impl Serialize for Policy {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Policy::Keep(set) => PolicyWire::Units(*set),
+            Policy::Budget(b) => PolicyWire::Budget { budget: *b },
             named => PolicyWire::Name(named.label()),
         }
         .serialize(s)
@@ -351,8 +361,18 @@ impl<'de> Deserialize<'de> for Policy {
                     .map(Policy::Keep)
                     .map_err(serde::de::Error::custom)
             }
+            serde_json::Value::Object(map) if map.len() == 1 && map.contains_key("budget") => {
+                match map["budget"].as_f64() {
+                    Some(b) if (0.0..=1.0).contains(&b) => Ok(Policy::Budget(b)),
+                    _ => Err(serde::de::Error::custom(format!(
+                        "policy budget {}: use a number in [0, 1] (0 keeps nothing inside a \
+                         block, 1 everything), e.g. {{ budget = 0.05 }}",
+                        map["budget"]
+                    ))),
+                }
+            }
             other => Err(serde::de::Error::custom(format!(
-                "a policy is a name ({}) or a list of unit names, found {other}",
+                "a policy is a name ({}), a list of unit names or {{ budget = b }}, found {other}",
                 Self::NAMES.join(", ")
             ))),
         }
@@ -376,65 +396,168 @@ pub struct UnitPlan {
     /// Unit outputs recomputed per step, predicted by [`recomputed_units`]; the executor counts
     /// what it does ([`crate::record::StepRecord::recomputed_units`]).
     pub recomputed_units: usize,
+    /// Bytes of unit outputs the plan keeps between forward and backward over every block
+    /// ([`UnitShape::kept_bytes`]), derived from the shapes; the recomputed values live only
+    /// during their block's backward and are not counted.
+    pub kept_bytes: u64,
+    /// Forward FLOPs recomputed per step ([`UnitShape::forward_flops`] of every recomputed
+    /// unit), derived from the shapes.
+    pub recompute_flops: f64,
 }
 
 impl UnitPlan {
-    /// The plan of `policy` over `segments` with layer norms keeping what `saving` says.
-    pub fn new(segments: &[Segment], policy: Policy, saving: LayerNormSaving) -> UnitPlan {
-        let keeps = block_keeps(segments, &policy);
-        let recomputed_units = recomputed_units(&keeps, saving).len();
+    /// The plan of `policy` over `segments` of a model of `shape`, with layer norms keeping what
+    /// `saving` says.
+    pub fn new(
+        segments: &[Segment],
+        policy: Policy,
+        saving: LayerNormSaving,
+        shape: &UnitShape,
+    ) -> UnitPlan {
+        let kept = match (policy.kept(), policy) {
+            (Some(kept), _) => kept,
+            (None, Policy::Budget(b)) => budget_choice(b, shape, saving).kept,
+            (None, _) => unreachable!("only a budget's kept set depends on the shape"),
+        };
+        let keeps = block_keeps(segments, kept);
+        let recomputed = recomputed_units(&keeps, saving);
         UnitPlan {
             policy,
+            recomputed_units: recomputed.len(),
+            kept_bytes: keeps.iter().map(|k| shape.kept_bytes(*k)).sum(),
+            recompute_flops: recomputed.iter().map(|(_, u)| shape.forward_flops(*u)).sum(),
             keeps,
-            recomputed_units,
         }
-    }
-
-    /// Bytes of unit outputs the plan keeps between forward and backward, over every block:
-    /// `tokens · Σ_blocks Σ_kept (elements_per_token · dtype_bytes + f32_per_token · 4)`
-    /// ([`Unit::elements_per_token`], [`Unit::f32_per_token`]) for `tokens` = batch · seq and a
-    /// compute dtype of `dtype_bytes`. Derived from the shapes, not measured; the recomputed
-    /// values live only during their block's backward and are not counted.
-    pub fn kept_bytes(
-        &self,
-        d_model: u64,
-        d_ff: u64,
-        heads: u64,
-        tokens: u64,
-        dtype_bytes: u64,
-    ) -> u64 {
-        self.keeps
-            .iter()
-            .flat_map(|keep| keep.units())
-            .map(|u| {
-                tokens
-                    * (u.elements_per_token(d_model, d_ff) * dtype_bytes
-                        + u.f32_per_token(heads) * 4)
-            })
-            .sum()
     }
 }
 
-/// What every block keeps under `segments` refined by `policy`: a stored segment's blocks keep
-/// every unit output; a recomputed segment's blocks keep what `policy` keeps, and its last block
-/// also keeps its `mlp_out` output (the next segment's checkpoint). Under
-/// [`Policy::SaveNothing`] this is exactly block-granular activation checkpointing.
-pub fn block_keeps(segments: &[Segment], policy: &Policy) -> Vec<UnitSet> {
+/// The shapes a unit plan is sized by: the block's widths, the tokens of a step and the compute
+/// dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitShape {
+    /// Hidden size `d`.
+    pub d_model: u64,
+    /// MLP width `f`.
+    pub d_ff: u64,
+    /// Attention heads.
+    pub heads: u64,
+    /// Sequences per step.
+    pub batch: u64,
+    /// Tokens per sequence.
+    pub seq_len: u64,
+    /// Bytes per element of the compute dtype (4 for f32, 2 for f16 and bf16).
+    pub dtype_bytes: u64,
+}
+
+impl UnitShape {
+    /// Bytes one block keeps with `kept`: `batch · seq · Σ_kept (elements_per_token ·
+    /// dtype_bytes + f32_per_token · 4)`, derived from the shapes ([`Unit::elements_per_token`],
+    /// [`Unit::f32_per_token`]).
+    pub fn kept_bytes(&self, kept: UnitSet) -> u64 {
+        let tokens = self.batch * self.seq_len;
+        kept.units()
+            .map(|u| {
+                tokens
+                    * (u.elements_per_token(self.d_model, self.d_ff) * self.dtype_bytes
+                        + u.f32_per_token(self.heads) * 4)
+            })
+            .sum()
+    }
+
+    /// Forward FLOPs of `unit` in one block, counted as PyTorch's FLOP counter
+    /// (`torch.utils.flop_counter`, the default runtime estimate of the
+    /// `activation_memory_budget` partitioner) counts them: `2 m k n` per matrix product
+    /// (`qkv`: `3 · 2 n d²`; `attn_out`: `2 n d²`; `mlp_in`, `mlp_out`: `2 n d f`, with `n` =
+    /// batch · seq), the attention core's two products over the causal half of the scores,
+    /// `2 · 2 · b · t² · d / 2`, and 0 for the layer norms, GELU and the residual adds
+    /// (elementwise operations, which it does not count).
+    pub fn forward_flops(&self, unit: Unit) -> f64 {
+        let (d, f) = (self.d_model as f64, self.d_ff as f64);
+        let (b, t) = (self.batch as f64, self.seq_len as f64);
+        let n = b * t;
+        match unit {
+            Unit::Qkv => 3.0 * 2.0 * n * d * d,
+            Unit::Attention => 2.0 * b * t * t * d,
+            Unit::AttnOut => 2.0 * n * d * d,
+            Unit::MlpIn | Unit::MlpOut => 2.0 * n * d * f,
+            Unit::NormAttn | Unit::NormMlp | Unit::Activation => 0.0,
+        }
+    }
+}
+
+/// What a block keeps at a memory budget, with what it costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetChoice {
+    /// The kept unit outputs (`mlp_out`, the block's output, always).
+    pub kept: UnitSet,
+    /// Bytes the block keeps ([`UnitShape::kept_bytes`]).
+    pub kept_bytes: u64,
+    /// Forward FLOPs the block recomputes per step ([`UnitShape::forward_flops`] over
+    /// [`recomputed_units`]).
+    pub recompute_flops: f64,
+    /// The budget in bytes: keeping nothing but the output, plus `b` of the span to keeping
+    /// everything.
+    pub budget_bytes: u64,
+}
+
+/// The block plan of budget `b` (in [0, 1]): over every subset of a block's units that keeps
+/// the block's output, the least recomputed FLOPs whose kept bytes fit `lo + b (hi - lo)`;
+/// ties go to fewer kept bytes. `lo` keeps only the output (0: "activation checkpointing to
+/// everything", in the source's words); `hi` is the plan that recomputes no counted FLOP with
+/// the fewest bytes, the analog of the source's 1.0, "the activation memory from the default
+/// 'compile' strategy", whose partitioner already recomputes cheap pointwise operations. Exact
+/// over the 128 subsets, where PyTorch's partitioner solves a knapsack over the joint graph's
+/// operations, with FLOPs as its default runtime estimate counts them. Every block gets the
+/// same choice (the blocks are alike).
+pub fn budget_choice(b: f64, shape: &UnitShape, saving: LayerNormSaving) -> BudgetChoice {
+    let options: Vec<(UnitSet, u64, f64)> = (0u8..128)
+        .map(|bits| {
+            let kept = UnitSet(bits).with(Unit::MlpOut);
+            let flops = recomputed_units(&[kept], saving)
+                .into_iter()
+                .map(|(_, u)| shape.forward_flops(u))
+                .sum();
+            (kept, shape.kept_bytes(kept), flops)
+        })
+        .collect();
+    let cheapest = |fits: &dyn Fn(u64) -> bool| {
+        options
+            .iter()
+            .filter(|o| fits(o.1))
+            .min_by(|a, b| (a.2, a.1).partial_cmp(&(b.2, b.1)).expect("finite FLOPs"))
+            .copied()
+            .expect("keeping only the output fits every budget")
+    };
+    let lo = shape.kept_bytes(UnitSet::NONE.with(Unit::MlpOut));
+    let hi = cheapest(&|_| true).1;
+    let budget_bytes = lo + ((hi - lo) as f64 * b.clamp(0.0, 1.0)).floor() as u64;
+    let (kept, kept_bytes, recompute_flops) = cheapest(&|bytes| bytes <= budget_bytes);
+    BudgetChoice {
+        kept,
+        kept_bytes,
+        recompute_flops,
+        budget_bytes,
+    }
+}
+/// What every block keeps under `segments` refined by a policy that keeps `kept`: a stored
+/// segment's blocks keep every unit output; a recomputed segment's blocks keep `kept`, and its
+/// last block also keeps its `mlp_out` output (the next segment's checkpoint). With nothing
+/// kept ([`Policy::SaveNothing`]) this is exactly block-granular activation checkpointing.
+pub fn block_keeps(segments: &[Segment], kept: UnitSet) -> Vec<UnitSet> {
     let mut keeps = Vec::new();
     for seg in segments {
         for block in seg.range() {
             keeps.push(if !seg.recompute {
                 UnitSet::ALL
             } else if block + 1 == seg.end {
-                policy.kept().with(Unit::MlpOut)
+                kept.with(Unit::MlpOut)
             } else {
-                policy.kept()
+                kept
             });
         }
     }
     keeps
 }
-
 /// The unit outputs recomputed in one backward pass of the executor under `keeps` (one set per
 /// block) with layer norms keeping what `saving` says: `(block, unit)` pairs in the order the
 /// executor recomputes them.
@@ -489,7 +612,7 @@ mod tests {
 
     #[test]
     fn save_matmuls_keeps_the_products_and_the_attention_core() {
-        let kept: Vec<&str> = Policy::SaveMatmuls.kept().units().map(Unit::name).collect();
+        let kept: Vec<&str> = Policy::SaveMatmuls.kept().unwrap().units().map(Unit::name).collect();
         assert_eq!(kept, ["qkv", "attention", "attn_out", "mlp_in", "mlp_out"]);
     }
 
@@ -521,7 +644,7 @@ mod tests {
     fn save_nothing_is_block_checkpointing_and_recomputes_every_unit_but_the_boundaries() {
         let layers = 6;
         for k in 1..=layers {
-            let keeps = block_keeps(&every_k(layers, k), &Policy::SaveNothing);
+            let keeps = block_keeps(&every_k(layers, k), UnitSet::NONE);
             let recomputed = recomputed_units(&keeps, LayerNormSaving::SavesInput);
             // Every unit output but the segments' last blocks' mlp_out is recomputed, once.
             let boundaries = layers.div_ceil(k);
@@ -535,12 +658,62 @@ mod tests {
 
     #[test]
     fn save_everything_recomputes_nothing_and_save_matmuls_the_norms_and_gelu() {
-        let keeps = block_keeps(&every_k(4, 1), &Policy::SaveEverything);
+        let keeps = block_keeps(&every_k(4, 1), UnitSet::ALL);
         assert!(recomputed_units(&keeps, LayerNormSaving::SavesInput).is_empty());
-        let keeps = block_keeps(&every_k(4, 1), &Policy::SaveMatmuls);
+        let keeps = block_keeps(&every_k(4, 1), Policy::SaveMatmuls.kept().unwrap());
         let recomputed = recomputed_units(&keeps, LayerNormSaving::SavesInput);
         assert_eq!(recomputed.len(), 4 * 3);
         assert!(recomputed.iter().all(|(_, u)| !u.is_matmul()));
+    }
+
+    /// The cpu profile's block: d 128, f 512, 4 heads, 8 x 128 tokens, f32.
+    fn cpu_shape() -> UnitShape {
+        UnitShape {
+            d_model: 128,
+            d_ff: 512,
+            heads: 4,
+            batch: 8,
+            seq_len: 128,
+            dtype_bytes: 4,
+        }
+    }
+
+    #[test]
+    fn budgets_span_keeping_nothing_to_keeping_everything() {
+        let shape = cpu_shape();
+        let saving = LayerNormSaving::SavesInput;
+        let zero = budget_choice(0.0, &shape, saving);
+        assert_eq!(zero.kept, UnitSet::NONE.with(Unit::MlpOut));
+        // 1.0 recomputes no counted FLOP with the fewest bytes: the layer norms and GELU
+        // (elementwise, uncounted) are recomputed, the products' outputs kept: save_matmuls.
+        let one = budget_choice(1.0, &shape, saving);
+        let matmuls = Policy::SaveMatmuls.kept().unwrap();
+        assert_eq!(one.kept, matmuls);
+        assert_eq!(one.recompute_flops, 0.0);
+        // Cost falls as the budget grows; every choice fits its budget.
+        let mut last: Option<BudgetChoice> = None;
+        let mut distinct = std::collections::HashSet::new();
+        for i in 0..=20 {
+            let c = budget_choice(i as f64 / 20.0, &shape, saving);
+            assert!(c.kept_bytes <= c.budget_bytes);
+            if let Some(l) = last {
+                assert!(c.recompute_flops <= l.recompute_flops, "{c:?} after {l:?}");
+            }
+            distinct.insert(c.kept);
+            last = Some(c);
+        }
+        assert!(distinct.len() >= 4, "{} plans over 21 budgets", distinct.len());
+        // Just below 1.0 the plan must recompute some product.
+        assert!(budget_choice(0.95, &shape, saving).recompute_flops > 0.0);
+    }
+
+    #[test]
+    fn a_budget_policy_reads_and_writes_as_a_table() {
+        let p: Policy = serde_json::from_str("{\"budget\": 0.05}").unwrap();
+        assert_eq!(p, Policy::Budget(0.05));
+        assert_eq!(serde_json::to_string(&p).unwrap(), "{\"budget\":0.05}");
+        let err = serde_json::from_str::<Policy>("{\"budget\": 5}").unwrap_err();
+        assert!(err.to_string().contains("[0, 1]"), "{err}");
     }
 
     #[test]

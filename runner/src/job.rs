@@ -195,7 +195,7 @@ fn planned(
     {
         strategy.recompute = Recompute::Checkmate(fraction_at_limit(p, *f, limit));
     }
-    let plan = planner::plan(&strategy, job.model.layers, profile).map_err(|e| match e {
+    let plan = planner::plan_job(&strategy, &job.model, profile).map_err(|e| match e {
         PlanError::Infeasible { .. } => (
             JobStatus::Infeasible,
             format!(

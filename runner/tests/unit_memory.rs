@@ -9,7 +9,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use memwall_core::strategy::{every_k, LayerNormSaving};
-use memwall_core::units::{Policy, Unit, UnitPlan, UnitSet};
+use memwall_core::units::{Policy, Unit, UnitPlan, UnitSet, UnitShape};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::{train_step, unit_train_step, Inputs};
@@ -52,8 +52,14 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     B::seed(&device, 5);
     let model = cfg.init::<B>(&device);
     let inputs = Inputs::<B>::new(&batch, &device);
-    let tokens = (cfg.batch * cfg.seq_len) as u64;
-    let (d, f, h) = (cfg.d_model as u64, cfg.d_ff as u64, cfg.heads as u64);
+    let shape = UnitShape {
+        d_model: cfg.d_model as u64,
+        d_ff: cfg.d_ff as u64,
+        heads: cfg.heads as u64,
+        batch: cfg.batch as u64,
+        seq_len: cfg.seq_len as u64,
+        dtype_bytes: 4,
+    };
     let segments = every_k(cfg.layers, 1);
     let policies = [
         Policy::SaveEverything,
@@ -63,8 +69,8 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     ];
     let mut rows = Vec::new();
     for policy in policies {
-        let plan = UnitPlan::new(&segments, policy, LayerNormSaving::SavesInput);
-        let kept = plan.kept_bytes(d, f, h, tokens, 4);
+        let plan = UnitPlan::new(&segments, policy, LayerNormSaving::SavesInput, &shape);
+        let kept = plan.kept_bytes;
         let (measured, recomputed) = step_peak(&model, &inputs, Some(&plan.keeps));
         assert_eq!(recomputed, plan.recomputed_units, "{policy}: recomputed units");
         rows.push((policy, kept, measured));
@@ -72,8 +78,7 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     let (block_level, _) = step_peak(&model, &inputs, None);
     // Everything one block's units produce, f32: what may be live beside the kept values while
     // a block's backward runs on its recomputed values.
-    let one_block = UnitPlan::new(&segments[..1], Policy::SaveEverything, LayerNormSaving::SavesInput)
-        .kept_bytes(d, f, h, tokens, 4);
+    let one_block = shape.kept_bytes(UnitSet::ALL);
     let table: Vec<String> = rows
         .iter()
         .map(|(p, k, m)| format!("{p}: kept {k} B, measured peak above steady {m} B"))

@@ -437,6 +437,14 @@ where
     }
 }
 
+/// What [`unit_train_step`] returns: the updated model, the `[1]` loss and the unit outputs
+/// recomputed, `(block, unit)` in order.
+pub type UnitTrainStep<B> = (
+    TransformerLm<B>,
+    Tensor<<B as AutodiffBackend>::InnerBackend, 1>,
+    Vec<(usize, memwall_core::units::Unit)>,
+);
+
 /// One training step under a unit-level plan (`keeps`, one set per block): the unit executor's
 /// forward and backward ([`units::unit_step`]), the fused or the final optimizer step. Returns
 /// the updated model, the loss tensor and the unit outputs recomputed, `(block, unit)` in order.
@@ -448,11 +456,7 @@ pub fn unit_train_step<B, O>(
     keeps: &[UnitSet],
     fused: bool,
     probe: &mut dyn MemoryProbe,
-) -> (
-    TransformerLm<B>,
-    Tensor<B::InnerBackend, 1>,
-    Vec<(usize, memwall_core::units::Unit)>,
-)
+) -> UnitTrainStep<B>
 where
     B: TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
@@ -567,18 +571,7 @@ fn prepare<B: TrainBackend>(
     let plan = plan_of(spec);
     let unit_plan = spec.plan.as_ref().and_then(|p| p.units.as_ref());
     let estimated_activation_bytes = match (&plan, unit_plan) {
-        (_, Some(u)) => {
-            let m = &spec.model;
-            let dtype_bytes = dtype_of(spec.strategy.precision).size() as u64;
-            let tokens = (m.batch * m.seq_len) as u64;
-            u.kept_bytes(
-                m.d_model as u64,
-                m.d_ff as u64,
-                m.heads as u64,
-                tokens,
-                dtype_bytes,
-            )
-        }
+        (_, Some(u)) => u.kept_bytes,
         (Some(p), None) => budget::estimate_plan(&block_costs, p),
         (None, None) => block_costs.iter().map(|b| b.activation_bytes).sum(),
     };
