@@ -111,7 +111,6 @@ pub fn plan_job(
     Ok(planned)
 }
 
-
 /// The plans that follow from the strategy and the block count alone: K-block segments (every
 /// K, sqrt), one stored segment per block (the fused optimizer step without checkpointing) and
 /// explicit plans; `None` for plain backward and balanced checkpointing.

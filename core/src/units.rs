@@ -425,7 +425,9 @@ impl UnitPlan {
             policy,
             recomputed_units: recomputed.len(),
             kept_bytes: keeps.iter().map(|k| shape.kept_bytes(*k)).sum(),
-            recompute_flops: recomputed.iter().map(|(_, u)| shape.forward_flops(*u)).sum(),
+            recompute_flops: recomputed
+                .iter()
+                .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(*u)),
             keeps,
         }
     }
@@ -515,8 +517,7 @@ pub fn budget_choice(b: f64, shape: &UnitShape, saving: LayerNormSaving) -> Budg
             let kept = UnitSet(bits).with(Unit::MlpOut);
             let flops = recomputed_units(&[kept], saving)
                 .into_iter()
-                .map(|(_, u)| shape.forward_flops(u))
-                .sum();
+                .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
             (kept, shape.kept_bytes(kept), flops)
         })
         .collect();
@@ -612,7 +613,12 @@ mod tests {
 
     #[test]
     fn save_matmuls_keeps_the_products_and_the_attention_core() {
-        let kept: Vec<&str> = Policy::SaveMatmuls.kept().unwrap().units().map(Unit::name).collect();
+        let kept: Vec<&str> = Policy::SaveMatmuls
+            .kept()
+            .unwrap()
+            .units()
+            .map(Unit::name)
+            .collect();
         assert_eq!(kept, ["qkv", "attention", "attn_out", "mlp_in", "mlp_out"]);
     }
 
@@ -702,7 +708,11 @@ mod tests {
             distinct.insert(c.kept);
             last = Some(c);
         }
-        assert!(distinct.len() >= 4, "{} plans over 21 budgets", distinct.len());
+        assert!(
+            distinct.len() >= 4,
+            "{} plans over 21 budgets",
+            distinct.len()
+        );
         // Just below 1.0 the plan must recompute some product.
         assert!(budget_choice(0.95, &shape, saving).recompute_flops > 0.0);
     }

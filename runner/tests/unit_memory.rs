@@ -19,7 +19,11 @@ type B = Autodiff<Flex>;
 /// Peak above the steady state (bytes) of the second of two steps, with the unit executor under
 /// `keeps` or (`None`) the block-level segment executor checkpointing every block, and the unit
 /// outputs the second step recomputed.
-fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, keeps: Option<&[UnitSet]>) -> (u64, usize) {
+fn step_peak(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    keeps: Option<&[UnitSet]>,
+) -> (u64, usize) {
     let layers = model.blocks.len();
     let plan = every_k(layers, 1);
     let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
@@ -72,7 +76,10 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
         let plan = UnitPlan::new(&segments, policy, LayerNormSaving::SavesInput, &shape);
         let kept = plan.kept_bytes;
         let (measured, recomputed) = step_peak(&model, &inputs, Some(&plan.keeps));
-        assert_eq!(recomputed, plan.recomputed_units, "{policy}: recomputed units");
+        assert_eq!(
+            recomputed, plan.recomputed_units,
+            "{policy}: recomputed units"
+        );
         rows.push((policy, kept, measured));
     }
     let (block_level, _) = step_peak(&model, &inputs, None);
@@ -86,8 +93,14 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     let table = format!("{}\nblock-level K = 1: {block_level} B", table.join("\n"));
     eprintln!("{table}");
     for w in rows.windows(2) {
-        assert!(w[1].1 < w[0].1, "policies listed by decreasing kept bytes:\n{table}");
-        assert!(w[1].2 < w[0].2, "a policy keeping less must peak lower:\n{table}");
+        assert!(
+            w[1].1 < w[0].1,
+            "policies listed by decreasing kept bytes:\n{table}"
+        );
+        assert!(
+            w[1].2 < w[0].2,
+            "a policy keeping less must peak lower:\n{table}"
+        );
     }
     // Each policy's saving against keeping everything is what it does not keep, less what one
     // block's backward holds while it recomputes.
