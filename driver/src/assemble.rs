@@ -257,7 +257,11 @@ fn write_report(
     }
     if doc.glance.is_empty() {
         // No claim is judged: the device of the newest record (backend and profile beside it).
-        if let Some(r) = records.records.iter().max_by_key(|r| r.finished_at.as_str()) {
+        if let Some(r) = records
+            .records
+            .iter()
+            .max_by_key(|r| r.finished_at.as_str())
+        {
             doc.measured_on = format!(
                 "{} ({}), {} profile",
                 r.env.device_name, r.env.backend, r.spec.profile
