@@ -426,7 +426,6 @@ fn block_backward<B: TrainBackend>(
 ) -> Tensor<Inner<B>, 3> {
     let params = &model.blocks[block];
     let inner = params.valid();
-    let saving = inner.layer_norm;
     let [b, t, d] = dy.dims();
 
     // mlp_out: x3 = x2 + g W2.
@@ -447,18 +446,9 @@ fn block_backward<B: TrainBackend>(
     chain.release(block, Unit::MlpIn);
 
     // norm_mlp: h2 = ln2(x2); x2 also feeds the second residual.
-    let kept = kept_of(
-        chain,
-        model,
-        block,
-        Some(Unit::AttnOut),
-        saving,
-        h2,
-        mean2,
-        &inner.norm_mlp,
-    );
-    let (dx2, dgamma, dbeta) = norm_backward(&inner.norm_mlp, kept, rstd2, dh2);
-    register_norm(grads, &params.norm_mlp, dgamma, dbeta);
+    let norm = (&inner.norm_mlp, &params.norm_mlp);
+    let at = (block, Some(Unit::AttnOut));
+    let dx2 = norm_unit_backward(chain, model, at, norm, (h2, mean2, rstd2), dh2, grads);
     let dx2 = dx2.reshape([b, t, d]) + dy;
     chain.release(block, Unit::NormMlp);
 
@@ -506,76 +496,63 @@ fn block_backward<B: TrainBackend>(
     chain.release(block, Unit::Qkv);
 
     // norm_attn: h1 = ln1(x); x also feeds the first residual.
-    let kept = kept_of(
+    let norm = (&inner.norm_attn, &params.norm_attn);
+    let dx = norm_unit_backward(
         chain,
         model,
-        block,
-        None,
-        saving,
-        h1,
-        mean1,
-        &inner.norm_attn,
+        (block, None),
+        norm,
+        (h1, mean1, rstd1),
+        dh1,
+        grads,
     );
-    let (dx, dgamma, dbeta) = norm_backward(&inner.norm_attn, kept, rstd1, dh1);
-    register_norm(grads, &params.norm_attn, dgamma, dbeta);
     chain.release(block, Unit::NormAttn);
     dx.reshape([b, t, d]) + dx2
 }
 
-/// What a layer norm's backward recovers `x̂` from under `saving`: its input (the value of
-/// `input`: `None`, the block's input, for `norm_attn`; `attn_out` for `norm_mlp`) and row
-/// means, or its output `y` and `β`.
-#[allow(clippy::too_many_arguments)]
-fn kept_of<B: TrainBackend>(
+/// A layer norm unit's backward from the gradient `dy` (`[rows, d_model]`) of its output:
+/// registers `dγ` and `dβ` of `params` (the model's norm; `inner` its values) in `grads` and
+/// returns the gradient of its input. `(y, mean, rstd)` is the norm's output and row
+/// statistics; under [`LayerNormSaving::SavesInput`] `x̂` is recovered from the norm's input,
+/// the value of `input` (`(block, None)`: the block's input, for `norm_attn`; `(block,
+/// Some(attn_out))` for `norm_mlp`), else from `y` and `β`.
+fn norm_unit_backward<B: TrainBackend>(
     chain: &mut Chain<Inner<B>>,
     model: &TransformerLm<B>,
-    block: usize,
-    input: Option<Unit>,
-    saving: LayerNormSaving,
-    y: Tensor<Inner<B>, 2>,
-    mean: Tensor<Inner<B>, 2>,
-    norm: &LayerNorm<Inner<B>>,
-) -> norm::Kept<Inner<B>> {
-    match saving {
+    (block, input): (usize, Option<Unit>),
+    (inner, params): (&LayerNorm<Inner<B>>, &LayerNorm<B>),
+    (y, mean, rstd): (
+        Tensor<Inner<B>, 2>,
+        Tensor<Inner<B>, 2>,
+        Tensor<Inner<B>, 2>,
+    ),
+    dy: Tensor<Inner<B>, 2>,
+    grads: &mut GradientsParams,
+) -> Tensor<Inner<B>, 2> {
+    let beta = |n: &LayerNorm<Inner<B>>| {
+        n.beta
+            .as_ref()
+            .expect("the model's layer norms have a β")
+            .val()
+    };
+    let kept = match model.blocks[block].layer_norm {
         LayerNormSaving::SavesOutput => norm::Kept::Output {
             y: y.into_primitive().tensor(),
-            beta: norm
-                .beta
-                .as_ref()
-                .expect("the model's layer norms have a β")
-                .val()
+            beta: beta(inner).into_primitive().tensor(),
+        },
+        _ => norm::Kept::Input {
+            x: rows(chain.value(model, block, input).hidden())
                 .into_primitive()
                 .tensor(),
+            mean: mean.into_primitive().tensor(),
         },
-        _ => {
-            let x = rows(chain.value(model, block, input).hidden());
-            norm::Kept::Input {
-                x: x.into_primitive().tensor(),
-                mean: mean.into_primitive().tensor(),
-            }
-        }
+    };
+    let (dx, dgamma, dbeta) = norm::backward::<Inner<B>>(kept, rstd, inner.gamma.val(), dy);
+    grads.register::<Inner<B>, 1>(params.gamma.id, dgamma);
+    if let Some(beta) = &params.beta {
+        grads.register::<Inner<B>, 1>(beta.id, dbeta);
     }
-}
-
-fn norm_backward<I: ModelBackend>(
-    norm: &LayerNorm<I>,
-    kept: norm::Kept<I>,
-    rstd: Tensor<I, 2>,
-    dy: Tensor<I, 2>,
-) -> (Tensor<I, 2>, Tensor<I, 1>, Tensor<I, 1>) {
-    norm::backward::<I>(kept, rstd, norm.gamma.val(), dy)
-}
-
-fn register_norm<B: AutodiffBackend>(
-    grads: &mut GradientsParams,
-    norm: &LayerNorm<B>,
-    dgamma: Tensor<B::InnerBackend, 1>,
-    dbeta: Tensor<B::InnerBackend, 1>,
-) {
-    grads.register::<B::InnerBackend, 1>(norm.gamma.id, dgamma);
-    if let Some(beta) = &norm.beta {
-        grads.register::<B::InnerBackend, 1>(beta.id, dbeta);
-    }
+    dx
 }
 
 #[cfg(test)]
