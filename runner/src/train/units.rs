@@ -66,7 +66,7 @@ impl<I: Backend> Value<I> {
         }
     }
 
-    fn norm(self) -> (Tensor<I, 2>, Tensor<I, 2>, Tensor<I, 2>) {
+    fn norm(self) -> NormOut<I> {
         match self {
             Value::Norm { y, mean, rstd } => (y, mean, rstd),
             _ => unreachable!("norm_attn and norm_mlp are layer norms"),
@@ -80,6 +80,9 @@ impl<I: Backend> Value<I> {
         }
     }
 }
+
+/// A layer norm's output `[rows, d_model]` and its f32 row mean and `1/std` (`[rows, 1]`).
+type NormOut<I> = (Tensor<I, 2>, Tensor<I, 2>, Tensor<I, 2>);
 
 /// The values of one step's chain: the embeddings and, per block, the unit outputs held now.
 struct Chain<I: Backend> {
@@ -521,11 +524,7 @@ fn norm_unit_backward<B: TrainBackend>(
     model: &TransformerLm<B>,
     (block, input): (usize, Option<Unit>),
     (inner, params): (&LayerNorm<Inner<B>>, &LayerNorm<B>),
-    (y, mean, rstd): (
-        Tensor<Inner<B>, 2>,
-        Tensor<Inner<B>, 2>,
-        Tensor<Inner<B>, 2>,
-    ),
+    (y, mean, rstd): NormOut<Inner<B>>,
     dy: Tensor<Inner<B>, 2>,
     grads: &mut GradientsParams,
 ) -> Tensor<Inner<B>, 2> {
