@@ -25,6 +25,9 @@ pub struct Plan {
     pub segments: Option<SegmentPlan>,
     /// The Checkmate solver's report (budget, predicted peak and cost, status, solve time).
     pub checkmate: Option<TransformerPlan>,
+    /// The unit-level refinement of the segments when the strategy has a policy
+    /// ([`crate::units::UnitPlan`], made by [`plan_job`]); `None` otherwise.
+    pub units: Option<crate::units::UnitPlan>,
 }
 
 /// Plans a job of `layers` blocks with `strategy`. `profile` is the job's own profiling pass,
@@ -63,6 +66,7 @@ pub fn plan(
         return Ok(Plan {
             segments: None,
             checkmate: None,
+            units: None,
         });
     };
     Ok(Plan {
@@ -71,15 +75,15 @@ pub fn plan(
             predicted_recompute_s: profile.map(|p| recompute_s(p, &segments)),
             segments,
             method,
-            units: None,
         }),
         checkmate: None,
+        units: None,
     })
 }
 
 /// [`plan`] for a job of `model`, with the unit-level refinement of its segments when the
-/// strategy has a policy ([`SegmentPlan::units`], [`crate::units::UnitPlan`], sized by the
-/// model's shapes and the strategy's precision).
+/// strategy has a policy ([`Plan::units`], [`crate::units::UnitPlan`], sized by the model's
+/// shapes and the strategy's precision).
 ///
 /// # Errors
 /// As [`plan`].
@@ -89,7 +93,7 @@ pub fn plan_job(
     profile: Option<&ExecutorProfile>,
 ) -> Result<Plan, PlanError> {
     let mut planned = plan(strategy, model.layers, profile)?;
-    if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_mut()) {
+    if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_ref()) {
         let shape = crate::units::UnitShape {
             d_model: model.d_model as u64,
             d_ff: model.d_ff as u64,
@@ -101,7 +105,7 @@ pub fn plan_job(
                 crate::spec::Precision::F16 | crate::spec::Precision::Bf16 => 2,
             },
         };
-        segments.units = Some(crate::units::UnitPlan::new(
+        planned.units = Some(crate::units::UnitPlan::new(
             &segments.segments,
             policy,
             strategy.layer_norm,
@@ -150,9 +154,9 @@ fn measured_plan(recompute: &Recompute, p: &ExecutorProfile) -> Result<Plan, Pla
                     method: PlanMethod::Knapsack,
                     predicted_bytes: Some(knapsack.estimated_activation_bytes),
                     predicted_recompute_s: Some(knapsack.recompute_s),
-                    units: None,
                 }),
                 checkmate: None,
+                units: None,
             })
         }
         Recompute::Checkmate(f) => {
@@ -163,9 +167,9 @@ fn measured_plan(recompute: &Recompute, p: &ExecutorProfile) -> Result<Plan, Pla
                     predicted_recompute_s: Some(recompute_s(p, &solved.segments)),
                     segments: solved.segments.clone(),
                     method: PlanMethod::CheckmateDp,
-                    units: None,
                 }),
                 checkmate: Some(solved),
+                units: None,
             })
         }
         other => Err(PlanError::Params(format!(

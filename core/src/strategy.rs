@@ -3,7 +3,7 @@
 //! executors (`memwall_runner::train::segment`, `memwall_runner::model::attention`) carry them
 //! out; the planners (`memwall_remat`, the runner's budget knapsack) produce them.
 //!
-//! May import: serde, [`crate::solve_status`], [`crate::nonfinite`] and [`crate::units`] only.
+//! May import: serde, [`crate::solve_status`] and [`crate::nonfinite`] only.
 
 use crate::solve_status::SolveStatus;
 use serde::{Deserialize, Serialize};
@@ -260,11 +260,6 @@ pub struct SegmentPlan {
         with = "crate::nonfinite::option"
     )]
     pub predicted_recompute_s: Option<f64>,
-    /// The unit-level refinement of the segments when the strategy has a policy
-    /// ([`crate::units`]): the unit executor runs it. `None`: the segment executor runs the
-    /// segments at block granularity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub units: Option<crate::units::UnitPlan>,
 }
 
 /// Checks that `segments` cover blocks `0..layers` in order, each non-empty and starting where

@@ -386,7 +386,7 @@ impl fmt::Display for Policy {
 }
 
 /// A unit-level plan: a segment plan refined by a policy, as the plan stage hands it to the
-/// unit executor (in the job file's `plan.units` and so in the record).
+/// unit executor (in the job file's `unit_plan` and so in the record).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnitPlan {
     /// The policy the plan was made with.

@@ -215,7 +215,7 @@ fn planned(
             s.predicted_bytes.map_or("-".into(), |b| b.to_string()),
             s.predicted_recompute_s.map_or("-".into(), |t| format!("{t:.3}")),
         );
-        if let Some(u) = &s.units {
+        if let Some(u) = &plan.units {
             tracing::info!(
                 "{}: unit plan (policy {}): {} of {} unit outputs recomputed per step",
                 job.config,
@@ -227,6 +227,7 @@ fn planned(
     }
     let mut planned = job.clone();
     planned.plan = plan.segments;
+    planned.unit_plan = plan.units;
     planned.planned = plan.checkmate;
     Ok(planned)
 }

@@ -95,7 +95,7 @@ pub struct StepRecord {
     )]
     pub grad_zero_fraction: Option<f64>,
     /// Unit outputs the unit executor recomputed in this step's backward, counted as it ran
-    /// (jobs with a policy only; the plan predicts it in `plan.units.recomputed_units`).
+    /// (jobs with a policy only; the plan predicts it in `spec.unit_plan.recomputed_units`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recomputed_units: Option<u32>,
 }

@@ -378,6 +378,11 @@ pub struct JobSpec {
     /// strategies without segments (plain backward, balanced checkpointing). Not in the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<crate::strategy::SegmentPlan>,
+    /// The unit-level refinement of [`JobSpec::plan`] when the strategy has a policy (made by
+    /// [`crate::planner::plan_job`]): the unit executor runs it. `None`: the segment executor
+    /// runs the segments at block granularity. Not in the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_plan: Option<crate::units::UnitPlan>,
     /// A Checkmate plan's solver report: budget, predicted peak and cost, status and solve
     /// time (its segments are [`JobSpec::plan`]'s). Not in the key.
     #[serde(default)]
@@ -590,6 +595,7 @@ impl Study {
                 data: data.clone(),
                 plan: None,
                 planned: None,
+                unit_plan: None,
                 device_settings: DeviceSettings {
                     autotune_level: c.autotune_level,
                     memory_cleanup: c.memory_cleanup,

@@ -153,8 +153,8 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
         if s.attention.is_naive() || s.layer_norm.is_composed() {
             return Some("a policy runs the unit executor, which calls memwall's memory-efficient attention and layer norm (saves_input or saves_output) unit by unit: remove `attention = \"naive\"` / `layer_norm = \"composed\"` or the policy".into());
         }
-        if !spec.profile_only && spec.plan.as_ref().is_some_and(|p| p.units.is_none()) {
-            return Some("the strategy has a policy but the job's plan has no unit-level refinement (`plan.units`): make the plan with the plan stage (`memwall run` or `memwall-job sweep-dir`)".into());
+        if !spec.profile_only && spec.plan.is_some() && spec.unit_plan.is_none() {
+            return Some("the strategy has a policy but the job has no unit plan (`unit_plan`): make the plan with the plan stage (`memwall run` or `memwall-job sweep-dir`)".into());
         }
     }
     if s.recompute.is_balanced() && s.fused_optimizer {
@@ -473,13 +473,10 @@ where
     (model, step.loss, out.recomputed)
 }
 
-/// The unit outputs each block keeps when the job's plan is unit-level ([`JobSpec::plan`]'s
-/// `units`, made by the plan stage from the strategy's policy).
+/// The unit outputs each block keeps when the job's plan is unit-level
+/// ([`JobSpec::unit_plan`], made by the plan stage from the strategy's policy).
 fn unit_keeps(spec: &JobSpec) -> Option<&[UnitSet]> {
-    spec.plan
-        .as_ref()
-        .and_then(|p| p.units.as_ref())
-        .map(|u| u.keeps.as_slice())
+    spec.unit_plan.as_ref().map(|u| u.keeps.as_slice())
 }
 
 fn train_loop<B, O>(
@@ -569,7 +566,7 @@ fn prepare<B: TrainBackend>(
     let model = init_model::<B>(spec, device);
     let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
     let plan = plan_of(spec);
-    let unit_plan = spec.plan.as_ref().and_then(|p| p.units.as_ref());
+    let unit_plan = spec.unit_plan.as_ref();
     let estimated_activation_bytes = match (&plan, unit_plan) {
         (_, Some(u)) => u.kept_bytes,
         (Some(p), None) => budget::estimate_plan(&block_costs, p),
