@@ -363,12 +363,14 @@ fn forward<B: TrainBackend>(
         for unit in Unit::ALL {
             let v = chain.forward_unit(model, &inner, block, unit);
             chain.slots[block][unit.index()] = Some(v);
-            // A value the plan does not keep is dropped once its last reader in forward ran.
-            for (value, reader) in LAST_FORWARD_READER {
-                if reader != unit {
+            // A value the plan does not keep is dropped once its last reader in forward ran
+            // (no later unit of the block reads it, [`Unit::forward_inputs`]).
+            for value in unit.forward_inputs() {
+                let later = &Unit::ALL[unit.index() + 1..];
+                if later.iter().any(|u| u.forward_inputs().contains(value)) {
                     continue;
                 }
-                let (b, u) = match value {
+                let (b, u) = match *value {
                     Some(u) => (block, u),
                     None if block == 0 => continue,
                     None => (block - 1, Unit::MlpOut),
@@ -394,19 +396,6 @@ fn forward<B: TrainBackend>(
     }
     x
 }
-
-/// For each value of a block (`None`: the block's input), the last unit whose forward pass reads
-/// it ([`Unit::forward_inputs`]).
-const LAST_FORWARD_READER: [(Option<Unit>, Unit); 8] = [
-    (None, Unit::AttnOut),
-    (Some(Unit::NormAttn), Unit::Qkv),
-    (Some(Unit::Qkv), Unit::Attention),
-    (Some(Unit::Attention), Unit::AttnOut),
-    (Some(Unit::AttnOut), Unit::MlpOut),
-    (Some(Unit::NormMlp), Unit::MlpIn),
-    (Some(Unit::MlpIn), Unit::Activation),
-    (Some(Unit::Activation), Unit::MlpOut),
-];
 
 /// The parameter `p`'s gradient `g` into `grads`.
 fn register<B: AutodiffBackend, const D: usize>(
