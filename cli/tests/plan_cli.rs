@@ -225,3 +225,75 @@ fn bad_files_and_flags_are_named() {
         assert!(!stderr.contains("panicked"), "case {i}: {stderr}");
     }
 }
+
+fn experiment(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../experiments")
+        .join(name)
+}
+
+/// `memwall plan --transformer`: the front of an experiment file's model at both granularities;
+/// the JSON's plans are on a front (bytes up, FLOPs down), span keeping only the outputs to
+/// recomputing nothing, and the unit level is never worse than the block level at equal bytes.
+#[test]
+fn a_transformers_front_from_its_experiment_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("front.json");
+    let file = experiment("selective_checkpointing.toml");
+    let (ok, stdout, stderr) = plan(&[
+        "--transformer",
+        file.to_str().unwrap(),
+        "--profile",
+        "cpu",
+        "--budgets",
+        "0,0.05,1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("8 blocks, d_model 128"), "{stdout}");
+    assert!(stdout.contains("0.05  unit"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let front = |level: &str| -> Vec<(u64, f64)> {
+        json[level]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                assert_eq!(p["keeps"].as_array().unwrap().len(), 8, "{p}");
+                (
+                    p["kept_bytes"].as_u64().unwrap(),
+                    p["recompute_flops"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (block, unit) = (front("block"), front("unit"));
+    assert_eq!(block.len(), 9, "k = 0..=8 blocks kept whole");
+    for points in [&block, &unit] {
+        assert!(points
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 > w[1].1));
+        assert_eq!(points.last().unwrap().1, 0.0);
+    }
+    assert_eq!(
+        block[0], unit[0],
+        "budget 0 is checkpointing every block at both levels"
+    );
+    for (bytes, flops) in &block {
+        let best = unit.iter().take_while(|u| u.0 <= *bytes).last().unwrap();
+        assert!(
+            best.1 <= *flops,
+            "unit level worse than block level at {bytes} bytes"
+        );
+    }
+    // Bad input names the flag or the file.
+    let (ok, _, stderr) = plan(&["--transformer", file.to_str().unwrap(), "--budgets", "1.5"]);
+    assert!(!ok && stderr.contains("--budgets 1.5"), "{stderr}");
+    let missing = dir.path().join("nope.toml");
+    let (ok, _, stderr) = plan(&["--transformer", missing.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("nope.toml"), "{stderr}");
+    let (ok, _, stderr) = plan(&["--transformer", file.to_str().unwrap(), "--graph", "x.json"]);
+    assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+}

@@ -94,17 +94,7 @@ pub fn plan_job(
 ) -> Result<Plan, PlanError> {
     let mut planned = plan(strategy, model.layers, profile)?;
     if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_ref()) {
-        let shape = crate::units::UnitShape {
-            d_model: model.d_model as u64,
-            d_ff: model.d_ff as u64,
-            heads: model.heads as u64,
-            batch: model.batch as u64,
-            seq_len: model.seq_len as u64,
-            dtype_bytes: match strategy.precision {
-                crate::spec::Precision::F32 => 4,
-                crate::spec::Precision::F16 | crate::spec::Precision::Bf16 => 2,
-            },
-        };
+        let shape = model.unit_shape(strategy.precision);
         planned.units = Some(crate::units::UnitPlan::new(
             &segments.segments,
             policy,

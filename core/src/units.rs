@@ -259,10 +259,11 @@ pub enum Policy {
     SaveEverything,
     /// Keep the outputs of these units (JAX's `save_only_these_names`).
     Keep(UnitSet),
-    /// An activation memory budget `b` in [0, 1] of the span between keeping nothing inside a
-    /// block (0) and keeping everything (1): the units with the least recomputation whose kept
-    /// bytes fit, chosen over every subset of a block's units ([`budget_choice`]), as PyTorch's
-    /// `activation_memory_budget` partitioner chooses over the operations of the joint graph.
+    /// An activation memory budget `b` in [0, 1] of the span between keeping nothing inside the
+    /// recomputed blocks (0) and the cheapest plan that recomputes no counted FLOP (1): the
+    /// units with the least recomputation whose kept bytes fit, chosen per block over the whole
+    /// model ([`budget_choice`]), as PyTorch's `activation_memory_budget` partitioner chooses
+    /// over the operations of the joint graph.
     Budget(f64),
 }
 
@@ -414,12 +415,28 @@ impl UnitPlan {
         saving: LayerNormSaving,
         shape: &UnitShape,
     ) -> UnitPlan {
-        let kept = match (policy.kept(), policy) {
-            (Some(kept), _) => kept,
-            (None, Policy::Budget(b)) => budget_choice(b, shape, saving).kept,
+        let keeps = match (policy.kept(), policy) {
+            (Some(kept), _) => block_keeps(segments, kept),
+            (None, Policy::Budget(b)) => {
+                // The budget spans the recomputed segments' blocks; stored ones keep everything.
+                let recomputed = segments
+                    .iter()
+                    .filter(|s| s.recompute)
+                    .map(|s| s.range().len())
+                    .sum();
+                let choice = budget_choice(b, recomputed, shape, saving, Granularity::Unit);
+                let mut chosen = choice.plan.keeps.into_iter();
+                segments
+                    .iter()
+                    .flat_map(|seg| seg.range().map(move |_| seg.recompute))
+                    .map(|recompute| match recompute {
+                        true => chosen.next().expect("one choice per recomputed block"),
+                        false => UnitSet::ALL,
+                    })
+                    .collect()
+            }
             (None, _) => unreachable!("only a budget's kept set depends on the shape"),
         };
-        let keeps = block_keeps(segments, kept);
         let recomputed = recomputed_units(&keeps, saving);
         UnitPlan {
             policy,
@@ -487,59 +504,167 @@ impl UnitShape {
     }
 }
 
-/// What a block keeps at a memory budget, with what it costs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BudgetChoice {
-    /// The kept unit outputs (`mlp_out`, the block's output, always).
-    pub kept: UnitSet,
-    /// Bytes the block keeps ([`UnitShape::kept_bytes`]).
+/// A point of the memory–recomputation trade-off over the blocks of a model: what each block
+/// keeps, what the blocks keep in all and what they recompute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontPoint {
+    /// The unit outputs each block keeps (`mlp_out`, the block's output, always), one set per
+    /// block, the richer sets on the later blocks (whose backward runs first, while every kept
+    /// value is still alive).
+    pub keeps: Vec<UnitSet>,
+    /// Bytes kept over every block ([`UnitShape::kept_bytes`] summed).
     pub kept_bytes: u64,
-    /// Forward FLOPs the block recomputes per step ([`UnitShape::forward_flops`] over
-    /// [`recomputed_units`]).
+    /// Forward FLOPs recomputed per step ([`UnitShape::forward_flops`] over
+    /// [`recomputed_units`]), derived from the shapes.
     pub recompute_flops: f64,
-    /// The budget in bytes: keeping nothing but the output, plus `b` of the span to keeping
-    /// everything.
-    pub budget_bytes: u64,
 }
 
-/// The block plan of budget `b` (in [0, 1]): over every subset of a block's units that keeps
-/// the block's output, the least recomputed FLOPs whose kept bytes fit `lo + b (hi - lo)`;
-/// ties go to fewer kept bytes. `lo` keeps only the output (0: "activation checkpointing to
-/// everything", in the source's words); `hi` is the plan that recomputes no counted FLOP with
-/// the fewest bytes, the analog of the source's 1.0, "the activation memory from the default
-/// 'compile' strategy", whose partitioner already recomputes cheap pointwise operations. Exact
-/// over the 128 subsets, where PyTorch's partitioner solves a knapsack over the joint graph's
-/// operations, with FLOPs as its default runtime estimate counts them. Every block gets the
-/// same choice (the blocks are alike).
-pub fn budget_choice(b: f64, shape: &UnitShape, saving: LayerNormSaving) -> BudgetChoice {
-    let options: Vec<(UnitSet, u64, f64)> = (0u8..128)
-        .map(|bits| {
-            let kept = UnitSet(bits).with(Unit::MlpOut);
-            let flops = recomputed_units(&[kept], saving)
-                .into_iter()
-                .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
-            (kept, shape.kept_bytes(kept), flops)
-        })
-        .collect();
-    let cheapest = |fits: &dyn Fn(u64) -> bool| {
-        options
-            .iter()
-            .filter(|o| fits(o.1))
-            .min_by(|a, b| (a.2, a.1).partial_cmp(&(b.2, b.1)).expect("finite FLOPs"))
-            .copied()
-            .expect("keeping only the output fits every budget")
-    };
-    let lo = shape.kept_bytes(UnitSet::NONE.with(Unit::MlpOut));
-    let hi = cheapest(&|_| true).1;
-    let budget_bytes = lo + ((hi - lo) as f64 * b.clamp(0.0, 1.0)).floor() as u64;
-    let (kept, kept_bytes, recompute_flops) = cheapest(&|bytes| bytes <= budget_bytes);
-    BudgetChoice {
-        kept,
-        kept_bytes,
-        recompute_flops,
-        budget_bytes,
+/// Which plans a front chooses among: every subset of a block's units, or a block kept whole
+/// or recomputed whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granularity {
+    /// A block keeps any subset of its unit outputs (with its output): rematerialization inside
+    /// the block.
+    Unit,
+    /// A block keeps every unit output or only its output: block-granular activation
+    /// checkpointing, the same cost model restricted to two choices per block.
+    Block,
+}
+
+impl Granularity {
+    /// `unit` or `block`, as tables show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Granularity::Unit => "unit",
+            Granularity::Block => "block",
+        }
     }
 }
+
+/// The Pareto front of `layers` blocks of `shape`: every plan that no other plan beats in both
+/// kept bytes and recomputed FLOPs, by kept bytes ascending (recomputed FLOPs strictly
+/// descending), from keeping only the blocks' outputs to the cheapest plan recomputing no
+/// counted FLOP.
+///
+/// Exact: a multiple-choice knapsack over the blocks solved by dynamic programming over the
+/// blocks with dominated partial plans dropped at each step (the blocks' costs add, since a
+/// block recomputes from its own input, the previous block's kept output). Each block chooses
+/// among the subsets of its units that `granularity` admits and that are on the single block's
+/// own front.
+pub fn front(
+    layers: usize,
+    shape: &UnitShape,
+    saving: LayerNormSaving,
+    granularity: Granularity,
+) -> Vec<FrontPoint> {
+    let out = UnitSet::NONE.with(Unit::MlpOut);
+    let candidates: Vec<UnitSet> = match granularity {
+        Granularity::Unit => (0u8..128)
+            .map(|bits| UnitSet(bits).with(Unit::MlpOut))
+            .collect(),
+        Granularity::Block => vec![out, UnitSet::ALL],
+    };
+    let cost = |kept: UnitSet| {
+        let flops = recomputed_units(&[kept], saving)
+            .into_iter()
+            .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
+        (shape.kept_bytes(kept), flops)
+    };
+    // The single block's front: (bytes, flops, kept), bytes ascending, flops descending.
+    let options = pareto(candidates.into_iter().map(|k| {
+        let (bytes, flops) = cost(k);
+        (bytes, flops, k)
+    }));
+    // Partial plans over the first blocks: (bytes, flops, how many blocks take each option).
+    let mut states: Vec<(u64, f64, Vec<usize>)> = vec![(0, 0.0, vec![0; options.len()])];
+    for _ in 0..layers {
+        let mut next = Vec::with_capacity(states.len() * options.len());
+        for (bytes, flops, counts) in &states {
+            for (i, (ob, of, _)) in options.iter().enumerate() {
+                let mut c = counts.clone();
+                c[i] += 1;
+                next.push((bytes + ob, flops + of, c));
+            }
+        }
+        states = pareto(next);
+    }
+    states
+        .into_iter()
+        .map(|(kept_bytes, recompute_flops, counts)| {
+            // The richer sets (more bytes: later options) on the later blocks.
+            let keeps = counts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &c)| std::iter::repeat_n(options[i].2, c))
+                .collect();
+            FrontPoint {
+                keeps,
+                kept_bytes,
+                recompute_flops,
+            }
+        })
+        .collect()
+}
+
+/// The points no other point beats in both bytes and FLOPs (ties: the first), bytes ascending.
+fn pareto<T>(points: impl IntoIterator<Item = (u64, f64, T)>) -> Vec<(u64, f64, T)> {
+    let mut points: Vec<_> = points.into_iter().collect();
+    points.sort_by(|a, b| (a.0, a.1).partial_cmp(&(b.0, b.1)).expect("finite FLOPs"));
+    let mut kept: Vec<(u64, f64, T)> = Vec::new();
+    for p in points {
+        if kept.last().is_none_or(|l| p.1 < l.1) {
+            kept.push(p);
+        }
+    }
+    kept
+}
+
+/// What the blocks keep at a memory budget, with what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetChoice {
+    /// The chosen plan: the least recomputed FLOPs whose kept bytes fit the budget.
+    pub plan: FrontPoint,
+    /// The budget in bytes, `lo + b (hi - lo)` rounded down.
+    pub budget_bytes: u64,
+    /// Bytes kept at budget 0: only the blocks' outputs.
+    pub lo_bytes: u64,
+    /// Bytes kept at budget 1: the cheapest plan recomputing no counted FLOP.
+    pub hi_bytes: u64,
+}
+
+/// The plan of budget `b` (in [0, 1]) over `layers` blocks at `granularity`: of the plans on the
+/// [`front`], the one with the least recomputed FLOPs whose kept bytes fit `lo + b (hi - lo)`.
+/// `lo` keeps only the blocks' outputs (0: "activation checkpointing to everything", in the
+/// source's words); `hi` is the plan that recomputes no counted FLOP with the fewest bytes, the
+/// analog of the source's 1.0, "the activation memory from the default 'compile' strategy",
+/// whose partitioner already recomputes cheap pointwise operations. As PyTorch's
+/// `activation_memory_budget` partitioner, the knapsack runs over the whole model (the joint
+/// graph's operations there, every block's units here), with FLOPs as its default runtime
+/// estimate counts them, so at a small budget some blocks keep a unit and others none.
+pub fn budget_choice(
+    b: f64,
+    layers: usize,
+    shape: &UnitShape,
+    saving: LayerNormSaving,
+    granularity: Granularity,
+) -> BudgetChoice {
+    let points = front(layers, shape, saving, granularity);
+    let lo_bytes = points.first().map_or(0, |p| p.kept_bytes);
+    let hi_bytes = points.last().map_or(0, |p| p.kept_bytes);
+    let budget_bytes = lo_bytes + ((hi_bytes - lo_bytes) as f64 * b.clamp(0.0, 1.0)).floor() as u64;
+    let plan = points
+        .into_iter()
+        .take_while(|p| p.kept_bytes <= budget_bytes)
+        .last()
+        .expect("keeping only the outputs fits every budget");
+    BudgetChoice {
+        plan,
+        budget_bytes,
+        lo_bytes,
+        hi_bytes,
+    }
+}
+
 /// What every block keeps under `segments` refined by a policy that keeps `kept`: a stored
 /// segment's blocks keep every unit output; a recomputed segment's blocks keep `kept`, and its
 /// last block also keeps its `mlp_out` output (the next segment's checkpoint). With nothing
@@ -688,33 +813,111 @@ mod tests {
     fn budgets_span_keeping_nothing_to_keeping_everything() {
         let shape = cpu_shape();
         let saving = LayerNormSaving::SavesInput;
-        let zero = budget_choice(0.0, &shape, saving);
-        assert_eq!(zero.kept, UnitSet::NONE.with(Unit::MlpOut));
+        let layers = 8;
+        let choose = |b: f64| budget_choice(b, layers, &shape, saving, Granularity::Unit);
+        let zero = choose(0.0);
+        assert_eq!(
+            zero.plan.keeps,
+            vec![UnitSet::NONE.with(Unit::MlpOut); layers]
+        );
+        assert_eq!(zero.lo_bytes, zero.plan.kept_bytes);
         // 1.0 recomputes no counted FLOP with the fewest bytes: the layer norms and GELU
         // (elementwise, uncounted) are recomputed, the products' outputs kept: save_matmuls.
-        let one = budget_choice(1.0, &shape, saving);
+        let one = choose(1.0);
         let matmuls = Policy::SaveMatmuls.kept().unwrap();
-        assert_eq!(one.kept, matmuls);
-        assert_eq!(one.recompute_flops, 0.0);
+        assert_eq!(one.plan.keeps, vec![matmuls; layers]);
+        assert_eq!(one.plan.recompute_flops, 0.0);
         // Cost falls as the budget grows; every choice fits its budget.
         let mut last: Option<BudgetChoice> = None;
         let mut distinct = std::collections::HashSet::new();
         for i in 0..=20 {
-            let c = budget_choice(i as f64 / 20.0, &shape, saving);
-            assert!(c.kept_bytes <= c.budget_bytes);
-            if let Some(l) = last {
-                assert!(c.recompute_flops <= l.recompute_flops, "{c:?} after {l:?}");
+            let c = choose(i as f64 / 20.0);
+            assert!(c.plan.kept_bytes <= c.budget_bytes);
+            if let Some(l) = &last {
+                assert!(
+                    c.plan.recompute_flops <= l.plan.recompute_flops,
+                    "{c:?} after {l:?}"
+                );
             }
-            distinct.insert(c.kept);
+            distinct.insert(c.plan.keeps.clone());
             last = Some(c);
         }
         assert!(
-            distinct.len() >= 4,
+            distinct.len() >= 10,
             "{} plans over 21 budgets",
             distinct.len()
         );
         // Just below 1.0 the plan must recompute some product.
-        assert!(budget_choice(0.95, &shape, saving).recompute_flops > 0.0);
+        assert!(choose(0.95).plan.recompute_flops > 0.0);
+        // At 0.05 the knapsack over the whole model keeps something in some blocks and not in
+        // others: strictly between checkpointing every block and keeping the products.
+        let small = choose(0.05);
+        assert!(small.plan.kept_bytes > zero.plan.kept_bytes, "{small:?}");
+        assert!(small.plan.recompute_flops < zero.plan.recompute_flops);
+        assert!(small.plan.keeps.contains(&UnitSet::NONE.with(Unit::MlpOut)));
+    }
+
+    #[test]
+    fn the_front_is_the_exact_knapsack_over_every_assignment() {
+        // Brute force over every subset for each of 3 blocks (128³ plans) at the smoke shape.
+        let shape = UnitShape {
+            d_model: 32,
+            d_ff: 64,
+            heads: 2,
+            batch: 2,
+            seq_len: 32,
+            dtype_bytes: 4,
+        };
+        let saving = LayerNormSaving::SavesInput;
+        let costs: Vec<(u64, f64)> = (0u8..128)
+            .map(|bits| {
+                let kept = UnitSet(bits).with(Unit::MlpOut);
+                let flops = recomputed_units(&[kept], saving)
+                    .into_iter()
+                    .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
+                (shape.kept_bytes(kept), flops)
+            })
+            .collect();
+        let mut costs = costs;
+        costs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        costs.dedup();
+        let points = front(3, &shape, saving, Granularity::Unit);
+        for p in &points {
+            // The point's own plan costs what it says.
+            let plan_bytes: u64 = p.keeps.iter().map(|k| shape.kept_bytes(*k)).sum();
+            assert_eq!(plan_bytes, p.kept_bytes);
+            let plan_flops = recomputed_units(&p.keeps, saving)
+                .into_iter()
+                .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
+            assert_eq!(plan_flops, p.recompute_flops);
+        }
+        // Every assignment's bytes: the front's best within them is the brute force's best.
+        let mut sums: Vec<(u64, f64)> = Vec::new();
+        for a in &costs {
+            for b in &costs {
+                for c in &costs {
+                    sums.push((a.0 + b.0 + c.0, a.1 + b.1 + c.1));
+                }
+            }
+        }
+        sums.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let mut best = f64::INFINITY;
+        for (i, (bytes, flops)) in sums.iter().enumerate() {
+            best = best.min(*flops);
+            if sums.get(i + 1).is_some_and(|n| n.0 == *bytes) {
+                continue;
+            }
+            let on_front = points
+                .iter()
+                .take_while(|p| p.kept_bytes <= *bytes)
+                .last()
+                .expect("the outputs-only plan is the cheapest in bytes");
+            assert_eq!(on_front.recompute_flops, best, "within {bytes} bytes");
+        }
+        // Block granularity: k blocks kept whole, k = 0..=layers.
+        let blocks = front(3, &shape, saving, Granularity::Block);
+        assert_eq!(blocks.len(), 4);
+        assert_eq!(blocks[3].keeps, vec![UnitSet::ALL; 3]);
     }
 
     #[test]

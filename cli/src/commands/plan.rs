@@ -7,8 +7,27 @@ use super::*;
 pub(crate) struct PlanArgs {
     /// Graph file: memwall's format or a networkx node-link file (Checkmate's graphs, the
     /// random layered graphs).
-    #[arg(long)]
-    pub(crate) graph: PathBuf,
+    #[arg(long, required_unless_present = "transformer")]
+    pub(crate) graph: Option<PathBuf>,
+    /// Instead of a graph file: an experiment file whose transformer is planned unit by unit
+    /// and block by block at memory budgets (`--budgets`): prints the memory-recomputation
+    /// front of both granularities (`--out` writes both whole fronts as JSON).
+    #[arg(long, conflicts_with_all = ["graph", "budget", "budget_fraction", "solver"])]
+    pub(crate) transformer: Option<PathBuf>,
+    /// With --transformer: the size profile whose model is planned (smoke, cpu, full).
+    #[arg(long, default_value = "cpu", requires = "transformer")]
+    pub(crate) profile: Profile,
+    /// With --transformer: the compute dtype (f32, f16, bf16), which sizes the kept values.
+    #[arg(long, default_value = "f32", requires = "transformer")]
+    pub(crate) precision: String,
+    /// With --transformer: the budgets in [0, 1] to print, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,0.05,0.1,0.2,0.3,0.4,0.5,0.6,0.8,1",
+        requires = "transformer"
+    )]
+    pub(crate) budgets: Vec<f64>,
     /// Budget in bytes (fixed memory included).
     #[arg(long, conflicts_with = "budget_fraction")]
     pub(crate) budget: Option<u64>,
@@ -38,8 +57,27 @@ pub(crate) struct PlanArgs {
 // `memwall reference`'s arguments (its help is the `Reference` command's).
 /// `memwall plan`: plans rematerialization for the graph file and prints the solvers' table.
 pub(crate) fn plan(a: PlanArgs) -> Result<()> {
+    if let Some(experiment) = a.transformer {
+        let precision = match a.precision.as_str() {
+            "f32" => memwall::spec::Precision::F32,
+            "f16" => memwall::spec::Precision::F16,
+            "bf16" => memwall::spec::Precision::Bf16,
+            other => anyhow::bail!("--precision {other}: give f32, f16 or bf16"),
+        };
+        let req = memwall::cli::front::FrontRequest {
+            experiment,
+            profile: a.profile,
+            precision,
+            budgets: a.budgets,
+            out: a.out,
+        };
+        print!("{}", memwall::cli::front::run(&req)?);
+        return Ok(());
+    }
     let req = memwall::cli::plan::PlanRequest {
-        graph: a.graph,
+        graph: a
+            .graph
+            .expect("clap requires --graph without --transformer"),
         budget: match a.budget {
             Some(b) => memwall::remat::plan::Budget::Bytes(b),
             None => memwall::remat::plan::Budget::Fraction(a.budget_fraction.unwrap_or(0.8)),

@@ -320,6 +320,19 @@ impl Study {
 }
 
 impl ModelConfig {
+    /// The shapes a unit plan of this model is sized by ([`crate::units::UnitShape`]), in
+    /// `precision` (its bytes per element).
+    pub fn unit_shape(&self, precision: Precision) -> crate::units::UnitShape {
+        crate::units::UnitShape {
+            d_model: self.d_model as u64,
+            d_ff: self.d_ff as u64,
+            heads: self.heads as u64,
+            batch: self.batch as u64,
+            seq_len: self.seq_len as u64,
+            dtype_bytes: precision.bytes() as u64,
+        }
+    }
+
     /// Exact parameter count of `InitModel::init` (in `memwall-runner`)'s model (saturating at
     /// `u64::MAX` for sizes no device holds).
     pub fn parameter_count(&self) -> u64 {

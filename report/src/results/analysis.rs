@@ -610,8 +610,28 @@ pub struct RepeatRuns {
     /// (job without repeat index, device) of each (record key, device): one job key measured
     /// on two device models is two records (`memwall_lab::bundle::import`).
     job_of: BTreeMap<(String, String), (String, String)>,
-    /// (median step s, peak allocated bytes) of each finished run, by (job, device).
-    runs: BTreeMap<(String, String), Vec<(f64, f64)>>,
+    /// Each finished run, by (job, device).
+    runs: BTreeMap<(String, String), Vec<Run>>,
+}
+
+/// One finished run of a job.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Median step time, seconds.
+    step_s: f64,
+    /// Peak allocated bytes.
+    peak: f64,
+    /// Its repeat index.
+    repeat: usize,
+}
+
+impl Run {
+    fn value(self, metric: GoalMetric) -> f64 {
+        match metric {
+            GoalMetric::MedianStepS => self.step_s,
+            GoalMetric::PeakAllocatedBytes => self.peak,
+        }
+    }
 }
 
 impl RepeatRuns {
@@ -627,7 +647,11 @@ impl RepeatRuns {
                 continue;
             }
             if let Some(s) = r.summary {
-                let run = (s.median_step_s, s.peak_allocated_bytes as f64);
+                let run = Run {
+                    step_s: s.median_step_s,
+                    peak: s.peak_allocated_bytes as f64,
+                    repeat: r.spec.repeat,
+                };
                 out.runs.entry(job).or_default().push(run);
             }
         }
@@ -645,11 +669,27 @@ impl RepeatRuns {
         else {
             return Vec::new();
         };
-        runs.iter()
-            .map(|&(step_s, peak)| match metric {
-                GoalMetric::MedianStepS => step_s,
-                GoalMetric::PeakAllocatedBytes => peak,
-            })
+        runs.iter().map(|run| run.value(metric)).collect()
+    }
+
+    /// The ratios `a / b` of `metric` between the runs of two jobs that share a repeat index
+    /// (repeats run interleaved, so run `r` of every configuration ran close in time: a paired
+    /// design), in repeat order; empty when no repeat index is common to both.
+    pub fn paired_ratios(&self, a: (&str, &str), b: (&str, &str), metric: GoalMetric) -> Vec<f64> {
+        let runs = |(key, device): (&str, &str)| {
+            self.job_of
+                .get(&(key.to_string(), device.to_string()))
+                .and_then(|job| self.runs.get(job))
+                .map(|runs| {
+                    runs.iter()
+                        .map(|run| (run.repeat, run.value(metric)))
+                        .collect::<BTreeMap<usize, f64>>()
+                })
+                .unwrap_or_default()
+        };
+        let (ra, rb) = (runs(a), runs(b));
+        ra.iter()
+            .filter_map(|(r, x)| rb.get(r).filter(|y| **y > 0.0).map(|y| x / y))
             .collect()
     }
 }

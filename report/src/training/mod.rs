@@ -22,6 +22,7 @@ use memwall_core::spec::claims::{SourceClaim, SweepMetric, TrainingMetric, Train
 use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
 
+mod inside;
 mod plots;
 mod sweeps;
 mod tables;
@@ -691,10 +692,12 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
     let sweeps = claimed_sweeps(g, inputs.claims);
     // A group in which no job finished gets no figure (its rows say why; nothing to draw).
     let mut figures = Vec::new();
+    let inside = inside::inside_block(inputs, g);
     if !keys.is_empty() && !g.secondary {
         figures.extend(sweeps.iter().map(|(p, s)| sweep_figure(g, p, s)));
         figures.extend(bar_figures(g));
         figures.extend(pareto_figure(g));
+        figures.extend(inside.as_ref().map(|(_, f)| f.clone()));
         figures.extend(interval_figures(g));
         figures.extend(estimate_figure(g));
         figures.extend(loss_figures(
@@ -739,6 +742,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
+            .chain(inside.into_iter().flat_map(|(t, _)| t))
             .chain(sweeps.iter().map(|(p, s)| sweep_table(p, s)))
             .chain(table_mixed)
             .chain(pytorch)

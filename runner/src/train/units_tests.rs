@@ -109,3 +109,81 @@ fn grad_free_values(m: &TransformerLm<B>) -> Vec<Vec<u32>> {
     m.visit(&mut v);
     v.0
 }
+
+/// Plans the planner makes, as the plan stage makes them for a job: a Checkmate plan and a
+/// block-level budget's, each refined by a unit budget (blocks keeping different units) and by
+/// `save_matmuls`, from a synthetic profiling pass whose blocks are alike.
+#[test]
+fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward() {
+    use memwall_core::planner::plan_job;
+    use memwall_core::segment_memory::{BlockProfile, ExecutorProfile};
+    use memwall_core::spec::{Precision, Recompute, Strategy};
+    use memwall_core::strategy::{Attention, BlockCost, Tiles};
+    let layers = 4;
+    let cfg = config(layers);
+    let profile = ExecutorProfile {
+        blocks: (0..layers)
+            .map(|_| BlockProfile {
+                cost: BlockCost {
+                    activation_bytes: 10_000,
+                    boundary_bytes: 1_000,
+                    forward_s: 1e-3,
+                },
+                forward_peak_bytes: 12_000,
+                recompute_forward_peak_bytes: 3_000,
+                backward_peak_bytes: 4_000,
+                grad_bytes: 300,
+            })
+            .collect(),
+        embed_bytes: 1_000,
+        head_peak_bytes: 8_000,
+        head_grad_bytes: 200,
+        tail_peak_bytes: 5_000,
+        margin_bytes: 0,
+        steady_bytes: 0,
+        fused: false,
+        calibration: Vec::new(),
+    };
+    let device = Default::default();
+    let saving = LayerNormSaving::SavesInput;
+    B::seed(&device, 11);
+    let model = cfg.init::<B>(&device).with_layer_norm(saving);
+    let inputs = Inputs::<B>::new(&batch(&cfg), &device);
+    let reference = grad_values(&model, &plain_grads(&model, &inputs));
+    let mut distinct_keeps = false;
+    for recompute in [Recompute::Checkmate(0.6), Recompute::Budget(0.5)] {
+        for policy in [Policy::Budget(0.3), Policy::SaveMatmuls] {
+            let strategy = Strategy {
+                precision: Precision::F32,
+                recompute: recompute.clone(),
+                fused_optimizer: false,
+                fusion: false,
+                attention: Attention::MemoryEfficient {
+                    tiles: Tiles::default(),
+                },
+                layer_norm: saving,
+                master_weights: false,
+                loss_scale: None,
+                policy: Some(policy),
+            };
+            let what = format!("{recompute:?} refined by {policy}");
+            let plan = plan_job(&strategy, &cfg, Some(&profile)).expect("a plan");
+            let units = plan.units.unwrap_or_else(|| panic!("{what}: no unit plan"));
+            assert_eq!(units.keeps.len(), layers, "{what}");
+            distinct_keeps |= units.keeps.windows(2).any(|w| w[0] != w[1]);
+            let out = unit_step::<B, Adam>(model.clone(), &inputs, &units.keeps, None, &mut |_| {});
+            let got = grad_values(&out.step.model, &out.step.grads);
+            for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+                assert!(
+                    g.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: parameter {i}'s gradient differs from plain backward"
+                );
+            }
+            assert_eq!(out.recomputed.len(), units.recomputed_units, "{what}");
+        }
+    }
+    assert!(
+        distinct_keeps,
+        "no plan kept different units in different blocks"
+    );
+}

@@ -198,3 +198,27 @@ fn strategy_columns_are_read_as_typed_options_and_a_stray_spelling_is_named() {
         );
     }
 }
+
+#[test]
+fn paired_ratios_divide_runs_of_the_same_repeat_index() {
+    let records = synthetic();
+    let repeats = RepeatRuns::new(&records);
+    let key = |name: &str| {
+        records
+            .records
+            .iter()
+            .find(|r| r.spec.config == name && r.status == JobStatus::Ok)
+            .map(|r| (r.key.clone(), r.env.device_name.clone()))
+            .unwrap()
+    };
+    let (a, b) = (key("checkpoint_adafactor"), key("control_adafactor"));
+    let ratios = repeats.paired_ratios((&a.0, &a.1), (&b.0, &b.1), GoalMetric::MedianStepS);
+    // Repeats 0, 1, 2 finished on both sides (3 failed on the first): 1.2/0.8, 1.3/1.0, 1.4/1.0.
+    assert_eq!(ratios.len(), 3);
+    for (got, want) in ratios.iter().zip([1.5, 1.3, 1.4]) {
+        assert!((got - want).abs() < 1e-12, "{ratios:?}");
+    }
+    assert!(repeats
+        .paired_ratios((&a.0, &a.1), ("no such job", &b.1), GoalMetric::MedianStepS)
+        .is_empty());
+}

@@ -1,0 +1,251 @@
+//! Rematerialization inside the block in a training group's section: each row's plan as the
+//! unit cost model predicts it beside its measured peak and step time, the pairs of a
+//! block-level and a unit-level plan at equal measured peak, and the planner's memory–
+//! recomputation front of the group's model at both granularities
+//! ([`memwall_core::units::front`]). Shown for a group with a row the unit executor ran.
+
+use super::{ConfigRow, Group, StudyInputs, MIB};
+use crate::content::{Figure, Mark, Series, Table};
+use crate::results::analysis::GoalVerdict;
+use crate::results::JobRecord;
+use crate::spec::GoalMetric;
+use crate::stats;
+use memwall_core::units::{front, Granularity};
+
+/// Measured peaks within this ratio of each other count as equal memory (2%).
+pub(super) const EQUAL_PEAK: f64 = 0.02;
+
+/// A finished row's plan, predicted and measured.
+struct Planned<'r> {
+    row: &'r ConfigRow<'r>,
+    record: &'r JobRecord,
+    /// `unit: <policy>`, `block: every K`, `block: budget b`, `none`.
+    plan: String,
+    unit: bool,
+    kept_bytes: f64,
+    recompute_flops: f64,
+    peak: f64,
+    step_s: f64,
+}
+
+fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
+    g.rows
+        .iter()
+        .filter(|c| c.ok)
+        .filter_map(|row| {
+            let record = inputs.records.get(&row.s.key)?;
+            let spec = &record.spec;
+            let (kept, flops) = spec.unit_costs()?;
+            let plan = match (
+                &spec.unit_plan,
+                spec.strategy.recompute.budget(),
+                &spec.plan,
+            ) {
+                (Some(u), _, _) => format!("unit: {}", u.policy.label()),
+                (None, Some(b), _) => format!("block: budget {b}"),
+                (None, None, Some(_)) => match row.s.strategy.checkpoint {
+                    crate::spec::CheckpointSpec::Every(k) => format!("block: every {k}"),
+                    other => format!("block: {other:?}").to_lowercase(),
+                },
+                (None, None, None) => "none (plain backward)".into(),
+            };
+            Some(Planned {
+                row,
+                record,
+                plan,
+                unit: spec.unit_plan.is_some(),
+                kept_bytes: kept as f64,
+                recompute_flops: flops,
+                peak: row.peak?,
+                step_s: row.s.measured.median_step_s?,
+            })
+        })
+        .collect()
+}
+
+/// The median step times (s) of every finished run of `p`'s configuration (`repeats`), or its
+/// own where it has no other.
+fn step_runs(inputs: &StudyInputs, p: &Planned) -> Vec<f64> {
+    let v = inputs
+        .repeats
+        .values(&p.row.s.key, &p.row.s.device_name, GoalMetric::MedianStepS);
+    if v.is_empty() {
+        vec![p.step_s]
+    } else {
+        v
+    }
+}
+
+/// The group's tables and figure for plans inside the block: `None` when no finished row ran
+/// a unit plan.
+pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table>, Figure)> {
+    let rows = planned(inputs, g);
+    let first_unit = rows.iter().find(|p| p.unit)?;
+    let control = rows.iter().find(|p| p.row.s.strategy.control);
+    let mut plans = Table {
+        caption: "Plans inside the block: predicted by the unit cost model, measured in training"
+            .into(),
+        columns: [
+            "configuration",
+            "plan",
+            "kept in blocks, predicted (MiB)",
+            "recomputed per step, predicted (GFLOP)",
+            "peak allocated, measured (MiB)",
+            "kept − control's, predicted (MiB)",
+            "peak − control's, measured (MiB)",
+            "median step, over runs (ms)",
+            "runs",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for p in &rows {
+        let runs = step_runs(inputs, p);
+        let step = stats::median_interval(&runs, stats::LEVEL).map_or(p.step_s, |e| e.median);
+        let (dk, dp) = match control {
+            Some(c) => (
+                format!("{:+.2}", (p.kept_bytes - c.kept_bytes) / MIB),
+                format!("{:+.2}", (p.peak - c.peak) / MIB),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        plans.rows.push(vec![
+            p.row.cfg.name.clone(),
+            p.plan.clone(),
+            format!("{:.2}", p.kept_bytes / MIB),
+            format!("{:.3}", p.recompute_flops / 1e9),
+            format!("{:.2}", p.peak / MIB),
+            dk,
+            dp,
+            format!("{:.0}", step * 1e3),
+            runs.len().to_string(),
+        ]);
+    }
+    let mut pairs = Table {
+        caption: format!(
+            "Equal memory: each block-level plan beside every unit-level plan whose measured peak \
+             is within {:.0}% of it",
+            EQUAL_PEAK * 100.0
+        ),
+        columns: [
+            "block-level plan",
+            "unit-level plan",
+            "peak, block / unit (MiB)",
+            "recomputed, block / unit (GFLOP)",
+            "median step, block / unit (ms)",
+            "runs, block / unit",
+            "step time, unit / block: median of paired runs (95% interval)",
+            "unit level at least as fast",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    for b in rows.iter().filter(|p| !p.unit && p.recompute_flops > 0.0) {
+        for u in rows.iter().filter(|p| p.unit) {
+            if (u.peak / b.peak - 1.0).abs() > EQUAL_PEAK {
+                continue;
+            }
+            // Each side's median step time over its finished runs (`repeats`), and the ratio's
+            // interval from the two medians' order-statistic intervals, as the goals judge.
+            let (bs, us) = (step_runs(inputs, b), step_runs(inputs, u));
+            let est = |v: &[f64]| stats::median_interval(v, stats::LEVEL);
+            let Some((eb, eu)) = est(&bs).zip(est(&us)) else {
+                continue;
+            };
+            // Paired where the two share repeat indices (run r of each interleaved): the
+            // median of the per-repeat ratios and its order-statistic interval.
+            let paired = inputs.repeats.paired_ratios(
+                (&u.row.s.key, &u.row.s.device_name),
+                (&b.row.s.key, &b.row.s.device_name),
+                GoalMetric::MedianStepS,
+            );
+            let ratio = if paired.len() >= 2 {
+                stats::median_interval(&paired, stats::LEVEL)
+            } else {
+                stats::ratio(&eu, &eb)
+            };
+            let (ratio_text, verdict) = match ratio {
+                Some(r) if r.has_interval() => (
+                    format!("{:.3}x ({:.3}–{:.3})", r.median, r.lo, r.hi),
+                    GoalVerdict::of(&r, 1.0).as_str(),
+                ),
+                Some(r) => (
+                    format!("{:.3}x (one run a side: no interval)", r.median),
+                    GoalVerdict::of(&r, 1.0).as_str(),
+                ),
+                None => ("–".into(), "–"),
+            };
+            pairs.rows.push(vec![
+                b.row.cfg.name.clone(),
+                u.row.cfg.name.clone(),
+                format!("{:.2} / {:.2}", b.peak / MIB, u.peak / MIB),
+                format!(
+                    "{:.3} / {:.3}",
+                    b.recompute_flops / 1e9,
+                    u.recompute_flops / 1e9
+                ),
+                format!("{:.0} / {:.0}", eb.median * 1e3, eu.median * 1e3),
+                format!("{} / {}", bs.len(), us.len()),
+                ratio_text,
+                verdict.into(),
+            ]);
+        }
+    }
+    // The front of the model the unit plans ran, in their precision and layer-norm saving.
+    let spec = &first_unit.record.spec;
+    let shape = spec.model.unit_shape(spec.strategy.precision);
+    let saving = spec.strategy.layer_norm;
+    let curve = |gran: Granularity| {
+        front(spec.model.layers, &shape, saving, gran)
+            .iter()
+            .map(|p| (p.kept_bytes as f64 / MIB, p.recompute_flops / 1e9))
+            .collect::<Vec<_>>()
+    };
+    let same_shape: Vec<&Planned> = rows
+        .iter()
+        .filter(|p| p.record.spec.model == spec.model)
+        .filter(|p| p.record.spec.strategy.precision == spec.strategy.precision)
+        .collect();
+    let figure = Figure {
+        name: format!("front_{}", g.slug),
+        title: "Memory–recomputation front: the planner's prediction, and the plans that ran"
+            .into(),
+        x_label: "unit outputs kept in the blocks, predicted (MiB)".into(),
+        y_label: "forward recomputed per step, predicted (GFLOP)".into(),
+        series: vec![
+            Series {
+                mark: Mark::Line,
+                ..Series::line(
+                    "block level: each block kept whole or recomputed",
+                    curve(Granularity::Block),
+                )
+            },
+            Series {
+                mark: Mark::Line,
+                ..Series::line(
+                    "unit level: any subset of each block's units",
+                    curve(Granularity::Unit),
+                )
+            },
+            Series {
+                label: "configurations that ran".into(),
+                points: same_shape
+                    .iter()
+                    .map(|p| (p.kept_bytes / MIB, p.recompute_flops / 1e9))
+                    .collect(),
+                mark: Mark::Points,
+                point_labels: same_shape.iter().map(|p| p.row.cfg.name.clone()).collect(),
+            },
+        ],
+        ..Default::default()
+    };
+    let mut tables = vec![plans];
+    if !pairs.rows.is_empty() {
+        tables.push(pairs);
+    }
+    Some((tables, figure))
+}
