@@ -359,6 +359,15 @@ fn no_counterpart(c: &ConfigSpec, cpu: bool) -> Option<String> {
                 .into(),
         );
     }
+    if let Some(policy) = &c.policy {
+        return Some(format!(
+            "a unit-level plan (`policy = {}`) runs memwall's unit executor; its PyTorch \
+             counterpart, selective activation checkpointing \
+             (`torch.utils.checkpoint.create_selective_checkpoint_contexts`, a policy per \
+             operation), is not in the reference script",
+            policy.label()
+        ));
+    }
     if c.master_weights {
         return Some(
             "f32 master weights with a 16-bit copy (and loss scaling) are not in the \
@@ -405,8 +414,8 @@ fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
 /// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover (no
 /// `study.pytorch_reference`).
 /// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing, Checkmate plans,
-/// master weights, other layer norms, and on a CPU backend kernel fusion) are left out with the
-/// reason. The jobs' backend decides the device: CUDA jobs plan a GPU run, flex or ndarray
+/// unit-level plans, master weights, other layer norms, and on a CPU backend kernel fusion) are
+/// left out with the reason. The jobs' backend decides the device: CUDA jobs plan a GPU run, flex or ndarray
 /// jobs a CPU run (`torch_peak_memory.py --device cpu`). On the CPU the activation-memory
 /// budgets stay: `torch.compile` builds them with Inductor's C++ backend (a C++ compiler is
 /// needed; without one the row is `failed` with the compiler's error).

@@ -4,7 +4,7 @@
 //! recomputation front of the group's model at both granularities
 //! ([`memwall_core::units::front`]). Shown for a group with a row the unit executor ran.
 
-use super::{ConfigRow, Group, StudyInputs, MIB};
+use super::{control_of, ConfigRow, Group, StudyInputs, MIB};
 use crate::content::{Figure, Mark, Series, Table};
 use crate::results::analysis::GoalVerdict;
 use crate::results::JobRecord;
@@ -63,6 +63,21 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
         .collect()
 }
 
+/// Whether two jobs differ only in their plan: the same model, training settings (optimizer
+/// included), precision, fused optimizer step, kernel fusion, attention and layer norm.
+fn alike(a: &JobRecord, b: &JobRecord) -> bool {
+    let (x, y) = (&a.spec, &b.spec);
+    let (s, t) = (&x.strategy, &y.strategy);
+    x.model == y.model
+        && x.train == y.train
+        && s.precision == t.precision
+        && s.fused_optimizer == t.fused_optimizer
+        && s.fusion == t.fusion
+        && s.attention == t.attention
+        && s.layer_norm == t.layer_norm
+        && s.master_weights == t.master_weights
+}
+
 /// The median step times (s) of every finished run of `p`'s configuration (`repeats`), or its
 /// own where it has no other.
 fn step_runs(inputs: &StudyInputs, p: &Planned) -> Vec<f64> {
@@ -81,7 +96,6 @@ fn step_runs(inputs: &StudyInputs, p: &Planned) -> Vec<f64> {
 pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table>, Figure)> {
     let rows = planned(inputs, g);
     let first_unit = rows.iter().find(|p| p.unit)?;
-    let control = rows.iter().find(|p| p.row.s.strategy.control);
     let mut plans = Table {
         caption: "Plans inside the block: predicted by the unit cost model, measured in training"
             .into(),
@@ -91,8 +105,8 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             "kept in blocks, predicted (MiB)",
             "recomputed per step, predicted (GFLOP)",
             "peak allocated, measured (MiB)",
-            "kept − control's, predicted (MiB)",
-            "peak − control's, measured (MiB)",
+            "kept − its control's, predicted (MiB)",
+            "peak − its control's, measured (MiB)",
             "median step, over runs (ms)",
             "runs",
         ]
@@ -102,6 +116,9 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         notes: Vec::new(),
     };
     for p in &rows {
+        // The row's own control (the group's control of its optimizer).
+        let control =
+            control_of(g, p.row).and_then(|c| rows.iter().find(|q| q.row.s.key == c.s.key));
         let runs = step_runs(inputs, p);
         let step = stats::median_interval(&runs, stats::LEVEL).map_or(p.step_s, |e| e.median);
         let (dk, dp) = match control {
@@ -125,8 +142,8 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
     }
     let mut pairs = Table {
         caption: format!(
-            "Equal memory: each block-level plan beside every unit-level plan whose measured peak \
-             is within {:.0}% of it",
+            "Equal memory: each block-level plan beside every unit-level plan of the same model, \
+             optimizer and precision whose measured peak is within {:.0}% of it",
             EQUAL_PEAK * 100.0
         ),
         columns: [
@@ -145,7 +162,7 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         notes: Vec::new(),
     };
     for b in rows.iter().filter(|p| !p.unit && p.recompute_flops > 0.0) {
-        for u in rows.iter().filter(|p| p.unit) {
+        for u in rows.iter().filter(|p| p.unit && alike(p.record, b.record)) {
             if (u.peak / b.peak - 1.0).abs() > EQUAL_PEAK {
                 continue;
             }
