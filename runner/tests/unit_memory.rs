@@ -1,5 +1,5 @@
 //! Unit-level plans hold what they predict: real training steps on the CPU under every named
-//! policy, each step's measured peak above the steady state against the plan's kept bytes
+//! policy and two memory budgets, each step's measured peak above the steady state against the plan's kept bytes
 //! (`UnitPlan::kept_bytes`, from the shapes). The counting allocator is process-wide, so this
 //! file holds a single test.
 
@@ -68,12 +68,26 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     let policies = [
         Policy::SaveEverything,
         Policy::SaveMatmuls,
+        Policy::Budget(0.6),
+        Policy::Budget(0.25),
         Policy::Keep(UnitSet::of(&[Unit::Attention])),
         Policy::SaveNothing,
     ];
+    // By decreasing kept bytes (the budgets' plans keep different units in different blocks).
+    let mut plans: Vec<(Policy, UnitPlan)> = policies
+        .into_iter()
+        .map(|p| {
+            let plan = UnitPlan::new(&segments, p, LayerNormSaving::SavesInput, &shape);
+            (p, plan)
+        })
+        .collect();
+    plans.sort_by_key(|(_, plan)| std::cmp::Reverse(plan.kept_bytes));
+    assert!(
+        plans.iter().any(|(_, plan)| plan.keeps.windows(2).any(|w| w[0] != w[1])),
+        "no budget plan keeps different units in different blocks"
+    );
     let mut rows = Vec::new();
-    for policy in policies {
-        let plan = UnitPlan::new(&segments, policy, LayerNormSaving::SavesInput, &shape);
+    for (policy, plan) in plans {
         let kept = plan.kept_bytes;
         let (measured, recomputed) = step_peak(&model, &inputs, Some(&plan.keeps));
         assert_eq!(
@@ -115,7 +129,7 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
         );
     }
     // Keeping nothing is the block-level plan: the same peak within 5%.
-    let nothing = rows.last().expect("four policies").2 as f64;
+    let nothing = rows.last().expect("six policies").2 as f64;
     assert!(
         (nothing - block_level as f64).abs() <= 0.05 * block_level as f64,
         "save_nothing {nothing} B vs block-level checkpointing {block_level} B:\n{table}"
