@@ -83,7 +83,9 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
         .collect();
     plans.sort_by_key(|(_, plan)| std::cmp::Reverse(plan.kept_bytes));
     assert!(
-        plans.iter().any(|(_, plan)| plan.keeps.windows(2).any(|w| w[0] != w[1])),
+        plans
+            .iter()
+            .any(|(_, plan)| plan.keeps.windows(2).any(|w| w[0] != w[1])),
         "no budget plan keeps different units in different blocks"
     );
     let mut rows = Vec::new();

@@ -191,6 +191,12 @@ pub struct JobRecord {
     /// records written before the field and in records of jobs that did not train).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<crate::timeline::StepTimeline>,
+    /// Forward seconds of each unit of a block on the job's device, in
+    /// [`crate::units::Unit::ALL`] order (the first block's, median of 5 runs each), measured
+    /// before the first step of a job with a unit-level plan; `None` for other jobs and
+    /// records before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_forward_s: Option<[f64; 8]>,
     /// How loaded the machine was while the job ran (absent in records written before the
     /// field, and where the kernel's counters cannot be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,6 +223,7 @@ impl JobRecord {
             out_of_memory: None,
             peak_bounds: None,
             timeline: None,
+            unit_forward_s: None,
             load: None,
             finished_at: chrono::Utc::now().to_rfc3339(),
         }

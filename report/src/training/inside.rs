@@ -10,7 +10,7 @@ use crate::results::analysis::GoalVerdict;
 use crate::results::JobRecord;
 use crate::spec::GoalMetric;
 use crate::stats;
-use memwall_core::units::{front, Granularity};
+use memwall_core::units::{front, recomputed_units, Granularity};
 
 /// Measured peaks within this ratio of each other count as equal memory (2%).
 pub(super) const EQUAL_PEAK: f64 = 0.02;
@@ -26,6 +26,34 @@ struct Planned<'r> {
     recompute_flops: f64,
     peak: f64,
     step_s: f64,
+    /// Forward seconds recomputed per step, predicted from the job's measured forward times:
+    /// its units' ([`JobRecord::unit_forward_s`]) for a unit plan, its blocks'
+    /// ([`JobRecord::block_costs`]) for a segment plan; `None` without them.
+    recompute_s: Option<f64>,
+}
+
+/// Forward seconds the plan of `record` recomputes per step, from its measured forward times.
+fn recompute_seconds(record: &JobRecord) -> Option<f64> {
+    let spec = &record.spec;
+    match (&spec.unit_plan, &spec.plan, record.unit_forward_s) {
+        (Some(units), _, Some(t)) => Some(
+            recomputed_units(&units.keeps, spec.strategy.layer_norm)
+                .iter()
+                .fold(0.0, |sum, (_, u)| sum + t[u.index()]),
+        ),
+        (Some(_), _, None) => None,
+        (None, Some(plan), _) => {
+            let costs = &record.block_costs;
+            (costs.len() == spec.model.layers).then(|| {
+                plan.segments
+                    .iter()
+                    .filter(|s| s.recompute)
+                    .flat_map(|s| s.range())
+                    .fold(0.0, |sum, b| sum + costs[b].forward_s)
+            })
+        }
+        (None, None, _) => Some(0.0),
+    }
 }
 
 fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
@@ -58,6 +86,7 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
                 recompute_flops: flops,
                 peak: row.peak?,
                 step_s: row.s.measured.median_step_s?,
+                recompute_s: recompute_seconds(record),
             })
         })
         .collect()
@@ -104,6 +133,7 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             "plan",
             "kept in blocks, predicted (MiB)",
             "recomputed per step, predicted (GFLOP)",
+            "recomputed per step, from measured forward times (ms)",
             "peak allocated, measured (MiB)",
             "kept − its control's, predicted (MiB)",
             "peak − its control's, measured (MiB)",
@@ -133,6 +163,8 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             p.plan.clone(),
             format!("{:.2}", p.kept_bytes / MIB),
             format!("{:.3}", p.recompute_flops / 1e9),
+            p.recompute_s
+                .map_or_else(|| "–".into(), |s| format!("{:.1}", s * 1e3)),
             format!("{:.2}", p.peak / MIB),
             dk,
             dp,

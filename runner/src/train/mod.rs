@@ -529,6 +529,7 @@ where
         peak_bounds: Some(probe.bounds()),
         timeline: step_timeline,
         out_of_memory: None,
+        unit_forward_s: job.unit_forward_s,
         load: None,
         finished_at: chrono::Utc::now().to_rfc3339(),
     })
@@ -548,6 +549,8 @@ struct Prepared {
     estimated_activation_bytes: u64,
     /// Bytes allocated once the job is prepared, before its steps.
     baseline_bytes: u64,
+    /// Each unit's forward seconds (a job with a unit-level plan).
+    unit_forward_s: Option<[f64; 8]>,
 }
 
 /// Reads the token streams, initializes the model and profiles its blocks (for the record; the
@@ -567,6 +570,10 @@ fn prepare<B: TrainBackend>(
     let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
     let plan = plan_of(spec);
     let unit_plan = spec.unit_plan.as_ref();
+    let unit_forward_s = unit_plan.map(|_| {
+        let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+        units::unit_forward_seconds(&model, &inputs, device, 5)
+    });
     let estimated_activation_bytes = match (&plan, unit_plan) {
         (_, Some(u)) => u.kept_bytes,
         (Some(p), None) => budget::estimate_plan(&block_costs, p),
@@ -579,6 +586,7 @@ fn prepare<B: TrainBackend>(
         plan,
         estimated_activation_bytes,
         baseline_bytes: measure::allocated_bytes(),
+        unit_forward_s,
     };
     Ok((model, prepared))
 }

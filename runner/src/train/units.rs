@@ -350,6 +350,44 @@ where
     }
 }
 
+/// Forward seconds of each unit of the first block on the model's device, in [`Unit::ALL`]
+/// order: per unit, the median over `reps` runs on its inputs (the units before it run first
+/// and produce them), with the device synchronized before and after each run, as the
+/// profiling pass times whole blocks. The blocks are alike, so the first stands for all; a
+/// plan's predicted recomputation time is the sum over the units it recomputes.
+///
+/// Panics if the model fails [`unsupported`] (the job checks it before its first step).
+pub fn unit_forward_seconds<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    device: &B::Device,
+    reps: usize,
+) -> [f64; 8] {
+    assert!(unsupported(model).is_none(), "{:?}", unsupported(model));
+    let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
+    let mut chain = Chain::<Inner<B>> {
+        embedded: embedded.inner(),
+        slots: vec![Default::default()],
+        recomputed: Vec::new(),
+    };
+    let inner = model.blocks[0].valid();
+    let mut out = [0.0; 8];
+    for unit in Unit::ALL {
+        let mut times = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            let _ = B::sync(device);
+            let started = std::time::Instant::now();
+            let v = chain.forward_unit(model, &inner, 0, unit);
+            let _ = B::sync(device);
+            times.push(started.elapsed().as_secs_f64());
+            chain.slots[0][unit.index()] = Some(v);
+        }
+        times.sort_by(f64::total_cmp);
+        out[unit.index()] = times[times.len() / 2];
+    }
+    out
+}
+
 /// The forward pass through the blocks, keeping what `keeps` says; returns the last hidden
 /// state.
 fn forward<B: TrainBackend>(

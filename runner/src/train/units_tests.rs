@@ -187,3 +187,17 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
         "no plan kept different units in different blocks"
     );
 }
+
+/// The unit profiling pass times every unit of a block and leaves the model untouched.
+#[test]
+fn every_unit_is_timed() {
+    let cfg = config(2);
+    let device = Default::default();
+    B::seed(&device, 3);
+    let model = cfg.init::<B>(&device);
+    let inputs = Inputs::<B>::new(&batch(&cfg), &device);
+    let before = grad_values(&model, &plain_grads(&model, &inputs));
+    let times = unit_forward_seconds(&model, &inputs, &device, 3);
+    assert!(times.iter().all(|t| t.is_finite() && *t > 0.0), "{times:?}");
+    assert_eq!(grad_values(&model, &plain_grads(&model, &inputs)), before);
+}
