@@ -24,6 +24,17 @@ fn policies() -> Vec<Policy> {
     ]
 }
 
+/// Every parameter's gradient in `got` equals plain backward's (`reference`) bit for bit.
+fn assert_same_bits(got: &[Vec<f32>], reference: &[Vec<f32>], what: &str) {
+    assert_eq!(got.len(), reference.len(), "{what}");
+    for (i, (g, r)) in got.iter().zip(reference).enumerate() {
+        assert!(
+            g.len() == r.len() && g.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what}: parameter {i}'s gradient differs from plain backward"
+        );
+    }
+}
+
 #[test]
 fn gradients_equal_plain_backward_bit_for_bit_and_recomputation_is_the_plans() {
     let layers = 3;
@@ -53,14 +64,7 @@ fn gradients_equal_plain_backward_bit_for_bit_and_recomputation_is_the_plans() {
                 let out = unit_step::<B, Adam>(model.clone(), &inputs, &keeps, None, &mut |_| {});
                 let got = grad_values(&out.step.model, &out.step.grads);
                 let what = format!("{saving:?}, segments {segments:?}, policy {policy}");
-                assert_eq!(got.len(), reference.len(), "{what}");
-                for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-                    let same = g.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(
-                        same,
-                        "{what}: parameter {i}'s gradient differs from plain backward"
-                    );
-                }
+                assert_same_bits(&got, &reference, &what);
                 assert_eq!(
                     out.recomputed,
                     recomputed_units(&keeps, saving),
@@ -173,12 +177,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
             distinct_keeps |= units.keeps.windows(2).any(|w| w[0] != w[1]);
             let out = unit_step::<B, Adam>(model.clone(), &inputs, &units.keeps, None, &mut |_| {});
             let got = grad_values(&out.step.model, &out.step.grads);
-            for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-                assert!(
-                    g.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: parameter {i}'s gradient differs from plain backward"
-                );
-            }
+            assert_same_bits(&got, &reference, &what);
             assert_eq!(out.recomputed.len(), units.recomputed_units, "{what}");
         }
     }
