@@ -259,6 +259,26 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         .filter(|p| p.record.spec.model == spec.model)
         .filter(|p| p.record.spec.strategy.precision == spec.strategy.precision)
         .collect();
+    // One point per plan position: rows at the same predicted point (plans that differ only in
+    // what the front does not model, such as the optimizer) share it, named by the first and
+    // how many more.
+    let mut ran: Vec<(f64, f64, String)> = Vec::new();
+    let mut more: Vec<usize> = Vec::new();
+    for p in &same_shape {
+        let at = (p.kept_bytes / MIB, p.recompute_flops / 1e9);
+        match ran.iter().position(|r| (r.0, r.1) == at) {
+            Some(i) => more[i] += 1,
+            None => {
+                ran.push((at.0, at.1, p.row.cfg.name.clone()));
+                more.push(0);
+            }
+        }
+    }
+    for (r, n) in ran.iter_mut().zip(&more) {
+        if *n > 0 {
+            r.2 = format!("{} (+{n})", r.2);
+        }
+    }
     let figure = Figure {
         name: format!("front_{}", g.slug),
         title: "Memory–recomputation front: the planner's prediction, and the plans that ran"
@@ -282,12 +302,9 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             },
             Series {
                 label: "configurations that ran".into(),
-                points: same_shape
-                    .iter()
-                    .map(|p| (p.kept_bytes / MIB, p.recompute_flops / 1e9))
-                    .collect(),
+                points: ran.iter().map(|(x, y, _)| (*x, *y)).collect(),
                 mark: Mark::Points,
-                point_labels: same_shape.iter().map(|p| p.row.cfg.name.clone()).collect(),
+                point_labels: ran.into_iter().map(|(_, _, l)| l).collect(),
             },
         ],
         ..Default::default()
