@@ -257,6 +257,9 @@ pub struct StrategySummary {
     pub budget: Option<f64>,
     /// Checkmate budget (fraction of the no-recompute peak), where Checkmate planned the job.
     pub checkmate: Option<f64>,
+    /// The unit-level policy refining the plan, where one is set: the unit executor ran the
+    /// job.
+    pub policy: Option<memwall_core::units::Policy>,
 }
 
 /// The model and run size of a job.
@@ -375,6 +378,19 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
         .collect::<AnalysisResult<Vec<_>>>()?;
     let (control, fused) = (t.bools("control")?, t.bools("fused_optimizer")?);
     let (fusion, budget, checkmate) = (t.bools("fusion")?, t.f64s("budget")?, t.f64s("checkmate")?);
+    // The policy as the job file writes it (JSON: a name, a list of units, a budget table).
+    let unit_policy = t
+        .opt_strs("policy")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            p.map(|text| {
+                serde_json::from_str::<memwall_core::units::Policy>(&text)
+                    .map_err(|_| t.bad_cell("policy", i, "not a policy as a job file writes it"))
+            })
+            .transpose()
+        })
+        .collect::<AnalysisResult<Vec<_>>>()?;
     Ok((0..precision.len())
         .map(|i| StrategySummary {
             precision: precision[i],
@@ -386,6 +402,7 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
             fusion: fusion[i],
             budget: budget[i],
             checkmate: checkmate[i],
+            policy: unit_policy[i],
         })
         .collect())
 }
@@ -766,7 +783,8 @@ pub struct GoalOutcome {
     pub runs: (usize, usize),
 }
 
-/// The first finished row at `precision` that `sel` picks (no kernel fusion, no budget).
+/// The first finished row at `precision` that `sel` picks (no kernel fusion, no budget, no
+/// unit-level policy).
 fn goal_side<'r>(
     rows: &[&'r ConfigSummary],
     precision: Precision,
@@ -780,6 +798,7 @@ fn goal_side<'r>(
             && s.fused_optimizer == sel.fused_optimizer
             && !s.fusion
             && s.budget.is_none()
+            && s.policy.is_none()
     })
 }
 

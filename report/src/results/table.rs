@@ -177,6 +177,9 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "time_to_first_measured_step_s" => [m.and_then(|m| m.time_to_first_measured_step_s)],
         "budget" => [s.strategy.recompute.budget()],
         "checkmate" => [s.strategy.recompute.checkmate()],
+        "policy" => [s.strategy.policy.map(|p| {
+            serde_json::to_string(&p).expect("a policy is a name, a list or a table")
+        })],
         "planned_peak_bytes" => [s.planned.as_ref().map(|p| p.predicted_peak_bytes)],
         "planned_cost_ratio" => [s.planned.as_ref().map(|p| p.predicted_cost_ratio)],
         "planned_recomputed_blocks" => [s.planned.as_ref().map(|p| {
