@@ -648,14 +648,23 @@ pub fn budget_choice(
     saving: LayerNormSaving,
     granularity: Granularity,
 ) -> BudgetChoice {
-    let points = front(layers, shape, saving, granularity);
+    choose(&front(layers, shape, saving, granularity), b)
+}
+
+/// The plan of budget `b` (in [0, 1]) on `points`, a [`front`] (bytes ascending): the last point
+/// whose kept bytes fit `lo + b (hi - lo)`, as [`budget_choice`] chooses, without solving the
+/// front again.
+///
+/// Panics if `points` is empty (a front has at least the outputs-only plan).
+pub fn choose(points: &[FrontPoint], b: f64) -> BudgetChoice {
     let lo_bytes = points.first().map_or(0, |p| p.kept_bytes);
     let hi_bytes = points.last().map_or(0, |p| p.kept_bytes);
     let budget_bytes = lo_bytes + ((hi_bytes - lo_bytes) as f64 * b.clamp(0.0, 1.0)).floor() as u64;
     let plan = points
-        .into_iter()
+        .iter()
         .take_while(|p| p.kept_bytes <= budget_bytes)
         .last()
+        .cloned()
         .expect("keeping only the outputs fits every budget");
     BudgetChoice {
         plan,

@@ -4,10 +4,10 @@
 
 use memwall_core::spec::{Precision, Profile, Study};
 use memwall_core::strategy::LayerNormSaving;
-use memwall_core::units::{budget_choice, front, FrontPoint, Granularity, Unit, UnitSet};
+use memwall_core::units::{choose, front, FrontPoint, Granularity, Unit, UnitSet};
 use serde_json::json;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What `memwall plan --transformer` was asked.
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ pub fn run(req: &FrontRequest) -> Result<String, FrontError> {
     writeln!(
         t,
         "{} (profile {}): {} blocks, d_model {}, d_ff {}, {} heads, batch {} x {} tokens, {}",
-        display(&req.experiment),
+        req.experiment.display(),
         req.profile,
         layers,
         model.d_model,
@@ -146,8 +146,8 @@ pub fn run(req: &FrontRequest) -> Result<String, FrontError> {
     let fronts =
         [Granularity::Block, Granularity::Unit].map(|g| (g, front(layers, &shape, saving, g)));
     for &b in &req.budgets {
-        for (g, _) in &fronts {
-            let c = budget_choice(b, layers, &shape, saving, *g);
+        for (g, points) in &fronts {
+            let c = choose(points, b);
             writeln!(
                 t,
                 "{:>6.2}  {:<6}  {:>9.2}  {:>15.3}  {}",
@@ -171,7 +171,7 @@ pub fn run(req: &FrontRequest) -> Result<String, FrontError> {
     }
     if let Some(path) = &req.out {
         let doc = json!({
-            "experiment": display(&req.experiment),
+            "experiment": req.experiment.display().to_string(),
             "profile": req.profile.to_string(),
             "precision": req.precision.as_str(),
             "model": model,
@@ -186,8 +186,4 @@ pub fn run(req: &FrontRequest) -> Result<String, FrontError> {
         writeln!(t, "wrote both fronts to {}", path.display())?;
     }
     Ok(t)
-}
-
-fn display(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -414,28 +414,20 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl JobSpec {
-    /// What the unit cost model ([`crate::units`]) predicts the job's blocks keep for backward
-    /// and recompute: `(kept bytes over every block, forward FLOPs recomputed per step)`,
-    /// derived from the shapes ([`crate::units::UnitShape::kept_bytes`],
-    /// [`crate::units::UnitShape::forward_flops`]). The unit plan's when the job has one; a
-    /// segment plan's as block-granular checkpointing runs it (a recomputed segment keeps only
-    /// its output, [`crate::units::block_keeps`] with nothing kept inside); every unit output of
-    /// every block for plain backward. `None` where the runner chooses the segments (balanced
+    /// The unit outputs each of the job's blocks keeps for backward, as the unit cost model
+    /// ([`crate::units`]) sees any plan: the unit plan's when the job has one; a segment plan's
+    /// as block-granular checkpointing runs it (a recomputed segment keeps only its output,
+    /// [`crate::units::block_keeps`] with nothing kept inside); every unit output of every
+    /// block for plain backward. `None` where the runner chooses the segments (balanced
     /// checkpointing) or the plan is not made yet.
-    pub fn unit_costs(&self) -> Option<(u64, f64)> {
-        use crate::units::{block_keeps, recomputed_units, UnitSet};
-        let shape = self.model.unit_shape(self.strategy.precision);
-        let keeps = match (&self.unit_plan, &self.plan, &self.strategy.recompute) {
-            (Some(units), _, _) => units.keeps.clone(),
-            (None, Some(plan), _) => block_keeps(&plan.segments, UnitSet::NONE),
-            (None, None, Recompute::None) => vec![UnitSet::ALL; self.model.layers],
-            (None, None, _) => return None,
-        };
-        let saving = self.strategy.layer_norm;
-        let flops = recomputed_units(&keeps, saving)
-            .iter()
-            .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(*u));
-        Some((keeps.iter().map(|k| shape.kept_bytes(*k)).sum(), flops))
+    pub fn unit_keeps(&self) -> Option<Vec<crate::units::UnitSet>> {
+        use crate::units::{block_keeps, UnitSet};
+        match (&self.unit_plan, &self.plan, &self.strategy.recompute) {
+            (Some(units), _, _) => Some(units.keeps.clone()),
+            (None, Some(plan), _) => Some(block_keeps(&plan.segments, UnitSet::NONE)),
+            (None, None, Recompute::None) => Some(vec![UnitSet::ALL; self.model.layers]),
+            (None, None, _) => None,
+        }
     }
 
     /// Content hash (16 hex digits) of everything that affects the job's result: study,

@@ -679,35 +679,45 @@ impl RepeatRuns {
     /// (the same job but for its repeat index, on the same device); empty when it has no
     /// record there.
     pub fn values(&self, key: &str, device: &str, metric: GoalMetric) -> Vec<f64> {
-        let Some(runs) = self
-            .job_of
-            .get(&(key.to_string(), device.to_string()))
-            .and_then(|job| self.runs.get(job))
-        else {
-            return Vec::new();
-        };
-        runs.iter().map(|run| run.value(metric)).collect()
+        self.runs_of(key, device)
+            .iter()
+            .map(|run| run.value(metric))
+            .collect()
+    }
+
+    /// [`RepeatRuns::values`], or `own` (the row's own value) alone when the job has no run
+    /// here: what each side of a goal and of an equal-memory pair is the median of.
+    pub fn values_or(&self, key: &str, device: &str, metric: GoalMetric, own: f64) -> Vec<f64> {
+        let v = self.values(key, device, metric);
+        if v.is_empty() {
+            vec![own]
+        } else {
+            v
+        }
     }
 
     /// The ratios `a / b` of `metric` between the runs of two jobs that share a repeat index
     /// (repeats run interleaved, so run `r` of every configuration ran close in time: a paired
     /// design), in repeat order; empty when no repeat index is common to both.
     pub fn paired_ratios(&self, a: (&str, &str), b: (&str, &str), metric: GoalMetric) -> Vec<f64> {
-        let runs = |(key, device): (&str, &str)| {
-            self.job_of
-                .get(&(key.to_string(), device.to_string()))
-                .and_then(|job| self.runs.get(job))
-                .map(|runs| {
-                    runs.iter()
-                        .map(|run| (run.repeat, run.value(metric)))
-                        .collect::<BTreeMap<usize, f64>>()
-                })
-                .unwrap_or_default()
+        let by_repeat = |(key, device): (&str, &str)| {
+            self.runs_of(key, device)
+                .iter()
+                .map(|run| (run.repeat, run.value(metric)))
+                .collect::<BTreeMap<usize, f64>>()
         };
-        let (ra, rb) = (runs(a), runs(b));
+        let (ra, rb) = (by_repeat(a), by_repeat(b));
         ra.iter()
             .filter_map(|(r, x)| rb.get(r).filter(|y| **y > 0.0).map(|y| x / y))
             .collect()
+    }
+
+    /// The finished runs of the job of record `key` on `device` (none without a record there).
+    fn runs_of(&self, key: &str, device: &str) -> &[Run] {
+        self.job_of
+            .get(&(key.to_string(), device.to_string()))
+            .and_then(|job| self.runs.get(job))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -831,12 +841,7 @@ pub fn goal_outcomes(
                 continue;
             };
             let runs = |c: &ConfigSummary, own: f64| {
-                let v = repeats.values(&c.key, &c.device_name, g.metric);
-                if v.is_empty() {
-                    vec![own]
-                } else {
-                    v
-                }
+                repeats.values_or(&c.key, &c.device_name, g.metric, own)
             };
             let (xs, ys) = (runs(a, x), runs(b, y));
             let est = |v: &[f64]| stats::median_interval(v, stats::LEVEL);

@@ -10,7 +10,7 @@ use crate::results::analysis::GoalVerdict;
 use crate::results::JobRecord;
 use crate::spec::GoalMetric;
 use crate::stats;
-use memwall_core::units::{front, recomputed_units, Granularity};
+use memwall_core::units::{front, recomputed_units, Granularity, Unit};
 
 /// Measured peaks within this ratio of each other count as equal memory (2%).
 pub(super) const EQUAL_PEAK: f64 = 0.02;
@@ -32,12 +32,13 @@ struct Planned<'r> {
     recompute_s: Option<f64>,
 }
 
-/// Forward seconds the plan of `record` recomputes per step, from its measured forward times.
-fn recompute_seconds(record: &JobRecord) -> Option<f64> {
+/// Forward seconds the plan of `record` recomputes per step, from its measured forward times:
+/// the `recomputed` units' for a unit plan, the recomputed segments' blocks' for a segment plan.
+fn recompute_seconds(record: &JobRecord, recomputed: &[(usize, Unit)]) -> Option<f64> {
     let spec = &record.spec;
     match (&spec.unit_plan, &spec.plan, record.unit_forward_s) {
-        (Some(units), _, Some(t)) => Some(
-            recomputed_units(&units.keeps, spec.strategy.layer_norm)
+        (Some(_), _, Some(t)) => Some(
+            recomputed
                 .iter()
                 .fold(0.0, |sum, (_, u)| sum + t[u.index()]),
         ),
@@ -63,19 +64,28 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
         .filter_map(|row| {
             let record = inputs.records.get(&row.s.key)?;
             let spec = &record.spec;
-            let (kept, flops) = spec.unit_costs()?;
-            let plan = match (
-                &spec.unit_plan,
-                spec.strategy.recompute.budget(),
-                &spec.plan,
-            ) {
-                (Some(u), _, _) => format!("unit: {}", u.policy.label()),
-                (None, Some(b), _) => format!("block: budget {b}"),
-                (None, None, Some(_)) => match row.s.strategy.checkpoint {
-                    crate::spec::CheckpointSpec::Every(k) => format!("block: every {k}"),
-                    other => format!("block: {other:?}").to_lowercase(),
+            // Kept bytes and recomputed FLOPs derived from the shapes, one recomputation list.
+            let keeps = spec.unit_keeps()?;
+            let shape = spec.model.unit_shape(spec.strategy.precision);
+            let recomputed = recomputed_units(&keeps, spec.strategy.layer_norm);
+            let kept: u64 = keeps.iter().map(|k| shape.kept_bytes(*k)).sum();
+            let flops = recomputed
+                .iter()
+                .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(*u));
+            let recompute = &spec.strategy.recompute;
+            let plan = match (&spec.unit_plan, &spec.plan) {
+                (Some(u), _) => format!("unit: {}", u.policy.label()),
+                (None, Some(_)) if recomputed.is_empty() => "block: none recomputed".into(),
+                (None, Some(_)) => match (recompute.budget(), recompute.checkmate()) {
+                    (Some(b), _) => format!("block: budget {b}"),
+                    (None, Some(f)) => format!("block: checkmate {f}"),
+                    (None, None) => match recompute.checkpoint() {
+                        crate::spec::CheckpointSpec::Every(k) => format!("block: every {k}"),
+                        crate::spec::CheckpointSpec::Sqrt => "block: every ⌈√N⌉".into(),
+                        crate::spec::CheckpointSpec::None => "block: explicit segments".into(),
+                    },
                 },
-                (None, None, None) => "none (plain backward)".into(),
+                (None, None) => "none (plain backward)".into(),
             };
             Some(Planned {
                 row,
@@ -86,7 +96,7 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
                 recompute_flops: flops,
                 peak: row.peak?,
                 step_s: row.s.measured.median_step_s?,
-                recompute_s: recompute_seconds(record),
+                recompute_s: recompute_seconds(record, &recomputed),
             })
         })
         .collect()
@@ -110,14 +120,10 @@ fn alike(a: &JobRecord, b: &JobRecord) -> bool {
 /// The median step times (s) of every finished run of `p`'s configuration (`repeats`), or its
 /// own where it has no other.
 fn step_runs(inputs: &StudyInputs, p: &Planned) -> Vec<f64> {
-    let v = inputs
+    let s = &p.row.s;
+    inputs
         .repeats
-        .values(&p.row.s.key, &p.row.s.device_name, GoalMetric::MedianStepS);
-    if v.is_empty() {
-        vec![p.step_s]
-    } else {
-        v
-    }
+        .values_or(&s.key, &s.device_name, GoalMetric::MedianStepS, p.step_s)
 }
 
 /// The group's tables and figure for plans inside the block: `None` when no finished row ran

@@ -567,13 +567,15 @@ fn prepare<B: TrainBackend>(
     let batcher = Batcher::new(train_stream, m.batch, m.seq_len, t.seed)?;
     let eval_batcher = Batcher::new(eval_stream, m.batch, m.seq_len, t.seed)?;
     let model = init_model::<B>(spec, device);
-    let block_costs = profile_model(spec, &model, &eval_batcher, device, probe);
+    // The profiling passes (blocks, and units for a unit-level plan) run on the first held-out
+    // batch.
+    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+    let block_costs = profile_model(spec, &model, &profile_inputs, device, probe);
     let plan = plan_of(spec);
     let unit_plan = spec.unit_plan.as_ref();
-    let unit_forward_s = unit_plan.map(|_| {
-        let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
-        units::unit_forward_seconds(&model, &inputs, device, 5)
-    });
+    let unit_forward_s =
+        unit_plan.map(|_| units::unit_forward_seconds(&model, &profile_inputs, device, 5));
+    drop(profile_inputs);
     let estimated_activation_bytes = match (&plan, unit_plan) {
         (_, Some(u)) => u.kept_bytes,
         (Some(p), None) => budget::estimate_plan(&block_costs, p),
@@ -611,20 +613,19 @@ fn init_model<B: TrainBackend>(spec: &JobSpec, device: &B::Device) -> Transforme
 fn profile_model<B: TrainBackend>(
     spec: &JobSpec,
     model: &TransformerLm<B>,
-    eval_batcher: &Batcher,
+    profile_inputs: &Inputs<B>,
     device: &B::Device,
     probe: &mut dyn MemoryProbe,
 ) -> Vec<BlockCost> {
-    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
     if spec.strategy.master_weights {
         profile::profile_blocks(
             &cast_model(model.clone(), spec.strategy.precision),
-            &profile_inputs,
+            profile_inputs,
             device,
             probe,
         )
     } else {
-        profile::profile_blocks(model, &profile_inputs, device, probe)
+        profile::profile_blocks(model, profile_inputs, device, probe)
     }
 }
 
