@@ -167,6 +167,15 @@ enum Cmd {
         verdict: NightlyVerdictArgs,
         #[command(flatten)]
         run: RunArgs,
+        /// Fault injection, off by default: every step of STUDY/CONFIG takes FACTOR times as
+        /// long in tonight's binary, as a real slowdown would (to check that the nightly flags
+        /// exactly that configuration after its confirmation reruns).
+        #[arg(long, value_name = "STUDY/CONFIG=FACTOR")]
+        inject_slowdown: Option<String>,
+        /// Reruns of each side (tonight's binary, the last night's) that confirm a flagged
+        /// change before it is reported; 0 reports every flag as first measured.
+        #[arg(long, default_value_t = memwall::nightly::confirm::CONFIRM_RUNS)]
+        confirm_runs: usize,
     },
     /// Re-render the nightly page from the history store (no job is run, nothing is appended);
     /// `memwall history export FILE` writes the history as one table instead.
@@ -203,6 +212,9 @@ enum Cmd {
         job: PathBuf,
         #[arg(long)]
         out: PathBuf,
+        /// Fault injection: every step of STUDY/CONFIG takes FACTOR times as long.
+        #[arg(long, value_name = "STUDY/CONFIG=FACTOR")]
+        inject_slowdown: Option<memwall_runner::train::slowdown::Slowdown>,
     },
 }
 
@@ -299,6 +311,8 @@ fn run() -> Result<()> {
             slurm_final,
             verdict,
             run,
+            inject_slowdown,
+            confirm_runs,
         } => nightly(
             experiments,
             &experiments_dir,
@@ -308,6 +322,8 @@ fn run() -> Result<()> {
             slurm_final.as_deref(),
             &verdict,
             run,
+            inject_slowdown.as_deref(),
+            confirm_runs,
         ),
         Cmd::History {
             action,
@@ -318,8 +334,13 @@ fn run() -> Result<()> {
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import(a) => import_cmd(a),
         Cmd::Reference(a) => reference_cpu(a),
-        Cmd::RunJob { job, out } => {
-            let record = memwall_runner::job::run_job_file(&job, &out)?;
+        Cmd::RunJob {
+            job,
+            out,
+            inject_slowdown,
+        } => {
+            let record =
+                memwall_runner::job::run_job_file_with(&job, &out, inject_slowdown.as_ref())?;
             eprintln!("{}: {}", record.spec.config, record.status.as_str());
             Ok(())
         }

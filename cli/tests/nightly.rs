@@ -44,8 +44,11 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
                 (Metric::PeakAllocated.name().to_string(), vec![peak]),
             ]),
             load: None,
+            memory_limit_bytes: None,
+            confirmations: Vec::new(),
         }],
         errors: vec![],
+        confirm_s: None,
     }
 }
 
@@ -206,9 +209,15 @@ control = true
 
 /// `memwall nightly --device cpu --cpu-profile smoke EXP` in `dir`; fails the test if it fails.
 fn nightly_in(dir: &Path, exp: &Path) {
+    nightly_with(dir, exp, &[]);
+}
+
+/// [`nightly_in`] with `extra` arguments.
+fn nightly_with(dir: &Path, exp: &Path, extra: &[&str]) {
     let out = memwall()
         .current_dir(dir)
         .args(["nightly", "--device", "cpu", "--cpu-profile", "smoke"])
+        .args(extra)
         .arg(exp)
         .arg("--templates")
         .arg(common::root().join("templates"))
@@ -579,8 +588,11 @@ impl Drop for Spinner {
 
 /// Nightlies of one revision with a CPU-bound process beside them (issue 56): every job
 /// records the load (up to a CPU busy with another process), every timing reads "noisy"
-/// instead of a verdict, and over five nights nothing is regressed, improved or missing; the
-/// summary says how many comparisons were noisy.
+/// instead of a verdict (or is rerun beside the last night's binary, which shares the load,
+/// and still reads noisy), and over five nights nothing is regressed, improved or missing; the
+/// summary says how many comparisons were noisy. Then a sixth night, still under load, whose
+/// binary makes every step of one configuration 3x slower (`--inject-slowdown`): that
+/// configuration's timings, and nothing else, are flagged after the confirmation reruns.
 #[test]
 fn nightlies_under_load_raise_no_alarm() {
     let dir = tempfile::tempdir().unwrap();
@@ -591,7 +603,8 @@ fn nightlies_under_load_raise_no_alarm() {
     for _ in 0..5 {
         nightly_in(dir.path(), &exp);
     }
-    drop(spinner);
+    // Tonight's binary is kept for tomorrow's confirmations.
+    assert!(dir.path().join("history/bin").is_dir());
     let history = nightly::load(&dir.path().join("history")).unwrap().entries;
     assert_eq!(history.len(), 5);
     for e in &history {
@@ -626,6 +639,68 @@ fn nightlies_under_load_raise_no_alarm() {
         summary.contains("0 regressed, 0 improved") && summary.contains("4 noisy"),
         "{summary}"
     );
+
+    // Night 6: a real slowdown planted in one configuration of tonight's binary.
+    nightly_with(
+        dir.path(),
+        &exp,
+        &["--inject-slowdown", "nightly_load/checkpoint=3"],
+    );
+    drop(spinner);
+    let history = nightly::load(&dir.path().join("history")).unwrap().entries;
+    let changes = nightly::changes(&history, nightly::DEFAULT_NOISE);
+    let mut alarms: Vec<String> = Vec::new();
+    for c in &changes {
+        for (m, k) in &c.metrics {
+            if k.verdict.is_regression() || k.verdict == ChangeVerdict::Improved {
+                alarms.push(format!("{} {} {}", c.config, m.name(), k.verdict.as_str()));
+                let conf = k.confirmation.as_ref().expect("confirmed by reruns");
+                assert!(conf.against.starts_with("previous binary"), "{conf:?}");
+                assert_eq!(conf.runs, memwall::nightly::confirm::CONFIRM_RUNS);
+            }
+        }
+    }
+    alarms.sort();
+    let every: Vec<String> = changes
+        .iter()
+        .flat_map(|c| {
+            c.metrics.iter().map(move |(m, k)| {
+                format!(
+                    "{} {} {:?} suspected {:?} load {:?} confirmed {:?}",
+                    c.config,
+                    m.name(),
+                    k.verdict,
+                    k.suspected,
+                    k.under_load.map(|l| l.other_busy_cpus),
+                    k.confirmation.as_ref().map(|x| x.verdict)
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        alarms,
+        vec![
+            "checkpoint step_time_s regressed".to_string(),
+            "checkpoint tokens_per_s regressed".to_string()
+        ],
+        "{every:#?}"
+    );
+    let last = history.last().unwrap();
+    assert!(
+        last.confirm_s.is_some_and(|t| t > 0.0),
+        "{:?}",
+        last.confirm_s
+    );
+    let summary =
+        std::fs::read_to_string(dir.path().join("history/runs/reports/nightly/summary.md"))
+            .unwrap();
+    assert!(
+        summary.contains("2 regressed") && summary.contains("rerun 3x to confirm"),
+        "{summary}"
+    );
+    let page =
+        std::fs::read_to_string(dir.path().join("history/runs/reports/nightly/report.md")).unwrap();
+    assert!(page.contains("rerun 3x beside previous binary"), "{page}");
 }
 
 /// A timing of a young history: not enough history, or noisy when the other tests' jobs

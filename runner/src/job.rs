@@ -26,7 +26,23 @@ pub type Runner = (PathBuf, Vec<String>);
 /// Runs the job in `job_file` in this process and writes its record into `out_dir`
 /// (the `run-job` subcommand).
 pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
+    run_job_file_with(job_file, out_dir, None)
+}
+
+/// [`run_job_file`] with a planted slowdown ([`crate::train::slowdown`], `run-job
+/// --inject-slowdown STUDY/CONFIG=FACTOR`): it takes effect only when it names this job.
+///
+/// # Errors
+/// Those of [`run_job_file`].
+pub fn run_job_file_with(
+    job_file: &Path,
+    out_dir: &Path,
+    slowdown: Option<&crate::train::slowdown::Slowdown>,
+) -> Result<JobRecord> {
     let job = JobSpec::read(job_file)?;
+    if let Some(s) = slowdown {
+        crate::train::slowdown::install(s, &job);
+    }
     let load = crate::measure::LoadProbe::start();
     let mut record = crate::train::run_job(&job);
     record.load = load.and_then(|p| p.finish());

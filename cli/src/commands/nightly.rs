@@ -126,8 +126,14 @@ pub(crate) fn nightly(
     slurm_final: Option<&Path>,
     verdict: &NightlyVerdictArgs,
     mut run: RunArgs,
+    inject_slowdown: Option<&str>,
+    confirm_runs: usize,
 ) -> Result<()> {
     check_noise(verdict.noise_threshold)?;
+    if let Some(s) = inject_slowdown {
+        s.parse::<memwall_runner::train::slowdown::Slowdown>()
+            .map_err(|e| anyhow::anyhow!("--inject-slowdown {e}"))?;
+    }
     if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
         bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
     }
@@ -145,6 +151,8 @@ pub(crate) fn nightly(
         history: verdict.history.clone(),
         noise: verdict.noise_threshold,
         cpu_profile,
+        inject_slowdown: inject_slowdown.map(|s| s.to_string()),
+        confirm_runs,
     };
     if let Some(dir) = slurm_final {
         let out = memwall::nightly::slurm_final(dir, &nightly, &paths, &opts)?;

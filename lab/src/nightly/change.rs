@@ -26,6 +26,13 @@ pub enum ChangeVerdict {
     /// hypervisor stole time: [`memwall_core::measure::MachineLoad::loaded`]): no verdict is drawn
     /// from it.
     Noisy,
+    /// Flagged as regressed or improved, then measured again at once ([`super::confirm`]):
+    /// the reruns did not show the change, so it is not reported.
+    NotConfirmed,
+    /// A configuration under a memory limit whose peak, in the run that fit, lies within the
+    /// peak's spread of that limit: it fits or not by chance, so finishing in one run and not in
+    /// the other is neither a regression nor a missing measurement.
+    AtLimit,
 }
 
 impl ChangeVerdict {
@@ -40,6 +47,8 @@ impl ChangeVerdict {
             ChangeVerdict::New => "new",
             ChangeVerdict::NotMeasured => "not measured",
             ChangeVerdict::Noisy => "noisy (under load)",
+            ChangeVerdict::NotConfirmed => "not confirmed by rerun",
+            ChangeVerdict::AtLimit => "at the limit",
         }
     }
 
@@ -68,6 +77,15 @@ pub struct Classified {
     /// The load this run's timing was taken under, when it makes the verdict
     /// [`ChangeVerdict::Noisy`].
     pub under_load: Option<memwall_core::measure::MachineLoad>,
+    /// The verdict the change gets before it is confirmed (set by [`changes`]): its own
+    /// verdict where it was judged, and for a timing taken under load the verdict against the
+    /// last run at the noise floor. A regressed or improved one is measured again by
+    /// [`super::confirm`].
+    pub suspected: Option<ChangeVerdict>,
+    /// The reruns that confirmed the change or did not ([`ChangeVerdict::NotConfirmed`]).
+    pub confirmation: Option<Confirmation>,
+    /// For [`ChangeVerdict::AtLimit`]: the peak of the run that fit and the limit, bytes.
+    pub at_limit: Option<(f64, u64)>,
 }
 
 /// The noise a metric's change is judged against: a relative threshold and where it came from.
@@ -175,6 +193,9 @@ pub fn classify(prev: &[f64], cur: &[f64], lower_is_better: bool, noise: f64) ->
         change,
         noise: None,
         under_load: None,
+        suspected: None,
+        confirmation: None,
+        at_limit: None,
     }
 }
 
@@ -190,6 +211,9 @@ fn verdict_only(
         change: None,
         noise: None,
         under_load: None,
+        suspected: None,
+        confirmation: None,
+        at_limit: None,
     }
 }
 
@@ -283,6 +307,7 @@ fn metric_change(
 ) -> Classified {
     let samples = |e: &ConfigEntry| e.metrics.get(m.name()).cloned().unwrap_or_default();
     let exact = m.deterministic();
+    let every_night = before_c;
     // A timing is compared with, and its noise estimated from, the nights whose machine was
     // not loaded: a loaded night says nothing of the code (nor of the noise between nights).
     let quiet: Vec<(&HistoryEntry, &ConfigEntry)> = if exact {
@@ -327,15 +352,144 @@ fn metric_change(
         ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::WithinNoise
     );
     let measured_now = !samples(c).is_empty();
+    k.suspected = Some(k.verdict);
     if !exact && measured_now && c.loaded() {
-        // Taken under load: no verdict, whatever the history.
+        // Taken under load: no verdict, whatever the history. Whether it is measured again
+        // beside the previous binary, which shares the load, is decided by the median change
+        // against the last run (loaded or not) beyond the noise floor: under load the
+        // samples' own intervals are too wide to say more, and the reruns are the judge.
+        let last = every_night
+            .first()
+            .map(|(_, p)| samples(p))
+            .unwrap_or_default();
+        let moved = classify(&last, &samples(c), m.lower_is_better(), noise).change;
+        k.suspected = Some(match moved.map(|d| d.median) {
+            Some(d) if d.abs() > noise => {
+                if (d > 0.0) == m.lower_is_better() {
+                    ChangeVerdict::Regressed
+                } else {
+                    ChangeVerdict::Improved
+                }
+            }
+            _ => ChangeVerdict::WithinNoise,
+        });
         k.verdict = ChangeVerdict::Noisy;
         k.under_load = c.load;
     } else if !exact && judged && nights.len() < MIN_NIGHTS {
         k.verdict = ChangeVerdict::NotEnoughHistory;
+        k.suspected = Some(k.verdict);
     } else if !exact && k.verdict == ChangeVerdict::New && measured_before {
         // Measured before, but only on loaded nights.
         k.verdict = ChangeVerdict::NotEnoughHistory;
+        k.suspected = Some(k.verdict);
+    }
+    if let Some(conf) = c.confirmations.iter().find(|x| x.metric == m.name()) {
+        apply_confirmation(&mut k, conf, m);
+    }
+    if let Some(at) = at_limit(c, every_night) {
+        k.verdict = ChangeVerdict::AtLimit;
+        k.at_limit = Some(at);
     }
     k
+}
+
+/// The verdict once the change was measured again ([`super::confirm`]): a suspected
+/// regression or improvement that the reruns show in the same direction is reported as such
+/// (a timing under load included: both sides of the reruns shared the load); one they do not
+/// show is [`ChangeVerdict::NotConfirmed`] (a noisy timing stays noisy).
+fn apply_confirmation(k: &mut Classified, conf: &Confirmation, m: Metric) {
+    if conf.metric == STATUS_METRIC {
+        return;
+    }
+    let suspected = k.suspected;
+    let shown = conf.classified(m.lower_is_better()).verdict;
+    match suspected {
+        Some(v @ (ChangeVerdict::Regressed | ChangeVerdict::Improved)) if shown == v => {
+            k.verdict = v;
+        }
+        _ if matches!(
+            k.verdict,
+            ChangeVerdict::Regressed | ChangeVerdict::Improved
+        ) =>
+        {
+            k.verdict = ChangeVerdict::NotConfirmed;
+        }
+        _ => {}
+    }
+    k.confirmation = Some(conf.clone());
+}
+
+/// The name a [`Confirmation`] of a configuration's status (finished or out of memory) carries
+/// in place of a metric's.
+pub const STATUS_METRIC: &str = "status";
+
+/// [`Confirmation::against`] where no binary of the last night was kept: the reruns of
+/// tonight's binary are compared with the last run's stored samples.
+pub const LAST_RUN: &str = "last run";
+
+/// The relative spread of configuration `c`'s peak allocated bytes under `limit`: the exact
+/// tolerance (at least [`EXACT_SLACK_BYTES`] of the limit), widened to the range
+/// `(max - min) / max` the peaks of the earlier nights that fit (`every_night`, latest first,
+/// the last [`NOISE_WINDOW`]) and of tonight's reruns showed.
+pub fn peak_spread(
+    c: &ConfigEntry,
+    every_night: &[(&HistoryEntry, &ConfigEntry)],
+    limit: u64,
+) -> f64 {
+    let name = Metric::PeakAllocated.name();
+    let mut peaks: Vec<f64> = every_night
+        .iter()
+        .take(NOISE_WINDOW)
+        .filter_map(|(_, p)| p.metrics.get(name))
+        .flatten()
+        .copied()
+        .collect();
+    peaks.extend(c.metrics.get(name).into_iter().flatten().copied());
+    for conf in &c.confirmations {
+        if conf.metric == STATUS_METRIC || conf.metric == name {
+            peaks.extend(conf.current.iter().chain(&conf.previous).copied());
+        }
+    }
+    let floor = EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / limit as f64);
+    let (lo, hi) = peaks.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if hi > 0.0 && lo.is_finite() {
+        floor.max((hi - lo) / hi)
+    } else {
+        floor
+    }
+}
+
+/// Whether configuration `c` is *at the limit* against the latest of `every_night`: it ran
+/// under a memory limit, finished in one of the two runs and ran out of memory in the other,
+/// and the peak of the run that fit lies within [`peak_spread`] of the limit, or tonight's
+/// reruns ([`super::confirm`]) fit in some runs and not in others. Returns the peak of the run
+/// that fit and the limit.
+fn at_limit(c: &ConfigEntry, every_night: &[(&HistoryEntry, &ConfigEntry)]) -> Option<(f64, u64)> {
+    let limit = c.memory_limit_bytes?;
+    let (_, last) = every_night.first()?;
+    let peak_of = |e: &ConfigEntry| {
+        e.metrics
+            .get(Metric::PeakAllocated.name())
+            .and_then(|v| v.iter().copied().reduce(f64::max))
+    };
+    let peak = match (c.status, last.status) {
+        (JobStatus::OutOfMemory, JobStatus::Ok) => peak_of(last)?,
+        (JobStatus::Ok, JobStatus::OutOfMemory) => peak_of(c)?,
+        _ => return None,
+    };
+    if let Some(conf) = c.confirmations.iter().find(|x| x.metric == STATUS_METRIC) {
+        // Tonight's reruns fit in some runs (their peaks are `current`): the same code fits
+        // or not by chance.
+        if let Some(p) = conf.current.iter().copied().reduce(f64::max) {
+            return Some((p, limit));
+        }
+        // None fit, and neither did the previous night's binary, which fit last night.
+        if conf.against != LAST_RUN && conf.previous.is_empty() {
+            return Some((peak, limit));
+        }
+    }
+    let spread = peak_spread(c, every_night, limit);
+    (peak >= limit as f64 * (1.0 - spread)).then_some((peak, limit))
 }

@@ -31,6 +31,10 @@ pub struct HistoryEntry {
     /// Studies that could not run or report, with the error.
     #[serde(default)]
     pub errors: Vec<String>,
+    /// Wall seconds the confirmation reruns took ([`super::confirm`]); absent where nothing
+    /// was rerun (and in entries written before the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_s: Option<f64>,
 }
 
 /// What a [`ConfigEntry`] is: a training configuration (its records' metrics, [`Metric::ALL`])
@@ -75,6 +79,55 @@ pub struct ConfigEntry {
     /// absent where none was recorded (in-process cases, entries written before the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<memwall_core::measure::MachineLoad>,
+    /// The job's memory limit, bytes, where it ran under one (the largest-input search, a
+    /// `memory_limit` configuration): a peak within its spread of the limit is *at the limit*
+    /// ([`ChangeVerdict::AtLimit`]), not a status flip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// The changes of this configuration measured again at once, interleaved with the previous
+    /// night's binary where it was kept ([`super::confirm`]); empty when nothing was flagged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirmations: Vec<Confirmation>,
+}
+
+/// A flagged change of one metric measured again before it is reported (issue 56): `runs`
+/// reruns of tonight's binary, each after a rerun of the previous night's binary where one is
+/// kept (`history/bin/`), all in a row, so both sides share the machine's state, its load
+/// included. The change is reported only if the reruns show it too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// The metric ([`Metric::name`]).
+    pub metric: String,
+    /// What the reruns of tonight's binary were compared with: `previous binary <revision>`
+    /// (interleaved reruns of the binary kept from the last night), or `last run` (its stored
+    /// samples, where no binary was kept).
+    pub against: String,
+    /// Reruns of each side.
+    pub runs: usize,
+    /// Samples of tonight's binary's reruns, pooled over the reruns (the metric's unit).
+    pub current: Vec<f64>,
+    /// Samples of the previous binary's reruns, pooled; the last run's samples where no binary
+    /// was kept.
+    pub previous: Vec<f64>,
+    /// The relative threshold the reruns' change was judged against: the timings' noise floor,
+    /// or for a deterministic metric its exact tolerance widened to the spread the reruns of
+    /// one binary showed.
+    pub threshold: f64,
+    /// The reruns' own verdict ([`classify`] of `previous` to `current`): regressed, improved
+    /// or within noise.
+    pub verdict: ChangeVerdict,
+}
+
+impl Confirmation {
+    /// The reruns' change as [`classify`] gives it (`current / previous - 1` with its interval).
+    pub fn classified(&self, lower_is_better: bool) -> Classified {
+        classify(
+            &self.previous,
+            &self.current,
+            lower_is_better,
+            self.threshold,
+        )
+    }
 }
 
 impl ConfigEntry {
@@ -274,6 +327,8 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
             .iter()
             .filter_map(|r| r.load)
             .max_by(|a, b| a.other_busy_cpus.total_cmp(&b.other_busy_cpus)),
+        memory_limit_bytes: first.spec.memory_limit_bytes,
+        confirmations: Vec::new(),
     }
 }
 
@@ -301,6 +356,8 @@ pub fn tracked_entries(
                     samples: "single".into(),
                     metrics: BTreeMap::new(),
                     load,
+                    memory_limit_bytes: None,
+                    confirmations: Vec::new(),
                 });
                 out.len() - 1
             }

@@ -68,6 +68,7 @@ pub const EXACT_SLACK_BYTES: f64 = 65536.0;
 pub const NOISE_SIGMAS: f64 = 4.0;
 
 mod change;
+pub mod confirm;
 mod history;
 mod page;
 mod slurm;
@@ -130,6 +131,14 @@ pub struct NightlyOptions {
     pub noise: f64,
     /// The profile on the CPU when `--profile` is not given (a GPU runs `full`).
     pub cpu_profile: Profile,
+    /// Fault injection (off: `None`): `STUDY/CONFIG=FACTOR` makes every step of that
+    /// configuration take FACTOR times as long in tonight's binary (`run-job
+    /// --inject-slowdown`), as a real slowdown of tonight's code would; the last night's binary
+    /// in the confirmation reruns runs without it.
+    pub inject_slowdown: Option<String>,
+    /// Reruns of each side when a flagged change is confirmed ([`confirm`]; 0: no
+    /// confirmation, every flag is reported as first measured).
+    pub confirm_runs: usize,
 }
 
 /// Where and what a run ran: the run-level fields of its history entry.
@@ -182,6 +191,7 @@ pub fn entry_of(
             .map_or_else(|| info.device.clone(), |r| r.env.device_name.clone()),
         configs,
         errors,
+        confirm_s: None,
     }
 }
 
@@ -315,7 +325,13 @@ fn each_study(
 /// An unavailable device, and I/O errors on the history store and the reports.
 pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<NightlyOutcome> {
     let started = chrono::Utc::now();
-    let (run, dev) = nightly_run_options(opts, run)?;
+    let (mut run, dev) = nightly_run_options(opts, run)?;
+    let runner = run.runner.clone();
+    if let Some(s) = &opts.inject_slowdown {
+        run.runner
+            .1
+            .extend(["--inject-slowdown".to_string(), s.clone()]);
+    }
     let profile = run.profile.expect("set by nightly_run_options");
     let (records, tracked, errors) =
         each_study(&opts.experiments, |exp| sweep_study(exp, paths, &run));
@@ -327,7 +343,28 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
         backend: dev.backend.to_string(),
         device: dev.name.clone(),
     };
-    let entry = entry_of(&info, &records, &tracked, errors);
+    let mut entry = entry_of(&info, &records, &tracked, errors);
+    // Confirm before an alarm: what tonight flags is measured again beside the last night's
+    // binary, then tonight's binary is kept for tomorrow's.
+    let sides = confirm::Sides {
+        tonight: run.runner.clone(),
+        previous: confirm::kept_binary(&opts.history),
+    };
+    let earlier = load(&opts.history).map(|h| h.entries).unwrap_or_default();
+    confirm::confirm(
+        &earlier,
+        &mut entry,
+        &opts.experiments,
+        paths,
+        &run,
+        &sides,
+        opts.noise,
+        &opts.history.join("confirm"),
+        opts.confirm_runs,
+    );
+    if let Err(e) = confirm::keep_binary(&opts.history, &runner.0, &info.git_revision) {
+        tracing::warn!("keeping tonight's binary for tomorrow's confirmations: {e}");
+    }
     record(&opts.history, &entry, paths, opts.noise, &opts.experiments)
 }
 

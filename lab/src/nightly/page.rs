@@ -114,12 +114,19 @@ fn method_note(noise: f64) -> String {
          process and say nothing about night-to-night noise. The medians' intervals are \
          distribution-free order-statistic intervals (Conover 1999, section 3.2) over a \
          configuration's repeats, or, for a configuration run once, over its measured \
-         steps. *Missing*: measured last time, not finished now.",
+         steps. *Missing*: measured last time, not finished now. Before a change is \
+         reported, it is measured again at once: {} reruns (`--confirm-runs`) of tonight's binary, each after \
+         a rerun of the binary kept from the last night, so both share the machine and its \
+         load; it is reported only if the reruns show it in the same direction (else *not \
+         confirmed by rerun*), and a timing taken under load is judged by those reruns. A \
+         configuration under a memory limit that fits in one run and not in another of the \
+         same code, or whose peak lies within its spread of the limit, is *at the limit*.",
         EXACT_TOLERANCE * 100.0,
         NOISE_SIGMAS,
         NOISE_WINDOW,
         noise * 100.0,
-        MIN_NIGHTS
+        MIN_NIGHTS,
+        confirm::CONFIRM_RUNS
     )
 }
 
@@ -134,6 +141,11 @@ fn verdict_counts(changes: &[ConfigChange]) -> BTreeMap<ChangeVerdict, usize> {
     counts
 }
 
+/// The noise a change was judged against, as the page prints it.
+fn noise_text(k: &Classified) -> String {
+    k.noise.map_or("–".into(), |x| x.describe())
+}
+
 /// The sentence on the worst regression of `changes` (the largest relative change towards
 /// worse, with its interval and noise), or on there being none; starts with a space.
 fn worst_regression(changes: &[ConfigChange], counts: &BTreeMap<ChangeVerdict, usize>) -> String {
@@ -142,25 +154,37 @@ fn worst_regression(changes: &[ConfigChange], counts: &BTreeMap<ChangeVerdict, u
         .flat_map(|c| c.metrics.iter().map(move |(m, k)| (c, m, k)))
         .filter(|(_, _, k)| k.verdict == ChangeVerdict::Regressed)
         .filter_map(|(c, m, k)| {
-            let d = k.change?;
+            // A timing judged by its reruns alone (taken under load) has the reruns' change.
+            let (d, basis) = match (k.change, &k.confirmation) {
+                (Some(d), _) => (d, format!("against noise {}", noise_text(k))),
+                (None, Some(x)) => (
+                    x.classified(m.lower_is_better()).change?,
+                    format!(
+                        "in {} reruns beside {} against ±{:.1}%",
+                        x.runs,
+                        x.against,
+                        x.threshold * 100.0
+                    ),
+                ),
+                (None, None) => return None,
+            };
             let worse = if m.lower_is_better() {
                 d.median
             } else {
                 -d.median
             };
-            Some((worse, c, m, k, d))
+            Some((worse, c, m, d, basis))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0));
     match worst {
-        Some((_, c, m, k, d)) => format!(
-            " Worst regression: {}/{} {} {:+.1}% [{:+.1}%, {:+.1}%] against noise {}.",
+        Some((_, c, m, d, basis)) => format!(
+            " Worst regression: {}/{} {} {:+.1}% [{:+.1}%, {:+.1}%] {basis}.",
             c.study,
             c.config,
             m.name(),
             d.median * 100.0,
             d.lo * 100.0,
             d.hi * 100.0,
-            k.noise.map_or("–".into(), |x| x.describe())
         ),
         None if counts.get(&ChangeVerdict::Missing).is_some_and(|&n| n > 0) => " No metric \
             regressed, but configurations that finished last time did not finish now."
@@ -183,6 +207,29 @@ pub fn summary_paragraph(history: &[HistoryEntry], changes: &[ConfigChange]) -> 
     let noisy = match n(ChangeVerdict::Noisy) {
         0 => String::new(),
         k => format!(", {k} noisy (timings taken under load: no verdict)"),
+    };
+    let noisy = match n(ChangeVerdict::NotConfirmed) {
+        0 => noisy,
+        k => format!("{noisy}, {k} not confirmed by rerun"),
+    };
+    let noisy = match n(ChangeVerdict::AtLimit) {
+        0 => noisy,
+        k => format!("{noisy}, {k} at the limit"),
+    };
+    let noisy = match last.confirm_s {
+        Some(t) => {
+            let rerun: Vec<usize> = last
+                .configs
+                .iter()
+                .filter_map(|c| c.confirmations.first().map(|x| x.runs))
+                .collect();
+            format!(
+                "{noisy} ({} configuration(s) rerun {}x to confirm, {t:.0} s)",
+                rerun.len(),
+                rerun.first().copied().unwrap_or(0)
+            )
+        }
+        None => noisy,
     };
     format!(
         "Nightly run {} ({}, revision `{}`, {} profile, {} on {}): {} regressed, {} improved, {} \
@@ -324,6 +371,8 @@ impl ChangeTables {
                     | ChangeVerdict::Improved
                     | ChangeVerdict::Missing
                     | ChangeVerdict::Noisy
+                    | ChangeVerdict::NotConfirmed
+                    | ChangeVerdict::AtLimit
             ) {
                 self.detail.rows.push(vec![
                     c.study.clone(),
@@ -333,10 +382,7 @@ impl ChangeTables {
                     est(&k.cur),
                     k.change.map_or("–".into(), |d| change_interval(&d)),
                     k.noise.map_or("–".into(), |n| n.describe()),
-                    match k.under_load {
-                        Some(l) => format!("{}: {}", k.verdict.as_str(), l.describe()),
-                        None => k.verdict.as_str().to_string(),
-                    },
+                    detail_verdict(*m, k),
                 ]);
             }
         }
@@ -352,6 +398,49 @@ impl ChangeTables {
             .filter(|t| !t.rows.is_empty())
             .collect()
     }
+}
+
+/// The detail table's verdict cell: the verdict, the load a noisy timing was taken under,
+/// what the confirmation reruns gave, and for a job at its limit the peak and the limit.
+fn detail_verdict(m: Metric, k: &Classified) -> String {
+    let mut text = k.verdict.as_str().to_string();
+    if let Some(l) = k.under_load {
+        text += &format!(": {}", l.describe());
+    }
+    if let Some(c) = &k.confirmation {
+        text += &format!("; {}", confirmation_text(m, c));
+    }
+    if let Some((peak, limit)) = k.at_limit {
+        text += &format!(
+            ": peak {:.2} MiB in the run that fit, limit {:.2} MiB",
+            peak / (1024.0 * 1024.0),
+            limit as f64 / (1024.0 * 1024.0)
+        );
+    }
+    text
+}
+
+/// What a confirmation's reruns gave, e.g. "rerun 3x beside previous binary abc1234: +98.2%
+/// [+90.1%, +105.3%] against ±5.0%: regressed".
+pub fn confirmation_text(m: Metric, c: &Confirmation) -> String {
+    if c.metric == STATUS_METRIC {
+        return format!(
+            "rerun {}x beside {}: fit in {} of {} reruns",
+            c.runs,
+            c.against,
+            c.current.len().min(c.runs),
+            c.runs
+        );
+    }
+    let k = c.classified(m.lower_is_better());
+    let change = k.change.map_or("–".into(), |d| change_interval(&d));
+    format!(
+        "rerun {}x beside {}: {change} against ±{:.1}%: {}",
+        c.runs,
+        c.against,
+        c.threshold * 100.0,
+        k.verdict.as_str()
+    )
 }
 
 /// A metric's cell of the summary table: the relative change with its verdict and the noise

@@ -107,9 +107,12 @@ fn entry(id: &str, profile: Profile, configs: Vec<(&str, f64)>) -> HistoryEntry 
                     noisy(step, 0.01, 11),
                 )]),
                 load: None,
+                memory_limit_bytes: None,
+                confirmations: Vec::new(),
             })
             .collect(),
         errors: vec![],
+        confirm_s: None,
     }
 }
 
@@ -218,6 +221,8 @@ fn simulated(rng: &mut Lcg, nights: usize, spread: f64, slowdown_last: f64) -> V
                     (Metric::PeakAllocated.name().to_string(), vec![1e8]),
                 ]),
                 load: None,
+                memory_limit_bytes: None,
+                confirmations: Vec::new(),
             });
             e
         })
@@ -545,4 +550,258 @@ fn step_time(changes: &[ConfigChange]) -> &Classified {
         .find(|(m, _)| *m == Metric::StepTime)
         .unwrap()
         .1
+}
+
+/// The verdict of `metric` of the first configuration of the last entry of `history`.
+fn verdict_of(history: &[HistoryEntry], metric: Metric) -> ChangeVerdict {
+    let ch = changes(history, DEFAULT_NOISE);
+    ch[0]
+        .metrics
+        .iter()
+        .find(|(m, _)| *m == metric)
+        .unwrap()
+        .1
+        .verdict
+}
+
+/// A confirmation of `metric` by reruns whose samples are `previous` and `current`.
+fn confirmation(metric: Metric, previous: Vec<f64>, current: Vec<f64>) -> Confirmation {
+    let threshold = if metric.deterministic() {
+        EXACT_TOLERANCE
+    } else {
+        DEFAULT_NOISE
+    };
+    Confirmation {
+        metric: metric.name().to_string(),
+        against: "previous binary abc".into(),
+        runs: confirm::CONFIRM_RUNS,
+        verdict: classify(&previous, &current, metric.lower_is_better(), threshold).verdict,
+        current,
+        previous,
+        threshold,
+    }
+}
+
+/// Confirm before an alarm (issue 56): a regression the reruns do not show is "not confirmed
+/// by rerun" and raises nothing; one they show is reported; a timing taken under load, which
+/// alone reads noisy, is judged by reruns beside the last night's binary that shared its load.
+#[test]
+fn a_flagged_change_is_reported_only_if_its_reruns_show_it() {
+    let mut rng = Lcg(56);
+    let mut history = simulated(&mut rng, 8, 0.02, 2.0);
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
+    );
+    // The suspect list names it (quiet night: with or without a kept binary).
+    let s = confirm::suspects(&history, DEFAULT_NOISE, false);
+    assert_eq!(s.len(), 1);
+    let metrics: Vec<Metric> = s[0].metrics.iter().map(|(m, _)| *m).collect();
+    assert_eq!((metrics, s[0].under_load), (vec![Metric::StepTime], false));
+    // Reruns at the old speed on both sides: a transient, not reported.
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.1, 0.01, 12),
+        noisy(0.1, 0.01, 12),
+    )];
+    let ch = changes(&history, DEFAULT_NOISE);
+    let k = step_time(&ch);
+    assert_eq!(k.verdict, ChangeVerdict::NotConfirmed);
+    assert!(!k.verdict.is_regression());
+    let page = summary_paragraph(&history, &ch);
+    assert!(
+        page.contains("0 regressed") && page.contains("1 not confirmed by rerun"),
+        "{page}"
+    );
+    // Reruns that show tonight's binary 2x slower than last night's: reported.
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.1, 0.01, 12),
+        noisy(0.2, 0.01, 12),
+    )];
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
+    );
+    // Reruns that show the opposite direction do not confirm a regression.
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.2, 0.01, 12),
+        noisy(0.1, 0.01, 12),
+    )];
+    assert_eq!(
+        step_time(&changes(&history, DEFAULT_NOISE)).verdict,
+        ChangeVerdict::NotConfirmed
+    );
+
+    // Under load: noisy alone; a suspect only where a binary of the last night is kept.
+    history[7].configs[0].confirmations.clear();
+    history[7].configs[0].load = Some(machine_load(1.0));
+    assert_eq!(
+        step_time(&changes(&history, DEFAULT_NOISE)).verdict,
+        ChangeVerdict::Noisy
+    );
+    assert!(confirm::suspects(&history, DEFAULT_NOISE, false).is_empty());
+    let s = confirm::suspects(&history, DEFAULT_NOISE, true);
+    assert_eq!((s.len(), s[0].under_load), (1, true));
+    // Interleaved reruns under the same load show it: regressed; they do not: still noisy.
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.15, 0.05, 12),
+        noisy(0.3, 0.05, 12),
+    )];
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
+    );
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.15, 0.05, 12),
+        noisy(0.15, 0.05, 12),
+    )];
+    assert_eq!(
+        step_time(&changes(&history, DEFAULT_NOISE)).verdict,
+        ChangeVerdict::Noisy
+    );
+    // Nothing flagged: no suspect.
+    let quiet = simulated(&mut Lcg(3), 8, 0.0, 1.0);
+    assert!(confirm::suspects(&quiet, DEFAULT_NOISE, true).is_empty());
+}
+
+/// A peak that moved by the spread the reruns of one binary show is not a regression: the
+/// reruns' threshold widens to that spread.
+#[test]
+fn a_peak_moving_within_the_reruns_spread_is_not_confirmed() {
+    let mut history = simulated(&mut Lcg(9), 3, 0.0, 1.0);
+    // Tonight's peak 0.2% above last night's (beyond the 0.1% tolerance; 64 KiB of 100 MB is
+    // less): flagged.
+    history[2].configs[0]
+        .metrics
+        .insert(Metric::PeakAllocated.name().into(), vec![1.002e8]);
+    assert_eq!(
+        flagged(&history, Metric::PeakAllocated),
+        Some(ChangeVerdict::Regressed)
+    );
+    // The reruns: each binary's peaks spread 0.25%, tonight's no higher than last night's.
+    let mut c = confirmation(
+        Metric::PeakAllocated,
+        vec![1.0e8, 1.0025e8, 1.001e8],
+        vec![1.0005e8, 1.0025e8, 1.0e8],
+    );
+    c.threshold = 0.0025;
+    c.verdict = c.classified(true).verdict;
+    history[2].configs[0].confirmations = vec![c];
+    let ch = changes(&history, DEFAULT_NOISE);
+    let k = &ch[0]
+        .metrics
+        .iter()
+        .find(|(m, _)| *m == Metric::PeakAllocated)
+        .unwrap()
+        .1;
+    assert_eq!(k.verdict, ChangeVerdict::NotConfirmed, "{k:?}");
+    // A real change of the plan (+50%) is confirmed.
+    history[2].configs[0].confirmations = vec![confirmation(
+        Metric::PeakAllocated,
+        vec![1.0e8, 1.0025e8, 1.001e8],
+        vec![1.5e8, 1.5e8, 1.5e8],
+    )];
+    history[2].configs[0]
+        .metrics
+        .insert(Metric::PeakAllocated.name().into(), vec![1.5e8]);
+    assert_eq!(
+        flagged(&history, Metric::PeakAllocated),
+        Some(ChangeVerdict::Regressed)
+    );
+}
+
+/// A configuration under a memory limit that fitted last night within its spread of the limit
+/// and runs out of memory tonight is "at the limit" on every metric, never missing; one far
+/// below its limit that stops fitting is missing; reruns that fit in some runs make it at the
+/// limit whatever its peak.
+#[test]
+fn a_job_at_its_memory_limit_is_at_the_limit_not_missing() {
+    let limit: u64 = 12 * 1024 * 1024;
+    let mut history = simulated(&mut Lcg(4), 3, 0.0, 1.0);
+    let set_peak = |h: &mut Vec<HistoryEntry>, i: usize, peak: f64| {
+        h[i].configs[0]
+            .metrics
+            .insert(Metric::PeakAllocated.name().into(), vec![peak]);
+        h[i].configs[0].memory_limit_bytes = Some(limit);
+    };
+    for i in 0..2 {
+        set_peak(&mut history, i, limit as f64 - 1000.0);
+    }
+    history[2].configs[0].memory_limit_bytes = Some(limit);
+    history[2].configs[0].status = JobStatus::OutOfMemory;
+    history[2].configs[0].metrics.clear();
+    let ch = changes(&history, DEFAULT_NOISE);
+    for (m, k) in &ch[0].metrics {
+        assert_eq!(k.verdict, ChangeVerdict::AtLimit, "{}", m.name());
+        assert_eq!(k.at_limit, Some((limit as f64 - 1000.0, limit)));
+    }
+    assert!(
+        confirm::suspects(&history, DEFAULT_NOISE, true).is_empty(),
+        "nothing to rerun"
+    );
+    let page = summary_paragraph(&history, &ch);
+    assert!(
+        page.contains("0 missing") && page.contains("at the limit"),
+        "{page}"
+    );
+    // Far below its limit last night (half of it): out of memory now is missing, and rerun.
+    for i in 0..2 {
+        set_peak(&mut history, i, limit as f64 / 2.0);
+    }
+    assert_eq!(
+        verdict_of(&history, Metric::PeakAllocated),
+        ChangeVerdict::Missing
+    );
+    let s = confirm::suspects(&history, DEFAULT_NOISE, true);
+    assert!(s.len() == 1 && s[0].status, "{s:?}");
+    // Its reruns fit twice in three: the same code fits or not by chance.
+    history[2].configs[0].confirmations = vec![Confirmation {
+        metric: STATUS_METRIC.into(),
+        against: "previous binary abc".into(),
+        runs: 3,
+        current: vec![limit as f64 - 10.0, limit as f64 - 20.0],
+        previous: vec![limit as f64 - 15.0; 3],
+        threshold: 0.0,
+        verdict: ChangeVerdict::WithinNoise,
+    }];
+    assert_eq!(
+        verdict_of(&history, Metric::PeakAllocated),
+        ChangeVerdict::AtLimit
+    );
+    // No rerun of tonight's binary fits, and last night's binary fits in every rerun: a real
+    // regression, missing.
+    history[2].configs[0].confirmations[0].current.clear();
+    assert_eq!(
+        verdict_of(&history, Metric::PeakAllocated),
+        ChangeVerdict::Missing
+    );
+}
+
+/// The binary kept for tomorrow's reruns replaces the one kept before, and is found by its
+/// revision.
+#[test]
+fn tonights_binary_is_kept_for_tomorrow_and_replaces_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("memwall");
+    std::fs::write(&bin, b"one").unwrap();
+    assert!(confirm::kept_binary(dir.path()).is_none());
+    confirm::keep_binary(dir.path(), &bin, "abc1234").unwrap();
+    let k = confirm::kept_binary(dir.path()).unwrap();
+    assert_eq!(k.revision, "abc1234");
+    assert_eq!(std::fs::read(&k.path).unwrap(), b"one");
+    std::fs::write(&bin, b"two").unwrap();
+    confirm::keep_binary(dir.path(), &bin, "def5678-dirty").unwrap();
+    let k = confirm::kept_binary(dir.path()).unwrap();
+    assert_eq!(
+        (k.revision.as_str(), std::fs::read(&k.path).unwrap()),
+        ("def5678-dirty", b"two".to_vec())
+    );
+    let kept: Vec<_> = std::fs::read_dir(dir.path().join(confirm::BINARY_DIR))
+        .unwrap()
+        .collect();
+    assert_eq!(kept.len(), 1, "one binary kept");
 }

@@ -2,7 +2,8 @@
 //! no polars, plotters or minijinja). Its records are ingested and reported by `memwall
 //! report` on any machine.
 //!
-//! - `memwall-job run-job --job FILE --out DIR`: run one job in this process.
+//! - `memwall-job run-job --job FILE --out DIR [--inject-slowdown STUDY/CONFIG=FACTOR]`: run one
+//!   job in this process (the slowdown: fault injection for the nightly's tests, off by default).
 //! - `memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...`: run every
 //!   `DIR/<study>/<key>/job.json` (or only those named) without a `record.json`, each in its own
 //!   process (a crash or out-of-memory costs one job),
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: memwall-job run-job --job FILE --out DIR\n       memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...\n       \
+        "usage: memwall-job run-job --job FILE --out DIR [--inject-slowdown STUDY/CONFIG=FACTOR]\n       memwall-job sweep-dir DIR [--until UNIX_SECONDS] [--only STUDY/KEY]...\n       \
          memwall-job backends\n       memwall-job version"
     );
     eprintln!("       memwall-job bench --job FILE --out FILE.jsonl [--repeats N] [--warmup N]");
@@ -40,7 +41,18 @@ fn main() -> ExitCode {
             let (Some(job), Some(out)) = (get("--job"), get("--out")) else {
                 return usage();
             };
-            match memwall_runner::job::run_job_file(&job, &out) {
+            // Fault injection for the nightly's tests (off unless given).
+            let slowdown = match get("--inject-slowdown") {
+                Some(s) => match s.to_string_lossy().parse() {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        eprintln!("error: --inject-slowdown {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => None,
+            };
+            match memwall_runner::job::run_job_file_with(&job, &out, slowdown.as_ref()) {
                 Ok(r) => {
                     eprintln!("{}: {}", r.spec.config, r.status.as_str());
                     ExitCode::SUCCESS

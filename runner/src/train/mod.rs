@@ -10,6 +10,7 @@ pub mod adafactor;
 pub mod mixed;
 pub mod profile;
 pub mod segment;
+pub mod slowdown;
 #[cfg(test)]
 mod tests;
 pub mod timeline;
@@ -747,6 +748,9 @@ where
         B::sync(self.device)
             .map_err(|e| self.job_error(format!("device synchronization failed: {e:?}")))?;
         let loss = scalar(loss);
+        // A planted slowdown (off unless `--inject-slowdown` names this job) stretches the step
+        // before its timer stops.
+        slowdown::stretch(t0.elapsed().as_secs_f64());
         let time_s = t0.elapsed().as_secs_f64();
         let mem = self.probe.end_step();
         drop(inputs);
