@@ -598,7 +598,7 @@ fn nightlies_under_load_raise_no_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let exp = dir.path().join("nightly_load.toml");
     let configs = "[[configs]]\nname = \"checkpoint\"\ncheckpoint = 1";
-    std::fs::write(&exp, smoke_study("nightly_load", 2, 4, configs)).unwrap();
+    std::fs::write(&exp, smoke_study("nightly_load", 2, 12, configs)).unwrap();
     let spinner = Spinner::start();
     for _ in 0..5 {
         nightly_in(dir.path(), &exp);

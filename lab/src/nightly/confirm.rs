@@ -272,6 +272,24 @@ pub struct Sides {
     pub previous: Option<KeptBinary>,
 }
 
+/// How the confirmation reruns run: where, with which binaries, how many, and the timings'
+/// noise floor.
+#[derive(Debug, Clone, Copy)]
+pub struct Reruns<'a> {
+    /// The nightly's paths (templates, cache; the record store is replaced by `scratch`).
+    pub paths: &'a Paths,
+    /// The nightly's run options (profile, device, backend, corpus).
+    pub run: &'a RunOptions,
+    /// Tonight's runner and the binary kept from the last night.
+    pub sides: &'a Sides,
+    /// Relative noise floor of the timings (0.05 = 5%).
+    pub noise: f64,
+    /// Scratch folder of the reruns' records (removed afterwards).
+    pub scratch: &'a Path,
+    /// Reruns of each side (0: no confirmation).
+    pub runs: usize,
+}
+
 /// Measures every suspect of `entry` (the run just made, not yet in `history`) again, `runs`
 /// times a side (none when 0), and
 /// stores the reruns in it ([`ConfigEntry::confirmations`], [`HistoryEntry::confirm_s`]). A
@@ -282,19 +300,15 @@ pub fn confirm(
     history: &[HistoryEntry],
     entry: &mut HistoryEntry,
     experiments: &[PathBuf],
-    paths: &Paths,
-    run: &RunOptions,
-    sides: &Sides,
-    noise: f64,
-    scratch: &Path,
-    runs: usize,
+    how: &Reruns,
 ) -> usize {
-    if runs == 0 {
+    let (noise, scratch) = (how.noise, how.scratch);
+    if how.runs == 0 {
         return 0;
     }
     let mut all = history.to_vec();
     all.push(entry.clone());
-    let found = suspects(&all, noise, sides.previous.is_some());
+    let found = suspects(&all, noise, how.sides.previous.is_some());
     if found.is_empty() {
         return 0;
     }
@@ -318,7 +332,7 @@ pub fn confirm(
         let Some(exp) = files.get(&s.study) else {
             continue;
         };
-        match confirm_one(&all, s, exp, paths, run, sides, noise, scratch, runs) {
+        match confirm_one(&all, s, exp, how) {
             Ok(confs) => {
                 if let Some(c) = entry
                     .configs
@@ -342,18 +356,20 @@ pub fn confirm(
 }
 
 /// The reruns of one suspect, interleaved (last night's binary, then tonight's, `runs` times), as one [`Confirmation`] per suspected metric (and one of the status).
-#[allow(clippy::too_many_arguments)]
 fn confirm_one(
     all: &[HistoryEntry],
     s: &Suspect,
     exp: &Path,
-    paths: &Paths,
-    run: &RunOptions,
-    sides: &Sides,
-    noise: f64,
-    scratch: &Path,
-    runs: usize,
+    how: &Reruns,
 ) -> Result<Vec<Confirmation>> {
+    let Reruns {
+        paths,
+        run,
+        sides,
+        noise,
+        scratch,
+        runs,
+    } = *how;
     let mut tonight: Vec<Rerun> = Vec::new();
     let mut previous: Vec<Rerun> = Vec::new();
     for r in 0..runs {

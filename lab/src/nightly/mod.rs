@@ -351,17 +351,16 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
         previous: confirm::kept_binary(&opts.history),
     };
     let earlier = load(&opts.history).map(|h| h.entries).unwrap_or_default();
-    confirm::confirm(
-        &earlier,
-        &mut entry,
-        &opts.experiments,
+    let scratch = opts.history.join("confirm");
+    let how = confirm::Reruns {
         paths,
-        &run,
-        &sides,
-        opts.noise,
-        &opts.history.join("confirm"),
-        opts.confirm_runs,
-    );
+        run: &run,
+        sides: &sides,
+        noise: opts.noise,
+        scratch: &scratch,
+        runs: opts.confirm_runs,
+    };
+    confirm::confirm(&earlier, &mut entry, &opts.experiments, &how);
     if let Err(e) = confirm::keep_binary(&opts.history, &runner.0, &info.git_revision) {
         tracing::warn!("keeping tonight's binary for tomorrow's confirmations: {e}");
     }
