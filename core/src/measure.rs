@@ -143,6 +143,10 @@ pub struct OutOfMemory {
     /// The memory pool's reserved bytes at its last reading before the failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_reserved_bytes: Option<u64>,
+    /// Live heap bytes when the CPU memory limit refused the block (`memwall_runner`'s counting
+    /// allocator says them with the refusal); `None` on a device or without a limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_bytes: Option<u64>,
 }
 
 impl OutOfMemory {
@@ -154,8 +158,55 @@ impl OutOfMemory {
             follow_on_failures: 0,
             pool_in_use_bytes: pool.map(|p| p.0),
             pool_reserved_bytes: pool.map(|p| p.1),
+            live_bytes: None,
         }
     }
+
+    /// A lower bound of the peak the job needed, bytes: the live bytes and the refused block
+    /// (`live_bytes + requested_bytes`); `None` unless both are known.
+    pub fn needed_at_least_bytes(&self) -> Option<u64> {
+        Some(self.live_bytes? + self.requested_bytes?)
+    }
+}
+
+/// Relative tolerance of an exact byte count from run to run (peak allocated bytes, eval loss
+/// at a fixed seed): 0.1%. Peaks on the CPU are exact but vary by a few KiB between runs
+/// (rayon's worker threads allocate too); a real change of the memory plan moves them by far
+/// more.
+pub const EXACT_TOLERANCE: f64 = 1e-3;
+
+/// Absolute slack of a peak's byte count, beside [`EXACT_TOLERANCE`]: 64 KiB. On the CPU the
+/// rayon worker threads' own allocations land at slightly different moments from run to run,
+/// so the exact high-water mark of the same code moves by a few KiB (2.9 KiB at most over three
+/// runs of a 2.6 MB smoke configuration, 15 KiB of 123 MB at the `cpu` profile; issue 27; one
+/// of five single-threaded smoke runs under load by 34,816 B, issue 56).
+pub const EXACT_SLACK_BYTES: f64 = 65536.0;
+
+/// The relative spread of the peaks (bytes) of one job's runs under a memory limit of `limit`
+/// bytes: `(max - min) / max` over `peaks`, and at least the exact tolerance
+/// (`max(EXACT_TOLERANCE, EXACT_SLACK_BYTES / limit)`). The one rule of "at the limit" for the
+/// nightly and the largest-input search ([`at_limit`]).
+pub fn peak_spread(peaks: &[f64], limit: u64) -> f64 {
+    let floor = EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / limit.max(1) as f64);
+    let (lo, hi) = peaks.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if hi > 0.0 && lo.is_finite() {
+        floor.max((hi - lo) / hi)
+    } else {
+        floor
+    }
+}
+
+/// Whether a job whose runs peaked at `peaks` (bytes; every run that fit) is *at the limit* of
+/// `limit` bytes: its largest peak lies within [`peak_spread`] of the limit
+/// (`max >= limit * (1 - spread)`), so another run of the same code may not fit. `false`
+/// without a peak.
+pub fn at_limit(peaks: &[f64], limit: u64) -> bool {
+    let Some(max) = peaks.iter().copied().reduce(f64::max) else {
+        return false;
+    };
+    max >= limit as f64 * (1.0 - peak_spread(peaks, limit))
 }
 
 /// Median of `xs` (NaN for an empty slice).
@@ -182,5 +233,18 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    /// A peak 0.05% under its limit is at it; 5% under is not, unless its runs spread 6%.
+    #[test]
+    fn a_peak_within_its_spread_of_the_limit_is_at_the_limit() {
+        let limit = 100 << 20;
+        let l = limit as f64;
+        assert!(at_limit(&[l * 0.9995], limit));
+        assert!(!at_limit(&[l * 0.95], limit));
+        assert!(at_limit(&[l * 0.89, l * 0.95], limit));
+        assert!(!at_limit(&[], limit));
+        // A small limit: 64 KiB of slack dominates the 0.1%.
+        assert!((peak_spread(&[], 1 << 20) - 1.0 / 16.0).abs() < 1e-12);
     }
 }

@@ -283,6 +283,7 @@ pub fn too_large(
         follow_on_failures: 0,
         pool_in_use_bytes: None,
         pool_reserved_bytes: None,
+        live_bytes: None,
     });
     Some(record)
 }

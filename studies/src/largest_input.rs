@@ -102,11 +102,37 @@ pub struct SearchParams {
     /// Granularity of the sequence-length search (default 16 tokens).
     #[serde(default = "sixteen")]
     pub seq_len_step: usize,
+    /// Runs in all of each boundary value whose probe came within [`near_margin`] of the limit
+    /// (default 3; 1: no reruns): the largest value that fitted and the smallest that did not.
+    /// A value whose runs disagree is *at the limit* ([`Row::at_limit`]); the largest value is
+    /// then the largest that fits in every run (the search steps down to find it).
+    #[serde(default = "three")]
+    pub boundary_runs: usize,
 }
 
 fn one() -> usize {
     1
 }
+
+fn three() -> usize {
+    3
+}
+
+/// How close to the limit a boundary probe must come to be rerun
+/// ([`SearchParams::boundary_runs`]), as a fraction of `limit` bytes: twice the exact tolerance
+/// of a peak under it (`2 * max(0.1%, 64 KiB / limit)`, [`memwall_core::measure::peak_spread`]
+/// of no runs), 1.0% of the smoke profile's 12 MiB, 0.2% of the cpu profile's 128 MiB. A fit
+/// whose peak is that close under the limit, or an out-of-memory whose lower bound of the bytes
+/// it needed (live bytes and the refused block) is that close over it (or unknown), may end
+/// otherwise in another run; the largest run-to-run spread of a peak seen (34,816 bytes of a
+/// 12 MiB smoke job on a loaded 2-core machine, issue 56) is under half of it.
+pub fn near_margin(limit: u64) -> f64 {
+    2.0 * memwall_core::measure::peak_spread(&[], limit)
+}
+
+/// How many steps below a largest fit whose reruns did not all fit the search walks down
+/// looking for one that fits in every run, before it stops with what it has.
+pub const MAX_STEPS_DOWN: usize = 3;
 
 fn sixteen() -> usize {
     16
@@ -189,6 +215,15 @@ pub fn params(study: &Study) -> Result<Option<SearchParams>> {
                 ),
             ));
         }
+    }
+    if !(1..=10).contains(&p.boundary_runs) {
+        return Err(err(
+            ".boundary_runs",
+            format!(
+                "{}: expected 1 to 10 runs of each boundary value near the limit (1: no reruns)",
+                p.boundary_runs
+            ),
+        ));
     }
     Ok(Some(p))
 }
@@ -330,6 +365,87 @@ pub fn probe_job(job: &JobSpec, dim: Dim, v: usize, limit_bytes: u64) -> JobSpec
     j
 }
 
+/// Whether a probe's record came within [`near_margin`] of `limit` bytes (see there), so that
+/// another run of it may end otherwise. A plan that no limit admits (`infeasible`) is decided
+/// by the planner, not by chance, and is not near.
+pub fn near_limit(record: &JobRecord, limit: u64) -> bool {
+    let l = limit as f64;
+    let near = near_margin(limit);
+    match record.status {
+        JobStatus::Ok => record
+            .summary
+            .is_none_or(|s| s.peak_allocated_bytes as f64 >= l * (1.0 - near)),
+        JobStatus::OutOfMemory => record
+            .out_of_memory
+            .as_ref()
+            .and_then(|o| o.needed_at_least_bytes())
+            .is_none_or(|n| n as f64 <= l * (1.0 + near)),
+        _ => false,
+    }
+}
+
+/// Reruns the boundary of a finished bisection `b` ([`SearchParams::boundary_runs`] runs in
+/// all of a value whose probe was [`near_limit`]): the smallest value out of memory, then the
+/// largest that fitted; while that one does not fit in every run, the value a step below it,
+/// at most [`MAX_STEPS_DOWN`] steps. `run(v, repeat)` runs (or reads back) run `repeat` of
+/// value `v`. Returns the values that ended otherwise in some run than in another.
+///
+/// # Errors
+/// The first error of `run`.
+fn rerun_boundary(
+    b: &Bracket,
+    runs: usize,
+    step: usize,
+    limit: u64,
+    mut run: impl FnMut(usize, usize) -> Result<JobRecord>,
+) -> Result<Vec<usize>> {
+    let mut unsteady = Vec::new();
+    if runs <= 1 || b.failed.is_some() {
+        return Ok(unsteady);
+    }
+    // Every run of `v` when its first came near the limit: (fits in every run, some run fit
+    // and some did not, a probe failed).
+    let mut all_runs = |v: usize| -> Result<(bool, bool, bool)> {
+        let first = run(v, 0)?;
+        let mut outcomes = vec![Probe::of(&first)];
+        if near_limit(&first, limit) {
+            for r in 1..runs {
+                outcomes.push(Probe::of(&run(v, r)?));
+            }
+        }
+        let fits = outcomes.iter().filter(|p| **p == Probe::Fits).count();
+        let failed = outcomes.iter().any(|p| matches!(p, Probe::Failed(_)));
+        let ooms = outcomes
+            .iter()
+            .filter(|p| **p == Probe::OutOfMemory)
+            .count();
+        Ok((fits == outcomes.len(), fits > 0 && ooms > 0, failed))
+    };
+    if let Some(bad) = b.first_oom {
+        let (_, mixed, failed) = all_runs(bad)?;
+        if mixed {
+            unsteady.push(bad);
+        }
+        if failed {
+            return Ok(unsteady);
+        }
+    }
+    let mut v = b.largest_fit;
+    let mut steps_down = 0;
+    while let Some(good) = v {
+        let (every, mixed, failed) = all_runs(good)?;
+        if mixed {
+            unsteady.push(good);
+        }
+        if every || failed || good <= step || steps_down == MAX_STEPS_DOWN {
+            break;
+        }
+        steps_down += 1;
+        v = Some(good - step);
+    }
+    Ok(unsteady)
+}
+
 /// The largest sequence length the corpus of `job` allows: every window is `seq_len + 1`
 /// tokens of one split (the smaller of the two), so `tokens - 1`.
 ///
@@ -370,14 +486,30 @@ pub fn run_search(
                 let record = run(&probe_job(job, dim, v, params.limit_bytes))?;
                 Ok(Probe::of(&record))
             })?;
+            let unsteady = rerun_boundary(
+                &bracket,
+                params.boundary_runs,
+                step,
+                params.limit_bytes,
+                |v, repeat| {
+                    let mut j = probe_job(job, dim, v, params.limit_bytes);
+                    j.repeat = repeat;
+                    run(&j)
+                },
+            )?;
             tracing::info!(
-                "{}: largest {} under {} bytes: {} (first out of memory: {}; {} probes)",
+                "{}: largest {} under {} bytes: {} (first out of memory: {}; {} probes{})",
                 job.config,
                 dim.as_str(),
                 params.limit_bytes,
                 bracket.largest_fit.map_or("none".into(), |v| v.to_string()),
                 bracket.first_oom.map_or("none".into(), |v| v.to_string()),
-                bracket.probed.len()
+                bracket.probed.len(),
+                if unsteady.is_empty() {
+                    String::new()
+                } else {
+                    format!("; at the limit, fitting in some runs only: {unsteady:?}")
+                }
             );
             out.push((job.config.clone(), dim, bracket));
         }
@@ -392,14 +524,115 @@ pub struct Row<'a> {
     pub config: &'a ConfigSpec,
     /// The field searched.
     pub dim: Dim,
-    /// The largest value that trained under the limit, with its record.
+    /// The largest value that trained under the limit in every run of it, with its latest
+    /// record.
     pub largest: Option<(usize, &'a JobRecord)>,
-    /// The smallest value above it that ran out of memory.
+    /// The smallest value above it that ran out of memory in every run of it.
     pub first_oom: Option<usize>,
     /// A probe that failed otherwise: its value and status.
     pub failed: Option<(usize, &'a JobRecord)>,
-    /// Probes of this configuration and field.
+    /// Probes of this configuration and field (every run of every value).
     pub probes: usize,
+    /// The values *at the limit*, smallest first: those that fitted in some runs and not in
+    /// others, and the largest value when its peak lies within its runs' spread of the limit
+    /// ([`memwall_core::measure::at_limit`], the nightly's rule).
+    pub at_limit: Vec<AtLimit>,
+}
+
+/// A value of the search at the limit: the same job fits or not by chance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtLimit {
+    /// The searched field's value.
+    pub value: usize,
+    /// Runs of it that fitted.
+    pub fits: usize,
+    /// Runs of it.
+    pub runs: usize,
+    /// The largest peak allocated of the runs that fitted, bytes (`None`: none fitted).
+    pub peak_bytes: Option<u64>,
+    /// The limit, bytes.
+    pub limit_bytes: u64,
+}
+
+impl AtLimit {
+    /// In words: "50: fits in 2 of 3 runs, peak 11.64 MiB of the 12.00 MiB limit".
+    pub fn describe(&self) -> String {
+        let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+        let fits = if self.fits == self.runs {
+            format!("fits in every run ({})", self.runs)
+        } else {
+            format!("fits in {} of {} runs", self.fits, self.runs)
+        };
+        match self.peak_bytes {
+            Some(p) => format!(
+                "{}: {fits}, peak {} MiB of the {} MiB limit",
+                self.value,
+                mib(p),
+                mib(self.limit_bytes)
+            ),
+            None => format!("{}: {fits}", self.value),
+        }
+    }
+}
+
+/// The boundary as every run of every probed value gives it: `runs` are (value, record), any
+/// order. Returns the largest value that fitted in every run of it (with its latest record),
+/// the smallest value above it that ran out of memory in every run, and the values at the
+/// limit ([`Row::at_limit`]).
+pub fn boundary<'a>(
+    runs: &[(usize, &'a JobRecord)],
+    limit: u64,
+) -> (Option<(usize, &'a JobRecord)>, Option<usize>, Vec<AtLimit>) {
+    let mut values: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
+    values.sort_unstable();
+    values.dedup();
+    let of = |v: usize| -> Vec<&'a JobRecord> {
+        runs.iter()
+            .filter(|(x, _)| *x == v)
+            .map(|(_, r)| *r)
+            .collect()
+    };
+    let peaks = |recs: &[&JobRecord]| -> Vec<f64> {
+        recs.iter()
+            .filter_map(|r| (r.status == JobStatus::Ok).then_some(r.summary?))
+            .map(|s| s.peak_allocated_bytes as f64)
+            .collect()
+    };
+    let mut largest = None;
+    let mut at_limit = Vec::new();
+    for &v in &values {
+        let recs = of(v);
+        let fits = recs.iter().filter(|r| Probe::of(r) == Probe::Fits).count();
+        let ooms = recs
+            .iter()
+            .filter(|r| Probe::of(r) == Probe::OutOfMemory)
+            .count();
+        let p = peaks(&recs);
+        let entry = AtLimit {
+            value: v,
+            fits,
+            runs: recs.len(),
+            peak_bytes: p.iter().copied().reduce(f64::max).map(|x| x as u64),
+            limit_bytes: limit,
+        };
+        if fits > 0 && ooms > 0 {
+            at_limit.push(entry);
+        } else if fits == recs.len() {
+            let latest = recs.iter().max_by(|a, b| a.finished_at.cmp(&b.finished_at));
+            largest = latest.map(|r| (v, *r));
+            at_limit.retain(|a| a.value < v);
+            if memwall_core::measure::at_limit(&p, limit) {
+                at_limit.push(entry);
+            }
+        }
+    }
+    let above = largest.map_or(0, |(v, _)| v);
+    at_limit.retain(|a| a.value >= above);
+    let first_oom = values
+        .iter()
+        .copied()
+        .find(|&v| v > above && of(v).iter().all(|r| Probe::of(r) == Probe::OutOfMemory));
+    (largest, first_oom, at_limit)
 }
 
 /// The search as `records` give it, for `study` (resolved at the profile of the records read)
@@ -428,18 +661,12 @@ pub fn summarize<'a>(
                             == (model.layers, model.d_model, model.heads, model.d_ff)
                 })
                 .collect();
-            let largest = probes
+            let runs: Vec<(usize, &JobRecord)> = probes
                 .iter()
-                .filter(|r| r.status == JobStatus::Ok)
+                .filter(|r| !matches!(Probe::of(r), Probe::Failed(_)))
                 .map(|r| (dim.of(&r.spec.model), *r))
-                .max_by(|a, b| a.0.cmp(&b.0).then(a.1.finished_at.cmp(&b.1.finished_at)));
-            let above = largest.map_or(0, |(v, _)| v);
-            let first_oom = probes
-                .iter()
-                .filter(|r| Probe::of(r) == Probe::OutOfMemory)
-                .map(|r| dim.of(&r.spec.model))
-                .filter(|&v| v > above)
-                .min();
+                .collect();
+            let (largest, first_oom, at_limit) = boundary(&runs, params.limit_bytes);
             let failed = probes
                 .iter()
                 .find(|r| matches!(Probe::of(r), Probe::Failed(_)))
@@ -451,6 +678,7 @@ pub fn summarize<'a>(
                 first_oom,
                 failed,
                 probes: probes.len(),
+                at_limit,
             });
         }
     }
@@ -506,6 +734,7 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                     "tokens/s at the largest".into()
                 },
                 "probes".into(),
+                "at the limit".into(),
             ],
             rows: Vec::new(),
             notes: Vec::new(),
@@ -528,9 +757,20 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                     }
                 }),
                 r.probes.to_string(),
+                if r.at_limit.is_empty() {
+                    "–".into()
+                } else {
+                    r.at_limit
+                        .iter()
+                        .map(AtLimit::describe)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                },
             ]);
+            let between =
+                |v: usize, o: usize| r.at_limit.iter().any(|a| a.value > v && a.value < o);
             match (r.largest, r.first_oom) {
-                (Some((v, _)), Some(o)) if o - v > step => t.note(
+                (Some((v, _)), Some(o)) if o - v > step && !between(v, o) => t.note(
                     i,
                     1,
                     format!("not one step from the boundary yet ({v} fits, {o} does not): the search did not finish"),
@@ -600,6 +840,18 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
              leaves above the profiled steady state (where no plan is predicted to fit, the \
              least-memory plan runs and the limit decides)."
                 .into(),
+            format!(
+                "At the limit: a boundary probe that came within {:.1}% of the limit (twice a \
+                 peak's exact tolerance, max(0.1%, 64 KiB / limit): a fit whose peak is that \
+                 close under it, an out-of-memory whose lower bound of the bytes it needed, \
+                 the live bytes and the refused block, that close over it) runs {} times in \
+                 all; a value that fits in some runs and not in others is at the limit, as is \
+                 the largest value when its peak lies within its runs' spread of the limit \
+                 (at least the exact tolerance; the nightly's rule). The largest value is the \
+                 largest that fits in every run of it.",
+                near_margin(params.limit_bytes) * 100.0,
+                params.boundary_runs
+            ),
             "Step time and throughput are of one job at the largest value (its measured steps' \
              median), on a shared 2-core machine: they show the cost of the recomputation at \
              that size, not a benchmark."
@@ -732,6 +984,75 @@ mod tests {
             );
             assert!(b.probed.iter().all(|v| v % step == 0 && *v <= max));
         }
+    }
+
+    /// A record of one probe: fits at `peak` bytes, or out of memory (`peak` None); the
+    /// committed record of a finished cpu probe is the template.
+    fn probe_record(v: usize, repeat: usize, peak: Option<u64>) -> JobRecord {
+        let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../runs/largest_input/00abcd026606e5c0");
+        let mut r = crate::record::read_record(&template)
+            .unwrap()
+            .expect("a committed largest_input record");
+        r.spec.model.batch = v;
+        r.spec.repeat = repeat;
+        r.finished_at = format!("2026-01-01T00:00:{repeat:02}Z");
+        match peak {
+            Some(p) => {
+                r.status = JobStatus::Ok;
+                let s = r.summary.as_mut().expect("the template finished");
+                s.peak_allocated_bytes = p;
+            }
+            None => {
+                r.status = JobStatus::OutOfMemory;
+                r.summary = None;
+            }
+        }
+        r
+    }
+
+    /// The boundary from every run: a value that fits in some runs only is at the limit and
+    /// not the largest; the largest fits in every run; a peak within 0.1% of the limit is at
+    /// the limit though it fits every time.
+    #[test]
+    fn a_value_that_fits_in_some_runs_only_is_at_the_limit() {
+        let limit = 12 << 20;
+        let recs = [
+            probe_record(40, 0, Some(11 << 20)),
+            probe_record(48, 0, Some(12_000_000)),
+            probe_record(50, 0, Some(12_200_000)),
+            probe_record(50, 1, None),
+            probe_record(50, 2, Some(12_100_000)),
+            probe_record(51, 0, None),
+            probe_record(51, 1, None),
+        ];
+        let runs: Vec<(usize, &JobRecord)> = recs.iter().map(|r| (r.spec.model.batch, r)).collect();
+        let (largest, first_oom, at) = boundary(&runs, limit);
+        assert_eq!(largest.map(|(v, _)| v), Some(48));
+        assert_eq!(first_oom, Some(51));
+        assert_eq!(at.len(), 1, "{at:?}");
+        assert_eq!((at[0].value, at[0].fits, at[0].runs), (50, 2, 3));
+        assert_eq!(at[0].peak_bytes, Some(12_200_000));
+        assert!(
+            at[0].describe().contains("fits in 2 of 3 runs"),
+            "{}",
+            at[0].describe()
+        );
+        // The largest fit 0.05% under the limit, in every run: at the limit too.
+        let close = [
+            probe_record(30, 0, Some(limit - 6000)),
+            probe_record(30, 1, Some(limit - 6100)),
+            probe_record(31, 0, None),
+        ];
+        let runs: Vec<(usize, &JobRecord)> =
+            close.iter().map(|r| (r.spec.model.batch, r)).collect();
+        let (largest, first_oom, at) = boundary(&runs, limit);
+        assert_eq!((largest.map(|(v, _)| v), first_oom), (Some(30), Some(31)));
+        assert_eq!((at.len(), at[0].value, at[0].fits), (1, 30, 2));
+        // Far from the limit: a clean boundary.
+        let far = [probe_record(8, 0, Some(6 << 20)), probe_record(9, 0, None)];
+        let runs: Vec<(usize, &JobRecord)> = far.iter().map(|r| (r.spec.model.batch, r)).collect();
+        assert!(boundary(&runs, limit).2.is_empty());
     }
 
     /// Past either end: nothing fits (the first step runs out of memory), or the upper end fits.

@@ -55,8 +55,8 @@ impl CountingAlloc {
     fn reserve(size: usize) -> bool {
         let now = CURRENT.fetch_add(size as u64, Ordering::Relaxed) + size as u64;
         if now > LIMIT.load(Ordering::Relaxed) {
-            CURRENT.fetch_sub(size as u64, Ordering::Relaxed);
-            refused(size);
+            let live = CURRENT.fetch_sub(size as u64, Ordering::Relaxed) - size as u64;
+            refused(size, live);
             return false;
         }
         PEAK.fetch_max(now, Ordering::Relaxed);
@@ -151,10 +151,12 @@ pub fn limit() -> Option<u64> {
     (l != u64::MAX).then_some(l)
 }
 
-/// Says on stderr, without allocating, that the limit refused a block of `size` bytes, in the
-/// words the job's fault reader takes the requested bytes from (`memory allocation of N
-/// bytes`, [`crate::measure::fault::classify`]); glibc Linux only, elsewhere silent.
-fn refused(size: usize) {
+/// Says on stderr, without allocating, that the limit refused a block of `size` bytes while
+/// `live` bytes were live, in the words the job's fault reader takes both from (`memory
+/// allocation of N bytes ... with M bytes live`, [`crate::measure::fault::classify`],
+/// [`crate::measure::fault::live_bytes`]): `live + size` is a lower bound of the peak the job
+/// needed. glibc Linux only, elsewhere silent.
+fn refused(size: usize, live: u64) {
     let mut line = [0u8; 128];
     let mut n = 0;
     let mut put = |bytes: &[u8]| {
@@ -165,19 +167,24 @@ fn refused(size: usize) {
             }
         }
     };
-    put(b"memory allocation of ");
-    let mut digits = [0u8; 20];
-    let (mut v, mut k) = (size, digits.len());
-    loop {
-        k -= 1;
-        digits[k] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+    let number = |v: u64, put: &mut dyn FnMut(&[u8])| {
+        let mut digits = [0u8; 20];
+        let (mut v, mut k) = (v, digits.len());
+        loop {
+            k -= 1;
+            digits[k] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
         }
-    }
-    put(&digits[k..]);
-    put(b" bytes refused by the job's memory limit (out of memory)\n");
+        put(&digits[k..]);
+    };
+    put(b"memory allocation of ");
+    number(size as u64, &mut put);
+    put(b" bytes refused by the job's memory limit (out of memory) with ");
+    number(live, &mut put);
+    put(b" bytes live\n");
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: write(2) of a stack buffer to stderr; no allocation, any result is ignored.
     unsafe {

@@ -60,6 +60,16 @@ fn requested_bytes(lower: &str) -> Option<u64> {
     digits_after("buffer of size:").or_else(|| digits_after("memory allocation of"))
 }
 
+/// The live heap bytes in the CPU memory limit's refusal (`... with M bytes live`,
+/// `crate::measure::alloc`), the bytes live when the block was refused; `None` for any
+/// other message.
+pub fn live_bytes(message: &str) -> Option<u64> {
+    let m = message.to_ascii_lowercase();
+    let end = m.find(" bytes live")?;
+    let start = m[..end].rfind("with ")? + "with ".len();
+    m[start..end].trim().parse().ok()
+}
+
 /// Reads a sequence of log lines (a backend's stderr) as the job's fault: the first
 /// allocation failure, with the follow-on failures after it counted. `None` when no line
 /// reports an allocation failure (follow-on lines alone are not an out-of-memory).
@@ -68,7 +78,9 @@ pub fn from_lines<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<OutOfM
     for line in lines {
         match (classify(line), first.as_mut()) {
             (Some(Fault::Allocation(bytes)), None) => {
-                first = Some(OutOfMemory::first(bytes, line, None))
+                let mut oom = OutOfMemory::first(bytes, line, None);
+                oom.live_bytes = live_bytes(line);
+                first = Some(oom)
             }
             (Some(_), Some(f)) => f.follow_on_failures += 1,
             _ => {}
@@ -97,7 +109,9 @@ pub fn record(message: &str) {
     match (fault, first.as_ref()) {
         (Fault::Allocation(bytes), None) => {
             let pool = *POOL.lock().unwrap_or_else(|p| p.into_inner());
-            *first = Some(OutOfMemory::first(bytes, message, pool))
+            let mut oom = OutOfMemory::first(bytes, message, pool);
+            oom.live_bytes = live_bytes(message);
+            *first = Some(oom)
         }
         _ => {
             FOLLOW_ON.fetch_add(1, Ordering::Relaxed);
@@ -170,6 +184,19 @@ mod tests {
         );
         assert_eq!(classify("training loss is NaN at step 9 (diverged)"), None);
         assert_eq!(classify("index out of bounds"), None);
+    }
+
+    /// The CPU limit's refusal names the block and the bytes live: their sum bounds the peak
+    /// the job needed from below.
+    #[test]
+    fn the_limits_refusal_gives_the_requested_and_live_bytes() {
+        let line = "memory allocation of 2097152 bytes refused by the job's memory limit \
+                    (out of memory) with 11534336 bytes live";
+        let oom = from_lines([line]).unwrap();
+        assert_eq!(oom.requested_bytes, Some(2_097_152));
+        assert_eq!(oom.live_bytes, Some(11_534_336));
+        assert_eq!(oom.needed_at_least_bytes(), Some(13_631_488));
+        assert_eq!(live_bytes("memory allocation of 8 bytes failed"), None);
     }
 
     #[test]

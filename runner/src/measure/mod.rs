@@ -63,6 +63,21 @@ pub trait MemoryProbe {
     }
 }
 
+/// Allocates now, on the calling thread and on every thread of rayon's global pool, the
+/// packing buffer the `gemm` crate (flex's matmuls) keeps per thread
+/// (`gemm_common::gemm::L2_SLAB`, one core's L2 cache: 1 MiB on a 2 MiB, 2-core AMD EPYC).
+/// `gemm` allocates it lazily, on a thread's first matmul large enough to pack, and keeps it
+/// for the thread's life; which of rayon's threads run such a matmul first changes from run to
+/// run, so without this a CPU job's peak moved in whole slabs between runs of the same job
+/// (the smoke largest-input search at batch 61: 10.61 MB with one thread in 6 of 6 runs,
+/// 11.67 or 12.72 MB with two; issue 56). Called before a CPU job's model is built, the slabs
+/// are part of its baseline and every step's peak repeats. Costs one slab per thread, once.
+pub fn allocate_gemm_scratch() {
+    let touch = || gemm_common::gemm::L2_SLAB.with(|slab| drop(slab.borrow()));
+    touch();
+    rayon::broadcast(|_| touch());
+}
+
 /// CPU probe: the counting global allocator's high-water mark (every heap byte of the process,
 /// so it includes parameters, optimizer state, gradients, activations and the data batch), and
 /// on request the allocator's trace of one step ([`trace`]) as its memory timeline. Tracing

@@ -194,6 +194,11 @@ pub fn run_job(spec: &JobSpec) -> JobRecord {
     fault::install_panic_hook();
     let spec2 = spec.clone();
     let env2 = env.clone();
+    if !spec.backend.is_gpu() {
+        // Every thread's matmul scratch up front: the peak must not depend on which threads
+        // ran a matmul first.
+        crate::measure::allocate_gemm_scratch();
+    }
     // The limit holds while the job runs (a refused block aborts the process, which the
     // parent records as out of memory), not while its record is written.
     crate::measure::set_limit(spec.memory_limit_bytes);
