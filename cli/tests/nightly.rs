@@ -46,6 +46,7 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
             load: None,
             memory_limit_bytes: None,
             confirmations: Vec::new(),
+            boundary: None,
         }],
         errors: vec![],
         confirm_s: None,
@@ -622,10 +623,11 @@ fn nightlies_under_load_raise_no_alarm() {
                     k.verdict,
                     ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::Missing
                 ),
-                "{} {}: {:?}",
+                "{} {}: {:?} {:?}",
                 c.config,
                 m.name(),
-                k.verdict
+                k.verdict,
+                k.confirmation
             );
             if !m.deterministic() {
                 assert_eq!(k.verdict, ChangeVerdict::Noisy, "{} {}", c.config, m.name());
@@ -672,7 +674,11 @@ fn nightlies_under_load_raise_no_alarm() {
                     k.verdict,
                     k.suspected,
                     k.under_load.map(|l| l.other_busy_cpus),
-                    k.confirmation.as_ref().map(|x| x.verdict)
+                    k.confirmation.as_ref().map(|x| (
+                        x.verdict,
+                        x.previous.clone(),
+                        x.current.clone()
+                    ))
                 )
             })
         })

@@ -61,6 +61,11 @@ pub(crate) struct RunArgs {
     /// Runs of each configuration (interleaved), replacing the file's `[study] repeats`.
     #[arg(long)]
     pub(crate) repeats: Option<usize>,
+    /// Fault injection (off by default; the nightly's confirmation reruns): `STUDY/CONFIG=FACTOR`
+    /// makes every step of that configuration take FACTOR times as long (`run-job
+    /// --inject-slowdown`).
+    #[arg(long, hide = true)]
+    pub(crate) inject_slowdown: Option<String>,
 }
 
 pub(crate) fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
@@ -72,6 +77,12 @@ pub(crate) fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
     let device: DeviceRequest = a.device.parse()?;
     let cpu_backend: BackendKind = a.backend.parse()?;
     let exe = std::env::current_exe().context("locating the memwall executable")?;
+    let mut runner_args = vec!["run-job".to_string()];
+    if let Some(s) = &a.inject_slowdown {
+        s.parse::<memwall_runner::train::slowdown::Slowdown>()
+            .map_err(|e| anyhow::anyhow!("--inject-slowdown {e}"))?;
+        runner_args.extend(["--inject-slowdown".to_string(), s.clone()]);
+    }
     let runs = if a.publish {
         PathBuf::from(driver::PUBLISHED_RUNS)
     } else {
@@ -92,7 +103,7 @@ pub(crate) fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
             data: a.data.clone(),
             force: a.force,
             only: a.only.clone(),
-            runner: (exe, vec!["run-job".into()]),
+            runner: (exe, runner_args),
             progress: true,
             memory_cleanup: a.memory_cleanup,
             memory_pool: a.memory_pool.map(MemoryPool::from),

@@ -272,6 +272,15 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
         let tracked: Vec<Metric> = match c.kind {
             ConfigKind::Training => Metric::ALL.to_vec(),
             // An in-process case tracks only some metrics: those this run or the last has.
+            // A search's field: the largest value and the peak at it, where either night has
+            // them.
+            ConfigKind::Search => Metric::SEARCH
+                .into_iter()
+                .filter(|m| {
+                    c.metrics.contains_key(m.name())
+                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
+                })
+                .collect(),
             ConfigKind::InProcess => Metric::IN_PROCESS
                 .into_iter()
                 .filter(|m| {
@@ -356,13 +365,23 @@ fn metric_change(
     if !exact && measured_now && c.loaded() {
         // Taken under load: no verdict, whatever the history. Whether it is measured again
         // beside the previous binary, which shares the load, is decided by the median change
-        // against the last run (loaded or not) beyond the noise floor: under load the
-        // samples' own intervals are too wide to say more, and the reruns are the judge.
+        // of the faster halves against the last run's (loaded or not) beyond the noise floor:
+        // under load the samples' own intervals are too wide to say more, and the reruns are
+        // the judge.
         let last = every_night
             .first()
             .map(|(_, p)| samples(p))
             .unwrap_or_default();
-        let moved = classify(&last, &samples(c), m.lower_is_better(), noise).change;
+        // The faster halves of both (the load only adds time: [`faster_half`]), so that a
+        // slowdown is suspected even when last night carried a heavier load than tonight.
+        let lib = m.lower_is_better();
+        let moved = classify(
+            &faster_half(&last, lib),
+            &faster_half(&samples(c), lib),
+            lib,
+            noise,
+        )
+        .change;
         k.suspected = Some(match moved.map(|d| d.median) {
             Some(d) if d.abs() > noise => {
                 if (d > 0.0) == m.lower_is_better() {
@@ -390,13 +409,51 @@ fn metric_change(
         k.verdict = ChangeVerdict::AtLimit;
         k.at_limit = Some(at);
     }
+    if let Some(at) = search_at_limit(c, every_night, k.verdict) {
+        k.verdict = ChangeVerdict::AtLimit;
+        k.at_limit = Some(at);
+    }
     k
+}
+
+/// Whether a field of the largest-input search whose `verdict` would be a change (regressed,
+/// improved, missing) is *at the limit* against the latest of `every_night`: the two nights'
+/// boundary bands ([`SearchBoundary::band`]: from the largest value that fits in every run to
+/// the largest that fits in some) overlap, so the boundary moved among values that fit by
+/// chance. Returns the peak at tonight's largest value (or last night's) and the limit.
+fn search_at_limit(
+    c: &ConfigEntry,
+    every_night: &[(&HistoryEntry, &ConfigEntry)],
+    verdict: ChangeVerdict,
+) -> Option<(f64, u64)> {
+    if !matches!(
+        verdict,
+        ChangeVerdict::Regressed | ChangeVerdict::Improved | ChangeVerdict::Missing
+    ) {
+        return None;
+    }
+    let limit = c.memory_limit_bytes?;
+    let (_, last) = every_night.first()?;
+    let (now, then) = (c.boundary.as_ref()?, last.boundary.as_ref()?);
+    let clean = now.at_limit.is_empty() && then.at_limit.is_empty();
+    let ((a0, a1), (b0, b1)) = (now.band()?, then.band()?);
+    if clean || a0 > b1 || b0 > a1 {
+        return None;
+    }
+    let peak = |e: &ConfigEntry| {
+        e.metrics
+            .get(Metric::PeakAllocated.name())
+            .and_then(|v| v.iter().copied().reduce(f64::max))
+    };
+    Some((peak(c).or_else(|| peak(last))?, limit))
 }
 
 /// The verdict once the change was measured again ([`super::confirm`]): a suspected
 /// regression or improvement that the reruns show in the same direction is reported as such
-/// (a timing under load included: both sides of the reruns shared the load); one they do not
-/// show is [`ChangeVerdict::NotConfirmed`] (a noisy timing stays noisy).
+/// (a timing under load included: both sides of the reruns shared the load, and its
+/// suspected direction is that of the faster halves, [`faster_half`]); one they do not show
+/// is [`ChangeVerdict::NotConfirmed`] (a noisy timing stays noisy). Both must agree: the
+/// reruns of the two binaries alone can differ by more than the floor under load.
 fn apply_confirmation(k: &mut Classified, conf: &Confirmation, m: Metric) {
     if conf.metric == STATUS_METRIC {
         return;
@@ -450,15 +507,7 @@ pub fn peak_spread(
             peaks.extend(conf.current.iter().chain(&conf.previous).copied());
         }
     }
-    let floor = EXACT_TOLERANCE.max(EXACT_SLACK_BYTES / limit as f64);
-    let (lo, hi) = peaks.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
-        (lo.min(v), hi.max(v))
-    });
-    if hi > 0.0 && lo.is_finite() {
-        floor.max((hi - lo) / hi)
-    } else {
-        floor
-    }
+    memwall_core::measure::peak_spread(&peaks, limit)
 }
 
 /// Whether configuration `c` is *at the limit* against the latest of `every_night`: it ran

@@ -22,7 +22,6 @@
 //!   either, it is *at the limit* ([`ChangeVerdict::AtLimit`]), not missing.
 
 use super::*;
-use crate::driver::sweep;
 use std::time::Instant;
 
 /// Reruns of each side of a confirmation by default (`memwall nightly --confirm-runs N`; 0
@@ -152,52 +151,20 @@ pub fn suspects(history: &[HistoryEntry], noise: f64, binary_kept: bool) -> Vec<
 /// metric ([`config_entries`] of its records).
 type Rerun = (JobStatus, BTreeMap<String, Vec<f64>>);
 
-/// Runs configuration `config` of the study in `exp` once with `runner`, its records in a
-/// scratch store `runs` (emptied first), and returns its status and samples.
-fn rerun(
-    exp: &Path,
-    config: &str,
-    runs: &Path,
-    paths: &Paths,
-    run: &RunOptions,
-    runner: &memwall_runner::job::Runner,
-) -> Result<Rerun> {
-    let _ = std::fs::remove_dir_all(runs);
-    let paths = Paths {
-        runs: runs.to_path_buf(),
-        published: None,
-        ..paths.clone()
-    };
-    let opts = RunOptions {
-        force: true,
-        only: vec![config.to_string()],
-        runner: runner.clone(),
-        progress: false,
-        repeats: Some(1),
-        ..run.clone()
-    };
-    let outcome = sweep(exp, &paths, &opts)?;
-    let entries = config_entries(&outcome.records);
-    let e = entries
-        .into_iter()
-        .find(|e| e.config == config)
-        .ok_or_else(|| Error::Records {
-            path: exp.to_path_buf(),
-            message: format!("the confirmation rerun of `{config}` wrote no record"),
-        })?;
-    Ok((e.status, e.metrics))
-}
-
-/// Runs configuration `config` of `study` in `exp` once with the last night's `memwall`
-/// binary `bin` (`memwall sweep EXP --only CONFIG --force --repeats 1`: its own planner and
-/// job runner), its records in a scratch store `runs` (emptied first; its log beside them), at
-/// the nightly's profile, device, backend and corpus.
+/// Runs configuration `config` of `study` in `exp` once with the `memwall` binary `bin`
+/// (`memwall sweep EXP --only CONFIG --force --repeats 1 EXTRA...`: its own planner and job
+/// runner), its records in a scratch store `runs` (emptied first; its log beside them), at the
+/// nightly's profile, device, backend and corpus. Both sides of the reruns, tonight's binary
+/// and the last night's, run this way: the same processes in the same arrangement, so a
+/// difference between them is the binaries' (tonight's run in this process measured 15-20%
+/// faster than the same binary under `memwall sweep` on a loaded 2-core machine).
 ///
 /// # Errors
 /// [`Error::Records`] naming the binary when it fails or writes no record of `config` (a
 /// binary too old for tonight's experiment file, say), with the end of its log.
-fn rerun_previous(
+fn rerun_binary(
     bin: &Path,
+    extra: &[String],
     exp: &Path,
     study: &str,
     config: &str,
@@ -224,6 +191,7 @@ fn rerun_previous(
     if let Some(d) = &run.data {
         cmd.arg("--data").arg(d);
     }
+    cmd.args(extra);
     let status = cmd
         .stdout(std::process::Stdio::null())
         .stderr(log)
@@ -276,8 +244,6 @@ pub struct Sides {
 /// noise floor.
 #[derive(Debug, Clone, Copy)]
 pub struct Reruns<'a> {
-    /// The nightly's paths (templates, cache; the record store is replaced by `scratch`).
-    pub paths: &'a Paths,
     /// The nightly's run options (profile, device, backend, corpus).
     pub run: &'a RunOptions,
     /// Tonight's runner and the binary kept from the last night.
@@ -363,7 +329,6 @@ fn confirm_one(
     how: &Reruns,
 ) -> Result<Vec<Confirmation>> {
     let Reruns {
-        paths,
         run,
         sides,
         noise,
@@ -372,15 +337,37 @@ fn confirm_one(
     } = *how;
     let mut tonight: Vec<Rerun> = Vec::new();
     let mut previous: Vec<Rerun> = Vec::new();
+    // Tonight's runner's own flags (a planted slowdown), passed on to its `memwall sweep`.
+    let tonight_flags: Vec<String> = sides
+        .tonight
+        .1
+        .iter()
+        .filter(|a| *a != "run-job")
+        .cloned()
+        .collect();
     for r in 0..runs {
         if let Some(kept) = &sides.previous {
             let dir = scratch.join(format!("previous-{r}"));
-            previous.push(rerun_previous(
-                &kept.path, exp, &s.study, &s.config, &dir, run,
+            previous.push(rerun_binary(
+                &kept.path,
+                &[],
+                exp,
+                &s.study,
+                &s.config,
+                &dir,
+                run,
             )?);
         }
         let dir = scratch.join(format!("tonight-{r}"));
-        tonight.push(rerun(exp, &s.config, &dir, paths, run, &sides.tonight)?);
+        tonight.push(rerun_binary(
+            &sides.tonight.0,
+            &tonight_flags,
+            exp,
+            &s.study,
+            &s.config,
+            &dir,
+            run,
+        )?);
     }
     // The last run that measured the configuration (before tonight's entry).
     let (_, earlier) = all.split_last().expect("tonight's entry is last");
@@ -446,16 +433,20 @@ fn confirm_one(
         } else {
             (LAST_RUN.to_string(), last_samples(m.name()), flagged_at)
         };
-        let verdict = classify(&prev, &current, m.lower_is_better(), threshold).verdict;
-        out.push(Confirmation {
+        let mut c = Confirmation {
             metric: m.name().to_string(),
             against,
             runs,
             current,
             previous: prev,
             threshold,
-            verdict,
-        });
+            verdict: ChangeVerdict::WithinNoise,
+            // Under load, both sides' timings carry the load's added time: judged on their
+            // faster halves.
+            faster_half: !m.deterministic() && sides.previous.is_some() && s.under_load,
+        };
+        c.verdict = c.classified(m.lower_is_better()).verdict;
+        out.push(c);
     }
     if s.status {
         // The peaks of the reruns that fit, on each side.
@@ -479,6 +470,7 @@ fn confirm_one(
             } else {
                 ChangeVerdict::WithinNoise
             },
+            faster_half: false,
         });
     }
     Ok(out)

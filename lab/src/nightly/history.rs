@@ -47,6 +47,37 @@ pub enum ConfigKind {
     Training,
     /// A case of an in-process study (a graph at a budget, a loop chain).
     InProcess,
+    /// One field of one configuration of the largest-input search
+    /// (`memwall_studies::largest_input`): the largest value that fits the limit in every run
+    /// and the peak at it ([`Metric::SEARCH`]), with the boundary's band ([`SearchBoundary`]).
+    Search,
+}
+
+/// The boundary of a largest-input search of one night ([`ConfigKind::Search`]): the field,
+/// the largest value that fitted in every run of it and the largest value at the limit
+/// (`memwall_studies::largest_input::Row::at_limit`), so a boundary that moved within a band
+/// of values that fit by chance reads "at the limit", not as a regression.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchBoundary {
+    /// The field searched (`batch`, `seq_len`).
+    pub field: String,
+    /// The largest value that fitted in every run (`None`: none did).
+    pub largest: Option<usize>,
+    /// The values at the limit, in words ([`memwall_studies::largest_input::AtLimit::describe`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at_limit: Vec<String>,
+    /// The largest value at the limit (`None`: the boundary is clean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit_up_to: Option<usize>,
+}
+
+impl SearchBoundary {
+    /// The band `[lowest, highest]` the boundary lies in this night: the largest value that
+    /// fitted in every run up to the largest value at the limit.
+    pub fn band(&self) -> Option<(usize, usize)> {
+        let lo = self.largest?;
+        Some((lo, self.at_limit_up_to.unwrap_or(lo).max(lo)))
+    }
 }
 
 /// One configuration of a nightly run.
@@ -88,6 +119,9 @@ pub struct ConfigEntry {
     /// night's binary where it was kept ([`super::confirm`]); empty when nothing was flagged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub confirmations: Vec<Confirmation>,
+    /// For a field of the largest-input search ([`ConfigKind::Search`]): its boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<SearchBoundary>,
 }
 
 /// A flagged change of one metric measured again before it is reported (issue 56): `runs`
@@ -113,14 +147,27 @@ pub struct Confirmation {
     /// or for a deterministic metric its exact tolerance widened to the spread the reruns of
     /// one binary showed.
     pub threshold: f64,
-    /// The reruns' own verdict ([`classify`] of `previous` to `current`): regressed, improved
-    /// or within noise.
+    /// The reruns' own verdict ([`Confirmation::classified`]): regressed, improved or within
+    /// noise.
     pub verdict: ChangeVerdict,
+    /// Whether the reruns are judged on the faster half of each side's samples
+    /// ([`faster_half`]): timings rerun under load beside the last night's binary.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub faster_half: bool,
 }
 
 impl Confirmation {
-    /// The reruns' change as [`classify`] gives it (`current / previous - 1` with its interval).
+    /// The reruns' change as [`classify`] gives it (`current / previous - 1` with its
+    /// interval), of the faster half of each side's samples where [`Confirmation::faster_half`].
     pub fn classified(&self, lower_is_better: bool) -> Classified {
+        if self.faster_half {
+            return classify(
+                &faster_half(&self.previous, lower_is_better),
+                &faster_half(&self.current, lower_is_better),
+                lower_is_better,
+                self.threshold,
+            );
+        }
         classify(
             &self.previous,
             &self.current,
@@ -128,6 +175,22 @@ impl Confirmation {
             self.threshold,
         )
     }
+}
+
+/// The better half of timing samples (`ceil(n / 2)` of them: the smallest where lower is
+/// better, the largest for a throughput), the estimate of a timing taken under load: another
+/// process only ever adds time to a step, so the fastest steps are those it disturbed least,
+/// and their median (the 25th percentile of all) moves with the code, not with the load (the
+/// reasoning of Chen and Revels, "Robust benchmarking in noisy environments", arXiv:1608.04295,
+/// 2016, Section 3, who take the minimum; the faster half keeps an interval).
+pub fn faster_half(samples: &[f64], lower_is_better: bool) -> Vec<f64> {
+    let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    if !lower_is_better {
+        v.reverse();
+    }
+    v.truncate(v.len().div_ceil(2));
+    v
 }
 
 impl ConfigEntry {
@@ -157,6 +220,9 @@ pub enum Metric {
     ScheduleCost,
     /// An in-process study's kernel or loop time, seconds ([`TrackedKind::KernelTime`]).
     KernelTime,
+    /// The largest value of a searched field that fits the memory limit in every run
+    /// (sequences or tokens; [`ConfigKind::Search`]).
+    LargestInput,
 }
 
 impl Metric {
@@ -172,6 +238,10 @@ impl Metric {
     /// Every metric an in-process study can track ([`crate::studies::InProcessStudy::tracked`]).
     pub const IN_PROCESS: [Metric; 3] =
         [Metric::SolveTime, Metric::ScheduleCost, Metric::KernelTime];
+
+    /// The metrics of a field of the largest-input search ([`ConfigKind::Search`]): the largest
+    /// value and the peak allocated at it.
+    pub const SEARCH: [Metric; 2] = [Metric::LargestInput, Metric::PeakAllocated];
 
     /// The metric of a tracked number's kind.
     pub fn of_tracked(kind: TrackedKind) -> Metric {
@@ -193,6 +263,7 @@ impl Metric {
             Metric::SolveTime => "solve_time_s",
             Metric::ScheduleCost => "schedule_cost",
             Metric::KernelTime => "kernel_time_s",
+            Metric::LargestInput => "largest_input",
         }
     }
 
@@ -207,6 +278,7 @@ impl Metric {
             Metric::SolveTime => "Solve time (s)",
             Metric::ScheduleCost => "Schedule cost (cost units)",
             Metric::KernelTime => "Kernel time (µs)",
+            Metric::LargestInput => "Largest input that fits (sequences or tokens)",
         }
     }
 
@@ -221,7 +293,7 @@ impl Metric {
 
     /// Whether a smaller value is better (memory, time, loss) or a larger one (throughput).
     pub fn lower_is_better(self) -> bool {
-        !matches!(self, Metric::TokensPerS)
+        !matches!(self, Metric::TokensPerS | Metric::LargestInput)
     }
 
     /// `v` (in the history's unit) in the unit of [`Metric::title`].
@@ -230,7 +302,11 @@ impl Metric {
             Metric::PeakAllocated | Metric::PeakReserved => v / (1024.0 * 1024.0),
             Metric::StepTime => v * 1e3,
             Metric::KernelTime => v * 1e6,
-            Metric::TokensPerS | Metric::EvalLoss | Metric::SolveTime | Metric::ScheduleCost => v,
+            Metric::TokensPerS
+            | Metric::EvalLoss
+            | Metric::SolveTime
+            | Metric::ScheduleCost
+            | Metric::LargestInput => v,
         }
     }
 
@@ -257,7 +333,18 @@ impl Metric {
 /// configuration), in the order given.
 pub fn config_entries(records: &[JobRecord]) -> Vec<ConfigEntry> {
     let mut groups: Vec<Vec<&JobRecord>> = Vec::new();
+    let mut searches: Vec<Vec<&JobRecord>> = Vec::new();
     for r in records {
+        if r.spec.memory_limit_bytes.is_some() && is_search_probe(r, records) {
+            match searches
+                .iter_mut()
+                .find(|g| g[0].spec.study == r.spec.study && g[0].spec.config == r.spec.config)
+            {
+                Some(g) => g.push(r),
+                None => searches.push(vec![r]),
+            }
+            continue;
+        }
         match groups
             .iter_mut()
             .find(|g| g[0].spec.study == r.spec.study && g[0].spec.config == r.spec.config)
@@ -266,7 +353,115 @@ pub fn config_entries(records: &[JobRecord]) -> Vec<ConfigEntry> {
             None => groups.push(vec![r]),
         }
     }
-    groups.iter().map(|g| config_entry(g)).collect()
+    let mut out: Vec<ConfigEntry> = groups.iter().map(|g| config_entry(g)).collect();
+    for g in &searches {
+        out.extend(search_entries(g));
+    }
+    out
+}
+
+/// Whether `r` is a probe of a largest-input search: a job under a memory limit whose
+/// configuration ran at more than one batch size or sequence length in `records`.
+fn is_search_probe(r: &JobRecord, records: &[JobRecord]) -> bool {
+    records.iter().any(|o| {
+        o.spec.study == r.spec.study
+            && o.spec.config == r.spec.config
+            && o.spec.memory_limit_bytes == r.spec.memory_limit_bytes
+            && (o.spec.model.batch, o.spec.model.seq_len)
+                != (r.spec.model.batch, r.spec.model.seq_len)
+    })
+}
+
+/// The most common value of `f` over `group` (the smallest of equals).
+fn mode(group: &[&JobRecord], f: impl Fn(&JobRecord) -> usize) -> usize {
+    let mut values: Vec<usize> = group.iter().map(|r| f(r)).collect();
+    values.sort_unstable();
+    let mut best = (0, values.first().copied().unwrap_or(0));
+    let mut i = 0;
+    while i < values.len() {
+        let n = values[i..].iter().take_while(|v| **v == values[i]).count();
+        if n > best.0 {
+            best = (n, values[i]);
+        }
+        i += n;
+    }
+    best.1
+}
+
+/// The entries of one configuration's largest-input search (its probes, `group`): one per
+/// searched field, named `<config>: largest <field>`. A field's probes hold the other field
+/// at the profile's value, the one most of the configuration's probes share; a field is
+/// searched when its probes reach more than one value. Each entry's samples are the largest
+/// value that fitted in every run ([`Metric::LargestInput`]) and the peaks of its runs; its
+/// boundary, the band in which the same job fits or not by chance
+/// (`memwall_studies::largest_input::boundary`, the rule of "at the limit").
+fn search_entries(group: &[&JobRecord]) -> Vec<ConfigEntry> {
+    use memwall_studies::largest_input::{boundary, Dim};
+    let first = group[0];
+    let limit = first.spec.memory_limit_bytes.unwrap_or(u64::MAX);
+    let (batch0, seq0) = (
+        mode(group, |r| r.spec.model.batch),
+        mode(group, |r| r.spec.model.seq_len),
+    );
+    let mut out = Vec::new();
+    for dim in [Dim::Batch, Dim::SeqLen] {
+        let runs: Vec<(usize, &JobRecord)> = group
+            .iter()
+            .filter(|r| match dim {
+                Dim::Batch => r.spec.model.seq_len == seq0,
+                Dim::SeqLen => r.spec.model.batch == batch0,
+            })
+            .map(|r| (dim.of(&r.spec.model), *r))
+            .collect();
+        let mut values: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
+        values.sort_unstable();
+        values.dedup();
+        if values.len() < 2 {
+            continue;
+        }
+        let (largest, _, at_limit) = boundary(&runs, limit);
+        let mut metrics = BTreeMap::new();
+        if let Some((v, _)) = largest {
+            metrics.insert(Metric::LargestInput.name().to_string(), vec![v as f64]);
+            let peaks: Vec<f64> = runs
+                .iter()
+                .filter(|(x, r)| *x == v && r.status == JobStatus::Ok)
+                .filter_map(|(_, r)| r.summary.map(|s| s.peak_allocated_bytes as f64))
+                .collect();
+            metrics.insert(Metric::PeakAllocated.name().to_string(), peaks);
+        }
+        let field = dim.as_str();
+        out.push(ConfigEntry {
+            study: first.spec.study.clone(),
+            config: format!("{}: largest {field}", first.spec.config),
+            kind: ConfigKind::Search,
+            label: format!("{}, largest {field}", first.spec.label),
+            keys: runs.iter().map(|(_, r)| r.key.clone()).collect(),
+            status: if largest.is_some() {
+                JobStatus::Ok
+            } else {
+                JobStatus::OutOfMemory
+            },
+            reason: largest
+                .is_none()
+                .then(|| format!("no {field} fits under {limit} bytes")),
+            samples: "search".into(),
+            metrics,
+            load: runs
+                .iter()
+                .filter_map(|(_, r)| r.load)
+                .max_by(|a, b| a.other_busy_cpus.total_cmp(&b.other_busy_cpus)),
+            memory_limit_bytes: Some(limit),
+            confirmations: Vec::new(),
+            boundary: Some(SearchBoundary {
+                field: field.into(),
+                largest: largest.map(|(v, _)| v),
+                at_limit_up_to: at_limit.iter().map(|a| a.value).max(),
+                at_limit: at_limit.iter().map(|a| a.describe()).collect(),
+            }),
+        });
+    }
+    out
 }
 
 fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
@@ -329,6 +524,7 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
             .max_by(|a, b| a.other_busy_cpus.total_cmp(&b.other_busy_cpus)),
         memory_limit_bytes: first.spec.memory_limit_bytes,
         confirmations: Vec::new(),
+        boundary: None,
     }
 }
 
@@ -357,6 +553,7 @@ pub fn tracked_entries(
                     metrics: BTreeMap::new(),
                     load,
                     memory_limit_bytes: None,
+                    boundary: None,
                     confirmations: Vec::new(),
                 });
                 out.len() - 1

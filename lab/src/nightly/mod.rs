@@ -52,16 +52,9 @@ pub const MIN_NIGHTS: usize = 4;
 /// How many earlier nights the noise estimate looks back over.
 pub const NOISE_WINDOW: usize = 10;
 
-/// Relative tolerance of the deterministic metrics (peak bytes, eval loss at a fixed seed):
-/// 0.1%. Peaks on the CPU are exact but vary by a few KiB between runs (rayon's worker threads
-/// allocate too); a real change of the memory plan moves them by far more.
-pub const EXACT_TOLERANCE: f64 = 1e-3;
-
-/// Absolute slack of the peak-byte metrics, added to [`EXACT_TOLERANCE`]: 64 KiB. On the CPU
-/// the rayon worker threads' own allocations land at slightly different moments from run to
-/// run, so the exact high-water mark of the same code moves by a few KiB (2.9 KiB at most over
-/// three runs of a 2.6 MB smoke configuration, 15 KiB of 123 MB at the `cpu` profile; issue 27).
-pub const EXACT_SLACK_BYTES: f64 = 65536.0;
+/// Relative tolerance of the deterministic metrics (peak bytes, eval loss at a fixed seed), and
+/// the absolute slack of the peak-byte metrics beside it: the measurement's own rule.
+pub use memwall_core::measure::{EXACT_SLACK_BYTES, EXACT_TOLERANCE};
 
 /// A timing change counts when it is beyond this many robust standard deviations of the
 /// night-to-night changes (and beyond the noise floor).
@@ -353,7 +346,6 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
     let earlier = load(&opts.history).map(|h| h.entries).unwrap_or_default();
     let scratch = opts.history.join("confirm");
     let how = confirm::Reruns {
-        paths,
         run: &run,
         sides: &sides,
         noise: opts.noise,

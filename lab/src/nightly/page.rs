@@ -259,6 +259,7 @@ fn measured(e: &HistoryEntry) -> String {
         .iter()
         .filter(|c| c.kind == ConfigKind::InProcess)
         .count();
+    // A searched field of the largest-input search counts as a configuration.
     let configs = e.configs.len() - cases;
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
@@ -319,8 +320,10 @@ impl ChangeTables {
             },
             in_process: Table {
                 caption: "Numbers the in-process studies track (solve times, schedule costs, \
-                          kernel timings): change since the last run, with the noise each \
-                          verdict was judged against"
+                          kernel timings) and the largest-input search's boundaries (the \
+                          largest value that fits the limit in every run, the peak at it): \
+                          change since the last run, with the noise each verdict was judged \
+                          against"
                     .into(),
                 columns: columns(&[
                     "Study",
@@ -344,7 +347,7 @@ impl ChangeTables {
         for (m, k) in &c.metrics {
             let est = |e: &Option<Estimate>| e.map_or("–".into(), |e| m.format(&e));
             let cell = verdict_cell(k);
-            if c.kind == ConfigKind::InProcess {
+            if c.kind != ConfigKind::Training {
                 self.in_process.rows.push(vec![
                     c.study.clone(),
                     c.config.clone(),
@@ -435,9 +438,14 @@ pub fn confirmation_text(m: Metric, c: &Confirmation) -> String {
     let k = c.classified(m.lower_is_better());
     let change = k.change.map_or("–".into(), |d| change_interval(&d));
     format!(
-        "rerun {}x beside {}: {change} against ±{:.1}%: {}",
+        "rerun {}x beside {}{}: {change} against ±{:.1}%: {}",
         c.runs,
         c.against,
+        if c.faster_half {
+            " (the faster half of each side's steps)"
+        } else {
+            ""
+        },
         c.threshold * 100.0,
         k.verdict.as_str()
     )
@@ -551,7 +559,8 @@ fn history_section(history: &[HistoryEntry]) -> Section {
     for study in &studies {
         let key_metrics = [Metric::PeakAllocated, Metric::StepTime, Metric::TokensPerS]
             .into_iter()
-            .chain(Metric::IN_PROCESS);
+            .chain(Metric::IN_PROCESS)
+            .chain([Metric::LargestInput]);
         for m in key_metrics {
             let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
             for (i, e) in history.iter().enumerate() {

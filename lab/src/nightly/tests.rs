@@ -109,6 +109,7 @@ fn entry(id: &str, profile: Profile, configs: Vec<(&str, f64)>) -> HistoryEntry 
                 load: None,
                 memory_limit_bytes: None,
                 confirmations: Vec::new(),
+                boundary: None,
             })
             .collect(),
         errors: vec![],
@@ -223,6 +224,7 @@ fn simulated(rng: &mut Lcg, nights: usize, spread: f64, slowdown_last: f64) -> V
                 load: None,
                 memory_limit_bytes: None,
                 confirmations: Vec::new(),
+                boundary: None,
             });
             e
         })
@@ -579,6 +581,7 @@ fn confirmation(metric: Metric, previous: Vec<f64>, current: Vec<f64>) -> Confir
         current,
         previous,
         threshold,
+        faster_half: false,
     }
 }
 
@@ -662,6 +665,34 @@ fn a_flagged_change_is_reported_only_if_its_reruns_show_it() {
     assert_eq!(
         step_time(&changes(&history, DEFAULT_NOISE)).verdict,
         ChangeVerdict::Noisy
+    );
+    // A heavier load last night than tonight: last night's steps spiked, half of them to
+    // 4x, so its median rose past tonight's 2x slowdown; the faster halves still show the
+    // slowdown, so it is suspected as regressed (not as a speed-up) and confirmed.
+    let last = history[6].configs[0]
+        .metrics
+        .get_mut(Metric::StepTime.name());
+    for (i, x) in last.unwrap().iter_mut().enumerate() {
+        if i % 2 == 0 {
+            *x *= 4.0;
+        }
+    }
+    history[6].configs[0].load = Some(machine_load(1.0));
+    history[7].configs[0].confirmations.clear();
+    assert_eq!(
+        step_time(&changes(&history, DEFAULT_NOISE)).suspected,
+        Some(ChangeVerdict::Regressed)
+    );
+    let s = confirm::suspects(&history, DEFAULT_NOISE, true);
+    assert_eq!((s.len(), s[0].under_load), (1, true));
+    history[7].configs[0].confirmations = vec![confirmation(
+        Metric::StepTime,
+        noisy(0.1, 0.005, 12),
+        noisy(0.2, 0.005, 12),
+    )];
+    assert_eq!(
+        flagged(&history, Metric::StepTime),
+        Some(ChangeVerdict::Regressed)
     );
     // Nothing flagged: no suspect.
     let quiet = simulated(&mut Lcg(3), 8, 0.0, 1.0);
@@ -767,6 +798,7 @@ fn a_job_at_its_memory_limit_is_at_the_limit_not_missing() {
         previous: vec![limit as f64 - 15.0; 3],
         threshold: 0.0,
         verdict: ChangeVerdict::WithinNoise,
+        faster_half: false,
     }];
     assert_eq!(
         verdict_of(&history, Metric::PeakAllocated),
@@ -804,4 +836,147 @@ fn tonights_binary_is_kept_for_tomorrow_and_replaces_the_last() {
         .unwrap()
         .collect();
     assert_eq!(kept.len(), 1, "one binary kept");
+}
+
+/// The committed cpu records of the largest-input search (`runs/largest_input/`).
+fn committed_search_records() -> Vec<JobRecord> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs");
+    results::StudyRecords::load(&dir, "largest_input")
+        .unwrap()
+        .records
+}
+
+/// The largest-input search is tracked per configuration and searched field, its probes not
+/// read as repeats of one job: the committed cpu search gives 6 strategies x 2 fields, each
+/// with the largest value that fits in every run and the peak at it, all measured.
+#[test]
+fn a_search_is_tracked_by_its_largest_value_per_field() {
+    let records = committed_search_records();
+    let entries = config_entries(&records);
+    let search: Vec<&ConfigEntry> = entries
+        .iter()
+        .filter(|e| e.kind == ConfigKind::Search)
+        .collect();
+    assert_eq!(
+        search.len(),
+        12,
+        "{:?}",
+        entries.iter().map(|e| &e.config).collect::<Vec<_>>()
+    );
+    assert_eq!(search.len(), entries.len(), "every probe is a search's");
+    let value = |config: &str| {
+        let e = search.iter().find(|e| e.config == config).unwrap();
+        assert_eq!(e.status, JobStatus::Ok, "{config}");
+        assert!(e.metrics[Metric::PeakAllocated.name()][0] <= 134_217_728.0);
+        e.metrics[Metric::LargestInput.name()][0]
+    };
+    // The report's numbers (reports/largest_input/report.md).
+    assert_eq!(value("none: largest batch"), 8.0);
+    assert_eq!(value("checkpoint_every_block: largest batch"), 28.0);
+    assert_eq!(value("checkpoint_every_block: largest seq_len"), 448.0);
+    assert_eq!(value("sqrt: largest batch"), 27.0);
+    // Two nights of the same records: nothing changed.
+    let night = |id: &str, configs: Vec<ConfigEntry>| {
+        let mut e = entry(id, Profile::Cpu, vec![]);
+        e.configs = configs;
+        e
+    };
+    let history = vec![
+        night("2026-11-01T000000Z-a", entries.clone()),
+        night("2026-11-02T000000Z-a", entries.clone()),
+    ];
+    for c in changes(&history, DEFAULT_NOISE) {
+        for (m, k) in &c.metrics {
+            assert_eq!(
+                k.verdict,
+                ChangeVerdict::WithinNoise,
+                "{} {}",
+                c.config,
+                m.name()
+            );
+        }
+    }
+}
+
+/// A boundary that moved among values at the limit is at the limit; one that moved with clean
+/// boundaries on both nights is a change.
+#[test]
+fn a_search_boundary_moving_within_its_band_at_the_limit_is_at_the_limit() {
+    let records = committed_search_records();
+    let base: Vec<ConfigEntry> = config_entries(&records)
+        .into_iter()
+        .filter(|e| e.config == "sqrt: largest batch")
+        .collect();
+    let with = |largest: f64, up_to: Option<usize>| {
+        let mut c = base[0].clone();
+        c.metrics
+            .insert(Metric::LargestInput.name().into(), vec![largest]);
+        let b = c.boundary.as_mut().unwrap();
+        b.largest = Some(largest as usize);
+        b.at_limit_up_to = up_to;
+        b.at_limit = up_to
+            .map(|v| vec![format!("{v}: fits in 2 of 3 runs")])
+            .unwrap_or_default();
+        let mut e = entry("2026-11-01T000000Z-a", Profile::Cpu, vec![]);
+        e.configs = vec![c];
+        e
+    };
+    let verdict = |a: HistoryEntry, mut b: HistoryEntry| {
+        b.id = "2026-11-02T000000Z-a".into();
+        let ch = changes(&[a, b], DEFAULT_NOISE);
+        ch[0]
+            .metrics
+            .iter()
+            .find(|(m, _)| *m == Metric::LargestInput)
+            .unwrap()
+            .1
+            .clone()
+    };
+    // Last night 27 fit in every run and 28 in 2 of 3; tonight 28 fits in every run.
+    let k = verdict(with(27.0, Some(28)), with(28.0, None));
+    assert_eq!(k.verdict, ChangeVerdict::AtLimit, "{k:?}");
+    assert!(k.at_limit.is_some_and(|(p, l)| p > 0.0 && l == 134_217_728));
+    // Clean boundaries at 27 and 28: a real change of one step (+3.7%), improved.
+    assert_eq!(
+        verdict(with(27.0, None), with(28.0, None)).verdict,
+        ChangeVerdict::Improved
+    );
+    // 27 (at the limit up to 28) and then 20: outside the band, regressed.
+    assert_eq!(
+        verdict(with(27.0, Some(28)), with(20.0, None)).verdict,
+        ChangeVerdict::Regressed
+    );
+}
+
+/// Reruns under load, judged on the faster half of each side: the samples of a failed CI run
+/// (other tests' jobs and a CPU-bound process beside them) where a planted 3x slowdown read
+/// "within noise" on the medians of all steps (the spikes of the load widened both intervals
+/// past each other) is regressed on the faster halves; two sides of one speed under the same
+/// spikes stay within noise.
+#[test]
+fn reruns_under_load_are_judged_on_their_faster_halves() {
+    let previous = vec![
+        1.468, 1.173, 1.265, 1.100, 1.069, 1.278, 1.143, 1.260, 1.307, 1.173, 1.205, 1.192, 13.43,
+        4.752, 13.30, 4.676, 7.867, 11.97, 2.848, 4.270, 1.093, 1.125, 1.097, 1.154, 5.769, 1.311,
+        1.237, 5.163, 4.470, 3.769, 1.207, 10.45, 4.255, 4.084, 1.232, 7.443,
+    ];
+    let current = vec![
+        4.535, 5.383, 3.986, 3.834, 3.761, 3.789, 3.723, 3.576, 3.709, 3.471, 3.573, 5.232, 27.44,
+        18.14, 4.796, 19.03, 11.18, 14.81, 5.930, 4.032, 4.173, 3.829, 23.31, 14.49, 11.01, 24.69,
+        5.144, 21.02, 4.990, 27.32, 5.079, 3.742, 7.294, 3.697, 15.91, 17.17,
+    ];
+    let mut c = confirmation(Metric::StepTime, previous.clone(), current);
+    assert_eq!(c.classified(true).verdict, ChangeVerdict::WithinNoise);
+    c.faster_half = true;
+    let k = c.classified(true);
+    assert_eq!(k.verdict, ChangeVerdict::Regressed, "{k:?}");
+    assert!(k.change.unwrap().median > 1.5, "{k:?}");
+    // The same speed on both sides, under the same spikes (the sides' samples interleaved).
+    let (a, b): (Vec<f64>, Vec<f64>) = previous.chunks(2).map(|p| (p[0], p[1])).unzip();
+    let mut same = confirmation(Metric::StepTime, a, b);
+    same.faster_half = true;
+    assert_eq!(same.classified(true).verdict, ChangeVerdict::WithinNoise);
+    // Throughput: the faster half is the larger half.
+    assert_eq!(faster_half(&[1.0, 5.0, 3.0, 4.0], false), vec![5.0, 4.0]);
+    assert_eq!(faster_half(&[1.0, 5.0, 3.0], true), vec![1.0, 3.0]);
 }
