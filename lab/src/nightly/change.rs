@@ -269,25 +269,21 @@ pub fn changes(history: &[HistoryEntry], noise: f64) -> Vec<ConfigChange> {
             })
             .collect();
         let prev = before_c.first().copied();
+        // An in-process case, or a search's field (the largest value and the peak at it),
+        // tracks only some metrics: those this run or the last has.
+        let present = |list: &[Metric]| -> Vec<Metric> {
+            list.iter()
+                .copied()
+                .filter(|m| {
+                    c.metrics.contains_key(m.name())
+                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
+                })
+                .collect()
+        };
         let tracked: Vec<Metric> = match c.kind {
             ConfigKind::Training => Metric::ALL.to_vec(),
-            // An in-process case tracks only some metrics: those this run or the last has.
-            // A search's field: the largest value and the peak at it, where either night has
-            // them.
-            ConfigKind::Search => Metric::SEARCH
-                .into_iter()
-                .filter(|m| {
-                    c.metrics.contains_key(m.name())
-                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
-                })
-                .collect(),
-            ConfigKind::InProcess => Metric::IN_PROCESS
-                .into_iter()
-                .filter(|m| {
-                    c.metrics.contains_key(m.name())
-                        || prev.is_some_and(|(_, p)| p.metrics.contains_key(m.name()))
-                })
-                .collect(),
+            ConfigKind::Search => present(&Metric::SEARCH),
+            ConfigKind::InProcess => present(&Metric::IN_PROCESS),
         };
         let metrics = tracked
             .iter()

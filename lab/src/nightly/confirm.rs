@@ -345,28 +345,25 @@ fn confirm_one(
         .filter(|a| *a != "run-job")
         .cloned()
         .collect();
-    for r in 0..runs {
-        if let Some(kept) = &sides.previous {
-            let dir = scratch.join(format!("previous-{r}"));
-            previous.push(rerun_binary(
-                &kept.path,
-                &[],
-                exp,
-                &s.study,
-                &s.config,
-                &dir,
-                run,
-            )?);
-        }
-        let dir = scratch.join(format!("tonight-{r}"));
-        tonight.push(rerun_binary(
-            &sides.tonight.0,
-            &tonight_flags,
+    let side = |bin: &Path, flags: &[String], dir: String| {
+        rerun_binary(
+            bin,
+            flags,
             exp,
             &s.study,
             &s.config,
-            &dir,
+            &scratch.join(dir),
             run,
+        )
+    };
+    for r in 0..runs {
+        if let Some(kept) = &sides.previous {
+            previous.push(side(&kept.path, &[], format!("previous-{r}"))?);
+        }
+        tonight.push(side(
+            &sides.tonight.0,
+            &tonight_flags,
+            format!("tonight-{r}"),
         )?);
     }
     // The last run that measured the configuration (before tonight's entry).
