@@ -537,6 +537,10 @@ pub struct Row<'a> {
     /// others, and the largest value when its peak lies within its runs' spread of the limit
     /// ([`memwall_core::measure::at_limit`], the nightly's rule).
     pub at_limit: Vec<AtLimit>,
+    /// Boundary values close enough to the limit for [`SearchParams::boundary_runs`] runs (or
+    /// of unknown distance: an out-of-memory recorded without its live bytes) that ran fewer
+    /// times, with how many: value, runs. Their fitting or not is one run's.
+    pub runs_short: Vec<(usize, usize)>,
 }
 
 /// A value of the search at the limit: the same job fits or not by chance.
@@ -667,6 +671,21 @@ pub fn summarize<'a>(
                 .map(|r| (dim.of(&r.spec.model), *r))
                 .collect();
             let (largest, first_oom, at_limit) = boundary(&runs, params.limit_bytes);
+            // The boundary values the rule would rerun that ran fewer times (records made
+            // before the rule, or a search stopped halfway through its reruns).
+            let runs_short: Vec<(usize, usize)> = [largest.map(|(v, _)| v), first_oom]
+                .into_iter()
+                .flatten()
+                .filter_map(|v| {
+                    let of: Vec<&JobRecord> = runs
+                        .iter()
+                        .filter(|(x, _)| *x == v)
+                        .map(|(_, r)| *r)
+                        .collect();
+                    let near = of.iter().any(|r| near_limit(r, params.limit_bytes));
+                    (near && of.len() < params.boundary_runs).then_some((v, of.len()))
+                })
+                .collect();
             let failed = probes
                 .iter()
                 .find(|r| matches!(Probe::of(r), Probe::Failed(_)))
@@ -679,6 +698,7 @@ pub fn summarize<'a>(
                 failed,
                 probes: probes.len(),
                 at_limit,
+                runs_short,
             });
         }
     }
@@ -757,7 +777,14 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                     }
                 }),
                 r.probes.to_string(),
-                if r.at_limit.is_empty() {
+                if r.at_limit.is_empty() && !r.runs_short.is_empty() {
+                    let which: Vec<String> = r
+                        .runs_short
+                        .iter()
+                        .map(|(v, n)| format!("{v} ran {n} of {}", params.boundary_runs))
+                        .collect();
+                    format!("not known ({})", which.join(", "))
+                } else if r.at_limit.is_empty() {
                     "–".into()
                 } else {
                     r.at_limit
@@ -848,7 +875,9 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                  all; a value that fits in some runs and not in others is at the limit, as is \
                  the largest value when its peak lies within its runs' spread of the limit \
                  (at least the exact tolerance; the nightly's rule). The largest value is the \
-                 largest that fits in every run of it.",
+                 largest that fits in every run of it. \"Not known\": a boundary value that \
+                 close, or an out-of-memory recorded without the bytes live (records made \
+                 before the rule), ran fewer times.",
                 near_margin(params.limit_bytes) * 100.0,
                 params.boundary_runs
             ),
