@@ -187,3 +187,10 @@ profile-cpu CONFIG="control": build
     rm -rf target/profile-cpu
     {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/profile-cpu --no-archive --runner target/release/memwall-job --only {{CONFIG}}
     python3 reference/perf_step_profile.py --job "$(ls -d target/profile-cpu/jobs/peak_memory/*/ | head -1)job.json" --json target/profile-cpu/profile.json
+
+# PyTorch's side of `profile-cpu` (needs PyTorch): the twin of the same configuration, shape,
+# precision and optimizer under torch.profiler, self time per ATen operation and category.
+profile-cpu-torch CONFIG="control": build
+    rm -rf target/profile-cpu-torch
+    {{memwall}} bundle experiments/peak_memory.toml --target flex --profile cpu --out target/profile-cpu-torch --no-archive --runner target/release/memwall-job --only {{CONFIG}}
+    python3 reference/torch_step_profile.py --plan target/profile-cpu-torch/reference/peak_memory.plan.json --config {{CONFIG}} --json target/profile-cpu-torch/profile.json

@@ -43,11 +43,22 @@ fn widen(t: &FlexTensor) -> Option<FlexTensor> {
 }
 
 /// `lhs @ rhs` (`[..., m, k] x [..., k, n]`, batch dimensions broadcast as in Burn) for bf16
-/// operands, in f32 with a bf16 result; other dtypes (and flipped views) go to flex's matmul.
+/// operands: on a CPU with AVX512-BF16, products in bf16 with f32 sums
+/// ([`super::bf16_gemm`]); elsewhere (and for broadcast batch dimensions) in f32 with a bf16
+/// result. Other dtypes (and flipped views) go to flex's matmul.
 pub fn matmul(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     if lhs.dtype() != DType::BF16 || rhs.dtype() != DType::BF16 {
         return Flex::float_matmul(lhs, rhs);
     }
+    if let Some(product) = native(&lhs, &rhs) {
+        return product;
+    }
+    through_f32(lhs, rhs)
+}
+
+/// The portable path of [`matmul`]: both bf16 operands widened to f32 as they lie, flex's f32
+/// product, rounded back to bf16.
+pub fn through_f32(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     let (Some(a), Some(b)) = (widen(&lhs), widen(&rhs)) else {
         return Flex::float_matmul(lhs, rhs);
     };
@@ -60,6 +71,61 @@ pub fn matmul(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
         .zip(wide.par_chunks(CHUNK))
         .for_each(|(o, w)| o.convert_from_f32_slice(w));
     super::flex::tensor(out, shape)
+}
+
+/// [`matmul`] on AVX512-BF16: `None` where the CPU lacks it, a stride is negative, the ranks
+/// differ or a batch dimension is broadcast (the portable path takes those).
+fn native(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
+    if !super::bf16_gemm::available() {
+        return None;
+    }
+    let (la, lb) = (lhs.layout(), rhs.layout());
+    let (sa, sb) = (la.shape(), lb.shape());
+    let rank = sa.num_dims();
+    if rank < 2 || sb.num_dims() != rank || sa[rank - 1] != sb[rank - 2] {
+        return None;
+    }
+    if (0..rank - 2).any(|d| sa[d] != sb[d])
+        || la.strides().iter().chain(lb.strides()).any(|&s| s < 0)
+    {
+        return None;
+    }
+    let (m, k, n) = (sa[rank - 2], sa[rank - 1], sb[rank - 1]);
+    let stride = |layout: &Layout, d: usize| layout.strides()[d] as usize;
+    let batches: usize = (0..rank - 2).map(|d| sa[d]).product();
+    let (da, db) = (lhs.storage::<bf16>(), rhs.storage::<bf16>());
+    // Not zeroed: the product writes every element.
+    let mut out = super::bf16_gemm::uninit::<bf16>(batches * m * n);
+    for (batch, dst) in out.chunks_mut((m * n).max(1)).enumerate().take(batches) {
+        // The batch index's offset in each operand, last batch dimension fastest.
+        let (mut oa, mut ob, mut rest) = (la.start_offset(), lb.start_offset(), batch);
+        for d in (0..rank - 2).rev() {
+            let i = rest % sa[d];
+            rest /= sa[d];
+            oa += i * stride(la, d);
+            ob += i * stride(lb, d);
+        }
+        let a = super::bf16_gemm::View {
+            data: da,
+            offset: oa,
+            row: stride(la, rank - 2),
+            col: stride(la, rank - 1),
+        };
+        let b = super::bf16_gemm::View {
+            data: db,
+            offset: ob,
+            row: stride(lb, rank - 2),
+            col: stride(lb, rank - 1),
+        };
+        if !super::bf16_gemm::gemm(m, k, n, a, b, dst) {
+            return None;
+        }
+    }
+    // SAFETY: each batch's product wrote its m·n elements.
+    let out = unsafe { super::bf16_gemm::assume_init(out) };
+    let mut dims: Vec<usize> = (0..rank - 2).map(|d| sa[d]).collect();
+    dims.extend([m, n]);
+    Some(super::flex::tensor(out, burn::tensor::Shape::from(dims)))
 }
 
 #[cfg(test)]
@@ -99,6 +165,69 @@ mod tests {
                 (x - y).abs() <= y.abs() * 2f32.powi(-8) + 1e-6,
                 "{x} vs {y}"
             );
+        }
+    }
+}
+
+/// The bf16 products of one training step at the `cpu` profile's and the large bench shape's
+/// sizes, timed through both paths in one process (a benchmark, not a test:
+/// `memwall-job`'s test binary with `--ignored --nocapture bf16_products_benchmark`).
+#[cfg(test)]
+mod benchmark {
+    use super::{matmul, through_f32};
+    use burn::backend::Flex;
+    use burn::tensor::{DType, Distribution, Tensor};
+    use std::time::Instant;
+
+    fn operand(shape: [usize; 2], transposed: bool) -> burn_flex::FlexTensor {
+        let dims = if transposed {
+            [shape[1], shape[0]]
+        } else {
+            shape
+        };
+        let t = Tensor::<Flex, 2>::random(dims, Distribution::Default, &Default::default())
+            .cast(DType::BF16);
+        let t = if transposed { t.transpose() } else { t };
+        t.into_primitive().tensor()
+    }
+
+    fn time(f: impl Fn() -> burn_flex::FlexTensor) -> f64 {
+        drop(f());
+        let mut times: Vec<f64> = (0..15)
+            .map(|_| {
+                let t0 = Instant::now();
+                drop(f());
+                t0.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    }
+
+    #[test]
+    #[ignore = "a benchmark: run with --ignored --nocapture"]
+    fn bf16_products_benchmark() {
+        println!("| product | m x k x n | through f32 (ms) | bf16 dot products (ms) | speed-up |");
+        println!("|---|---|---:|---:|---:|");
+        // (name, m, k, n, lhs transposed, rhs transposed): forward, dX = dY Wᵀ, dW = Xᵀ dY.
+        for (rows, d, ff, vocab) in [(1024, 128, 512, 2048), (2048, 512, 2048, 2048)] {
+            for (name, m, k, n, lt, rt) in [
+                ("mlp_in forward", rows, d, ff, false, false),
+                ("mlp_in dX", rows, ff, d, false, true),
+                ("mlp_in dW", d, rows, ff, true, false),
+                ("head forward", rows, d, vocab, false, true),
+                ("head dW", vocab, rows, d, true, false),
+            ] {
+                let (a, b) = (operand([m, k], lt), operand([k, n], rt));
+                let slow = time(|| through_f32(a.clone(), b.clone()));
+                let fast = time(|| matmul(a.clone(), b.clone()));
+                println!(
+                    "| {name} | {m} x {k} x {n} | {:.3} | {:.3} | {:.2}x |",
+                    slow * 1e3,
+                    fast * 1e3,
+                    slow / fast
+                );
+            }
         }
     }
 }

@@ -12,11 +12,14 @@
 //!   stated and tested there);
 //! - [`heads`]: splitting `[batch, seq, heads · dh]` into `[batch, heads, seq, dh]` and merging
 //!   it back as blocked contiguous copies;
-//! - [`matmul`]: bf16 products through f32 without copying the operands' layouts.
+//! - [`bf16_gemm`]: a bf16 product with AVX512-BF16's dot-product instruction (f32 sums);
+//! - [`matmul`]: bf16 products through it, or through f32 without copying the operands'
+//!   layouts where the CPU lacks it.
 //!
 //! [`crate::model`]'s operations call these only on flex, through backend traits whose
 //! default (CUDA, ndarray) is Burn's own tensor operations.
 
+pub mod bf16_gemm;
 pub mod flex;
 pub mod gelu;
 pub mod heads;
