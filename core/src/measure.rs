@@ -99,6 +99,42 @@ pub struct MachineLoad {
     pub cpus: usize,
     /// Seconds the window covered.
     pub wall_s: f64,
+    /// Other processes on the job's GPU (CUDA jobs; `None` on the CPU, where `nvidia-smi`
+    /// cannot be run, and in records written before 2026-12-02).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuLoad>,
+}
+
+/// What other processes held of the job's GPU, from `nvidia-smi` at the job's start and end:
+/// its compute processes (`--query-compute-apps=pid,used_memory`) and, at the end, the share of
+/// the streaming multiprocessors each kept busy over the driver's last sampling window (`pmon
+/// -c 1 -s u`, NVIDIA's System Management Interface documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GpuLoad {
+    /// Compute processes other than the job's, the most seen in one reading.
+    pub other_processes: usize,
+    /// Bytes of GPU memory they held, the most seen in one reading.
+    pub other_memory_bytes: u64,
+    /// Percent of the GPU's SMs they kept busy at the end (summed over them); `None` where
+    /// `pmon` gave no number (a GPU or driver without per-process sampling).
+    pub other_sm_percent: Option<f64>,
+}
+
+/// Percent of the GPU's SMs kept busy by other processes from which a job's timings are taken as
+/// measured under load: 5%.
+pub const LOADED_GPU_SM_PERCENT: f64 = 5.0;
+
+impl GpuLoad {
+    /// Whether other processes shared the GPU's compute: they kept at least
+    /// [`LOADED_GPU_SM_PERCENT`] of the SMs busy. A process that only holds memory (the PyTorch
+    /// twin's server between its rows, an idle notebook) does not slow the job, and where the
+    /// share is not known nothing is judged loaded: the record still names the processes.
+    pub fn loaded(&self) -> bool {
+        self.other_processes > 0
+            && self
+                .other_sm_percent
+                .is_some_and(|sm| sm >= LOADED_GPU_SM_PERCENT)
+    }
 }
 
 /// Other processes' busy CPUs from which a job's timings are taken as measured under load:
@@ -110,19 +146,37 @@ pub const LOADED_STEAL: f64 = 0.05;
 
 impl MachineLoad {
     /// Whether timings taken under this load are noisy: other processes kept at least
-    /// [`LOADED_CPUS`] busy, or the hypervisor stole at least [`LOADED_STEAL`].
+    /// [`LOADED_CPUS`] busy, the hypervisor stole at least [`LOADED_STEAL`], or other processes
+    /// shared the GPU ([`GpuLoad::loaded`]).
     pub fn loaded(&self) -> bool {
-        self.other_busy_cpus >= LOADED_CPUS || self.steal_share >= LOADED_STEAL
+        self.other_busy_cpus >= LOADED_CPUS
+            || self.steal_share >= LOADED_STEAL
+            || self.gpu.is_some_and(|g| g.loaded())
     }
 
-    /// In words: "1.02 CPUs busy with other processes, 0% stolen, load average 2.1".
+    /// In words: "1.02 CPUs busy with other processes, 0% stolen, load average 2.1", and on a
+    /// GPU ", 1 other process on the GPU (2.0 GiB, 45% of its SMs)".
     pub fn describe(&self) -> String {
-        format!(
+        let mut text = format!(
             "{:.2} CPUs busy with other processes, {:.0}% stolen, load average {:.1}",
             self.other_busy_cpus,
             self.steal_share * 100.0,
             self.load_avg_1m
-        )
+        );
+        if let Some(g) = self.gpu.filter(|g| g.other_processes > 0) {
+            let sm = g
+                .other_sm_percent
+                .map_or("SM share not known".to_string(), |s| {
+                    format!("{s:.0}% of its SMs")
+                });
+            text.push_str(&format!(
+                ", {} other process{} on the GPU ({:.1} GiB, {sm})",
+                g.other_processes,
+                if g.other_processes == 1 { "" } else { "es" },
+                g.other_memory_bytes as f64 / (1u64 << 30) as f64
+            ));
+        }
+        text
     }
 }
 

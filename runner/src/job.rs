@@ -43,7 +43,7 @@ pub fn run_job_file_with(
     if let Some(s) = slowdown {
         crate::train::slowdown::install(s, &job);
     }
-    let load = crate::measure::LoadProbe::start();
+    let load = crate::measure::LoadProbe::start_for(job.backend.is_gpu());
     let mut record = crate::train::run_job(&job);
     record.load = load.and_then(|p| p.finish());
     results::write_record(out_dir, &record)?;

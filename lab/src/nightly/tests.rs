@@ -488,6 +488,7 @@ fn machine_load(cpus: f64) -> memwall_core::measure::MachineLoad {
         load_avg_1m: 1.0 + cpus,
         cpus: 2,
         wall_s: 5.0,
+        gpu: None,
     }
 }
 

@@ -6,8 +6,12 @@
 //! process's user and system ticks, its threads included. Between two readings, the machine's
 //! busy ticks less the process's own are what other processes took; divided by the ticks of
 //! one CPU over the same wall time, they are the CPUs other processes kept busy.
+//!
+//! For a job on a GPU the probe also asks `nvidia-smi` at the start and the end which other
+//! compute processes hold the GPU and, at the end, what share of its SMs they kept busy
+//! ([`GpuLoad`]). A machine without `nvidia-smi` records no GPU load.
 
-use memwall_core::measure::MachineLoad;
+use memwall_core::measure::{GpuLoad, MachineLoad};
 use std::time::Instant;
 
 /// One reading of the counters.
@@ -16,6 +20,8 @@ pub struct LoadProbe {
     machine: CpuTicks,
     own: u64,
     at: Instant,
+    /// Other compute processes on the GPU at the start (count, bytes), for a GPU job.
+    gpu: Option<(usize, u64)>,
 }
 
 /// The machine's CPU ticks by what they were spent on.
@@ -38,7 +44,17 @@ impl LoadProbe {
             machine: parse_stat(&std::fs::read_to_string("/proc/stat").ok()?)?,
             own: parse_self_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)?,
             at: Instant::now(),
+            gpu: None,
         })
+    }
+
+    /// [`LoadProbe::start`], and for a job on a GPU (`gpu`) the other compute processes on it.
+    pub fn start_for(gpu: bool) -> Option<LoadProbe> {
+        let mut probe = LoadProbe::start()?;
+        if gpu {
+            probe.gpu = Some(gpu_processes().unwrap_or((0, 0)));
+        }
+        Some(probe)
     }
 
     /// The load since [`LoadProbe::start`]; `None` where `/proc` cannot be read or no tick
@@ -64,8 +80,79 @@ impl LoadProbe {
             load_avg_1m,
             cpus: end.machine.cpus,
             wall_s: end.at.duration_since(self.at).as_secs_f64(),
+            gpu: self.gpu.and_then(|(count, bytes)| {
+                let (end_count, end_bytes) = gpu_processes()?;
+                Some(GpuLoad {
+                    other_processes: count.max(end_count),
+                    other_memory_bytes: bytes.max(end_bytes),
+                    other_sm_percent: gpu_sm_percent(),
+                })
+            }),
         })
     }
+}
+
+/// Output of `nvidia-smi` with `args`, `None` where it cannot be run or fails.
+fn nvidia_smi(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Compute processes on the GPU other than this one: (count, bytes held).
+fn gpu_processes() -> Option<(usize, u64)> {
+    let text = nvidia_smi(&[
+        "--query-compute-apps=pid,used_memory",
+        "--format=csv,noheader,nounits",
+    ])?;
+    let own = std::process::id();
+    let others: Vec<(u32, u64)> = parse_compute_apps(&text)
+        .into_iter()
+        .filter(|&(pid, _)| pid != own)
+        .collect();
+    Some((others.len(), others.iter().map(|&(_, b)| b).sum()))
+}
+
+/// Percent of the SMs other processes kept busy (summed), `None` where no number was given.
+fn gpu_sm_percent() -> Option<f64> {
+    let text = nvidia_smi(&["pmon", "-c", "1", "-s", "u"])?;
+    let own = std::process::id();
+    let shares: Vec<f64> = parse_pmon(&text)
+        .into_iter()
+        .filter(|&(pid, _)| pid != own)
+        .filter_map(|(_, sm)| sm)
+        .collect();
+    (!shares.is_empty()).then(|| shares.iter().sum())
+}
+
+/// `pid, used_memory` lines (MiB, `--format=csv,noheader,nounits`) as (pid, bytes).
+fn parse_compute_apps(text: &str) -> Vec<(u32, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (pid, mib) = l.split_once(',')?;
+            Some((
+                pid.trim().parse().ok()?,
+                mib.trim().parse::<u64>().ok()? << 20,
+            ))
+        })
+        .collect()
+}
+
+/// `pmon -s u` rows (`gpu pid type sm mem ...`; `#` lines are headers, `-` no number) as
+/// (pid, SM percent).
+fn parse_pmon(text: &str) -> Vec<(u32, Option<f64>)> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.get(1)?.parse().ok()?, f.get(3)?.parse().ok()))
+        })
+        .collect()
 }
 
 /// The first line of `/proc/stat` (the sum over CPUs) and the count of `cpuN` lines.
@@ -125,6 +212,32 @@ mod tests {
         let own = "4242 (memwall job (x)) R 1 2 3 4 5 6 7 8 9 10 31 9 0 0 20 0 3 0 1";
         assert_eq!(parse_self_stat(own), Some(40));
         assert_eq!(parse_stat("intr 1\n"), None);
+    }
+
+    #[test]
+    fn parses_nvidia_smis_processes_and_their_sm_shares() {
+        assert_eq!(
+            parse_compute_apps("12345, 2048\n777, 10\n[Not Supported]\n"),
+            vec![(12345, 2048 << 20), (777, 10 << 20)]
+        );
+        assert!(parse_compute_apps("No running processes found\n").is_empty());
+        let pmon = "# gpu         pid   type     sm    mem    enc    dec    command\n\
+                    # Idx           #    C/G      %      %      %      %    name\n\
+                    \x20   0      12345     C     45     10      -      -    python3\n\
+                    \x20   0        777     C      -      -      -      -    job\n\
+                    \x20   0          -     -      -      -      -      -    -\n";
+        assert_eq!(parse_pmon(pmon), vec![(12345, Some(45.0)), (777, None)]);
+        let load = |sm| GpuLoad {
+            other_processes: 1,
+            other_memory_bytes: 2 << 30,
+            other_sm_percent: sm,
+        };
+        assert!(load(Some(45.0)).loaded() && !load(None).loaded() && !load(Some(0.0)).loaded());
+        assert!(!GpuLoad {
+            other_processes: 0,
+            ..load(None)
+        }
+        .loaded());
     }
 
     /// On this machine (Linux): a process that spins beside the window makes it loaded.
