@@ -179,8 +179,9 @@ fn pack<const W: usize>(op: Lines, panels: usize) -> Vec<u32> {
             let first = panel * W;
             let full = first + W <= op.count;
             let pairs = if full { op.k / 2 } else { 0 };
-            if op.k_step == 1 {
-                for lane in 0..W.min(op.count.saturating_sub(first)) {
+            // Edge panels (not `full`) take the element-wise path below for every pair.
+            if full && op.k_step == 1 {
+                for lane in 0..W {
                     let start = op.offset + (first + lane) * op.step;
                     let line = &op.data[start..start + 2 * pairs];
                     for (p, pair) in line.chunks_exact(2).enumerate() {
@@ -188,7 +189,7 @@ fn pack<const W: usize>(op: Lines, panels: usize) -> Vec<u32> {
                             .write(pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16);
                     }
                 }
-            } else if op.step == 1 {
+            } else if full && op.step == 1 {
                 for p in 0..pairs {
                     let lo = op.offset + first + 2 * p * op.k_step;
                     let hi = lo + op.k_step;

@@ -82,10 +82,17 @@ impl LoadProbe {
             wall_s: end.at.duration_since(self.at).as_secs_f64(),
             gpu: self.gpu.and_then(|(count, bytes)| {
                 let (end_count, end_bytes) = gpu_processes()?;
+                let other_processes = count.max(end_count);
                 Some(GpuLoad {
-                    other_processes: count.max(end_count),
+                    other_processes,
                     other_memory_bytes: bytes.max(end_bytes),
-                    other_sm_percent: gpu_sm_percent(),
+                    // `pmon` samples for about a second: asked only when there is someone to
+                    // ask about, so a GPU job alone on its device does not wait for it.
+                    other_sm_percent: if other_processes > 0 {
+                        gpu_sm_percent()
+                    } else {
+                        None
+                    },
                 })
             }),
         })
