@@ -11,6 +11,10 @@ Comments and test code are not counted (see `code`). `--print` shows the arrows 
 A long file is counted without its test code (a `tests.rs` file, an inline `#[cfg(test)]`
 module): a module whose code passes MAX_LINES holds more than one concern; split it.
 
+The CLI's integration tests (`cli/tests/*.rs`) are tests of the command line: each file runs
+the built `memwall` (`CARGO_BIN_EXE_memwall` or a `tests/common` helper that does); a test of a
+crate's library sits beside that crate.
+
 Usage: python3 .ci/structure.py [--print] [--why]
 """
 import pathlib
@@ -161,6 +165,19 @@ def crate_arrows(manifest):
     return crates
 
 
+# What a CLI test calls to run the built `memwall`: the binary itself or a tests/common helper
+# that starts it.
+RUNS_MEMWALL = re.compile(
+    r"CARGO_BIN_EXE_memwall|\b(?:common::)?(?:memwall|memwall_alone|bundle_smoke|plan)\(")
+
+
+def cli_tests_only_run_the_cli():
+    """The files of cli/tests that never run the built `memwall` (their tests belong beside the
+    crate they test)."""
+    return [f for f in sorted((ROOT / "cli" / "tests").glob("*.rs"))
+            if not RUNS_MEMWALL.search(f.read_text(encoding="utf-8"))]
+
+
 def main():
     manifest = tomllib.loads((ROOT / "Cargo.toml").read_text(encoding="utf-8"))
     failed = False
@@ -200,6 +217,11 @@ def main():
                 failed = True
                 print(f"error: {f.relative_to(ROOT)}: {n} lines of code outside tests, more than "
                       f"{MAX_LINES}; split it by concern (a folder module)", file=sys.stderr)
+    for f in cli_tests_only_run_the_cli():
+        failed = True
+        print(f"error: {f.relative_to(ROOT)} never runs the built memwall: cli/tests holds tests "
+              f"of the command line; move its tests beside the crate they test (its tests/)",
+              file=sys.stderr)
     sys.exit(1 if failed else 0)
 
 

@@ -2,9 +2,10 @@
 //! deep-learning training (activation checkpointing and rematerialization, precision, kernel
 //! fusion, optimizer-step fusion, memory planning, sharding).
 //!
-//! Data flows one way (`docs/src/contributor/architecture.md`): experiment file ([`spec`]) ->
-//! jobs ([`driver`]) -> runner ([`train`], one process per job) -> records ([`results`]) ->
-//! analysis over polars -> figures and pages ([`report`]). Each stage is a crate whose arrows
+//! Data flows one way (`docs/src/contributor/architecture.md`): experiment file
+//! (`memwall_core::spec`) -> jobs (`memwall_driver`) -> runner (`memwall-job`, one process per
+//! job) -> records (`memwall_report::results`) -> analysis over polars -> figures and pages
+//! (`memwall_report`). Each stage is a crate whose arrows
 //! run one way:
 //!
 //! | crate | what it holds |
@@ -19,17 +20,9 @@
 //! | `memwall-lab` | bundles, the PyTorch reference, Slurm, the nightly, scheduler files |
 //! | `memwall` (this) | the CLI, one module per subcommand ([`cli`]) |
 //!
-//! This library gives the stage crates one name (as `burn` does for `burn-*`), so that scripts
-//! and tests write `memwall::report` rather than `memwall_report`.
+//! The library holds the command line's own modules ([`cli`]); tests and scripts name the stage
+//! crates themselves (`memwall_driver`, `memwall_report`, ...).
 
 #![warn(missing_docs)]
 
 pub mod cli;
-
-pub use memwall_core::{error, spec, strategy, Error, Result};
-pub use memwall_driver::{self as driver, data};
-pub use memwall_lab::{bundle, estimate, git, install, nightly, reference_cpu, slurm};
-pub use memwall_remat as remat;
-pub use memwall_report::{self as report, publish, reference, results, source_check, stats};
-pub use memwall_runner::{device, init_logging, measure, model, train, BURN_VERSION};
-pub use memwall_studies::{self as studies, largest_input};

@@ -2,10 +2,10 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use memwall::device::{self, BackendKind, DeviceRequest};
-use memwall::driver::{self, Paths, RunOptions};
-use memwall::results::JobStatus;
-use memwall::spec::{MemoryPool, Profile, Study};
+use memwall_core::spec::{MemoryPool, Profile, Study};
+use memwall_driver::{self as driver, Paths, RunOptions};
+use memwall_report::results::JobStatus;
+use memwall_runner::device::{self, BackendKind, DeviceRequest};
 use std::path::{Path, PathBuf};
 
 mod commands;
@@ -174,7 +174,7 @@ enum Cmd {
         inject_slowdown: Option<String>,
         /// Reruns of each side (tonight's binary, the last night's) that confirm a flagged
         /// change before it is reported; 0 reports every flag as first measured.
-        #[arg(long, default_value_t = memwall::nightly::confirm::CONFIRM_RUNS)]
+        #[arg(long, default_value_t = memwall_lab::nightly::confirm::CONFIRM_RUNS)]
         confirm_runs: usize,
     },
     /// Re-render the nightly page from the history store (no job is run, nothing is appended);
@@ -205,17 +205,6 @@ enum Cmd {
     /// each row into the record store (`<RUNS>/<study>/pytorch/`) and re-renders the reports,
     /// whose CPU section shows them beside memwall's records. Needs PyTorch for python3.
     Reference(ReferenceArgs),
-    /// Run one job file in this process (used by the sweep driver).
-    #[command(hide = true)]
-    RunJob {
-        #[arg(long)]
-        job: PathBuf,
-        #[arg(long)]
-        out: PathBuf,
-        /// Fault injection: every step of STUDY/CONFIG takes FACTOR times as long.
-        #[arg(long, value_name = "STUDY/CONFIG=FACTOR")]
-        inject_slowdown: Option<memwall_runner::train::slowdown::Slowdown>,
-    },
 }
 
 /// Runs the command line; an error is printed as one line (`error: a: b: c`, each cause once:
@@ -251,7 +240,7 @@ pub(crate) fn error_line(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Dispatches the command line to each command's function.
 fn run() -> Result<()> {
-    memwall::init_logging();
+    memwall_runner::init_logging();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Reproduce { experiments, run } => reproduce(&experiments, &run),
@@ -334,16 +323,6 @@ fn run() -> Result<()> {
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import(a) => import_cmd(a),
         Cmd::Reference(a) => reference_cpu(a),
-        Cmd::RunJob {
-            job,
-            out,
-            inject_slowdown,
-        } => {
-            let record =
-                memwall_runner::job::run_job_file_with(&job, &out, inject_slowdown.as_ref())?;
-            eprintln!("{}: {}", record.spec.config, record.status.as_str());
-            Ok(())
-        }
     }
 }
 

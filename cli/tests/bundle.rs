@@ -54,7 +54,7 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     assert!(o.status.success(), "bundle failed: {}", text(&o));
     let archive = dir.join("gpu-bundle.tar.gz");
     assert!(archive.is_file(), "no archive: {}", text(&o));
-    let manifest: memwall::bundle::Manifest =
+    let manifest: memwall_lab::bundle::Manifest =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let keys: Vec<String> = manifest.studies[0]
         .jobs
@@ -197,11 +197,16 @@ exec {r} \"$@\"
     assert!(dir.join("gpu-cache/cubecl").join(new_tuning).is_file());
     assert!(!local_cache.join(compiled).exists());
     for k in &keys {
-        let r = memwall::results::read_record(&runs.join("peak_memory").join(k))
+        let r = memwall_report::results::read_record(&runs.join("peak_memory").join(k))
             .unwrap()
             .expect("imported record");
-        assert_eq!(r.status, memwall::results::JobStatus::Ok, "{:?}", r.reason);
-        assert_eq!(r.spec.backend, memwall::device::BackendKind::Flex);
+        assert_eq!(
+            r.status,
+            memwall_report::results::JobStatus::Ok,
+            "{:?}",
+            r.reason
+        );
+        assert_eq!(r.spec.backend, memwall_runner::device::BackendKind::Flex);
     }
     let report = std::fs::read_to_string(reports.join("peak_memory/report.md")).unwrap();
     for label in ["Control (FP32 baseline)", "Activation Checkpoint"] {
@@ -247,11 +252,11 @@ exec {r} \"$@\"
     let beside = runs
         .join("peak_memory")
         .join(format!("{}.other-cpu-9000-flex", keys[0]));
-    let kept = memwall::results::read_record(&beside)
+    let kept = memwall_report::results::read_record(&beside)
         .unwrap()
         .expect("kept beside");
     assert_eq!(kept.env.device_name, "Other CPU 9000 (flex)");
-    let first = memwall::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+    let first = memwall_report::results::read_record(&runs.join("peak_memory").join(&keys[0]))
         .unwrap()
         .unwrap();
     assert_eq!(first.env.device_name, first_device);
@@ -310,14 +315,14 @@ exec {r} \"$@\"
 
     // 6. A PyTorch reference row (as the script writes it) beside memwall's on the same
     // device: imported into runs/peak_memory/pytorch/ and shown with ratios.
-    let record = memwall::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+    let record = memwall_report::results::read_record(&runs.join("peak_memory").join(&keys[0]))
         .unwrap()
         .unwrap();
     let summary = record.summary.unwrap();
     let plan_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
     let row = serde_json::json!({
-        "format": memwall::reference::ROW_FORMAT, "study": "peak_memory",
+        "format": memwall_report::reference::ROW_FORMAT, "study": "peak_memory",
         "config": record.spec.config, "status": "ok", "reason": null,
         "device": record.env.device_name, "torch_version": "2.x (test row)",
         "parameters": summary.parameters,
@@ -440,11 +445,12 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
     let listing = text(&o);
     // The suite is what the experiment files' `study.gpu_suite` say, training studies first in
     // their places, the fusion_ir chains last.
-    let roles = memwall::spec::StudyRoles::discover(&common::root().join("experiments")).unwrap();
+    let roles =
+        memwall_core::spec::StudyRoles::discover(&common::root().join("experiments")).unwrap();
     let suite: Vec<&str> = roles
         .suite
         .iter()
-        .filter(|(_, k, _)| *k == memwall::spec::StudyKind::Training)
+        .filter(|(_, k, _)| *k == memwall_core::spec::StudyKind::Training)
         .map(|(n, _, _)| n.as_str())
         .collect();
     assert_eq!(
@@ -458,7 +464,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
             "{study} missing from {listing}"
         );
     }
-    let manifest: memwall::bundle::Manifest =
+    let manifest: memwall_lab::bundle::Manifest =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let names: Vec<&str> = manifest.studies.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, suite, "suite order");
@@ -587,7 +593,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
 
     // 3. The bundled Checkmate job planned itself in the slim runner: its record carries the
     // plan of the exact planner and its own profiling pass, or says which budget is infeasible.
-    let checkmate: Vec<memwall::results::JobRecord> = pm
+    let checkmate: Vec<memwall_report::results::JobRecord> = pm
         .jobs
         .iter()
         .filter(|(c, _)| c.starts_with("checkmate_"))
@@ -605,7 +611,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         .unwrap();
     assert_eq!(
         planned.status,
-        memwall::results::JobStatus::Ok,
+        memwall_report::results::JobStatus::Ok,
         "{:?}",
         planned.reason
     );
@@ -624,7 +630,8 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         assert!(
             matches!(
                 r.status,
-                memwall::results::JobStatus::Ok | memwall::results::JobStatus::Infeasible
+                memwall_report::results::JobStatus::Ok
+                    | memwall_report::results::JobStatus::Infeasible
             ),
             "{}: {:?} {:?}",
             r.spec.config,
@@ -693,7 +700,7 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
         ],
         "{plan}"
     );
-    let manifest: memwall::bundle::Manifest =
+    let manifest: memwall_lab::bundle::Manifest =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let key = |config: &str| {
         manifest.studies[0]

@@ -3,10 +3,10 @@
 
 mod common;
 
-use memwall::nightly::{
+use memwall_core::spec::Profile;
+use memwall_lab::nightly::{
     self, ChangeVerdict, ConfigEntry, ConfigKind, HistoryEntry, Metric, HISTORY_SCHEMA,
 };
-use memwall::spec::Profile;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -36,7 +36,7 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
             kind: ConfigKind::Training,
             label: "control".into(),
             keys: vec!["0123456789abcdef".into()],
-            status: memwall::results::JobStatus::Ok,
+            status: memwall_report::results::JobStatus::Ok,
             reason: None,
             samples: "steps".into(),
             metrics: BTreeMap::from([
@@ -253,7 +253,7 @@ fn two_nightly_runs_append_and_compare() {
     let c = &last.configs[0];
     assert_eq!(
         (c.config.as_str(), c.status),
-        ("control", memwall::results::JobStatus::Ok)
+        ("control", memwall_report::results::JobStatus::Ok)
     );
     // One run: its 6 timed steps (the warm-up step excluded) are the step-time samples.
     assert_eq!(c.metrics[Metric::StepTime.name()].len(), 6);
@@ -417,7 +417,7 @@ fn two_nightlies_through_the_bundle_path_reach_the_history() {
     for e in &history {
         assert_eq!((e.profile, e.backend.as_str()), (Profile::Smoke, "flex"));
         assert_eq!(e.configs.len(), 1);
-        assert_eq!(e.configs[0].status, memwall::results::JobStatus::Ok);
+        assert_eq!(e.configs[0].status, memwall_report::results::JobStatus::Ok);
         assert_eq!(e.configs[0].metrics[Metric::StepTime.name()].len(), 4);
     }
     assert!(history[0].id < history[1].id);
@@ -658,7 +658,7 @@ fn nightlies_under_load_raise_no_alarm() {
                 alarms.push(format!("{} {} {}", c.config, m.name(), k.verdict.as_str()));
                 let conf = k.confirmation.as_ref().expect("confirmed by reruns");
                 assert!(conf.against.starts_with("previous binary"), "{conf:?}");
-                assert_eq!(conf.runs, memwall::nightly::confirm::CONFIRM_RUNS);
+                assert_eq!(conf.runs, memwall_lab::nightly::confirm::CONFIRM_RUNS);
             }
         }
     }

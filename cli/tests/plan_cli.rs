@@ -4,9 +4,9 @@
 mod common;
 use common::plan;
 
-use memwall::remat::graph_file::read_graph;
-use memwall::remat::sim::{simulate, validate, Schedule};
-use memwall::remat::Graph;
+use memwall_remat::graph_file::read_graph;
+use memwall_remat::sim::{simulate, validate, Schedule};
+use memwall_remat::Graph;
 use std::path::{Path, PathBuf};
 
 fn graphs_dir() -> PathBuf {

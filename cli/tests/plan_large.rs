@@ -17,7 +17,7 @@ use common::plan;
 /// limit.
 #[test]
 fn the_time_limit_is_shared_by_the_stages_of_a_large_graph() {
-    use memwall::remat::layered::{random_layered, LayeredParams};
+    use memwall_remat::layered::{random_layered, LayeredParams};
     let dir = tempfile::tempdir().unwrap();
     let g = random_layered(&LayeredParams::shared(500, 0.36, 3)).unwrap();
     let nodes: Vec<serde_json::Value> = g

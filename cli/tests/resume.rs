@@ -7,10 +7,10 @@
 mod common;
 
 use common::{bundle_smoke, memwall, s, text};
-use memwall::bundle::Manifest;
-use memwall::reference::{TorchPlan, TorchRow, TorchStatus, ROW_FORMAT};
-use memwall::results::{JobRecord, JobStatus};
-use memwall::spec::JobSpec;
+use memwall_core::spec::JobSpec;
+use memwall_lab::bundle::Manifest;
+use memwall_report::reference::{TorchPlan, TorchRow, TorchStatus, ROW_FORMAT};
+use memwall_report::results::{JobRecord, JobStatus};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,7 +52,7 @@ fn job_of(out: &Path, config: &str) -> JobSpec {
 
 /// Stores a record of `job` measured on `device` with `status`, finished at `at`.
 fn store_record(runs: &Path, job: &JobSpec, device: &str, status: JobStatus, at: &str) {
-    let env = memwall::measure::Environment {
+    let env = memwall_runner::measure::Environment {
         device_name: device.into(),
         backend: "cuda".into(),
         ..Default::default()
@@ -60,7 +60,7 @@ fn store_record(runs: &Path, job: &JobSpec, device: &str, status: JobStatus, at:
     let mut rec = JobRecord::unfinished(job, status, "stand-in".into(), env);
     rec.finished_at = at.into();
     let dir = runs.join("peak_memory").join(&rec.key);
-    memwall::results::write_record(&dir, &rec).unwrap();
+    memwall_report::results::write_record(&dir, &rec).unwrap();
 }
 
 /// A PyTorch row of `config` at the plan's shape on `device`.
@@ -150,7 +150,7 @@ fn a_gpu_bundle_leaves_out_what_the_store_holds_for_its_gpu_and_its_dry_run_says
         twin(&plan, "checkpoint_adafactor", H200, TorchStatus::Failed),
         twin(&plan, "bfloat16_adafactor", H100, TorchStatus::Ok),
     ] {
-        memwall::reference::store_row(&runs, "peak_memory", &row).unwrap();
+        memwall_report::reference::store_row(&runs, "peak_memory", &row).unwrap();
     }
 
     // 3. The next bundle resumes for the GPU of the newest CUDA record (the H200).
@@ -392,7 +392,7 @@ fn import_takes_every_good_archive_and_keeps_a_finished_twin_over_a_failed_one()
     assert!(msg.contains("1 of 3 archive(s) not imported"), "{msg}");
     assert!(msg.contains(&format!("{}:", damaged.display())), "{msg}");
     let stored = |config: &str| {
-        memwall::reference::stored_row(&runs, "peak_memory", H200, config)
+        memwall_report::reference::stored_row(&runs, "peak_memory", H200, config)
             .unwrap_or_else(|| panic!("no stored row of {config}: {msg}"))
     };
     assert_eq!(stored("control_adafactor").status, TorchStatus::Ok);

@@ -1,4 +1,4 @@
-//! Running one job: in this process ([`run_job_file`], the `run-job` subcommand) or in a child
+//! Running one job: in this process ([`run_job_file`], `memwall-job run-job`) or in a child
 //! process with its log captured ([`run_in_process`]), so that a crash or an out-of-memory
 //! costs one job and still leaves a record (`../shared/DESIGN.md` section 3). Every job is
 //! planned first ([`run_planned`], [`plan_stage`]): where its plan needs measured costs (a
@@ -23,8 +23,59 @@ use std::time::Instant;
 /// The job runner: a program and the arguments before `--job FILE --out DIR`.
 pub type Runner = (PathBuf, Vec<String>);
 
+/// The variable naming the job runner binary, in place of the `memwall-job` beside the running
+/// executable ([`job_runner`]).
+pub const JOB_RUNNER_ENV: &str = "MEMWALL_JOB";
+
+/// The file name of the job runner binary (`memwall-job`, `memwall-job.exe` on Windows).
+pub fn job_runner_name() -> String {
+    format!("memwall-job{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// The job runner every caller of the driver uses: `memwall-job run-job`, with `memwall-job`
+/// taken from [`JOB_RUNNER_ENV`] when set, else from beside the running executable (as `cargo
+/// build --bins` and an install put `memwall` and `memwall-job`), else, for a test binary in
+/// cargo's `target/<profile>/deps`, from `target/<profile>`.
+///
+/// # Errors
+/// [`Error::Job`] naming where it looked and how to build it, when no such file exists.
+pub fn job_runner() -> Result<Runner> {
+    let found = match std::env::var_os(JOB_RUNNER_ENV) {
+        Some(p) => vec![PathBuf::from(p)],
+        None => {
+            let exe = std::env::current_exe().map_err(|e| Error::Job {
+                job: "runner".into(),
+                message: format!("cannot locate the running executable: {e}"),
+            })?;
+            let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut at = vec![dir.join(job_runner_name())];
+            if dir.file_name().is_some_and(|n| n == "deps") {
+                if let Some(up) = dir.parent() {
+                    at.push(up.join(job_runner_name()));
+                }
+            }
+            at
+        }
+    };
+    match found.iter().find(|p| p.is_file()) {
+        Some(p) => Ok((p.clone(), vec!["run-job".to_string()])),
+        None => Err(Error::Job {
+            job: "runner".into(),
+            message: format!(
+                "no job runner at {}: build it beside memwall with `cargo build --release \
+                 --locked --bins` (or `just build`), or name one with {JOB_RUNNER_ENV}=PATH",
+                found
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        }),
+    }
+}
+
 /// Runs the job in `job_file` in this process and writes its record into `out_dir`
-/// (the `run-job` subcommand).
+/// (`memwall-job run-job`).
 pub fn run_job_file(job_file: &Path, out_dir: &Path) -> Result<JobRecord> {
     run_job_file_with(job_file, out_dir, None)
 }

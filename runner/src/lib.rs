@@ -12,8 +12,9 @@
 //!   fusion-chains`, the study's CUDA measurement from a GPU bundle);
 //! - [`data`]: token streams and batches (the corpus is tokenized by the driver);
 //! - [`kernels`]: memwall's CPU kernels for the model's hot operations on flex (GELU, the
-//!   attention heads' layout);
-//! - [`job`]: running a job file, in this process or in a child process;
+//!   attention heads' layout, bf16 products with AVX512-BF16);
+//! - [`job`]: running a job file, in this process or in a child process, and where every caller
+//!   finds the job runner ([`job::job_runner`]: `memwall-job` beside it, or `MEMWALL_JOB`);
 //! - [`sweep`]: `memwall-job sweep-dir`, a bundle's jobs one process each in priority order,
 //!   stopping before a deadline;
 //! - [`bench`]: the attribution benchmark (`memwall-job bench`), one operation of the model at

@@ -3,13 +3,13 @@
 //! Prints cost, overhead, simulated peak, status, lower bound, gap and solve time per solver and
 //! writes the cheapest schedule found as JSON ([`memwall_remat::plan::schedule_json`]).
 
-use crate::remat::deadline::Deadline;
-use crate::remat::graph_file::read_graph;
-use crate::remat::plan::{
+use memwall_remat::deadline::Deadline;
+use memwall_remat::graph_file::read_graph;
+use memwall_remat::plan::{
     checkpoint_all_peak, plan, schedule_json, smallest_feasible_budget, Budget, PlanOptions,
     PlanOutcome, Solver,
 };
-use crate::remat::{Graph, RematError};
+use memwall_remat::{Graph, RematError};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

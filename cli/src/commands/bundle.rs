@@ -154,14 +154,14 @@ pub(crate) fn import_cmd(a: ImportArgs) -> Result<()> {
 /// `memwall bundle`: writes the bundle and prints its size and what to do next.
 pub(crate) fn bundle(a: &BundleArgs) -> Result<()> {
     let req = bundle_request(a)?;
-    let s = memwall::bundle::bundle(&req, &Paths::default())?;
+    let s = memwall_lab::bundle::bundle(&req, &Paths::default())?;
     print_bundle(&s, a.suite);
     Ok(())
 }
 
 /// The bundle the arguments ask for: the runner (the slim CUDA runner where built), the
 /// PyTorch script (checked), and the experiment files (the suite's, or peak_memory's).
-pub(crate) fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRequest> {
+pub(crate) fn bundle_request(a: &BundleArgs) -> Result<memwall_lab::bundle::BundleRequest> {
     let runner = a.runner.clone().unwrap_or_else(|| {
         let carry = PathBuf::from("target/carry/memwall-job");
         if carry.is_file() {
@@ -180,14 +180,14 @@ pub(crate) fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRe
         }
     }
     let experiments = if a.suite {
-        memwall::bundle::suite_experiments(&a.experiments_dir)?
+        memwall_lab::bundle::suite_experiments(&a.experiments_dir)?
     } else if a.experiments.is_empty() {
         vec![PathBuf::from("experiments/peak_memory.toml")]
     } else {
         a.experiments.clone()
     };
     let target = a.target.parse()?;
-    Ok(memwall::bundle::BundleRequest {
+    Ok(memwall_lab::bundle::BundleRequest {
         experiments,
         // None: `full` for a GPU target, `cpu` otherwise (driver::default_profile).
         profile: a.profile,
@@ -210,7 +210,7 @@ pub(crate) fn bundle_request(a: &BundleArgs) -> Result<memwall::bundle::BundleRe
 
 /// Prints what was bundled: each study's jobs and expected time, the total (with a note when
 /// a `suite` is over a session's minutes), the sizes and what to do on the other machine.
-pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
+pub(crate) fn print_bundle(s: &memwall_lab::bundle::BundleSummary, suite: bool) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     for st in &s.manifest.studies {
         let basis: Vec<String> = st
@@ -240,7 +240,7 @@ pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
     }
     println!(
         "expected device time: {}",
-        memwall::bundle::expected_line(&s.manifest)
+        memwall_lab::bundle::expected_line(&s.manifest)
     );
     for t in &s.manifest.tiers {
         println!(
@@ -252,12 +252,12 @@ pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
         );
     }
     let total_min = s.manifest.expected_total_s() / 60.0;
-    if suite && total_min > memwall::bundle::SUITE_MINUTES {
+    if suite && total_min > memwall_lab::bundle::SUITE_MINUTES {
         println!(
             "note: more than one command's {} device minutes: run.sh runs the tiers in order, \
              packing after every step, and a second session goes on where it stopped \
              (`run.sh --dry-run --minutes N` shows what fits)",
-            memwall::bundle::SUITE_MINUTES
+            memwall_lab::bundle::SUITE_MINUTES
         );
     }
     println!(
@@ -269,7 +269,7 @@ pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
         if s.stripped { "" } else { "not " },
         s.cache_files,
         mib(s.dir_bytes + s.tree_bytes),
-        mib(memwall::bundle::CARRY_LIMIT_BYTES)
+        mib(memwall_lab::bundle::CARRY_LIMIT_BYTES)
     );
     if let Some(a) = &s.archive {
         println!("archive {} ({:.1} MiB)", a.display(), mib(s.archive_bytes));
@@ -282,8 +282,8 @@ pub(crate) fn print_bundle(s: &memwall::bundle::BundleSummary, suite: bool) {
     println!(
         "on the other machine: `./{name}/run.sh --results DIR` (`--dry-run` first shows the \
          plan); bring back DIR's {} and {} and run `memwall import` on them",
-        memwall::bundle::RESULTS_ARCHIVE,
-        memwall::bundle::script::CACHE_ARCHIVE
+        memwall_lab::bundle::RESULTS_ARCHIVE,
+        memwall_lab::bundle::script::CACHE_ARCHIVE
     );
 }
 
@@ -298,7 +298,7 @@ pub(crate) fn import(
     skip_mismatched: bool,
     nightly: Option<&NightlyVerdictArgs>,
 ) -> Result<()> {
-    let req = memwall::bundle::ImportRequest {
+    let req = memwall_lab::bundle::ImportRequest {
         source: source.to_path_buf(),
         runs: paths.runs.clone(),
         experiments: experiments.to_path_buf(),
@@ -308,7 +308,7 @@ pub(crate) fn import(
         skip_mismatched,
         cubecl_cache: paths.cache.join("cubecl"),
     };
-    let s = memwall::bundle::import(&req)?;
+    let s = memwall_lab::bundle::import(&req)?;
     eprintln!(
         "{}: {} record(s) imported, {} already in {}, {} PyTorch row(s), {} attribution file(s), \
          {} CubeCL cache file(s) into {} ({} autotune file(s) into {})",
@@ -321,7 +321,7 @@ pub(crate) fn import(
         s.cache_files,
         req.cubecl_cache.display(),
         s.autotune_files,
-        memwall::bundle::autotune_store(&paths.runs).display()
+        memwall_lab::bundle::autotune_store(&paths.runs).display()
     );
     if let Some(m) = &s.fusion_chains {
         eprintln!("  {m}");
@@ -338,14 +338,14 @@ pub(crate) fn import(
     if !s.studies.is_empty() {
         // The index quotes each study's verdicts and date: re-rendered with the reports, so
         // that `memwall report --check` holds right after an import.
-        let files = memwall::nightly::experiment_files(Vec::new(), experiments)?;
-        memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        let files = memwall_lab::nightly::experiment_files(Vec::new(), experiments)?;
+        memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
     }
     if let Some(verdict) = nightly {
         let manifest = s.manifest.as_ref().context("the import read no manifest")?;
-        let info = memwall::nightly::import_info(source, manifest, &s.records)?;
-        let entry = memwall::nightly::entry_of(&info, &s.records, &[], Vec::new());
-        let out = memwall::nightly::record(
+        let info = memwall_lab::nightly::import_info(source, manifest, &s.records)?;
+        let entry = memwall_lab::nightly::entry_of(&info, &s.records, &[], Vec::new());
+        let out = memwall_lab::nightly::record(
             &verdict.history,
             &entry,
             paths,

@@ -4,7 +4,7 @@
 //! verdict could not have gone the other way.
 
 use super::*;
-use memwall::spec::claims::{unit_suffix, SourceClaim};
+use memwall_core::spec::claims::{unit_suffix, SourceClaim};
 use memwall_document::content::GlanceRow;
 
 /// One claim's lines of `memwall claims` and what `--check` finds wrong with it.
@@ -64,7 +64,7 @@ fn check_claim(c: &SourceClaim, source: &str, row: Option<&GlanceRow>) -> Checke
     let v = |x: f64| {
         format!(
             "{}{}",
-            memwall::spec::claims::trim_number(x),
+            memwall_core::spec::claims::trim_number(x),
             unit_suffix(&unit)
         )
     };

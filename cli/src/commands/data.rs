@@ -4,9 +4,9 @@
 //! that gets it, and no study runs.
 
 use super::*;
-use memwall::data::fetch::{self, FetchError};
 use memwall_core::data_path;
 use memwall_core::datasets::{self, Dataset, Integrity, Manifest};
+use memwall_driver::data::fetch::{self, FetchError};
 
 /// `memwall data`'s actions.
 #[derive(Subcommand)]

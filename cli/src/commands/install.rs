@@ -10,7 +10,7 @@ pub(crate) struct InstallArgs {
     /// cron: a crontab line with flock -n. slurm: a scrontab file and a launcher script.
     /// github: .github/workflows/memwall-nightly.yml for a self-hosted GPU runner.
     #[arg(long, value_enum)]
-    pub(crate) scheduler: memwall::install::Scheduler,
+    pub(crate) scheduler: memwall_lab::install::Scheduler,
     /// Print each file's path and contents instead of writing them.
     #[arg(long)]
     pub(crate) print: bool,
@@ -59,7 +59,7 @@ pub(crate) struct InstallArgs {
 /// `memwall nightly install`: the scheduler's files for this checkout, written (or printed),
 /// then the command that enables them.
 pub(crate) fn install(a: &InstallArgs) -> Result<()> {
-    use memwall::install::{self, InstallOptions, NightlyFlags, TimeOfDay};
+    use memwall_lab::install::{self, InstallOptions, NightlyFlags, TimeOfDay};
     let at = TimeOfDay::parse(&a.at)?;
     let cwd = std::env::current_dir().context("reading the working directory")?;
     let absolute = |p: &Path| -> Result<PathBuf> {

@@ -13,7 +13,7 @@ pub(crate) fn history(
 ) -> Result<()> {
     if let Some(HistoryAction::Export { file }) = action {
         // Damaged entries are skipped with a warning naming each.
-        memwall::nightly::export(&verdict.history, &file)?;
+        memwall_lab::nightly::export(&verdict.history, &file)?;
         println!("{}", file.display());
         return Ok(());
     }
@@ -23,7 +23,7 @@ pub(crate) fn history(
         templates,
         ..Paths::default()
     };
-    let out = memwall::nightly::render(&verdict.history, &paths, verdict.noise_threshold)?;
+    let out = memwall_lab::nightly::render(&verdict.history, &paths, verdict.noise_threshold)?;
     nightly_verdict(&out, verdict)
 }
 
@@ -49,20 +49,23 @@ pub(crate) struct SlurmArgs {
 }
 
 impl SlurmArgs {
-    /// The scripts' options: memwall from `opts`' runner, `default_dir` without --slurm-dir.
+    /// The scripts' options: this `memwall` executable (whose array tasks find `memwall-job`
+    /// beside it), `default_dir` without --slurm-dir.
+    ///
+    /// # Errors
+    /// When the running executable cannot be located.
     pub(crate) fn options(
         &self,
-        opts: &RunOptions,
         workdir: PathBuf,
         default_dir: PathBuf,
-    ) -> memwall::slurm::SlurmOptions {
-        memwall::slurm::SlurmOptions {
+    ) -> Result<memwall_lab::slurm::SlurmOptions> {
+        Ok(memwall_lab::slurm::SlurmOptions {
             out: self.slurm_dir.clone().unwrap_or(default_dir),
-            memwall: opts.runner.0.clone(),
+            memwall: std::env::current_exe().context("locating the memwall executable")?,
             workdir,
             partition: self.partition.clone(),
             time: self.time.clone(),
-        }
+        })
     }
 }
 
@@ -75,7 +78,7 @@ pub(crate) struct NightlyVerdictArgs {
     pub(crate) history: PathBuf,
     /// Relative change below which a timing change is noise (0.05 = 5%); the floor of the
     /// threshold the history's night-to-night noise sets.
-    #[arg(long, default_value_t = memwall::nightly::DEFAULT_NOISE)]
+    #[arg(long, default_value_t = memwall_lab::nightly::DEFAULT_NOISE)]
     pub(crate) noise_threshold: f64,
     /// Exit non-zero when a metric regressed (or a configuration stopped finishing).
     #[arg(long)]
@@ -139,30 +142,31 @@ pub(crate) fn nightly(
     }
     // A nightly's records are scratch, not the committed evidence in runs/: by default they go
     // to <history>/runs (and its reports to <history>/runs/reports).
-    if run.runs == Path::new(memwall::driver::LOCAL_RUNS)
+    if run.runs == Path::new(memwall_driver::LOCAL_RUNS)
         && !run.publish
         && std::env::var_os("MEMWALL_RUNS").is_none()
     {
         run.runs = verdict.history.join("runs");
     }
     let (paths, opts) = options(&run)?;
-    let nightly = memwall::nightly::NightlyOptions {
-        experiments: memwall::nightly::experiment_files(experiments, experiments_dir)?,
+    let nightly = memwall_lab::nightly::NightlyOptions {
+        experiments: memwall_lab::nightly::experiment_files(experiments, experiments_dir)?,
         history: verdict.history.clone(),
         noise: verdict.noise_threshold,
         cpu_profile,
+        memwall: std::env::current_exe().context("locating the memwall executable")?,
         inject_slowdown: inject_slowdown.map(|s| s.to_string()),
         confirm_runs,
     };
     if let Some(dir) = slurm_final {
-        let out = memwall::nightly::slurm_final(dir, &nightly, &paths, &opts)?;
+        let out = memwall_lab::nightly::slurm_final(dir, &nightly, &paths, &opts)?;
         if let Some(entry) = &out.entry {
             eprintln!("history entry: {}", entry.display());
         }
         return nightly_verdict(&out, verdict);
     }
     if let Some(Emit::Slurm) = emit {
-        let (resolved, _) = memwall::nightly::nightly_run_options(&nightly, &opts)?;
+        let (resolved, _) = memwall_lab::nightly::nightly_run_options(&nightly, &opts)?;
         let workdir = std::env::current_dir().context("reading the working directory")?;
         let history = if verdict.history.is_absolute() {
             verdict.history.clone()
@@ -171,17 +175,17 @@ pub(crate) fn nightly(
         };
         let mut final_flags = format!(
             "--history {} --noise-threshold {}",
-            memwall::install::sh_quote(&history.display().to_string()),
+            memwall_lab::install::sh_quote(&history.display().to_string()),
             verdict.noise_threshold
         );
         if verdict.fail_on_regression {
             final_flags += " --fail-on-regression";
         }
         if let Some(cmd) = &verdict.on_regression {
-            final_flags += &format!(" --on-regression {}", memwall::install::sh_quote(cmd));
+            final_flags += &format!(" --on-regression {}", memwall_lab::install::sh_quote(cmd));
         }
-        let slurm = slurm.options(&resolved, workdir, Path::new("slurm").join("nightly"));
-        let s = memwall::nightly::emit_nightly(
+        let slurm = slurm.options(workdir, Path::new("slurm").join("nightly"))?;
+        let s = memwall_lab::nightly::emit_nightly(
             &nightly.experiments,
             &paths,
             &resolved,
@@ -192,9 +196,9 @@ pub(crate) fn nightly(
         return print_slurm(&s);
     }
     // The data the studies read, found or fetched before the first runs (as `reproduce` does).
-    let (resolved, _) = memwall::nightly::nightly_run_options(&nightly, &opts)?;
+    let (resolved, _) = memwall_lab::nightly::nightly_run_options(&nightly, &opts)?;
     ensure_data(&nightly.experiments, &resolved)?;
-    let out = memwall::nightly::run(&nightly, &paths, &opts)?;
+    let out = memwall_lab::nightly::run(&nightly, &paths, &opts)?;
     if let Some(entry) = &out.entry {
         eprintln!("history entry: {}", entry.display());
     }
@@ -202,7 +206,7 @@ pub(crate) fn nightly(
 }
 
 /// Prints the Slurm scripts written and how to submit them.
-pub(crate) fn print_slurm(s: &memwall::slurm::SlurmScripts) -> Result<()> {
+pub(crate) fn print_slurm(s: &memwall_lab::slurm::SlurmScripts) -> Result<()> {
     if s.tasks > 0 {
         println!("{}", s.array.display());
     }
@@ -220,7 +224,7 @@ pub(crate) fn print_slurm(s: &memwall::slurm::SlurmScripts) -> Result<()> {
 /// `--on-regression` (`sh -c`, the summary's path as its last argument); an error (exit status
 /// 1) with `--fail-on-regression` when something regressed, or when the command failed.
 pub(crate) fn nightly_verdict(
-    out: &memwall::nightly::NightlyOutcome,
+    out: &memwall_lab::nightly::NightlyOutcome,
     verdict: &NightlyVerdictArgs,
 ) -> Result<()> {
     let (fail_on_regression, on_regression) =

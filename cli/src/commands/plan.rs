@@ -59,9 +59,9 @@ pub(crate) struct PlanArgs {
 pub(crate) fn plan(a: PlanArgs) -> Result<()> {
     if let Some(experiment) = a.transformer {
         let precision = match a.precision.as_str() {
-            "f32" => memwall::spec::Precision::F32,
-            "f16" => memwall::spec::Precision::F16,
-            "bf16" => memwall::spec::Precision::Bf16,
+            "f32" => memwall_core::spec::Precision::F32,
+            "f16" => memwall_core::spec::Precision::F16,
+            "bf16" => memwall_core::spec::Precision::Bf16,
             other => anyhow::bail!("--precision {other}: give f32, f16 or bf16"),
         };
         let req = memwall::cli::front::FrontRequest {
@@ -79,11 +79,11 @@ pub(crate) fn plan(a: PlanArgs) -> Result<()> {
             .graph
             .expect("clap requires --graph without --transformer"),
         budget: match a.budget {
-            Some(b) => memwall::remat::plan::Budget::Bytes(b),
-            None => memwall::remat::plan::Budget::Fraction(a.budget_fraction.unwrap_or(0.8)),
+            Some(b) => memwall_remat::plan::Budget::Bytes(b),
+            None => memwall_remat::plan::Budget::Fraction(a.budget_fraction.unwrap_or(0.8)),
         },
         solver: a.solver,
-        options: memwall::remat::plan::PlanOptions {
+        options: memwall_remat::plan::PlanOptions {
             time_limit_s: a.time_limit,
             gap: a.gap,
             threads: a.threads,

@@ -56,7 +56,7 @@ pub(crate) struct ReferenceArgs {
 /// PyTorch on this CPU, stores the rows and re-renders the reports of the studies that got one.
 /// Fails (after storing what finished) when a configuration wrote no row or did not finish.
 pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
-    use memwall::reference_cpu::{self, CpuRequest};
+    use memwall_lab::reference_cpu::{self, CpuRequest};
     if a.device != "cpu" {
         bail!(
             "--device {}: `memwall reference` measures on this machine's CPU (--device cpu); \
@@ -128,7 +128,7 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
                         m.wall_s,
                         m.stored.display()
                     );
-                    if m.row.status != memwall::reference::TorchStatus::Ok {
+                    if m.row.status != memwall_report::reference::TorchStatus::Ok {
                         problems.push(format!(
                             "{}/{}: {}",
                             p.plan.study,
@@ -158,7 +158,7 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
         };
         let mut rendered = false;
         for p in &studies {
-            if memwall::results::StudyRecords::load(&paths.runs, &p.plan.study)?.is_empty() {
+            if memwall_report::results::StudyRecords::load(&paths.runs, &p.plan.study)?.is_empty() {
                 eprintln!(
                     "{}: no memwall record in {}: its report is not rendered",
                     p.plan.study,
@@ -171,8 +171,8 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
         }
         if rendered {
             // The index quotes each study's verdicts and date: re-rendered with the reports.
-            let files = memwall::nightly::experiment_files(Vec::new(), &a.experiments)?;
-            memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+            let files = memwall_lab::nightly::experiment_files(Vec::new(), &a.experiments)?;
+            memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
         }
     }
     if !problems.is_empty() {

@@ -28,7 +28,7 @@ pub(crate) fn report_cmd(
 /// `memwall publish`: writes the rendered reports (and the nightly page) as a Hugo site's
 /// content under `to`.
 pub(crate) fn publish(to: &Path, reports: &Path, nightly: Option<&Path>) -> Result<()> {
-    let n = memwall::publish::publish(reports, to, nightly)
+    let n = memwall_report::publish::publish(reports, to, nightly)
         .with_context(|| format!("publishing {} into {}", reports.display(), to.display()))?;
     println!("{}", to.join("reports").display());
     eprintln!("{n} report page bundles and the index written");
@@ -50,7 +50,7 @@ pub(crate) fn render_reports(
     print: bool,
 ) -> Result<(Vec<String>, bool)> {
     let all = experiments.is_empty();
-    let files = memwall::nightly::experiment_files(experiments, Path::new("experiments"))?;
+    let files = memwall_lab::nightly::experiment_files(experiments, Path::new("experiments"))?;
     let mut names = Vec::new();
     for f in &files {
         let r = driver::report(f, paths).with_context(|| format!("reporting {}", f.display()))?;
@@ -63,7 +63,7 @@ pub(crate) fn render_reports(
         }
     }
     if all {
-        let index = memwall::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        let index = memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
         if print {
             println!("{}", index.display());
         }
@@ -80,13 +80,14 @@ pub(crate) fn check_reports(experiments: Vec<PathBuf>, paths: &Paths) -> Result<
         ..paths.clone()
     };
     let (names, all) = render_reports(experiments, &rendered, false)?;
-    let mut diffs = memwall::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
+    let mut diffs =
+        memwall_report::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
     if all {
-        let headline = memwall::spec::StudyRoles::discover(Path::new("experiments"))?.headline;
+        let headline = memwall_core::spec::StudyRoles::discover(Path::new("experiments"))?.headline;
         if let Some(block) =
-            memwall::publish::readme_block(&scratch, &paths.reports, headline.as_deref())?
+            memwall_report::publish::readme_block(&scratch, &paths.reports, headline.as_deref())?
         {
-            diffs.extend(memwall::report::readme::check(&paths.reports, &block)?);
+            diffs.extend(memwall_report::readme::check(&paths.reports, &block)?);
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);

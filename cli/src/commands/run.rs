@@ -29,7 +29,7 @@ pub(crate) struct RunArgs {
     pub(crate) only: Vec<String>,
     /// Record store: this machine's (`target/memwall/runs`, ignored by git) unless given; its
     /// reports show the published records of `runs/` beside this machine's.
-    #[arg(long, default_value = memwall::driver::LOCAL_RUNS, env = "MEMWALL_RUNS")]
+    #[arg(long, default_value = memwall_driver::LOCAL_RUNS, env = "MEMWALL_RUNS")]
     pub(crate) runs: PathBuf,
     /// Write into the committed evidence, `runs/` and `reports/` (a maintainer's command:
     /// the book: docs/src/guide/publishing.md), instead of this machine's store.
@@ -62,8 +62,8 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) repeats: Option<usize>,
     /// Fault injection (off by default; the nightly's confirmation reruns): `STUDY/CONFIG=FACTOR`
-    /// makes every step of that configuration take FACTOR times as long (`run-job
-    /// --inject-slowdown`).
+    /// makes every step of that configuration take FACTOR times as long (`memwall-job
+    /// run-job --inject-slowdown`).
     #[arg(long, hide = true)]
     pub(crate) inject_slowdown: Option<String>,
 }
@@ -76,8 +76,7 @@ pub(crate) fn options(a: &RunArgs) -> Result<(Paths, RunOptions)> {
     }
     let device: DeviceRequest = a.device.parse()?;
     let cpu_backend: BackendKind = a.backend.parse()?;
-    let exe = std::env::current_exe().context("locating the memwall executable")?;
-    let mut runner_args = vec!["run-job".to_string()];
+    let (exe, mut runner_args) = memwall_runner::job::job_runner()?;
     if let Some(s) = &a.inject_slowdown {
         s.parse::<memwall_runner::train::slowdown::Slowdown>()
             .map_err(|e| anyhow::anyhow!("--inject-slowdown {e}"))?;
@@ -198,8 +197,8 @@ pub(crate) fn sweep(
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "study".into());
-            let slurm = slurm.options(&opts, workdir, Path::new("slurm").join(stem));
-            let s = memwall::slurm::emit(experiment, &paths, &opts, &slurm)
+            let slurm = slurm.options(workdir, Path::new("slurm").join(stem))?;
+            let s = memwall_lab::slurm::emit(experiment, &paths, &opts, &slurm)
                 .with_context(|| format!("writing Slurm scripts for {}", experiment.display()))?;
             print_slurm(&s)
         }
@@ -257,7 +256,7 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
             }
         }
     }
-    let index = memwall::publish::write_index(&rendered, &paths.reports, &paths.templates)?;
+    let index = memwall_report::publish::write_index(&rendered, &paths.reports, &paths.templates)?;
     println!("{}", index.display());
     if let Some(published) = &paths.published {
         print_claims_beside(&rendered, &paths.runs, published);
@@ -282,9 +281,9 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
 /// Prints every headline claim of the `studies` as measured in `runs` (this machine) beside the
 /// published store `published`, as a Markdown table.
 pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &Path) {
-    let of: Vec<memwall::report::beside::ClaimsOf> = studies
+    let of: Vec<memwall_report::beside::ClaimsOf> = studies
         .iter()
-        .map(|f| memwall::report::beside::ClaimsOf {
+        .map(|f| memwall_report::beside::ClaimsOf {
             study: f
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -297,7 +296,7 @@ pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &
         "\nHeadline claims, this machine ({}) beside the published evidence ({}):\n\n{}",
         runs.display(),
         published.display(),
-        memwall::report::beside::claims_table(&of, 60)
+        memwall_report::beside::claims_table(&of, 60)
     );
 }
 
@@ -339,7 +338,7 @@ pub(crate) fn doctor() -> Result<()> {
     println!(
         "memwall {} (burn {})",
         env!("CARGO_PKG_VERSION"),
-        memwall::BURN_VERSION
+        memwall_runner::BURN_VERSION
     );
     println!(
         "CPU: {} ({} threads)",
@@ -402,7 +401,7 @@ pub(crate) fn export_jobs(
     if study.model.is_none() || study.data.is_none() {
         bail!("{} is not a training study", experiment.display());
     }
-    let mut carried = memwall::spec::Corpora::new();
+    let mut carried = memwall_core::spec::Corpora::new();
     for (vocab, prepared) in driver::prepare_corpora(&study, &paths.cache)? {
         let data_dir = out.join("data").join(&prepared.fingerprint);
         std::fs::create_dir_all(&data_dir)?;

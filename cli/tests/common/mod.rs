@@ -3,7 +3,13 @@
 
 pub mod http;
 
-use std::path::{Path, PathBuf};
+// The driver's test helpers (the workspace root, the shared excerpt, smoke run options with
+// this build's `memwall-job`, temporary paths, edited experiment files), shared by both.
+#[path = "../../../driver/tests/common/mod.rs"]
+mod driver_common;
+pub use driver_common::*;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs the built `memwall` in `dir` with `args` (without the record-store and corpus
@@ -25,56 +31,6 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// The workspace root (parent of `cli/`).
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `../shared/data` beside the repository (or `MEMWALL_SHARED_DATA`).
-pub fn shared_data() -> PathBuf {
-    std::env::var_os("MEMWALL_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared/data"))
-}
-
-/// The real TinyStories excerpt used by tests.
-pub fn excerpt() -> PathBuf {
-    shared_data().join("tinystories/TinyStories-valid-excerpt.txt")
-}
-
-/// Smoke-profile run options on the CPU (flex), with the built `memwall` as the job runner.
-pub fn smoke_options() -> memwall::driver::RunOptions {
-    memwall::driver::RunOptions {
-        profile: Some(memwall::spec::Profile::Smoke),
-        device: memwall::device::DeviceRequest::Cpu,
-        cpu_backend: memwall::device::BackendKind::Flex,
-        data: None,
-        force: false,
-        only: Vec::new(),
-        runner: (
-            PathBuf::from(env!("CARGO_BIN_EXE_memwall")),
-            vec!["run-job".into()],
-        ),
-        progress: false,
-        memory_cleanup: false,
-        memory_pool: None,
-        devices: Vec::new(),
-        keys: Vec::new(),
-        repeats: None,
-    }
-}
-
-/// Record store, cache and reports under `dir`, with the repository's templates.
-pub fn temp_paths(dir: &std::path::Path) -> memwall::driver::Paths {
-    memwall::driver::Paths {
-        runs: dir.join("runs"),
-        cache: dir.join("cache"),
-        reports: dir.join("reports"),
-        templates: root().join("templates"),
-        published: None,
-    }
 }
 
 /// Runs `memwall plan ARGS` (the built binary); returns (success, stdout, stderr).

@@ -28,48 +28,61 @@ use std::time::Instant;
 /// turns confirmation off).
 pub const CONFIRM_RUNS: usize = 3;
 
-/// The history store's folder of the runner binary kept from the last nightly.
+/// The history store's folder of the binaries kept from the last nightly.
 pub const BINARY_DIR: &str = "bin";
 
-/// The runner binary kept from the last nightly.
+/// The `memwall` binary kept from the last nightly, with its job runner beside it.
 #[derive(Debug, Clone)]
 pub struct KeptBinary {
-    /// The binary (`<history>/bin/<revision>/<file name>`).
+    /// The `memwall` binary (`<history>/bin/<revision>/<file name>`); `memwall-job` of the same
+    /// build lies beside it, where that `memwall`'s `sweep` finds its job runner.
     pub path: PathBuf,
     /// The revision it was built from (its folder's name).
     pub revision: String,
 }
 
-/// The binary the last nightly kept in `history`, if any.
+/// The binary the last nightly kept in `history`, if any: the kept file other than the job
+/// runner (`memwall-job`).
 pub fn kept_binary(history: &Path) -> Option<KeptBinary> {
     let dirs = std::fs::read_dir(history.join(BINARY_DIR)).ok()?;
     let dir = dirs
         .filter_map(|e| e.ok())
         .find(|e| e.path().is_dir() && !e.file_name().to_string_lossy().starts_with('.'))?;
+    let runner = memwall_runner::job::job_runner_name();
     let file = std::fs::read_dir(dir.path())
         .ok()?
         .filter_map(|e| e.ok())
-        .find(|e| e.path().is_file())?;
+        .find(|e| e.path().is_file() && e.file_name() != runner.as_str())?;
     Some(KeptBinary {
         path: file.path(),
         revision: dir.file_name().to_string_lossy().into_owned(),
     })
 }
 
-/// Keeps `runner` (tonight's job runner) as the binary of `revision` for the next night's
-/// confirmations, replacing the one kept before. The copy is made under a temporary name and
-/// moved into place, so a nightly stopped halfway leaves the old binary or the new one.
+/// Keeps tonight's `memwall` binary and its job runner `runner` (`memwall-job`, kept under
+/// that name so the kept `memwall` finds it beside itself) as the binaries of `revision` for
+/// the next night's confirmations, replacing the ones kept before. The copies are made in a
+/// temporary folder moved into place, so a nightly stopped halfway leaves the old binaries or
+/// the new ones.
 ///
 /// # Errors
 /// I/O errors naming the file.
-pub fn keep_binary(history: &Path, runner: &Path, revision: &str) -> Result<PathBuf> {
+pub fn keep_binary(
+    history: &Path,
+    memwall: &Path,
+    runner: &Path,
+    revision: &str,
+) -> Result<PathBuf> {
     let dir = history.join(BINARY_DIR);
     let partial = dir.join(format!(".{revision}.partial"));
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial).map_err(|e| Error::io("creating", &partial, e))?;
-    let name = runner.file_name().unwrap_or_else(|| "runner".as_ref());
+    let name = memwall.file_name().unwrap_or_else(|| "memwall".as_ref());
     let copy = partial.join(name);
-    std::fs::copy(runner, &copy).map_err(|e| Error::io("copying the runner to", &copy, e))?;
+    std::fs::copy(memwall, &copy).map_err(|e| Error::io("copying memwall to", &copy, e))?;
+    let beside = partial.join(memwall_runner::job::job_runner_name());
+    std::fs::copy(runner, &beside)
+        .map_err(|e| Error::io("copying the job runner to", &beside, e))?;
     for old in std::fs::read_dir(&dir)
         .map_err(|e| Error::io("reading", &dir, e))?
         .filter_map(|e| e.ok())
@@ -234,7 +247,8 @@ fn rerun_binary(
 /// Where tonight's and the last night's binaries are, and what each is run with.
 #[derive(Debug, Clone)]
 pub struct Sides {
-    /// Tonight's runner (with a planted slowdown where the nightly was given one).
+    /// Tonight's `memwall` binary and the flags of its `memwall sweep` reruns (a planted
+    /// slowdown where the nightly was given one).
     pub tonight: memwall_runner::job::Runner,
     /// The last night's `memwall` binary and its revision ([`kept_binary`]).
     pub previous: Option<KeptBinary>,
@@ -337,14 +351,7 @@ fn confirm_one(
     } = *how;
     let mut tonight: Vec<Rerun> = Vec::new();
     let mut previous: Vec<Rerun> = Vec::new();
-    // Tonight's runner's own flags (a planted slowdown), passed on to its `memwall sweep`.
-    let tonight_flags: Vec<String> = sides
-        .tonight
-        .1
-        .iter()
-        .filter(|a| *a != "run-job")
-        .cloned()
-        .collect();
+    let tonight_flags = &sides.tonight.1;
     let side = |bin: &Path, flags: &[String], dir: String| {
         rerun_binary(
             bin,
@@ -362,7 +369,7 @@ fn confirm_one(
         }
         tonight.push(side(
             &sides.tonight.0,
-            &tonight_flags,
+            tonight_flags,
             format!("tonight-{r}"),
         )?);
     }

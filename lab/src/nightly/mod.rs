@@ -124,8 +124,11 @@ pub struct NightlyOptions {
     pub noise: f64,
     /// The profile on the CPU when `--profile` is not given (a GPU runs `full`).
     pub cpu_profile: Profile,
+    /// The `memwall` binary running the nightly: its `memwall sweep` reruns tonight's side of
+    /// a confirmation ([`confirm`]), and it is kept with its job runner for tomorrow's.
+    pub memwall: PathBuf,
     /// Fault injection (off: `None`): `STUDY/CONFIG=FACTOR` makes every step of that
-    /// configuration take FACTOR times as long in tonight's binary (`run-job
+    /// configuration take FACTOR times as long in tonight's binary (`memwall-job run-job
     /// --inject-slowdown`), as a real slowdown of tonight's code would; the last night's binary
     /// in the confirmation reruns runs without it.
     pub inject_slowdown: Option<String>,
@@ -325,6 +328,15 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
             .1
             .extend(["--inject-slowdown".to_string(), s.clone()]);
     }
+    // Tonight's reruns are `memwall sweep` processes of this binary with the job runner's own
+    // flags (a planted slowdown, however it was given), which `memwall sweep` passes on.
+    let tonight_flags: Vec<String> = run
+        .runner
+        .1
+        .iter()
+        .filter(|a| *a != "run-job")
+        .cloned()
+        .collect();
     let profile = run.profile.expect("set by nightly_run_options");
     let (records, tracked, errors) =
         each_study(&opts.experiments, |exp| sweep_study(exp, paths, &run));
@@ -340,7 +352,7 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
     // Confirm before an alarm: what tonight flags is measured again beside the last night's
     // binary, then tonight's binary is kept for tomorrow's.
     let sides = confirm::Sides {
-        tonight: run.runner.clone(),
+        tonight: (opts.memwall.clone(), tonight_flags),
         previous: confirm::kept_binary(&opts.history),
     };
     let earlier = load(&opts.history).map(|h| h.entries).unwrap_or_default();
@@ -353,7 +365,9 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
         runs: opts.confirm_runs,
     };
     confirm::confirm(&earlier, &mut entry, &opts.experiments, &how);
-    if let Err(e) = confirm::keep_binary(&opts.history, &runner.0, &info.git_revision) {
+    if let Err(e) =
+        confirm::keep_binary(&opts.history, &opts.memwall, &runner.0, &info.git_revision)
+    {
         tracing::warn!("keeping tonight's binary for tomorrow's confirmations: {e}");
     }
     record(&opts.history, &entry, paths, opts.noise, &opts.experiments)

@@ -814,20 +814,26 @@ fn a_job_at_its_memory_limit_is_at_the_limit_not_missing() {
     );
 }
 
-/// The binary kept for tomorrow's reruns replaces the one kept before, and is found by its
-/// revision.
+/// The binaries kept for tomorrow's reruns replace the ones kept before; the kept `memwall` is
+/// found by its revision, with its job runner beside it under the name it looks for.
 #[test]
 fn tonights_binary_is_kept_for_tomorrow_and_replaces_the_last() {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("memwall");
+    let job = dir.path().join("a-runner");
     std::fs::write(&bin, b"one").unwrap();
+    std::fs::write(&job, b"job one").unwrap();
     assert!(confirm::kept_binary(dir.path()).is_none());
-    confirm::keep_binary(dir.path(), &bin, "abc1234").unwrap();
+    confirm::keep_binary(dir.path(), &bin, &job, "abc1234").unwrap();
     let k = confirm::kept_binary(dir.path()).unwrap();
     assert_eq!(k.revision, "abc1234");
     assert_eq!(std::fs::read(&k.path).unwrap(), b"one");
+    let beside = k
+        .path
+        .with_file_name(memwall_runner::job::job_runner_name());
+    assert_eq!(std::fs::read(beside).unwrap(), b"job one");
     std::fs::write(&bin, b"two").unwrap();
-    confirm::keep_binary(dir.path(), &bin, "def5678-dirty").unwrap();
+    confirm::keep_binary(dir.path(), &bin, &job, "def5678-dirty").unwrap();
     let k = confirm::kept_binary(dir.path()).unwrap();
     assert_eq!(
         (k.revision.as_str(), std::fs::read(&k.path).unwrap()),

@@ -13,7 +13,7 @@ fn the_step_profile_sorts_samples_by_category_phase_and_operation() {
     let out = Command::new("python3")
         .arg(root.join("reference/perf_step_profile.py"))
         .arg("--script")
-        .arg(root.join("cli/tests/data/perf_step.txt"))
+        .arg(root.join("lab/tests/data/perf_step.txt"))
         .args(["--steps", "1", "--frequency", "1", "--json"])
         .arg(&json)
         .output()

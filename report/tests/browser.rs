@@ -13,8 +13,6 @@
 //! event measures the images, figures and tables and writes its verdict (JSON) into the DOM,
 //! which `chromium --headless --dump-dom` prints.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -219,7 +217,7 @@ fn console_errors(stderr: &str) -> Vec<String> {
 
 #[test]
 fn committed_reports_read_well_in_chromium_at_1280_px() {
-    let reports = common::root().join("reports");
+    let reports = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports");
     let mut pages: Vec<PathBuf> = std::fs::read_dir(&reports)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -3,9 +3,9 @@
 
 mod common;
 
-use memwall::device::DeviceRequest;
-use memwall::driver::{self, Paths, RunOptions};
-use memwall::results::{read_record, record_dir, JobStatus, STEPS_FILE, SUMMARY_FILE};
+use memwall_driver::{self as driver, Paths, RunOptions};
+use memwall_report::results::{read_record, record_dir, JobStatus, STEPS_FILE, SUMMARY_FILE};
+use memwall_runner::device::DeviceRequest;
 use std::path::PathBuf;
 
 fn setup(dir: &std::path::Path, configs: &str) -> PathBuf {
@@ -366,7 +366,7 @@ fn a_crashing_job_is_recorded_and_the_sweep_goes_on() {
 
 #[test]
 fn cuda_request_without_gpu_is_an_error() {
-    if memwall::device::probe_cuda().is_ok() {
+    if memwall_runner::device::probe_cuda().is_ok() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{excerpt, root, smoke_options, temp_paths};
-use memwall::driver;
-use memwall::largest_input::{self, Dim};
-use memwall::results::{JobRecord, JobStatus, StudyRecords};
-use memwall::spec::{Profile, Study};
+use memwall_core::spec::{Profile, Study};
+use memwall_driver as driver;
+use memwall_report::results::{JobRecord, JobStatus, StudyRecords};
+use memwall_studies::largest_input::{self, Dim};
 
 #[test]
 fn probes_over_the_limit_are_out_of_memory_and_the_search_ends_at_the_boundary_and_resumes() {
@@ -168,7 +168,7 @@ fn assert_one_step_or_at_the_limit(r: &largest_input::Row, step: usize, limit: u
 #[test]
 fn the_printed_glance_of_the_search_is_its_reports() {
     let root = root();
-    let rows = memwall::driver::glance(
+    let rows = memwall_driver::glance(
         &root.join("experiments/largest_input.toml"),
         &root.join("runs"),
     )
@@ -177,7 +177,7 @@ fn the_printed_glance_of_the_search_is_its_reports() {
     for row in &rows {
         assert_eq!(
             row.verdict,
-            memwall::spec::claims::Verdict::NotComparable,
+            memwall_core::spec::claims::Verdict::NotComparable,
             "{row:?}"
         );
         assert!(row.ours.ends_with('x'), "{}", row.ours);

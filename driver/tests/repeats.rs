@@ -3,7 +3,7 @@
 
 mod common;
 
-use memwall::driver;
+use memwall_driver as driver;
 use std::path::{Path, PathBuf};
 
 fn study(dir: &Path, repeats: &str) -> PathBuf {

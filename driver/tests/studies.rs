@@ -3,8 +3,8 @@
 
 mod common;
 
-use memwall::driver;
-use memwall::spec::{Profile, Study, StudyKind};
+use memwall_core::spec::{Profile, Study, StudyKind};
+use memwall_driver as driver;
 
 #[test]
 fn lecture_and_blog_studies_render() {
