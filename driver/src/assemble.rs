@@ -86,7 +86,7 @@ fn report_in_process(
     // What the report quotes: the record's own copy (what its run quoted), else the loaded
     // experiment file (records written before the copy existed).
     let sections = match rec.cited {
-        Some(_) => crate::studies::render(rec, rec_path)?,
+        Some(_) => crate::studies::sections(rec, rec_path)?,
         None => crate::studies::render_with(study, rec, rec_path)?,
     };
     let glance = crate::studies::glance(study, rec, rec_path)?;

@@ -3,7 +3,7 @@
 //! forward (primal) and reverse (adjoint) trace of the evaluation graph.
 //!
 //! [`measure`] computes the gradients with Burn and the f64 trace and returns an
-//! [`AutodiffResult`]; [`render`] presents it beside the lecture's numbers.
+//! [`AutodiffResult`]; [`sections`] presents it beside the lecture's numbers.
 //!
 //! May import: [`memwall_document::content`], [`crate::InProcessStudy`] and Burn.
 
@@ -121,8 +121,8 @@ impl InProcessStudy for AutodiffExample {
         Ok(measure())
     }
     type Cited = LectureValues;
-    fn render(output: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
-        render(output, cited)
+    fn sections(output: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
+        sections(output, cited)
     }
     fn measures(output: &AutodiffResult) -> Vec<Measure> {
         measures(output)
@@ -175,7 +175,7 @@ pub struct LectureValues {
 
 /// The example's section: the lecture's numbers (`cited`) beside Burn's, the trace and the
 /// graph.
-pub fn render(r: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
+pub fn sections(r: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section> {
     let lecture = &cited.values;
     let BurnGradients {
         y,
@@ -299,8 +299,8 @@ mod tests {
             serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         let cited = crate::cited::from_experiment("autodiff_example");
-        let s = render(&back, &cited);
-        assert_eq!(s, render(&r, &cited));
+        let s = sections(&back, &cited);
+        assert_eq!(s, sections(&r, &cited));
         assert_eq!(s[0].tables[1].rows[2], ["v3", "ln(v1)", "0.693", "1.000"]);
         assert_eq!(s[0].tables[1].rows[1][3], "1.716");
         assert_eq!(s[0].tables[1].rows[0][3], "5.500");

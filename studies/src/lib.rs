@@ -6,12 +6,12 @@
 //! Every in-process study implements [`InProcessStudy`]: a `XParams` struct (serde,
 //! `deny_unknown_fields`, `Default` sized to run in seconds on a 2-core CPU), a `run` that
 //! measures and returns a typed, serializable result (numbers, not sentences; stored as the
-//! study's record), and a `render` that presents a result as report sections pairing the source's
+//! study's record), and a `sections` that presents a result as report sections pairing the source's
 //! claim with our numbers; what it quotes of the source (its name, its numbers) is the experiment
 //! file's `[params.cited]` ([`cited`]), not code. Measurement and presentation are separate steps,
 //! as in criterion.rs (measurement -> analysis -> report), so `memwall report` re-renders a stored
 //! result without re-running it. The larger studies are folders in that order: `params.rs`,
-//! `run.rs`, `result.rs`, `render.rs` (and `tests.rs`), joined by their `mod.rs`.
+//! `run.rs`, `result.rs`, `sections.rs` (and `tests.rs`), joined by their `mod.rs`.
 //! [`largest_input`] is the one training study with its own steps: the search for the largest
 //! batch and sequence that fit a memory limit, which the driver runs job by job.
 //!

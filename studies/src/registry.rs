@@ -1,5 +1,5 @@
 //! The registry of in-process studies: each study's steps (check its `[params]`, run to a
-//! typed result, render, glance, tracked numbers), looked up by the name an experiment file's
+//! typed result, sections, glance, tracked numbers), looked up by the name an experiment file's
 //! `kind` gives ([`StudyKind::InProcess`]); adding a study is its folder and one line of
 //! `STUDIES` ([`in_process_studies`] lists them). A study's result
 //! is stored as a record ([`crate::store`]) and its renderer turns the stored result into report
@@ -15,21 +15,21 @@ use crate::{InProcessStudy, Tracked};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Why a stored result did not render: what it quotes does not read as the study's
+/// Why a stored result did not sections: what it quotes does not read as the study's
 /// [`InProcessStudy::Cited`] (at this key), or the result does not read as its output.
 enum RenderFailure {
     Cited { key: String, message: String },
     Result(serde_json::Error),
 }
 
-/// An in-process study's steps, type-erased: check the parameters, run to a JSON result, render a
+/// An in-process study's steps, type-erased: check the parameters, run to a JSON result, sections a
 /// JSON result.
 struct Entry {
     check: fn(&Study) -> Result<()>,
     run: fn(&Study, &Path) -> Result<serde_json::Value>,
     /// The data folder it reads ([`InProcessStudy::DATA`]).
     data: Option<&'static str>,
-    render: fn(
+    sections: fn(
         &RecordedCitation,
         &serde_json::Value,
     ) -> std::result::Result<Vec<Section>, RenderFailure>,
@@ -44,7 +44,7 @@ fn entry<S: InProcessStudy>() -> Entry {
         check: |study| params::<S>(study).and(cited::<S>(study).map(drop)),
         run: run_typed::<S>,
         data: S::DATA,
-        render: render_typed::<S>,
+        sections: render_typed::<S>,
         measures: |v| Ok(S::measures(&S::Output::deserialize(v)?)),
         tracked: |v| Ok(S::tracked(&S::Output::deserialize(v)?)),
         imports: S::with_imports,
@@ -202,7 +202,7 @@ fn render_typed<S: InProcessStudy>(
         source: citation.source.clone(),
         values,
     };
-    Ok(S::render(&output, &cited))
+    Ok(S::sections(&output, &cited))
 }
 
 /// Checks a non-training study's `[params]` (types, unknown keys, ranges) without running it;
@@ -260,7 +260,7 @@ pub fn run(study: &Study) -> Result<serde_json::Value> {
 /// For an older record, the experiment file's errors ([`Error::Io`], [`Error::SpecField`]);
 /// [`Error::Records`] when the record's result, or what it quotes, does not match its kind's
 /// types (a record written by another version of memwall: rerun the study).
-pub fn render(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
+pub fn sections(record: &StudyRecord, path: &Path) -> Result<Vec<Section>> {
     if recorded(record, path)?.is_none() {
         return Ok(Vec::new());
     }
@@ -307,7 +307,7 @@ fn render_cited(
         return Ok(Vec::new());
     };
     let (result, _) = with_imports(&e, record, path)?;
-    (e.render)(citation, &result).map_err(|failure| match failure {
+    (e.sections)(citation, &result).map_err(|failure| match failure {
         RenderFailure::Cited { key, message } => {
             let key = if key.is_empty() || key == "." {
                 String::new()
@@ -611,23 +611,23 @@ mod tests {
         let mut record: StudyRecord = crate::record::parse_json(&text).unwrap();
         // The committed record renders as it is (with its copy of what it quotes when it was
         // written after the copy existed), and the same without the copy, from the file.
-        let committed = render(&record, &path).unwrap();
+        let committed = sections(&record, &path).unwrap();
         record.cited = None;
-        let from_file = render(&record, &path).unwrap();
+        let from_file = sections(&record, &path).unwrap();
         assert_eq!(committed, from_file);
         assert_eq!(render_with(&study, &record, &path).unwrap(), from_file);
 
         let tmp = tempfile::tempdir().unwrap();
         let scratch = record_path(&tmp.path().join("scratch"), &study);
         record.cited = Some(RecordedCitation::of(&study));
-        assert_eq!(render(&record, &scratch).unwrap(), from_file);
+        assert_eq!(sections(&record, &scratch).unwrap(), from_file);
         let back: StudyRecord =
             serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
         assert_eq!(back.cited, record.cited);
 
         let values = &mut record.cited.as_mut().unwrap().values;
         values.as_object_mut().unwrap().remove("chen_2016_claim");
-        let msg = render(&record, &scratch).unwrap_err().to_string();
+        let msg = sections(&record, &scratch).unwrap_err().to_string();
         assert!(msg.contains(&scratch.display().to_string()), "{msg}");
         assert!(
             msg.contains("cited.values") && msg.contains("chen_2016_claim"),

@@ -11,7 +11,7 @@
 //! in-place, memory sharing), and sqrt(n) segment recomputation cuts the forward ops with
 //! [`crate::remat::baselines::sqrt_segments`], the rule Chen's sqrt(n) baseline of the Checkmate
 //! study uses too. This module only picks the graphs and strategies ([`measure`] into a
-//! [`StaticPlanningResult`]) and presents the numbers ([`render`]).
+//! [`StaticPlanningResult`]) and presents the numbers ([`sections`]).
 //!
 //! May import: [`super`] (the study trait and helpers), [`crate::remat`] (graphs, planner),
 //! [`memwall_document::content`]; never the driver or the report renderers.
@@ -515,7 +515,7 @@ fn render_deep(r: &StaticPlanningResult, c: &PlannerCited) -> Section {
 }
 
 /// Presents a result as the study's three sections.
-pub fn render(r: &StaticPlanningResult, cited: &Cited<PlannerCited>) -> Vec<Section> {
+pub fn sections(r: &StaticPlanningResult, cited: &Cited<PlannerCited>) -> Vec<Section> {
     let src = cited.src();
     vec![
         render_mlp(&r.mlp, &src),
@@ -525,7 +525,7 @@ pub fn render(r: &StaticPlanningResult, cited: &Cited<PlannerCited>) -> Vec<Sect
 }
 
 /// The static planning study ([`InProcessStudy`](super::InProcessStudy)): [`measure`] then
-/// [`render`].
+/// [`sections`].
 pub struct StaticPlanning;
 
 demo_study!(
@@ -533,7 +533,7 @@ demo_study!(
     cited PlannerCited,
     validate,
     measure,
-    render,
+    sections,
     measures
 );
 
@@ -739,14 +739,14 @@ mod tests {
         let r = measure(&small_params()).unwrap();
         assert_eq!(r.mlp.tensors.len(), 8);
         assert_eq!(r.mlp.plans[0].buffers, 8);
-        let s = render(&r, &crate::cited::from_experiment("static_planning"));
+        let s = sections(&r, &crate::cited::from_experiment("static_planning"));
         assert_eq!(s.len(), 3);
         // The result round-trips through the record store's JSON.
         let json = serde_json::to_value(&r).unwrap();
         let back: StaticPlanningResult = serde_json::from_value(json).unwrap();
         assert_eq!(back, r);
         assert_eq!(
-            render(&back, &crate::cited::from_experiment("static_planning")),
+            sections(&back, &crate::cited::from_experiment("static_planning")),
             s
         );
     }

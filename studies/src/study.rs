@@ -13,7 +13,7 @@ use std::time::Instant;
 ///
 /// [`run`](InProcessStudy::run) measures and returns an [`Output`](InProcessStudy::Output) that
 /// holds numbers only (and the parameters it ran with, so that it renders alone);
-/// [`render`](InProcessStudy::render) is the renderer: it turns an output, fresh or read back
+/// [`sections`](InProcessStudy::sections) is the renderer: it turns an output, fresh or read back
 /// from the record store, into sections. A renderer never measures.
 pub trait InProcessStudy {
     /// The experiment file's `[params]` table.
@@ -45,7 +45,7 @@ pub trait InProcessStudy {
     type Cited: DeserializeOwned;
     /// Presents `output` as report sections (claim, our numbers, tables, figures), quoting
     /// the source's numbers and name from `cited`.
-    fn render(output: &Self::Output, cited: &Cited<Self::Cited>) -> Vec<Section>;
+    fn sections(output: &Self::Output, cited: &Cited<Self::Cited>) -> Vec<Section>;
     /// The named numbers of `output` that the experiment file's `[[claims]]` can name as their
     /// `measure` (the report's "Results at a glance" block).
     fn measures(output: &Self::Output) -> Vec<Measure> {
@@ -106,29 +106,29 @@ pub struct Tracked {
 
 /// Implements [`InProcessStudy`] for `$study`, a demo that reads no data files and quotes
 /// `$cited` (its `[params.cited]`): `validate` returns `$validate(params)`, `run` returns
-/// `$measure(params)` (a `Result<$output, DemoError>`) and `render` returns
-/// `$render(output, cited)`; optionally `measures` returns `$measures(output)`, `tracked`
+/// `$measure(params)` (a `Result<$output, DemoError>`) and `sections` returns
+/// `$sections(output, cited)`; optionally `measures` returns `$measures(output)`, `tracked`
 /// `$tracked(output)` and `with_imports` `$imports(result, study_dir)`.
 ///
-/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, cited CiteAs, validate, measure, render);`
+/// `demo_study!(ScalarCheckpoint: CheckpointParams => CheckpointResult, cited CiteAs, validate, measure, sections);`
 macro_rules! demo_study {
     ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
-     $render:expr) => {
+     $sections:expr) => {
         $crate::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
-            $render, |_: &$output| ::std::vec::Vec::new());
+            $sections, |_: &$output| ::std::vec::Vec::new());
     };
     ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
-     $render:expr, $measures:expr) => {
+     $sections:expr, $measures:expr) => {
         $crate::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
-            $render, $measures, |_: &$output| ::std::vec::Vec::new());
+            $sections, $measures, |_: &$output| ::std::vec::Vec::new());
     };
     ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
-     $render:expr, $measures:expr, $tracked:expr) => {
+     $sections:expr, $measures:expr, $tracked:expr) => {
         $crate::demo_study!($study: $params => $output, cited $cited, $validate, $measure,
-            $render, $measures, $tracked, imports |_: &::serde_json::Value, _: &::std::path::Path| Ok(None));
+            $sections, $measures, $tracked, imports |_: &::serde_json::Value, _: &::std::path::Path| Ok(None));
     };
     ($study:ty: $params:ty => $output:ty, cited $cited:ty, $validate:expr, $measure:expr,
-     $render:expr, $measures:expr, $tracked:expr, imports $imports:expr) => {
+     $sections:expr, $measures:expr, $tracked:expr, imports $imports:expr) => {
         impl $crate::InProcessStudy for $study {
             type Params = $params;
             type Output = $output;
@@ -145,11 +145,11 @@ macro_rules! demo_study {
             ) -> ::std::result::Result<$output, $crate::DemoError> {
                 $measure(params)
             }
-            fn render(
+            fn sections(
                 output: &$output,
                 cited: &$crate::Cited<$cited>,
             ) -> ::std::vec::Vec<$crate::document::content::Section> {
-                $render(output, cited)
+                $sections(output, cited)
             }
             fn measures(output: &$output) -> ::std::vec::Vec<$crate::document::content::Measure> {
                 $measures(output)

@@ -153,7 +153,7 @@ demo_study!(
     cited CiteAs,
     validate,
     measure,
-    |r, c| vec![render(r, c)],
+    |r, c| vec![sections(r, c)],
     measures
 );
 
@@ -342,7 +342,7 @@ pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
 
 /// The study's section: the lecture's O(1) versus O(N) claims beside the planner's and the
 /// measured bytes.
-pub fn render(r: &InferenceResult, cited: &Cited<CiteAs>) -> Section {
+pub fn sections(r: &InferenceResult, cited: &Cited<CiteAs>) -> Section {
     let src = cited.src();
     let p = &r.params;
     let curves = Curves::of(r);
@@ -507,8 +507,10 @@ mod tests {
             repeats: 1,
         })
         .unwrap();
-        let s =
-            TwoBufferInference::render(&r, &crate::cited::from_experiment("two_buffer_inference"));
+        let s = TwoBufferInference::sections(
+            &r,
+            &crate::cited::from_experiment("two_buffer_inference"),
+        );
         assert_eq!(s[0].tables[0].rows.len(), 3);
     }
 

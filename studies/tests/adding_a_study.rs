@@ -59,7 +59,7 @@ impl InProcessStudy for ChainMemory {
         })
     }
 
-    fn render(out: &ChainResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+    fn sections(out: &ChainResult, cited: &Cited<CiteAs>) -> Vec<Section> {
         vec![Section {
             title: "Checkpointing a chain".into(),
             claim: format!(
@@ -107,7 +107,7 @@ fn the_worked_example_is_a_study_that_validates_runs_renders_and_measures() {
         source: "003_c07c09ab371a2f69.txt".to_string(),
         values: toml::from_str::<CiteAs>("cite_as = \"(lecture)\"").unwrap(),
     };
-    let sections = ChainMemory::render(&out, &cited);
+    let sections = ChainMemory::sections(&out, &cited);
     assert!(
         sections[0]
             .claim

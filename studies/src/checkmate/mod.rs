@@ -6,32 +6,32 @@
 //!
 //! [`run_study`] simulates the baselines and runs the solvers (MILP, LP relaxation with
 //! rounding) and returns a [`CheckmateResult`]: each solve's status, cost, peak bytes and wall
-//! time. [`render`] presents a result as the study's three sections.
+//! time. [`sections`] presents a result as the study's three sections.
 //!
 //! May import: `memwall-remat` (through [`crate::remat`]), the report model
 //! ([`memwall_document::content`]) and the study trait ([`crate::InProcessStudy`]).
 //!
 //! The study is a folder of four steps: [`params`] (the experiment file's `[params]`, their
 //! ranges), [`run`] (simulating the baselines, running the solvers: a [`CheckmateResult`]),
-//! [`result`] (the typed result stored as the study's record) and [`render`] (the report's
+//! [`result`] (the typed result stored as the study's record) and [`sections`] (the report's
 //! sections from a stored result). This file joins them as the study ([`Checkmate`]) and names
 //! the result's measures and tracked numbers.
 
 mod params;
-mod render;
 mod result;
 mod run;
+mod sections;
 #[cfg(test)]
 mod tests;
 
 pub use params::{validate, BuiltNet, CheckmateCited, CheckmateParams, Fig6Batch, GeneratedGraph};
-pub use render::render;
-use render::*;
 pub use result::{
     BatchProbe, BatchResult, BoundarySolve, BudgetResult, CheckmateResult, GraphResult, LpSolve,
     MilpSolve, ScheduleStats, StagedSolve,
 };
 pub use run::{run_study, BASELINES};
+pub use sections::sections;
+use sections::*;
 
 use crate::document::content::{Figure, Mark, Measure, Section, Series, Table};
 use crate::params::{int_in, list, num_above, num_between, num_in, require};
@@ -62,8 +62,8 @@ impl InProcessStudy for Checkmate {
         run_study(params, data_dir)
     }
     type Cited = CheckmateCited;
-    fn render(output: &CheckmateResult, cited: &Cited<CheckmateCited>) -> Vec<Section> {
-        render(output, &cited.values)
+    fn sections(output: &CheckmateResult, cited: &Cited<CheckmateCited>) -> Vec<Section> {
+        sections(output, &cited.values)
     }
     fn measures(output: &CheckmateResult) -> Vec<Measure> {
         measures(output)

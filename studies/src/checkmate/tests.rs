@@ -156,7 +156,7 @@ fn smoke_study() {
         }
     }
     assert!(beside > 0);
-    let secs = render(&result, &cited());
+    let secs = sections(&result, &cited());
     assert!(secs[2]
         .tables
         .iter()
@@ -213,12 +213,12 @@ fn generated_graph_gets_the_staged_milp_and_its_table() {
         .expect("a schedule at 0.9 of the checkpoint-all peak");
     assert!(best.peak_bytes <= b.budget_bytes);
     assert!(fine.valid_bound <= best.cost + 1e-6);
-    let secs = render(&r, &cited());
+    let secs = sections(&r, &cited());
     let staged = &secs[2].tables[1];
     assert_eq!(staged.rows.len(), 2);
     assert_eq!(staged.rows[0][3], coarse.stage_size.to_string());
     let back: CheckmateResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
-    assert_eq!(render(&back, &cited()), secs);
+    assert_eq!(sections(&back, &cited()), secs);
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn result_round_trips_through_json_and_renders_the_same() {
     let back: CheckmateResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
     assert_eq!(back.graphs[0].budgets[1], r.graphs[0].budgets[1]);
     assert_eq!(back.params, r.params);
-    let (fresh, stored) = (render(&r, &cited()), render(&back, &cited()));
+    let (fresh, stored) = (sections(&r, &cited()), sections(&back, &cited()));
     assert_eq!(fresh.len(), 3);
     assert_eq!(stored, fresh);
     assert_eq!(fresh[2].tables[0].rows[0][7], "inf");

@@ -9,32 +9,32 @@
 //! Burn's collective API (`burn-collective`'s ring all-reduce on flex CPU peers).
 //!
 //! [`measure`] evaluates the memory model and runs the collectives, returning an [`FsdpResult`]
-//! (bytes, bytes sent, seconds); [`render`] presents a result as the study's two sections.
+//! (bytes, bytes sent, seconds); [`sections`] presents a result as the study's two sections.
 //!
 //! May import: [`memwall_document::content`], Burn and `burn-collective`.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`ring`] (the collectives), [`run`] (the
-//! memory model and the measurement), [`result`] (the stored result) and [`render`] (the
+//! memory model and the measurement), [`result`] (the stored result) and [`sections`] (the
 //! report's sections). This file joins them as the study ([`Fsdp`]) and names the result's
 //! measures.
 
 mod params;
-mod render;
 mod result;
 mod ring;
 mod run;
+mod sections;
 #[cfg(test)]
 mod tests;
 
-use render::RingTraffic;
+use sections::RingTraffic;
 
 pub use params::{validate, FsdpParams, Optimizer, MAX_RING_BYTES};
-pub use render::render;
 pub use result::{DevicesMemory, FsdpResult, RingResult, SlideExamples};
 pub use ring::{
     all_gather, all_reduce, burn_ring_all_reduce, reduce_scatter, ring, run_ring, RingPeer,
 };
 pub use run::{activation_bytes, fsdp_memory, measure, measure_ring, slide_examples, DeviceMemory};
+pub use sections::sections;
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Instant;
@@ -54,7 +54,7 @@ demo_study!(
     cited CiteAs,
     validate,
     measure,
-    render,
+    sections,
     measures
 );
 

@@ -70,7 +70,7 @@ fn memory_model() {
 
 #[test]
 fn run_small() {
-    let s = render(
+    let s = sections(
         &measure(&FsdpParams {
             ring_elems: 1000,
             ring_workers: vec![2, 4],
@@ -94,8 +94,8 @@ fn result_round_trips_through_json_and_renders_the_same() {
     assert_eq!(back.ring, r.ring);
     assert_eq!(back.memory, r.memory);
     assert_eq!(
-        render(&back, &crate::cited::from_experiment("fsdp")),
-        render(&r, &crate::cited::from_experiment("fsdp"))
+        sections(&back, &crate::cited::from_experiment("fsdp")),
+        sections(&r, &crate::cited::from_experiment("fsdp"))
     );
     // 1001 elements over 3 workers: chunks of 333, 334 and 334 elements.
     assert_eq!(r.ring[1].bytes_sent.iter().sum::<u64>(), 2 * 2 * 1001 * 4);

@@ -6,7 +6,7 @@
 //! evaluation over vectors, and a plain-Rust measurement of unfused (each intermediate array
 //! materialized) versus fused (one loop) elementwise kernels, and the same chains as Burn tensor
 //! ops: flex on the CPU (one kernel per op), and CUDA with and without Burn's fusion backend
-//! when a GPU is present. [`measure`] runs all three parts into a [`FusionResult`]; [`render`]
+//! when a GPU is present. [`measure`] runs all three parts into a [`FusionResult`]; [`sections`]
 //! presents one as three sections.
 //!
 //! The Burn part (the chains' types, [`burn_chains`], the CUDA pair, the study's inputs and the
@@ -39,24 +39,24 @@
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`ir`] (the expression IR and the fusion
 //! pass), [`run`] (the measurement), [`result`] (the stored result), [`imported`] (the GPU
-//! bundle's CUDA chains beside the record) and [`render`] (the report's sections). This file
+//! bundle's CUDA chains beside the record) and [`sections`] (the report's sections). This file
 //! joins them as the study ([`FusionIr`]) and names the result's measures and tracked numbers.
 
 mod imported;
 mod ir;
 mod params;
-mod render;
 mod result;
 mod run;
+mod sections;
 #[cfg(test)]
 mod tests;
 
 pub use imported::{read_cuda_chains, read_cuda_chains_in, with_imported_cuda, STUDY};
 pub use ir::{Expr, Graph, Node, NodeId};
 pub use params::{validate, FusionParams};
-pub use render::render;
 pub use result::{BurnResult, FusionResult, IrResult, LoopChain, LoopsResult};
 pub use run::{a_bc_1_unfused, apb_c_unfused, burn_chains, measure};
+pub use sections::sections;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -88,7 +88,7 @@ demo_study!(
     cited CiteAs,
     validate,
     measure,
-    render,
+    sections,
     measures,
     tracked,
     imports with_imported_cuda

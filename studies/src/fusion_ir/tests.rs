@@ -88,7 +88,7 @@ fn fused_loops_equal_unfused() {
 
 #[test]
 fn run_small() {
-    let s = render(
+    let s = sections(
         &measure(&small()).unwrap(),
         &crate::cited::from_experiment("fusion_ir"),
     );
@@ -132,13 +132,13 @@ fn burn_flex_chains_equal_the_fused_loops() {
 #[test]
 fn result_survives_json_and_renders_the_same() {
     let fresh = measure(&small()).unwrap();
-    let sections = render(&fresh, &crate::cited::from_experiment("fusion_ir"));
+    let fresh_sections = sections(&fresh, &crate::cited::from_experiment("fusion_ir"));
     // Through a JSON value, as the study record holds it: exact.
     let value = serde_json::to_value(&fresh).unwrap();
     let stored: FusionResult = serde_json::from_value(value).unwrap();
     assert_eq!(
-        render(&stored, &crate::cited::from_experiment("fusion_ir")),
-        sections
+        sections(&stored, &crate::cited::from_experiment("fusion_ir")),
+        fresh_sections
     );
     // Through JSON text: serde_json (without its `float_roundtrip` feature) may read an f64
     // one unit in the last place off, so figure points are compared to that precision.
@@ -147,9 +147,9 @@ fn result_survives_json_and_renders_the_same() {
     assert_eq!(stored.params, fresh.params);
     assert_eq!(stored.ir.fused_graph, fresh.ir.fused_graph);
     assert_eq!(stored.loops.chains.len(), 2);
-    let mut again = render(&stored, &crate::cited::from_experiment("fusion_ir"));
-    assert_eq!(again.len(), sections.len());
-    for (a, b) in again.iter_mut().zip(&sections) {
+    let mut again = sections(&stored, &crate::cited::from_experiment("fusion_ir"));
+    assert_eq!(again.len(), fresh_sections.len());
+    for (a, b) in again.iter_mut().zip(&fresh_sections) {
         for (fa, fb) in a.figures.iter_mut().zip(&b.figures) {
             for (sa, sb) in fa.series.iter_mut().zip(&fb.series) {
                 for (pa, pb) in sa.points.iter_mut().zip(&sb.points) {
@@ -159,7 +159,7 @@ fn result_survives_json_and_renders_the_same() {
             }
         }
     }
-    assert_eq!(again, sections);
+    assert_eq!(again, fresh_sections);
 }
 
 #[test]
@@ -167,7 +167,7 @@ fn cuda_rows_and_figure_render_when_measured() {
     let mut r = measure(&small()).unwrap();
     let flex = r.burn.flex.clone();
     if let Err(why) = &r.burn.cuda {
-        let s = render(&r, &crate::cited::from_experiment("fusion_ir"));
+        let s = sections(&r, &crate::cited::from_experiment("fusion_ir"));
         assert_eq!(s[2].tables[0].rows.len(), 2);
         assert_eq!(s[2].figures.len(), 1);
         assert!(s[2].ours.contains(why.as_str()), "{}", s[2].ours);
@@ -177,7 +177,7 @@ fn cuda_rows_and_figure_render_when_measured() {
         fused: flex.clone(),
         unfused: flex,
     });
-    let s = render(&r, &crate::cited::from_experiment("fusion_ir"));
+    let s = sections(&r, &crate::cited::from_experiment("fusion_ir"));
     let rows = &s[2].tables[0].rows;
     assert_eq!(rows.len(), 6, "flex, CUDA unfused, CUDA fused per chain");
     assert_eq!(rows[1][1], "Burn CUDA without fusion (Test GPU)");

@@ -22,27 +22,26 @@
 //! (8 B each) whose memory and time it measures.
 //!
 //! The study ([`ScalarCheckpoint`]) measures with [`measure`] into a [`CheckpointResult`] and
-//! presents it with [`render`].
+//! presents it with [`sections`].
 //!
 //! May import: [`super`] (the study trait and helpers, `memwall_core::nonfinite`),
 //! [`memwall_document::content`], `memwall_core::strategy`; no deep-learning framework, never the
 //! driver or the report renderers.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`run`] (the measurement), [`result`]
-//! (the stored result) and [`render`] (the report's sections). This file joins them as the
+//! (the stored result) and [`sections`] (the report's sections). This file joins them as the
 //! study ([`ScalarCheckpoint`]) and names the result's measures.
 
 mod params;
-mod render;
 mod result;
 mod run;
+mod sections;
 #[cfg(test)]
 mod tests;
 
-use render::interval_time_range;
+use sections::interval_time_range;
 
 pub use params::{validate, CheckpointParams, MAX_DEPTH, MAX_GRAD_DEPTH};
-pub use render::render;
 pub use result::{
     CheckpointResult, DerivativeResult, ForwardResult, IntervalResult, PostMapDerivative,
 };
@@ -50,6 +49,7 @@ pub use run::{
     compute_with_checkpoints, compute_with_storage, grad_checkpointed, grad_forward_mode,
     grad_full_storage, measure, overflow_step, GradResult,
 };
+pub use sections::sections;
 
 use memwall_core::strategy::every_k;
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,7 @@ demo_study!(
     cited CiteAs,
     validate,
     measure,
-    render,
+    sections,
     measures
 );
 

@@ -77,7 +77,7 @@ fn small_params() -> CheckpointParams {
 #[test]
 fn run_small() {
     let p = small_params();
-    let s = render(
+    let s = sections(
         &measure(&p).unwrap(),
         &crate::cited::from_experiment("scalar_checkpoint"),
     );
@@ -100,8 +100,8 @@ fn result_survives_json_and_renders_the_same() {
     assert_eq!(back.forward, r.forward);
     assert_eq!(back.derivative, r.derivative);
     assert_eq!(
-        ScalarCheckpoint::render(&back, &crate::cited::from_experiment("scalar_checkpoint")),
-        ScalarCheckpoint::render(&r, &crate::cited::from_experiment("scalar_checkpoint"))
+        ScalarCheckpoint::sections(&back, &crate::cited::from_experiment("scalar_checkpoint")),
+        ScalarCheckpoint::sections(&r, &crate::cited::from_experiment("scalar_checkpoint"))
     );
 }
 

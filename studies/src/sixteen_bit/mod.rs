@@ -5,27 +5,27 @@
 //! `half` crate and from the bit layout, plus overflow, underflow and accumulation demos.
 //!
 //! The study ([`SixteenBit`]) measures with [`measure`] into a [`PrecisionResult`] and presents
-//! it with [`render`]. Values that overflow (an f16 square of 300 is +inf) are stored with
+//! it with [`sections`]. Values that overflow (an f16 square of 300 is +inf) are stored with
 //! [`memwall_core::nonfinite`].
 //!
 //! May import: [`super`] (the study trait and helpers), [`memwall_document::content`], the `half`
 //! crate; no deep-learning framework, never the driver or the report renderers.
 //!
 //! The study is a folder: [`params`] (its `[params]`), [`run`] (the measurement), [`result`]
-//! (the stored result) and [`render`] (the report's sections). This file joins them as the
+//! (the stored result) and [`sections`] (the report's sections). This file joins them as the
 //! study ([`SixteenBit`]) and names the result's measures.
 
 mod params;
-mod render;
 mod result;
 mod run;
+mod sections;
 #[cfg(test)]
 mod tests;
 
 pub use params::{validate, PrecisionParams};
-pub use render::render;
 pub use result::{AccumulatorSum, DataSetSums, PrecisionResult, RangeResult};
 pub use run::{accumulate, exact_sum, formats, measure, FormatInfo};
+pub use sections::sections;
 
 use half::{bf16, f16};
 use memwall_core::nonfinite;
@@ -53,7 +53,7 @@ demo_study!(
     cited CiteAs,
     validate,
     measure,
-    render,
+    sections,
     measures
 );
 

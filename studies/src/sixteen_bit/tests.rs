@@ -41,7 +41,7 @@ fn overflow_underflow_and_accumulation() {
 
 #[test]
 fn run_default() {
-    let s = render(
+    let s = sections(
         &measure(&PrecisionParams::default()).unwrap(),
         &crate::cited::from_experiment("sixteen_bit"),
     );
@@ -63,8 +63,8 @@ fn result_survives_json_and_renders_the_same() {
     assert_eq!(back.repeated, r.repeated);
     assert_eq!(back.uniform, r.uniform);
     assert_eq!(
-        SixteenBit::render(&back, &crate::cited::from_experiment("sixteen_bit")),
-        SixteenBit::render(&r, &crate::cited::from_experiment("sixteen_bit"))
+        SixteenBit::sections(&back, &crate::cited::from_experiment("sixteen_bit")),
+        SixteenBit::sections(&r, &crate::cited::from_experiment("sixteen_bit"))
     );
 }
 

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The study's sections: the fusion pass, the loops, the Burn chains.
-pub fn render(r: &FusionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+pub fn sections(r: &FusionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
     let src = cited.src();
     vec![
         render_ir(r, &src),

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The study's sections: the formats and their range, then accumulation.
-pub fn render(r: &PrecisionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+pub fn sections(r: &PrecisionResult, cited: &Cited<CiteAs>) -> Vec<Section> {
     let src = cited.src();
     vec![formats_section(r, &src), accumulation_section(r, &src)]
 }

@@ -20,7 +20,7 @@ pub(super) fn budget_axis(peak: u64) -> (f64, &'static str) {
 
 /// The study's sections: compute overhead vs budget, MILP solve times and gaps, and (when the
 /// batch search ran) the maximum batch size.
-pub fn render(r: &CheckmateResult, cited: &CheckmateCited) -> Vec<Section> {
+pub fn sections(r: &CheckmateResult, cited: &CheckmateCited) -> Vec<Section> {
     let mut sections = vec![overhead_section(r), reduction_section(r), solve_section(r)];
     if let Some(b) = &r.batch {
         sections.push(batch_section(&r.params, b, &cited.fig6_vgg19_max_batch));

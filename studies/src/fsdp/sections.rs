@@ -4,7 +4,7 @@
 use super::*;
 
 /// The study's sections: per-device memory under FSDP, then the ring collectives.
-pub fn render(r: &FsdpResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+pub fn sections(r: &FsdpResult, cited: &Cited<CiteAs>) -> Vec<Section> {
     let src = cited.src();
     vec![memory_section(r, &src), ring_section(r, &src)]
 }

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The study's sections: the post's memory/time claim beside ours, then the derivative.
-pub fn render(r: &CheckpointResult, cited: &Cited<CiteAs>) -> Vec<Section> {
+pub fn sections(r: &CheckpointResult, cited: &Cited<CiteAs>) -> Vec<Section> {
     let src = cited.src();
     vec![forward_section(r, &src), derivative_section(r, &src)]
 }
