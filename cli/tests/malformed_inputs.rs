@@ -6,45 +6,16 @@ mod common;
 
 use memwall_driver as driver;
 use memwall_report::results::{record_dir, JobStatus};
-use std::path::{Path, PathBuf};
-
-/// A smoke training study over `data` with the given model and configurations.
-fn study(dir: &Path, data: &Path, model: &str, configs: &str) -> PathBuf {
-    let exp = dir.join("experiments");
-    std::fs::create_dir_all(&exp).unwrap();
-    let text = format!(
-        r#"
-[study]
-name = "bad_input"
-title = "Bad input"
-source = "004_cef2fa4595315230.txt"
-kind = "training"
-[data]
-path = "{}"
-[profiles.smoke]
-model = {{ {model} }}
-train = {{ steps = 2, warmup_steps = 0, eval_batches = 1 }}
-{configs}
-"#,
-        data.display()
-    );
-    let p = exp.join("bad_input.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-const SMALL: &str =
-    "layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300";
 
 /// `memwall run` exits 0 when every job produced a record, whatever their status: unsupported
 /// and infeasible configurations are rows of the report.
 #[test]
 fn memwall_run_exits_0_when_every_job_produced_a_record() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(
+    let exp = common::bad_input_study(
         dir.path(),
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"control\"\n[[configs]]\nname = \"compile\"\nfusion = true\n\
          [[configs]]\nname = \"tight\"\ncheckmate = 0.05\n",
     );
@@ -97,10 +68,10 @@ fn memwall_run_exits_0_when_every_job_produced_a_record() {
 #[test]
 fn failed_and_out_of_memory_jobs_are_rows_without_plot_points() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(
+    let exp = common::bad_input_study(
         dir.path(),
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"good\"\n[[configs]]\nname = \"crashed\"\ncheckpoint = 1\n\
          [[configs]]\nname = \"too_big\"\ncheckpoint = 2\n",
     );
@@ -251,10 +222,10 @@ fn a_scratch_record_store_never_renders_into_the_published_reports() {
 fn an_unknown_only_name_is_an_error_listing_the_configurations() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let exp = study(
+    let exp = common::bad_input_study(
         d,
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"control\"\ncontrol = true\n[[configs]]\nname = \"checkpoint\"\ncheckpoint = 1",
     );
     let run = |args: &[&str]| {
@@ -312,10 +283,10 @@ fn an_unknown_only_name_is_an_error_listing_the_configurations() {
 fn a_missing_job_runner_is_named_with_how_to_build_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let exp = study(
+    let exp = common::bad_input_study(
         d,
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"control\"\ncontrol = true",
     );
     let missing = d.join("no-such-memwall-job");

@@ -5,48 +5,7 @@ mod common;
 
 use common::{memwall, text};
 use memwall_report::reference;
-use memwall_report::results::JobRecord;
 use std::path::{Path, PathBuf};
-
-/// Copies the committed `peak_memory` records (record.json files only) into `<dir>/runs`.
-fn copy_records(dir: &Path) -> PathBuf {
-    let from = common::root().join("runs/peak_memory");
-    let runs = dir.join("runs");
-    for e in std::fs::read_dir(&from).unwrap().flatten() {
-        let record = e.path().join("record.json");
-        if record.is_file() {
-            let to = runs.join("peak_memory").join(e.file_name());
-            std::fs::create_dir_all(&to).unwrap();
-            std::fs::copy(&record, to.join("record.json")).unwrap();
-        }
-    }
-    runs
-}
-
-/// The newest finished `cpu`-profile record of `config` in `runs`.
-fn cpu_record(runs: &Path, config: &str) -> JobRecord {
-    let records = memwall_report::results::StudyRecords::load(runs, "peak_memory").unwrap();
-    records
-        .records
-        .into_iter()
-        .filter(|r| {
-            r.spec.config == config
-                && r.spec.profile.as_str() == "cpu"
-                && r.status == memwall_report::results::JobStatus::Ok
-        })
-        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
-        .unwrap_or_else(|| panic!("no finished cpu record of {config}"))
-}
-
-/// The text of the report section whose heading starts with `heading` (to the next `## `).
-fn section<'a>(report: &'a str, heading: &str) -> &'a str {
-    let start = report
-        .find(&format!("## {heading}"))
-        .unwrap_or_else(|| panic!("no section `{heading}` in the report"));
-    let rest = &report[start + 3..];
-    let end = rest.find("\n## ").map(|e| e + 1).unwrap_or(rest.len());
-    &rest[..end]
-}
 
 /// A stand-in for python3: answers the torch probe with `probe` (a shell snippet) and, run as
 /// the reference script, writes `row` (a JSON template whose `CONFIG` is the configuration
@@ -72,7 +31,7 @@ fn memwall_reference_measures_checks_and_stores_cpu_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let root = common::root();
-    let runs = copy_records(dir);
+    let runs = common::copy_peak_memory_records(dir);
     let before: Vec<_> = std::fs::read_dir(runs.join("peak_memory"))
         .unwrap()
         .collect();
@@ -194,9 +153,9 @@ fn memwall_reference_measures_checks_and_stores_cpu_rows() {
         .collect();
     assert_eq!(after.len(), before.len() + 1, "only pytorch/ was added");
     let report = std::fs::read_to_string(runs.join("reports/peak_memory/report.md")).unwrap();
-    let has_cpu_records = cpu == cpu_record(&runs, "control").env.device_name;
+    let has_cpu_records = cpu == common::cpu_record(&runs, "control").env.device_name;
     assert_eq!(
-        section(&report, "CPU stand-in (cpu profile)")
+        common::report_section(&report, "CPU stand-in (cpu profile)")
             .contains("memwall and PyTorch eager on the same CPU"),
         has_cpu_records,
         "the row is in the CPU section exactly where memwall's records name this CPU"

@@ -5,43 +5,11 @@ mod common;
 
 use memwall_driver as driver;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-/// A smoke study of `n` layers and `n` configurations (checkpoint intervals 1 to `n`).
-fn study(dir: &Path, n: usize) -> PathBuf {
-    let mut text = format!(
-        r#"
-[study]
-name = "devices"
-title = "Devices"
-source = "004_cef2fa4595315230.txt"
-kind = "training"
-[train]
-lr = 3e-3
-[data]
-path = "{}"
-[profiles.smoke]
-model = {{ layers = {n}, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
-train = {{ steps = 2, warmup_steps = 1, eval_batches = 1 }}
-"#,
-        common::excerpt().display()
-    );
-    for i in 0..n {
-        text += &format!(
-            "[[configs]]\nname = \"c{i}\"\ncontrol = {}\ncheckpoint = {}\n",
-            i == 0,
-            i + 1
-        );
-    }
-    let path = dir.join("devices.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 #[test]
 fn jobs_queue_across_devices_one_at_a_time_per_device() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(dir.path(), 7);
+    let exp = common::interval_study(dir.path(), 7);
     let log = dir.path().join("device.log");
     // The fake runner: `sh -c SCRIPT fake --job FILE --out DIR`; logs its device, the job
     // folder and start and end times (ns), holding the device for 0.3 s.

@@ -9,34 +9,6 @@ use memwall_driver::data::load_stories;
 use memwall_report::results::{read_record, record_dir, JobStatus, UNREADABLE_PREFIX};
 use std::path::{Path, PathBuf};
 
-/// A smoke training study over `data` with the given model and configurations.
-fn study(dir: &Path, data: &Path, model: &str, configs: &str) -> PathBuf {
-    let exp = dir.join("experiments");
-    std::fs::create_dir_all(&exp).unwrap();
-    let text = format!(
-        r#"
-[study]
-name = "bad_input"
-title = "Bad input"
-source = "004_cef2fa4595315230.txt"
-kind = "training"
-[data]
-path = "{}"
-[profiles.smoke]
-model = {{ {model} }}
-train = {{ steps = 2, warmup_steps = 0, eval_batches = 1 }}
-{configs}
-"#,
-        data.display()
-    );
-    let p = exp.join("bad_input.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-const SMALL: &str =
-    "layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300";
-
 /// The error of preparing the corpus `data` of a smoke study (tokenizing it).
 fn data_error(dir: &Path, data: &Path, max_stories: Option<usize>) -> String {
     let cfg = DataConfig {
@@ -151,21 +123,24 @@ fn absurd_sizes_are_refused_before_any_allocation() {
     let cases = [
         (
             "vocab",
-            SMALL.replace("vocab = 300", "vocab = 4_000_000_000"),
+            common::SMALL_MODEL.replace("vocab = 300", "vocab = 4_000_000_000"),
         ),
         (
             "layers",
-            SMALL.replace("layers = 2", "layers = 1_000_000_000_000"),
+            common::SMALL_MODEL.replace("layers = 2", "layers = 1_000_000_000_000"),
         ),
         (
             "d_model",
-            SMALL.replace("d_model = 32", "d_model = 1_099_511_627_776"),
+            common::SMALL_MODEL.replace("d_model = 32", "d_model = 1_099_511_627_776"),
         ),
-        ("batch", SMALL.replace("batch = 2", "batch = 1_000_000_000")),
+        (
+            "batch",
+            common::SMALL_MODEL.replace("batch = 2", "batch = 1_000_000_000"),
+        ),
     ];
     for (field, model) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let exp = study(
+        let exp = common::bad_input_study(
             dir.path(),
             &common::excerpt(),
             &model,
@@ -191,10 +166,10 @@ fn absurd_sizes_are_refused_before_any_allocation() {
 #[test]
 fn a_sequence_longer_than_the_corpus_names_seq_len() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(
+    let exp = common::bad_input_study(
         dir.path(),
         &common::excerpt(),
-        &SMALL.replace("seq_len = 32", "seq_len = 100_000"),
+        &common::SMALL_MODEL.replace("seq_len = 32", "seq_len = 100_000"),
         "[[configs]]\nname = \"a\"\n",
     );
     let msg = driver::plan_jobs(
@@ -215,10 +190,10 @@ fn a_sequence_longer_than_the_corpus_names_seq_len() {
 #[test]
 fn a_job_too_large_for_its_device_is_an_out_of_memory_record() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(
+    let exp = common::bad_input_study(
         dir.path(),
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"a\"\n",
     );
     let (_, _, jobs) = driver::plan_jobs(
@@ -246,10 +221,10 @@ fn a_job_too_large_for_its_device_is_an_out_of_memory_record() {
 #[test]
 fn an_unreadable_record_is_moved_aside_and_its_job_rerun() {
     let dir = tempfile::tempdir().unwrap();
-    let exp = study(
+    let exp = common::bad_input_study(
         dir.path(),
         &common::excerpt(),
-        SMALL,
+        common::SMALL_MODEL,
         "[[configs]]\nname = \"a\"\n",
     );
     let paths = common::temp_paths(dir.path());

@@ -8,37 +8,7 @@ mod common;
 use memwall_driver::Paths;
 use memwall_report::reference::{self, TorchDeviceType, TorchRow, TorchStatus};
 use memwall_report::results::JobRecord;
-use std::path::{Path, PathBuf};
-
-/// Copies the committed `peak_memory` records (record.json files only) into `<dir>/runs`.
-fn copy_records(dir: &Path) -> PathBuf {
-    let from = common::root().join("runs/peak_memory");
-    let runs = dir.join("runs");
-    for e in std::fs::read_dir(&from).unwrap().flatten() {
-        let record = e.path().join("record.json");
-        if record.is_file() {
-            let to = runs.join("peak_memory").join(e.file_name());
-            std::fs::create_dir_all(&to).unwrap();
-            std::fs::copy(&record, to.join("record.json")).unwrap();
-        }
-    }
-    runs
-}
-
-/// The newest finished `cpu`-profile record of `config` in `runs`.
-fn cpu_record(runs: &Path, config: &str) -> JobRecord {
-    let records = memwall_report::results::StudyRecords::load(runs, "peak_memory").unwrap();
-    records
-        .records
-        .into_iter()
-        .filter(|r| {
-            r.spec.config == config
-                && r.spec.profile.as_str() == "cpu"
-                && r.status == memwall_report::results::JobStatus::Ok
-        })
-        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
-        .unwrap_or_else(|| panic!("no finished cpu record of {config}"))
-}
+use std::path::Path;
 
 /// A finished CPU row of `record`'s configuration and model on `device`, at `samples_per_s`.
 fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
@@ -86,16 +56,6 @@ fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
     }
 }
 
-/// The text of the report section whose heading starts with `heading` (to the next `## `).
-fn section<'a>(report: &'a str, heading: &str) -> &'a str {
-    let start = report
-        .find(&format!("## {heading}"))
-        .unwrap_or_else(|| panic!("no section `{heading}` in the report"));
-    let rest = &report[start + 3..];
-    let end = rest.find("\n## ").map(|e| e + 1).unwrap_or(rest.len());
-    &rest[..end]
-}
-
 /// The table line of `label` in `text` (the first one).
 fn table_line<'a>(text: &'a str, label: &str) -> &'a str {
     text.lines()
@@ -116,11 +76,11 @@ fn paths(dir: &Path, runs: &Path) -> Paths {
 fn a_cpu_row_is_rendered_in_the_cpu_section_beside_memwalls_record() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let runs = copy_records(dir);
+    let runs = common::copy_peak_memory_records(dir);
     let experiment = common::root().join("experiments/peak_memory.toml");
     let glance_before = memwall_driver::glance(&experiment, &runs).unwrap();
 
-    let record = cpu_record(&runs, "control");
+    let record = common::cpu_record(&runs, "control");
     let ours = record.summary.unwrap();
     let cpu = record.env.device_name.clone();
     // PyTorch at half memwall's throughput: the ratio memwall / PyTorch is 2.00x.
@@ -137,7 +97,7 @@ fn a_cpu_row_is_rendered_in_the_cpu_section_beside_memwalls_record() {
     let rendered = memwall_driver::report(&experiment, &paths(dir, &runs)).unwrap();
     let report = std::fs::read_to_string(&rendered.markdown).unwrap();
 
-    let cpu_section = section(&report, "CPU stand-in (cpu profile)");
+    let cpu_section = common::report_section(&report, "CPU stand-in (cpu profile)");
     assert!(
         cpu_section.contains(&format!("{cpu}: memwall and PyTorch eager on the same CPU")),
         "{cpu_section}"
@@ -191,7 +151,7 @@ fn a_cpu_row_is_rendered_in_the_cpu_section_beside_memwalls_record() {
         .unwrap();
     assert!(!header.contains("reserved"), "{header}");
     // The other CPU's row: in the section beside PyTorch, with no memwall number.
-    let beside = section(&report, "memwall beside PyTorch on the same device");
+    let beside = common::report_section(&report, "memwall beside PyTorch on the same device");
     assert!(beside.contains("Other CPU 9000: memwall and PyTorch eager on the same CPU"));
     assert!(!beside.contains(&format!("{cpu}:")), "{beside}");
     let line = table_line(beside, &record.spec.label);
@@ -210,8 +170,8 @@ fn a_cpu_row_is_rendered_in_the_cpu_section_beside_memwalls_record() {
 fn a_malformed_cpu_row_is_refused_naming_the_file_and_field() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let runs = copy_records(dir);
-    let record = cpu_record(&runs, "control");
+    let runs = common::copy_peak_memory_records(dir);
+    let record = common::cpu_record(&runs, "control");
     let good = serde_json::to_value(cpu_row(&record, &record.env.device_name, 10.0)).unwrap();
     let results = dir.join("results");
     std::fs::create_dir_all(&results).unwrap();
@@ -250,10 +210,13 @@ fn a_malformed_cpu_row_is_refused_naming_the_file_and_field() {
     let experiment = common::root().join("experiments/peak_memory.toml");
     let rendered = memwall_driver::report(&experiment, &paths(dir, &runs)).unwrap();
     let report = std::fs::read_to_string(&rendered.markdown).unwrap();
-    let beside = section(&report, "memwall beside PyTorch on the same device");
+    let beside = common::report_section(&report, "memwall beside PyTorch on the same device");
     assert!(
         beside.contains("bad.control.json") && beside.contains("field `max_memory_reserved_bytes`"),
         "{beside}"
     );
-    assert!(!section(&report, "CPU stand-in (cpu profile)").contains("eager on the same CPU"));
+    assert!(
+        !common::report_section(&report, "CPU stand-in (cpu profile)")
+            .contains("eager on the same CPU")
+    );
 }

@@ -125,3 +125,102 @@ pub fn edited_experiment(dir: &Path, name: &str, profile: Option<&str>, set: &st
     std::fs::write(&out, toml::to_string(&doc).unwrap()).unwrap();
     out
 }
+
+pub const SMALL_MODEL: &str =
+    "layers = 2, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300";
+
+/// A smoke training study over `data` with the given model and configurations.
+pub fn bad_input_study(dir: &Path, data: &Path, model: &str, configs: &str) -> PathBuf {
+    let exp = dir.join("experiments");
+    std::fs::create_dir_all(&exp).unwrap();
+    let text = format!(
+        r#"
+[study]
+name = "bad_input"
+title = "Bad input"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ {model} }}
+train = {{ steps = 2, warmup_steps = 0, eval_batches = 1 }}
+{configs}
+"#,
+        data.display()
+    );
+    let p = exp.join("bad_input.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A smoke study of `n` layers and `n` configurations (checkpoint intervals 1 to `n`).
+pub fn interval_study(dir: &Path, n: usize) -> PathBuf {
+    let mut text = format!(
+        r#"
+[study]
+name = "devices"
+title = "Devices"
+source = "004_cef2fa4595315230.txt"
+kind = "training"
+[train]
+lr = 3e-3
+[data]
+path = "{}"
+[profiles.smoke]
+model = {{ layers = {n}, d_model = 32, heads = 2, d_ff = 64, seq_len = 32, batch = 2, vocab = 300 }}
+train = {{ steps = 2, warmup_steps = 1, eval_batches = 1 }}
+"#,
+        excerpt().display()
+    );
+    for i in 0..n {
+        text += &format!(
+            "[[configs]]\nname = \"c{i}\"\ncontrol = {}\ncheckpoint = {}\n",
+            i == 0,
+            i + 1
+        );
+    }
+    let path = dir.join("devices.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Copies the committed `peak_memory` records (record.json files only) into `<dir>/runs`.
+pub fn copy_peak_memory_records(dir: &Path) -> PathBuf {
+    let from = root().join("runs/peak_memory");
+    let runs = dir.join("runs");
+    for e in std::fs::read_dir(&from).unwrap().flatten() {
+        let record = e.path().join("record.json");
+        if record.is_file() {
+            let to = runs.join("peak_memory").join(e.file_name());
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(&record, to.join("record.json")).unwrap();
+        }
+    }
+    runs
+}
+
+/// The newest finished `cpu`-profile record of `config` in `runs`.
+pub fn cpu_record(runs: &Path, config: &str) -> memwall_report::results::JobRecord {
+    let records = memwall_report::results::StudyRecords::load(runs, "peak_memory").unwrap();
+    records
+        .records
+        .into_iter()
+        .filter(|r| {
+            r.spec.config == config
+                && r.spec.profile.as_str() == "cpu"
+                && r.status == memwall_report::results::JobStatus::Ok
+        })
+        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+        .unwrap_or_else(|| panic!("no finished cpu record of {config}"))
+}
+
+/// The text of the report section whose heading starts with `heading` (to the next `## `).
+pub fn report_section<'a>(report: &'a str, heading: &str) -> &'a str {
+    let start = report
+        .find(&format!("## {heading}"))
+        .unwrap_or_else(|| panic!("no section `{heading}` in the report"));
+    let rest = &report[start + 3..];
+    let end = rest.find("\n## ").map(|e| e + 1).unwrap_or(rest.len());
+    &rest[..end]
+}
