@@ -1,12 +1,14 @@
 //! Confirm before an alarm (issue 56): every change a nightly would report as regressed or
 //! improved (and every timing taken under load whose change against the last run is beyond the
 //! noise floor) is measured again at once, before the history entry is written:
-//! [`CONFIRM_RUNS`] reruns of the configuration with tonight's binary, each right after a rerun
-//! with the binary kept from the last night (`<history>/bin/<revision>/memwall`, which plans and
-//! runs the configuration with its own code: `memwall sweep EXP --only CONFIG`), so both sides
-//! share the machine's state and its load. The change is reported only if the reruns show it in
-//! the same direction ([`super::changes`] reads the reruns from the entry); the page says what
-//! was rerun and what it gave.
+//! [`CONFIRM_RUNS`] rounds, each a rerun of the configuration with tonight's binary beside a
+//! rerun with the binary kept from the last night (`<history>/bin/<revision>/memwall`, which
+//! plans and runs the configuration with its own code: `memwall sweep EXP --only CONFIG`), the
+//! two in alternating order from round to round, so both sides share the machine's state and
+//! its load and neither always runs second. The change is reported only if the reruns show it
+//! in the same direction, a timing's in every round ([`Confirmation::rounds`];
+//! [`super::changes`] reads the reruns from the entry); the page says what was rerun and what
+//! it gave.
 //!
 //! - A deterministic metric (peak bytes, eval loss) is a function of the code and the
 //!   experiment file, not of the machine: tonight's reruns are compared with the values of
@@ -335,7 +337,9 @@ pub fn confirm(
     rerun_count
 }
 
-/// The reruns of one suspect, interleaved (last night's binary, then tonight's, `runs` times), as one [`Confirmation`] per suspected metric (and one of the status).
+/// The reruns of one suspect, interleaved in `runs` rounds of one rerun of each binary (last
+/// night's first in even rounds, tonight's first in odd ones), as one [`Confirmation`] per
+/// suspected metric (and one of the status), a timing's with the change of each round.
 fn confirm_one(
     all: &[HistoryEntry],
     s: &Suspect,
@@ -363,15 +367,27 @@ fn confirm_one(
             run,
         )
     };
+    // Rounds in alternating order (previous then tonight, tonight then previous, ...), so
+    // neither side always runs second, after the other has warmed the machine.
     for r in 0..runs {
-        if let Some(kept) = &sides.previous {
-            previous.push(side(&kept.path, &[], format!("previous-{r}"))?);
+        let mut last_night = || -> Result<()> {
+            if let Some(kept) = &sides.previous {
+                previous.push(side(&kept.path, &[], format!("previous-{r}"))?);
+            }
+            Ok(())
+        };
+        let last_night_first = r % 2 == 0;
+        if last_night_first {
+            last_night()?;
         }
         tonight.push(side(
             &sides.tonight.0,
             tonight_flags,
             format!("tonight-{r}"),
         )?);
+        if !last_night_first {
+            last_night()?;
+        }
     }
     // The last run that measured the configuration (before tonight's entry).
     let (_, earlier) = all.split_last().expect("tonight's entry is last");
@@ -437,6 +453,26 @@ fn confirm_one(
         } else {
             (LAST_RUN.to_string(), last_samples(m.name()), flagged_at)
         };
+        // Under load, both sides' timings carry the load's added time: judged on their
+        // faster halves.
+        let faster = !m.deterministic() && sides.previous.is_some() && s.under_load;
+        // A timing's change round by round: each tonight's rerun against the previous
+        // binary's rerun beside it.
+        let rounds: Vec<f64> = if m.deterministic() {
+            Vec::new()
+        } else {
+            let sample = |r: &Rerun| match r {
+                (JobStatus::Ok, samples) => samples.get(m.name()).cloned().unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            previous
+                .iter()
+                .zip(&tonight)
+                .filter_map(|(p, t)| {
+                    Confirmation::round_change(&sample(p), &sample(t), m.lower_is_better(), faster)
+                })
+                .collect()
+        };
         let mut c = Confirmation {
             metric: m.name().to_string(),
             against,
@@ -445,9 +481,8 @@ fn confirm_one(
             previous: prev,
             threshold,
             verdict: ChangeVerdict::WithinNoise,
-            // Under load, both sides' timings carry the load's added time: judged on their
-            // faster halves.
-            faster_half: !m.deterministic() && sides.previous.is_some() && s.under_load,
+            faster_half: faster,
+            rounds,
         };
         c.verdict = c.classified(m.lower_is_better()).verdict;
         out.push(c);
@@ -475,6 +510,7 @@ fn confirm_one(
                 ChangeVerdict::WithinNoise
             },
             faster_half: false,
+            rounds: Vec::new(),
         });
     }
     Ok(out)

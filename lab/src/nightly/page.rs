@@ -424,7 +424,8 @@ fn detail_verdict(m: Metric, k: &Classified) -> String {
 }
 
 /// What a confirmation's reruns gave, e.g. "rerun 3x beside previous binary abc1234: +98.2%
-/// [+90.1%, +105.3%] against ±5.0%: regressed".
+/// [+90.1%, +105.3%], round by round +97.0% / +99.1% / +98.4% against ±5.0%: regressed" (the
+/// rounds where the reruns were interleaved with a kept binary).
 pub fn confirmation_text(m: Metric, c: &Confirmation) -> String {
     if c.metric == STATUS_METRIC {
         return format!(
@@ -437,8 +438,18 @@ pub fn confirmation_text(m: Metric, c: &Confirmation) -> String {
     }
     let k = c.classified(m.lower_is_better());
     let change = k.change.map_or("–".into(), |d| change_interval(&d));
+    let rounds = if c.rounds.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = c
+            .rounds
+            .iter()
+            .map(|d| format!("{:+.1}%", d * 100.0))
+            .collect();
+        format!(", round by round {}", each.join(" / "))
+    };
     format!(
-        "rerun {}x beside {}{}: {change} against ±{:.1}%: {}",
+        "rerun {}x beside {}{}: {change}{rounds} against ±{:.1}%: {}",
         c.runs,
         c.against,
         if c.faster_half {

@@ -583,6 +583,7 @@ fn confirmation(metric: Metric, previous: Vec<f64>, current: Vec<f64>) -> Confir
         previous,
         threshold,
         faster_half: false,
+        rounds: Vec::new(),
     }
 }
 
@@ -800,6 +801,7 @@ fn a_job_at_its_memory_limit_is_at_the_limit_not_missing() {
         threshold: 0.0,
         verdict: ChangeVerdict::WithinNoise,
         faster_half: false,
+        rounds: Vec::new(),
     }];
     assert_eq!(
         verdict_of(&history, Metric::PeakAllocated),
@@ -953,6 +955,223 @@ fn a_search_boundary_moving_within_its_band_at_the_limit_is_at_the_limit() {
         verdict(with(27.0, Some(28)), with(20.0, None)).verdict,
         ChangeVerdict::Regressed
     );
+}
+
+/// A timing's change is confirmed only if every round of interleaved reruns shows it: the
+/// samples of a failed CI run (three reruns a side of one binary, 12 steps each, other tests'
+/// nightlies starting and stopping beside them) where the control configuration, not slowed,
+/// read regressed on the pooled faster halves (+4.6%, +17.1%, +33.2% round by round, other tests'
+/// load changing through the reruns while tonight's binary always ran second), and the
+/// configuration with a planted 3x slowdown, which every round shows.
+#[test]
+fn a_change_not_every_round_shows_is_not_confirmed() {
+    let rounds = |previous: &[f64], current: &[f64]| -> Vec<f64> {
+        previous
+            .chunks(12)
+            .zip(current.chunks(12))
+            .filter_map(|(p, c)| Confirmation::round_change(p, c, true, true))
+            .collect()
+    };
+    let control_previous = vec![
+        0.002802534,
+        0.00306909,
+        0.002792805,
+        0.002902372,
+        0.002613827,
+        0.002416022,
+        0.002395935,
+        0.002510725,
+        0.002749993,
+        0.002803687,
+        0.002622302,
+        0.002661506,
+        0.003042636,
+        0.002763211,
+        0.002688208,
+        0.002499961,
+        0.002430151,
+        0.00241229,
+        0.002373535,
+        0.00241547,
+        0.002597447,
+        0.00277332,
+        0.002586542,
+        0.002362841,
+        0.003207818,
+        0.002764131,
+        0.002164205,
+        0.002399496,
+        0.002789353,
+        0.002422434,
+        0.002052647,
+        0.002193468,
+        0.002601312,
+        0.002283529,
+        0.002844128,
+        0.002702412,
+    ];
+    let control_current = vec![
+        0.002835576,
+        0.002865388,
+        0.002843294,
+        0.002744635,
+        0.002801861,
+        0.002715211,
+        0.002709666,
+        0.002649201,
+        0.002564838,
+        0.002776778,
+        0.00261548,
+        0.00357701,
+        0.013888826,
+        0.003281837,
+        0.002832201,
+        0.013029001,
+        0.00285711,
+        0.002799078,
+        0.002746644,
+        0.002927773,
+        0.002824027,
+        0.002956896,
+        0.002830176,
+        0.003046476,
+        0.003872908,
+        0.003223018,
+        0.003330322,
+        0.002963393,
+        0.003292794,
+        0.003136741,
+        0.003055836,
+        0.003000774,
+        0.00294275,
+        0.003068796,
+        0.00255725,
+        0.003118728,
+    ];
+    let mut c = confirmation(
+        Metric::StepTime,
+        control_previous.clone(),
+        control_current.clone(),
+    );
+    c.faster_half = true;
+    assert_eq!(c.classified(true).verdict, ChangeVerdict::Regressed);
+    c.rounds = rounds(&control_previous, &control_current);
+    assert_eq!(c.rounds.len(), 3);
+    assert!(
+        c.rounds[0] < DEFAULT_NOISE && c.rounds[2] > 0.3,
+        "{:?}",
+        c.rounds
+    );
+    assert_eq!(c.classified(true).verdict, ChangeVerdict::WithinNoise);
+    // Throughput, the same rounds seen from the other side.
+    let tokens = |v: &[f64]| v.iter().map(|s| 64.0 / s).collect::<Vec<f64>>();
+    let mut t = confirmation(
+        Metric::TokensPerS,
+        tokens(&control_previous),
+        tokens(&control_current),
+    );
+    t.faster_half = true;
+    t.rounds = tokens(&control_previous)
+        .chunks(12)
+        .zip(tokens(&control_current).chunks(12))
+        .filter_map(|(p, c)| Confirmation::round_change(p, c, false, true))
+        .collect();
+    assert_eq!(t.classified(false).verdict, ChangeVerdict::WithinNoise);
+
+    let slowed_previous = vec![
+        0.002598547,
+        0.002258832,
+        0.002109203,
+        0.002199855,
+        0.002182101,
+        0.00216512,
+        0.002120888,
+        0.002173539,
+        0.002255658,
+        0.002141348,
+        0.001999856,
+        0.002250599,
+        0.003767903,
+        0.002397374,
+        0.00275395,
+        0.003125334,
+        0.002308597,
+        0.002729556,
+        0.004282202,
+        0.005323261,
+        0.006195556,
+        0.002869377,
+        0.002306568,
+        0.002662048,
+        0.011110584,
+        0.006811867,
+        0.008817129,
+        0.011624242,
+        0.008252,
+        0.008052113,
+        0.010869856,
+        0.00662336,
+        0.006269251,
+        0.003031118,
+        0.009112027,
+        0.004285532,
+    ];
+    let slowed_current = vec![
+        0.011621194,
+        0.011485635,
+        0.021816733,
+        0.012329547,
+        0.011061677,
+        0.012750674,
+        0.019730523,
+        0.013457277,
+        0.023158526,
+        0.008995268,
+        0.021112997,
+        0.036112779,
+        0.034632476,
+        0.062537729,
+        0.04250713,
+        0.037869752,
+        0.039184474,
+        0.022713032,
+        0.0470099,
+        0.025750568,
+        0.035112952,
+        0.037081067,
+        0.021580656,
+        0.018123383,
+        0.014483951,
+        0.012961176,
+        0.058694676,
+        0.023773966,
+        0.026848417,
+        0.018468757,
+        0.052909246,
+        0.044378401,
+        0.168078443,
+        0.030365287,
+        0.035498393,
+        0.049149602,
+    ];
+    let mut k = confirmation(
+        Metric::StepTime,
+        slowed_previous.clone(),
+        slowed_current.clone(),
+    );
+    k.faster_half = true;
+    k.rounds = rounds(&slowed_previous, &slowed_current);
+    assert!(k.rounds.iter().all(|&d| d > 2.0), "{:?}", k.rounds);
+    assert_eq!(k.classified(true).verdict, ChangeVerdict::Regressed);
+    // An improvement every round shows stands; the sides swapped.
+    let mut better = confirmation(
+        Metric::StepTime,
+        slowed_current.clone(),
+        slowed_previous.clone(),
+    );
+    better.faster_half = true;
+    better.rounds = rounds(&slowed_current, &slowed_previous);
+    assert_eq!(better.classified(true).verdict, ChangeVerdict::Improved);
 }
 
 /// Reruns under load, judged on the faster half of each side: the samples of a failed CI run
