@@ -2,9 +2,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use memwall_core::record::JobStatus;
 use memwall_core::spec::{MemoryPool, Profile, Study};
 use memwall_driver::{self as driver, Paths, RunOptions};
-use memwall_report::results::JobStatus;
 use memwall_runner::device::{self, BackendKind, DeviceRequest};
 use std::path::{Path, PathBuf};
 

@@ -197,12 +197,12 @@ exec {r} \"$@\"
     assert!(dir.join("gpu-cache/cubecl").join(new_tuning).is_file());
     assert!(!local_cache.join(compiled).exists());
     for k in &keys {
-        let r = memwall_report::results::read_record(&runs.join("peak_memory").join(k))
+        let r = memwall_core::record::read_record(&runs.join("peak_memory").join(k))
             .unwrap()
             .expect("imported record");
         assert_eq!(
             r.status,
-            memwall_report::results::JobStatus::Ok,
+            memwall_core::record::JobStatus::Ok,
             "{:?}",
             r.reason
         );
@@ -252,11 +252,11 @@ exec {r} \"$@\"
     let beside = runs
         .join("peak_memory")
         .join(format!("{}.other-cpu-9000-flex", keys[0]));
-    let kept = memwall_report::results::read_record(&beside)
+    let kept = memwall_core::record::read_record(&beside)
         .unwrap()
         .expect("kept beside");
     assert_eq!(kept.env.device_name, "Other CPU 9000 (flex)");
-    let first = memwall_report::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+    let first = memwall_core::record::read_record(&runs.join("peak_memory").join(&keys[0]))
         .unwrap()
         .unwrap();
     assert_eq!(first.env.device_name, first_device);
@@ -315,7 +315,7 @@ exec {r} \"$@\"
 
     // 6. A PyTorch reference row (as the script writes it) beside memwall's on the same
     // device: imported into runs/peak_memory/pytorch/ and shown with ratios.
-    let record = memwall_report::results::read_record(&runs.join("peak_memory").join(&keys[0]))
+    let record = memwall_core::record::read_record(&runs.join("peak_memory").join(&keys[0]))
         .unwrap()
         .unwrap();
     let summary = record.summary.unwrap();
@@ -593,7 +593,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
 
     // 3. The bundled Checkmate job planned itself in the slim runner: its record carries the
     // plan of the exact planner and its own profiling pass, or says which budget is infeasible.
-    let checkmate: Vec<memwall_report::results::JobRecord> = pm
+    let checkmate: Vec<memwall_core::record::JobRecord> = pm
         .jobs
         .iter()
         .filter(|(c, _)| c.starts_with("checkmate_"))
@@ -611,7 +611,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         .unwrap();
     assert_eq!(
         planned.status,
-        memwall_report::results::JobStatus::Ok,
+        memwall_core::record::JobStatus::Ok,
         "{:?}",
         planned.reason
     );
@@ -630,8 +630,7 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         assert!(
             matches!(
                 r.status,
-                memwall_report::results::JobStatus::Ok
-                    | memwall_report::results::JobStatus::Infeasible
+                memwall_core::record::JobStatus::Ok | memwall_core::record::JobStatus::Infeasible
             ),
             "{}: {:?} {:?}",
             r.spec.config,

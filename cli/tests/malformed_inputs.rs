@@ -4,8 +4,8 @@
 
 mod common;
 
+use memwall_core::record::{record_dir, JobStatus};
 use memwall_driver as driver;
-use memwall_report::results::{record_dir, JobStatus};
 
 /// `memwall run` exits 0 when every job produced a record, whatever their status: unsupported
 /// and infeasible configurations are rows of the report.
@@ -84,7 +84,7 @@ fn failed_and_out_of_memory_jobs_are_rows_without_plot_points() {
     let mut oom = memwall_runner::device::too_large(&huge, &env).expect("refused");
     oom.key = job("too_big").key();
     oom.spec = job("too_big").clone();
-    let crashed = memwall_report::results::JobRecord::unfinished(
+    let crashed = memwall_core::record::JobRecord::unfinished(
         job("crashed"),
         JobStatus::Failed,
         "the job process was killed by signal 9".into(),
@@ -92,7 +92,7 @@ fn failed_and_out_of_memory_jobs_are_rows_without_plot_points() {
     );
     for rec in [&oom, &crashed] {
         let d = record_dir(&paths.runs, "bad_input", &rec.key);
-        memwall_report::results::write_record(&d, rec).unwrap();
+        memwall_core::record::write_record(&d, rec).unwrap();
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_memwall"))
         .arg("run")

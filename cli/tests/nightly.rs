@@ -36,7 +36,7 @@ fn entry(id: &str, step_s: f64, peak: f64) -> HistoryEntry {
             kind: ConfigKind::Training,
             label: "control".into(),
             keys: vec!["0123456789abcdef".into()],
-            status: memwall_report::results::JobStatus::Ok,
+            status: memwall_core::record::JobStatus::Ok,
             reason: None,
             samples: "steps".into(),
             metrics: BTreeMap::from([
@@ -269,7 +269,7 @@ fn two_nightly_runs_append_and_compare() {
     let c = &last.configs[0];
     assert_eq!(
         (c.config.as_str(), c.status),
-        ("control", memwall_report::results::JobStatus::Ok)
+        ("control", memwall_core::record::JobStatus::Ok)
     );
     // One run: its 6 timed steps (the warm-up step excluded) are the step-time samples.
     assert_eq!(c.metrics[Metric::StepTime.name()].len(), 6);
@@ -435,7 +435,7 @@ fn two_nightlies_through_the_bundle_path_reach_the_history() {
     for e in &history {
         assert_eq!((e.profile, e.backend.as_str()), (Profile::Smoke, "flex"));
         assert_eq!(e.configs.len(), 1);
-        assert_eq!(e.configs[0].status, memwall_report::results::JobStatus::Ok);
+        assert_eq!(e.configs[0].status, memwall_core::record::JobStatus::Ok);
         assert_eq!(e.configs[0].metrics[Metric::StepTime.name()].len(), 4);
     }
     assert!(history[0].id < history[1].id);

@@ -25,8 +25,8 @@ fn report_check_fails_when_the_readme_block_is_edited() {
     std::fs::copy(root.join("README.md"), dir.join("README.md")).unwrap();
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     assert!(
-        readme.contains(memwall_report::readme::BEGIN)
-            && readme.contains(memwall_report::readme::END),
+        readme.contains(memwall_report::sinks::readme::BEGIN)
+            && readme.contains(memwall_report::sinks::readme::END),
         "the README has the generated block's markers"
     );
 
@@ -38,7 +38,7 @@ fn report_check_fails_when_the_readme_block_is_edited() {
     );
 
     // A verdict edited by hand inside the block.
-    let begin = readme.find(memwall_report::readme::BEGIN).unwrap();
+    let begin = readme.find(memwall_report::sinks::readme::BEGIN).unwrap();
     let in_block = readme[begin..]
         .find("| agree (")
         .expect("a verdict in the block")

@@ -99,7 +99,7 @@ fn reproduce_measures_this_machine_and_leaves_the_published_evidence_alone() {
         out.contains("your report: target/memwall/runs/reports/index.md"),
         "{out}"
     );
-    let records = memwall_report::results::StudyRecords::load(&local, "peak_memory").unwrap();
+    let records = memwall_report::analysis::StudyRecords::load(&local, "peak_memory").unwrap();
     assert!(!records.records.is_empty(), "no local peak_memory record");
     let device = records.records[0].env.device_name.clone();
     assert!(!device.is_empty());

@@ -7,10 +7,10 @@
 mod common;
 
 use common::{bundle_smoke, memwall, s, text};
+use memwall_core::record::{JobRecord, JobStatus};
 use memwall_core::spec::JobSpec;
 use memwall_lab::bundle::Manifest;
 use memwall_report::reference::{TorchPlan, TorchRow, TorchStatus, ROW_FORMAT};
-use memwall_report::results::{JobRecord, JobStatus};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,7 +60,7 @@ fn store_record(runs: &Path, job: &JobSpec, device: &str, status: JobStatus, at:
     let mut rec = JobRecord::unfinished(job, status, "stand-in".into(), env);
     rec.finished_at = at.into();
     let dir = runs.join("peak_memory").join(&rec.key);
-    memwall_report::results::write_record(&dir, &rec).unwrap();
+    memwall_core::record::write_record(&dir, &rec).unwrap();
 }
 
 /// A PyTorch row of `config` at the plan's shape on `device`.

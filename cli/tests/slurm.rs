@@ -92,7 +92,7 @@ fn emit_slurm_writes_one_array_task_per_job_key() {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    let record = memwall_report::results::read_record(&memwall_report::results::record_dir(
+    let record = memwall_core::record::read_record(&memwall_core::record::record_dir(
         // The default store: this machine's, not the committed evidence.
         &dir.path().join(memwall_driver::LOCAL_RUNS),
         "devices",
@@ -102,7 +102,7 @@ fn emit_slurm_writes_one_array_task_per_job_key() {
     .expect("the task's record");
     assert_eq!(record.spec.config, "c1");
     assert!(
-        memwall_report::results::read_record(&memwall_report::results::record_dir(
+        memwall_core::record::read_record(&memwall_core::record::record_dir(
             // The default store: this machine's, not the committed evidence.
             &dir.path().join(memwall_driver::LOCAL_RUNS),
             "devices",

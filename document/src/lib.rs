@@ -14,4 +14,5 @@
 pub mod content;
 pub mod environment;
 pub mod glance;
+pub mod text;
 pub mod units;

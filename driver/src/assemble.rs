@@ -43,7 +43,7 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::G
     }
     // The PyTorch twins give a claim its second verdict, as in the report.
     let (pytorch, _) = report::reference::load_rows(runs, &study.header.name);
-    let (_, _, glance) = report::training::sections(
+    let (_, _, glance) = report::sections::training::sections(
         &records,
         &study.header,
         &study.configs,
@@ -101,9 +101,9 @@ fn training_records(
     header: &crate::spec::StudyHeader,
     study_path: &Path,
     paths: &Paths,
-) -> Result<results::StudyRecords> {
+) -> Result<analysis::StudyRecords> {
     let name = &header.name;
-    let records = results::StudyRecords::load(&paths.runs, name)?;
+    let records = analysis::StudyRecords::load(&paths.runs, name)?;
     if records.is_empty() && !records.unreadable.is_empty() {
         return Err(Error::Records {
             path: paths.runs.join(name),
@@ -138,8 +138,8 @@ fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Re
     // PyTorch rows (`runs/<study>/pytorch/`, from a bundle's import or `memwall reference
     // --device cpu`): the CPU ones in their CPU group's section, the others (and the rows that
     // do not read) in the section beside PyTorch below.
-    let (pytorch, _) = report::reference::load_rows(&paths.runs, &header.name);
-    let (mut sections, environment, glance) = report::training::sections(
+    let (pytorch, pytorch_unread) = report::reference::load_rows(&paths.runs, &header.name);
+    let (mut sections, environment, glance) = report::sections::training::sections(
         &records,
         header,
         &study.configs,
@@ -152,22 +152,21 @@ fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Re
         .iter()
         .map(|c| (c.name.clone(), c.label.clone()))
         .collect();
-    sections.extend(report::reference::section(
-        &paths.runs,
-        &header.name,
+    sections.extend(report::sections::reference::section(
+        &pytorch,
+        &pytorch_unread,
         &records.records,
         &labels,
     ));
     // Operation timings of `memwall-job bench` and `reference/torch_attribution.py`
     // (`runs/<study>/attribution/`).
-    sections.extend(report::kernel_attribution::section(
-        &paths.runs,
-        &header.name,
-    ));
+    if let Some((rows, bad)) = analysis::attribution::load(&paths.runs, &header.name) {
+        sections.extend(report::sections::attribution::section(&rows, &bad));
+    }
     // This machine's store: its measurements beside the published ones.
     if let Some(published) = &paths.published {
-        let theirs = results::StudyRecords::load(published, &header.name)?;
-        sections.extend(report::beside::section(
+        let theirs = analysis::StudyRecords::load(published, &header.name)?;
+        sections.extend(report::sections::beside::section(
             &records.records,
             &theirs.records,
             &labels,
@@ -183,7 +182,7 @@ fn report_search(
     study: &StudyOutline,
     study_path: &Path,
     paths: &Paths,
-    records: &results::StudyRecords,
+    records: &analysis::StudyRecords,
 ) -> Result<Rendered> {
     let (sections, environment, glance) = search_parts(study_path, records)?;
     write_report(paths, &study.header, records, sections, environment, glance)
@@ -192,7 +191,7 @@ fn report_search(
 /// A search study's sections, environment tables and glance (see [`report_search`]).
 fn search_parts(
     study_path: &Path,
-    records: &results::StudyRecords,
+    records: &analysis::StudyRecords,
 ) -> Result<(
     Vec<document::content::Section>,
     Vec<document::content::Table>,
@@ -227,7 +226,7 @@ fn search_parts(
 fn write_report(
     paths: &Paths,
     header: &crate::spec::StudyHeader,
-    records: &results::StudyRecords,
+    records: &analysis::StudyRecords,
     sections: Vec<document::content::Section>,
     environment: Vec<document::content::Table>,
     glance: Vec<document::content::GlanceRow>,
@@ -269,9 +268,14 @@ fn write_report(
         }
     }
     let out_dir = paths.reports.join(&header.name);
-    let rendered = report::render(&doc, &paths.templates, &out_dir)?;
-    results::write_parquet_tables(records, &out_dir)?;
-    Ok(rendered)
+    report::sinks::render_study(
+        &report::sinks::StudyReport {
+            doc: &doc,
+            records: Some(records),
+        },
+        &paths.templates,
+        &out_dir,
+    )
 }
 
 /// Where reports of the record store `runs` go: `reports` given, else `reports/` for the

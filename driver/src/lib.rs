@@ -19,9 +19,10 @@ pub use jobs::*;
 pub use slots::*;
 pub use sweep::*;
 
+use memwall_core::record::{self, JobRecord, JobStatus};
 use memwall_core::{error, spec};
 use memwall_document as document;
-use memwall_report::results::{self, JobRecord, JobStatus};
+use memwall_report::analysis;
 use memwall_report::{self as report, Rendered, ReportDoc};
 use memwall_runner::device::{self, BackendKind, DeviceRequest, ResolvedDevice};
 use memwall_studies as studies;

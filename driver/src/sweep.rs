@@ -218,9 +218,9 @@ fn run_one(
     out: &mut SweepOutcome,
 ) -> Result<JobRecord> {
     let key = job.key();
-    let dir = results::record_dir(&paths.runs, &job.study, &key);
+    let dir = record::record_dir(&paths.runs, &job.study, &key);
     if !opts.force {
-        match results::read_record(&dir) {
+        match record::read_record(&dir) {
             Ok(Some(record)) => {
                 tracing::info!(
                     "{}: finished before ({}), skipped",
@@ -234,7 +234,7 @@ fn run_one(
             // A damaged record or one of another memwall version: moved aside (kept for
             // diagnosis) and the job runs again.
             Err(e) => {
-                let aside = results::set_aside(&dir)?;
+                let aside = record::set_aside(&dir)?;
                 tracing::warn!(
                     "{}: {e}; moved to {} and running the job again",
                     job.config,

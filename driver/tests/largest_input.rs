@@ -5,9 +5,10 @@
 mod common;
 
 use common::{excerpt, root, smoke_options, temp_paths};
+use memwall_core::record::{JobRecord, JobStatus};
 use memwall_core::spec::{Profile, Study};
 use memwall_driver as driver;
-use memwall_report::results::{JobRecord, JobStatus, StudyRecords};
+use memwall_report::analysis::StudyRecords;
 use memwall_studies::largest_input::{self, Dim};
 
 #[test]

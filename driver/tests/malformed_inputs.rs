@@ -3,10 +3,10 @@
 
 mod common;
 
+use memwall_core::record::{read_record, record_dir, JobStatus, UNREADABLE_PREFIX};
 use memwall_core::spec::DataConfig;
 use memwall_driver as driver;
 use memwall_driver::data::load_stories;
-use memwall_report::results::{read_record, record_dir, JobStatus, UNREADABLE_PREFIX};
 use std::path::{Path, PathBuf};
 
 /// The error of preparing the corpus `data` of a smoke study (tokenizing it).

@@ -3,8 +3,9 @@
 
 mod common;
 
+use memwall_core::record::{read_record, record_dir, JobStatus};
 use memwall_driver::{self as driver, Paths, RunOptions};
-use memwall_report::results::{read_record, record_dir, JobStatus, STEPS_FILE, SUMMARY_FILE};
+use memwall_report::sinks::parquet::{STEPS_FILE, SUMMARY_FILE};
 use memwall_runner::device::DeviceRequest;
 use std::path::PathBuf;
 

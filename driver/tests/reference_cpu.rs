@@ -5,9 +5,9 @@
 
 mod common;
 
+use memwall_core::record::JobRecord;
 use memwall_driver::Paths;
 use memwall_report::reference::{self, TorchDeviceType, TorchRow, TorchStatus};
-use memwall_report::results::JobRecord;
 use std::path::Path;
 
 /// A finished CPU row of `record`'s configuration and model on `device`, at `samples_per_s`.

@@ -6,10 +6,11 @@
 mod common;
 
 use common::{excerpt, root, smoke_options, temp_paths};
+use memwall_core::record::JobStatus;
 use memwall_core::spec::OptimizerKind;
 use memwall_core::timeline::Phase;
 use memwall_driver as driver;
-use memwall_report::results::{JobStatus, StudyRecords};
+use memwall_report::analysis::StudyRecords;
 
 #[test]
 fn each_step_timeline_reaches_the_exact_peak_and_its_parts_add_up() {

@@ -18,7 +18,7 @@
 //! estimates for scheduling, never reported as results.
 
 use crate::device::BackendKind;
-use crate::results::JobRecord;
+use crate::record::JobRecord;
 use crate::spec::{JobSpec, Precision};
 use std::collections::BTreeMap;
 

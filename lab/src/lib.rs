@@ -18,12 +18,14 @@ pub mod nightly;
 pub mod reference_cpu;
 pub mod slurm;
 
+use memwall_core::record;
 use memwall_core::{error, spec, Error};
 use memwall_document as document;
 use memwall_driver as driver;
 use memwall_report as report;
+use memwall_report::analysis::{self, stats};
+use memwall_report::reference;
 #[cfg(test)]
 use memwall_report::test_support;
-use memwall_report::{publish, reference, results, stats};
 use memwall_runner::device;
 use memwall_studies as studies;

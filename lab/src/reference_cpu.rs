@@ -14,8 +14,8 @@
 
 use crate::device::{self, BackendKind};
 use crate::driver::{self, JobSettings};
+use crate::record;
 use crate::reference::{self, ReferenceError, TorchPlan, TorchRow, TorchStatus};
-use crate::results;
 use crate::spec::{Profile, Study};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -189,7 +189,7 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
             path: plan_file.clone(),
             source,
         })?;
-        results::write_atomic(&plan_file, &json)?;
+        record::write_atomic(&plan_file, &json)?;
         out.push(PlannedStudy {
             experiment,
             plan,
@@ -328,7 +328,7 @@ pub fn measure(req: &CpuRequest, planned: &PlannedStudy, config: &str) -> Result
         path: out.clone(),
         source,
     })?;
-    let row: TorchRow = results::parse_json(&text).map_err(|source| ReferenceError::NotARow {
+    let row: TorchRow = record::parse_json(&text).map_err(|source| ReferenceError::NotARow {
         path: out.clone(),
         source,
     })?;

@@ -71,7 +71,7 @@ fn no_strategy_field_is_parsed_from_a_name_or_compared_as_text() {
 #[test]
 fn the_checkpoint_columns_round_trip_every_policy() {
     use memwall_core::spec::CheckpointSpec;
-    use memwall_report::results::{checkpoint_k, checkpoint_of, checkpoint_policy};
+    use memwall_report::analysis::{checkpoint_k, checkpoint_of, checkpoint_policy};
     for (c, k) in [
         (CheckpointSpec::None, None),
         (CheckpointSpec::Every(3), Some(3)),

@@ -339,7 +339,7 @@ pub(crate) fn import(
         // The index quotes each study's verdicts and date: re-rendered with the reports, so
         // that `memwall report --check` holds right after an import.
         let files = memwall_lab::nightly::experiment_files(Vec::new(), experiments)?;
-        memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        memwall_report::sinks::index::write_index(&files, &paths.reports, &paths.templates)?;
     }
     if let Some(verdict) = nightly {
         let manifest = s.manifest.as_ref().context("the import read no manifest")?;

@@ -158,7 +158,8 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
         };
         let mut rendered = false;
         for p in &studies {
-            if memwall_report::results::StudyRecords::load(&paths.runs, &p.plan.study)?.is_empty() {
+            if memwall_report::analysis::StudyRecords::load(&paths.runs, &p.plan.study)?.is_empty()
+            {
                 eprintln!(
                     "{}: no memwall record in {}: its report is not rendered",
                     p.plan.study,
@@ -172,7 +173,7 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
         if rendered {
             // The index quotes each study's verdicts and date: re-rendered with the reports.
             let files = memwall_lab::nightly::experiment_files(Vec::new(), &a.experiments)?;
-            memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
+            memwall_report::sinks::index::write_index(&files, &paths.reports, &paths.templates)?;
         }
     }
     if !problems.is_empty() {

@@ -28,7 +28,7 @@ pub(crate) fn report_cmd(
 /// `memwall publish`: writes the rendered reports (and the nightly page) as a Hugo site's
 /// content under `to`.
 pub(crate) fn publish(to: &Path, reports: &Path, nightly: Option<&Path>) -> Result<()> {
-    let n = memwall_report::publish::publish(reports, to, nightly)
+    let n = memwall_report::sinks::hugo::publish(reports, to, nightly)
         .with_context(|| format!("publishing {} into {}", reports.display(), to.display()))?;
     println!("{}", to.join("reports").display());
     eprintln!("{n} report page bundles and the index written");
@@ -63,7 +63,8 @@ pub(crate) fn render_reports(
         }
     }
     if all {
-        let index = memwall_report::publish::write_index(&files, &paths.reports, &paths.templates)?;
+        let index =
+            memwall_report::sinks::index::write_index(&files, &paths.reports, &paths.templates)?;
         if print {
             println!("{}", index.display());
         }
@@ -80,14 +81,18 @@ pub(crate) fn check_reports(experiments: Vec<PathBuf>, paths: &Paths) -> Result<
         ..paths.clone()
     };
     let (names, all) = render_reports(experiments, &rendered, false)?;
-    let mut diffs =
-        memwall_report::publish::compare_reports(&scratch, &paths.reports, &names, all)?;
+    let mut diffs = memwall_report::check::compare_reports(&scratch, &paths.reports, &names, all)?;
     if all {
         let headline = memwall_core::spec::StudyRoles::discover(Path::new("experiments"))?.headline;
-        if let Some(block) =
-            memwall_report::publish::readme_block(&scratch, &paths.reports, headline.as_deref())?
-        {
-            diffs.extend(memwall_report::readme::check(&paths.reports, &block)?);
+        if let Some(block) = memwall_report::sinks::readme::readme_block(
+            &scratch,
+            &paths.reports,
+            headline.as_deref(),
+        )? {
+            diffs.extend(memwall_report::sinks::readme::check(
+                &paths.reports,
+                &block,
+            )?);
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);

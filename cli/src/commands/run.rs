@@ -256,7 +256,8 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
             }
         }
     }
-    let index = memwall_report::publish::write_index(&rendered, &paths.reports, &paths.templates)?;
+    let index =
+        memwall_report::sinks::index::write_index(&rendered, &paths.reports, &paths.templates)?;
     println!("{}", index.display());
     if let Some(published) = &paths.published {
         print_claims_beside(&rendered, &paths.runs, published);
@@ -281,9 +282,9 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
 /// Prints every headline claim of the `studies` as measured in `runs` (this machine) beside the
 /// published store `published`, as a Markdown table.
 pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &Path) {
-    let of: Vec<memwall_report::beside::ClaimsOf> = studies
+    let of: Vec<memwall_report::sections::beside::ClaimsOf> = studies
         .iter()
-        .map(|f| memwall_report::beside::ClaimsOf {
+        .map(|f| memwall_report::sections::beside::ClaimsOf {
             study: f
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -296,7 +297,7 @@ pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &
         "\nHeadline claims, this machine ({}) beside the published evidence ({}):\n\n{}",
         runs.display(),
         published.display(),
-        memwall_report::beside::claims_table(&of, 60)
+        memwall_report::sections::beside::claims_table(&of, 60)
     );
 }
 

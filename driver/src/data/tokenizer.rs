@@ -117,7 +117,7 @@ fn write_tokens(path: &Path, stories: &[String], bpe: &Bpe) -> Result<usize> {
             n += 1;
         }
     }
-    crate::results::write_atomic(path, &bytes)?;
+    crate::record::write_atomic(path, &bytes)?;
     Ok(n)
 }
 
@@ -160,7 +160,7 @@ pub fn prepare(cfg: &DataConfig, vocab_size: usize, cache_root: &Path) -> Result
         eos_id: bpe.eos_id(),
     };
     let json = serde_json::to_vec_pretty(&meta).expect("cache meta serializes");
-    crate::results::write_atomic(&dir.join("meta.json"), &json)?;
+    crate::record::write_atomic(&dir.join("meta.json"), &json)?;
     Ok(PreparedData {
         dir,
         fingerprint,

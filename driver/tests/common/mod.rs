@@ -201,15 +201,15 @@ pub fn copy_peak_memory_records(dir: &Path) -> PathBuf {
 }
 
 /// The newest finished `cpu`-profile record of `config` in `runs`.
-pub fn cpu_record(runs: &Path, config: &str) -> memwall_report::results::JobRecord {
-    let records = memwall_report::results::StudyRecords::load(runs, "peak_memory").unwrap();
+pub fn cpu_record(runs: &Path, config: &str) -> memwall_core::record::JobRecord {
+    let records = memwall_report::analysis::StudyRecords::load(runs, "peak_memory").unwrap();
     records
         .records
         .into_iter()
         .filter(|r| {
             r.spec.config == config
                 && r.spec.profile.as_str() == "cpu"
-                && r.status == memwall_report::results::JobStatus::Ok
+                && r.status == memwall_core::record::JobStatus::Ok
         })
         .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
         .unwrap_or_else(|| panic!("no finished cpu record of {config}"))

@@ -165,7 +165,7 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     check_bundled(req, &g)?;
     std::fs::create_dir_all(out.join("jobs"))
         .doing(|| format!("creating {}", out.join("jobs").display()))?;
-    results::write_atomic(
+    record::write_atomic(
         &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
         g.queue.as_bytes(),
     )?;
@@ -498,7 +498,7 @@ pub(super) fn bundle_study(
         }
         let dir = out.join("jobs").join(&job.study).join(job.key());
         std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
-        results::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
+        record::write_atomic(&dir.join("job.json"), &serde_json::to_vec_pretty(&job)?)?;
         bundled.jobs.push((job.config.clone(), job.key()));
         if study.header.kernel_attribution && job.control && !job.strategy.fusion {
             g.attribution_jobs.push((job.study.clone(), job.key()));
@@ -605,7 +605,7 @@ pub(super) fn write_torch_reference(
     let mut names = Vec::new();
     for plan in &g.torch_plans {
         let file = dir.join(format!("{}.plan.json", plan.study));
-        results::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
+        record::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
         let (stored, _) = reference::load_rows(runs, &plan.study);
         for c in &plan.configs {
             let compiled = c.compile || c.activation_memory_budget.is_some();
@@ -694,18 +694,18 @@ pub(super) fn write_manifest_and_script(
     manifest: &Manifest,
 ) -> Result<(u64, u64, Option<PathBuf>, u64)> {
     let out = &req.out;
-    results::write_atomic(
+    record::write_atomic(
         &out.join("manifest.json"),
         &serde_json::to_vec_pretty(manifest)?,
     )?;
-    results::write_atomic(
+    record::write_atomic(
         &out.join(plan::PLAN_FILE),
         plan::plan_tsv(&manifest.tiers, &left_out_lines(manifest)).as_bytes(),
     )?;
     let default_minutes = manifest.target.is_gpu().then_some(SUITE_MINUTES);
     let script = script::run_script(manifest, default_minutes);
     let run_sh = out.join("run.sh");
-    results::write_atomic(&run_sh, script.as_bytes())?;
+    record::write_atomic(&run_sh, script.as_bytes())?;
     set_executable(&run_sh)?;
     let dir_bytes = dir_size(out)?;
     let tree_bytes = travelling_tree_bytes();
@@ -784,7 +784,7 @@ pub(super) fn travelling_tree_bytes() -> u64 {
 pub(super) fn store_records(runs: &Path, studies: &[String]) -> Vec<JobRecord> {
     studies
         .iter()
-        .filter_map(|name| results::StudyRecords::load(runs, name).ok())
+        .filter_map(|name| crate::analysis::StudyRecords::load(runs, name).ok())
         .flat_map(|r| r.records)
         .collect()
 }
@@ -802,7 +802,7 @@ pub(super) fn estimate_jobs(
 ) -> Vec<crate::estimate::TimeEstimate> {
     jobs.iter()
         .map(|job| {
-            let own = results::read_record(&results::record_dir(runs, &job.study, &job.key()))
+            let own = record::read_record(&record::record_dir(runs, &job.study, &job.key()))
                 .ok()
                 .flatten();
             let mut e = crate::estimate::estimate(job, own.as_ref(), rates);

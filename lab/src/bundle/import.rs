@@ -156,8 +156,8 @@ pub(super) fn check_bundle(
 /// when `<key>` holds the same job measured on another device model (peaks and speed differ by
 /// card: CubeCL's pool pages follow the device's memory), so that each model keeps its row.
 pub fn store_dir(runs: &Path, record: &JobRecord) -> PathBuf {
-    let dir = results::record_dir(runs, &record.spec.study, &record.key);
-    match results::read_record(&dir) {
+    let dir = record::record_dir(runs, &record.spec.study, &record.key);
+    match record::read_record(&dir) {
         Ok(Some(there))
             if !record.env.device_name.is_empty()
                 && there.env.device_name != record.env.device_name =>
@@ -184,13 +184,13 @@ pub(super) fn store_records(
     for (file, record) in accepted {
         let dir = store_dir(&req.runs, record);
         if !req.force {
-            if let Ok(Some(_)) = results::read_record(&dir) {
+            if let Ok(Some(_)) = record::read_record(&dir) {
                 summary.already += 1;
                 continue;
             }
         }
         std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
-        results::write_atomic(
+        record::write_atomic(
             &dir.join("job.json"),
             &serde_json::to_vec_pretty(&record.spec)?,
         )?;
@@ -200,7 +200,7 @@ pub(super) fn store_records(
                     .doing(|| format!("copying {}", src.display()))?;
             }
         }
-        results::write_record(&dir, record)?;
+        record::write_record(&dir, record)?;
         summary.imported += 1;
     }
     Ok(())
@@ -399,7 +399,7 @@ pub(super) fn record_files(dir: &Path) -> Result<Vec<PathBuf>> {
         let p = e
             .doing(|| format!("listing {}", dir.display()))?
             .path()
-            .join(results::RECORD_FILE);
+            .join(record::RECORD_FILE);
         if p.is_file() {
             files.push(p);
         }
@@ -427,7 +427,7 @@ pub(super) fn check_record(
 /// it, where the file says).
 pub(super) fn read_bundled_record(file: &Path) -> std::result::Result<JobRecord, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot be read ({e})"))?;
-    results::parse_json(&text).map_err(|e| {
+    record::parse_json(&text).map_err(|e| {
         format!(
             "not a record of this memwall's schema ({e}); it was written by memwall-job {} or \
              is damaged",

@@ -139,7 +139,7 @@ pub(super) fn read_manifest(root: &Path) -> Result<Manifest> {
             source,
         })?;
     let manifest: Manifest =
-        results::parse_json(&text).map_err(|source| BundleError::NotAManifest {
+        record::parse_json(&text).map_err(|source| BundleError::NotAManifest {
             path: manifest_path.clone(),
             source,
         })?;

@@ -9,7 +9,7 @@
 //! - [`import`] reads that archive (or the bundle folder itself), checks every record against
 //!   the job the local experiment file produces (same key, readable as this memwall's record
 //!   schema), and writes the records into the record store (`runs/<study>/<key>/`) through
-//!   [`results::write_record`], as the sweep does; PyTorch reference rows go to
+//!   [`record::write_record`], as the sweep does; PyTorch reference rows go to
 //!   `runs/<study>/pytorch/` ([`crate::reference`]). The caller then re-renders the reports.
 //!
 //! Paths inside the bundle's job files are relative to the bundle folder (`run.sh` starts the
@@ -20,8 +20,8 @@ pub mod script;
 
 use crate::device::BackendKind;
 use crate::driver::{self, Paths};
+use crate::record::{self, JobRecord};
 use crate::reference::{self, TorchRow};
-use crate::results::{self, JobRecord};
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind, StudyRoles};
 use memwall_core::record::{JsonError, RecordFileError};
 use serde::{Deserialize, Serialize};

@@ -56,14 +56,14 @@ pub fn record_answers(status: JobStatus) -> bool {
 /// store keeps one folder per key and device model (`<key>` and `<key>.<device slug>`,
 /// [`store_dir`]).
 pub fn stored_record(runs: &Path, study: &str, key: &str, gpu_model: &str) -> Option<JobRecord> {
-    let plain = results::record_dir(runs, study, key);
+    let plain = record::record_dir(runs, study, key);
     let slugged = plain.with_file_name(format!(
         "{key}.{}",
         memwall_core::record::attribution::slug(gpu_model)
     ));
     [plain, slugged]
         .iter()
-        .filter_map(|d| results::read_record(d).ok().flatten())
+        .filter_map(|d| record::read_record(d).ok().flatten())
         .find(|r| r.env.device_name == gpu_model && record_answers(r.status))
 }
 

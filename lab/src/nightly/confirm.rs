@@ -230,7 +230,7 @@ fn rerun_binary(
     let study_dir = runs.join(study);
     if let Ok(dirs) = std::fs::read_dir(&study_dir) {
         for d in dirs.filter_map(|e| e.ok()) {
-            if let Ok(Some(r)) = results::read_record(&d.path()) {
+            if let Ok(Some(r)) = record::read_record(&d.path()) {
                 records.push(r);
             }
         }

@@ -527,9 +527,8 @@ fn config_entry(group: &[&JobRecord]) -> ConfigEntry {
     let repeats = group.len() >= 2;
     if not_ok.is_none() {
         let summaries: Vec<_> = group.iter().filter_map(|r| r.summary).collect();
-        let per_repeat = |f: &dyn Fn(&results::Summary) -> f64| -> Vec<f64> {
-            summaries.iter().map(f).collect()
-        };
+        let per_repeat =
+            |f: &dyn Fn(&record::Summary) -> f64| -> Vec<f64> { summaries.iter().map(f).collect() };
         metrics.insert(
             Metric::PeakAllocated.name().to_string(),
             per_repeat(&|s| s.peak_allocated_bytes as f64),
@@ -703,7 +702,7 @@ pub fn load(dir: &Path) -> Result<History> {
     let mut history = History::default();
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-        let problem = match results::parse_json::<HistoryEntry>(&text) {
+        let problem = match record::parse_json::<HistoryEntry>(&text) {
             Err(e) => Some(format!("malformed history entry ({e})")),
             Ok(entry) if entry.schema != HISTORY_SCHEMA => Some(format!(
                 "field `schema`: {} is not this memwall's history schema {HISTORY_SCHEMA}",

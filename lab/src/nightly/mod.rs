@@ -26,8 +26,8 @@
 use crate::document::content::{Figure, Section, Series, Table};
 use crate::driver::{self, Paths, RunOptions};
 use crate::error::{Error, Result};
+use crate::record::{self, JobRecord, JobStatus};
 use crate::report::{self, ReportDoc};
-use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{Profile, Study};
 use crate::stats::{self, Estimate};
 use crate::studies::{Tracked, TrackedKind};
@@ -198,7 +198,7 @@ pub fn entry_of(
 ///
 /// # Errors
 /// Those of [`append`] (an entry of that id exists already), [`render`] and
-/// [`crate::publish::write_index`].
+/// [`report::sinks::index::write_index`].
 pub fn record(
     history_dir: &Path,
     entry: &HistoryEntry,
@@ -208,7 +208,7 @@ pub fn record(
 ) -> Result<NightlyOutcome> {
     let path = append(history_dir, entry)?;
     let mut out = render(history_dir, paths, noise)?;
-    crate::publish::write_index(experiments, &paths.reports, &paths.templates)?;
+    report::sinks::index::write_index(experiments, &paths.reports, &paths.templates)?;
     out.entry = Some(path);
     Ok(out)
 }
@@ -401,8 +401,8 @@ pub fn slurm_final(
         driver::report(exp, paths)?;
         let mut records = Vec::new();
         for key in &plan.keys {
-            let dir = results::record_dir(&paths.runs, &study.header.name, key);
-            records.extend(results::read_record(&dir)?);
+            let dir = record::record_dir(&paths.runs, &study.header.name, key);
+            records.extend(record::read_record(&dir)?);
         }
         Ok((records, None))
     });

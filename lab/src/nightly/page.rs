@@ -55,7 +55,7 @@ pub fn render(history_dir: &Path, paths: &Paths, noise: f64) -> Result<NightlyOu
     let rendered = report::render(&doc, &paths.templates, &page_dir)?;
     let summary_path = page_dir.join("summary.md");
     let text = format!("{summary}\n\nThe page: {}\n", rendered.html.display());
-    results::write_atomic(&summary_path, text.as_bytes())?;
+    record::write_atomic(&summary_path, text.as_bytes())?;
     Ok(NightlyOutcome {
         entry: None,
         rendered,

@@ -117,7 +117,7 @@ pub fn emit_nightly(
 pub fn read_nightly_plan(dir: &Path) -> Result<NightlyPlan> {
     let path = dir.join(NIGHTLY_PLAN);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    crate::results::parse_json(&text).map_err(|source| Error::MalformedRecord {
+    crate::record::parse_json(&text).map_err(|source| Error::MalformedRecord {
         path,
         what: "not a Slurm nightly plan".into(),
         source,

@@ -850,7 +850,7 @@ fn tonights_binary_is_kept_for_tomorrow_and_replaces_the_last() {
 /// The committed cpu records of the largest-input search (`runs/largest_input/`).
 fn committed_search_records() -> Vec<JobRecord> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs");
-    results::StudyRecords::load(&dir, "largest_input")
+    crate::analysis::StudyRecords::load(&dir, "largest_input")
         .unwrap()
         .records
 }

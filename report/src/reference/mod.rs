@@ -7,23 +7,19 @@
 //! from the bundled jobs); the script prints one [`TorchRow`] per configuration as JSON; the
 //! import checks each row ([`read_rows`]) and stores it in the record store as
 //! `runs/<study>/pytorch/<device>.<config>.json` ([`store_row`]); the report reads them
-//! ([`load_rows`], [`section`]) beside memwall's records of the same device. Rows measured on
-//! the CPU ([`TorchRow::on_cpu`]) are shown in the report's CPU section ([`cpu_table`]), beside
+//! ([`load_rows`], [`crate::sections::reference::section`]) beside memwall's records of the same device. Rows measured on
+//! the CPU ([`TorchRow::on_cpu`]) are shown in the report's CPU section ([`crate::sections::reference::cpu_table`]), beside
 //! the group of memwall's records on the same CPU and model shape; the GPU rows, and CPU rows
 //! with no such group, in the section "memwall beside PyTorch on the same device".
 
-use crate::content::{Section, Table};
-use crate::results::{self, JobRecord, JobStatus};
 use crate::spec::{AttentionOption, ConfigSpec, JobSpec, OptimizerKind, Study};
 use crate::strategy::LayerNormSaving;
 use memwall_core::record::JsonError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 mod rows;
-mod section;
 
 pub use rows::*;
-pub use section::*;
 
 /// Why a PyTorch reference row could not be read or stored; every message names the file.
 #[derive(Debug, thiserror::Error)]

@@ -28,7 +28,7 @@ pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, ReferenceErro
             source,
         })?;
         let row: TorchRow =
-            results::parse_json(&text).map_err(|source| ReferenceError::NotARow {
+            crate::analysis::parse_json(&text).map_err(|source| ReferenceError::NotARow {
                 path: f.clone(),
                 source,
             })?;
@@ -120,7 +120,7 @@ pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, Re
         path: path.clone(),
         source,
     })?;
-    results::write_atomic(&path, &json)?;
+    crate::analysis::write_atomic(&path, &json)?;
     Ok(path)
 }
 
@@ -136,7 +136,7 @@ pub fn row_path(runs: &Path, study: &str, device: &str, config: &str) -> PathBuf
 /// The stored row of `config` of `study` measured on `device`, if one is there and reads.
 pub fn stored_row(runs: &Path, study: &str, device: &str, config: &str) -> Option<TorchRow> {
     let text = std::fs::read_to_string(row_path(runs, study, device, config)).ok()?;
-    results::parse_json::<TorchRow>(&text).ok()
+    crate::analysis::parse_json::<TorchRow>(&text).ok()
 }
 
 /// Every stored row of `study` (none when the folder does not exist); a row that does not read
@@ -157,7 +157,7 @@ pub fn load_rows(runs: &Path, study: &str) -> (Vec<TorchRow>, Vec<(PathBuf, Stri
     for f in files {
         match std::fs::read_to_string(&f)
             .map_err(|e| e.to_string())
-            .and_then(|t| results::parse_json::<TorchRow>(&t).map_err(|e| e.to_string()))
+            .and_then(|t| crate::analysis::parse_json::<TorchRow>(&t).map_err(|e| e.to_string()))
             .and_then(|r| check_row(&r, study).map(|_| r))
         {
             Ok(r) => rows.push(r),

@@ -1,4 +1,6 @@
 use super::*;
+use crate::analysis::{JobRecord, JobStatus};
+use crate::sections::reference::*;
 
 fn peak_memory_plan() -> TorchPlan {
     let (study, jobs) = crate::test_support::peak_memory_full();
@@ -130,7 +132,7 @@ fn rows_are_checked_field_by_field() {
     let text = serde_json::to_string(&row()).unwrap();
     assert!(text.contains("\"status\":\"ok\""), "{text}");
     let great = text.replace("\"status\":\"ok\"", "\"status\":\"great\"");
-    let err = results::parse_json::<TorchRow>(&great)
+    let err = crate::analysis::parse_json::<TorchRow>(&great)
         .unwrap_err()
         .to_string();
     assert!(err.contains("field `status`"), "{err}");
@@ -205,7 +207,11 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     let (_, jobs) = crate::test_support::peak_memory_full();
     let labels = vec![("control".to_string(), "Control".to_string())];
     store_row(tmp.path(), "peak_memory", &row()).unwrap();
-    let gpu_only = section(tmp.path(), "peak_memory", &[], &labels).unwrap();
+    let gpu_only = {
+        let (rows, bad) = load_rows(tmp.path(), "peak_memory");
+        crate::sections::reference::section(&rows, &bad, &[], &labels)
+    }
+    .unwrap();
     // A CPU row whose CPU has a memwall record of the same shape: shown in the CPU group.
     let mut job = jobs.iter().find(|j| j.config == "control").unwrap().clone();
     job.backend = crate::device::BackendKind::Flex;
@@ -220,7 +226,11 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     store_row(tmp.path(), "peak_memory", &cpu).unwrap();
     let records = vec![record.clone()];
     assert!(has_cpu_group(&cpu, &records, &labels));
-    let with_cpu = section(tmp.path(), "peak_memory", &records, &labels).unwrap();
+    let with_cpu = {
+        let (rows, bad) = load_rows(tmp.path(), "peak_memory");
+        crate::sections::reference::section(&rows, &bad, &records, &labels)
+    }
+    .unwrap();
     assert_eq!(with_cpu.tables, gpu_only.tables);
     assert_eq!(
         (with_cpu.ours, with_cpu.notes),
@@ -230,7 +240,7 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     // or there is none: the row has no home there, and the section shows it with no
     // memwall number.
     let mut finished = record;
-    finished.summary = Some(crate::results::Summary {
+    finished.summary = Some(crate::analysis::Summary {
         parameters: 1,
         median_step_s: 0.1,
         samples_per_s: 80.0,
@@ -263,7 +273,11 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     cpu.device = "Other CPU".into();
     assert!(!has_cpu_group(&cpu, &records, &labels));
     store_row(tmp.path(), "peak_memory", &cpu).unwrap();
-    let s = section(tmp.path(), "peak_memory", &records, &labels).unwrap();
+    let s = {
+        let (rows, bad) = load_rows(tmp.path(), "peak_memory");
+        crate::sections::reference::section(&rows, &bad, &records, &labels)
+    }
+    .unwrap();
     let captions: Vec<&str> = s.tables.iter().map(|t| t.caption.as_str()).collect();
     assert_eq!(captions.len(), 2, "{captions:?}");
     assert!(
@@ -287,6 +301,10 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
         t.columns
     );
     // Without memwall's records both CPU rows are shown here.
-    let s = section(tmp.path(), "peak_memory", &[], &labels).unwrap();
+    let s = {
+        let (rows, bad) = load_rows(tmp.path(), "peak_memory");
+        crate::sections::reference::section(&rows, &bad, &[], &labels)
+    }
+    .unwrap();
     assert_eq!(s.tables.len(), 3);
 }

@@ -1,6 +1,10 @@
-//! The report's PyTorch tables: memwall beside PyTorch on the same device, and the CPU table.
+//! The report's PyTorch tables: memwall beside its PyTorch eager twin on the same device
+//! ([`crate::reference`]'s rows), and the CPU table.
 
-use super::*;
+use crate::analysis::{JobRecord, JobStatus};
+use crate::content::{Section, Table};
+use crate::reference::{TorchModel, TorchRow, TorchStatus};
+use std::path::PathBuf;
 
 /// Bytes in `unit` (GiB or MiB) with two decimals, "–" when unknown.
 fn in_unit(b: Option<u64>, unit: f64) -> String {
@@ -65,12 +69,12 @@ pub fn has_cpu_group(row: &TorchRow, records: &[JobRecord], labels: &[(String, S
 /// the study has no rows left to show and none that failed to read. `labels` maps configuration
 /// names to display labels, in report order.
 pub fn section(
-    runs: &Path,
-    study: &str,
+    rows: &[TorchRow],
+    bad: &[(PathBuf, String)],
     records: &[JobRecord],
     labels: &[(String, String)],
 ) -> Option<Section> {
-    let (mut rows, bad) = load_rows(runs, study);
+    let mut rows: Vec<TorchRow> = rows.to_vec();
     rows.retain(|r| !has_cpu_group(r, records, labels));
     if rows.is_empty() && bad.is_empty() {
         return None;
@@ -99,7 +103,7 @@ pub fn section(
     };
     let mut names: Vec<&str> = devices.iter().map(|(d, _)| *d).collect();
     names.dedup();
-    let mut notes = section_notes(&bad);
+    let mut notes = section_notes(bad);
     if devices.iter().any(|(_, cpu)| *cpu) {
         notes.insert(1, cpu_note());
     }

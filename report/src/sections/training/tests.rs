@@ -22,8 +22,8 @@ fn formats_bytes_with_binary_units() {
 /// sweep on flex, each with the activation peak `activation(K)` MiB above a steady state of
 /// 40 MiB (the `none` control at the whole model's).
 fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRecords) {
+    use crate::analysis::{JobRecord, Summary};
     use crate::device::BackendKind;
-    use crate::results::{JobRecord, Summary};
     use crate::spec::{PreparedData, Profile, Study};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../experiments/checkpoint_interval.toml");

@@ -14,16 +14,9 @@ use crate::spec::CheckpointSpec;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
-/// File name of the study table written by the Parquet sink (one row per configuration and
-/// group, with the derived columns of [`study_table`]).
-pub const SUMMARY_FILE: &str = "summary.parquet";
-/// File name of the per-step table written by the Parquet sink (one row per step of every job
-/// in the study table).
-pub const STEPS_FILE: &str = "steps.parquet";
-
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-fn perr(path: &Path) -> impl Fn(PolarsError) -> Error + '_ {
+pub(crate) fn perr(path: &Path) -> impl Fn(PolarsError) -> Error + '_ {
     move |e| Error::Table {
         path: path.to_path_buf(),
         what: String::new(),
@@ -338,28 +331,6 @@ pub fn steps_table(records: &StudyRecords, keys: &[String]) -> Result<DataFrame>
         )
         .collect()
         .map_err(perr(&records.dir))
-}
-
-/// The Parquet sink of a training report: writes the study table ([`SUMMARY_FILE`]) and the
-/// steps of its jobs ([`STEPS_FILE`]) into `out_dir` (`reports/<study>/`), atomically.
-///
-/// # Errors
-/// [`Error::Records`] or [`Error::Io`] naming the file.
-pub fn write_parquet_tables(records: &StudyRecords, out_dir: &Path) -> Result<()> {
-    let mut summary = study_table(records)?;
-    let study = super::analysis::study_name(records);
-    let keys = super::analysis::Columns::new(&summary, &study, "study").strs("key")?;
-    let mut steps = steps_table(records, &keys)?;
-    std::fs::create_dir_all(out_dir).map_err(|e| Error::io("creating", out_dir, e))?;
-    write_parquet(&out_dir.join(SUMMARY_FILE), &mut summary)?;
-    write_parquet(&out_dir.join(STEPS_FILE), &mut steps)
-}
-
-fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
-    let tmp = path.with_extension("parquet.tmp");
-    let file = std::fs::File::create(&tmp).map_err(|e| Error::io("creating", &tmp, e))?;
-    ParquetWriter::new(file).finish(df).map_err(perr(path))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming into", path, e))
 }
 
 /// The study table's `checkpoint` column: the activation checkpointing policy of a job's

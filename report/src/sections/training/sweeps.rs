@@ -57,7 +57,7 @@ pub(super) fn short(x: f64) -> String {
 
 /// The fit in words: "a = 0.25 MiB per checkpoint, b = 4.50 MiB per block, c = 3.00 MiB
 /// (R² 0.998, RMS relative error 1.2%); sqrt(a·N/b) = 2.67".
-pub(super) fn fit_text(fit: &crate::results::sublinear::SublinearFit) -> String {
+pub(super) fn fit_text(fit: &crate::analysis::sublinear::SublinearFit) -> String {
     let mib = |b: f64| format!("{} MiB", short(b / MIB));
     let k = fit
         .continuous_minimizer()
@@ -204,7 +204,7 @@ pub(super) fn sweep_table(pattern: &str, s: &Sweep) -> Table {
             }
             vec![
                 p.k.to_string(),
-                crate::results::sublinear::segments(s.layers, p.k).to_string(),
+                crate::analysis::sublinear::segments(s.layers, p.k).to_string(),
                 format!("{:.2}", p.activation_bytes / MIB),
                 fmt_opt(fitted.map(|f| f / MIB), 2, ""),
                 fmt_opt(

@@ -5,11 +5,11 @@
 //! ([`memwall_core::units::front`]). Shown for a group with a row the unit executor ran.
 
 use super::{control_of, ConfigRow, Group, StudyInputs, MIB};
+use crate::analysis::stats;
+use crate::analysis::summary::GoalVerdict;
+use crate::analysis::JobRecord;
 use crate::content::{Figure, Mark, Series, Table};
-use crate::results::analysis::GoalVerdict;
-use crate::results::JobRecord;
 use crate::spec::GoalMetric;
-use crate::stats;
 use memwall_core::units::{front, recomputed_units, Granularity, Unit};
 
 /// Measured peaks within this ratio of each other count as equal memory (2%).

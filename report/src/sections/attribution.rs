@@ -7,50 +7,22 @@
 //! step), and, where the CUDA runner profiled a step, its kernel categories.
 
 use crate::content::{Section, Table};
-use memwall_core::record::attribution::{
-    read_rows, AttributionRow, AttributionStatus, ATTRIBUTION_DIR,
-};
+use memwall_core::record::attribution::{AttributionRow, AttributionStatus};
 use memwall_core::spec::ModelConfig;
 use std::collections::BTreeMap;
-use std::path::Path;
 
-/// The rows under `runs/<study>/attribution/*.jsonl` (files in name order), and one message per
-/// line or file that does not read (naming the file, the line and the field). `None` when the
-/// folder does not exist.
-pub fn load(runs: &Path, study: &str) -> Option<(Vec<AttributionRow>, Vec<String>)> {
-    let dir = runs.join(study).join(ATTRIBUTION_DIR);
-    let entries = std::fs::read_dir(&dir).ok()?;
-    let mut files: Vec<_> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    let mut rows = Vec::new();
-    let mut bad = Vec::new();
-    for f in files {
-        match read_rows(&f) {
-            Ok((r, b)) => {
-                rows.extend(r);
-                bad.extend(b);
-            }
-            Err(e) => bad.push(e.to_string()),
-        }
-    }
-    Some((rows, bad))
-}
-
-/// The section for `study`, or `None` when it has no attribution rows (see the module
-/// documentation). Lines that do not read are left out and named in the section's notes.
-pub fn section(runs: &Path, study: &str) -> Option<Section> {
-    let (rows, bad) = load(runs, study)?;
-    for b in &bad {
+/// The section of a study's attribution rows (`rows`, with `bad`, one message per line or
+/// file that did not read: [`crate::analysis::attribution::load`]), or `None` when there is
+/// neither (see the module documentation). Lines that did not read are named in the
+/// section's notes.
+pub fn section(rows: &[AttributionRow], bad: &[String]) -> Option<Section> {
+    for b in bad {
         tracing::warn!("attribution rows: leaving out {b}");
     }
     if rows.is_empty() && bad.is_empty() {
         return None;
     }
-    Some(build(&rows, &bad))
+    Some(build(rows, bad))
 }
 
 fn rank(list: &[&str], x: &str) -> usize {
@@ -588,7 +560,10 @@ pub fn build(rows: &[AttributionRow], bad: &[String]) -> Section {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::attribution::load;
+    use memwall_core::record::attribution::ATTRIBUTION_DIR;
     use memwall_core::record::attribution::{operations, ATTRIBUTION_FORMAT};
+    use std::path::Path;
 
     fn model() -> ModelConfig {
         ModelConfig {
@@ -653,9 +628,10 @@ mod tests {
     fn the_section_sets_burn_beside_pytorch_per_operation_and_per_step() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(
-            section(tmp.path(), "peak_memory").is_none(),
-            "no folder, no section"
+            load(tmp.path(), "peak_memory").is_none(),
+            "no folder, no rows"
         );
+        assert!(section(&[], &[]).is_none(), "no rows, no section");
         let dir = tmp.path().join("peak_memory").join(ATTRIBUTION_DIR);
         std::fs::create_dir_all(&dir).unwrap();
         let mut burn = rows("burn", 2.0);
@@ -703,7 +679,7 @@ mod tests {
             bad[0]
         );
 
-        let s = section(tmp.path(), "peak_memory").unwrap();
+        let s = section(&all, &bad).unwrap();
         assert_eq!(
             s.title,
             "Where the time goes: kernels, memwall (Burn) beside PyTorch"

@@ -113,13 +113,13 @@ fn legend_is_drawn_above_the_tallest_bar() {
 
 #[test]
 fn log_axes_span_at_least_three_powers_of_ten() {
-    let (a, b) = crate::figures::decades(2.0e4, 2.0e6);
+    let (a, b) = crate::sinks::figures::decades(2.0e4, 2.0e6);
     assert_eq!((a, b), (1e4, 1e7));
-    let (a, b) = crate::figures::decades(5.0, 60.0);
+    let (a, b) = crate::sinks::figures::decades(5.0, 60.0);
     assert!(b / a >= 100.0 - 1e-9, "{a} {b}");
     assert!(a <= 5.0 && b >= 60.0);
     // Less than a decade: padded, not snapped (1-2-5 ticks label it).
-    let (a, b) = crate::figures::decades(1.0, 8.0);
+    let (a, b) = crate::sinks::figures::decades(1.0, 8.0);
     assert!(a < 1.0 && a > 0.5 && b > 8.0 && b < 12.0, "{a} {b}");
 }
 

@@ -7,13 +7,13 @@
 //! [`AnalysisError`] naming the column and the study, never an empty cell. A cell that exists
 //! and is null (a measurement of a job that did not finish) is read as `None`.
 //!
-//! May import: `memwall_core` (records, specs), polars, [`crate::stats`].
+//! May import: `memwall_core` (records, specs), polars, [`crate::analysis::stats`].
 
 use super::{JobStatus, StudyRecords};
+use crate::analysis::stats::{self, Estimate};
 use crate::spec::{
     CheckpointSpec, Goal, GoalMetric, GoalSelector, JobSpec, OptimizerKind, Precision,
 };
-use crate::stats::{self, Estimate};
 use memwall_core::strategy::LayerNormSaving;
 use polars::prelude::*;
 use std::collections::BTreeMap;

@@ -7,8 +7,9 @@
 //! A README without the markers is left alone (a scratch record store's reports have none
 //! beside them).
 //!
-//! May import: `crate::error`, `crate::results` (atomic writes).
+//! May import: `crate::error`, `crate::analysis` (atomic writes).
 
+use super::{ReportSet, Sink};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -106,7 +107,7 @@ pub fn write(reports: &Path, block: &str) -> Result<bool> {
         return Ok(false);
     };
     if new != text {
-        crate::results::write_atomic(&path, new.as_bytes())?;
+        crate::analysis::write_atomic(&path, new.as_bytes())?;
     }
     Ok(true)
 }
@@ -144,6 +145,67 @@ pub fn check(committed: &Path, block: &str) -> Result<Option<String>> {
             .take(100)
             .collect::<String>()
     )))
+}
+
+/// The README sink: the README's results block beside the reports root of the set, from the
+/// reports rendered there ([`write_readme_block`] with the set's headline study, its
+/// `study.readme_headline`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Readme;
+
+impl Sink for Readme {
+    fn name(&self) -> &'static str {
+        "readme"
+    }
+
+    fn set(&self, set: &ReportSet<'_>) -> Result<Vec<PathBuf>> {
+        let headline = crate::spec::StudyRoles::of_files(set.experiments)?.headline;
+        let before = std::fs::read(readme_of(set.reports)).ok();
+        write_readme_block(set.reports, headline.as_deref())?;
+        let after = std::fs::read(readme_of(set.reports)).ok();
+        Ok(if before != after {
+            vec![readme_of(set.reports)]
+        } else {
+            Vec::new()
+        })
+    }
+}
+
+/// Writes the README's results block ([`block`]) beside `reports` from the
+/// reports rendered there, when a study is the headline (`study.readme_headline`), its report
+/// exists and the README has the block's markers.
+///
+/// # Errors
+/// The headline report or the index without what the block quotes; I/O errors.
+pub fn write_readme_block(reports: &Path, headline: Option<&str>) -> Result<()> {
+    if let Some(block) = readme_block(reports, reports, headline)? {
+        write(reports, &block)?;
+    }
+    Ok(())
+}
+
+/// The README's results block from the reports rendered under `rendered`, linking to
+/// `committed` (the reports root beside the README), with the glance of `headline`; `None`
+/// without a headline study or its report.
+///
+/// # Errors
+/// As [`block`].
+pub fn readme_block(
+    rendered: &Path,
+    committed: &Path,
+    headline: Option<&str>,
+) -> Result<Option<String>> {
+    let Some(headline) = headline else {
+        return Ok(None);
+    };
+    if !rendered.join(headline).join("report.md").is_file() {
+        return Ok(None);
+    }
+    let rel = committed
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "reports".into());
+    block(rendered, &rel, headline).map(Some)
 }
 
 #[cfg(test)]

@@ -3,12 +3,14 @@
 //! usvg (the resvg project), so a figure looks the same in every browser and blog engine and
 //! needs no font of the reader's.
 
+use super::{Sink, StudyReport};
 use crate::content::{Figure, Mark, Series};
 use crate::error::{Error, Result};
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 mod dag;
@@ -27,6 +29,52 @@ const LEGEND_PX: u32 = 17;
 const BAR_NAME_PX: u32 = 17;
 const POINT_LABEL_PX: u32 = 16;
 const MARGIN: i32 = 12;
+
+/// The figures sink: every drawable figure of a report as `figures/<name>.svg` (a figure
+/// without a finite point is left out with a warning: its table says why), and the SVG files a
+/// figure the records no longer give left behind removed, so no stale figure stays beside the
+/// report as if it were evidence.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figures;
+
+/// The folder of a report's figures, beside `report.md`.
+pub const FIGURES_DIR: &str = "figures";
+
+impl Sink for Figures {
+    fn name(&self) -> &'static str {
+        "figures"
+    }
+
+    fn study(&self, report: &StudyReport<'_>, out_dir: &Path) -> Result<Vec<PathBuf>> {
+        let fig_dir = out_dir.join(FIGURES_DIR);
+        std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io("creating", &fig_dir, e))?;
+        let mut files = Vec::new();
+        for fig in report.doc.sections.iter().flat_map(|s| &s.figures) {
+            if !is_drawable(fig) {
+                // e.g. reductions in a group without a finished control: the table says why.
+                tracing::warn!("figure `{}` has no finite point: left out", fig.name);
+                continue;
+            }
+            let path = fig_dir.join(format!("{}.svg", fig.name));
+            crate::analysis::write_atomic(&path, svg(fig)?.as_bytes())?;
+            files.push(path);
+        }
+        remove_stale_figures(&fig_dir, &files)?;
+        Ok(files)
+    }
+}
+
+/// Removes the SVG files of `fig_dir` that this rendering did not write (`kept`).
+fn remove_stale_figures(fig_dir: &Path, kept: &[PathBuf]) -> Result<()> {
+    let entries = std::fs::read_dir(fig_dir).map_err(|e| Error::io("listing", fig_dir, e))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "svg") && !kept.contains(&p) {
+            std::fs::remove_file(&p).map_err(|e| Error::io("removing", &p, e))?;
+        }
+    }
+    Ok(())
+}
 
 fn register_font() {
     static ONCE: Once = Once::new();

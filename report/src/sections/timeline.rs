@@ -3,8 +3,8 @@
 //! and the table "peak: when and what" per configuration, from the records' [`StepTimeline`]s
 //! ([`memwall_core::timeline`]).
 
+use crate::analysis::JobRecord;
 use crate::content::{Band, Figure, Mark, Section, Series, Table};
-use crate::results::JobRecord;
 use crate::units::format_bytes;
 use memwall_core::spec::MAX_TIMELINE_LINES;
 use memwall_core::timeline::{PeakBreakdown, StepTimeline};

@@ -507,8 +507,8 @@ pub(super) fn environment_table(inputs: &StudyInputs, g: &Group) -> Result<Optio
     for c in g.rows.iter().chain(&g.unsupported) {
         let opt = c.s.strategy.optimizer;
         match by_optimizer.iter_mut().find(|(o, _)| *o == opt) {
-            Some((_, names)) => names.push(markdown::escape(&c.cfg.label)),
-            None => by_optimizer.push((opt, vec![markdown::escape(&c.cfg.label)])),
+            Some((_, names)) => names.push(text::escape(&c.cfg.label)),
+            None => by_optimizer.push((opt, vec![text::escape(&c.cfg.label)])),
         }
     }
     if by_optimizer.len() > 1 {

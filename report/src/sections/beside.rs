@@ -8,10 +8,10 @@
 //! agree across machines of one architecture; samples/s follow the machine (machines of the
 //! same kind differ by 1.5x and more).
 //!
-//! May import: `crate::content`, `crate::results`.
+//! May import: `crate::content`, `crate::analysis`.
 
+use crate::analysis::{JobRecord, JobStatus};
 use crate::content::{GlanceRow, Section, Table};
-use crate::results::{JobRecord, JobStatus};
 
 /// The section, or `None` when no configuration measured here has a published record of the
 /// same configuration, profile and backend. `labels` maps configuration names to their labels.
@@ -258,7 +258,7 @@ mod tests {
         // A committed record of the published store, and the same job measured "here" on
         // another machine with half the peak and twice the speed.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../runs/peak_memory");
-        let published = crate::results::read_record(&dir.join("a052c26a04125a3e"))
+        let published = crate::analysis::read_record(&dir.join("a052c26a04125a3e"))
             .unwrap()
             .expect("a committed cpu-profile record");
         let mut here = published.clone();

@@ -1,23 +1,23 @@
-//! Report sections of a training study. The analysis stage ([`crate::results::analysis`])
-//! reads the polars study table ([`crate::results::study_table`]) and the per-step table into
+//! Report sections of a training study. The analysis stage ([`crate::analysis::analysis`])
+//! reads the polars study table ([`crate::analysis::study_table`]) and the per-step table into
 //! typed values (configuration rows, groups, goal outcomes, step curves); this module only
 //! arranges and formats them.
 
-use crate::content::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
-use crate::error::Result;
-use crate::glance::{self, Answer};
-use crate::markdown;
-use crate::reference::{self, TorchRow};
-use crate::results::analysis::{
+use crate::analysis::sublinear::{Sweep, SweepPoint};
+use crate::analysis::summary::{
     analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
     GroupSummary, RepeatRuns, StepScaling, StudyAnalysis,
 };
-use crate::results::sublinear::{Sweep, SweepPoint};
-use crate::results::{steps_table, JobRecord, JobStatus, StudyRecords};
+use crate::analysis::{steps_table, JobRecord, JobStatus, StudyRecords};
+use crate::content::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
+use crate::error::Result;
+use crate::glance::{self, Answer};
+use crate::reference::TorchRow;
+use crate::sections::timeline;
 use crate::spec::{
     CheckpointSpec, Claim, ConfigSelector, ConfigSpec, Goal, GoalMetric, StudyHeader,
 };
-use crate::timeline;
+use crate::text;
 use memwall_core::spec::claims::{SourceClaim, SweepMetric, TrainingMetric, TrainingTarget};
 use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
@@ -65,7 +65,7 @@ fn claim_text(header: &StudyHeader, configs: &[ConfigSpec]) -> String {
             quoted.push(cl);
         }
     }
-    let source = markdown::escape(&header.source);
+    let source = text::escape(&header.source);
     if quoted.is_empty() {
         return match &header.claim {
             Some(claim) => format!("{source}: {claim}"),
@@ -289,12 +289,12 @@ fn human_count(n: f64) -> String {
 /// last section listing records whose configuration is no longer in the experiment file. The
 /// PyTorch rows measured on a CPU (`pytorch`, the study's stored rows; empty for none) are
 /// shown in the first CPU group of their device and model shape
-/// ([`crate::reference::cpu_table`]); the glance does not read them.
+/// ([`crate::crate::sections::reference::cpu_table`]); the glance does not read them.
 ///
 /// # Errors
 /// [`crate::Error::Records`] when the study has no records; [`crate::Error::Report`] on table
 /// errors and when the analysis stage cannot read a column (an
-/// [`crate::results::analysis::AnalysisError`] naming it and the study).
+/// [`crate::analysis::summary::AnalysisError`] naming it and the study).
 pub fn sections(
     records: &StudyRecords,
     header: &StudyHeader,
@@ -720,7 +720,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
         .iter()
         .filter(|c| !c.maps_to.is_empty())
         .filter(|c| g.rows.iter().any(|r| r.cfg.name == c.name))
-        .map(|c| format!("*{}*: {}", markdown::escape(&c.label), c.maps_to))
+        .map(|c| format!("*{}*: {}", text::escape(&c.label), c.maps_to))
         .collect();
     Ok(Section {
         title: g.heading(),
@@ -735,10 +735,10 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
                 format!(
                     "The same device with other runtime settings ({}): its numbers are in these \
                      tables; the figures above are drawn for the first group of this device.",
-                    markdown::escape(&g.backend_label)
+                    text::escape(&g.backend_label)
                 )
             }))
-            .chain(pytorch.is_some().then(reference::cpu_note))
+            .chain(pytorch.is_some().then(crate::sections::reference::cpu_note))
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
@@ -758,7 +758,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
 }
 
 /// The PyTorch eager rows measured on this CPU group's device with its model shape, beside the
-/// group's records ([`reference::cpu_table`]): `None` for a GPU group, a secondary group (its
+/// group's records ([`crate::sections::reference::cpu_table`]): `None` for a GPU group, a secondary group (its
 /// first group shows them), or where no such row is stored.
 fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
     if g.gpu || g.secondary {
@@ -782,13 +782,13 @@ fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
         .iter()
         .filter(|r| {
             group.iter().any(|m| {
-                reference::same_model(m, &r.model)
+                crate::sections::reference::same_model(m, &r.model)
                     && inputs.by_name.contains_key(m.spec.config.as_str())
             })
         })
         .cloned()
         .collect();
-    reference::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
+    crate::sections::reference::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
 }
 
 /// A GPU group's note naming the study's configurations (of the group's model) that have no
@@ -814,14 +814,14 @@ fn not_run_note(inputs: &StudyInputs, g: &Group) -> Option<String> {
     let missing: Vec<String> = of_model
         .iter()
         .filter(|c| !ran(&c.name))
-        .map(|c| format!("{} (`{}`)", markdown::escape(&c.label), c.name))
+        .map(|c| format!("{} (`{}`)", text::escape(&c.label), c.name))
         .collect();
     (!missing.is_empty()).then(|| {
         format!(
             "*Not yet run on {}*: {} of the study's {} configuration(s){} have no record on this \
              device: {}. `memwall bundle --suite --gpu-model \"{}\"` bundles these, leaving out \
              what is stored for this GPU.",
-            markdown::escape(&g.device),
+            text::escape(&g.device),
             missing.len(),
             of_model.len(),
             g.model
@@ -829,7 +829,7 @@ fn not_run_note(inputs: &StudyInputs, g: &Group) -> Option<String> {
                 .map(|m| format!(" of the `{m}` model"))
                 .unwrap_or_default(),
             missing.join(", "),
-            markdown::escape(&g.device)
+            text::escape(&g.device)
         )
     })
 }
@@ -845,7 +845,7 @@ fn layer_norm_drift(g: &Group) -> Option<String> {
         .map(|c| {
             format!(
                 "{} (`{}`)",
-                markdown::escape(&c.cfg.name),
+                text::escape(&c.cfg.name),
                 c.s.strategy.layer_norm.as_str()
             )
         })
@@ -870,7 +870,7 @@ fn summary(g: &Group) -> String {
         .rows
         .iter()
         .filter(|c| !c.ok)
-        .map(|c| format!("{} ({})", markdown::escape(&c.cfg.label), c.status.as_str()))
+        .map(|c| format!("{} ({})", text::escape(&c.cfg.label), c.status.as_str()))
         .collect();
     let best = g
         .rows
@@ -884,8 +884,8 @@ fn summary(g: &Group) -> String {
         g.first(|s| s.size.parameters)
             .map(human_count)
             .unwrap_or_else(|| "–".into()),
-        markdown::escape(&g.device),
-        markdown::escape(&g.backend_label),
+        text::escape(&g.device),
+        text::escape(&g.backend_label),
         g.first(|s| Some(s.size.measured_steps))
             .map(|s| s.to_string())
             .unwrap_or_else(|| "–".into()),
@@ -911,7 +911,7 @@ fn summary(g: &Group) -> String {
             .unwrap_or_default();
         text.push_str(&format!(
             " Largest reduction against the control: {} {}, {red:.1}% ({}{source}).",
-            markdown::escape(&c.cfg.label),
+            text::escape(&c.cfg.label),
             c.peak.map(format_bytes).unwrap_or_default(),
             fmt_opt(c.s.measured.samples_per_s, 2, " samples/s"),
         ));
@@ -941,10 +941,10 @@ fn unsupported_sentences(g: &Group) -> String {
             }
             format!(
                 " {}: {} configuration{} not run, unsupported on {} ({}).",
-                markdown::escape(&reason),
+                text::escape(&reason),
                 names.len(),
                 if names.len() == 1 { "" } else { "s" },
-                markdown::escape(&g.backend_label),
+                text::escape(&g.backend_label),
                 name_list(names)
             )
         })

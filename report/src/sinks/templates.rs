@@ -1,117 +1,28 @@
-//! Renders a report (Markdown with YAML front matter, a standalone HTML page with inline SVG
-//! figures, and the SVG files) from minijinja templates.
+//! The Markdown and HTML sinks: a report as Markdown with YAML front matter (`report.md`) and as
+//! a standalone HTML page with its figures inline (`index.html`), from minijinja templates.
 //!
 //! The templates get plain text (titles, captions, cells) and Markdown (descriptions, notes,
 //! claims) apart: the `md` filter escapes plain text for Markdown, `markdown` and
 //! `markdown_inline` render Markdown to HTML with comrak, and minijinja escapes the rest of the
 //! HTML page. Tables arrive with their column alignment and numbered footnotes.
 
-use crate::content::{GlanceRow, Section, Table};
+use super::{Sink, StudyReport};
+use crate::content::{Section, Table};
 use crate::error::{Error, Result};
-use crate::figures;
-use crate::markdown;
+use crate::sections::ReportDoc;
+use crate::sinks::figures;
+use crate::sinks::markdown;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The Markdown template memwall reads from the templates directory.
 pub const MARKDOWN_TEMPLATE: &str = "report.md.j2";
+/// The Markdown report's file name in a study's report folder.
+pub const REPORT_MD: &str = "report.md";
+/// The HTML report's file name in a study's report folder.
+pub const REPORT_HTML: &str = "index.html";
 /// The HTML template memwall reads from the templates directory.
 pub const HTML_TEMPLATE: &str = "report.html.j2";
-
-/// A report: the study's header, its sections and the environment it ran in.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReportDoc {
-    /// Folder name under `reports/`.
-    pub name: String,
-    /// The study's title (the page's heading).
-    pub title: String,
-    /// Date of the newest record the report shows (YYYY-MM-DD), for the front matter: the same
-    /// records give the same report on any day.
-    pub date: String,
-    /// The source document whose claims are checked.
-    pub source: String,
-    /// The source document's own title (empty when the file gives none).
-    pub source_title: String,
-    /// The headline in one sentence (front matter `description`, the index's result column).
-    pub summary: String,
-    /// The "Results at a glance" rows: the source's headline claims beside ours.
-    pub glance: Vec<GlanceRow>,
-    /// The introduction (Markdown).
-    pub description: String,
-    /// Notes printed under the introduction (Markdown).
-    pub notes: Vec<String>,
-    /// Front-matter tags.
-    pub tags: Vec<String>,
-    /// The study's sections, in order.
-    pub sections: Vec<Section>,
-    /// Environment tables (one per device the study ran on).
-    pub environment: Vec<Table>,
-    /// Where the numbers come from, as the page names it (`runs/<study>/` for a study; the
-    /// history store for the nightly page).
-    pub records: String,
-    /// Whether the page quotes a source document's numbers beside its own (every study; not
-    /// the nightly page, whose "source" is memwall's own history).
-    pub quotes_source: bool,
-    /// Date (YYYY-MM-DD) of the newest record measured where the headline was (the glance's
-    /// device), which the index and the README show beside that device; empty: `date`.
-    pub measured_date: String,
-    /// Where the rows were measured when no claim is judged (the glance's device otherwise):
-    /// the index and the README show it in their device column; empty: unknown.
-    pub measured_on: String,
-}
-
-impl ReportDoc {
-    /// A report of `header`'s study dated `date` (YYYY-MM-DD, the newest record's), opening
-    /// with `glance`.
-    pub fn new(
-        header: &crate::spec::StudyHeader,
-        sections: Vec<Section>,
-        environment: Vec<Table>,
-        date: String,
-        glance: Vec<GlanceRow>,
-    ) -> Self {
-        ReportDoc {
-            name: header.name.clone(),
-            title: header.title.clone(),
-            date,
-            summary: if glance.is_empty() {
-                "No headline claim of the source is judged here: the rows are memwall's own \
-                 measurements."
-                    .into()
-            } else {
-                crate::glance::summary(&glance)
-            },
-            glance,
-            source: header.source.clone(),
-            source_title: header.source_title.clone(),
-            description: header.description.clone(),
-            notes: header.notes.clone(),
-            tags: header.tags.clone(),
-            sections,
-            environment,
-            records: format!("runs/{}/", header.name),
-            quotes_source: true,
-            measured_date: String::new(),
-            measured_on: String::new(),
-        }
-    }
-}
-
-impl ReportDoc {
-    /// The sentence that says where the numbers come from.
-    pub fn evidence(&self) -> String {
-        if self.quotes_source {
-            format!(
-                "Every number under \"ours\" comes from the run records committed in {}; the \
-                 source document's numbers are quoted beside them, and a number computed from \
-                 them is labelled derived.",
-                self.records
-            )
-        } else {
-            format!("Every number comes from {}.", self.records)
-        }
-    }
-}
 
 #[derive(Serialize)]
 struct FigureCtx {
@@ -283,22 +194,11 @@ fn table_ctx(t: &Table, id: String) -> Result<TableCtx> {
     })
 }
 
-/// Paths written by [`render`].
-#[derive(Debug, Clone)]
-pub struct Rendered {
-    /// `report.md`.
-    pub markdown: PathBuf,
-    /// `index.html`.
-    pub html: PathBuf,
-    /// `figures/<name>.svg`, one per figure.
-    pub figures: Vec<PathBuf>,
-}
-
 fn load_env(templates: &Path) -> Result<minijinja::Environment<'static>> {
     let mut env = minijinja::Environment::new();
     // Plain text as literal Markdown; Markdown fields as HTML (comrak); no raw HTML passes.
-    env.add_filter("md", |s: String| markdown::escape(&s));
-    env.add_filter("alt", |s: String| markdown::alt_text(&s));
+    env.add_filter("md", |s: String| crate::text::escape(&s));
+    env.add_filter("alt", |s: String| crate::text::alt_text(&s));
     env.add_filter("markdown", |s: String| {
         minijinja::Value::from_safe_string(markdown::to_html(&s))
     });
@@ -315,36 +215,30 @@ fn load_env(templates: &Path) -> Result<minijinja::Environment<'static>> {
     Ok(env)
 }
 
-/// Removes the SVG files of `fig_dir` that this rendering did not write (`kept`): a figure the
-/// records no longer give must not stay beside the report as if it were evidence.
-fn remove_stale_figures(fig_dir: &Path, kept: &[PathBuf]) -> Result<()> {
-    let entries = std::fs::read_dir(fig_dir).map_err(|e| Error::io("listing", fig_dir, e))?;
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.extension().is_some_and(|x| x == "svg") && !kept.contains(&p) {
-            std::fs::remove_file(&p).map_err(|e| Error::io("removing", &p, e))?;
-        }
-    }
-    Ok(())
+/// The drawable figures of `section` as the templates see them (the files the figures sink
+/// writes); a figure without a finite point is left out.
+fn figure_ctx(section: &Section) -> Vec<FigureCtx> {
+    section
+        .figures
+        .iter()
+        .filter(|fig| figures::is_drawable(fig))
+        .map(|fig| FigureCtx {
+            name: fig.name.clone(),
+            title: fig.title.clone(),
+            file: format!("figures/{}.svg", fig.name),
+        })
+        .collect()
 }
 
-/// Renders `doc` into `out_dir` (`report.md`, `index.html`, `figures/*.svg`) with the templates
-/// in `templates`.
-///
-/// # Errors
-/// [`Error::Io`] for unreadable templates or unwritable outputs, [`Error::Report`] for template
-/// and figure errors.
-pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rendered> {
+/// `doc` rendered with the template `name` of `templates`.
+fn render_template(doc: &ReportDoc, templates: &Path, name: &str) -> Result<String> {
     let env = load_env(templates)?;
-    let fig_dir = out_dir.join("figures");
-    std::fs::create_dir_all(&fig_dir).map_err(|e| Error::io("creating", &fig_dir, e))?;
-    let mut files = Vec::new();
-    let mut sections = Vec::with_capacity(doc.sections.len());
-    for section in &doc.sections {
-        let rendered = write_figures(section, &fig_dir, &mut files)?;
-        let si = sections.len() + 1;
-        sections.push(section_ctx(section, si, rendered)?);
-    }
+    let sections = doc
+        .sections
+        .iter()
+        .enumerate()
+        .map(|(i, section)| section_ctx(section, i + 1, figure_ctx(section)))
+        .collect::<Result<Vec<_>>>()?;
     let environment = doc
         .environment
         .iter()
@@ -352,52 +246,66 @@ pub fn render(doc: &ReportDoc, templates: &Path, out_dir: &Path) -> Result<Rende
         .map(|(ti, t)| table_ctx(t, format!("env-{}", ti + 1)))
         .collect::<Result<Vec<_>>>()?;
     let ctx = template_context(doc, &sections, &environment)?;
-    let md = env
-        .get_template(MARKDOWN_TEMPLATE)
+    env.get_template(name)
         .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::render(format!("rendering {MARKDOWN_TEMPLATE}"), e))?;
-    let html = env
-        .get_template(HTML_TEMPLATE)
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| Error::render(format!("rendering {HTML_TEMPLATE}"), e))?;
-    remove_stale_figures(&fig_dir, &files)?;
-    let markdown = out_dir.join("report.md");
-    let html_path = out_dir.join("index.html");
-    crate::results::write_atomic(&markdown, md.as_bytes())?;
-    crate::results::write_atomic(&html_path, html.as_bytes())?;
-    Ok(Rendered {
-        markdown,
-        html: html_path,
-        figures: files,
-    })
+        .map_err(|e| Error::render(format!("rendering {name}"), e))
 }
 
-/// Writes the drawable figures of `section` as `fig_dir/<name>.svg` (adding their paths to
-/// `files`) and returns them as the templates see them; a figure without a finite point is
-/// left out with a warning.
-fn write_figures(
-    section: &Section,
-    fig_dir: &Path,
-    files: &mut Vec<PathBuf>,
-) -> Result<Vec<FigureCtx>> {
-    let mut rendered = Vec::new();
-    for fig in &section.figures {
-        if !figures::is_drawable(fig) {
-            // e.g. reductions in a group without a finished control: the table says why.
-            tracing::warn!("figure `{}` has no finite point: left out", fig.name);
-            continue;
-        }
-        let svg = figures::svg(fig)?;
-        let path = fig_dir.join(format!("{}.svg", fig.name));
-        crate::results::write_atomic(&path, svg.as_bytes())?;
-        files.push(path);
-        rendered.push(FigureCtx {
-            name: fig.name.clone(),
-            title: fig.title.clone(),
-            file: format!("figures/{}.svg", fig.name),
-        });
+/// `doc` rendered with the template `name` of `templates`, written to `path` atomically.
+fn write_template(
+    doc: &ReportDoc,
+    templates: &Path,
+    name: &str,
+    path: &Path,
+) -> Result<Vec<PathBuf>> {
+    let text = render_template(doc, templates, name)?;
+    crate::analysis::write_atomic(path, text.as_bytes())?;
+    Ok(vec![path.to_path_buf()])
+}
+
+/// The Markdown sink: `report.md` from the template [`MARKDOWN_TEMPLATE`] of its folder.
+#[derive(Debug, Clone)]
+pub struct Markdown {
+    /// The templates folder.
+    pub templates: PathBuf,
+}
+
+impl Sink for Markdown {
+    fn name(&self) -> &'static str {
+        "markdown"
     }
-    Ok(rendered)
+
+    fn study(&self, report: &StudyReport<'_>, out_dir: &Path) -> Result<Vec<PathBuf>> {
+        write_template(
+            report.doc,
+            &self.templates,
+            MARKDOWN_TEMPLATE,
+            &out_dir.join(REPORT_MD),
+        )
+    }
+}
+
+/// The HTML sink: `index.html` (a standalone page, its figures inline) from the template
+/// [`HTML_TEMPLATE`] of its folder.
+#[derive(Debug, Clone)]
+pub struct Html {
+    /// The templates folder.
+    pub templates: PathBuf,
+}
+
+impl Sink for Html {
+    fn name(&self) -> &'static str {
+        "html"
+    }
+
+    fn study(&self, report: &StudyReport<'_>, out_dir: &Path) -> Result<Vec<PathBuf>> {
+        write_template(
+            report.doc,
+            &self.templates,
+            HTML_TEMPLATE,
+            &out_dir.join(REPORT_HTML),
+        )
+    }
 }
 
 /// The `si`-th section (from 1) as the templates see it, its tables anchored `t<si>-<n>`.
@@ -462,6 +370,7 @@ fn template_context(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::render;
 
     #[test]
     fn numbers_with_units_are_numeric_and_words_are_not() {

@@ -51,7 +51,7 @@ fn twin_of(inputs: &StudyInputs, groups: &[Group], claim: &SourceClaim) -> Optio
                 && r.device == g.device
                 && r.status == TorchStatus::Ok
                 && !r.on_cpu()
-                && reference::same_model(record, &r.model)
+                && crate::sections::reference::same_model(record, &r.model)
         })
     };
     let (tc, tk) = (twin(&c.cfg.name)?, twin(&k.cfg.name)?);

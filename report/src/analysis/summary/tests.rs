@@ -1,5 +1,5 @@
 use super::*;
-use crate::results::{study_table, JobRecord, Summary};
+use crate::analysis::{study_table, JobRecord, Summary};
 use crate::spec::CheckpointSpec;
 
 /// A finished (or failed) run of `job` of `peak_memory`'s full profile with step time `s`.
