@@ -167,11 +167,6 @@ enum Cmd {
         verdict: NightlyVerdictArgs,
         #[command(flatten)]
         run: RunArgs,
-        /// Fault injection, off by default: every step of STUDY/CONFIG takes FACTOR times as
-        /// long in tonight's binary, as a real slowdown would (to check that the nightly flags
-        /// exactly that configuration after its confirmation reruns).
-        #[arg(long, value_name = "STUDY/CONFIG=FACTOR")]
-        inject_slowdown: Option<String>,
         /// Reruns of each side (tonight's binary, the last night's) that confirm a flagged
         /// change before it is reported; 0 reports every flag as first measured.
         #[arg(long, default_value_t = memwall_lab::nightly::confirm::CONFIRM_RUNS)]
@@ -300,7 +295,6 @@ fn run() -> Result<()> {
             slurm_final,
             verdict,
             run,
-            inject_slowdown,
             confirm_runs,
         } => nightly(
             experiments,
@@ -311,7 +305,6 @@ fn run() -> Result<()> {
             slurm_final.as_deref(),
             &verdict,
             run,
-            inject_slowdown.as_deref(),
             confirm_runs,
         ),
         Cmd::History {
@@ -355,5 +348,47 @@ mod error_line_tests {
         );
         // anyhow's own `{:#}` repeats the I/O error: what this replaces.
         assert_eq!(format!("{e:#}").matches("No such file").count(), 2);
+    }
+}
+
+#[cfg(test)]
+mod command_line_tests {
+    /// Every long option is unique within its command, flattened arguments included: `memwall
+    /// nightly` once had two `--inject-slowdown`, its own and the run arguments', and its own
+    /// was never set. (clap's `Command::debug_assert` checks this only where clap itself is
+    /// built with debug assertions, not in the release builds the tests run in.)
+    #[test]
+    fn every_long_option_is_unique_in_its_command() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, found: &mut Vec<String>) {
+            let mut seen = std::collections::BTreeSet::new();
+            for a in cmd.get_arguments() {
+                if let Some(long) = a.get_long() {
+                    if !seen.insert(long) {
+                        found.push(format!("{path}: --{long} twice"));
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+        let cmd = super::Cli::command();
+        let mut found = Vec::new();
+        walk(&cmd, "memwall", &mut found);
+        assert!(cmd.get_subcommands().count() > 10, "subcommands not found");
+        assert!(found.is_empty(), "{found:?}");
+        // The walk finds a planted duplicate, one subcommand down.
+        let planted = clap::Command::new("m").subcommand(
+            clap::Command::new("nightly")
+                .arg(clap::Arg::new("a").long("inject-slowdown"))
+                .arg(clap::Arg::new("b").long("inject-slowdown")),
+        );
+        let mut found = Vec::new();
+        walk(&planted, "m", &mut found);
+        assert_eq!(
+            found,
+            vec!["m nightly: --inject-slowdown twice".to_string()]
+        );
     }
 }

@@ -129,14 +129,9 @@ pub(crate) fn nightly(
     slurm_final: Option<&Path>,
     verdict: &NightlyVerdictArgs,
     mut run: RunArgs,
-    inject_slowdown: Option<&str>,
     confirm_runs: usize,
 ) -> Result<()> {
     check_noise(verdict.noise_threshold)?;
-    if let Some(s) = inject_slowdown {
-        s.parse::<memwall_runner::train::slowdown::Slowdown>()
-            .map_err(|e| anyhow::anyhow!("--inject-slowdown {e}"))?;
-    }
     if !matches!(cpu_profile, Profile::Smoke | Profile::Cpu) {
         bail!("--cpu-profile {cpu_profile}: expected `smoke` or `cpu`");
     }
@@ -155,7 +150,7 @@ pub(crate) fn nightly(
         noise: verdict.noise_threshold,
         cpu_profile,
         memwall: std::env::current_exe().context("locating the memwall executable")?,
-        inject_slowdown: inject_slowdown.map(|s| s.to_string()),
+        inject_slowdown: run.inject_slowdown.clone(),
         confirm_runs,
     };
     if let Some(dir) = slurm_final {

@@ -61,10 +61,11 @@ pub(crate) struct RunArgs {
     /// Runs of each configuration (interleaved), replacing the file's `[study] repeats`.
     #[arg(long)]
     pub(crate) repeats: Option<usize>,
-    /// Fault injection (off by default; the nightly's confirmation reruns): `STUDY/CONFIG=FACTOR`
-    /// makes every step of that configuration take FACTOR times as long (`memwall-job
-    /// run-job --inject-slowdown`).
-    #[arg(long, hide = true)]
+    /// Fault injection, off by default: every step of STUDY/CONFIG takes FACTOR times as long
+    /// (`memwall-job run-job --inject-slowdown`), as a real slowdown would; `memwall nightly`
+    /// plants it in tonight's binary to check that the nightly flags exactly that
+    /// configuration after its confirmation reruns.
+    #[arg(long, value_name = "STUDY/CONFIG=FACTOR")]
     pub(crate) inject_slowdown: Option<String>,
 }
 
