@@ -143,6 +143,13 @@ pub(crate) fn nightly(
     {
         run.runs = verdict.history.join("runs");
     }
+    // The nightly plants a slowdown in tonight's jobs and reruns itself (NightlyOptions), not
+    // through the run options' job runner flags.
+    let inject_slowdown = run.inject_slowdown.take();
+    if let Some(s) = &inject_slowdown {
+        s.parse::<memwall_runner::train::slowdown::Slowdown>()
+            .map_err(|e| anyhow::anyhow!("--inject-slowdown {e}"))?;
+    }
     let (paths, opts) = options(&run)?;
     let nightly = memwall_lab::nightly::NightlyOptions {
         experiments: memwall_lab::nightly::experiment_files(experiments, experiments_dir)?,
@@ -150,7 +157,7 @@ pub(crate) fn nightly(
         noise: verdict.noise_threshold,
         cpu_profile,
         memwall: std::env::current_exe().context("locating the memwall executable")?,
-        inject_slowdown: run.inject_slowdown.clone(),
+        inject_slowdown,
         confirm_runs,
     };
     if let Some(dir) = slurm_final {

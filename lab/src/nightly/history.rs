@@ -196,17 +196,17 @@ impl Confirmation {
                 self.threshold,
             )
         };
-        if !self.rounds.is_empty() {
-            let worse = |d: f64| if lower_is_better { d } else { -d };
-            let every = |f: &dyn Fn(f64) -> bool| self.rounds.iter().all(|&d| f(worse(d)));
-            let held = match k.verdict {
-                ChangeVerdict::Regressed => every(&|w| w > self.threshold),
-                ChangeVerdict::Improved => every(&|w| w < -self.threshold),
+        // Each round's change, signed so that worse is positive, past the threshold.
+        let shows = |d: &f64| {
+            let worse = if lower_is_better { *d } else { -*d };
+            match k.verdict {
+                ChangeVerdict::Regressed => worse > self.threshold,
+                ChangeVerdict::Improved => worse < -self.threshold,
                 _ => true,
-            };
-            if !held {
-                k.verdict = ChangeVerdict::WithinNoise;
             }
+        };
+        if !self.rounds.iter().all(shows) {
+            k.verdict = ChangeVerdict::WithinNoise;
         }
         k
     }

@@ -323,14 +323,10 @@ pub fn run(opts: &NightlyOptions, paths: &Paths, run: &RunOptions) -> Result<Nig
     let started = chrono::Utc::now();
     let (mut run, dev) = nightly_run_options(opts, run)?;
     let runner = run.runner.clone();
-    // Planted once: the command line's run options may have given the job runner the flag
-    // already (`memwall nightly --inject-slowdown` is one of them).
     if let Some(s) = &opts.inject_slowdown {
-        if !run.runner.1.iter().any(|a| a == "--inject-slowdown") {
-            run.runner
-                .1
-                .extend(["--inject-slowdown".to_string(), s.clone()]);
-        }
+        run.runner
+            .1
+            .extend(["--inject-slowdown".to_string(), s.clone()]);
     }
     // Tonight's reruns are `memwall sweep` processes of this binary with the job runner's own
     // flags (a planted slowdown, however it was given), which `memwall sweep` passes on.

@@ -160,10 +160,7 @@ impl Sink for Readme {
 
     fn set(&self, set: &ReportSet<'_>) -> Result<Vec<PathBuf>> {
         let headline = crate::spec::StudyRoles::of_files(set.experiments)?.headline;
-        let before = std::fs::read(readme_of(set.reports)).ok();
-        write_readme_block(set.reports, headline.as_deref())?;
-        let after = std::fs::read(readme_of(set.reports)).ok();
-        Ok(if before != after {
+        Ok(if write_readme_block(set.reports, headline.as_deref())? {
             vec![readme_of(set.reports)]
         } else {
             Vec::new()
@@ -173,15 +170,15 @@ impl Sink for Readme {
 
 /// Writes the README's results block ([`block`]) beside `reports` from the
 /// reports rendered there, when a study is the headline (`study.readme_headline`), its report
-/// exists and the README has the block's markers.
+/// exists and the README has the block's markers; returns whether it did (as [`write`]).
 ///
 /// # Errors
 /// The headline report or the index without what the block quotes; I/O errors.
-pub fn write_readme_block(reports: &Path, headline: Option<&str>) -> Result<()> {
-    if let Some(block) = readme_block(reports, reports, headline)? {
-        write(reports, &block)?;
+pub fn write_readme_block(reports: &Path, headline: Option<&str>) -> Result<bool> {
+    match readme_block(reports, reports, headline)? {
+        Some(block) => write(reports, &block),
+        None => Ok(false),
     }
-    Ok(())
 }
 
 /// The README's results block from the reports rendered under `rendered`, linking to
