@@ -4,9 +4,9 @@
 //!
 //! Data flows one way (`docs/src/contributor/architecture.md`): experiment file
 //! (`memwall_core::spec`) -> jobs (`memwall_driver`) -> runner (`memwall-job`, one process per
-//! job) -> records (`memwall_report::results`) -> analysis over polars -> figures and pages
-//! (`memwall_report`). Each stage is a crate whose arrows
-//! run one way:
+//! job) -> records (`memwall_core::record`) -> analysis over polars (`memwall_report::analysis`)
+//! -> sections (`memwall_report::sections`, `memwall_studies`) -> figures and pages
+//! (`memwall_report::sinks`). Each stage is a crate whose arrows run one way:
 //!
 //! | crate | what it holds |
 //! |---|---|
@@ -14,15 +14,15 @@
 //! | `memwall-document` | the report's content model, the glance rows, units |
 //! | `memwall-remat` | rematerialization: graph IR, baselines, MILP and LP solvers |
 //! | `memwall-runner` | the Burn training job (`memwall-job`), devices, measurement |
-//! | `memwall-report` | the record store, analysis, training sections, the sinks |
+//! | `memwall-report` | analysis over the records, the training sections, the sinks |
 //! | `memwall-studies` | the in-process studies and their registry, one module each |
 //! | `memwall-driver` | a study's jobs, the sweep, the report assembled from its records |
 //! | `memwall-lab` | bundles, the PyTorch reference, Slurm, the nightly, scheduler files |
-//! | `memwall` (this) | the CLI, one module per subcommand ([`cli`]) |
+//! | `memwall` (this) | the command line: one module per subcommand in the binary, [`plan`]'s tables in the library |
 //!
-//! The library holds the command line's own modules ([`cli`]); tests and scripts name the stage
+//! The library holds what `memwall plan` prints ([`plan`]); tests and scripts name the stage
 //! crates themselves (`memwall_driver`, `memwall_report`, ...).
 
 #![warn(missing_docs)]
 
-pub mod cli;
+pub mod plan;

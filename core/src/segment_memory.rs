@@ -2,7 +2,7 @@
 //! one training step holds above its steady state (parameters, optimizer state, the batch), for
 //! any segment plan, from quantities measured on the job's own device by its profiling pass.
 //!
-//! This is the model the Checkmate-style planner (`memwall_remat::execute`) plans against, so a
+//! This is the model the Checkmate-style planner (`memwall_remat::segment_plan`) plans against, so a
 //! plan's predicted peak is what its execution holds. It follows the executor event by event:
 //!
 //! 1. **Forward.** The embedding keeps its output and graph ([`ExecutorProfile::embed_bytes`]).

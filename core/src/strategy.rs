@@ -65,7 +65,7 @@ pub struct BlockCost {
     pub forward_s: f64,
 }
 
-/// A budget plan for the transformer (`memwall_remat::execute`), with what the planner predicted.
+/// A budget plan for the transformer (`memwall_remat::segment_plan`), with what the planner predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransformerPlan {
     /// The segment plan the job runs.

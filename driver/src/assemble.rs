@@ -166,7 +166,7 @@ fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Re
     // This machine's store: its measurements beside the published ones.
     if let Some(published) = &paths.published {
         let theirs = analysis::StudyRecords::load(published, &header.name)?;
-        sections.extend(report::sections::beside::section(
+        sections.extend(report::sections::reproduction::section(
             &records.records,
             &theirs.records,
             &labels,

@@ -125,7 +125,7 @@ pub fn checkpoint_all(g: &Graph) -> Schedule {
 /// [`every_k`]; the last segment may be shorter). Keeping only segment boundaries costs
 /// O(m / k) memory and recomputing one segment during backward O(k), both O(sqrt(m)), for one
 /// extra forward pass. The one sqrt(n) rule of memwall: [`chen_sqrt`] and the static planner's
-/// segment recomputation ([`crate::static_plan::segment_order`]) both use it.
+/// segment recomputation ([`crate::memory_plan::segment_order`]) both use it.
 pub fn sqrt_segments(m: usize) -> Vec<Segment> {
     every_k(m, ((m as f64).sqrt().floor() as usize).max(1))
 }

@@ -49,14 +49,14 @@
 //! against 659,860, and 60,086 rows with the 187-stage prefix of its budget 0.8.
 //!
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
-//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
+//! builder (`crate::formulation`), [`crate::SolveStatus`], HiGHS.
 
+use super::formulation::{
+    dual_bound, highs_status, incumbent_objective, optimise, solve, warm_start, Columns, Form,
+    FormulationBuilder,
+};
 use super::graph::Graph;
 use super::milp::MilpOptions;
-use super::model::{
-    dual_bound, highs_status, incumbent_objective, optimise, solve, warm_start, Columns, Form,
-    ModelBuilder,
-};
 use super::sim::{simulate, stage_memory, Schedule};
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, RowProblem};
@@ -195,7 +195,7 @@ fn build(
     steps: &[(usize, usize)],
     cuts: &[ClosureCut],
 ) -> Option<(RowProblem, Columns)> {
-    let mut mb = ModelBuilder::new(g, true);
+    let mut mb = FormulationBuilder::new(g, true);
     add_columns(&mut mb, g, prefix, w);
     add_schedule_rows(&mut mb, g, w);
     add_stage_end_rows(&mut mb, g, budget, prefix, w)?;
@@ -213,7 +213,7 @@ fn build(
 /// Binary columns, stage by stage: `R[s][0..s]` (cost `C_i`) for the window's stages, then the
 /// storage `S[s+1][0..=s]` kept into each stage after `first` and into `first` (its entry
 /// storage), priced by [`Window::keep_price`].
-fn add_columns(mb: &mut ModelBuilder, g: &Graph, prefix: usize, w: Window) {
+fn add_columns(mb: &mut FormulationBuilder, g: &Graph, prefix: usize, w: Window) {
     let n = g.len();
     // Nothing is resident before the first stage.
     mb.add_s_stage(0, |_| 0.0);
@@ -234,7 +234,7 @@ fn add_columns(mb: &mut ModelBuilder, g: &Graph, prefix: usize, w: Window) {
 
 /// Per stage of the window: the dependencies (eq. 1b) of node `s` (`R[s][s] = 1`) and of each
 /// recomputed node, written `R[s][p] + S[s][p] >= R[s][j]`, and the storage rows (eq. 1c).
-fn add_schedule_rows(mb: &mut ModelBuilder, g: &Graph, w: Window) {
+fn add_schedule_rows(mb: &mut FormulationBuilder, g: &Graph, w: Window) {
     let n = g.len();
     for s in w.first.max(1)..=w.last {
         for j in std::iter::once(s).chain(0..s) {
@@ -260,7 +260,7 @@ fn add_schedule_rows(mb: &mut ModelBuilder, g: &Graph, w: Window) {
 /// M_p`, for the window's stages and the stage before it (on `S[first]` alone). `None` when
 /// some node's working set alone exceeds the budget.
 fn add_stage_end_rows(
-    mb: &mut ModelBuilder,
+    mb: &mut FormulationBuilder,
     g: &Graph,
     budget: u64,
     prefix: usize,

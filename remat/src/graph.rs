@@ -1,8 +1,8 @@
 //! Graph IR for rematerialization and static memory planning: a DAG of forward and backward ops
 //! in topological order (Checkmate, Section 4.1: nodes `v_1..v_n`, cost `C_i`, output memory
 //! `M_i`). Every graph of memwall is this type: the Checkmate benchmark graphs read from files,
-//! the transformer chain ([`crate::execute`]), and the training graphs of ResNet, LSTM and MLPs
-//! built op by op ([`crate::nets`]) for the static planner ([`crate::static_plan`]).
+//! the transformer chain ([`crate::segment_plan`]), and the training graphs of ResNet, LSTM and MLPs
+//! built op by op ([`crate::nets`]) for the static planner ([`crate::memory_plan`]).
 //!
 //! May import: serde, serde_json (the node-link readers); nothing else of the workspace.
 
@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// What an op computes, as far as the passes over the IR need it: the training-graph builder
 /// ([`crate::nets::training_graph`]) derives from it which forward tensors an op's backward
-/// reads, and the static planner ([`crate::static_plan`]) pins graph inputs for the whole step.
+/// reads, and the static planner ([`crate::memory_plan`]) pins graph inputs for the whole step.
 /// Graphs read from files and chains built from layer costs carry no op semantics
 /// ([`OpKind::Opaque`], the default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

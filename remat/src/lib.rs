@@ -12,20 +12,20 @@
 //! * [`staged`]: the scalable MILP: tight `FREE` linearization, the checkpoint-all prefix as one
 //!   stage, optionally fewer stages and bounded recomputation, warm-started by greedy eviction;
 //!   lower bounds valid for Checkmate.
-//! * `model` (crate-private): the one HiGHS model builder of [`milp`], [`staged`] and
+//! * `formulation` (crate-private): the one HiGHS model builder of [`milp`], [`staged`] and
 //!   [`boundary`]: column maps and Checkmate's constraint families (eq. 1b–1c, 2–4) by name.
 //! * [`boundary`]: the boundary-memory relaxation of Checkmate's MILP (one memory row per stage
 //!   end, rows generated for overrun recomputation steps): lower bounds and, when its schedule
 //!   fits, proven optima.
 //! * [`anneal`]: simulated annealing over ejection chains (keep a recomputed value, repair the
 //!   stages it overflows), the staged solver's primal heuristic.
-//! * [`execute`]: the transformer planned for a memory budget over the segment plans the runner
+//! * [`segment_plan`]: the transformer planned for a memory budget over the segment plans the runner
 //!   executes, with the executor's memory model (exact dynamic program).
 //! * [`nets`]: ResNet, LSTM and MLP forward graphs built op by op, and the training graph of a
 //!   forward graph (one gradient node per op, reading what the op's backward needs).
 //! * [`plan`]: one graph, one budget, any solver: what `memwall plan` runs (schedule JSON,
 //!   smallest feasible budget).
-//! * [`static_plan`]: static memory planning over an execution order of a graph (liveness
+//! * [`memory_plan`]: static memory planning over an execution order of a graph (liveness
 //!   reference counters, in-place, memory sharing; plain, segment-recomputation or Checkmate
 //!   orders).
 //!
@@ -40,19 +40,19 @@ pub mod anneal;
 pub mod baselines;
 pub mod boundary;
 pub mod deadline;
+mod formulation;
 pub mod graph;
 pub mod graph_file;
 pub mod layered;
 pub mod milp;
-mod model;
 pub mod sim;
 pub mod staged;
 pub mod staged_schedule;
 
-pub mod execute;
+pub mod memory_plan;
 pub mod nets;
 pub mod plan;
-pub mod static_plan;
+pub mod segment_plan;
 pub use graph::{Graph, Node, OpKind};
 /// How a solve ended (HiGHS' model status or the bound that settled it); defined in
 /// `memwall-core` so that the segment planner's plans carry it too.

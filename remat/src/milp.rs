@@ -11,24 +11,24 @@
 //! (`Highs_setSolution`, with `FREE` and `U` computed by the simulator's formulas).
 //!
 //! The model is built with the HiGHS model builder shared with [`crate::staged`] and
-//! [`crate::boundary`] (`crate::model`).
+//! [`crate::boundary`] (`crate::formulation`).
 //!
 //! May import: the graph IR, the simulator, the baselines' [`solve_r_given_s`], the HiGHS model
 //! builder, [`crate::SolveStatus`], HiGHS.
 
 use super::baselines::solve_r_given_s;
-use super::graph::Graph;
-pub use super::model::highs_status;
-use super::model::{
+pub use super::formulation::highs_status;
+use super::formulation::{
     dual_bound, incumbent_objective, optimise, solve, threshold, warm_start, Columns, Form,
-    ModelBuilder, Term,
+    FormulationBuilder, Term,
 };
+use super::graph::Graph;
 use super::sim::{frees, simulate, stage_memory, Schedule, SimResult};
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, RowProblem};
 use std::time::Instant;
 
-pub use crate::model::MilpOptions;
+pub use crate::formulation::MilpOptions;
 
 /// Result of a MILP solve.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub struct LpOutcome {
 /// Builds the MILP (or, with `integer = false`, its LP relaxation) for `budget` bytes. Columns
 /// and rows are added in a fixed order (per stage `R`, `S`, `U`, then `FREE`; rows 1b, 1c, 2, 3).
 fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Columns) {
-    let mut mb = ModelBuilder::new(g, integer);
+    let mut mb = FormulationBuilder::new(g, integer);
     add_columns(&mut mb, g, budget);
     add_dependency_rows(&mut mb, g);
     add_memory_rows(&mut mb, g);
@@ -75,7 +75,7 @@ fn build(g: &Graph, budget: u64, integer: bool) -> (RowProblem, Columns) {
 /// Columns: per stage `t`, `R[t][0..=t]` (cost `C_i`, `R[t][t] = 1`), `S[t][0..t]`,
 /// `U[t][0..=t]` in `[0, budget]` (scaled), then `FREE[t][i][k]` for `i in DEPS[k] ∪ {k}`,
 /// `k < t`.
-fn add_columns(mb: &mut ModelBuilder, g: &Graph, budget: u64) {
+fn add_columns(mb: &mut FormulationBuilder, g: &Graph, budget: u64) {
     let n = g.len();
     for t in 0..n {
         mb.add_r_stage(g, t + 1, true);
@@ -92,7 +92,7 @@ fn add_columns(mb: &mut ModelBuilder, g: &Graph, budget: u64) {
 }
 
 /// (1b) dependencies `R[t][k] <= R[t][i] + S[t][i]`; (1c) `S[t+1][i] <= S[t][i] + R[t][i]`.
-fn add_dependency_rows(mb: &mut ModelBuilder, g: &Graph) {
+fn add_dependency_rows(mb: &mut FormulationBuilder, g: &Graph) {
     let n = g.len();
     for t in 0..n {
         for k in 0..=t {
@@ -114,7 +114,7 @@ fn add_dependency_rows(mb: &mut ModelBuilder, g: &Graph) {
 
 /// (2) `U[t][0] = M_static + sum_i M_i S[t][i] + M_0 R[t][0]` and
 /// `U[t][k] = U[t][k-1] + M_k R[t][k] - sum_i M_i FREE[t][i][k-1]` (bytes, scaled).
-fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph) {
+fn add_memory_rows(mb: &mut FormulationBuilder, g: &Graph) {
     let free_at = mb.free_by_step(|t| t);
     for t in 0..g.len() {
         mb.memory_start(g, t, g.fixed_mem);
@@ -126,7 +126,7 @@ fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph) {
 
 /// (3) FREE linearization with hazards h = (1 - R[t][k]) + S[t+1][i] + sum_{j in USERS[i],
 /// k < j <= t} R[t][j]:  1 - FREE <= h  and  kappa (1 - FREE) >= h, kappa = max hazards.
-fn add_free_rows(mb: &mut ModelBuilder, g: &Graph) {
+fn add_free_rows(mb: &mut FormulationBuilder, g: &Graph) {
     let n = g.len();
     let free = mb.cols().free.clone();
     for (t, i, k, c) in free {

@@ -3,7 +3,7 @@
 //! ([`greedy_evict`], [`greedy_best`]) and repair to a budget ([`repair`]). The staged MILP
 //! ([`crate::staged`]) starts from them and annealing ([`crate::anneal`]) moves through them.
 //!
-//! May import: the graph IR, the simulator, the LP relaxation's columns (`crate::model`),
+//! May import: the graph IR, the simulator, the LP relaxation's columns (`crate::formulation`),
 //! HiGHS' types.
 
 use crate::graph::Graph;

@@ -8,7 +8,7 @@
 //! - [`sections`]: the training studies' report sections built from that analysis as
 //!   `memwall_document` content, with no I/O: the driver hands them the records, the PyTorch
 //!   rows and the attribution rows ([`sections::training`], [`sections::timeline`],
-//!   [`sections::attribution`], [`sections::beside`], [`sections::reference`]), and the
+//!   [`sections::attribution`], [`sections::reproduction`], [`sections::reference`]), and the
 //!   report document they make ([`ReportDoc`]).
 //! - [`sinks`]: what reads a finished document or the set of rendered reports and writes files,
 //!   behind one trait ([`sinks::Sink`]): SVG figures (plotters), Markdown and HTML (minijinja),

@@ -8,7 +8,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use memwall_core::strategy::Segment;
-use memwall_remat::execute::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
+use memwall_remat::segment_plan::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::profile::profile_executor;

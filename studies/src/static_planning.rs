@@ -7,7 +7,7 @@
 //!
 //! The graphs (the lecture's two-layer MLP, Chen et al.'s ResNet and LSTM) are memwall-remat's
 //! one graph IR ([`crate::remat::nets`]: forward graphs and their training graphs), the planner
-//! is memwall-remat's pass over it ([`crate::remat::static_plan`]: liveness reference counters,
+//! is memwall-remat's pass over it ([`crate::remat::memory_plan`]: liveness reference counters,
 //! in-place, memory sharing), and sqrt(n) segment recomputation cuts the forward ops with
 //! [`crate::remat::baselines::sqrt_segments`], the rule Chen's sqrt(n) baseline of the Checkmate
 //! study uses too. This module only picks the graphs and strategies ([`measure`] into a
@@ -23,11 +23,11 @@ use super::Cited;
 use super::{demo_study, fmt_bytes, DemoError};
 use crate::document::content::{Figure, Measure, Section, Table};
 use crate::remat::baselines::sqrt_segments;
-use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
-use crate::remat::static_plan::{
-    corrupt_reads, plain_order, plan, plan_ignoring_only_consumer, segment_order, StaticPlan,
-    Strategy,
+use crate::remat::memory_plan::{
+    corrupt_reads, plain_order, plan_memory, plan_memory_ignoring_only_consumer, segment_order,
+    MemoryPlan, Reuse,
 };
+use crate::remat::nets::{lstm, resnet, resnet_layers, training_graph, two_layer_mlp};
 use crate::remat::Graph;
 
 /// Parameters of the memory-planning study.
@@ -104,7 +104,7 @@ pub struct StrategyPlan {
     #[serde(default)]
     pub corrupt_reads: usize,
     /// For a strategy with in-place: the same order planned with in-place that ignores the
-    /// lecture's only-consumer condition ([`plan_ignoring_only_consumer`]), its corrupt reads
+    /// lecture's only-consumer condition ([`plan_memory_ignoring_only_consumer`]), its corrupt reads
     /// when executed; `None` without in-place.
     #[serde(default)]
     pub corrupt_reads_ignoring_only_consumer: Option<usize>,
@@ -117,12 +117,12 @@ impl StrategyPlan {
         strategy: &str,
         g: &Graph,
         order: &[usize],
-        st: Strategy,
-    ) -> Result<(StrategyPlan, StaticPlan), DemoError> {
+        st: Reuse,
+    ) -> Result<(StrategyPlan, MemoryPlan), DemoError> {
         let check = |e: crate::remat::RematError| DemoError::Check(e.to_string());
         let p = planned(g, order, st)?;
         let unsafe_reads = if st.inplace {
-            let u = plan_ignoring_only_consumer(g, order, st).map_err(check)?;
+            let u = plan_memory_ignoring_only_consumer(g, order, st).map_err(check)?;
             Some(corrupt_reads(g, order, &u).map_err(check)?)
         } else {
             None
@@ -185,15 +185,15 @@ pub struct StaticPlanningResult {
     pub resnet_deep: NetPlans,
 }
 
-fn strategy(inplace: bool, sharing: bool) -> Strategy {
-    Strategy { inplace, sharing }
+fn strategy(inplace: bool, sharing: bool) -> Reuse {
+    Reuse { inplace, sharing }
 }
 
 /// The four reuse strategies without recomputation, in [`STRATEGIES`] order.
 const REUSE: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
-fn planned(g: &Graph, order: &[usize], st: Strategy) -> Result<StaticPlan, DemoError> {
-    plan(g, order, st).map_err(|e| DemoError::Check(e.to_string()))
+fn planned(g: &Graph, order: &[usize], st: Reuse) -> Result<MemoryPlan, DemoError> {
+    plan_memory(g, order, st).map_err(|e| DemoError::Check(e.to_string()))
 }
 
 /// Plans the training graph of `fwd` under the six strategies: the plain order with the four

@@ -12,9 +12,9 @@ use super::params::{bytes_at_most, int_in, list, ParamResult, GIB};
 use super::{demo_study, ensure, fmt_bytes, median_time, DemoError, XorShift};
 use super::{CiteAs, Cited};
 use crate::document::content::{Figure, Measure, Section, Series, Table};
+use crate::remat::memory_plan::{plain_order, plan_memory, MemoryPlan, Reuse};
 pub use crate::remat::nets::mlp_chain;
 use crate::remat::nets::training_graph;
-use crate::remat::static_plan::{plain_order, plan, StaticPlan, Strategy};
 use crate::remat::{Graph, RematError};
 
 /// Parameters of the two-buffer inference study.
@@ -43,11 +43,11 @@ impl Default for InferenceParams {
 }
 
 /// The static plans of `g` forward only (inference) and of its training graph, under `st`.
-fn plans(g: &Graph, st: Strategy) -> Result<(StaticPlan, StaticPlan), RematError> {
+fn plans(g: &Graph, st: Reuse) -> Result<(MemoryPlan, MemoryPlan), RematError> {
     let t = training_graph(g)?;
     Ok((
-        plan(g, &plain_order(g), st)?,
-        plan(&t, &plain_order(&t), st)?,
+        plan_memory(g, &plain_order(g), st)?,
+        plan_memory(&t, &plain_order(&t), st)?,
     ))
 }
 
@@ -297,7 +297,7 @@ pub fn measure(p: &InferenceParams) -> Result<InferenceResult, DemoError> {
         "width and batch must be positive",
     )?;
     let tensor_bytes = (p.batch * p.width * 4) as u64;
-    let both = Strategy {
+    let both = Reuse {
         inplace: true,
         sharing: true,
     };
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn inference_plan_is_constant_training_linear() {
-        let both = Strategy {
+        let both = Reuse {
             inplace: true,
             sharing: true,
         };

@@ -1,5 +1,5 @@
 //! `memwall plan`: rematerialization for a graph file at a budget (the table is
-//! [`memwall::cli::plan`]'s).
+//! [`memwall::plan::graph`]'s).
 
 use super::*;
 
@@ -64,17 +64,17 @@ pub(crate) fn plan(a: PlanArgs) -> Result<()> {
             "bf16" => memwall_core::spec::Precision::Bf16,
             other => anyhow::bail!("--precision {other}: give f32, f16 or bf16"),
         };
-        let req = memwall::cli::front::FrontRequest {
+        let req = memwall::plan::front::FrontRequest {
             experiment,
             profile: a.profile,
             precision,
             budgets: a.budgets,
             out: a.out,
         };
-        print!("{}", memwall::cli::front::run(&req)?);
+        print!("{}", memwall::plan::front::run(&req)?);
         return Ok(());
     }
-    let req = memwall::cli::plan::PlanRequest {
+    let req = memwall::plan::graph::PlanRequest {
         graph: a
             .graph
             .expect("clap requires --graph without --transformer"),
@@ -90,6 +90,6 @@ pub(crate) fn plan(a: PlanArgs) -> Result<()> {
         },
         out: a.out,
     };
-    print!("{}", memwall::cli::plan::run(&req)?);
+    print!("{}", memwall::plan::graph::run(&req)?);
     Ok(())
 }

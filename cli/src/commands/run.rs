@@ -283,9 +283,9 @@ pub(crate) fn reproduce(experiments: &Path, run: &RunArgs) -> Result<()> {
 /// Prints every headline claim of the `studies` as measured in `runs` (this machine) beside the
 /// published store `published`, as a Markdown table.
 pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &Path) {
-    let of: Vec<memwall_report::sections::beside::ClaimsOf> = studies
+    let of: Vec<memwall_report::sections::reproduction::ClaimsOf> = studies
         .iter()
-        .map(|f| memwall_report::sections::beside::ClaimsOf {
+        .map(|f| memwall_report::sections::reproduction::ClaimsOf {
             study: f
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -298,7 +298,7 @@ pub(crate) fn print_claims_beside(studies: &[PathBuf], runs: &Path, published: &
         "\nHeadline claims, this machine ({}) beside the published evidence ({}):\n\n{}",
         runs.display(),
         published.display(),
-        memwall_report::sections::beside::claims_table(&of, 60)
+        memwall_report::sections::reproduction::claims_table(&of, 60)
     );
 }
 

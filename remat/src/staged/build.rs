@@ -35,7 +35,7 @@ pub(crate) fn build(
     cmax: Option<u32>,
     integer: bool,
 ) -> (RowProblem, Vars) {
-    let mut mb = ModelBuilder::new(g, integer);
+    let mut mb = FormulationBuilder::new(g, integer);
     add_stage_columns(&mut mb, g, budget, stages, prefix);
     // Every node is computed once in its own stage: that cost is a constant, carried by one
     // column fixed to 1 (the crate does not expose HiGHS' objective offset).
@@ -59,7 +59,7 @@ pub(crate) fn build(
 /// Per stage `b..=e`: `R[s][0..b]` (cost `C_i`; the stage's own nodes are fixed to 1),
 /// `S[s][0..b]`, and `U[s][0..=e]` in `[0, budget]` (none for the prefix stage).
 pub(crate) fn add_stage_columns(
-    mb: &mut ModelBuilder,
+    mb: &mut FormulationBuilder,
     g: &Graph,
     budget: u64,
     stages: &[RangeInclusive<usize>],
@@ -85,7 +85,11 @@ pub(crate) fn users_in(g: &Graph, i: usize, k: usize, e: usize) -> Vec<usize> {
 
 /// Continuous `FREE[s][i][k]` for `i in DEPS[k] ∪ {k}`, `k < e`, in stages with memory rows;
 /// none (fixed to 0) when a later user of `i` in the stage is one of the stage's own nodes.
-pub(crate) fn add_free_columns(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+pub(crate) fn add_free_columns(
+    mb: &mut FormulationBuilder,
+    g: &Graph,
+    stages: &[RangeInclusive<usize>],
+) {
     for (si, st) in stages.iter().enumerate() {
         let (b, e) = (*st.start(), *st.end());
         if mb.cols().u[si].is_empty() {
@@ -105,7 +109,7 @@ pub(crate) fn add_free_columns(mb: &mut ModelBuilder, g: &Graph, stages: &[Range
 /// (1b) `R[s][k] <= R[s][i] + S[s][i]` for `i in DEPS[k]`, `i < b`; (1c) `S[s+1][i] <=
 /// S[s][i] + R[s][i]` for `i < b` (later nodes are computed in stage `s`).
 pub(crate) fn add_dependency_rows(
-    mb: &mut ModelBuilder,
+    mb: &mut FormulationBuilder,
     g: &Graph,
     stages: &[RangeInclusive<usize>],
 ) {
@@ -131,7 +135,11 @@ pub(crate) fn add_dependency_rows(
 /// (2) Memory of every stage with `U` columns, with `FREE` of step `k - 1` subtracted at step
 /// `k`. Values freed for sure (fixed `R`, nothing else can keep them) are `FREE` columns too:
 /// no freed value is a constant.
-pub(crate) fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+pub(crate) fn add_memory_rows(
+    mb: &mut FormulationBuilder,
+    g: &Graph,
+    stages: &[RangeInclusive<usize>],
+) {
     let free_at = mb.free_by_step(|si| *stages[si].end() + 1);
     for (si, st) in stages.iter().enumerate() {
         if mb.cols().u[si].is_empty() {
@@ -145,7 +153,11 @@ pub(crate) fn add_memory_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeI
 }
 
 /// (3, tight) `FREE <= R[s][k]`, `FREE <= 1 - S[s+1][i]`, `FREE <= 1 - R[s][j]`.
-pub(crate) fn add_free_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInclusive<usize>]) {
+pub(crate) fn add_free_rows(
+    mb: &mut FormulationBuilder,
+    g: &Graph,
+    stages: &[RangeInclusive<usize>],
+) {
     let free = mb.cols().free.clone();
     for (si, i, k, c) in free {
         let v = mb.cols();
@@ -161,7 +173,7 @@ pub(crate) fn add_free_rows(mb: &mut ModelBuilder, g: &Graph, stages: &[RangeInc
 
 /// Bounded recomputation: `sum_s R[s][i] <= C` (the fixed computation counts as one) for
 /// every node with a recomputation column.
-pub(crate) fn add_computation_bounds(mb: &mut ModelBuilder, g: &Graph, cmax: u32) {
+pub(crate) fn add_computation_bounds(mb: &mut FormulationBuilder, g: &Graph, cmax: u32) {
     for i in 0..g.len() {
         let r: Vec<Col> = mb
             .cols()

@@ -38,17 +38,17 @@
 //! Checkmate's optimum.
 //!
 //! May import: the graph IR, the simulator, [`crate::milp::MilpOptions`], the HiGHS model
-//! builder (`crate::model`), [`crate::SolveStatus`], HiGHS.
+//! builder (`crate::formulation`), [`crate::SolveStatus`], HiGHS.
 
 use super::anneal::{anneal, anneal_until, AnnealOptions, AnnealOutcome, Beside};
 use super::boundary::{boundary_bound, window_bound, Window, WINDOW_COLUMNS};
 use super::deadline::{Deadline, PlanStage, StageTime};
+use super::formulation::{
+    dual_bound, highs_status, incumbent_objective, optimise, solve, threshold, warm_start, Columns,
+    Form, FormulationBuilder,
+};
 use super::graph::Graph;
 use super::milp::MilpOptions;
-use super::model::{
-    dual_bound, highs_status, incumbent_objective, optimise, solve, threshold, warm_start, Columns,
-    Form, ModelBuilder,
-};
 use super::sim::{simulate, Schedule, SimResult};
 use super::{RematError, SolveStatus};
 use highs::{Col, HighsModelStatus, RowProblem};

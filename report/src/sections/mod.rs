@@ -7,11 +7,11 @@
 //! - [`timeline`]: the memory timeline of chosen configurations.
 //! - [`attribution`]: where the time goes, per operation, Burn beside PyTorch.
 //! - [`reference`]: memwall beside its PyTorch eager twin on the same device.
-//! - [`beside`]: this machine's measurements beside the published ones.
+//! - [`reproduction`]: this machine's measurements beside the published ones.
 
 pub mod attribution;
-pub mod beside;
 pub mod reference;
+pub mod reproduction;
 pub mod timeline;
 pub mod training;
 

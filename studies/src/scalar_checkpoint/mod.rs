@@ -13,7 +13,7 @@
 //! demo, an executor over plain `f64` values. `memwall_runner::train::segment` carries out the
 //! same [`Segment`](memwall_core::strategy::Segment) plans on the Burn transformer (autodiff
 //! graphs, real tensors), and the static planner's execution order
-//! ([`crate::remat::static_plan::segment_order`]) recomputes segments inside a plan whose memory is
+//! ([`crate::remat::memory_plan::segment_order`]) recomputes segments inside a plan whose memory is
 //! computed without running anything. This one is kept separate because it measures the
 //! algorithm itself (stored values, recomputed steps, a bit-identical derivative) with no
 //! framework's allocator or autodiff in between. Its derivative sweep cuts the chain with the

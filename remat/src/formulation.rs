@@ -2,24 +2,24 @@
 //! Checkmate MILP ([`crate::milp`]), the staged model ([`crate::staged`]) and the
 //! boundary-memory relaxation ([`crate::boundary`]).
 //!
-//! [`ModelBuilder`] owns a [`RowProblem`] and the column index maps ([`Columns`], stage x node)
+//! [`FormulationBuilder`] owns a [`RowProblem`] and the column index maps ([`Columns`], stage x node)
 //! and adds columns and rows by the family of Checkmate's formulation (Jain et al.,
 //! "Checkmate: Breaking the Memory Wall with Optimal Tensor Rematerialization", MLSys 2020,
 //! Section 4, eq. 1a–1e and 2–4, in the frontier-advancing order of eq. 8) they implement:
 //!
 //! * eq. 1a, the objective `sum_t sum_i C_i R[t][i]`: the cost of the `R` columns
-//!   ([`ModelBuilder::add_r_stage`]);
-//! * eq. 1b, dependencies ([`ModelBuilder::dependency`]);
-//! * eq. 1c, storage ([`ModelBuilder::storage`]);
+//!   ([`FormulationBuilder::add_r_stage`]);
+//! * eq. 1b, dependencies ([`FormulationBuilder::dependency`]);
+//! * eq. 1c, storage ([`FormulationBuilder::storage`]);
 //! * eq. 1d–1e (nothing resident before the first stage, the last node computed) hold by
 //!   construction in the order of eq. 8: stage `t` has `S[t][i]` columns only for `i` before
 //!   the stage's first node, and computes its own nodes (`R` fixed to 1, [`Term::One`], or a
 //!   column with lower bound 1);
-//! * eq. 2, the memory accounting `U` ([`ModelBuilder::memory_start`],
-//!   [`ModelBuilder::memory_step`]), with eq. 4, `U <= budget`, as the upper bound of the `U`
-//!   columns ([`ModelBuilder::add_u_stage`]);
+//! * eq. 2, the memory accounting `U` ([`FormulationBuilder::memory_start`],
+//!   [`FormulationBuilder::memory_step`]), with eq. 4, `U <= budget`, as the upper bound of the `U`
+//!   columns ([`FormulationBuilder::add_u_stage`]);
 //! * eq. 3, the `FREE` linearization: Checkmate's aggregated rows
-//!   ([`ModelBuilder::free_aggregated`]) or one row per conjunct ([`ModelBuilder::free_tight`]).
+//!   ([`FormulationBuilder::free_aggregated`]) or one row per conjunct ([`FormulationBuilder::free_tight`]).
 //!
 //! Memory (bytes) is in units of the largest output size ([`Columns::scale`]) for numerical
 //! conditioning; costs are used as is. Each formulation adds its columns and rows in its own
@@ -142,19 +142,19 @@ pub(crate) enum Form {
 }
 
 /// Builds one HiGHS model of a Checkmate formulation: owns the [`RowProblem`] and the
-/// [`Columns`]; [`ModelBuilder::finish`] hands both over.
-pub(crate) struct ModelBuilder {
+/// [`Columns`]; [`FormulationBuilder::finish`] hands both over.
+pub(crate) struct FormulationBuilder {
     pb: RowProblem,
     cols: Columns,
     integer: bool,
 }
 
-impl ModelBuilder {
+impl FormulationBuilder {
     /// An empty model for `g`; `integer = false` builds the LP relaxation (every column
     /// continuous).
-    pub(crate) fn new(g: &Graph, integer: bool) -> ModelBuilder {
+    pub(crate) fn new(g: &Graph, integer: bool) -> FormulationBuilder {
         let scale = g.nodes.iter().map(|x| x.mem).max().unwrap_or(1).max(1) as f64;
-        ModelBuilder {
+        FormulationBuilder {
             pb: RowProblem::default(),
             cols: Columns {
                 scale,
@@ -490,7 +490,7 @@ mod tests {
     use super::*;
 
     /// Whether the model `mb` is feasible with its first columns fixed to `values`.
-    fn feasible_at(mut mb: ModelBuilder, cols: &[Col], values: &[f64]) -> bool {
+    fn feasible_at(mut mb: FormulationBuilder, cols: &[Col], values: &[f64]) -> bool {
         for (&c, &x) in cols.iter().zip(values) {
             mb.row(x..=x, vec![(c, 1.0)]);
         }
@@ -516,7 +516,7 @@ mod tests {
                     if fixed && x[0] == 0.0 {
                         continue;
                     }
-                    let mut mb = ModelBuilder::new(&g, true);
+                    let mut mb = FormulationBuilder::new(&g, true);
                     // Stage 2: R[2][0], R[2][1] as columns, S[2][0], S[2][1].
                     mb.add_r_stage(&g, 2, false);
                     mb.add_s_stage(2, |_| 0.0);
@@ -550,7 +550,7 @@ mod tests {
         let g = Graph::linear_chain(4).unwrap();
         let n = g.len();
         for integer in [true, false] {
-            let mut mb = ModelBuilder::new(&g, integer);
+            let mut mb = FormulationBuilder::new(&g, integer);
             for t in 0..n {
                 mb.add_r_stage(&g, t + 1, true);
                 mb.add_s_stage(t, |_| 0.0);

@@ -32,7 +32,7 @@ use super::RematError;
 
 /// Which reuse the planner may apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Strategy {
+pub struct Reuse {
     /// In-place: an elementwise op's output takes its dying in-place candidate's buffer.
     pub inplace: bool,
     /// Memory sharing: new tensors take the best-fitting buffer of a dead tensor.
@@ -41,7 +41,7 @@ pub struct Strategy {
 
 /// A static memory plan of one execution order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StaticPlan {
+pub struct MemoryPlan {
     /// Static allocation in bytes: the sum of all planned buffers, each sized to the largest
     /// tensor it holds.
     pub static_bytes: u64,
@@ -210,23 +210,23 @@ impl Buffers {
 ///
 /// # Errors
 /// [`RematError::InvalidSchedule`] if an evaluation reads a node not evaluated before it.
-pub fn plan(g: &Graph, order: &[usize], st: Strategy) -> Result<StaticPlan, RematError> {
+pub fn plan_memory(g: &Graph, order: &[usize], st: Reuse) -> Result<MemoryPlan, RematError> {
     plan_with(g, order, st, true)
 }
 
-/// [`plan`] with in-place that ignores the lecture's condition ("We can only do in-place
+/// [`plan_memory`] with in-place that ignores the lecture's condition ("We can only do in-place
 /// computation if the result op is the only consumer of the current value", CS 498 slide
 /// "Question: What operation cannot be done in-place?"): an elementwise op writes into its
 /// candidate's buffer whenever the sizes match, even while another op has still to read the
 /// candidate. A counter-example planner: [`corrupt_reads`] counts what it breaks.
 ///
 /// # Errors
-/// As [`plan`].
-pub fn plan_ignoring_only_consumer(
+/// As [`plan_memory`].
+pub fn plan_memory_ignoring_only_consumer(
     g: &Graph,
     order: &[usize],
-    st: Strategy,
-) -> Result<StaticPlan, RematError> {
+    st: Reuse,
+) -> Result<MemoryPlan, RematError> {
     plan_with(g, order, st, false)
 }
 
@@ -237,7 +237,7 @@ pub fn plan_ignoring_only_consumer(
 /// # Errors
 /// [`RematError::InvalidSchedule`] if an evaluation reads a node not evaluated before it, or
 /// `p` is not a plan of `order`.
-pub fn corrupt_reads(g: &Graph, order: &[usize], p: &StaticPlan) -> Result<usize, RematError> {
+pub fn corrupt_reads(g: &Graph, order: &[usize], p: &MemoryPlan) -> Result<usize, RematError> {
     let Resolved { reads, .. } = resolve(g, order)?;
     if p.assignment.len() != order.len() {
         return Err(RematError::InvalidSchedule(format!(
@@ -263,9 +263,9 @@ pub fn corrupt_reads(g: &Graph, order: &[usize], p: &StaticPlan) -> Result<usize
 fn plan_with(
     g: &Graph,
     order: &[usize],
-    st: Strategy,
+    st: Reuse,
     only_consumer: bool,
-) -> Result<StaticPlan, RematError> {
+) -> Result<MemoryPlan, RematError> {
     let Resolved { reads, candidate } = resolve(g, order)?;
     let n = order.len();
     let bytes: Vec<u64> = order.iter().map(|&k| g.nodes[k].mem).collect();
@@ -320,7 +320,7 @@ fn plan_with(
         .iter()
         .filter(|&&k| std::mem::replace(&mut seen[k], true))
         .count();
-    Ok(StaticPlan {
+    Ok(MemoryPlan {
         static_bytes: bufs.size.iter().sum(),
         dynamic_peak: peak,
         buffers: bufs.size.len(),
@@ -338,8 +338,8 @@ mod tests {
     use crate::sim::simulate;
     use memwall_core::strategy::every_k;
 
-    fn st(inplace: bool, sharing: bool) -> Strategy {
-        Strategy { inplace, sharing }
+    fn st(inplace: bool, sharing: bool) -> Reuse {
+        Reuse { inplace, sharing }
     }
 
     /// x (input, 1) -> a = fc(x) (4) -> b = relu(a) (4) -> c = fc(b) (2) -> d = relu(c) (2),
@@ -354,8 +354,8 @@ mod tests {
         g.finish("small")
     }
 
-    fn plan_plain(g: &Graph, s: Strategy) -> StaticPlan {
-        plan(g, &plain_order(g), s).unwrap()
+    fn plan_plain(g: &Graph, s: Reuse) -> MemoryPlan {
+        plan_memory(g, &plain_order(g), s).unwrap()
     }
 
     #[test]
@@ -387,11 +387,11 @@ mod tests {
         let g = training_graph(&crate::nets::resnet(&[1, 1], 1, 32, 4)).unwrap();
         let order = plain_order(&g);
         for (i, s) in [(false, false), (true, false), (false, true), (true, true)] {
-            let p = plan(&g, &order, st(i, s)).unwrap();
+            let p = plan_memory(&g, &order, st(i, s)).unwrap();
             assert_eq!(corrupt_reads(&g, &order, &p).unwrap(), 0, "{i} {s}");
         }
-        let unsafe_plan = plan_ignoring_only_consumer(&g, &order, st(true, false)).unwrap();
-        let safe = plan(&g, &order, st(true, false)).unwrap();
+        let unsafe_plan = plan_memory_ignoring_only_consumer(&g, &order, st(true, false)).unwrap();
+        let safe = plan_memory(&g, &order, st(true, false)).unwrap();
         // It writes in place where the safe planner does not (the in-place count can stay
         // the same: a buffer handed on early is not there for a later candidate).
         assert_ne!(unsafe_plan.assignment, safe.assignment);
@@ -400,8 +400,8 @@ mod tests {
         let f = small();
         let o = plain_order(&f);
         let (a, b) = (
-            plan(&f, &o, st(true, false)).unwrap(),
-            plan_ignoring_only_consumer(&f, &o, st(true, false)).unwrap(),
+            plan_memory(&f, &o, st(true, false)).unwrap(),
+            plan_memory_ignoring_only_consumer(&f, &o, st(true, false)).unwrap(),
         );
         assert_eq!(a, b);
         assert_eq!(corrupt_reads(&f, &o, &b).unwrap(), 0);
@@ -440,7 +440,7 @@ mod tests {
         let segments = sqrt_segments(g.forward_ops().len());
         assert_eq!(segments.len(), 21); // 401 ops, segments of 20
         let order = segment_order(&g, &segments).unwrap();
-        let ck = plan(&g, &order, st(false, true)).unwrap();
+        let ck = plan_memory(&g, &order, st(false, true)).unwrap();
         assert!(full >= 400, "{full}");
         assert!(ck.static_bytes < 70, "{}", ck.static_bytes);
         // Each forward op recomputed at most once.
@@ -465,7 +465,7 @@ mod tests {
                 "bn0", "grad:bn1", "grad:bn0", // segment 1
             ]
         );
-        let p = plan(&g, &order, st(false, false)).unwrap();
+        let p = plan_memory(&g, &order, st(false, false)).unwrap();
         assert_eq!(p.recomputed, 2);
         assert!(segment_order(&g, &every_k(4, 2)).is_err());
     }
@@ -477,7 +477,7 @@ mod tests {
         let chain = bn_chain(16);
         let sch = chen_sqrt(&chain);
         let order = evaluation_order(&sch);
-        let p = plan(&chain, &order, st(true, true)).unwrap();
+        let p = plan_memory(&chain, &order, st(true, true)).unwrap();
         assert_eq!(p.recomputed, simulate(&chain, &sch).unwrap().recomputations);
         assert!(p.recomputed > 0);
     }
@@ -485,7 +485,7 @@ mod tests {
     #[test]
     fn rejects_reads_before_computation() {
         let g = small();
-        let e = plan(&g, &[0, 2, 1], st(true, true))
+        let e = plan_memory(&g, &[0, 2, 1], st(true, true))
             .unwrap_err()
             .to_string();
         assert!(e.contains("reads a before"), "{e}");
