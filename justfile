@@ -107,7 +107,7 @@ data-full:
     ls -l data
 
 # A bundle for a GPU machine without Rust: runner, jobs, corpus, the committed autotune cache,
-# PyTorch reference, plan.tsv and run.sh, in target/gpu-bundle/ (the book, docs/src/operations/gpu-runs.md, "On a GPU machine
+# PyTorch twin, plan.tsv and run.sh, in target/gpu-bundle/ (the book, docs/src/operations/gpu-runs.md, "On a GPU machine
 # without Rust"), e.g. `just gpu-bundle experiments/peak_memory.toml --profile full`. There,
 # `./gpu-bundle/run.sh --results DIR`; here `memwall import DIR/results.tar.gz DIR/cache.tar.gz`.
 gpu-bundle *FLAGS:
@@ -116,7 +116,7 @@ gpu-bundle *FLAGS:
 
 # The whole GPU programme as one bundle (the book: docs/src/operations/gpu-runs.md): the slim CUDA runner, then every
 # study of the suite (peak_memory, checkpoint_interval, mixed_precision) at the `full` profile
-# with the PyTorch reference, in tiers (1: the source's rows, each with its PyTorch eager twin).
+# with the PyTorch twin, in tiers (1: the source's rows, each with its PyTorch eager twin).
 # There, one command: `./gpu-bundle/run.sh --results DIR` (stops before 9 minutes; again to go
 # on; `--dry-run` prints the plan); here, after each run:
 # `memwall import DIR/results.tar.gz DIR/cache.tar.gz`.
@@ -168,15 +168,15 @@ bench-cpu ROUNDS="2" SHAPE="cpu": build
     python3 reference/bench_cpu.py --bundle target/bench-{{SHAPE}}/bundle --rounds {{ROUNDS}} --json target/bench-{{SHAPE}}/bench.json
 
 # Re-measure PyTorch eager's rows of the training studies' `cpu` profile on this CPU (needs
-# `python3 -m pip install --user torch`; minutes, not a test): `memwall reference --device cpu`
+# `python3 -m pip install --user torch`; minutes, not a test): `memwall twin --device cpu`
 # plans each study's cpu-profile jobs as a flex bundle does, runs reference/torch_peak_memory.py
 # --device cpu once per configuration on memwall's thread count, checks each row (this CPU's
 # name as memwall's records carry it, the plan's model) and stores it in
 # runs/<study>/pytorch/<cpu>.<config>.json (`--runs DIR` for another store), then re-renders
 # the reports, whose CPU sections show PyTorch's samples/s beside memwall's. E.g.
-# `just reference-cpu --study peak_memory --only control_adafactor --runs /tmp/scratch`;
+# `just twin-cpu --study peak_memory --only control_adafactor --runs /tmp/scratch`;
 # `--dry-run` prints the plans (and what is left out, with the reason) and runs nothing.
-reference-cpu *FLAGS: build
+twin-cpu *FLAGS: build
     {{memwall}} reference --device cpu {{FLAGS}}
 
 # Where one CPU training step's time goes (needs perf; a profile, not a test): records one

@@ -14,7 +14,7 @@ leading dimensions flattened by its last one, as forgather does.
 `torch.optim.Adafactor` is not this algorithm with any settings: it always multiplies the step
 by max(eps2, RMS(p)) * min(lr, 1/sqrt(t)) (the paper's relative step) and places epsilon_1
 differently. So the numbers are computed by a plain-torch re-implementation:
-`adafactor_step` of reference/torch_peak_memory.py (which the PyTorch reference column trains
+`adafactor_step` of reference/torch_peak_memory.py (which the PyTorch twin column trains
 with), in float64. Two independent computations check it before anything is written:
 
 1. the paper's formulas written out literally here (`paper_step`: R_t = (G^2 + eps1 1 1^T) 1_m,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for memwall's peak_memory study: one configuration at a time.
+"""PyTorch twin for memwall's peak_memory study: one configuration at a time.
 
 Trains memwall's decoder-only transformer (pre-norm, q/k/v/o without bias, GELU MLP without
 bias, LayerNorm with bias, learned positions, head tied to the token embedding, loss in f32)
@@ -30,7 +30,7 @@ before and after each step, seconds), samples/s = batch / median step time, and 
 step's wall time (compilation included). Tokens are random (seeded): memory and speed do not
 depend on the text.
 
-On the CPU (`--device cpu`, what `memwall reference --device cpu` runs) PyTorch keeps no
+On the CPU (`--device cpu`, what `memwall twin --device cpu` runs) PyTorch keeps no
 allocator statistics (torch.cuda's and torch.accelerator's are for accelerators; the profiler's
 `profile_memory` does not give a whole-run peak), so the row's peak is what the process can
 tell: `max_rss_bytes`, the resident high-water mark of this process at the end of the run

@@ -17,7 +17,7 @@
 //! | `memwall-report` | analysis over the records, the training sections, the sinks |
 //! | `memwall-studies` | the in-process studies and their registry, one module each |
 //! | `memwall-driver` | a study's jobs, the sweep, the report assembled from its records |
-//! | `memwall-lab` | bundles, the PyTorch reference, Slurm, the nightly, scheduler files |
+//! | `memwall-lab` | bundles, the PyTorch twin, Slurm, the nightly, scheduler files |
 //! | `memwall` (this) | the command line: one module per subcommand in the binary, [`plan`]'s tables in the library |
 //!
 //! The library holds what `memwall plan` prints ([`plan`]); tests and scripts name the stage

@@ -187,7 +187,7 @@ enum Cmd {
         templates: PathBuf,
     },
     /// Write a bundle for a machine without Rust (e.g. a GPU machine): the runner, the job
-    /// files, the tokenized corpus, the kernel and autotune caches, the PyTorch reference and a
+    /// files, the tokenized corpus, the kernel and autotune caches, the PyTorch twin and a
     /// run.sh that runs every job and packs the records; plus `<out>.tar.gz`.
     Bundle(BundleArgs),
     /// Merge the records of a bundle (folder, bundle archive or its results.tar.gz) into the
@@ -199,7 +199,9 @@ enum Cmd {
     /// `reference/torch_peak_memory.py --device cpu` once per configuration, checks and stores
     /// each row into the record store (`<RUNS>/<study>/pytorch/`) and re-renders the reports,
     /// whose CPU section shows them beside memwall's records. Needs PyTorch for python3.
-    Reference(ReferenceArgs),
+    /// (`memwall reference`, its name before, still runs it.)
+    #[command(visible_alias = "reference")]
+    Twin(TwinArgs),
 }
 
 /// Runs the command line; an error is printed as one line (`error: a: b: c`, each cause once:
@@ -315,7 +317,7 @@ fn run() -> Result<()> {
         } => history(action, &verdict, reports, templates),
         Cmd::Bundle(args) => bundle(&args),
         Cmd::Import(a) => import_cmd(a),
-        Cmd::Reference(a) => reference_cpu(a),
+        Cmd::Twin(a) => twin_cpu(a),
     }
 }
 
@@ -390,5 +392,21 @@ mod command_line_tests {
             found,
             vec!["m nightly: --inject-slowdown twice".to_string()]
         );
+    }
+
+    /// `memwall twin` was `memwall reference`: the old name parses as the same command, and
+    /// `memwall --help` shows it beside the new one.
+    #[test]
+    fn the_twin_command_answers_to_its_old_name() {
+        use clap::{CommandFactory, Parser};
+        for name in ["twin", "reference"] {
+            let cli = super::Cli::try_parse_from(["memwall", name, "--device", "cpu"])
+                .unwrap_or_else(|e| panic!("memwall {name}: {e}"));
+            assert!(matches!(cli.command, super::Cmd::Twin(_)), "memwall {name}");
+        }
+        let cmd = super::Cli::command();
+        let twin = cmd.find_subcommand("twin").expect("memwall twin");
+        assert!(twin.get_visible_aliases().any(|a| a == "reference"));
+        assert!(super::Cli::try_parse_from(["memwall", "referenc"]).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The GPU bundle's round trip on the CPU: `memwall bundle --target flex` a smoke-size study,
 //! unpack the archive elsewhere, run its `run.sh` with the CPU runner (twice: the second run
 //! resumes), `memwall import` the packed records, and read the report. Then the refusals (a
-//! changed experiment file, a damaged record) and a PyTorch reference row beside memwall's.
+//! changed experiment file, a damaged record) and a PyTorch twin row beside memwall's.
 
 mod common;
 
@@ -77,7 +77,7 @@ fn bundle_run_import_round_trip_on_the_cpu() {
     );
 
     // 2. On "the other machine": the archive unpacked elsewhere, run.sh run there (the
-    // PyTorch reference left out: it is checked with a row below).
+    // PyTorch twin left out: it is checked with a row below).
     let there = dir.join("elsewhere");
     std::fs::create_dir_all(&there).unwrap();
     let st = Command::new("tar")
@@ -313,7 +313,7 @@ exec {r} \"$@\"
     );
     std::fs::write(&damaged, good).unwrap();
 
-    // 6. A PyTorch reference row (as the script writes it) beside memwall's on the same
+    // 6. A PyTorch twin row (as the script writes it) beside memwall's on the same
     // device: imported into runs/peak_memory/pytorch/ and shown with ratios.
     let record = memwall_core::record::read_record(&runs.join("peak_memory").join(&keys[0]))
         .unwrap()
@@ -322,7 +322,7 @@ exec {r} \"$@\"
     let plan_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
     let row = serde_json::json!({
-        "format": memwall_report::reference::ROW_FORMAT, "study": "peak_memory",
+        "format": memwall_report::twin::ROW_FORMAT, "study": "peak_memory",
         "config": record.spec.config, "status": "ok", "reason": null,
         "device": record.env.device_name, "torch_version": "2.x (test row)",
         "parameters": summary.parameters,

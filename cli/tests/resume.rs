@@ -10,7 +10,7 @@ use common::{bundle_smoke, memwall, s, text};
 use memwall_core::record::{JobRecord, JobStatus};
 use memwall_core::spec::JobSpec;
 use memwall_lab::bundle::Manifest;
-use memwall_report::reference::{TorchPlan, TorchRow, TorchStatus, ROW_FORMAT};
+use memwall_report::twin::{TorchRow, TorchStatus, TwinJobs, ROW_FORMAT};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -64,7 +64,7 @@ fn store_record(runs: &Path, job: &JobSpec, device: &str, status: JobStatus, at:
 }
 
 /// A PyTorch row of `config` at the plan's shape on `device`.
-fn twin(plan: &TorchPlan, config: &str, device: &str, status: TorchStatus) -> TorchRow {
+fn twin(plan: &TwinJobs, config: &str, device: &str, status: TorchStatus) -> TorchRow {
     let ok = status == TorchStatus::Ok;
     TorchRow {
         format: ROW_FORMAT.into(),
@@ -93,7 +93,7 @@ fn twin(plan: &TorchPlan, config: &str, device: &str, status: TorchStatus) -> To
     }
 }
 
-fn plan_of(out: &Path) -> TorchPlan {
+fn plan_of(out: &Path) -> TwinJobs {
     serde_json::from_slice(&std::fs::read(out.join("reference/peak_memory.plan.json")).unwrap())
         .unwrap()
 }
@@ -150,7 +150,7 @@ fn a_gpu_bundle_leaves_out_what_the_store_holds_for_its_gpu_and_its_dry_run_says
         twin(&plan, "checkpoint_adafactor", H200, TorchStatus::Failed),
         twin(&plan, "bfloat16_adafactor", H100, TorchStatus::Ok),
     ] {
-        memwall_report::reference::store_row(&runs, "peak_memory", &row).unwrap();
+        memwall_report::twin::store_row(&runs, "peak_memory", &row).unwrap();
     }
 
     // 3. The next bundle resumes for the GPU of the newest CUDA record (the H200).
@@ -392,7 +392,7 @@ fn import_takes_every_good_archive_and_keeps_a_finished_twin_over_a_failed_one()
     assert!(msg.contains("1 of 3 archive(s) not imported"), "{msg}");
     assert!(msg.contains(&format!("{}:", damaged.display())), "{msg}");
     let stored = |config: &str| {
-        memwall_report::reference::stored_row(&runs, "peak_memory", H200, config)
+        memwall_report::twin::stored_row(&runs, "peak_memory", H200, config)
             .unwrap_or_else(|| panic!("no stored row of {config}: {msg}"))
     };
     assert_eq!(stored("control_adafactor").status, TorchStatus::Ok);

@@ -42,7 +42,7 @@ pub fn glance(study_path: &Path, runs: &Path) -> Result<Vec<document::content::G
         return Ok(search_parts(study_path, &records)?.2);
     }
     // The PyTorch twins give a claim its second verdict, as in the report.
-    let (pytorch, _) = report::reference::load_rows(runs, &study.header.name);
+    let (pytorch, _) = report::twin::load_rows(runs, &study.header.name);
     let (_, _, glance) = report::sections::training::sections(
         &records,
         &study.header,
@@ -135,10 +135,10 @@ fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Re
     if is_search(study) {
         return report_search(study, study_path, paths, &records);
     }
-    // PyTorch rows (`runs/<study>/pytorch/`, from a bundle's import or `memwall reference
+    // PyTorch rows (`runs/<study>/pytorch/`, from a bundle's import or `memwall twin
     // --device cpu`): the CPU ones in their CPU group's section, the others (and the rows that
     // do not read) in the section beside PyTorch below.
-    let (pytorch, pytorch_unread) = report::reference::load_rows(&paths.runs, &header.name);
+    let (pytorch, pytorch_unread) = report::twin::load_rows(&paths.runs, &header.name);
     let (mut sections, environment, glance) = report::sections::training::sections(
         &records,
         header,
@@ -152,7 +152,7 @@ fn report_training(study: &StudyOutline, study_path: &Path, paths: &Paths) -> Re
         .iter()
         .map(|c| (c.name.clone(), c.label.clone()))
         .collect();
-    sections.extend(report::sections::reference::section(
+    sections.extend(report::sections::twin::section(
         &pytorch,
         &pytorch_unread,
         &records.records,

@@ -1,5 +1,5 @@
 //! memwall-lab: the operations around the pipeline. GPU bundles ([`bundle`]: export, import, the
-//! run script), the PyTorch reference re-measured on this CPU ([`reference_cpu`]), expected
+//! run script), the PyTorch twin re-measured on this CPU ([`twin_cpu`]), expected
 //! device time ([`estimate`]), studies as Slurm job arrays ([`slurm`]), the nightly (run, history,
 //! change detection and page: [`nightly`]) and its scheduler files ([`install`]).
 //!
@@ -15,8 +15,8 @@ pub mod estimate;
 pub mod git;
 pub mod install;
 pub mod nightly;
-pub mod reference_cpu;
 pub mod slurm;
+pub mod twin_cpu;
 
 use memwall_core::record;
 use memwall_core::{error, spec, Error};
@@ -24,8 +24,8 @@ use memwall_document as document;
 use memwall_driver as driver;
 use memwall_report as report;
 use memwall_report::analysis::{self, stats};
-use memwall_report::reference;
 #[cfg(test)]
 use memwall_report::test_support;
+use memwall_report::twin;
 use memwall_runner::device;
 use memwall_studies as studies;

@@ -8,13 +8,13 @@
 //! - [`sections`]: the training studies' report sections built from that analysis as
 //!   `memwall_document` content, with no I/O: the driver hands them the records, the PyTorch
 //!   rows and the attribution rows ([`sections::training`], [`sections::timeline`],
-//!   [`sections::attribution`], [`sections::reproduction`], [`sections::reference`]), and the
+//!   [`sections::attribution`], [`sections::reproduction`], [`sections::twin`]), and the
 //!   report document they make ([`ReportDoc`]).
 //! - [`sinks`]: what reads a finished document or the set of rendered reports and writes files,
 //!   behind one trait ([`sinks::Sink`]): SVG figures (plotters), Markdown and HTML (minijinja),
 //!   the study's Parquet tables, the index across studies, the README's results block, and the
 //!   Hugo content tree.
-//! - [`reference`]: the PyTorch twin's data: the plan its script runs, the rows it prints and
+//! - [`twin`]: the PyTorch twin's data: the jobs its script runs, the rows it prints and
 //!   their store beside the records. [`check`] compares rendered reports with the committed
 //!   ones (`memwall report --check`), and [`source_check`] what a report quotes with the
 //!   source documents.
@@ -28,12 +28,12 @@
 
 pub mod analysis;
 pub mod check;
-pub mod reference;
 pub mod sections;
 pub mod sinks;
 pub mod source_check;
 #[doc(hidden)]
 pub mod test_support;
+pub mod twin;
 
 pub use sections::ReportDoc;
 pub use sinks::figures::svg;

@@ -36,7 +36,7 @@ pub(crate) struct BundleArgs {
     /// Also carry the local cache's compiled kernels (large; NVRTC recompiles them in seconds).
     #[arg(long)]
     pub(crate) with_kernels: bool,
-    /// PyTorch reference script to carry ("none" leaves the PyTorch column out).
+    /// PyTorch twin script to carry ("none" leaves the PyTorch column out).
     #[arg(long, default_value = "reference/torch_peak_memory.py")]
     pub(crate) torch_script: String,
     /// Write only the folder, no .tar.gz.

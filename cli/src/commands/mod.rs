@@ -8,9 +8,9 @@ mod data;
 mod install;
 mod nightly;
 mod plan;
-mod reference;
 mod report;
 mod run;
+mod twin;
 
 pub(crate) use bundle::*;
 pub(crate) use claims::*;
@@ -18,6 +18,6 @@ pub(crate) use data::*;
 pub(crate) use install::*;
 pub(crate) use nightly::*;
 pub(crate) use plan::*;
-pub(crate) use reference::*;
 pub(crate) use report::*;
 pub(crate) use run::*;
+pub(crate) use twin::*;

@@ -1,6 +1,6 @@
 //! The parts studies play beyond their own report, read from the `[study]` headers of the
 //! experiment files (one place for them): the GPU suite and its order (`gpu_suite`), the
-//! studies PyTorch eager runs as twins (`pytorch_reference`) and the one whose control the
+//! studies PyTorch eager runs as twins (`pytorch_twin`) and the one whose control the
 //! kernel-attribution benchmark times (`kernel_attribution`), and the one whose glance opens the
 //! README's results block (`readme_headline`), and the GPU jobs of in-process studies
 //! (`gpu_job`).
@@ -81,7 +81,7 @@ impl StudyRoles {
                 .collect(),
             pytorch: headers
                 .iter()
-                .filter(|(_, h)| h.pytorch_reference)
+                .filter(|(_, h)| h.pytorch_twin)
                 .map(|(_, h)| h.name.clone())
                 .collect(),
             attribution,
@@ -232,13 +232,10 @@ mod tests {
             e.contains("study.readme_headline") && e.contains("a.toml"),
             "{e}"
         );
-        let demo = folder(&[(
-            "a.toml",
-            header("a", "sixteen_bit", "pytorch_reference = true"),
-        )]);
+        let demo = folder(&[("a.toml", header("a", "sixteen_bit", "pytorch_twin = true"))]);
         let e = StudyRoles::discover(demo.path()).unwrap_err().to_string();
         assert!(
-            e.contains("study.pytorch_reference") && e.contains("training study"),
+            e.contains("study.pytorch_twin") && e.contains("training study"),
             "{e}"
         );
         let zero = folder(&[("a.toml", header("a", "training", "gpu_suite = 0"))]);

@@ -1,5 +1,5 @@
 //! `memwall bundle`: the folder (and `.tar.gz`) a GPU machine runs: the runner, the jobs of each
-//! study, corpora, caches, the PyTorch reference and attribution scripts, the manifest and
+//! study, corpora, caches, the PyTorch twin and attribution scripts, the manifest and
 //! `run.sh`, checked against the carry limit.
 
 use super::*;
@@ -33,7 +33,7 @@ pub struct BundleRequest {
     /// Also carry the local cache's compiled kernels (by default only autotune results travel:
     /// kernels are large and recompile in seconds).
     pub with_kernels: bool,
-    /// The PyTorch reference script to carry (`reference/torch_peak_memory.py`); `None` leaves
+    /// The PyTorch twin script to carry (`reference/torch_peak_memory.py`); `None` leaves
     /// the PyTorch column out.
     pub torch_script: Option<PathBuf>,
     /// Also write `<out>.tar.gz`.
@@ -213,14 +213,14 @@ pub(super) fn new_manifest(
     req: &BundleRequest,
     profile: Profile,
     g: Gathered,
-    torch_configs: &[plan::PlannedTorch],
+    torch_configs: &[tiers::PlannedTorch],
 ) -> Manifest {
     let attribution_job = g
         .attribution_jobs
         .first()
         .map(|(study, key)| PathBuf::from("jobs").join(study).join(key).join("job.json"));
     let (burn_s, torch_s) = attribution_seconds(req.target);
-    let extras = plan::Extras {
+    let extras = tiers::Extras {
         attribution: attribution_job.as_ref().map(|job| {
             (
                 job.clone(),
@@ -236,7 +236,7 @@ pub(super) fn new_manifest(
         .target
         .is_gpu()
         .then_some(SUITE_MINUTES * 60.0 - script::PACK_S as f64 - DEVICE_CHECK_S);
-    let tiers = plan::tiers(&g.planned, torch_configs, &extras, budget);
+    let tiers = tiers::tiers(&g.planned, torch_configs, &extras, budget);
     Manifest {
         format: MANIFEST_FORMAT.into(),
         created_at: chrono::Utc::now().to_rfc3339(),
@@ -361,10 +361,10 @@ pub(super) struct StudyCtx<'a> {
     resume: Option<ResumeFor>,
 }
 
-/// What [`bundle`] gathers study by study, for the manifest, run.sh and the PyTorch reference.
+/// What [`bundle`] gathers study by study, for the manifest, run.sh and the PyTorch twin.
 pub(super) struct Gathered {
     studies: Vec<BundledStudy>,
-    torch_plans: Vec<reference::TorchPlan>,
+    torch_plans: Vec<twin::TwinJobs>,
     /// Per `--only` name, whether a bundled study has it.
     matched_only: Vec<bool>,
     /// Expected warm seconds of each (study, configuration)'s job.
@@ -379,12 +379,12 @@ pub(super) struct Gathered {
     warmed: std::collections::BTreeSet<String>,
     /// Stage and order of every expanded job, bundled or stored: (study, configuration) ->
     /// (stage, sub), for the PyTorch twins' place in the plan.
-    stages: std::collections::BTreeMap<(String, String), (plan::Stage, u8)>,
+    stages: std::collections::BTreeMap<(String, String), (tiers::Stage, u8)>,
 
     /// `jobs/queue.tsv`: the jobs in run order with their expected seconds.
     queue: String,
     /// Every job with its expected seconds and whether it is a source row, for the run plan.
-    planned: Vec<plan::PlannedJob>,
+    planned: Vec<tiers::PlannedJob>,
 }
 
 impl Gathered {
@@ -519,7 +519,7 @@ pub(super) fn bundle_study(
             e.seconds.ceil()
         ));
         let (stage, sub) = g.stages[&(job.study.clone(), job.config.clone())];
-        g.planned.push(plan::PlannedJob {
+        g.planned.push(tiers::PlannedJob {
             study: job.study.clone(),
             config: job.config.clone(),
             key: job.key(),
@@ -530,7 +530,7 @@ pub(super) fn bundle_study(
     }
     bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();
     bundled.expected_basis = basis_counts(&estimates);
-    if let Some(plan) = reference::plan(study, &all) {
+    if let Some(plan) = twin::jobs(study, &all) {
         g.torch_plans.push(plan);
     }
     g.studies.push(bundled);
@@ -578,12 +578,12 @@ pub(super) fn check_bundled(req: &BundleRequest, g: &Gathered) -> Result<()> {
     Ok(())
 }
 
-/// Writes the PyTorch reference into `<out>/reference/`: the script (and the attribution
+/// Writes the PyTorch twin into `<out>/reference/`: the script (and the attribution
 /// benchmark's script beside it, if there) and one plan per study. Returns each PyTorch row
 /// to run with its expected seconds and its place in the run plan; a twin the store holds for
 /// the GPU model of `resume` is not run, and its study's `left_out_twins` says why. `shared`:
 /// run.sh runs a tier's twins in one Python process (a GPU target), so each twin's
-/// [`TORCH_PROCESS_START_S`] is paid once per tier ([`plan::PlannedTorch::start_s`]).
+/// [`TORCH_PROCESS_START_S`] is paid once per tier ([`tiers::PlannedTorch::start_s`]).
 pub(super) fn write_torch_reference(
     out: &Path,
     script: &Path,
@@ -591,7 +591,7 @@ pub(super) fn write_torch_reference(
     resume: Option<&ResumeFor>,
     runs: &Path,
     shared: bool,
-) -> Result<Vec<plan::PlannedTorch>> {
+) -> Result<Vec<tiers::PlannedTorch>> {
     let dir = out.join(REFERENCE_DIR);
     std::fs::create_dir_all(&dir).doing(|| format!("creating {}", dir.display()))?;
     std::fs::copy(script, dir.join("torch_peak_memory.py"))
@@ -606,7 +606,7 @@ pub(super) fn write_torch_reference(
     for plan in &g.torch_plans {
         let file = dir.join(format!("{}.plan.json", plan.study));
         record::write_atomic(&file, &serde_json::to_vec_pretty(plan)?)?;
-        let (stored, _) = reference::load_rows(runs, &plan.study);
+        let (stored, _) = twin::load_rows(runs, &plan.study);
         for c in &plan.configs {
             let compiled = c.compile || c.activation_memory_budget.is_some();
             if let Some(row) =
@@ -634,8 +634,8 @@ pub(super) fn write_torch_reference(
                 .stages
                 .get(&(plan.study.clone(), c.name.clone()))
                 .copied()
-                .unwrap_or((plan::Stage::Last, 0));
-            names.push(plan::PlannedTorch {
+                .unwrap_or((tiers::Stage::Last, 0));
+            names.push(tiers::PlannedTorch {
                 study: plan.study.clone(),
                 config: c.name.clone(),
                 expected_s: expected_s.ceil(),
@@ -649,7 +649,7 @@ pub(super) fn write_torch_reference(
     Ok(names)
 }
 
-/// Seconds of a PyTorch reference process besides its steps: Python, `import torch`, the CUDA
+/// Seconds of a PyTorch twin process besides its steps: Python, `import torch`, the CUDA
 /// context, the model's construction and its evaluation. Measured on the H200 run of
 /// 2026-11-27 (`peak_memory`, full profile): each row's wall time less its first step and its
 /// timed and warm-up steps at the median came to 17-21 s in all 8 rows.
@@ -669,13 +669,13 @@ pub const TORCH_PROCESS_START_S: f64 = 15.0;
 /// no such row is stored.
 pub(super) fn torch_seconds_of_rows(
     stored: &[TorchRow],
-    plan: &reference::TorchPlan,
+    plan: &twin::TwinJobs,
     config: &str,
 ) -> Option<f64> {
     stored
         .iter()
         .filter(|r| {
-            r.config == config && r.status == reference::TorchStatus::Ok && r.model == plan.model
+            r.config == config && r.status == twin::TorchStatus::Ok && r.model == plan.model
         })
         .filter_map(|r| {
             let (first, median) = (r.first_step_s?, r.median_step_s?);
@@ -699,8 +699,8 @@ pub(super) fn write_manifest_and_script(
         &serde_json::to_vec_pretty(manifest)?,
     )?;
     record::write_atomic(
-        &out.join(plan::PLAN_FILE),
-        plan::plan_tsv(&manifest.tiers, &left_out_lines(manifest)).as_bytes(),
+        &out.join(tiers::PLAN_FILE),
+        tiers::plan_tsv(&manifest.tiers, &left_out_lines(manifest)).as_bytes(),
     )?;
     let default_minutes = manifest.target.is_gpu().then_some(SUITE_MINUTES);
     let script = script::run_script(manifest, default_minutes);
@@ -889,7 +889,7 @@ pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
     out
 }
 
-/// Where `job` runs in the plan ([`plan::Stage`]) and its order inside the stage (f32 before
+/// Where `job` runs in the plan ([`tiers::Stage`]) and its order inside the stage (f32 before
 /// 16-bit): Checkmate rows last; in the first study its source rows first and its other rows
 /// last; in a later study the rows its claims measure, then unfused rows, then fused ones.
 pub fn stage_of(
@@ -897,8 +897,8 @@ pub fn stage_of(
     first: bool,
     source_row: bool,
     claimed: &std::collections::BTreeSet<String>,
-) -> (plan::Stage, u8) {
-    use plan::Stage;
+) -> (tiers::Stage, u8) {
+    use tiers::Stage;
     let sub = u8::from(job.strategy.precision != crate::spec::Precision::F32);
     let stage = if job.strategy.recompute.checkmate().is_some() {
         Stage::Last

@@ -11,7 +11,7 @@ pub struct ImportSummary {
     pub imported: usize,
     /// Records already in the store (same key), left as they were.
     pub already: usize,
-    /// PyTorch reference rows written.
+    /// PyTorch twin rows written.
     pub torch_rows: usize,
     /// PyTorch rows not written because the store holds a finished row of the same device and
     /// configuration and the bundle's did not finish: (stored file, what the bundle's said).
@@ -91,12 +91,12 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
     summary.records = accepted.into_iter().map(|(_, r)| r).collect();
     for (study, row) in &torch {
         // A finished row is evidence; a later failure of the same row does not replace it.
-        let there = reference::stored_row(&req.runs, study, &row.device, &row.config);
-        if let Some(there) = there.filter(|t| {
-            t.status == reference::TorchStatus::Ok && row.status != reference::TorchStatus::Ok
-        }) {
+        let there = twin::stored_row(&req.runs, study, &row.device, &row.config);
+        if let Some(there) = there
+            .filter(|t| t.status == twin::TorchStatus::Ok && row.status != twin::TorchStatus::Ok)
+        {
             summary.kept_twins.push((
-                reference::row_path(&req.runs, study, &row.device, &row.config),
+                twin::row_path(&req.runs, study, &row.device, &row.config),
                 format!(
                     "the bundle's row is `{}` ({}); the stored `ok` row of {} is kept",
                     row.status.as_str(),
@@ -106,7 +106,7 @@ pub fn import(req: &ImportRequest) -> Result<ImportSummary> {
             ));
             continue;
         }
-        reference::store_row(&req.runs, study, row)?;
+        twin::store_row(&req.runs, study, row)?;
         summary.torch_rows += 1;
     }
     import_extras(req, &root, &mut summary)?;
@@ -143,7 +143,7 @@ pub(super) fn check_bundle(
                 Err(reason) => summary.refused.push((record_file, reason)),
             }
         }
-        let rows = reference::read_rows(&root.join(REFERENCE_DIR).join("results"), &bundled.name)?;
+        let rows = twin::read_rows(&root.join(REFERENCE_DIR).join("results"), &bundled.name)?;
         if found || !rows.is_empty() {
             summary.studies.push(experiment.clone());
         }

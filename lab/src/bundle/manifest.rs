@@ -35,13 +35,13 @@ pub struct Manifest {
     #[serde(default)]
     pub fusion_chains: bool,
     /// Expected device seconds of what run.sh runs after the jobs: (part, seconds), e.g.
-    /// ("PyTorch reference", 606.0).
+    /// ("PyTorch twin", 606.0).
     #[serde(default)]
     pub extra_expected_s: Vec<(String, f64)>,
     /// The run plan: every step in tiers, in the order run.sh runs them (`plan.tsv`; empty in
     /// bundles written before the plan existed).
     #[serde(default)]
-    pub tiers: Vec<plan::Tier>,
+    pub tiers: Vec<tiers::Tier>,
     /// The GPU model whose stored rows the bundle left out, and how it was chosen; `None` for a
     /// CPU bundle, `--rerun-stored`, or a store without a GPU record. `run.sh` warns when it
     /// runs on another model (the rows left out are then not measured there).
@@ -67,7 +67,7 @@ impl Manifest {
 pub(super) fn extra_expected(
     target: BackendKind,
     chains: bool,
-    tiers: &[plan::Tier],
+    tiers: &[tiers::Tier],
     attribution: bool,
 ) -> Vec<(String, f64)> {
     let mut out = Vec::new();
@@ -78,14 +78,14 @@ pub(super) fn extra_expected(
         .iter()
         .flat_map(|t| &t.steps)
         .filter_map(|s| match s {
-            plan::Step::Torch { expected_s, .. } => Some(*expected_s),
+            tiers::Step::Torch { expected_s, .. } => Some(*expected_s),
             _ => None,
         })
         .collect();
     let torch_rows = !twins.is_empty();
     if torch_rows {
         let s: f64 = twins.iter().sum();
-        out.push((format!("{} PyTorch reference rows", twins.len()), s));
+        out.push((format!("{} PyTorch twin rows", twins.len()), s));
     }
     if attribution {
         let (b, t) = attribution_seconds(target);

@@ -2,27 +2,27 @@
 //!
 //! - [`bundle`] writes one folder (and a `.tar.gz` of it) holding the runner binary, the job
 //!   files of one or more studies, their tokenized corpus, the CubeCL kernel and autotune
-//!   caches, the PyTorch reference script with its configurations, a `manifest.json` and a
+//!   caches, the PyTorch twin script with its configurations, a `manifest.json` and a
 //!   `run.sh`. On the other machine `run.sh` checks the device (and NVRTC for CUDA), runs every
-//!   job that has no record yet (one process each, resuming), runs the PyTorch reference when
+//!   job that has no record yet (one process each, resuming), runs the PyTorch twin when
 //!   `python3 -c "import torch"` works, and packs the records into `results.tar.gz`.
 //! - [`import`] reads that archive (or the bundle folder itself), checks every record against
 //!   the job the local experiment file produces (same key, readable as this memwall's record
 //!   schema), and writes the records into the record store (`runs/<study>/<key>/`) through
-//!   [`record::write_record`], as the sweep does; PyTorch reference rows go to
-//!   `runs/<study>/pytorch/` ([`crate::reference`]). The caller then re-renders the reports.
+//!   [`record::write_record`], as the sweep does; PyTorch twin rows go to
+//!   `runs/<study>/pytorch/` ([`crate::twin`]). The caller then re-renders the reports.
 //!
 //! Paths inside the bundle's job files are relative to the bundle folder (`run.sh` starts the
 //! runner there), so the folder can be copied anywhere.
 
-pub mod plan;
 pub mod script;
+pub mod tiers;
 
 use crate::device::BackendKind;
 use crate::driver::{self, Paths};
 use crate::record::{self, JobRecord};
-use crate::reference::{self, TorchRow};
 use crate::spec::{JobSpec, MemoryPool, Profile, Study, StudyKind, StudyRoles};
+use crate::twin::{self, TorchRow};
 use memwall_core::record::{JsonError, RecordFileError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -79,9 +79,9 @@ pub enum BundleError {
     /// An experiment file, corpus, job expansion or record store error (naming file and field).
     #[error(transparent)]
     Core(#[from] crate::Error),
-    /// A PyTorch reference row that does not read or store (naming the file).
+    /// A PyTorch twin row that does not read or store (naming the file).
     #[error(transparent)]
-    Reference(#[from] reference::ReferenceError),
+    Twin(#[from] twin::TwinError),
     /// A results file (fusion chains run, attribution rows) that does not read (naming the file).
     #[error(transparent)]
     Record(#[from] RecordFileError),
@@ -136,7 +136,7 @@ impl<T> Doing<T> for Result<T> {
 pub const MANIFEST_FORMAT: &str = "memwall-bundle/1";
 /// Name of the archive `run.sh` packs the records into.
 pub const RESULTS_ARCHIVE: &str = "results.tar.gz";
-/// Folder (inside the bundle) of the PyTorch reference script, its plan and its results.
+/// Folder (inside the bundle) of the PyTorch twin script, its plan and its results.
 const REFERENCE_DIR: &str = "reference";
 
 // The GPU suite (`memwall bundle --suite`, `just gpu-suite`) is named by the experiment files:

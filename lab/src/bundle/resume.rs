@@ -68,10 +68,10 @@ pub fn stored_record(runs: &Path, study: &str, key: &str, gpu_model: &str) -> Op
 }
 
 /// Whether a PyTorch row answers its configuration: it finished or ran out of memory.
-pub fn twin_answers(status: reference::TorchStatus) -> bool {
+pub fn twin_answers(status: twin::TorchStatus) -> bool {
     matches!(
         status,
-        reference::TorchStatus::Ok | reference::TorchStatus::OutOfMemory
+        twin::TorchStatus::Ok | twin::TorchStatus::OutOfMemory
     )
 }
 
@@ -79,7 +79,7 @@ pub fn twin_answers(status: reference::TorchStatus) -> bool {
 /// model shape, if it answers.
 pub fn stored_twin<'a>(
     stored: &'a [TorchRow],
-    plan: &reference::TorchPlan,
+    plan: &twin::TwinJobs,
     config: &str,
     gpu_model: &str,
 ) -> Option<&'a TorchRow> {

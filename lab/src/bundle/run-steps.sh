@@ -228,9 +228,9 @@ check_device() {
         TORCH=1
         echo "PyTorch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
     elif [ -n "${MEMWALL_SKIP_TORCH:-}" ]; then
-        echo "PyTorch reference left out (MEMWALL_SKIP_TORCH)"
+        echo "PyTorch twin left out (MEMWALL_SKIP_TORCH)"
     else
-        echo "python3 cannot import torch here: the PyTorch reference column is left out"
+        echo "python3 cannot import torch here: the PyTorch twin column is left out"
     fi
 }
 

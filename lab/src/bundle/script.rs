@@ -1,4 +1,4 @@
-//! A bundle's `run.sh`: runs the bundle's [plan](super::plan) on a machine without Rust, tier by
+//! A bundle's `run.sh`: runs the bundle's [plan](super::tiers) on a machine without Rust, tier by
 //! tier, packing what finished after every step into a folder the caller names, so that a GPU
 //! session cut short by its limit loses at most the step in flight.
 //!
@@ -17,7 +17,7 @@
 //!
 //! May import: `super` (the manifest, the plan), `crate::install::sh_quote`.
 
-use super::plan::PLAN_FILE;
+use super::tiers::PLAN_FILE;
 use super::{expected_line, Manifest, RESULTS_ARCHIVE};
 use crate::install::sh_quote;
 
@@ -80,7 +80,7 @@ fn header(m: &Manifest, default_minutes: Option<f64>) -> String {
 #   ./run.sh --dry-run [--minutes N]
 #                             print the plan: each tier's steps with their expected seconds, and
 #                             what does not fit in N minutes; runs nothing
-#   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch reference out
+#   MEMWALL_SKIP_TORCH=1 ./run.sh     leave the PyTorch twin out
 #   MEMWALL_TORCH_PROCESS=each|shared ./run.sh
 #                             one Python process per twin, or one for all the twins of the run
 #                             (the default on CUDA: Python, torch and the CUDA context start

@@ -4,13 +4,13 @@ use std::error::Error as _;
 #[test]
 fn a_twin_is_expected_from_its_stored_row_of_the_same_model() {
     let (study, jobs) = crate::test_support::peak_memory_full();
-    let plan = reference::plan(&study, &jobs).expect("peak_memory has a PyTorch plan");
+    let plan = twin::jobs(&study, &jobs).expect("peak_memory has a PyTorch plan");
     let config = plan.configs[0].name.clone();
-    let row = |model: reference::TorchModel, first: f64, median: f64| TorchRow {
-        format: reference::ROW_FORMAT.into(),
+    let row = |model: twin::TorchModel, first: f64, median: f64| TorchRow {
+        format: twin::ROW_FORMAT.into(),
         study: plan.study.clone(),
         config: config.clone(),
-        status: reference::TorchStatus::Ok,
+        status: twin::TorchStatus::Ok,
         reason: None,
         device: "NVIDIA H200".into(),
         device_type: None,

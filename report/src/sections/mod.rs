@@ -6,14 +6,14 @@
 //! - [`training`]: a training study's sections, environment tables and glance from its records.
 //! - [`timeline`]: the memory timeline of chosen configurations.
 //! - [`attribution`]: where the time goes, per operation, Burn beside PyTorch.
-//! - [`reference`]: memwall beside its PyTorch eager twin on the same device.
+//! - [`twin`]: memwall beside its PyTorch eager twin on the same device.
 //! - [`reproduction`]: this machine's measurements beside the published ones.
 
 pub mod attribution;
-pub mod reference;
 pub mod reproduction;
 pub mod timeline;
 pub mod training;
+pub mod twin;
 
 use crate::content::{GlanceRow, Section, Table};
 use serde::Serialize;

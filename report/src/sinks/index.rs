@@ -183,7 +183,7 @@ pub fn catalogue(experiments: &[PathBuf]) -> Result<String> {
         } else {
             format!("{} (`{}`)", esc(&h.source_title), h.source)
         };
-        let gpu = match (h.gpu_suite, h.pytorch_reference) {
+        let gpu = match (h.gpu_suite, h.pytorch_twin) {
             (Some(p), true) => format!("suite, place {p}; PyTorch twins"),
             (Some(p), false) => format!("suite, place {p}"),
             (None, true) => "PyTorch twins".to_string(),

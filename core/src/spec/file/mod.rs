@@ -56,10 +56,15 @@ pub struct StudyHeader {
     /// in the bundle; an in-process study's declared `gpu_job` runs there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_suite: Option<u32>,
-    /// PyTorch eager runs the study's configurations as twins (`memwall reference`, the
-    /// bundle's `torch_peak_memory.py`): a training study only.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pytorch_reference: bool,
+    /// PyTorch eager runs the study's configurations as twins (`memwall twin`, the bundle's
+    /// `torch_peak_memory.py`): a training study only. Files written before the key's rename
+    /// say `pytorch_reference`, read as this.
+    #[serde(
+        default,
+        alias = "pytorch_reference",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub pytorch_twin: bool,
     /// The study whose control the kernel-attribution benchmark times operation by operation on
     /// a GPU, and whose report shows it: one training study at most.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

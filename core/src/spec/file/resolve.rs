@@ -538,7 +538,7 @@ pub(crate) fn check_name(h: &StudyHeader, fields: Fields) -> Result<()> {
 }
 
 /// `study.gpu_suite` in 1..=[`MAX_SUITE_PLACE`] for a training or `fusion_ir` study;
-/// `pytorch_reference` and `kernel_attribution` for a training study only.
+/// `pytorch_twin` and `kernel_attribution` for a training study only.
 pub(crate) fn check_roles(h: &StudyHeader, fields: Fields) -> Result<()> {
     let training = h.kind == StudyKind::Training;
     if let Some(place) = h.gpu_suite {
@@ -564,7 +564,7 @@ pub(crate) fn check_roles(h: &StudyHeader, fields: Fields) -> Result<()> {
         ));
     }
     for (set, key) in [
-        (h.pytorch_reference, "study.pytorch_reference"),
+        (h.pytorch_twin, "study.pytorch_twin"),
         (h.kernel_attribution, "study.kernel_attribution"),
     ] {
         if set && !training {

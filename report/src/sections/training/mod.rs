@@ -12,12 +12,12 @@ use crate::analysis::{steps_table, JobRecord, JobStatus, StudyRecords};
 use crate::content::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::Result;
 use crate::glance::{self, Answer};
-use crate::reference::TorchRow;
 use crate::sections::timeline;
 use crate::spec::{
     CheckpointSpec, Claim, ConfigSelector, ConfigSpec, Goal, GoalMetric, StudyHeader,
 };
 use crate::text;
+use crate::twin::TorchRow;
 use memwall_core::spec::claims::{SourceClaim, SweepMetric, TrainingMetric, TrainingTarget};
 use polars::prelude::DataFrame;
 use std::collections::BTreeMap;
@@ -113,7 +113,7 @@ struct StudyInputs<'a> {
     claims: &'a [SourceClaim],
     by_name: BTreeMap<&'a str, &'a ConfigSpec>,
     control_claim: Option<&'a Claim>,
-    /// The study's PyTorch reference rows (`runs/<study>/pytorch/`): the CPU ones are shown in
+    /// The study's PyTorch twin rows (`runs/<study>/pytorch/`): the CPU ones are shown in
     /// the CPU group of their device and model shape.
     pytorch: &'a [TorchRow],
 }
@@ -289,7 +289,7 @@ fn human_count(n: f64) -> String {
 /// last section listing records whose configuration is no longer in the experiment file. The
 /// PyTorch rows measured on a CPU (`pytorch`, the study's stored rows; empty for none) are
 /// shown in the first CPU group of their device and model shape
-/// ([`crate::crate::sections::reference::cpu_table`]); the glance does not read them.
+/// ([`crate::crate::sections::twin::cpu_table`]); the glance does not read them.
 ///
 /// # Errors
 /// [`crate::Error::Records`] when the study has no records; [`crate::Error::Report`] on table
@@ -738,7 +738,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
                     text::escape(&g.backend_label)
                 )
             }))
-            .chain(pytorch.is_some().then(crate::sections::reference::cpu_note))
+            .chain(pytorch.is_some().then(crate::sections::twin::cpu_note))
             .collect(),
         tables: [results_table(inputs, g), memory_table(g)]
             .into_iter()
@@ -758,7 +758,7 @@ fn group_section(inputs: &StudyInputs, g: &Group) -> Result<Section> {
 }
 
 /// The PyTorch eager rows measured on this CPU group's device with its model shape, beside the
-/// group's records ([`crate::sections::reference::cpu_table`]): `None` for a GPU group, a secondary group (its
+/// group's records ([`crate::sections::twin::cpu_table`]): `None` for a GPU group, a secondary group (its
 /// first group shows them), or where no such row is stored.
 fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
     if g.gpu || g.secondary {
@@ -776,19 +776,19 @@ fn pytorch_cpu_table(inputs: &StudyInputs, g: &Group) -> Option<Table> {
         .map(|c| (c.name.clone(), c.label.clone()))
         .collect();
     // The rows of this group's model shape (a smoke group on the same CPU shows none of the
-    // cpu profile's rows), as [`reference::has_cpu_group`] places them.
+    // cpu profile's rows), as [`twin::has_cpu_group`] places them.
     let rows: Vec<TorchRow> = inputs
         .pytorch
         .iter()
         .filter(|r| {
             group.iter().any(|m| {
-                crate::sections::reference::same_model(m, &r.model)
+                crate::sections::twin::same_model(m, &r.model)
                     && inputs.by_name.contains_key(m.spec.config.as_str())
             })
         })
         .cloned()
         .collect();
-    crate::sections::reference::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
+    crate::sections::twin::cpu_table(&rows, group.iter().copied(), &labels, &g.device)
 }
 
 /// A GPU group's note naming the study's configurations (of the group's model) that have no

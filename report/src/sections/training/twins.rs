@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::content::TwinVerdict;
-use crate::reference::TorchStatus;
+use crate::twin::TorchStatus;
 use memwall_core::spec::claims::{unit_suffix, AgreeRule, Verdict};
 
 /// Gives each glance row (one per claim, in order) whose claim is a peak reduction or a
@@ -51,7 +51,7 @@ fn twin_of(inputs: &StudyInputs, groups: &[Group], claim: &SourceClaim) -> Optio
                 && r.device == g.device
                 && r.status == TorchStatus::Ok
                 && !r.on_cpu()
-                && crate::sections::reference::same_model(record, &r.model)
+                && crate::sections::twin::same_model(record, &r.model)
         })
     };
     let (tc, tk) = (twin(&c.cfg.name)?, twin(&k.cfg.name)?);

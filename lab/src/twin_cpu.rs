@@ -1,29 +1,29 @@
-//! `memwall reference --device cpu`: re-measures the PyTorch eager rows of the training
+//! `memwall twin --device cpu`: re-measures the PyTorch eager rows of the training
 //! studies' `cpu` profile on this machine's CPU, where memwall's `cpu` records were measured.
 //!
 //! Data flow, as a bundle's (`memwall bundle --target flex`, its `run.sh`, `memwall import`) but
 //! in one command: each study's `cpu`-profile jobs are expanded for flex exactly as `memwall
-//! run` and the bundle expand them; [`crate::reference::plan`] turns them into the script's
+//! run` and the bundle expand them; [`crate::twin::jobs`] turns them into the script's
 //! plan (configurations without a PyTorch counterpart on the CPU left out with the reason),
 //! written to `<work>/<study>.plan.json`; `reference/torch_peak_memory.py --device cpu
 //! --threads N` runs one process per configuration and writes its row; each row is checked
-//! ([`crate::reference::check_row`], then [`check_cpu_row`]: a CPU row, on this CPU by the name
+//! ([`crate::twin::check_row`], then [`check_cpu_row`]: a CPU row, on this CPU by the name
 //! memwall's records carry, of the plan's model) and stored with
-//! [`crate::reference::store_row`] into `runs/<study>/pytorch/<cpu>.<config>.json`, where the
+//! [`crate::twin::store_row`] into `runs/<study>/pytorch/<cpu>.<config>.json`, where the
 //! training report shows it in its CPU section.
 
 use crate::device::{self, BackendKind};
 use crate::driver::{self, JobSettings};
 use crate::record;
-use crate::reference::{self, ReferenceError, TorchPlan, TorchRow, TorchStatus};
 use crate::spec::{Profile, Study};
+use crate::twin::{self, TorchRow, TorchStatus, TwinError, TwinJobs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Why `memwall reference` stopped; every message names the file, field or option at fault and
+/// Why `memwall twin` stopped; every message names the file, field or option at fault and
 /// the fix.
 #[derive(Debug, thiserror::Error)]
-pub enum ReferenceCmdError {
+pub enum TwinCmdError {
     /// An option or study is refused (the message names it and the fix).
     #[error("{0}")]
     Refused(String),
@@ -68,18 +68,18 @@ pub enum ReferenceCmdError {
     Study(#[from] crate::Error),
     /// A row does not read, does not check or could not be stored (naming the file and field).
     #[error(transparent)]
-    Row(#[from] ReferenceError),
+    Row(#[from] TwinError),
 }
 
-type Result<T, E = ReferenceCmdError> = std::result::Result<T, E>;
+type Result<T, E = TwinCmdError> = std::result::Result<T, E>;
 
-/// What `memwall reference --device cpu` is asked.
+/// What `memwall twin --device cpu` is asked.
 #[derive(Debug, Clone)]
 pub struct CpuRequest {
     /// Directory of the experiment files (`<dir>/<study>.toml`).
     pub experiments: PathBuf,
     /// The studies (empty: every study whose experiment file has
-    /// `study.pytorch_reference = true`).
+    /// `study.pytorch_twin = true`).
     pub studies: Vec<String>,
     /// Only these configurations (empty: all); a name no chosen study has is refused.
     pub only: Vec<String>,
@@ -106,7 +106,7 @@ pub struct PlannedStudy {
     /// The experiment file.
     pub experiment: PathBuf,
     /// The plan (configurations and those left out, with the reason).
-    pub plan: TorchPlan,
+    pub plan: TwinJobs,
     /// Where the plan was written (`<work>/<study>.plan.json`).
     pub plan_file: PathBuf,
 }
@@ -141,15 +141,15 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
     let mut out = Vec::new();
     for name in &names {
         if !covered.contains(name) {
-            return Err(ReferenceCmdError::Refused(format!(
-                "--study {name}: the PyTorch reference covers {} only (the experiment files \
-                 with `study.pytorch_reference = true`)",
+            return Err(TwinCmdError::Refused(format!(
+                "--study {name}: the PyTorch twin covers {} only (the experiment files \
+                 with `study.pytorch_twin = true`)",
                 covered.join(", ")
             )));
         }
         let experiment = req.experiments.join(format!("{name}.toml"));
         if !experiment.is_file() {
-            return Err(ReferenceCmdError::Refused(format!(
+            return Err(TwinCmdError::Refused(format!(
                 "{}: no experiment file of study `{name}` (--experiments names the folder)",
                 experiment.display()
             )));
@@ -181,11 +181,11 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
             &only,
             &[],
         )?;
-        let Some(plan) = reference::plan(&study, &jobs) else {
+        let Some(plan) = twin::jobs(&study, &jobs) else {
             continue;
         };
         let plan_file = req.work.join(format!("{name}.plan.json"));
-        let json = serde_json::to_vec_pretty(&plan).map_err(|source| ReferenceCmdError::Plan {
+        let json = serde_json::to_vec_pretty(&plan).map_err(|source| TwinCmdError::Plan {
             path: plan_file.clone(),
             source,
         })?;
@@ -197,7 +197,7 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
         });
     }
     if let Some(i) = matched.iter().position(|m| !m) {
-        return Err(ReferenceCmdError::Refused(format!(
+        return Err(TwinCmdError::Refused(format!(
             "--only {}: no configuration of that name in {}",
             req.only[i],
             names.join(", ")
@@ -209,9 +209,9 @@ pub fn plans(req: &CpuRequest) -> Result<Vec<PlannedStudy>> {
 /// `torch.__version__` as `python` imports it.
 ///
 /// # Errors
-/// [`ReferenceCmdError::NoTorch`] when the interpreter does not start or cannot import torch.
+/// [`TwinCmdError::NoTorch`] when the interpreter does not start or cannot import torch.
 pub fn torch_version(python: &str) -> Result<String> {
-    let no_torch = |detail: String| ReferenceCmdError::NoTorch {
+    let no_torch = |detail: String| TwinCmdError::NoTorch {
         python: python.to_string(),
         detail,
     };
@@ -232,7 +232,7 @@ pub fn torch_version(python: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Checks what a row of the CPU command must be beyond [`reference::check_row`]: the planned
+/// Checks what a row of the CPU command must be beyond [`twin::check_row`]: the planned
 /// configuration, run on the CPU (`device_type` "cpu"), on this CPU by the name memwall's CPU
 /// records carry (`cpu`, [`device::cpu_model`]), with the plan's model, and run at all (not
 /// `unsupported`).
@@ -241,7 +241,7 @@ pub fn torch_version(python: &str) -> Result<String> {
 /// The field at fault, its value, what it should be and the fix.
 pub fn check_cpu_row(
     row: &TorchRow,
-    plan: &TorchPlan,
+    plan: &TwinJobs,
     config: &str,
     cpu: &str,
 ) -> std::result::Result<(), String> {
@@ -285,8 +285,8 @@ pub fn check_cpu_row(
 /// `<work>/results/<study>.<config>.log`), checks its row and stores it into `req.runs`.
 ///
 /// # Errors
-/// [`ReferenceCmdError::NoRow`] when the script wrote no row; a row that does not read or check
-/// ([`ReferenceError::NotARow`], [`ReferenceError::Invalid`], naming the row file and field);
+/// [`TwinCmdError::NoRow`] when the script wrote no row; a row that does not read or check
+/// ([`TwinError::NotARow`], [`TwinError::Invalid`], naming the row file and field);
 /// the store's I/O errors.
 pub fn measure(req: &CpuRequest, planned: &PlannedStudy, config: &str) -> Result<Measured> {
     let study = &planned.plan.study;
@@ -300,7 +300,7 @@ pub fn measure(req: &CpuRequest, planned: &PlannedStudy, config: &str) -> Result
     let log_err = log_file
         .try_clone()
         .map_err(|e| crate::Error::io("opening", &log, e))?;
-    let no_row = |why: String| ReferenceCmdError::NoRow {
+    let no_row = |why: String| TwinCmdError::NoRow {
         study: study.clone(),
         config: config.to_string(),
         why,
@@ -324,21 +324,21 @@ pub fn measure(req: &CpuRequest, planned: &PlannedStudy, config: &str) -> Result
     if !status.success() || !out.is_file() {
         return Err(no_row(status.to_string()));
     }
-    let text = std::fs::read_to_string(&out).map_err(|source| ReferenceError::Read {
+    let text = std::fs::read_to_string(&out).map_err(|source| TwinError::Read {
         path: out.clone(),
         source,
     })?;
-    let row: TorchRow = record::parse_json(&text).map_err(|source| ReferenceError::NotARow {
+    let row: TorchRow = record::parse_json(&text).map_err(|source| TwinError::NotARow {
         path: out.clone(),
         source,
     })?;
-    let invalid = |reason: String| ReferenceError::Invalid {
+    let invalid = |reason: String| TwinError::Invalid {
         path: out.clone(),
         reason,
     };
-    reference::check_row(&row, study).map_err(invalid)?;
+    twin::check_row(&row, study).map_err(invalid)?;
     check_cpu_row(&row, &planned.plan, config, &device::cpu_model()).map_err(invalid)?;
-    let stored = reference::store_row(&req.runs, study, &row)?;
+    let stored = twin::store_row(&req.runs, study, &row)?;
     Ok(Measured {
         row,
         stored,
@@ -373,10 +373,10 @@ pub fn describe(row: &TorchRow) -> String {
 }
 
 /// A refusal naming `script` and the fix when it is not a file, `None` when it is.
-pub fn script_missing(script: &Path) -> Option<ReferenceCmdError> {
+pub fn script_missing(script: &Path) -> Option<TwinCmdError> {
     (!script.is_file()).then(|| {
-        ReferenceCmdError::Refused(format!(
-            "{}: no PyTorch reference script (--script names it; run from the repository root)",
+        TwinCmdError::Refused(format!(
+            "{}: no PyTorch twin script (--script names it; run from the repository root)",
             script.display()
         ))
     })
@@ -385,9 +385,9 @@ pub fn script_missing(script: &Path) -> Option<ReferenceCmdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::{TorchDeviceType, ROW_FORMAT};
+    use crate::twin::{TorchDeviceType, ROW_FORMAT};
 
-    fn cpu_plan() -> TorchPlan {
+    fn cpu_plan() -> TwinJobs {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments/peak_memory.toml");
         let study = Study::load(&path, Profile::Cpu, None).unwrap();
         let data = crate::spec::PreparedData {
@@ -397,10 +397,10 @@ mod tests {
             eos_id: 0,
         };
         let jobs = study.jobs(BackendKind::Flex, 0, &study.one_corpus(data));
-        reference::plan(&study, &jobs).unwrap()
+        twin::jobs(&study, &jobs).unwrap()
     }
 
-    fn cpu_row(plan: &TorchPlan) -> TorchRow {
+    fn cpu_row(plan: &TwinJobs) -> TorchRow {
         TorchRow {
             format: ROW_FORMAT.into(),
             study: "peak_memory".into(),
@@ -461,7 +461,7 @@ mod tests {
         assert!(budget.compile);
         // The GPU plan of the same study keeps torch.compile for fusion.
         let (study, jobs) = crate::test_support::peak_memory_full();
-        let gpu = reference::plan(&study, &jobs).unwrap();
+        let gpu = twin::jobs(&study, &jobs).unwrap();
         assert!(gpu.configs.iter().any(|c| c.name == "compile_adafactor"));
     }
 

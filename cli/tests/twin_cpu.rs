@@ -1,10 +1,10 @@
-//! `memwall reference --device cpu` with a fake PyTorch: it measures, checks and stores the CPU
-//! rows of the training studies (how the rows are rendered: `driver/tests/reference_cpu.rs`).
+//! `memwall twin --device cpu` with a fake PyTorch: it measures, checks and stores the CPU
+//! rows of the training studies (how the rows are rendered: `driver/tests/twin_cpu.rs`).
 
 mod common;
 
 use common::{memwall, text};
-use memwall_report::reference;
+use memwall_report::twin;
 use std::path::{Path, PathBuf};
 
 /// A stand-in for python3: answers the torch probe with `probe` (a shell snippet) and, run as
@@ -27,7 +27,7 @@ fn fake_python(dir: &Path, probe: &str, row: &str) -> PathBuf {
 }
 
 #[test]
-fn memwall_reference_measures_checks_and_stores_cpu_rows() {
+fn memwall_twin_measures_checks_and_stores_cpu_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let root = common::root();
@@ -37,7 +37,7 @@ fn memwall_reference_measures_checks_and_stores_cpu_rows() {
         .collect();
     let args = |python: &Path| -> Vec<String> {
         [
-            "reference",
+            "twin",
             "--device",
             "cpu",
             "--study",
@@ -104,7 +104,7 @@ fn memwall_reference_measures_checks_and_stores_cpu_rows() {
     };
     let row = |device: &str| {
         serde_json::json!({
-            "format": reference::ROW_FORMAT, "study": "peak_memory", "config": "CONFIG",
+            "format": twin::ROW_FORMAT, "study": "peak_memory", "config": "CONFIG",
             "status": "ok", "reason": null, "device": device, "device_type": "cpu",
             "threads": 2, "torch_version": "2.x (stand-in)", "parameters": 1,
             "max_memory_allocated_bytes": null, "max_memory_reserved_bytes": null,
@@ -131,7 +131,7 @@ fn memwall_reference_measures_checks_and_stores_cpu_rows() {
     let good = fake_python(dir, probe, &row(&cpu));
     let o = run(&good, &[]);
     assert!(o.status.success(), "{}", text(&o));
-    let (rows, bad) = reference::load_rows(&runs, "peak_memory");
+    let (rows, bad) = twin::load_rows(&runs, "peak_memory");
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(rows.len(), 1);
     assert_eq!(

@@ -1,10 +1,10 @@
 use super::*;
 use crate::analysis::{JobRecord, JobStatus};
-use crate::sections::reference::*;
+use crate::sections::twin::*;
 
-fn peak_memory_plan() -> TorchPlan {
+fn peak_memory_plan() -> TwinJobs {
     let (study, jobs) = crate::test_support::peak_memory_full();
-    plan(&study, &jobs).expect("peak_memory is covered")
+    super::jobs(&study, &jobs).expect("peak_memory is covered")
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn the_plan_carries_each_configurations_optimizer() {
     job.train.optimizer = OptimizerKind::Adafactor;
     job.train.lr = 2e-4;
     job.train.weight_decay = 0.01;
-    let p = plan(&study, &jobs).unwrap();
+    let p = super::jobs(&study, &jobs).unwrap();
     let control = p
         .configs
         .iter()
@@ -209,7 +209,7 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     store_row(tmp.path(), "peak_memory", &row()).unwrap();
     let gpu_only = {
         let (rows, bad) = load_rows(tmp.path(), "peak_memory");
-        crate::sections::reference::section(&rows, &bad, &[], &labels)
+        crate::sections::twin::section(&rows, &bad, &[], &labels)
     }
     .unwrap();
     // A CPU row whose CPU has a memwall record of the same shape: shown in the CPU group.
@@ -228,7 +228,7 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     assert!(has_cpu_group(&cpu, &records, &labels));
     let with_cpu = {
         let (rows, bad) = load_rows(tmp.path(), "peak_memory");
-        crate::sections::reference::section(&rows, &bad, &records, &labels)
+        crate::sections::twin::section(&rows, &bad, &records, &labels)
     }
     .unwrap();
     assert_eq!(with_cpu.tables, gpu_only.tables);
@@ -275,7 +275,7 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     store_row(tmp.path(), "peak_memory", &cpu).unwrap();
     let s = {
         let (rows, bad) = load_rows(tmp.path(), "peak_memory");
-        crate::sections::reference::section(&rows, &bad, &records, &labels)
+        crate::sections::twin::section(&rows, &bad, &records, &labels)
     }
     .unwrap();
     let captions: Vec<&str> = s.tables.iter().map(|t| t.caption.as_str()).collect();
@@ -303,7 +303,7 @@ fn cpu_rows_with_a_cpu_group_leave_the_gpu_section_unchanged() {
     // Without memwall's records both CPU rows are shown here.
     let s = {
         let (rows, bad) = load_rows(tmp.path(), "peak_memory");
-        crate::sections::reference::section(&rows, &bad, &[], &labels)
+        crate::sections::twin::section(&rows, &bad, &[], &labels)
     }
     .unwrap();
     assert_eq!(s.tables.len(), 3);

@@ -1,14 +1,14 @@
-//! The PyTorch reference column: the same model shape and configurations trained in PyTorch
+//! The PyTorch twin column: the same model shape and configurations trained in PyTorch
 //! eager on the same device by `reference/torch_peak_memory.py`, one process per
 //! configuration: on a GPU through a bundle (`memwall bundle`, its `run.sh`, `memwall import`),
-//! on this machine's CPU through `memwall reference --device cpu` (`memwall_lab::reference_cpu`).
+//! on this machine's CPU through `memwall twin --device cpu` (`memwall_lab::twin_cpu`).
 //!
-//! Data flow (one way): [`plan`] writes what the script runs (`<bundle>/reference/<study>.plan.json`,
+//! Data flow (one way): [`jobs`] writes what the script runs (`<bundle>/reference/<study>.plan.json`,
 //! from the bundled jobs); the script prints one [`TorchRow`] per configuration as JSON; the
 //! import checks each row ([`read_rows`]) and stores it in the record store as
 //! `runs/<study>/pytorch/<device>.<config>.json` ([`store_row`]); the report reads them
-//! ([`load_rows`], [`crate::sections::reference::section`]) beside memwall's records of the same device. Rows measured on
-//! the CPU ([`TorchRow::on_cpu`]) are shown in the report's CPU section ([`crate::sections::reference::cpu_table`]), beside
+//! ([`load_rows`], [`crate::sections::twin::section`]) beside memwall's records of the same device. Rows measured on
+//! the CPU ([`TorchRow::on_cpu`]) are shown in the report's CPU section ([`crate::sections::twin::cpu_table`]), beside
 //! the group of memwall's records on the same CPU and model shape; the GPU rows, and CPU rows
 //! with no such group, in the section "memwall beside PyTorch on the same device".
 
@@ -21,9 +21,9 @@ mod rows;
 
 pub use rows::*;
 
-/// Why a PyTorch reference row could not be read or stored; every message names the file.
+/// Why a PyTorch twin row could not be read or stored; every message names the file.
 #[derive(Debug, thiserror::Error)]
-pub enum ReferenceError {
+pub enum TwinError {
     /// The row file cannot be read.
     #[error("reading {path}: {source}")]
     Read {
@@ -34,7 +34,7 @@ pub enum ReferenceError {
         source: std::io::Error,
     },
     /// The file does not read as a [`TorchRow`].
-    #[error("{path}: not a PyTorch reference row ({source})")]
+    #[error("{path}: not a PyTorch twin row ({source})")]
     NotARow {
         /// The row file.
         path: PathBuf,
@@ -64,19 +64,19 @@ pub enum ReferenceError {
     Store(#[from] crate::Error),
 }
 
-/// `format` of a [`TorchPlan`].
+/// `format` of a [`TwinJobs`].
 pub const PLAN_FORMAT: &str = "memwall-torch-plan/1";
 /// `format` of a [`TorchRow`].
 pub const ROW_FORMAT: &str = "memwall-torch-row/1";
 // The studies the reference script covers say so in their experiment files
-// (`study.pytorch_reference`, read by `memwall_core::spec::StudyRoles`): training studies whose
+// (`study.pytorch_twin`, read by `memwall_core::spec::StudyRoles`): training studies whose
 // configurations are the script's mechanisms (precision, checkpointing every K blocks, the
 // fused step, torch.compile, the activation memory budget, the attention); mixed precision
 // with master weights is left out configuration by configuration.
 /// Folder of the rows inside a study's record-store folder.
 pub const ROWS_DIR: &str = "pytorch";
 
-/// The model shape of a [`TorchPlan`] (the job's model: pre-norm decoder, q/k/v/o without
+/// The model shape of a [`TwinJobs`] (the job's model: pre-norm decoder, q/k/v/o without
 /// bias, GELU MLP, LayerNorm, learned positions, tied head).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct TorchModel {
@@ -98,7 +98,7 @@ pub struct TorchModel {
     pub tie_embeddings: bool,
 }
 
-/// Training settings of a [`TorchPlan`] (the first job's; each [`TorchConfig`] carries its own
+/// Training settings of a [`TwinJobs`] (the first job's; each [`TorchConfig`] carries its own
 /// optimizer, learning rate and weight decay).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct TorchTrain {
@@ -150,9 +150,11 @@ fn adamw() -> String {
     OptimizerKind::Adamw.as_str().into()
 }
 
-/// What the reference script runs for one study.
+/// What the twin script (`reference/torch_peak_memory.py`) runs for one study, written as
+/// `<bundle>/reference/<study>.plan.json` (its format name, [`PLAN_FORMAT`], is the one bundles
+/// have always carried).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TorchPlan {
+pub struct TwinJobs {
     /// [`PLAN_FORMAT`].
     pub format: String,
     /// The study.
@@ -408,15 +410,15 @@ fn torch_config(c: &ConfigSpec, job: &JobSpec, layers: usize) -> TorchConfig {
 }
 
 /// The plan of `study`'s bundled `jobs`, or `None` for a study the script does not cover (no
-/// `study.pytorch_reference`).
+/// `study.pytorch_twin`).
 /// Configurations with no PyTorch counterpart (Burn's BalancedCheckpointing, Checkmate plans,
 /// unit-level plans, master weights, other layer norms, and on a CPU backend kernel fusion) are
 /// left out with the reason. The jobs' backend decides the device: CUDA jobs plan a GPU run, flex or ndarray
 /// jobs a CPU run (`torch_peak_memory.py --device cpu`). On the CPU the activation-memory
 /// budgets stay: `torch.compile` builds them with Inductor's C++ backend (a C++ compiler is
 /// needed; without one the row is `failed` with the compiler's error).
-pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
-    if !study.header.pytorch_reference {
+pub fn jobs(study: &Study, jobs: &[JobSpec]) -> Option<TwinJobs> {
+    if !study.header.pytorch_twin {
         return None;
     }
     // The profile's own model (configurations of a named model are left out below).
@@ -454,7 +456,7 @@ pub fn plan(study: &Study, jobs: &[JobSpec]) -> Option<TorchPlan> {
         }
         configs.push(config);
     }
-    Some(TorchPlan {
+    Some(TwinJobs {
         format: PLAN_FORMAT.into(),
         study: study.header.name.clone(),
         profile: study.profile.to_string(),

@@ -1,9 +1,9 @@
-//! `memwall reference --device cpu`: PyTorch eager's rows re-measured on this CPU.
+//! `memwall twin --device cpu`: PyTorch eager's rows re-measured on this CPU.
 
 use super::*;
 
 #[derive(Args)]
-pub(crate) struct ReferenceArgs {
+pub(crate) struct TwinArgs {
     /// Where PyTorch runs: `cpu` (this machine's CPU, where memwall's `cpu` records were
     /// measured). GPU rows come from a bundle: `memwall bundle`, its run.sh, `memwall import`.
     #[arg(long)]
@@ -23,7 +23,7 @@ pub(crate) struct ReferenceArgs {
     /// Corpus file (TinyStories .txt or .parquet); overrides the experiment files.
     #[arg(long, env = "MEMWALL_DATA")]
     pub(crate) data: Option<PathBuf>,
-    /// The PyTorch reference script.
+    /// The PyTorch twin script.
     #[arg(long, default_value = "reference/torch_peak_memory.py")]
     pub(crate) script: PathBuf,
     /// The Python interpreter that has PyTorch.
@@ -38,7 +38,7 @@ pub(crate) struct ReferenceArgs {
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// Scratch folder of the plans, the rows as the script writes them and its logs.
-    #[arg(long, default_value = "target/memwall/reference-cpu")]
+    #[arg(long, default_value = "target/memwall/twin-cpu")]
     pub(crate) work: PathBuf,
     /// Report output root (default: `reports` for the record store `runs`, `<RUNS>/reports`
     /// for any other).
@@ -52,14 +52,14 @@ pub(crate) struct ReferenceArgs {
 }
 
 // `memwall import`'s arguments (its help is the `Import` command's).
-/// `memwall reference --device cpu`: plans the studies' cpu-profile rows, measures each in
+/// `memwall twin --device cpu`: plans the studies' cpu-profile rows, measures each in
 /// PyTorch on this CPU, stores the rows and re-renders the reports of the studies that got one.
 /// Fails (after storing what finished) when a configuration wrote no row or did not finish.
-pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
-    use memwall_lab::reference_cpu::{self, CpuRequest};
+pub(crate) fn twin_cpu(a: TwinArgs) -> Result<()> {
+    use memwall_lab::twin_cpu::{self, CpuRequest};
     if a.device != "cpu" {
         bail!(
-            "--device {}: `memwall reference` measures on this machine's CPU (--device cpu); \
+            "--device {}: `memwall twin` measures on this machine's CPU (--device cpu); \
              GPU rows come from a bundle: `memwall bundle --suite`, its run.sh on the GPU \
              machine, then `memwall import`",
             a.device
@@ -85,7 +85,7 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
         threads,
         work: a.work.clone(),
     };
-    let planned = reference_cpu::plans(&req)?;
+    let planned = twin_cpu::plans(&req)?;
     let cpu = device::cpu_model();
     for p in &planned {
         println!(
@@ -104,10 +104,10 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
     if a.dry_run {
         return Ok(());
     }
-    if let Some(e) = reference_cpu::script_missing(&req.script) {
+    if let Some(e) = twin_cpu::script_missing(&req.script) {
         return Err(e.into());
     }
-    let version = reference_cpu::torch_version(&req.python)?;
+    let version = twin_cpu::torch_version(&req.python)?;
     eprintln!(
         "PyTorch {version} ({}); rows into {}",
         req.python,
@@ -118,27 +118,27 @@ pub(crate) fn reference_cpu(a: ReferenceArgs) -> Result<()> {
     for p in &planned {
         let mut stored = false;
         for c in &p.plan.configs {
-            match reference_cpu::measure(&req, p, &c.name) {
+            match twin_cpu::measure(&req, p, &c.name) {
                 Ok(m) => {
                     eprintln!(
                         "{}/{}: {} ({:.1} s) -> {}",
                         p.plan.study,
                         c.name,
-                        reference_cpu::describe(&m.row),
+                        twin_cpu::describe(&m.row),
                         m.wall_s,
                         m.stored.display()
                     );
-                    if m.row.status != memwall_report::reference::TorchStatus::Ok {
+                    if m.row.status != memwall_report::twin::TorchStatus::Ok {
                         problems.push(format!(
                             "{}/{}: {}",
                             p.plan.study,
                             c.name,
-                            reference_cpu::describe(&m.row)
+                            twin_cpu::describe(&m.row)
                         ));
                     }
                     stored = true;
                 }
-                Err(e @ reference_cpu::ReferenceCmdError::NoRow { .. }) => {
+                Err(e @ twin_cpu::TwinCmdError::NoRow { .. }) => {
                     eprintln!("{e}");
                     problems.push(e.to_string());
                 }

@@ -1,9 +1,9 @@
 //! The report's PyTorch tables: memwall beside its PyTorch eager twin on the same device
-//! ([`crate::reference`]'s rows), and the CPU table.
+//! ([`crate::twin`]'s rows), and the CPU table.
 
 use crate::analysis::{JobRecord, JobStatus};
 use crate::content::{Section, Table};
-use crate::reference::{TorchModel, TorchRow, TorchStatus};
+use crate::twin::{TorchModel, TorchRow, TorchStatus};
 use std::path::PathBuf;
 
 /// Bytes in `unit` (GiB or MiB) with two decimals, "–" when unknown.
@@ -157,7 +157,7 @@ fn section_notes(bad: &[(PathBuf, String)]) -> Vec<String> {
 /// How the CPU rows are measured and what their columns are ([`cpu_table`]), for the section
 /// that shows them.
 pub fn cpu_note() -> String {
-    "PyTorch on the CPU: `reference/torch_peak_memory.py --device cpu` (`memwall reference \
+    "PyTorch on the CPU: `reference/torch_peak_memory.py --device cpu` (`memwall twin \
      --device cpu`), PyTorch eager, one process per configuration, with the model shape, \
      optimizer, warm-up and timed steps and seed of memwall's job, random tokens; \
      `torch.compile` (Inductor's C++ backend) only for the activation-memory budgets. \

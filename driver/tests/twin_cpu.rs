@@ -7,7 +7,7 @@ mod common;
 
 use memwall_core::record::JobRecord;
 use memwall_driver::Paths;
-use memwall_report::reference::{self, TorchDeviceType, TorchRow, TorchStatus};
+use memwall_report::twin::{self, TorchDeviceType, TorchRow, TorchStatus};
 use std::path::Path;
 
 /// A finished CPU row of `record`'s configuration and model on `device`, at `samples_per_s`.
@@ -15,7 +15,7 @@ fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
     let m = record.spec.model;
     let t = record.spec.train;
     TorchRow {
-        format: reference::ROW_FORMAT.into(),
+        format: twin::ROW_FORMAT.into(),
         study: "peak_memory".into(),
         config: record.spec.config.clone(),
         status: TorchStatus::Ok,
@@ -33,7 +33,7 @@ fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
         samples_per_s: Some(samples_per_s),
         first_step_s: Some(1.0),
         final_loss: Some(7.0),
-        model: reference::TorchModel {
+        model: twin::TorchModel {
             layers: m.layers,
             d_model: m.d_model,
             heads: m.heads,
@@ -43,7 +43,7 @@ fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
             vocab: m.vocab,
             tie_embeddings: m.tie_embeddings,
         },
-        train: reference::TorchTrain {
+        train: twin::TorchTrain {
             steps: t.steps,
             warmup_steps: t.warmup_steps,
             lr: t.lr,
@@ -85,14 +85,14 @@ fn a_cpu_row_is_rendered_in_the_cpu_section_beside_memwalls_record() {
     let cpu = record.env.device_name.clone();
     // PyTorch at half memwall's throughput: the ratio memwall / PyTorch is 2.00x.
     let here = cpu_row(&record, &cpu, ours.samples_per_s / 2.0);
-    let stored = reference::store_row(&runs, "peak_memory", &here).unwrap();
+    let stored = twin::store_row(&runs, "peak_memory", &here).unwrap();
     assert!(
         stored.starts_with(runs.join("peak_memory/pytorch")),
         "{stored:?}"
     );
     // The same configuration on another CPU: no memwall record there.
     let elsewhere = cpu_row(&record, "Other CPU 9000", 50.0);
-    reference::store_row(&runs, "peak_memory", &elsewhere).unwrap();
+    twin::store_row(&runs, "peak_memory", &elsewhere).unwrap();
 
     let rendered = memwall_driver::report(&experiment, &paths(dir, &runs)).unwrap();
     let report = std::fs::read_to_string(&rendered.markdown).unwrap();
@@ -193,7 +193,7 @@ fn a_malformed_cpu_row_is_refused_naming_the_file_and_field() {
         let mut bad = good.clone();
         bad[field] = value;
         std::fs::write(&file, serde_json::to_vec_pretty(&bad).unwrap()).unwrap();
-        let err = reference::read_rows(&results, "peak_memory")
+        let err = twin::read_rows(&results, "peak_memory")
             .unwrap_err()
             .to_string();
         assert!(

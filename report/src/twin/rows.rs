@@ -8,7 +8,7 @@ use super::*;
 /// # Errors
 /// A row that is not a [`TorchRow`] (naming the file and the field), of another format or
 /// study, or with a non-finite or negative number.
-pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, ReferenceError> {
+pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, TwinError> {
     let mut rows = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(rows);
@@ -23,16 +23,16 @@ pub fn read_rows(dir: &Path, study: &str) -> Result<Vec<TorchRow>, ReferenceErro
         .collect();
     files.sort();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|source| ReferenceError::Read {
+        let text = std::fs::read_to_string(&f).map_err(|source| TwinError::Read {
             path: f.clone(),
             source,
         })?;
         let row: TorchRow =
-            crate::analysis::parse_json(&text).map_err(|source| ReferenceError::NotARow {
+            crate::analysis::parse_json(&text).map_err(|source| TwinError::NotARow {
                 path: f.clone(),
                 source,
             })?;
-        check_row(&row, study).map_err(|reason| ReferenceError::Invalid {
+        check_row(&row, study).map_err(|reason| TwinError::Invalid {
             path: f.clone(),
             reason,
         })?;
@@ -114,9 +114,9 @@ fn check_cpu_row(row: &TorchRow) -> std::result::Result<(), String> {
 ///
 /// # Errors
 /// I/O errors naming the path.
-pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, ReferenceError> {
+pub fn store_row(runs: &Path, study: &str, row: &TorchRow) -> Result<PathBuf, TwinError> {
     let path = row_path(runs, study, &row.device, &row.config);
-    let json = serde_json::to_vec_pretty(row).map_err(|source| ReferenceError::Serialize {
+    let json = serde_json::to_vec_pretty(row).map_err(|source| TwinError::Serialize {
         path: path.clone(),
         source,
     })?;

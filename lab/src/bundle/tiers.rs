@@ -80,7 +80,7 @@ pub struct PlannedJob {
     pub sub: u8,
 }
 
-/// A PyTorch reference row of the bundle.
+/// A PyTorch twin row of the bundle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedTorch {
     /// The study.
@@ -118,7 +118,7 @@ pub enum Step {
         /// Expected seconds.
         expected_s: f64,
     },
-    /// A PyTorch reference row, `reference/results/<study>.<config>.json`.
+    /// A PyTorch twin row, `reference/results/<study>.<config>.json`.
     Torch {
         /// The study.
         study: String,
