@@ -54,7 +54,6 @@ pub(crate) struct PlanArgs {
     pub(crate) out: Option<PathBuf>,
 }
 
-// `memwall twin`'s arguments (its help is the `Twin` command's).
 /// `memwall plan`: plans rematerialization for the graph file and prints the solvers' table.
 pub(crate) fn plan(a: PlanArgs) -> Result<()> {
     if let Some(experiment) = a.transformer {
