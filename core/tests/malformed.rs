@@ -290,6 +290,30 @@ fn experiment_cases() -> Vec<(&'static str, String, &'static str)> {
             "`goals[0].at_most`",
         ),
         (
+            "goal side at a precision",
+            format!(
+                "{GOOD}\n[[goals]]\nlabel = \"ck\"\nnumerator = {{ checkpoint = 2, precision = \"bf16\" }}\n\
+                 denominator = {{}}\nat_most = 1.4\n"
+            ),
+            "`goals[0].numerator.precision`",
+        ),
+        (
+            "goal side picking no configuration",
+            format!(
+                "{GOOD}\n[[goals]]\nlabel = \"ck\"\nnumerator = {{ checkpoint = 2 }}\n\
+                 denominator = {{ checkpoint = 1 }}\nat_most = 1.4\n"
+            ),
+            "`goals[0].denominator`",
+        ),
+        (
+            "goal side with a misspelled field",
+            format!(
+                "{GOOD}\n[[goals]]\nlabel = \"ck\"\nnumerator = {{ chekpoint = 2 }}\n\
+                 denominator = {{}}\nat_most = 1.4\n"
+            ),
+            "chekpoint",
+        ),
+        (
             "study name with a space",
             edit("name = \"s\"", "name = \"my study\""),
             "`study.name`",

@@ -158,8 +158,8 @@ fn goals_parse_and_bad_thresholds_name_the_field() {
     let p = write(dir.path(), &format!("{GOOD}{goal}"));
     let s = Study::load(&p, Profile::Smoke, None).unwrap();
     assert_eq!(s.goals.len(), 1);
-    assert_eq!(s.goals[0].numerator.checkpoint, CheckpointSpec::Sqrt);
-    assert!(!s.goals[0].numerator.fused_optimizer);
+    assert_eq!(s.goals[0].numerator.checkpoint, Some(CheckpointSpec::Sqrt));
+    assert_eq!(s.goals[0].numerator.fused_optimizer, None);
     assert_eq!(s.goals[0].at_most, 1.35);
     for bad in ["0.0", "-1.0", "nan", "inf"] {
         let p = write(

@@ -36,8 +36,8 @@ mod roles;
 mod selector;
 
 pub use file::{
-    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GoalSelector,
-    GpuJob, LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
+    AttentionOption, CheckpointSpec, Claim, ConfigSpec, DataConfig, Goal, GoalMetric, GpuJob,
+    LossScale, ModelConfig, OptimizerKind, Precision, StudyHeader, StudyKind, TrainConfig,
 };
 pub use file::{
     MAX_EVAL_BATCHES, MAX_STEPS, MAX_SUITE_PLACE, MAX_TIMELINE_LINES, MAX_VOCAB, MIN_SWEEP_POINTS,

@@ -64,6 +64,27 @@ impl ConfigSelector {
         strategy_of(config) == self.wanted()
     }
 
+    /// Whether `config` is the configuration this selector names inside one group of a report
+    /// (one model, one precision, one optimizer): as [`ConfigSelector::matches`], except that
+    /// the model, the precision and the optimizer the selector leaves out are `config`'s own,
+    /// and so is the weight decay (the optimizer's hyperparameter, which a selector does not
+    /// name). A `[[goals]]` side such as `{ checkpoint = 1 }` so picks the K = 1 configuration
+    /// of every model, precision and optimizer; a field the selector names is still compared.
+    pub fn matches_in_group(&self, config: &ConfigSpec) -> bool {
+        let mut wanted = self.wanted();
+        if self.model.is_none() {
+            wanted.model = config.model.clone();
+        }
+        if self.precision.is_none() {
+            wanted.precision = config.precision;
+        }
+        if self.optimizer.is_none() {
+            wanted.optimizer = config.optimizer;
+        }
+        wanted.weight_decay = config.weight_decay;
+        strategy_of(config) == wanted
+    }
+
     /// The checkpointing of `config` when it is a point of the sweep this selector names: every
     /// strategy field but `checkpoint` as [`ConfigSelector::matches`] compares them. The
     /// point without checkpointing (`CheckpointSpec::None`) is the sweep's control.
@@ -164,6 +185,43 @@ mod tests {
             c.control = true;
             c.maps_to = "the source's row".into();
         })));
+    }
+
+    #[test]
+    fn in_a_group_the_model_and_precision_left_out_are_the_configurations_own() {
+        let sel: ConfigSelector = toml::from_str("checkpoint = 1").unwrap();
+        let k1 = |model: Option<&str>, p: Precision| {
+            config("x", |c| {
+                c.model = model.map(Into::into);
+                c.precision = p;
+                c.checkpoint = CheckpointSpec::Every(1);
+            })
+        };
+        assert!(sel.matches_in_group(&k1(Some("deep"), Precision::Bf16)));
+        assert!(
+            !sel.matches(&k1(Some("deep"), Precision::Bf16)),
+            "not the plain rule"
+        );
+        // Every other strategy field is still at its default.
+        let mut fused = k1(None, Precision::F32);
+        fused.fused_optimizer = true;
+        assert!(!sel.matches_in_group(&fused));
+        let mut budget = k1(None, Precision::F32);
+        budget.budget = Some(0.5);
+        assert!(!sel.matches_in_group(&budget));
+        // The optimizer and its weight decay are the configuration's own, unless named.
+        let mut adafactor = k1(None, Precision::F32);
+        adafactor.optimizer = Some(OptimizerKind::Adafactor);
+        adafactor.weight_decay = Some(0.01);
+        assert!(sel.matches_in_group(&adafactor));
+        let adamw: ConfigSelector =
+            toml::from_str("checkpoint = 1\noptimizer = \"adamw\"").unwrap();
+        assert!(!adamw.matches_in_group(&adafactor));
+        // A model the selector names is compared.
+        let deep: ConfigSelector = toml::from_str("model = \"deep\"\ncheckpoint = 1").unwrap();
+        assert!(deep.matches_in_group(&k1(Some("deep"), Precision::F16)));
+        assert!(!deep.matches_in_group(&k1(Some("wide"), Precision::F16)));
+        assert!(!deep.matches_in_group(&k1(None, Precision::F16)));
     }
 
     #[test]

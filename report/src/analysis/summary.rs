@@ -12,7 +12,7 @@
 use super::{JobStatus, StudyRecords};
 use crate::analysis::stats::{self, Estimate};
 use crate::spec::{
-    CheckpointSpec, Goal, GoalMetric, GoalSelector, JobSpec, OptimizerKind, Precision,
+    CheckpointSpec, ConfigSelector, ConfigSpec, Goal, GoalMetric, JobSpec, OptimizerKind, Precision,
 };
 use memwall_core::strategy::LayerNormSaving;
 use polars::prelude::*;
@@ -783,6 +783,8 @@ pub struct GoalOutcome {
     pub goal: Goal,
     /// The precision both configurations ran at.
     pub precision: Precision,
+    /// The optimizer both configurations trained with.
+    pub optimizer: OptimizerKind,
     /// Ratio of the two medians over the runs (unitless).
     pub median: f64,
     /// The ratio's interval; `None` with a single run on a side.
@@ -793,35 +795,37 @@ pub struct GoalOutcome {
     pub runs: (usize, usize),
 }
 
-/// The first finished row at `precision` that `sel` picks (no kernel fusion, no budget, no
-/// unit-level policy).
+/// The first finished row of a group at `precision` with `optimizer` whose configuration `sel`
+/// picks in the group ([`ConfigSelector::matches_in_group`]: every strategy field the selector
+/// leaves out at its default, so no kernel fusion, budget or unit-level policy unless it names
+/// one).
 fn goal_side<'r>(
-    rows: &[&'r ConfigSummary],
+    rows: &[(&'r ConfigSummary, &ConfigSpec)],
     precision: Precision,
-    sel: &GoalSelector,
+    optimizer: OptimizerKind,
+    sel: &ConfigSelector,
 ) -> Option<&'r ConfigSummary> {
-    rows.iter().copied().find(|c| {
-        let s = &c.strategy;
-        c.ok()
-            && s.precision == precision
-            && s.checkpoint == sel.checkpoint
-            && s.fused_optimizer == sel.fused_optimizer
-            && !s.fusion
-            && s.budget.is_none()
-            && s.policy.is_none()
-    })
+    rows.iter()
+        .find(|(c, cfg)| {
+            c.ok()
+                && (c.strategy.precision, c.strategy.optimizer) == (precision, optimizer)
+                && sel.matches_in_group(cfg)
+        })
+        .map(|(c, _)| *c)
 }
 
-/// `goals` evaluated on a group's `rows` (in the report's order): for each precision and goal,
-/// the ratio of the goal's metric between the first finished configuration matching its
-/// numerator and the first matching its denominator (same precision, no kernel fusion, no
-/// budget). A goal whose configurations or values are missing gives no outcome.
+/// `goals` evaluated on a group's `rows` (in the report's order, each with its configuration
+/// in the experiment file): for each precision, optimizer (in the order the rows first train
+/// with it) and goal, the ratio of the goal's metric between the first finished configuration
+/// its numerator picks and the first its denominator picks, both at that precision with that
+/// optimizer ([`goal_side`]). A goal whose configurations or values are missing gives no
+/// outcome.
 ///
 /// Each side is the median over its finished runs (`repeats`; the row's own value where the
 /// record has none), and the ratio gets an interval: the ratio of the two medians'
 /// order-statistic intervals ([`stats::median_interval`], [`stats::ratio`]).
 pub fn goal_outcomes(
-    rows: &[&ConfigSummary],
+    rows: &[(&ConfigSummary, &ConfigSpec)],
     goals: &[Goal],
     repeats: &RepeatRuns,
 ) -> Vec<GoalOutcome> {
@@ -829,11 +833,20 @@ pub fn goal_outcomes(
         GoalMetric::MedianStepS => c.measured.median_step_s,
         GoalMetric::PeakAllocatedBytes => c.measured.peak_allocated_bytes,
     };
+    let mut optimizers: Vec<OptimizerKind> = Vec::new();
+    for (c, _) in rows {
+        if !optimizers.contains(&c.strategy.optimizer) {
+            optimizers.push(c.strategy.optimizer);
+        }
+    }
     let mut out = Vec::new();
     for precision in [Precision::F32, Precision::F16, Precision::Bf16] {
-        for g in goals {
-            let a = goal_side(rows, precision, &g.numerator);
-            let b = goal_side(rows, precision, &g.denominator);
+        for (&optimizer, g) in optimizers
+            .iter()
+            .flat_map(|o| goals.iter().map(move |g| (o, g)))
+        {
+            let a = goal_side(rows, precision, optimizer, &g.numerator);
+            let b = goal_side(rows, precision, optimizer, &g.denominator);
             let (Some(a), Some(b)) = (a, b) else {
                 continue;
             };
@@ -854,6 +867,7 @@ pub fn goal_outcomes(
             out.push(GoalOutcome {
                 goal: g.clone(),
                 precision,
+                optimizer,
                 median: r.median,
                 interval: r.has_interval().then_some(Interval {
                     lo: r.lo,

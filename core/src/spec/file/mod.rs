@@ -708,10 +708,12 @@ pub struct ConfigSpec {
 }
 
 /// `[[goals]]`: a ratio the report evaluates against a threshold, e.g. "checkpointing every
-/// block costs at most 1.4x the step time of no checkpointing". For each precision, the report
-/// takes the first finished configuration matching `numerator` and the first matching
-/// `denominator` (both without kernel fusion or a memory budget, so that only the compared
-/// option differs) and states `metric(numerator) / metric(denominator)` beside `at_most`.
+/// block costs at most 1.4x the step time of no checkpointing". In each group of the report (one
+/// profile, device, backend and model) and at each precision, the report takes the first
+/// finished configuration that `numerator` picks and the first that `denominator` picks
+/// ([`ConfigSelector::matches_in_group`](crate::spec::ConfigSelector::matches_in_group): every
+/// strategy field the selector leaves out at its default, so that only the compared option
+/// differs) and states `metric(numerator) / metric(denominator)` beside `at_most`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Goal {
@@ -720,10 +722,12 @@ pub struct Goal {
     /// The metric whose ratio is taken (default: the median step time).
     #[serde(default)]
     pub metric: GoalMetric,
-    /// The configuration in the numerator.
-    pub numerator: GoalSelector,
-    /// The configuration in the denominator.
-    pub denominator: GoalSelector,
+    /// The configuration in the numerator, with the fields a claim's `config` takes
+    /// (`{ checkpoint = 1, fused_optimizer = true }`); no `precision`: both sides run at the
+    /// precision the goal is evaluated at.
+    pub numerator: crate::spec::ConfigSelector,
+    /// The configuration in the denominator (as `numerator`).
+    pub denominator: crate::spec::ConfigSelector,
     /// The goal is met when the ratio is at most this (finite, positive).
     pub at_most: f64,
 }
@@ -747,16 +751,4 @@ impl GoalMetric {
             GoalMetric::PeakAllocatedBytes => "peak_allocated_bytes",
         }
     }
-}
-
-/// Which configuration a [`Goal`] side picks, besides the precision (goals compare configurations
-/// of the same precision).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GoalSelector {
-    /// Activation checkpointing of the configuration (`"none"`, `K`, `"sqrt"`).
-    pub checkpoint: CheckpointSpec,
-    /// Whether the optimizer step is fused into backward (default false).
-    #[serde(default)]
-    pub fused_optimizer: bool,
 }

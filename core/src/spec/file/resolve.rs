@@ -310,7 +310,7 @@ fn check_references(
 ) -> Result<()> {
     let training = header.kind == StudyKind::Training;
     check_timeline(&header.timeline, configs, fields)?;
-    check_goals(goals, fields)?;
+    check_goals(goals, training.then_some(configs), fields)?;
     check_claims(claims, training.then_some((configs, generated)), fields)
 }
 

@@ -56,29 +56,48 @@ fn goal(at_most: f64) -> Goal {
     Goal {
         label: "K = 1 / none".into(),
         metric: GoalMetric::MedianStepS,
-        numerator: GoalSelector {
-            checkpoint: CheckpointSpec::Every(1),
-            fused_optimizer: false,
+        numerator: ConfigSelector {
+            checkpoint: Some(CheckpointSpec::Every(1)),
+            ..ConfigSelector::default()
         },
-        denominator: GoalSelector {
-            checkpoint: CheckpointSpec::None,
-            fused_optimizer: false,
-        },
+        denominator: ConfigSelector::default(),
         at_most,
     }
+}
+
+/// The rows of `records`' study table, each with its configuration in `peak_memory`'s file.
+fn rows_with_configs(records: &StudyRecords) -> Vec<(ConfigSummary, ConfigSpec)> {
+    let (study, _) = crate::test_support::peak_memory_full();
+    let rows = config_summaries(&study_table(records).unwrap(), "synthetic").unwrap();
+    rows.into_iter()
+        .map(|r| {
+            let cfg = study
+                .configs
+                .iter()
+                .find(|c| c.name == r.config)
+                .unwrap()
+                .clone();
+            (r, cfg)
+        })
+        .collect()
 }
 
 #[test]
 fn a_goal_outcome_is_the_ratio_of_the_medians_with_the_ratio_of_their_intervals() {
     let records = synthetic();
-    let rows = config_summaries(&study_table(&records).unwrap(), "synthetic").unwrap();
+    let rows = rows_with_configs(&records);
     assert_eq!(rows.len(), 2, "one row per configuration");
-    let rows: Vec<&ConfigSummary> = rows.iter().collect();
+    let rows: Vec<(&ConfigSummary, &ConfigSpec)> = rows.iter().map(|(r, c)| (r, c)).collect();
     let goals = [goal(1.1), goal(1.5), goal(2.0)];
     let out = goal_outcomes(&rows, &goals, &RepeatRuns::new(&records));
     assert_eq!(out.len(), 3);
     for o in &out {
         assert_eq!(o.precision, crate::spec::Precision::F32);
+        assert_eq!(
+            o.optimizer,
+            OptimizerKind::Adafactor,
+            "the group's optimizer"
+        );
         // The failed fourth run is not a sample.
         assert_eq!(o.runs, (3, 3));
         assert!((o.median - 1.3).abs() < 1e-12, "{}", o.median);
@@ -101,6 +120,55 @@ fn a_goal_outcome_is_the_ratio_of_the_medians_with_the_ratio_of_their_intervals(
         "below the interval, inside it, above it"
     );
     assert_eq!(joint_coverage(&out), Some(0.5625));
+}
+
+#[test]
+fn a_goal_compares_configurations_of_one_optimizer_and_names_fields_it_varies() {
+    let mut records = synthetic();
+    let (_, jobs) = crate::test_support::peak_memory_full();
+    let job = |name: &str| jobs.iter().find(|j| j.config == name).unwrap().clone();
+    // AdamW's K = 1 at 3.0 s over its control at 1.0 s, and its fused optimizer step at 0.5 s.
+    for (name, s, at) in [
+        ("checkpoint", 3.0, 30),
+        ("control", 1.0, 31),
+        ("fused", 0.5, 32),
+    ] {
+        records
+            .records
+            .push(run(&job(name), 0, s, JobStatus::Ok, at));
+    }
+    let rows = rows_with_configs(&records);
+    let rows: Vec<(&ConfigSummary, &ConfigSpec)> = rows.iter().map(|(r, c)| (r, c)).collect();
+    let fused = Goal {
+        label: "fused / unfused".into(),
+        numerator: ConfigSelector {
+            fused_optimizer: Some(true),
+            ..ConfigSelector::default()
+        },
+        ..goal(1.05)
+    };
+    let out = goal_outcomes(&rows, &[goal(2.0), fused], &RepeatRuns::new(&records));
+    let mut got: Vec<(&str, &str, f64)> = out
+        .iter()
+        .map(|o| {
+            (
+                o.optimizer.as_str(),
+                o.goal.label.as_str(),
+                (o.median * 1e6).round() / 1e6,
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    // AdamW's rows never pair with Adafactor's; Adafactor has no fused row, so no outcome.
+    assert_eq!(
+        got,
+        [
+            ("adafactor", "K = 1 / none", 1.3),
+            ("adamw", "K = 1 / none", 3.0),
+            ("adamw", "fused / unfused", 0.5),
+        ],
+        "{out:#?}"
+    );
 }
 
 #[test]

@@ -608,7 +608,8 @@ fn groups<'a>(inputs: &StudyInputs<'a>, summaries: Vec<GroupSummary>) -> Vec<Gro
             let (unsupported, rows): (Vec<_>, Vec<_>) = rows
                 .into_iter()
                 .partition(|c| c.status == JobStatus::Unsupported);
-            let summaries: Vec<&ConfigSummary> = rows.iter().map(|c| &c.s).collect();
+            let summaries: Vec<(&ConfigSummary, &ConfigSpec)> =
+                rows.iter().map(|c| (&c.s, c.cfg)).collect();
             let model_slug = model.as_ref().map(|m| format!("_{m}")).unwrap_or_default();
             Group {
                 goals: goal_outcomes(&summaries, inputs.goals, &inputs.repeats),

@@ -62,19 +62,27 @@ pub(super) fn planned_vs_measured(rows: &[ConfigRow]) -> Table {
     table
 }
 
-/// The goals evaluated on a group ([`goal_outcomes`]) as a table: per precision and goal, the
-/// ratio (with its interval, with repeats), the goal, the verdict and the runs per side.
+/// The goals evaluated on a group ([`goal_outcomes`]) as a table: per precision (and
+/// optimizer, where the outcomes have more than one) and goal, the ratio (with its interval,
+/// with repeats), the goal, the verdict and the runs per side.
 pub(super) fn goals_table(outcomes: &[GoalOutcome], goals: &[Goal]) -> Table {
     let step_time_only = goals.iter().all(|g| g.metric == GoalMetric::MedianStepS);
+    let optimizers = outcomes
+        .iter()
+        .any(|o| o.optimizer != outcomes[0].optimizer);
+    let mut columns = vec!["comparison", "precision"];
+    if optimizers {
+        columns.push("optimizer");
+    }
+    columns.extend(["ratio", "goal", "met", "runs"]);
+    let same = "same precision and optimizer, every option a goal does not name at its default";
     let mut table = Table {
         caption: if step_time_only {
-            "Performance goals: median step-time ratios (same precision, no kernel fusion)".into()
+            format!("Performance goals: median step-time ratios ({same})")
         } else {
-            "Goals: ratios between configurations (same precision, no kernel fusion)".into()
+            format!("Goals: ratios between configurations ({same})")
         },
-        columns: ["comparison", "precision", "ratio", "goal", "met", "runs"]
-            .map(String::from)
-            .to_vec(),
+        columns: columns.into_iter().map(String::from).collect(),
         rows: Vec::new(),
         notes: Vec::new(),
     };
@@ -83,14 +91,17 @@ pub(super) fn goals_table(outcomes: &[GoalOutcome], goals: &[Goal]) -> Table {
             Some(i) => format!("{:.3}x [{:.3}, {:.3}]", o.median, i.lo, i.hi),
             None => format!("{:.3}x", o.median),
         };
-        table.rows.push(vec![
-            o.goal.label.clone(),
-            o.precision.to_string(),
+        let mut row = vec![o.goal.label.clone(), o.precision.to_string()];
+        if optimizers {
+            row.push(o.optimizer.as_str().into());
+        }
+        row.extend([
             ratio,
             format!("<= {}x", o.goal.at_most),
             o.verdict.as_str().into(),
             format!("{} / {}", o.runs.0, o.runs.1),
         ]);
+        table.rows.push(row);
     }
     if let Some(coverage) = joint_coverage(outcomes) {
         table.caption += &format!(

@@ -262,8 +262,15 @@ pub(crate) fn check_attention_tile(c: &ConfigSpec, at: &str, fields: Fields) -> 
     Ok(())
 }
 
-/// Every goal names its comparison and has a finite positive threshold.
-pub(crate) fn check_goals(goals: &[Goal], fields: Fields) -> Result<()> {
+/// Every goal names its comparison and has a finite positive threshold; its sides leave the
+/// precision out (a goal compares two configurations at the precision it is evaluated at) and,
+/// in a training study (`configs`), each picks at least one configuration of the file in some
+/// group ([`crate::spec::ConfigSelector::matches_in_group`]).
+pub(crate) fn check_goals(
+    goals: &[Goal],
+    configs: Option<&[ConfigSpec]>,
+    fields: Fields,
+) -> Result<()> {
     for (i, g) in goals.iter().enumerate() {
         if g.label.trim().is_empty() {
             return Err(fields.err(
@@ -276,6 +283,30 @@ pub(crate) fn check_goals(goals: &[Goal], fields: Fields) -> Result<()> {
                 &format!("goals[{i}].at_most"),
                 format!("{} is not a ratio: use a finite number above 0", g.at_most),
             ));
+        }
+        for (side, sel) in [("numerator", &g.numerator), ("denominator", &g.denominator)] {
+            if let Some(p) = sel.precision {
+                return Err(fields.err(
+                    &format!("goals[{i}].{side}.precision"),
+                    format!(
+                        "a goal is evaluated at each precision with both sides at that \
+                         precision: remove `precision = \"{p}\"`"
+                    ),
+                ));
+            }
+            if let Some(configs) = configs {
+                if !configs.iter().any(|c| sel.matches_in_group(c)) {
+                    return Err(fields.err(
+                        &format!("goals[{i}].{side}"),
+                        format!(
+                            "`{}` picks no configuration of this file: name the fields of a \
+                             [[configs]] entry or a [[grid]] point (every field left out is at \
+                             its default)",
+                            sel.describe()
+                        ),
+                    ));
+                }
+            }
         }
     }
     Ok(())
