@@ -709,8 +709,9 @@ pub struct ConfigSpec {
 
 /// `[[goals]]`: a ratio the report evaluates against a threshold, e.g. "checkpointing every
 /// block costs at most 1.4x the step time of no checkpointing". In each group of the report (one
-/// profile, device, backend and model) and at each precision, the report takes the first
-/// finished configuration that `numerator` picks and the first that `denominator` picks
+/// profile, device, backend and model) and at each precision and optimizer of its rows, the
+/// report takes the first finished configuration that `numerator` picks and the first that
+/// `denominator` picks, both at that precision with that optimizer
 /// ([`ConfigSelector::matches_in_group`](crate::spec::ConfigSelector::matches_in_group): every
 /// strategy field the selector leaves out at its default, so that only the compared option
 /// differs) and states `metric(numerator) / metric(denominator)` beside `at_most`.
