@@ -54,8 +54,10 @@ fn main() {
         ])
         .map(|s| {
             s.lines()
-                .filter_map(|l| l.get(3..))
-                .map(|p| p.trim().to_string())
+                // `XY path`; `git` trims the output, so the first line may have lost the
+                // blank of an unstaged change (` M path` reads `M path`).
+                .filter_map(|l| l.trim_start().split_once(' '))
+                .map(|(_, p)| p.trim().to_string())
                 .collect()
         })
         .unwrap_or_default()

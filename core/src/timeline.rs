@@ -435,7 +435,32 @@ pub fn breakdown(t: &StepTimeline, sizes: &KnownSizes, fused: bool) -> Option<Pe
         },
     ];
     let carried = span.start_bytes as i64 - steady;
-    let (grads, acts) = carried_parts(&t.phases[..index], &span.phase, sizes, fused);
+    // With gradient accumulation the step runs its forward and backward phases once per
+    // micro-batch: what the peak's phase carries is the current micro-batch's, from its
+    // embedding on, and the gradient set the earlier micro-batches accumulated.
+    let micro_start = if span.phase == Phase::Embedding {
+        index
+    } else {
+        t.phases[..index]
+            .iter()
+            .rposition(|p| p.phase == Phase::Embedding)
+            .unwrap_or(0)
+    };
+    let accumulated = t.phases[..micro_start]
+        .iter()
+        .any(|p| matches!(p.phase, Phase::BackwardAll | Phase::EmbeddingBackward));
+    let (mut grads, acts) = carried_parts(&t.phases[micro_start..index], &span.phase, sizes, fused);
+    if accumulated {
+        grads = grads.map(|(bytes, how)| {
+            (
+                bytes + sizes.parameter_bytes,
+                format!(
+                    "{how}; and the gradients the earlier micro-batches accumulated, one per \
+                     parameter (gradient accumulation)"
+                ),
+            )
+        });
+    }
     let mut derived = 0;
     if let Some((bytes, how)) = grads {
         derived += bytes as i64;
@@ -776,6 +801,65 @@ mod tests {
         assert_eq!(part("saved activations and checkpoints"), 10);
         assert_eq!(part("recomputed activations"), 100);
         assert_eq!(b.total(), 4000);
+    }
+
+    /// Two micro-batches of plain backward (gradient accumulation): at the second one's
+    /// backward only its own forward is carried, beside the gradients the first accumulated.
+    #[test]
+    fn a_later_micro_batch_carries_its_own_activations_and_the_accumulated_gradients() {
+        let f = |first| Phase::Forward {
+            first,
+            end: first + 1,
+            recompute: false,
+        };
+        let micro = |at: f64, start: u64, grads: u64| {
+            let s = start + grads;
+            vec![
+                span(Phase::Embedding, at, s, s + 5, s + 5),
+                span(f(0), at + 1.0, s + 5, s + 60, s + 55),
+                span(f(1), at + 2.0, s + 55, s + 110, s + 105),
+                span(Phase::Head, at + 3.0, s + 105, s + 160, s + 150),
+                span(
+                    Phase::BackwardAll,
+                    at + 4.0,
+                    s + 150,
+                    3000 + s,
+                    s + 1000 - grads,
+                ),
+            ]
+        };
+        let mut phases = micro(0.0, 3100, 0);
+        phases.extend(micro(5.0, 3100, 1000));
+        phases.push(span(Phase::OptimizerStep, 10.0, 5100, 5200, 4100));
+        let peak = phases[9].peak_bytes;
+        let t = StepTimeline {
+            step: 0,
+            source: String::new(),
+            exact: true,
+            duration_s: 11.0,
+            start_bytes: 3100,
+            peak_bytes: peak,
+            peak_at_s: 9.5,
+            points: vec![],
+            truncated: false,
+            phases,
+            sizes: None,
+            fused: false,
+        };
+        let b = breakdown(&t, &sizes(), false).unwrap();
+        assert_eq!(b.phase, 9);
+        let part = |n: &str| b.parts.iter().find(|p| p.name == n).unwrap().bytes;
+        assert_eq!(
+            part("gradients"),
+            1000,
+            "the first micro-batch's, accumulated"
+        );
+        assert_eq!(
+            part("saved activations and checkpoints"),
+            100,
+            "one micro-batch's"
+        );
+        assert_eq!(b.total(), peak as i64);
     }
 
     #[test]

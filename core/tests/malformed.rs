@@ -203,6 +203,26 @@ fn experiment_cases() -> Vec<(&'static str, String, &'static str)> {
             "`configs[0].balanced_checkpointing`",
         ),
         (
+            "no micro-batch",
+            a_with("accumulation_steps = 0"),
+            "`configs[0].accumulation_steps`",
+        ),
+        (
+            "micro-batches that do not split the batch of 2",
+            a_with("accumulation_steps = 3"),
+            "`configs[0].accumulation_steps`",
+        ),
+        (
+            "gradient accumulation with the fused optimizer step",
+            a_with("accumulation_steps = 2\nfused_optimizer = true"),
+            "`configs[0].accumulation_steps`",
+        ),
+        (
+            "gradient accumulation with a budget's plan",
+            a_with("accumulation_steps = 2\nbudget = 0.5"),
+            "`configs[0].accumulation_steps`",
+        ),
+        (
             "attention tile 0",
             a_with("attention_tile = 0"),
             "`configs[0].attention_tile`",

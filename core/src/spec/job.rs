@@ -603,6 +603,7 @@ impl Study {
                 train: TrainConfig {
                     optimizer: c.optimizer.unwrap_or(self.train.optimizer),
                     weight_decay: c.weight_decay.unwrap_or(self.train.weight_decay),
+                    accumulation_steps: c.accumulation_steps.unwrap_or(1),
                     ..self.train
                 },
                 strategy: Strategy::from(c),

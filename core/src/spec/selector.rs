@@ -39,6 +39,9 @@ pub struct ConfigSelector {
     /// Activation memory budget in [0, 1]; default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<f64>,
+    /// Gradient accumulation's micro-batches per optimizer step; default 1 (none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulation_steps: Option<usize>,
 }
 
 impl ConfigSelector {
@@ -53,6 +56,7 @@ impl ConfigSelector {
             fused_optimizer: self.fused_optimizer.unwrap_or_default(),
             optimizer: self.optimizer,
             budget: self.budget,
+            accumulation_steps: self.accumulation_steps.filter(|&n| n != 1),
             ..ConfigSpec::default()
         }
     }
@@ -146,6 +150,8 @@ fn strategy_of(config: &ConfigSpec) -> ConfigSpec {
         control: false,
         maps_to: String::new(),
         claim: None,
+        // 1 micro-batch is no accumulation, written or not.
+        accumulation_steps: config.accumulation_steps.filter(|&n| n != 1),
         ..config.clone()
     }
 }
@@ -185,6 +191,20 @@ mod tests {
             c.control = true;
             c.maps_to = "the source's row".into();
         })));
+    }
+
+    #[test]
+    fn gradient_accumulation_is_a_field_one_micro_batch_its_default() {
+        let plain: ConfigSelector = toml::from_str("checkpoint = \"none\"").unwrap();
+        let four: ConfigSelector = toml::from_str("accumulation_steps = 4").unwrap();
+        let one: ConfigSelector = toml::from_str("accumulation_steps = 1").unwrap();
+        let accumulating = config("a", |c| c.accumulation_steps = Some(4));
+        let written_one = config("b", |c| c.accumulation_steps = Some(1));
+        assert!(four.matches(&accumulating));
+        assert!(!plain.matches(&accumulating), "left out is no accumulation");
+        assert!(!four.matches(&written_one));
+        // One micro-batch is the whole batch, written or not, on either side.
+        assert!(plain.matches(&written_one) && one.matches(&config("c", |_| {})));
     }
 
     #[test]

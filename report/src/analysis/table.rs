@@ -144,6 +144,7 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "fused_optimizer" => [s.strategy.fused_optimizer],
         "fusion" => [s.strategy.fusion],
         "master_weights" => [s.strategy.master_weights],
+        "accumulation_steps" => [s.train.accumulation_steps as u32],
         "loss_scale" => [s.strategy.loss_scale.map(|l| l.to_string())],
         "status" => [record.status.as_str()],
         "reason" => [record.reason.clone()],

@@ -6,6 +6,7 @@
 //! peak memory. Warm-up steps are run first and excluded from timing. At the end the model is
 //! evaluated on held-out stories (eval loss and perplexity).
 
+pub mod accumulate;
 pub mod adafactor;
 pub mod mixed;
 pub mod profile;
@@ -70,6 +71,22 @@ impl<B: Backend> Inputs<B> {
             positions: up(&batch.positions),
             targets: up(&batch.targets),
         }
+    }
+
+    /// The batch cut into `n` equal micro-batches along the batch dimension, in order, each
+    /// `[batch / n, seq]` (gradient accumulation). `n` divides `batch`: the experiment file's
+    /// check (`accumulation_steps`) refuses any other.
+    pub fn micro_batches(&self, n: usize) -> Vec<Inputs<B>> {
+        let [batch, _] = self.tokens.dims();
+        let size = batch / n.max(1);
+        let part = |t: &Tensor<B, 2, Int>, i: usize| t.clone().narrow(0, i * size, size);
+        (0..n.max(1))
+            .map(|i| Inputs {
+                tokens: part(&self.tokens, i),
+                positions: part(&self.positions, i),
+                targets: part(&self.targets, i),
+            })
+            .collect()
     }
 
     /// `model`'s mean token cross-entropy (nats) on this batch: a `[1]` tensor.
@@ -157,6 +174,16 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
         if !spec.profile_only && spec.plan.is_some() && spec.unit_plan.is_none() {
             return Some("the strategy has a policy but the job has no unit plan (`unit_plan`): make the plan with the plan stage (`memwall run` or `memwall-job sweep-dir`)".into());
         }
+    }
+    let n = spec.train.accumulation_steps;
+    if n == 0 || spec.model.batch % n.max(1) != 0 {
+        return Some(format!(
+            "gradient accumulation: {n} micro-batches do not split the batch of {} sequences evenly: set accumulation_steps to a divisor of the batch",
+            spec.model.batch
+        ));
+    }
+    if n > 1 && (s.fused_optimizer || s.master_weights || s.policy.is_some()) {
+        return Some("gradient accumulation runs plain backward or a checkpoint plan and steps once after every micro-batch: remove fused_optimizer, master_weights or the policy, or accumulation_steps".into());
     }
     if s.recompute.is_balanced() && s.fused_optimizer {
         return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; it cannot run with the fused optimizer step".into());
@@ -575,7 +602,11 @@ fn prepare<B: TrainBackend>(
     let model = init_model::<B>(spec, device);
     // The profiling passes (blocks, and units for a unit-level plan) run on the first held-out
     // batch.
-    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
+    // With gradient accumulation, on its first micro-batch: the blocks' activations are those
+    // of one micro-batch.
+    let profile_inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device)
+        .micro_batches(t.accumulation_steps)
+        .swap_remove(0);
     let block_costs = profile_model(spec, &model, &profile_inputs, device, probe);
     let plan = plan_of(spec);
     let unit_plan = spec.unit_plan.as_ref();
@@ -813,6 +844,19 @@ where
             let (m, l, recomputed) =
                 unit_train_step(model, &mut *self.optim, lr, inputs, keeps, fused, probe);
             self.recomputed = Some(recomputed.len() as u32);
+            (m, l, None)
+        } else if self.spec.train.accumulation_steps > 1 {
+            let n = self.spec.train.accumulation_steps;
+            let probe = &mut *self.probe;
+            let (m, l) = accumulate::accumulated_step(
+                model,
+                &mut *self.optim,
+                lr,
+                inputs,
+                n,
+                self.plan,
+                probe,
+            );
             (m, l, None)
         } else {
             let probe = &mut *self.probe;

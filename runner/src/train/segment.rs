@@ -81,7 +81,25 @@ pub fn segmented_step<B, O>(
     model: TransformerLm<B>,
     inputs: &Inputs<B>,
     plan: &[Segment],
+    fused: Option<(&mut O, f64)>,
+    phase: &mut dyn FnMut(Phase),
+) -> SegmentedStep<B>
+where
+    B: super::TrainBackend,
+    O: Optimizer<TransformerLm<B>, B>,
+{
+    weighted_segmented_step(model, inputs, plan, fused, 1.0, phase)
+}
+
+/// [`segmented_step`] on the loss multiplied by `weight` (gradient accumulation's
+/// `1 / micro-batches`): every gradient is `weight` times the loss's; the returned `loss` is the
+/// unweighted one.
+pub fn weighted_segmented_step<B, O>(
+    model: TransformerLm<B>,
+    inputs: &Inputs<B>,
+    plan: &[Segment],
     mut fused: Option<(&mut O, f64)>,
+    weight: f64,
     phase: &mut dyn FnMut(Phase),
 ) -> SegmentedStep<B>
 where
@@ -99,6 +117,11 @@ where
     let loss = model.loss(last.clone(), inputs.targets.clone());
     phase(Phase::Head);
     let loss_inner = loss.clone().inner();
+    let loss = if weight == 1.0 {
+        loss
+    } else {
+        loss.mul_scalar(weight)
+    };
     let mut pending = GradientsParams::new();
     let (upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
     match fused.as_mut() {

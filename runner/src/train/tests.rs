@@ -383,3 +383,52 @@ fn overflowing_loss_scale_skips_the_update_and_backs_off() {
     let (_, info, s) = mixed_update(&model, &inputs, Some(LossScale::Static(1e30)));
     assert!(info.skipped && s == 1e30);
 }
+
+/// Gradient accumulation over 1, 2 and 4 micro-batches gives the whole batch's mean-loss
+/// gradient and loss, under plain backward and under a checkpoint plan, to f32 rounding; the
+/// gradient of one micro-batch alone (an accumulator that forgot the others) does not.
+#[test]
+fn accumulated_micro_batches_give_the_whole_batch_gradient() {
+    use super::accumulate::accumulated_gradients;
+    type Adam = burn::optim::adaptor::OptimizerAdaptor<burn::optim::AdamW, TransformerLm<B>, B>;
+    let cfg = ModelConfig {
+        batch: 4,
+        ..config(3)
+    };
+    let device = Default::default();
+    B::seed(&device, 5);
+    let model = cfg.init::<B>(&device);
+    let inputs = Inputs::<B>::new(&batch(&cfg), &device);
+    let reference = grad_values(&model, &plain_grads(&model, &inputs));
+    let whole_loss: f64 = inputs
+        .loss(&model)
+        .inner()
+        .into_data()
+        .iter::<f64>()
+        .next()
+        .unwrap();
+    let plan = segment::every_k(3, 1);
+    for n in [1, 2, 4] {
+        for plan in [None, Some(plan.as_slice())] {
+            let mut probe = HeapProbe::default();
+            let (m, loss, grads) =
+                accumulated_gradients::<B, Adam>(model.clone(), &inputs, n, plan, &mut probe);
+            let err = max_rel_err(&reference, &grad_values(&m, &grads));
+            assert!(
+                err <= 1e-5,
+                "{n} micro-batches, plan {plan:?}: max relative gradient error {err}"
+            );
+            let loss: f64 = loss.into_data().iter::<f64>().next().unwrap();
+            assert!(
+                (loss - whole_loss).abs() <= 1e-5 * whole_loss.abs(),
+                "{n} micro-batches: loss {loss} against the whole batch's {whole_loss}"
+            );
+        }
+    }
+    let first = inputs.micro_batches(2).swap_remove(0);
+    let alone = grad_values(&model, &plain_grads(&model, &first));
+    assert!(
+        max_rel_err(&reference, &alone) > 1e-2,
+        "one micro-batch's gradient is not the whole batch's"
+    );
+}

@@ -248,6 +248,18 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Held-out batches for eval loss / perplexity at the end.
     pub eval_batches: usize,
+    /// Gradient accumulation: each optimizer step runs forward and backward on this many equal
+    /// micro-batches of `batch / accumulation_steps` sequences, adds their gradients and steps
+    /// once (1: no accumulation, the whole batch at once). Set per configuration
+    /// ([`ConfigSpec::accumulation_steps`]); omitted from job files at 1, so older jobs keep
+    /// their keys.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub accumulation_steps: usize,
+}
+
+/// Whether `n` is 1 (the field is then left out of job files).
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -283,6 +295,7 @@ impl TrainOverride {
             optimizer: self.optimizer.unwrap_or(OptimizerKind::Adamw),
             seed: self.seed.unwrap_or(42),
             eval_batches: self.eval_batches.unwrap_or(4),
+            accumulation_steps: 1,
         }
     }
 }
@@ -696,6 +709,15 @@ pub struct ConfigSpec {
     /// stays positive).
     #[serde(default)]
     pub weight_decay: Option<f64>,
+    /// Gradient accumulation: the profile's `batch` sequences of every optimizer step run as
+    /// this many equal micro-batches, forward and backward one after the other, their
+    /// gradients summed before the one optimizer step (the loss of each weighted by
+    /// `1 / accumulation_steps`, so the step is the whole batch's up to rounding). Activations
+    /// are those of one micro-batch; an accumulated gradient set is added. `None` (or 1): the
+    /// whole batch at once. Must divide `batch`; needs plain backward or `checkpoint`, without
+    /// `fused_optimizer`, `master_weights` or a `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulation_steps: Option<usize>,
     /// The configuration is the baseline the others are compared with.
     #[serde(default)]
     pub control: bool,

@@ -94,6 +94,7 @@ impl Grid {
                             checkmate: None,
                             optimizer: None,
                             weight_decay: None,
+                            accumulation_steps: None,
                             control: false,
                             maps_to: String::new(),
                             claim: None,
@@ -270,6 +271,7 @@ pub(crate) fn parse(
             if let Some(m) = &model {
                 let own = c.model.as_ref().map_or(m, |name| &models[name]);
                 check_checkpoint(c, at, own, profile, fields)?;
+                check_micro_batch(c, at, own, profile, fields)?;
             }
             Ok(())
         },

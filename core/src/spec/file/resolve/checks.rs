@@ -41,7 +41,93 @@ pub(crate) fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<(
     check_balanced(c, at, fields)?;
     check_master_weights(c, at, fields)?;
     check_attention_tile(c, at, fields)?;
+    check_accumulation(c, at, fields)?;
     check_claim(c, at, fields)
+}
+
+/// Gradient accumulation's micro-batch count is at least 1, and accumulation runs under plain
+/// backward or a fixed checkpoint interval: the fused optimizer step needs every micro-batch's
+/// gradients first, mixed precision and the unit executor run their own step, and a budget's
+/// or Checkmate's plan is solved from a profile of the whole batch.
+pub(crate) fn check_accumulation(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(n) = c.accumulation_steps else {
+        return Ok(());
+    };
+    let field = format!("{at}.accumulation_steps");
+    if n == 0 {
+        return Err(fields.err(
+            &field,
+            "0 micro-batches: use an integer of at least 1 that divides the batch (1: no \
+             accumulation)"
+                .into(),
+        ));
+    }
+    if n == 1 {
+        return Ok(());
+    }
+    let others = [
+        (
+            "fused_optimizer",
+            c.fused_optimizer,
+            "the fused step applies a segment's gradients in backward, before the other micro-batches add theirs",
+        ),
+        (
+            "master_weights",
+            c.master_weights,
+            "mixed precision runs its own step on the whole batch",
+        ),
+        (
+            "policy",
+            c.policy.is_some(),
+            "the unit executor runs its own step on the whole batch",
+        ),
+        (
+            "budget",
+            c.budget.is_some(),
+            "a budget's plan is solved from a profile of the whole batch",
+        ),
+        (
+            "checkmate",
+            c.checkmate.is_some(),
+            "a Checkmate plan is solved from a profile of the whole batch",
+        ),
+    ];
+    match others.iter().find(|(_, set, _)| *set) {
+        Some((name, _, why)) => Err(fields.err(
+            &field,
+            format!(
+                "gradient accumulation runs with plain backward or `checkpoint = K`, and {why}: \
+                 remove `{name}` or `accumulation_steps` from this configuration"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The micro-batches of gradient accumulation split the batch evenly: `accumulation_steps`
+/// divides the model's `batch`.
+pub(crate) fn check_micro_batch(
+    c: &ConfigSpec,
+    at: &str,
+    model: &ModelConfig,
+    profile: Profile,
+    fields: Fields,
+) -> Result<()> {
+    let Some(n) = c.accumulation_steps.filter(|&n| n > 1) else {
+        return Ok(());
+    };
+    if model.batch % n != 0 {
+        return Err(fields.err(
+            &format!("{at}.accumulation_steps"),
+            format!(
+                "{n} micro-batches do not split the `{profile}` model's batch of {} sequences \
+                 evenly: use a divisor of {} (each micro-batch must have the same size for the \
+                 sum of their mean losses / {n} to be the whole batch's mean)",
+                model.batch, model.batch
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A checkpoint interval K is at most the model's layer count (K = layers is one segment: the
@@ -520,5 +606,6 @@ fn selector_of(config: &ConfigSpec) -> crate::spec::ConfigSelector {
         fused_optimizer: config.fused_optimizer.then_some(true),
         optimizer: config.optimizer,
         budget: config.budget,
+        accumulation_steps: config.accumulation_steps.filter(|&n| n != 1),
     }
 }
