@@ -260,6 +260,8 @@ pub struct StrategySummary {
     /// The unit-level policy refining the plan, where one is set: the unit executor ran the
     /// job.
     pub policy: Option<memwall_core::units::Policy>,
+    /// Gradient accumulation's micro-batches per optimizer step (1: none).
+    pub accumulation_steps: u64,
 }
 
 /// The model and run size of a job.
@@ -391,6 +393,7 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
             .transpose()
         })
         .collect::<AnalysisResult<Vec<_>>>()?;
+    let accumulation = t.counts("accumulation_steps")?;
     Ok((0..precision.len())
         .map(|i| StrategySummary {
             precision: precision[i],
@@ -403,6 +406,7 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
             budget: budget[i],
             checkmate: checkmate[i],
             policy: unit_policy[i],
+            accumulation_steps: accumulation[i],
         })
         .collect())
 }
