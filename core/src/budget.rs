@@ -48,17 +48,31 @@ pub fn activation_bytes(blocks: &[BlockCost], stored: &[bool]) -> u64 {
 
 /// Estimated activation bytes of any segment plan: stored segments keep their blocks'
 /// activations, recomputed segments keep their input, and backward holds the activations of
-/// the largest recomputed segment transiently.
+/// the largest recomputed segment transiently; a nested segment ([`Segment::inner`]) holds, in
+/// its backward, its inner checkpoints and the activations of its largest inner segment.
 pub fn estimate_plan(blocks: &[BlockCost], plan: &[Segment]) -> u64 {
     let mut total = 0u64;
     let mut transient = 0u64;
     for seg in plan {
-        let acts: u64 = blocks[seg.range()].iter().map(|b| b.activation_bytes).sum();
+        let acts = |range: std::ops::Range<usize>| -> u64 {
+            blocks[range].iter().map(|b| b.activation_bytes).sum()
+        };
         if seg.recompute {
             total += blocks[seg.start].boundary_bytes;
-            transient = transient.max(acts);
+            let held = match seg.inner_plan() {
+                // The inner checkpoints beyond the segment's own input, and one inner segment.
+                Some(inner) => {
+                    let checkpoints: u64 = inner[1..]
+                        .iter()
+                        .map(|s| blocks[s.start].boundary_bytes)
+                        .sum();
+                    checkpoints + inner.iter().map(|s| acts(s.range())).max().unwrap_or(0)
+                }
+                None => acts(seg.range()),
+            };
+            transient = transient.max(held);
         } else {
-            total += acts;
+            total += acts(seg.range());
         }
     }
     total + transient
@@ -126,6 +140,7 @@ pub fn plan_budget(blocks: &[BlockCost], b: f64) -> BudgetPlan {
             start: i,
             end: i + 1,
             recompute: !s,
+            inner: None,
         })
         .collect();
     BudgetPlan {
@@ -181,6 +196,29 @@ mod tests {
         assert!(p1.segments.iter().all(|s| !s.recompute));
         assert_eq!(p1.estimated_activation_bytes, 8000);
         assert_eq!(p1.recompute_s, 0.0);
+    }
+
+    #[test]
+    fn a_nested_segment_holds_its_inner_checkpoints_and_one_inner_segment() {
+        let blocks = vec![
+            BlockCost {
+                activation_bytes: 1000,
+                boundary_bytes: 10,
+                forward_s: 1.0,
+            };
+            6
+        ];
+        // One checkpoint; in backward the six blocks' activations at once, or, nested in
+        // 2-block inner segments, two more checkpoints (blocks 3 and 5) and two blocks'
+        // activations.
+        assert_eq!(
+            estimate_plan(&blocks, &crate::strategy::every_k(6, 6)),
+            10 + 6000
+        );
+        assert_eq!(
+            estimate_plan(&blocks, &crate::strategy::every_k_nested(6, 6, 2)),
+            10 + 2 * 10 + 2000
+        );
     }
 
     #[test]

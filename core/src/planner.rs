@@ -15,7 +15,7 @@ use crate::segment_memory::{predict, ExecutorProfile};
 use crate::segment_plan::{plan_transformer, PlanError};
 use crate::spec::{Recompute, Strategy};
 pub use crate::strategy::{check_segments, PlanMethod, SegmentPlan};
-use crate::strategy::{every_k, per_block_stored, Segment, TransformerPlan};
+use crate::strategy::{every_k, every_k_nested, per_block_stored, Segment, TransformerPlan};
 
 /// What [`plan`] made of a job.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +122,11 @@ fn structural_plan(
                 .checkpoint()
                 .segment_len(layers)
                 .unwrap_or(1);
-            Some((every_k(layers, k), PlanMethod::EveryK))
+            let segments = match strategy.nested_checkpoint {
+                Some(j) => every_k_nested(layers, k, j),
+                None => every_k(layers, k),
+            };
+            Some((segments, PlanMethod::EveryK))
         }
         Recompute::Explicit(segments) => {
             check_segments(segments, layers).map_err(PlanError::Params)?;
@@ -196,6 +200,7 @@ mod tests {
             master_weights: false,
             loss_scale: None,
             policy: None,
+            nested_checkpoint: None,
         }
     }
 
@@ -271,11 +276,13 @@ mod tests {
                 start: 0,
                 end: 2,
                 recompute: true,
+                inner: None,
             },
             Segment {
                 start: 3,
                 end: 6,
                 recompute: false,
+                inner: None,
             },
         ];
         let err = plan(&strategy(Recompute::Explicit(gapped), false), 6, None).unwrap_err();

@@ -138,7 +138,38 @@ pub fn segment_forward(p: &ExecutorProfile, seg: &Segment, kept: u64) -> (u64, u
 
 /// Peak of one segment's backward pass (recomputation included) above `live`, the bytes live
 /// before it (kept bytes of this and earlier segments, the upstream, pending gradients).
+///
+/// A nested segment ([`Segment::inner`]) first runs its inner segments but the last forward
+/// without autodiff, as [`segment_forward`] runs recomputed segments, each one's output kept as
+/// the next one's checkpoint (the first one's input is the segment's own checkpoint, in
+/// `live`; the last one's input is all its backward needs); then each inner segment, in
+/// reverse, is a recomputed segment's backward above the inner checkpoints up to it and,
+/// without the fused optimizer step, the gradients of the inner segments after it.
 pub fn segment_backward(p: &ExecutorProfile, seg: &Segment, live: u64) -> u64 {
+    if let Some(inner) = seg.inner_plan() {
+        let mut peak = 0;
+        let mut kept = 0;
+        let mut kept_before = Vec::with_capacity(inner.len());
+        for (m, sub) in inner.iter().enumerate() {
+            kept_before.push(kept);
+            if m + 1 < inner.len() {
+                let (fwd, added) = segment_forward(p, sub, live + kept);
+                peak = peak.max(fwd);
+                kept += added;
+            }
+        }
+        let mut later_grads = 0;
+        for (sub, &before) in inner.iter().zip(&kept_before).rev() {
+            // The checkpoints of this inner segment and the ones before it: the inputs of
+            // inner segments 1..=m, the outputs of 0..m.
+            let checkpoints = before;
+            peak = peak.max(segment_backward(p, sub, live + checkpoints + later_grads));
+            if !p.fused {
+                later_grads += grad_bytes(p, sub.range());
+            }
+        }
+        return peak;
+    }
     let mut peak = 0;
     let mut recomputed = 0;
     if seg.recompute {
@@ -244,6 +275,21 @@ mod tests {
         // head grads (10) + 4000 activations + 500 backward peak + the three later blocks'
         // gradients (150) at the first block.
         assert_eq!(predict(&p, &plan, false), 200 + 100 + 10 + 4000 + 500 + 150);
+    }
+
+    #[test]
+    fn a_nested_segment_holds_its_inner_checkpoints_and_one_inner_segment() {
+        let mut p = profile(4);
+        p.head_peak_bytes = 0;
+        let nested = crate::strategy::every_k_nested(4, 4, 1);
+        // Backward starts above kept (200) + upstream (100) + head grads (10) = 310. The inner
+        // forward keeps the outputs of blocks 1-3 (300) as checkpoints; the last block, first
+        // in backward, recomputes its 1000 activations and peaks at its backward (500):
+        // 310 + 300 + 1000 + 500. Each earlier inner segment holds one checkpoint less and one
+        // later block's gradients (50) more.
+        assert_eq!(predict(&p, &nested, false), 310 + 300 + 1000 + 500);
+        let whole = predict(&p, &crate::strategy::every_k(4, 4), false);
+        assert_eq!(whole, 200 + 100 + 10 + 4000 + 500 + 150);
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub fn cheapest_plan(p: &ExecutorProfile, budget_bytes: u64) -> Option<Vec<Segme
                     start: i,
                     end: e,
                     recompute,
+                    inner: None,
                 };
                 let (fwd, added) = segment_forward(p, &seg, s.kept);
                 let kept = s.kept + added;
@@ -294,6 +295,7 @@ pub(crate) mod tests {
                         start: last_start,
                         end: layers,
                         recompute,
+                        inner: None,
                     });
                     out.push(prefix);
                 }

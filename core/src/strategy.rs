@@ -8,8 +8,9 @@
 use crate::solve_status::SolveStatus;
 use serde::{Deserialize, Serialize};
 
-/// A run of consecutive blocks `[start, end)` and whether its activations are recomputed in
-/// backward (true) or kept from the forward pass (false).
+/// A run of consecutive blocks `[start, end)`, whether its activations are recomputed in
+/// backward (true) or kept from the forward pass (false), and, for a recomputed segment, whether
+/// its recomputation is itself checkpointed (nested checkpointing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Index of the segment's first block.
@@ -19,12 +20,50 @@ pub struct Segment {
     /// Whether backward recomputes the segment's activations from its input (true) or keeps
     /// them from the forward pass (false).
     pub recompute: bool,
+    /// Nested checkpointing: backward recomputes this segment's blocks without autodiff first,
+    /// keeping the input of every `inner`-th block, then runs them as `inner`-block segments
+    /// that are each recomputed once more, with autodiff, and backpropagated in reverse
+    /// ([`Segment::inner_plan`]). Only one inner segment's activations are alive at a time, for
+    /// one more forward pass of the segment's blocks: checkpointing applied recursively, which
+    /// Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost", arXiv:1604.06174,
+    /// abstract) carry to O(log n) memory. `None` (left out of JSON, so plans written before the
+    /// field read and key as they did): the segment is recomputed in one piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner: Option<usize>,
 }
 
 impl Segment {
     /// The segment's block indices, `start..end`.
     pub fn range(&self) -> std::ops::Range<usize> {
         self.start..self.end
+    }
+
+    /// The number of blocks, `end - start`.
+    pub fn len(&self) -> usize {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Whether the segment has no block.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The inner segments of a nested segment: `inner`-block segments over its blocks (the last
+    /// may be shorter), all recomputed and none nested again; `None` when the segment is not
+    /// nested or not recomputed.
+    pub fn inner_plan(&self) -> Option<Vec<Segment>> {
+        let j = self.inner.filter(|_| self.recompute)?.max(1);
+        Some(
+            self.range()
+                .step_by(j)
+                .map(|start| Segment {
+                    start,
+                    end: (start + j).min(self.end),
+                    recompute: true,
+                    inner: None,
+                })
+                .collect(),
+        )
     }
 }
 
@@ -37,6 +76,22 @@ pub fn every_k(layers: usize, k: usize) -> Vec<Segment> {
             start,
             end: (start + k).min(layers),
             recompute: true,
+            inner: None,
+        })
+        .collect()
+}
+
+/// [`every_k`] with nested checkpointing inside each segment: every `k`-block segment longer
+/// than `j` blocks recomputes its blocks as `j`-block inner segments ([`Segment::inner`]); a
+/// segment of at most `j` blocks (the last, shorter one) is recomputed in one piece, as nesting
+/// would only add a forward pass.
+pub fn every_k_nested(layers: usize, k: usize, j: usize) -> Vec<Segment> {
+    let j = j.max(1);
+    every_k(layers, k)
+        .into_iter()
+        .map(|s| Segment {
+            inner: (s.len() > j).then_some(j),
+            ..s
         })
         .collect()
 }
@@ -49,6 +104,7 @@ pub fn per_block_stored(layers: usize) -> Vec<Segment> {
             start: i,
             end: i + 1,
             recompute: false,
+            inner: None,
         })
         .collect()
 }
@@ -263,7 +319,8 @@ pub struct SegmentPlan {
 }
 
 /// Checks that `segments` cover blocks `0..layers` in order, each non-empty and starting where
-/// the previous one ended.
+/// the previous one ended, and that a nested segment ([`Segment::inner`]) is recomputed and
+/// splits into at least two inner segments of at least one block.
 ///
 /// # Errors
 /// A message naming the first segment that does not.
@@ -276,6 +333,31 @@ pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String>
                 s.start, s.end
             ));
         }
+        if let Some(j) = s.inner {
+            if !s.recompute {
+                return Err(format!(
+                    "segment {i} sets inner = {j} but is stored (recompute = false): only a \
+                     recomputed segment's recomputation can be checkpointed; drop `inner` or \
+                     set `recompute = true`"
+                ));
+            }
+            if s.len() < 2 {
+                return Err(format!(
+                    "segment {i} is one block and sets inner = {j}: a nested segment needs at \
+                     least two blocks; drop `inner`"
+                ));
+            }
+            if j == 0 || j >= s.len() {
+                return Err(format!(
+                    "segment {i} ([{}, {}), {} blocks) sets inner = {j}: use 1 to {} blocks per \
+                     inner segment, or drop `inner` to recompute the segment in one piece",
+                    s.start,
+                    s.end,
+                    s.len(),
+                    s.len() - 1
+                ));
+            }
+        }
         next = s.end;
     }
     if next != layers {
@@ -284,4 +366,56 @@ pub fn check_segments(segments: &[Segment], layers: usize) -> Result<(), String>
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_segments_split_into_inner_segments_of_j_blocks() {
+        let plan = every_k_nested(10, 4, 3);
+        // [0, 4) and [4, 8) nest as 3 + 1 blocks; [8, 10) is at most 3 blocks, so it does not.
+        assert_eq!(
+            plan.iter().map(|s| s.inner).collect::<Vec<_>>(),
+            [Some(3), Some(3), None]
+        );
+        let inner = plan[1].inner_plan().unwrap();
+        assert_eq!(
+            inner.iter().map(|s| (s.start, s.end)).collect::<Vec<_>>(),
+            [(4, 7), (7, 8)]
+        );
+        assert!(inner.iter().all(|s| s.recompute && s.inner.is_none()));
+        assert_eq!(plan[2].inner_plan(), None);
+        assert_eq!(check_segments(&plan, 10), Ok(()));
+    }
+
+    #[test]
+    fn a_nested_segment_must_be_recomputed_and_split() {
+        let seg = |end, recompute, inner| Segment {
+            start: 0,
+            end,
+            recompute,
+            inner,
+        };
+        assert!(check_segments(&[seg(4, false, Some(2))], 4)
+            .unwrap_err()
+            .contains("stored"));
+        assert!(check_segments(&[seg(4, true, Some(4))], 4)
+            .unwrap_err()
+            .contains("use 1 to 3"));
+        assert!(check_segments(&[seg(4, true, Some(0))], 4).is_err());
+        assert!(check_segments(&[seg(1, true, Some(1))], 1)
+            .unwrap_err()
+            .contains("two blocks"));
+        assert_eq!(check_segments(&[seg(4, true, Some(1))], 4), Ok(()));
+    }
+
+    #[test]
+    fn a_plan_without_nesting_writes_the_json_it_wrote_before() {
+        let json = serde_json::to_string(&every_k(2, 1)[0]).unwrap();
+        assert_eq!(json, r#"{"start":0,"end":1,"recompute":true}"#);
+        let read: Segment = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.inner, None);
+    }
 }

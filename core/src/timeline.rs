@@ -65,6 +65,16 @@ pub enum Phase {
         /// The segment's parameters were stepped in this phase.
         fused: bool,
     },
+    /// The forward pass without autodiff of blocks `first..end`, an inner segment of a nested
+    /// segment, in that segment's backward (nested checkpointing,
+    /// [`crate::strategy::Segment::inner`]): only the inner segment's input is kept, as the
+    /// checkpoint its own [`Phase::Backward`] recomputes from.
+    Recompute {
+        /// First block.
+        first: u16,
+        /// One past the last block.
+        end: u16,
+    },
     /// The embeddings' backward (segmented steps).
     EmbeddingBackward,
     /// Unscaling and checking the gradients (mixed precision with loss scaling).
@@ -133,6 +143,9 @@ impl Phase {
                     format!("backward {} ({})", blocks(first, end), extra.join(", "))
                 }
             }
+            Phase::Recompute { first, end } => {
+                format!("recompute {} (no autodiff, nested)", blocks(first, end))
+            }
             Phase::EmbeddingBackward => "embedding backward".into(),
             Phase::Unscale => "unscale gradients".into(),
             Phase::OptimizerStep => "optimizer step".into(),
@@ -162,6 +175,7 @@ impl Phase {
             Phase::EmbeddingBackward => (7, 0, 0, false, false),
             Phase::Unscale => (8, 0, 0, false, false),
             Phase::OptimizerStep => (9, 0, 0, false, false),
+            Phase::Recompute { first, end } => (10, first, end, false, false),
         };
         kind | u64::from(a) << 8 | u64::from(b) << 9 | u64::from(first) << 16 | u64::from(end) << 32
     }
@@ -190,6 +204,7 @@ impl Phase {
             7 => Phase::EmbeddingBackward,
             8 => Phase::Unscale,
             9 => Phase::OptimizerStep,
+            10 => Phase::Recompute { first, end },
             _ => return None,
         })
     }
@@ -201,6 +216,7 @@ impl Phase {
             Phase::HeadBackward { .. }
             | Phase::BackwardAll
             | Phase::Backward { .. }
+            | Phase::Recompute { .. }
             | Phase::EmbeddingBackward
             | Phase::Unscale => "backward",
             Phase::OptimizerStep => "optimizer",
@@ -583,8 +599,21 @@ fn carried_parts(
             _ => None,
         })
         .collect();
+    // The inner checkpoints of a nested segment being backpropagated: the outputs of its
+    // recomputation without autodiff, each the input of the next inner segment (the first
+    // inner segment's input is the segment's own checkpoint, counted with the forward's). The
+    // recomputations of the nested segments done before end after every block still to come,
+    // so a block bound picks the current segment's.
+    let inner: Vec<u16> = done
+        .iter()
+        .filter_map(|p| match p.phase {
+            Phase::Recompute { end, .. } => Some(end),
+            _ => None,
+        })
+        .collect();
     let kept_bytes = |upto: u16| -> u64 {
-        kept.iter()
+        let forward: u64 = kept
+            .iter()
             .filter(|(first, _, _)| *first < upto)
             .map(|&(first, end, recompute)| {
                 if recompute {
@@ -593,8 +622,24 @@ fn carried_parts(
                     (first as usize..end as usize).map(act).sum()
                 }
             })
-            .sum()
+            .sum();
+        let nested: u64 = inner
+            .iter()
+            .filter(|end| **end < upto)
+            .map(|&end| input(end as usize))
+            .sum();
+        forward + nested
     };
+    // Blocks whose backward has run (their parameter gradients exist): from the first block of
+    // the earliest backward phase done.
+    let done_from = done
+        .iter()
+        .filter_map(|p| match p.phase {
+            Phase::Backward { first, .. } => Some(first as usize),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(blocks);
     match *phase {
         Phase::Embedding | Phase::ForwardAll => (Some((0, "none yet in this step".into())), Some((0, "none yet".into()))),
         Phase::Forward { first, .. } => (
@@ -621,6 +666,33 @@ fn carried_parts(
             )),
         ),
         Phase::Unscale => (None, None),
+        Phase::Recompute { first, .. } => {
+            let g = if fused {
+                (
+                    s.tied_embedding_bytes,
+                    "the tied token embedding's gradient from the head, if tied (each segment's are applied and dropped in its phase)".into(),
+                )
+            } else {
+                (
+                    s.head_grad_bytes + (done_from..blocks).map(grad).sum::<u64>(),
+                    format!(
+                        "the head's gradients and those of blocks {}-{} (each the size of its parameter)",
+                        done_from + 1,
+                        blocks
+                    ),
+                )
+            };
+            (
+                Some(g),
+                Some((
+                    kept_bytes(first + 1),
+                    format!(
+                        "the checkpoints up to block {}: the recomputed segments' inputs and the inner checkpoints recomputed so far",
+                        first + 1
+                    ),
+                )),
+            )
+        }
         Phase::Backward { first: _, end, .. } => {
             let after: u64 = (end as usize..blocks).map(grad).sum();
             let g = if fused {
@@ -643,7 +715,7 @@ fn carried_parts(
                 Some((
                     kept_bytes(end),
                     format!(
-                        "the profile's activation bytes of the stored blocks up to block {end}, and the checkpoints of recomputed segments up to it"
+                        "the profile's activation bytes of the stored blocks up to block {end}, and the checkpoints of recomputed segments up to it (inner checkpoints of a nested segment included)"
                     ),
                 )),
             )
@@ -803,6 +875,83 @@ mod tests {
         assert_eq!(b.total(), 4000);
     }
 
+    /// Nested checkpointing of one three-block segment with one-block inner segments (the
+    /// executor recomputes the first two without autodiff; the last one's input is the second's
+    /// output): at the last block's backward the segment's checkpoint and the inputs of blocks 2
+    /// and 3 are carried, and block 3's activations are recomputed.
+    #[test]
+    fn a_nested_segment_s_backward_carries_its_inner_checkpoints() {
+        let sizes = KnownSizes {
+            block_parameter_bytes: vec![300; 3],
+            block_activation_bytes: vec![50; 3],
+            block_input_bytes: vec![10; 3],
+            ..sizes()
+        };
+        let f = Phase::Forward {
+            first: 0,
+            end: 3,
+            recompute: true,
+        };
+        let r = |first| Phase::Recompute {
+            first,
+            end: first + 1,
+        };
+        let b = |first| Phase::Backward {
+            first,
+            end: first + 1,
+            recompute: true,
+            fused: false,
+        };
+        let mut t = StepTimeline {
+            step: 0,
+            source: String::new(),
+            exact: true,
+            duration_s: 6.0,
+            start_bytes: 3100,
+            peak_bytes: 3800,
+            peak_at_s: 3.5,
+            points: vec![],
+            truncated: false,
+            phases: vec![
+                span(f, 0.0, 3100, 3200, 3110),
+                span(r(0), 1.0, 3510, 3560, 3520),
+                span(r(1), 2.0, 3520, 3580, 3530),
+                span(b(2), 3.0, 3530, 3800, 3770),
+                span(b(1), 4.0, 3770, 3790, 3700),
+                span(b(0), 5.0, 3700, 3750, 3400),
+            ],
+            sizes: None,
+            fused: false,
+        };
+        let part = |b: &PeakBreakdown, n: &str| b.parts.iter().find(|p| p.name == n).unwrap().bytes;
+        let at_last = breakdown(&t, &sizes, false).unwrap();
+        assert_eq!(at_last.phase, 3);
+        // The head's gradients; the segment's checkpoint and the inputs of blocks 2 and 3.
+        assert_eq!(part(&at_last, "gradients"), 400);
+        assert_eq!(part(&at_last, "saved activations and checkpoints"), 30);
+        assert_eq!(part(&at_last, "recomputed activations"), 50);
+        assert_eq!(at_last.total(), 3800);
+        // At block 2's backward, block 3's gradients are pending and its input is released.
+        t.peak_bytes = 3950;
+        t.phases[4].peak_bytes = 3950;
+        let at_second = breakdown(&t, &sizes, false).unwrap();
+        assert_eq!(at_second.phase, 4);
+        assert_eq!(part(&at_second, "gradients"), 400 + 300);
+        assert_eq!(part(&at_second, "saved activations and checkpoints"), 20);
+        // Peaking in the second recomputation: the segment's checkpoint and block 2's input,
+        // which it runs from.
+        t.peak_bytes = 3900;
+        t.phases[4].peak_bytes = 3790;
+        t.phases[2].peak_bytes = 3900;
+        let in_recompute = breakdown(&t, &sizes, false).unwrap();
+        assert_eq!(in_recompute.phase, 2);
+        assert_eq!(part(&in_recompute, "saved activations and checkpoints"), 20);
+        assert_eq!(part(&in_recompute, "gradients"), 400);
+        assert_eq!(in_recompute.total(), 3900);
+        assert_eq!(t.phases[2].phase.pass(), "backward");
+        assert!(!t.phases[2].phase.is_forward());
+    }
+
     /// Two micro-batches of plain backward (gradient accumulation): at the second one's
     /// backward only its own forward is carried, beside the gradients the first accumulated.
     #[test]
@@ -887,6 +1036,7 @@ mod tests {
                 recompute: true,
                 fused: false,
             },
+            Phase::Recompute { first: 4, end: 6 },
             Phase::EmbeddingBackward,
             Phase::Unscale,
             Phase::OptimizerStep,

@@ -223,6 +223,26 @@ fn experiment_cases() -> Vec<(&'static str, String, &'static str)> {
             "`configs[0].accumulation_steps`",
         ),
         (
+            "nested checkpointing without checkpoint",
+            a_with("nested_checkpoint = 1"),
+            "`configs[0].nested_checkpoint`",
+        ),
+        (
+            "nested checkpointing with no block per inner segment",
+            a_with("checkpoint = 2\nnested_checkpoint = 0"),
+            "`configs[0].nested_checkpoint`",
+        ),
+        (
+            "inner segments as long as the checkpoint interval",
+            a_with("checkpoint = 2\nnested_checkpoint = 2"),
+            "`configs[0].nested_checkpoint`",
+        ),
+        (
+            "nested checkpointing under a unit policy",
+            a_with("checkpoint = 2\nnested_checkpoint = 1\npolicy = \"save_matmuls\""),
+            "`configs[0].nested_checkpoint`",
+        ),
+        (
             "attention tile 0",
             a_with("attention_tile = 0"),
             "`configs[0].attention_tile`",

@@ -71,4 +71,15 @@ fn heap_probe_and_checkpointing_peaks() {
         "every block: {every} B vs {none} B without"
     );
     assert!(sqrt < none, "sqrt(n): {sqrt} B vs {none} B without");
+
+    // 3. Nested checkpointing: one 6-block segment recomputed as 1-block inner segments holds
+    // one block's activations (and five inner checkpoints) instead of six blocks'.
+    let whole = step_peak(Some(segment::every_k(6, 6)));
+    let nested = step_peak(Some(segment::every_k_nested(6, 6, 1)));
+    let x = burn::tensor::Tensor::<B, 3>::ones([cfg.batch, cfg.seq_len, cfg.d_model], &device);
+    let (_, act) = common::block_memory(&model.blocks[0], &x);
+    assert!(
+        nested + 3 * act < whole,
+        "nested: {nested} B vs {whole} B for the segment in one piece (one block keeps about {act} B)"
+    );
 }

@@ -119,6 +119,10 @@ pub struct Strategy {
     /// What the blocks of recomputed segments keep, unit by unit (rematerialization inside the
     /// block, [`crate::units`]); `None` runs the block-granular segment executor.
     pub policy: Option<Policy>,
+    /// Nested checkpointing inside every `checkpoint = K` segment: blocks per inner segment
+    /// ([`crate::strategy::every_k_nested`], [`ConfigSpec::nested_checkpoint`]); `None`: each
+    /// segment is recomputed in one piece.
+    pub nested_checkpoint: Option<usize>,
 }
 
 impl Strategy {
@@ -172,6 +176,9 @@ struct StrategyWire {
     /// Absent in job files of block-granular plans, so their keys are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     policy: Option<Policy>,
+    /// Absent in job files without nested checkpointing, so their keys are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nested_checkpoint: Option<usize>,
 }
 
 impl TryFrom<StrategyWire> for Strategy {
@@ -217,6 +224,7 @@ impl TryFrom<StrategyWire> for Strategy {
             master_weights: w.master_weights,
             loss_scale: w.loss_scale,
             policy: w.policy,
+            nested_checkpoint: w.nested_checkpoint,
         })
     }
 }
@@ -241,6 +249,7 @@ impl From<Strategy> for StrategyWire {
             master_weights: s.master_weights,
             loss_scale: s.loss_scale,
             policy: s.policy,
+            nested_checkpoint: s.nested_checkpoint,
         }
     }
 }
@@ -257,6 +266,7 @@ impl From<&ConfigSpec> for Strategy {
             master_weights: c.master_weights,
             loss_scale: c.loss_scale,
             policy: c.policy,
+            nested_checkpoint: c.nested_checkpoint,
         }
     }
 }
@@ -680,6 +690,7 @@ mod tests {
                     start: 0,
                     end: 2,
                     recompute: true,
+                    inner: None,
                 }]),
             ),
         ];

@@ -108,7 +108,15 @@ impl MemoryEstimate {
             };
         let kept_blocks = match segment_len(strategy, model.layers) {
             None => l * per_block,
-            Some(k) => (l / k as f64).ceil() * d + k as f64 * per_block,
+            Some(k) => {
+                // In backward: one segment's activations, or, nested, its inner checkpoints
+                // and one inner segment's.
+                let held = match strategy.nested_checkpoint.filter(|&j| j >= 1 && j < k) {
+                    Some(j) => ((k as f64 / j as f64).ceil() - 1.0) * d + j as f64 * per_block,
+                    None => k as f64 * per_block,
+                };
+                (l / k as f64).ceil() * d + held
+            }
         };
         MemoryEstimate {
             parameters: (p - p_v) * (b + master),
@@ -380,6 +388,19 @@ mod tests {
         assert!(every2.activations < plain.activations);
         assert_eq!(budget.activations, every1.activations);
         assert!(naive.activations > plain.activations);
+        // Nesting 1-block inner segments in K = 2 keeps one more checkpoint and one block's
+        // activations fewer than K = 2.
+        let nested = MemoryEstimate::of(
+            &m,
+            &strategy(|c| {
+                c.checkpoint = CheckpointSpec::Every(2);
+                c.nested_checkpoint = Some(1);
+            }),
+        );
+        // K = 1 keeps 8 checkpoints and one block; nested K = 2, J = 1 keeps 4 + 1 and one block.
+        let checkpoint = (m.batch * m.seq_len * m.d_model * 4) as f64;
+        assert!(nested.activations < every2.activations);
+        assert_eq!(every1.activations - nested.activations, 3.0 * checkpoint);
     }
 
     #[test]

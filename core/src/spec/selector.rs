@@ -42,6 +42,9 @@ pub struct ConfigSelector {
     /// Gradient accumulation's micro-batches per optimizer step; default 1 (none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accumulation_steps: Option<usize>,
+    /// Nested checkpointing's blocks per inner segment; default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_checkpoint: Option<usize>,
 }
 
 impl ConfigSelector {
@@ -57,6 +60,7 @@ impl ConfigSelector {
             optimizer: self.optimizer,
             budget: self.budget,
             accumulation_steps: self.accumulation_steps.filter(|&n| n != 1),
+            nested_checkpoint: self.nested_checkpoint,
             ..ConfigSpec::default()
         }
     }
@@ -133,6 +137,12 @@ impl ConfigSelector {
         if let Some(b) = self.budget {
             parts.push(format!("budget = {b}"));
         }
+        if let Some(n) = self.accumulation_steps.filter(|&n| n != 1) {
+            parts.push(format!("accumulation_steps = {n}"));
+        }
+        if let Some(j) = self.nested_checkpoint {
+            parts.push(format!("nested_checkpoint = {j}"));
+        }
         if parts.is_empty() {
             "{}".into()
         } else {
@@ -205,6 +215,24 @@ mod tests {
         assert!(!four.matches(&written_one));
         // One micro-batch is the whole batch, written or not, on either side.
         assert!(plain.matches(&written_one) && one.matches(&config("c", |_| {})));
+    }
+
+    #[test]
+    fn nested_checkpointing_is_a_field_none_its_default() {
+        let outer: ConfigSelector = toml::from_str("checkpoint = 32").unwrap();
+        let nested: ConfigSelector =
+            toml::from_str("checkpoint = 32\nnested_checkpoint = 4").unwrap();
+        let c = config("n", |c| {
+            c.checkpoint = CheckpointSpec::Every(32);
+            c.nested_checkpoint = Some(4);
+        });
+        assert!(nested.matches(&c));
+        assert!(!outer.matches(&c), "left out is no nesting");
+        assert!(!nested.matches(&config("k", |c| c.checkpoint = CheckpointSpec::Every(32))));
+        assert_eq!(
+            nested.describe(),
+            "{ checkpoint = 32, nested_checkpoint = 4 }"
+        );
     }
 
     #[test]

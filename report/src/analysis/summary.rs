@@ -262,6 +262,8 @@ pub struct StrategySummary {
     pub policy: Option<memwall_core::units::Policy>,
     /// Gradient accumulation's micro-batches per optimizer step (1: none).
     pub accumulation_steps: u64,
+    /// Nested checkpointing's blocks per inner segment, where set.
+    pub nested_checkpoint: Option<u64>,
 }
 
 /// The model and run size of a job.
@@ -394,6 +396,7 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
         })
         .collect::<AnalysisResult<Vec<_>>>()?;
     let accumulation = t.counts("accumulation_steps")?;
+    let nested = t.f64s("nested_checkpoint")?;
     Ok((0..precision.len())
         .map(|i| StrategySummary {
             precision: precision[i],
@@ -407,6 +410,7 @@ fn strategies(t: &Columns) -> AnalysisResult<Vec<StrategySummary>> {
             checkmate: checkmate[i],
             policy: unit_policy[i],
             accumulation_steps: accumulation[i],
+            nested_checkpoint: nested[i].map(|j| j as u64),
         })
         .collect())
 }

@@ -145,6 +145,7 @@ fn summary_frame(record: &JobRecord) -> PolarsResult<DataFrame> {
         "fusion" => [s.strategy.fusion],
         "master_weights" => [s.strategy.master_weights],
         "accumulation_steps" => [s.train.accumulation_steps as u32],
+        "nested_checkpoint" => [s.strategy.nested_checkpoint.map(|j| j as u32)],
         "loss_scale" => [s.strategy.loss_scale.map(|l| l.to_string())],
         "status" => [record.status.as_str()],
         "reason" => [record.reason.clone()],

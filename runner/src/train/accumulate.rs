@@ -73,7 +73,7 @@ where
     let mut loss_sum: Option<Tensor<B::InnerBackend, 1>> = None;
     for micro in inputs.micro_batches(n) {
         let (loss, grads) = match plan {
-            None => plain_gradients(&model, &micro, weight, probe),
+            None => super::plain_gradients(&model, &micro, weight, probe),
             Some(plan) => {
                 let mut phase = |p| probe.phase(p);
                 let out = segment::weighted_segmented_step::<B, O>(
@@ -93,33 +93,4 @@ where
         .expect("at least one micro-batch")
         .mul_scalar(weight);
     (model, loss, accumulator.grads())
-}
-
-/// Plain backward of one micro-batch on its loss times `weight`: the unweighted `[1]` loss and
-/// the parameters' gradients. Marks the embedding, each block's forward, the head and the
-/// backward as [`super::train_step`] does.
-fn plain_gradients<B: super::TrainBackend>(
-    model: &TransformerLm<B>,
-    inputs: &Inputs<B>,
-    weight: f64,
-    probe: &mut dyn MemoryProbe,
-) -> (Tensor<B::InnerBackend, 1>, GradientsParams) {
-    let mut h = model.embed(inputs.tokens.clone(), inputs.positions.clone());
-    probe.phase(Phase::Embedding);
-    for i in 0..model.blocks.len() {
-        h = model.forward_blocks(h, i..i + 1);
-        let (first, end) = (i as u16, i as u16 + 1);
-        probe.phase(Phase::Forward {
-            first,
-            end,
-            recompute: false,
-        });
-    }
-    let loss = model.loss(h, inputs.targets.clone());
-    probe.phase(Phase::Head);
-    let loss_inner = loss.clone().inner();
-    let grads = loss.mul_scalar(weight).backward();
-    let grads = GradientsParams::from_grads(grads, model);
-    probe.phase(Phase::BackwardAll);
-    (loss_inner, grads)
 }

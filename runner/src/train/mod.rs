@@ -33,7 +33,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use memwall_core::budget::{self, BlockCost};
 use memwall_core::error::{Error, Result};
 use memwall_core::record::{JobRecord, JobStatus, StepRecord, Summary};
-use memwall_core::spec::{JobSpec, OptimizerKind};
+use memwall_core::spec::{JobSpec, OptimizerKind, Recompute};
 use memwall_core::units::UnitSet;
 use segment::Segment;
 use std::time::Instant;
@@ -174,6 +174,23 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
         if !spec.profile_only && spec.plan.is_some() && spec.unit_plan.is_none() {
             return Some("the strategy has a policy but the job has no unit plan (`unit_plan`): make the plan with the plan stage (`memwall run` or `memwall-job sweep-dir`)".into());
         }
+    }
+    let nested = spec
+        .plan
+        .as_ref()
+        .is_some_and(|p| p.segments.iter().any(|seg| seg.inner.is_some()));
+    if nested && s.policy.is_some() {
+        return Some("the plan nests checkpoints inside segments (`inner`), which the block-granular segment executor runs; a policy runs the unit executor: remove the policy or the nesting".into());
+    }
+    if let Some(plan) = &spec.plan {
+        if let Err(e) = memwall_core::strategy::check_segments(&plan.segments, spec.model.layers) {
+            return Some(format!("the job's plan: {e}"));
+        }
+    }
+    if s.nested_checkpoint.is_some()
+        && !matches!(s.recompute, Recompute::EveryK(_) | Recompute::Sqrt)
+    {
+        return Some("nested_checkpoint splits the segments of `checkpoint = K`: set checkpoint, or remove nested_checkpoint".into());
     }
     let n = spec.train.accumulation_steps;
     if n == 0 || spec.model.batch % n.max(1) != 0 {
@@ -434,24 +451,7 @@ where
 {
     match plan {
         None => {
-            // `inputs.loss(&model)` as its parts, to mark each block's forward.
-            let mut h = model.embed(inputs.tokens.clone(), inputs.positions.clone());
-            probe.phase(Phase::Embedding);
-            for i in 0..model.blocks.len() {
-                h = model.forward_blocks(h, i..i + 1);
-                let (first, end) = (i as u16, i as u16 + 1);
-                probe.phase(Phase::Forward {
-                    first,
-                    end,
-                    recompute: false,
-                });
-            }
-            let loss = model.loss(h, inputs.targets.clone());
-            probe.phase(Phase::Head);
-            let loss_inner = loss.clone().inner();
-            let grads = loss.backward();
-            let grads = GradientsParams::from_grads(grads, &model);
-            probe.phase(Phase::BackwardAll);
+            let (loss_inner, grads) = plain_gradients(&model, inputs, 1.0, probe);
             let model = optim.step(lr, model, grads);
             probe.phase(Phase::OptimizerStep);
             (model, loss_inner)
@@ -468,6 +468,41 @@ where
             (model, out.loss)
         }
     }
+}
+
+/// Plain backward of `inputs` (one batch, or one micro-batch of gradient accumulation) on its
+/// loss times `weight` (1: the loss itself, no extra operation): the unweighted `[1]` loss and
+/// the parameters' gradients. Marks the embedding, each block's forward (`inputs.loss(&model)`
+/// as its parts), the head and the backward.
+pub(super) fn plain_gradients<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    inputs: &Inputs<B>,
+    weight: f64,
+    probe: &mut dyn MemoryProbe,
+) -> (Tensor<B::InnerBackend, 1>, GradientsParams) {
+    let mut h = model.embed(inputs.tokens.clone(), inputs.positions.clone());
+    probe.phase(Phase::Embedding);
+    for i in 0..model.blocks.len() {
+        h = model.forward_blocks(h, i..i + 1);
+        let (first, end) = (i as u16, i as u16 + 1);
+        probe.phase(Phase::Forward {
+            first,
+            end,
+            recompute: false,
+        });
+    }
+    let loss = model.loss(h, inputs.targets.clone());
+    probe.phase(Phase::Head);
+    let loss_inner = loss.clone().inner();
+    let weighted = if weight == 1.0 {
+        loss
+    } else {
+        loss.mul_scalar(weight)
+    };
+    let grads = weighted.backward();
+    let grads = GradientsParams::from_grads(grads, model);
+    probe.phase(Phase::BackwardAll);
+    (loss_inner, grads)
 }
 
 /// What [`unit_train_step`] returns: the updated model, the `[1]` loss and the unit outputs

@@ -218,6 +218,7 @@ pub fn calibration_plans(layers: usize) -> Vec<(String, Vec<Segment>)> {
         start: i,
         end: i + 1,
         recompute: true,
+        inner: None,
     }));
     vec![
         ("every block recomputed".into(), segment::every_k(layers, 1)),

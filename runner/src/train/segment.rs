@@ -10,6 +10,13 @@
 //! This is Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost", section 4.1)
 //! and `torch.utils.checkpoint` at block granularity.
 //!
+//! A nested segment ([`Segment::inner`]) is recomputed in two passes: backward first runs its
+//! blocks without autodiff, keeping the input of each inner segment, then walks the inner
+//! segments in reverse as the outer walk does, recomputing each with autodiff: checkpointing
+//! applied to the recomputation itself (Chen et al. 2016, abstract: applied recursively it
+//! reaches O(log n) memory), so that one inner segment's activations are alive instead of the
+//! whole segment's, for one more forward pass of its blocks.
+//!
 //! With `fused`, each segment's parameters are stepped as soon as their gradients exist and the
 //! gradients are dropped (PyTorch's "optimizer step in backward" tutorial), so at most one
 //! segment's gradients are alive. Tied parameters (the token embedding shared with the head)
@@ -22,7 +29,7 @@ use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::Tensor;
-pub use memwall_core::strategy::{every_k, per_block_stored, Segment};
+pub use memwall_core::strategy::{every_k, every_k_nested, per_block_stored, Segment};
 
 /// Moves the gradients of `module`'s parameters from `grads` into `out`, adding to a gradient
 /// already there (tied parameters receive several contributions).
@@ -110,7 +117,7 @@ where
     // Forward. The embedding keeps its (small) graph: its output is the first checkpoint.
     let embedded = model.embed(inputs.tokens.clone(), inputs.positions.clone());
     phase(Phase::Embedding);
-    let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan, phase);
+    let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan, false, phase);
 
     // Head: loss and the gradient w.r.t. the last hidden state.
     let last = Tensor::<B, 3>::from_inner(h).require_grad();
@@ -157,11 +164,13 @@ where
 
 /// The forward pass through the blocks from the embedded `h` (`[batch, seq, d_model]`):
 /// returns the last hidden state and what each segment of `plan` saved for backward; `phase`
-/// marks each segment's end.
+/// marks each segment's end, as [`Phase::Forward`] or, for the inner segments of a nested
+/// segment recomputed in backward (`nested`), as [`Phase::Recompute`].
 fn forward_segments<B: super::TrainBackend>(
     model: &TransformerLm<B>,
     mut h: Tensor<B::InnerBackend, 3>,
     plan: &[Segment],
+    nested: bool,
     phase: &mut dyn FnMut(Phase),
 ) -> (Tensor<B::InnerBackend, 3>, Vec<Saved<B>>) {
     let mut saved: Vec<Saved<B>> = Vec::with_capacity(plan.len());
@@ -176,10 +185,17 @@ fn forward_segments<B: super::TrainBackend>(
             h = y.clone().inner();
             saved.push(Saved::Graph(x, y));
         }
-        phase(Phase::Forward {
-            first: seg.start as u16,
-            end: seg.end as u16,
-            recompute: seg.recompute,
+        phase(if nested {
+            Phase::Recompute {
+                first: seg.start as u16,
+                end: seg.end as u16,
+            }
+        } else {
+            Phase::Forward {
+                first: seg.start as u16,
+                end: seg.end as u16,
+                recompute: seg.recompute,
+            }
         });
     }
     (h, saved)
@@ -210,7 +226,9 @@ pub(super) fn head_gradients<B: super::TrainBackend>(
 
 /// Backward through the segments in reverse, recomputing checkpointed ones, from the head's
 /// `upstream`: with `fused`, steps each segment's blocks at once, else adds their gradients to
-/// `pending`. Returns the model and the gradient w.r.t. the first block's input.
+/// `pending`. A nested segment recomputes its inner checkpoints without autodiff and runs this
+/// walk over its inner segments. Returns the model and the gradient w.r.t. the first block's
+/// input.
 fn backward_segments<B, O>(
     mut model: TransformerLm<B>,
     plan: &[Segment],
@@ -225,6 +243,20 @@ where
     O: Optimizer<TransformerLm<B>, B>,
 {
     for (seg, s) in plan.iter().zip(saved).rev() {
+        let s = match (seg.inner_plan(), s) {
+            (Some(inner), Saved::Checkpoint(input)) => {
+                // Every inner segment but the last runs without autodiff, keeping its input;
+                // the last one's input is the last output, and the segment's own output is not
+                // needed (`upstream` is its gradient already).
+                let (last, mut inner_saved) =
+                    forward_segments(&model, input, &inner[..inner.len() - 1], true, phase);
+                inner_saved.push(Saved::Checkpoint(last));
+                (model, upstream) =
+                    backward_segments(model, &inner, inner_saved, upstream, fused, pending, phase);
+                continue;
+            }
+            (_, s) => s,
+        };
         let (x, y) = segment_graph(&model, seg, s);
         let mut g = (y * Tensor::from_inner(upstream)).sum().backward();
         upstream = x

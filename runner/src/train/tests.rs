@@ -109,16 +109,42 @@ fn segment_checkpointing_gradients_equal_plain_backward_for_every_k() {
             start: 0,
             end: 2,
             recompute: true,
+            inner: None,
         },
         segment::Segment {
             start: 2,
             end: 3,
             recompute: false,
+            inner: None,
         },
         segment::Segment {
             start: 3,
             end: 5,
             recompute: true,
+            inner: None,
+        },
+    ]);
+    // nested checkpointing: inner segments of 1 and 2 blocks, and a stored segment between
+    plans.push(segment::every_k_nested(layers, 5, 2));
+    plans.push(segment::every_k_nested(layers, 3, 1));
+    plans.push(vec![
+        segment::Segment {
+            start: 0,
+            end: 3,
+            recompute: true,
+            inner: Some(1),
+        },
+        segment::Segment {
+            start: 3,
+            end: 4,
+            recompute: false,
+            inner: None,
+        },
+        segment::Segment {
+            start: 4,
+            end: 5,
+            recompute: true,
+            inner: None,
         },
     ]);
     for plan in plans {
@@ -182,6 +208,7 @@ fn fused_optimizer_step_equals_the_unfused_step() {
     for plan in [
         segment::every_k(4, 1),
         segment::every_k(4, 2),
+        segment::every_k_nested(4, 4, 1),
         segment::per_block_stored(4),
     ] {
         B::seed(&device, 3);

@@ -51,11 +51,13 @@ fn gradients_equal_plain_backward_bit_for_bit_and_recomputation_is_the_plans() {
                 start: 0,
                 end: 1,
                 recompute: false,
+                inner: None,
             },
             Segment {
                 start: 1,
                 end: 3,
                 recompute: true,
+                inner: None,
             },
         ]);
         for segments in &plans {
@@ -169,6 +171,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
                 master_weights: false,
                 loss_scale: None,
                 policy: Some(policy),
+                nested_checkpoint: None,
             };
             let what = format!("{recompute:?} refined by {policy}");
             let plan = plan_job(&strategy, &cfg, Some(&profile)).expect("a plan");

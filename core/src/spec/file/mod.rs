@@ -718,6 +718,14 @@ pub struct ConfigSpec {
     /// `fused_optimizer`, `master_weights` or a `policy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accumulation_steps: Option<usize>,
+    /// Nested checkpointing, J blocks per inner segment: inside each segment of `checkpoint =
+    /// K`, backward first recomputes the K blocks without autodiff keeping the input of every
+    /// J-th block, then recomputes and backpropagates one J-block inner segment at a time, so
+    /// that the activations of J blocks (not K) are alive, for one more forward pass of the
+    /// blocks (`memwall_core::strategy::Segment::inner`). Needs `checkpoint` with 1 <= J < K,
+    /// without a `policy` or `master_weights`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_checkpoint: Option<usize>,
     /// The configuration is the baseline the others are compared with.
     #[serde(default)]
     pub control: bool,

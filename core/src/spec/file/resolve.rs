@@ -95,6 +95,7 @@ impl Grid {
                             optimizer: None,
                             weight_decay: None,
                             accumulation_steps: None,
+                            nested_checkpoint: None,
                             control: false,
                             maps_to: String::new(),
                             claim: None,

@@ -137,11 +137,13 @@ pub(super) fn interval_points(
     let mut none_level = BTreeMap::new();
     for c in g.rows.iter().filter(|c| c.ok) {
         let st = &c.s.strategy;
-        // Block checkpointing only: a unit-level policy refines its K (another plan), and
-        // gradient accumulation runs it on micro-batches (another activation size).
+        // Block checkpointing only: a unit-level policy refines its K (another plan), nested
+        // checkpointing splits its segments (another plan), and gradient accumulation runs it
+        // on micro-batches (another activation size).
         if st.fused_optimizer
             || st.budget.is_some()
             || st.policy.is_some()
+            || st.nested_checkpoint.is_some()
             || st.accumulation_steps > 1
         {
             continue;

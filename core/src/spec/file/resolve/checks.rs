@@ -42,7 +42,46 @@ pub(crate) fn check_config(c: &ConfigSpec, at: &str, fields: Fields) -> Result<(
     check_master_weights(c, at, fields)?;
     check_attention_tile(c, at, fields)?;
     check_accumulation(c, at, fields)?;
+    check_nested(c, at, fields)?;
     check_claim(c, at, fields)
+}
+
+/// Nested checkpointing splits the segments of a fixed checkpoint interval: it needs
+/// `checkpoint = K` (or `"sqrt"`) and at least one block per inner segment, and it runs on the
+/// block-granular segment executor (not the unit executor of a `policy`). That J is below K is
+/// checked with the model ([`check_checkpoint`]).
+pub(crate) fn check_nested(c: &ConfigSpec, at: &str, fields: Fields) -> Result<()> {
+    let Some(j) = c.nested_checkpoint else {
+        return Ok(());
+    };
+    let field = format!("{at}.nested_checkpoint");
+    if j == 0 {
+        return Err(fields.err(
+            &field,
+            "0 blocks per inner segment: use an integer J of at least 1 and below the \
+             checkpoint interval K"
+                .into(),
+        ));
+    }
+    if c.checkpoint == CheckpointSpec::None {
+        return Err(fields.err(
+            &field,
+            format!(
+                "nested checkpointing splits the segments of `checkpoint = K` into {j}-block \
+                 inner segments: set `checkpoint` to an interval above {j} (or \"sqrt\"), or \
+                 remove `nested_checkpoint`"
+            ),
+        ));
+    }
+    if c.policy.is_some() {
+        return Err(fields.err(
+            &field,
+            "nested checkpointing runs on the block-granular segment executor, a `policy` on \
+             the unit executor: remove one of them from this configuration"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Gradient accumulation's micro-batch count is at least 1, and accumulation runs under plain
@@ -152,6 +191,25 @@ pub(crate) fn check_checkpoint(
                         .as_ref()
                         .map_or("model".to_string(), |n| format!("models.{n}")),
                     model.layers
+                ),
+            ));
+        }
+    }
+    if let (Some(j), Some(k)) = (c.nested_checkpoint, c.checkpoint.segment_len(model.layers)) {
+        if j >= k {
+            return Err(fields.err(
+                &format!("{at}.nested_checkpoint"),
+                format!(
+                    "J = {j} blocks per inner segment is not below the checkpoint interval K = \
+                     {k} of the `{profile}` model's {} layers (`checkpoint = {}`): an inner \
+                     segment of K blocks or more is the segment itself; {}",
+                    model.layers,
+                    c.checkpoint,
+                    if k > 1 {
+                        format!("use J in [1, {}]", k - 1)
+                    } else {
+                        "a one-block segment has nothing to nest: set `checkpoint` above J".into()
+                    }
                 ),
             ));
         }
@@ -606,6 +664,7 @@ fn selector_of(config: &ConfigSpec) -> crate::spec::ConfigSelector {
         fused_optimizer: config.fused_optimizer.then_some(true),
         optimizer: config.optimizer,
         budget: config.budget,
-        accumulation_steps: config.accumulation_steps.filter(|&n| n != 1),
+        accumulation_steps: config.accumulation_steps,
+        nested_checkpoint: config.nested_checkpoint,
     }
 }
