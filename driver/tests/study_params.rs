@@ -31,7 +31,7 @@ fn every_committed_in_process_study_passes_its_checks_at_every_profile() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 8 * 3, "eight in-process studies at three profiles");
+    assert_eq!(checked, 9 * 3, "nine in-process studies at three profiles");
 }
 
 #[test]

@@ -28,13 +28,14 @@
 //!   checkpointing) -> [`static_planning`].
 //! - `003_c07c09ab371a2f69.txt`: CMU 15-442 lecture "Memory Optimizations" (two-buffer inference,
 //!   16-bit floats, FSDP and ring collectives) -> [`two_buffer_inference`], [`sixteen_bit`],
-//!   [`fsdp`].
+//!   [`fp16_range`] (which tensors of real training fp16 cannot hold), [`fsdp`].
 
 #![warn(missing_docs)]
 
 pub mod autodiff_example;
 pub mod checkmate;
 pub mod cited;
+pub mod fp16_range;
 pub mod fsdp;
 pub mod fusion_ir;
 pub mod largest_input;

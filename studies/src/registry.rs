@@ -65,6 +65,7 @@ const STUDIES: &[Registration] = &[
     ("static_planning", entry::<crate::static_planning::StaticPlanning>),
     ("two_buffer_inference", entry::<crate::two_buffer_inference::TwoBufferInference>),
     ("sixteen_bit", entry::<crate::sixteen_bit::SixteenBit>),
+    ("fp16_range", entry::<crate::fp16_range::Fp16Range>),
     ("fsdp", entry::<crate::fsdp::Fsdp>),
     ("autodiff_example", entry::<crate::autodiff_example::AutodiffExample>),
     ("checkmate", entry::<crate::checkmate::Checkmate>),

@@ -44,7 +44,7 @@
 //! May import: [`crate::model`], [`crate::train`], [`crate::device`], `memwall_core`, Burn.
 
 use crate::data::Batch;
-use crate::measure::{median, MemoryProbe, MemorySample};
+use crate::measure::{median, NoProbe};
 use crate::model::attention::{memory_efficient_attention, Attention, Tiles};
 use crate::model::norm::layer_norm;
 use crate::model::{cast_model, dtype_of, InitModel, ModelBackend, TransformerLm};
@@ -495,26 +495,6 @@ fn time_head_merge<B: ModelBackend>(
         times,
         "swap_dims(1, 2) then reshape: the permuted-to-contiguous copy".to_string(),
     ))
-}
-
-/// A probe that measures nothing (the benchmark times, it does not weigh).
-struct NoProbe;
-
-impl MemoryProbe for NoProbe {
-    fn begin_step(&mut self) {}
-    fn phase(&mut self, _: crate::measure::Phase) {}
-    fn end_step(&mut self) -> MemorySample {
-        MemorySample {
-            peak_allocated_bytes: 0,
-            peak_reserved_bytes: 0,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "none"
-    }
-    fn live_bytes(&mut self) -> u64 {
-        0
-    }
 }
 
 /// A batch of random tokens of the job's shape (a 64-bit LCG seeded with the job's seed).

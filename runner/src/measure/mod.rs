@@ -78,6 +78,28 @@ pub fn allocate_gemm_scratch() {
     rayon::broadcast(|_| touch());
 }
 
+/// A probe that measures nothing: for code that times or inspects a step without weighing it
+/// (the benchmarks, the range survey's training steps).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProbe;
+
+impl MemoryProbe for NoProbe {
+    fn begin_step(&mut self) {}
+    fn phase(&mut self, _: Phase) {}
+    fn end_step(&mut self) -> MemorySample {
+        MemorySample {
+            peak_allocated_bytes: 0,
+            peak_reserved_bytes: 0,
+        }
+    }
+    fn describe(&self) -> &'static str {
+        "none"
+    }
+    fn live_bytes(&mut self) -> u64 {
+        0
+    }
+}
+
 /// CPU probe: the counting global allocator's high-water mark (every heap byte of the process,
 /// so it includes parameters, optimizer state, gradients, activations and the data batch), and
 /// on request the allocator's trace of one step ([`trace`]) as its memory timeline. Tracing

@@ -12,6 +12,7 @@ pub mod mixed;
 pub mod profile;
 pub mod segment;
 pub mod slowdown;
+pub mod survey;
 #[cfg(test)]
 mod tests;
 pub mod timeline;

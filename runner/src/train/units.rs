@@ -90,6 +90,81 @@ struct Chain<I: Backend> {
     slots: Vec<[Option<Value<I>>; 8]>,
     /// `(block, unit)` of every recomputed value, in order.
     recomputed: Vec<(usize, Unit)>,
+    /// A range survey's record of every value the step computed, when one is taken
+    /// ([`crate::train::survey`]); `None` in training.
+    seen: Option<Vec<Seen<I>>>,
+}
+
+impl<I: Backend> Chain<I> {
+    /// Records `t` as `(block, name, kind)` when the step is surveyed (a clone of the handle,
+    /// no copy of the data); nothing otherwise.
+    fn see<const D: usize>(
+        &mut self,
+        block: Option<usize>,
+        name: &'static str,
+        kind: SeenKind,
+        t: &Tensor<I, D>,
+    ) {
+        if let Some(seen) = &mut self.seen {
+            let n = t.shape().num_elements();
+            seen.push(Seen {
+                block,
+                name,
+                kind,
+                values: t.clone().reshape([n]),
+            });
+        }
+    }
+
+    /// Records the output of `unit` of `block` (a unit's every tensor under the unit's name;
+    /// the attention core's log-sum-exp as `attention.lse`).
+    fn see_value(&mut self, block: usize, unit: Unit, v: &Value<I>) {
+        if self.seen.is_none() {
+            return;
+        }
+        let (b, name, kind) = (Some(block), unit.name(), SeenKind::Activation);
+        match v {
+            Value::Hidden(x) => self.see(b, name, kind, x),
+            Value::Norm { y, .. } => self.see(b, name, kind, y),
+            Value::Qkv(q, k, v) => {
+                for t in [q, k, v] {
+                    self.see(b, name, kind, t);
+                }
+            }
+            Value::Attention { a, lse } => {
+                self.see(b, name, kind, a);
+                self.see(b, "attention.lse", kind, lse);
+            }
+            Value::Flat(m) => self.see(b, name, kind, m),
+        }
+    }
+}
+
+/// What a surveyed value of a step is ([`Seen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SeenKind {
+    /// A value of the forward pass: a unit's output, or the head's logits.
+    Activation,
+    /// The loss's gradient with respect to a unit's output (what backward carries).
+    Gradient,
+    /// The loss's gradient with respect to a unit's parameters (a matrix product's weight, or
+    /// a layer norm's γ and β).
+    WeightGradient,
+}
+
+/// One value of a surveyed step, as the unit executor computed it
+/// ([`crate::train::survey::range_survey`]).
+pub struct Seen<I: Backend> {
+    /// The block (0-based); `None` for the head.
+    pub block: Option<usize>,
+    /// The unit whose output (or whose output's gradient, or whose parameters' gradient) it
+    /// is ([`Unit::name`]), `attention.lse` for the attention core's log-sum-exp, `logits`
+    /// for the head's output.
+    pub name: &'static str,
+    /// Activation, gradient or weight gradient.
+    pub kind: SeenKind,
+    /// The values, flattened.
+    pub values: Tensor<I, 1>,
 }
 
 /// What one unit-level step did besides the [`SegmentedStep`]: the unit outputs it recomputed,
@@ -285,13 +360,36 @@ pub fn unit_step<B, O>(
     model: TransformerLm<B>,
     inputs: &Inputs<B>,
     keeps: &[UnitSet],
-    mut fused: Option<(&mut O, f64)>,
+    fused: Option<(&mut O, f64)>,
     phase: &mut dyn FnMut(Phase),
 ) -> UnitStep<B>
 where
     B: TrainBackend,
     O: Optimizer<TransformerLm<B>, B>,
 {
+    match fused {
+        Some((optim, lr)) => {
+            let mut step = |m, g| optim.step(lr, m, g);
+            run_units(model, inputs, keeps, Some(&mut step), phase, None).0
+        }
+        None => run_units(model, inputs, keeps, None, phase, None).0,
+    }
+}
+
+/// A step's optimizer update of one block's (or the head's) gradients, in backward (the fused
+/// optimizer step): the model with the gradients applied.
+type FusedStep<'a, B> = &'a mut dyn FnMut(TransformerLm<B>, GradientsParams) -> TransformerLm<B>;
+
+/// [`unit_step`] with the optimizer step as a closure; with `seen`, the step records every
+/// value it computes ([`Chain::see`]) and returns them.
+pub(super) fn run_units<B: TrainBackend>(
+    model: TransformerLm<B>,
+    inputs: &Inputs<B>,
+    keeps: &[UnitSet],
+    mut fused: Option<FusedStep<'_, B>>,
+    phase: &mut dyn FnMut(Phase),
+    seen: Option<Vec<Seen<Inner<B>>>>,
+) -> (UnitStep<B>, Vec<Seen<Inner<B>>>) {
     assert_eq!(keeps.len(), model.blocks.len(), "one kept set per block");
     assert!(unsupported(&model).is_none(), "{:?}", unsupported(&model));
     let mut model = model;
@@ -301,8 +399,13 @@ where
         embedded: embedded.clone().inner(),
         slots: (0..keeps.len()).map(|_| Default::default()).collect(),
         recomputed: Vec::new(),
+        seen,
     };
     let last = forward(&model, &mut chain, keeps, phase);
+    if chain.seen.is_some() {
+        let logits = model.valid().logits(last.clone());
+        chain.see(None, "logits", SeenKind::Activation, &logits);
+    }
 
     let last = Tensor::<B, 3>::from_inner(last).require_grad();
     let loss = model.loss(last.clone(), inputs.targets.clone());
@@ -312,7 +415,7 @@ where
     let (mut upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
     drop((loss, last));
     match fused.as_mut() {
-        Some((optim, lr)) => model = optim.step(*lr, model, head),
+        Some(step) => model = step(model, head),
         None => merge_into(&mut pending, head, &model),
     }
     phase(Phase::HeadBackward {
@@ -324,7 +427,7 @@ where
         let mut grads = GradientsParams::new();
         upstream = block_backward(&model, &mut chain, block, upstream, &mut grads);
         match fused.as_mut() {
-            Some((optim, lr)) => model = optim.step(*lr, model, grads),
+            Some(step) => model = step(model, grads),
             None => merge_into(&mut pending, grads, &model),
         }
         phase(Phase::Backward {
@@ -340,14 +443,15 @@ where
     collect(&mut g, &model.position_embedding, &mut pending);
     drop(g);
     phase(Phase::EmbeddingBackward);
-    UnitStep {
+    let step = UnitStep {
         step: SegmentedStep {
             model,
             loss: loss_inner,
             grads: pending,
         },
         recomputed: chain.recomputed,
-    }
+    };
+    (step, chain.seen.unwrap_or_default())
 }
 
 /// Forward seconds of each unit of the first block on the model's device, in [`Unit::ALL`]
@@ -369,6 +473,7 @@ pub fn unit_forward_seconds<B: TrainBackend>(
         embedded: embedded.inner(),
         slots: vec![Default::default()],
         recomputed: Vec::new(),
+        seen: None,
     };
     let inner = model.blocks[0].valid();
     let mut out = [0.0; 8];
@@ -400,6 +505,7 @@ fn forward<B: TrainBackend>(
         let inner = model.blocks[block].valid();
         for unit in Unit::ALL {
             let v = chain.forward_unit(model, &inner, block, unit);
+            chain.see_value(block, unit, &v);
             chain.slots[block][unit.index()] = Some(v);
             // A value the plan does not keep is dropped once its last reader in forward ran
             // (no later unit of the block reads it, [`Unit::forward_inputs`]).
@@ -457,21 +563,28 @@ fn block_backward<B: TrainBackend>(
     let params = &model.blocks[block];
     let inner = params.valid();
     let [b, t, d] = dy.dims();
+    let here = Some(block);
+    chain.see(here, "mlp_out", SeenKind::Gradient, &dy);
 
     // mlp_out: x3 = x2 + g W2.
     let g = chain.value(model, block, Some(Unit::Activation)).flat();
     let (dw, dg) = linear_backward(g, &inner.mlp_out.weight, rows(dy.clone()));
+    chain.see(here, "mlp_out", SeenKind::WeightGradient, &dw);
+    chain.see(here, "activation", SeenKind::Gradient, &dg);
     register(grads, &params.mlp_out.weight, dw);
     chain.release(block, Unit::MlpOut);
 
     // activation: g = GELU(m).
     let m = chain.value(model, block, Some(Unit::MlpIn)).flat();
     let dm = crate::model::gelu::gelu_backward(m, dg);
+    chain.see(here, "mlp_in", SeenKind::Gradient, &dm);
     chain.release(block, Unit::Activation);
 
     // mlp_in: m = h2 W1.
     let (h2, mean2, rstd2) = chain.value(model, block, Some(Unit::NormMlp)).norm();
     let (dw, dh2) = linear_backward(h2.clone(), &inner.mlp_in.weight, dm);
+    chain.see(here, "mlp_in", SeenKind::WeightGradient, &dw);
+    chain.see(here, "norm_mlp", SeenKind::Gradient, &dh2);
     register(grads, &params.mlp_in.weight, dw);
     chain.release(block, Unit::MlpIn);
 
@@ -480,6 +593,7 @@ fn block_backward<B: TrainBackend>(
     let at = (block, Some(Unit::AttnOut));
     let dx2 = norm_unit_backward(chain, model, at, norm, (h2, mean2, rstd2), dh2, grads);
     let dx2 = dx2.reshape([b, t, d]) + dy;
+    chain.see(here, "attn_out", SeenKind::Gradient, &dx2);
     chain.release(block, Unit::NormMlp);
 
     // attn_out: x2 = x + a Wo.
@@ -487,6 +601,8 @@ fn block_backward<B: TrainBackend>(
         unreachable!("attention holds its output")
     };
     let (dw, da) = linear_backward(rows(a.clone()), &inner.attn_out.weight, rows(dx2.clone()));
+    chain.see(here, "attn_out", SeenKind::WeightGradient, &dw);
+    chain.see(here, "attention", SeenKind::Gradient, &da);
     register(grads, &params.attn_out.weight, dw);
     chain.release(block, Unit::AttnOut);
 
@@ -504,6 +620,9 @@ fn block_backward<B: TrainBackend>(
         split_heads(da.reshape([b, t, d]), heads),
         tiles_of(&inner),
     );
+    for g in [&dq, &dk, &dv] {
+        chain.see(here, "qkv", SeenKind::Gradient, g);
+    }
     chain.release(block, Unit::Attention);
 
     // qkv: three products of h1; their input gradients added in the order Burn's autodiff
@@ -516,6 +635,7 @@ fn block_backward<B: TrainBackend>(
         (dq, &inner.query, &params.query),
     ] {
         let (dw, dx) = linear_backward(h1.clone(), &layer.weight, rows(merge_heads(dproj)));
+        chain.see(here, "qkv", SeenKind::WeightGradient, &dw);
         register(grads, &param.weight, dw);
         dh1 = Some(match dh1 {
             Some(acc) => dx + acc,
@@ -523,6 +643,7 @@ fn block_backward<B: TrainBackend>(
         });
     }
     let dh1 = dh1.expect("three projections");
+    chain.see(here, "norm_attn", SeenKind::Gradient, &dh1);
     chain.release(block, Unit::Qkv);
 
     // norm_attn: h1 = ln1(x); x also feeds the first residual.
@@ -574,6 +695,13 @@ fn norm_unit_backward<B: TrainBackend>(
         },
     };
     let (dx, dgamma, dbeta) = norm::backward::<Inner<B>>(kept, rstd, inner.gamma.val(), dy);
+    let name = if input.is_some() {
+        "norm_mlp"
+    } else {
+        "norm_attn"
+    };
+    chain.see(Some(block), name, SeenKind::WeightGradient, &dgamma);
+    chain.see(Some(block), name, SeenKind::WeightGradient, &dbeta);
     grads.register::<Inner<B>, 1>(params.gamma.id, dgamma);
     if let Some(beta) = &params.beta {
         grads.register::<Inner<B>, 1>(beta.id, dbeta);
