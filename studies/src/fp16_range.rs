@@ -245,20 +245,7 @@ fn by_unit(point: &SurveyPoint) -> Vec<TensorRange> {
             .iter_mut()
             .find(|o| o.name == t.name && o.kind == t.kind)
         {
-            Some(o) => {
-                o.elements += t.elements;
-                o.zeros += t.zeros;
-                o.max_abs = o.max_abs.max(t.max_abs);
-                o.min_nonzero_abs = match (o.min_nonzero_abs, t.min_nonzero_abs) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                for (a, b) in [(&mut o.f16, &t.f16), (&mut o.bf16, &t.bf16)] {
-                    a.overflow += b.overflow;
-                    a.flushed += b.flushed;
-                    a.subnormal += b.subnormal;
-                }
-            }
+            Some(o) => o.merge(t),
             None => out.push(TensorRange {
                 block: None,
                 ..t.clone()

@@ -85,6 +85,20 @@ impl TensorRange {
         self.elements - self.zeros
     }
 
+    /// Adds `other`'s counts to this one's, keeping the larger max and the smaller min: two
+    /// tensors of one unit (q, k and v; γ and β), or one unit's tensors over several blocks.
+    pub fn merge(&mut self, other: &TensorRange) {
+        self.elements += other.elements;
+        self.zeros += other.zeros;
+        self.max_abs = self.max_abs.max(other.max_abs);
+        self.min_nonzero_abs = match (self.min_nonzero_abs, other.min_nonzero_abs) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        self.f16.add(other.f16);
+        self.bf16.add(other.bf16);
+    }
+
     /// Share of the nonzero elements that `r` lost (flushed or overflowed), percent (0 when
     /// there are none).
     pub fn lost_pct(&self, r: &Rounding) -> f64 {
@@ -196,19 +210,6 @@ fn range_of<I: Backend>(s: &Seen<I>) -> TensorRange {
     }
 }
 
-/// Merges `b` into `a` (two tensors of one unit: q, k and v; γ and β).
-fn merge(a: &mut TensorRange, b: TensorRange) {
-    a.elements += b.elements;
-    a.zeros += b.zeros;
-    a.max_abs = a.max_abs.max(b.max_abs);
-    a.min_nonzero_abs = match (a.min_nonzero_abs, b.min_nonzero_abs) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, y) => x.or(y),
-    };
-    a.f16.add(b.f16);
-    a.bf16.add(b.bf16);
-}
-
 /// One f32 step of `model` on `inputs` through the unit executor, keeping every unit output,
 /// and the range of every value it computed: per block, each unit's output, its gradient and
 /// its weight gradient (one [`TensorRange`] per block, unit and kind, in the order the step
@@ -246,7 +247,7 @@ pub fn range_survey<B: TrainBackend>(
             .iter_mut()
             .find(|o| o.block == r.block && o.name == r.name && o.kind == r.kind)
         {
-            Some(o) => merge(o, r),
+            Some(o) => o.merge(&r),
             None => out.push(r),
         }
     }
