@@ -25,6 +25,9 @@
 //!   forward graph (one gradient node per op, reading what the op's backward needs).
 //! * [`plan`]: one graph, one budget, any solver: what `memwall plan` runs (schedule JSON,
 //!   smallest feasible budget).
+//! * [`extended_graph`]: reverse-mode AD by extending the computational graph (the CS 498
+//!   lecture's `gradient(out)` with `node_to_grad`), differentiable again for second
+//!   derivatives, and an executor that runs it in the buffers of a [`memory_plan`] plan.
 //! * [`memory_plan`]: static memory planning over an execution order of a graph (liveness
 //!   reference counters, in-place, memory sharing; plain, segment-recomputation or Checkmate
 //!   orders).
@@ -40,6 +43,7 @@ pub mod anneal;
 pub mod baselines;
 pub mod boundary;
 pub mod deadline;
+pub mod extended_graph;
 mod formulation;
 pub mod graph;
 pub mod graph_file;
