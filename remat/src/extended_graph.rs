@@ -216,11 +216,14 @@ impl ExprGraph {
         self.nodes.len() - 1
     }
 
-    /// The nodes `outputs` depend on (themselves included), ascending.
-    fn needed(&self, outputs: &[NodeId]) -> Vec<NodeId> {
+    /// The nodes `outputs` depend on (themselves included), ascending: a topological order.
+    /// Ids past the graph's end are ignored.
+    pub fn needed(&self, outputs: &[NodeId]) -> Vec<NodeId> {
         let mut need = vec![false; self.nodes.len()];
         for &o in outputs {
-            need[o] = true;
+            if let Some(n) = need.get_mut(o) {
+                *n = true;
+            }
         }
         for k in (0..self.nodes.len()).rev() {
             if need[k] {

@@ -366,8 +366,13 @@ impl AgreeRule {
     }
 }
 
-/// `x` with at most 4 decimals and no trailing zeros ("41.3", "0.5", "2").
+/// `x` with at most 4 decimals and no trailing zeros ("41.3", "0.5", "2"); a nonzero `x`
+/// that 4 decimals would round to 0 in scientific notation ("1e-6", "2.5e-5"), so that a
+/// bound such as "at most 1e-6" never reads "at most 0".
 pub fn trim_number(x: f64) -> String {
+    if x != 0.0 && x.abs() < 5e-5 {
+        return format!("{x:e}");
+    }
     let s = format!("{x:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
@@ -907,5 +912,9 @@ mod tests {
         );
         assert_eq!(trim_number(41.30), "41.3");
         assert_eq!(trim_number(2.0), "2");
+        assert_eq!(trim_number(1e-6), "1e-6");
+        assert_eq!(trim_number(-2.5e-5), "-2.5e-5");
+        assert_eq!(trim_number(0.0001), "0.0001");
+        assert_eq!(trim_number(0.0), "0");
     }
 }
