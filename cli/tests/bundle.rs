@@ -884,24 +884,36 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
 fn a_gpu_bundle_over_the_carry_limit_is_refused_with_its_size() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    // A runner stand-in of 65 MiB that answers `backends` (a shell script with padding).
-    let fake = dir.join("memwall-job");
-    let mut body =
-        b"#!/bin/sh\n[ \"$1\" = backends ] && printf 'flex\\ncuda\\n'\nexit 0\n".to_vec();
-    body.resize(65 << 20, b'#');
-    std::fs::write(&fake, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bundle = |target: &str, out: &Path| {
+    // A runner stand-in of 65 MiB that answers `backends` (a shell script with padding that
+    // gzip cannot shrink: pseudo-random bytes after `exit 0`, xorshift64).
+    let script = b"#!/bin/sh\n[ \"$1\" = backends ] && printf 'flex\\ncuda\\n'\nexit 0\n";
+    let fake_runner = |name: &str, random: bool| {
+        let mut body = script.to_vec();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        while body.len() < 65 << 20 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            body.push(if random { x as u8 } else { b'#' });
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, &body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (path, body)
+    };
+    let (fake, _) = fake_runner("memwall-job", true);
+    let bundle_with = |runner: &Path, target: &str, out: &Path| {
         bundle_smoke(
             dir,
             out,
-            &fake,
+            runner,
             target,
             "control",
             &["--torch-script", "none"],
         )
     };
+    let bundle = |target: &str, out: &Path| bundle_with(&fake, target, out);
     let out = dir.join("gpu-bundle");
     let o = bundle("cuda", &out);
     assert!(!o.status.success(), "accepted: {}", text(&o));
@@ -916,4 +928,39 @@ fn a_gpu_bundle_over_the_carry_limit_is_refused_with_its_size() {
     );
     let flex = bundle("flex", &dir.join("cpu-bundle"));
     assert!(flex.status.success(), "{}", text(&flex));
+
+    // A GPU bundle carries its runner gzip-compressed: a 65 MiB runner that compresses well
+    // fits, as bin/memwall-job.gz only, and run.sh unpacks it before its first job, byte for
+    // byte (it then stops at the device checks on a machine without a GPU, or runs the
+    // stand-in's empty jobs on one with).
+    let (small, body) = fake_runner("memwall-job-compressible", false);
+    let out = dir.join("gpu-bundle-compressed");
+    let o = bundle_with(&small, "cuda", &out);
+    assert!(o.status.success(), "refused: {}", text(&o));
+    assert!(out.join("bin/memwall-job.gz").is_file(), "{}", text(&o));
+    assert!(
+        !out.join("bin/memwall-job").exists(),
+        "the runner travels uncompressed"
+    );
+    let gz = std::fs::metadata(out.join("bin/memwall-job.gz"))
+        .unwrap()
+        .len();
+    assert!(gz < 1 << 20, "{gz} bytes");
+    let o = Command::new("bash")
+        .arg(out.join("run.sh"))
+        .args([
+            "--minutes",
+            "1",
+            "--results",
+            s(&dir.join("back-compressed")),
+        ])
+        .env("MEMWALL_SKIP_TORCH", "1")
+        .output()
+        .unwrap();
+    assert!(
+        text(&o).contains("runner: unpacked bin/memwall-job"),
+        "{}",
+        text(&o)
+    );
+    assert!(std::fs::read(out.join("bin/memwall-job")).unwrap() == body);
 }

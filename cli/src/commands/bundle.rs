@@ -261,12 +261,17 @@ pub(crate) fn print_bundle(s: &memwall_lab::bundle::BundleSummary, suite: bool) 
         );
     }
     println!(
-        "bundle {} ({:.1} MiB, runner {}stripped, {} file(s) of the committed and local CubeCL \
-         caches; {:.1} MiB with the working tree that travels, of the {:.0} MiB a device session \
-         carries)",
+        "bundle {} ({:.1} MiB, runner {}stripped{}, {} file(s) of the committed and local \
+         CubeCL caches; {:.1} MiB with the working tree that travels, of the {:.0} MiB a device \
+         session carries)",
         s.dir.display(),
         mib(s.dir_bytes),
         if s.stripped { "" } else { "not " },
+        if s.dir.join("bin/memwall-job.gz").is_file() {
+            " and gzip-compressed (run.sh unpacks it)"
+        } else {
+            ""
+        },
         s.cache_files,
         mib(s.dir_bytes + s.tree_bytes),
         mib(memwall_lab::bundle::CARRY_LIMIT_BYTES)

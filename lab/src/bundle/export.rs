@@ -102,7 +102,8 @@ pub struct BundleSummary {
     pub cache_files: usize,
 }
 
-/// Writes a bundle: `<out>/{manifest.json, run.sh, bin/memwall-job, jobs/<study>/<key>/job.json,
+/// Writes a bundle: `<out>/{manifest.json, run.sh, bin/memwall-job (a GPU bundle's as
+/// bin/memwall-job.gz), jobs/<study>/<key>/job.json,
 /// data/<fingerprint>/, cache/cubecl/, reference/}` and, when asked, `<out>.tar.gz`.
 ///
 /// Checkmate configurations are left out (their plan stage needs `memwall`'s solver, which the
@@ -281,7 +282,8 @@ pub(super) fn check_request(req: &BundleRequest) -> Result<()> {
     Ok(())
 }
 
-/// Copies the runner into `<out>/bin` (after checking it runs the target's backend) and the
+/// Copies the runner into `<out>/bin` (after checking it runs the target's backend; a GPU
+/// bundle's gzip-compressed as `bin/memwall-job.gz`, [`compress_runner`]) and the
 /// kernel caches into `<out>/cache`: the committed autotune cache ([`autotune_store`]), the
 /// local CubeCL cache (its autotune results; its compiled kernels too with `with_kernels`) and
 /// the `--autotune-cache` archive. Returns whether the runner was stripped and the cache files
@@ -298,7 +300,13 @@ pub(super) fn write_runner_and_caches(
     // A CPU bundle runs where it was made (`just bench-cpu` measures uncommitted changes);
     // a GPU bundle's records are committed as evidence.
     let revision = check_runner_revision(&req.runner, req.allow_dirty || !req.target.is_gpu())?;
-    let stripped = copy_runner(&req.runner, &out.join("bin").join("memwall-job"))?;
+    let bin = out.join("bin").join("memwall-job");
+    let _ = std::fs::remove_file(bin.with_extension("gz"));
+    let stripped = copy_runner(&req.runner, &bin)?;
+    if req.target.is_gpu() {
+        // It travels compressed; run.sh unpacks it there (`unpack_runner`).
+        compress_runner(&bin)?;
+    }
     let cache_rel = PathBuf::from("cache").join("cubecl");
     std::fs::create_dir_all(out.join(&cache_rel))
         .doing(|| format!("creating {}", out.join(&cache_rel).display()))?;

@@ -68,6 +68,24 @@ pub(super) fn copy_runner(from: &Path, to: &Path) -> Result<bool> {
     Ok(stripped)
 }
 
+/// Compresses the runner `bin` into `<bin>.gz` (gzip, best compression) and removes `bin`: a
+/// GPU bundle's runner travels so, a third of its size (39.9 -> 12.6 MB for the slim CUDA
+/// runner of 2026-12-04), and `run.sh` unpacks it before the first job. The archive is written
+/// beside and renamed into place; returns its path.
+pub(super) fn compress_runner(bin: &Path) -> Result<PathBuf> {
+    let gz = bin.with_extension("gz");
+    let tmp = bin.with_extension("gz.partial");
+    let mut from = std::fs::File::open(bin).doing(|| format!("opening {}", bin.display()))?;
+    let to = std::fs::File::create(&tmp).doing(|| format!("creating {}", tmp.display()))?;
+    let mut enc = flate2::write::GzEncoder::new(to, flate2::Compression::best());
+    std::io::copy(&mut from, &mut enc)
+        .and_then(|_| enc.finish().map(|_| ()))
+        .doing(|| format!("compressing {} into {}", bin.display(), tmp.display()))?;
+    std::fs::rename(&tmp, &gz).doing(|| format!("writing {}", gz.display()))?;
+    std::fs::remove_file(bin).doing(|| format!("removing {}", bin.display()))?;
+    Ok(gz)
+}
+
 pub(super) fn set_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
