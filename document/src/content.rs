@@ -266,14 +266,14 @@ impl Measure {
         self
     }
 
-    /// The value with its unit, e.g. "0.41x" or "12.4 GiB".
+    /// The value with its unit, e.g. "0.41x" or "12.4 GiB"; a nonzero value under 1e-3 in
+    /// scientific notation with two significant digits ("1.6e-9"), whatever `decimals` says.
     pub fn text(&self) -> String {
-        format!(
-            "{:.*}{}",
-            self.decimals,
-            self.value,
-            memwall_core::spec::claims::unit_suffix(&self.unit)
-        )
+        let unit = memwall_core::spec::claims::unit_suffix(&self.unit);
+        if self.value != 0.0 && self.value.abs() < 1e-3 {
+            return format!("{:.1e}{unit}", self.value);
+        }
+        format!("{:.*}{unit}", self.decimals, self.value)
     }
 }
 
@@ -323,4 +323,22 @@ pub struct TwinVerdict {
     pub rule: String,
     /// Agree or disagree.
     pub verdict: memwall_core::spec::claims::Verdict,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memwall_core::spec::provenance::Provenance;
+
+    #[test]
+    fn a_measure_under_a_thousandth_prints_in_scientific_notation() {
+        let m = |v: f64, unit: &str| {
+            Measure::new("m", v, unit, 2, Provenance::Computed("test".into())).text()
+        };
+        assert_eq!(m(1.6e-9, ""), "1.6e-9");
+        assert_eq!(m(-2.5e-4, "%"), "-2.5e-4%");
+        assert_eq!(m(0.0, ""), "0.00");
+        assert_eq!(m(0.41, "x"), "0.41x");
+        assert_eq!(m(12.4, "GiB"), "12.40 GiB");
+    }
 }

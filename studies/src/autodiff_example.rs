@@ -172,7 +172,7 @@ pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
             "hessian_gap",
             get(|x| x.hessian_gap),
             "",
-            9,
+            4,
             format!(
                 "our extended graph's Hessian (the gradient nodes differentiated again) against central differences (h = {FD_STEP:e}) of Burn's f64 autodiff gradients: the largest absolute difference over {points} points and 4 entries"
             ),
@@ -181,7 +181,7 @@ pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
             "gradient_gap",
             get(|x| x.gradient_gap),
             "",
-            12,
+            4,
             format!(
                 "our extended graph, executed in its planned buffers, against Burn's f64 autodiff gradients: the largest absolute difference over {points} points"
             ),
@@ -190,7 +190,7 @@ pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
             "executor_gap",
             get(|x| x.executor_gap),
             "",
-            12,
+            4,
             "the extended graphs executed in the buffers of their static memory plans against their reference evaluation: the largest absolute difference".to_string(),
         ),
         (
