@@ -733,7 +733,7 @@ fn extended_section(x: &ExtendedResult, cited: &Cited<LectureValues>) -> Section
         ),
         notes: vec![
             format!(
-                "The grid: x1 in {GRID_X1:?} by x2 in {GRID_X2:?}, each point one element of the vectors the graph and Burn (Autodiff<Flex>, f64, one backward of the summed y) evaluate at once."
+                "The grid: x1 in {GRID_X1:?} by x2 in {GRID_X2:?}, each point one element of the vectors the graph and Burn (`Autodiff<Flex>`, f64, one backward of the summed y) evaluate at once."
             ),
             format!(
                 "The nodes of gradient(y) read the forward values {} only; the other forward values can be freed once y is computed, which the plan of the extended graph does and backprop, which keeps the forward graph's values for its backward operations, does not.",
