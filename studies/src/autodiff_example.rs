@@ -206,10 +206,14 @@ pub fn measures(r: &AutodiffResult) -> Vec<Measure> {
     m
 }
 
+/// The lecture's evaluation point (x1, x2) = (2, 5): of the trace, of Burn's f32 gradients and
+/// of the extended graph's sweep and Hessian (also a point of the grid).
+pub const POINT: (f64, f64) = (2.0, 5.0);
+
 /// Burn's gradients and the f64 trace at the lecture's point (2, 5) (no extended graph: see
 /// [`extended`]).
 pub fn measure() -> AutodiffResult {
-    let (x1, x2) = (2.0, 5.0);
+    let (x1, x2) = POINT;
     let (y, dy_dx1, dy_dx2) = burn_gradients(x1 as f32, x2 as f32);
     AutodiffResult {
         point: (x1, x2),
@@ -395,6 +399,15 @@ fn plans(
     Ok((rows, gap))
 }
 
+/// The adjoint node [`xg::gradient`] returned, or a constant 0 where it returned none (the output
+/// does not depend on that input).
+fn adjoint_or_zero(g: &mut ExprGraph, adjoint: Option<NodeId>) -> Result<NodeId, ExprError> {
+    match adjoint {
+        Some(a) => Ok(a),
+        None => g.apply(Op::Const(0.0), &[], "0"),
+    }
+}
+
 /// The extended graph of the lecture's example: the gradient appended by [`xg::gradient`] (its
 /// sweep at (2, 5)), differentiated again for the Hessian, the whole executed in the buffers of
 /// its static memory plan over the grid and checked against Burn's f64 gradients (and their
@@ -408,13 +421,8 @@ pub fn extended() -> Result<ExtendedResult, ExprError> {
     let forward_nodes = g.len();
     let grad = xg::gradient(&mut g, y, &[x1, x2])?;
     let gradient_nodes = g.len() - forward_nodes;
-    let missing = ExprError::UnknownNode {
-        node: usize::MAX,
-        len: g.len(),
-    };
-    let (Some(g1), Some(g2)) = (grad.adjoints[0], grad.adjoints[1]) else {
-        return Err(missing);
-    };
+    let g1 = adjoint_or_zero(&mut g, grad.adjoints[0])?;
+    let g2 = adjoint_or_zero(&mut g, grad.adjoints[1])?;
     let gradient_graph = g.clone();
     let backward_reads = (0..forward_nodes)
         .filter(|&k| {
@@ -427,7 +435,7 @@ pub fn extended() -> Result<ExtendedResult, ExprError> {
     let h1 = xg::gradient(&mut g, g1, &[x1, x2])?.adjoints;
     let h2 = xg::gradient(&mut g, g2, &[x1, x2])?.adjoints;
     let hessian_nodes = g.len() - forward_nodes - gradient_nodes;
-    let at = g.evaluate(&[2.0, 5.0])?;
+    let at = g.evaluate(&[POINT.0, POINT.1])?;
     let name = |k: NodeId| g.nodes()[k].name.clone();
     let sweep = grad
         .sweep
@@ -499,7 +507,7 @@ pub fn extended() -> Result<ExtendedResult, ExprError> {
                 hessian_gap = worse(hessian_gap, (ours[r][c] - theirs[r][c]).abs());
             }
         }
-        if (p1[e], p2[e]) == (2.0, 5.0) {
+        if (p1[e], p2[e]) == POINT {
             lecture_fd = theirs;
         }
     }
@@ -623,7 +631,7 @@ pub fn sections(r: &AutodiffResult, cited: &Cited<LectureValues>) -> Vec<Section
         figures: vec![graph_figure()],
     }]
     .into_iter()
-    .chain(r.extended.as_ref().map(|x| extended_section(x, cited)))
+    .chain(r.extended.as_ref().map(|x| extended_section(x, r.point, cited)))
     .collect()
 }
 
@@ -638,7 +646,11 @@ fn close(gap: f64, equal: &str) -> String {
 
 /// The extended graph's section: the sweep's node_to_grad, the Hessian against Burn, the
 /// memory plans and the graph.
-fn extended_section(x: &ExtendedResult, cited: &Cited<LectureValues>) -> Section {
+fn extended_section(
+    x: &ExtendedResult,
+    point: (f64, f64),
+    cited: &Cited<LectureValues>,
+) -> Section {
     let f = |v: f64| format!("{v:.4}");
     let sweep = Table {
         caption: "The reverse sweep of gradient(y) at (2, 5): node_to_grad and the adjoint".into(),
@@ -663,7 +675,8 @@ fn extended_section(x: &ExtendedResult, cited: &Cited<LectureValues>) -> Section
         notes: Vec::new(),
     };
     let names = ["d2y/dx1^2", "d2y/dx1dx2", "d2y/dx2dx1", "d2y/dx2^2"];
-    let closed = [[-0.25, 1.0], [1.0, 5f64.sin()]];
+    let (x1, x2) = point;
+    let closed = [[-1.0 / (x1 * x1), 1.0], [1.0, x2.sin()]];
     let hessian = Table {
         caption: "The Hessian at (2, 5): the extended graph differentiated again, against central differences of Burn's f64 gradients".into(),
         columns: vec![

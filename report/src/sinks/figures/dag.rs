@@ -25,14 +25,7 @@ pub(super) fn dag_svg(fig: &Figure) -> Result<String> {
         per_layer[*d].push(i);
     }
     let height = (110 * layers as u32 + 60).max(200);
-    let pos = place(fig, &per_layer);
-    let canvas = pos
-        .iter()
-        .zip(&fig.nodes)
-        .map(|(&(x, _), label)| x + box_width(label) / 2 + MARGIN)
-        .max()
-        .unwrap_or(0)
-        .max(WIDTH as i32) as u32;
+    let (pos, canvas) = place(fig, &per_layer);
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (canvas, height)).into_drawing_area();
@@ -91,8 +84,9 @@ fn box_width(label: &str) -> i32 {
 /// ordered by the mean x of the nodes that feed them (one barycentre pass, which removes most
 /// crossings of a layered DAG; Sugiyama, Tagawa and Toda 1981), then spread evenly over the
 /// figure's width where their boxes fit so, else packed side by side with `GAP` between boxes
-/// and centred (the figure widens for a layer wider than it).
-fn place(fig: &Figure, per_layer: &[Vec<usize>]) -> Vec<(i32, i32)> {
+/// and centred (the figure widens for a layer wider than it). Returns the centres and the
+/// figure's width.
+fn place(fig: &Figure, per_layer: &[Vec<usize>]) -> (Vec<(i32, i32)>, u32) {
     let n = fig.nodes.len();
     let widths: Vec<i32> = fig.nodes.iter().map(|l| box_width(l)).collect();
     let packed = |nodes: &[usize]| {
@@ -148,7 +142,7 @@ fn place(fig: &Figure, per_layer: &[Vec<usize>]) -> Vec<(i32, i32)> {
             }
         }
     }
-    pos
+    (pos, canvas as u32)
 }
 
 #[cfg(test)]
@@ -174,7 +168,7 @@ mod tests {
         nodes.extend(labels.iter().map(|s| s.as_str()));
         let edges: Vec<(usize, usize)> = (1..nodes.len()).map(|i| (0, i)).collect();
         let fig = figure(&nodes, &edges);
-        let pos = place(&fig, &[vec![0], (1..nodes.len()).collect()]);
+        let (pos, _) = place(&fig, &[vec![0], (1..nodes.len()).collect()]);
         let mut row: Vec<(i32, i32)> = (1..nodes.len())
             .map(|i| (pos[i].0, box_width(nodes[i])))
             .collect();
@@ -195,7 +189,7 @@ mod tests {
     #[test]
     fn nodes_follow_their_feeders() {
         let fig = figure(&["a", "b", "under b", "under a"], &[(0, 3), (1, 2)]);
-        let pos = place(&fig, &[vec![0, 1], vec![2, 3]]);
+        let (pos, _) = place(&fig, &[vec![0, 1], vec![2, 3]]);
         assert!(pos[0].0 < pos[1].0);
         assert!(pos[3].0 < pos[2].0, "{pos:?}");
     }
