@@ -345,6 +345,52 @@ fn claims_pick_a_sweep_or_a_configuration_by_fields_never_by_a_grid_name() {
             ),
         "{msg}"
     );
+    // `against`: a relative metric of one configuration against another of the same model
+    // and optimizer; each wrong use names the field and what to do.
+    load(claim("against = \"a\"", "b.step_time_ratio")).unwrap();
+    load(claim(
+        "config = { checkpoint = 2 }\nagainst = \"b\"",
+        "reduction_pct",
+    ))
+    .unwrap();
+    for (fields, measure, says) in [
+        (
+            "against = \"ck1-f32\"",
+            "b.speedup",
+            "a name a [[grid]] made",
+        ),
+        (
+            "against = \"b\"",
+            "b.step_time_ratio",
+            "the claim's own configuration",
+        ),
+        (
+            "against = \"nope\"",
+            "b.speedup",
+            "is not a configuration of this file",
+        ),
+        (
+            "against = \"b\"",
+            "ck1-f32.peak_gib",
+            "needs a metric taken against",
+        ),
+        (
+            "against = \"b\"",
+            "deep-cknone-f32-fusedopt.step_time_ratio",
+            "another model or optimizer",
+        ),
+        (
+            &format!("{deep}\nagainst = \"b\""),
+            "u_depth_pct",
+            "a sweep metric has its own control",
+        ),
+    ] {
+        let msg = load(claim(fields, measure)).unwrap_err();
+        assert!(
+            msg.contains("claims[0].") && msg.contains(says),
+            "{fields} {measure}: {msg}"
+        );
+    }
     // A selector in a study that trains nothing.
     let text = std::fs::read_to_string(root().join("experiments/autodiff_example.toml")).unwrap();
     let text = text.replacen(

@@ -303,6 +303,7 @@ mod tests {
             twin: None,
             config: None,
             sweep: None,
+            against: None,
         }
     }
 

@@ -97,6 +97,14 @@ pub struct SourceClaim {
     /// measurement. The attribution test checks the quote in this document.
     #[serde(default)]
     pub source: Option<String>,
+    /// The configuration of the same training study that a relative metric
+    /// (`reduction_pct`, `step_time_ratio`, `speedup`, `perplexity_ratio`) is taken against
+    /// instead of the control: a claim about one option, judged on the pair of
+    /// configurations that differ in that option alone (same model and optimizer, checked
+    /// when the file loads). Measured in the same group (profile and device) as the
+    /// configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
 }
 
 impl SourceClaim {
@@ -207,10 +215,14 @@ impl SourceClaim {
     /// configuration or sweep that answers it (`step_time_ratio of config = { checkpoint =
     /// "sqrt" }`).
     pub fn measure_label(&self) -> String {
-        match (&self.config, &self.sweep) {
+        let label = match (&self.config, &self.sweep) {
             (Some(c), _) => format!("{} of config = {}", self.measure, c.describe()),
             (None, Some(s)) => format!("{} of sweep = {}", self.measure, s.describe()),
             (None, None) => self.measure.clone(),
+        };
+        match &self.against {
+            Some(a) => format!("{label} against {a}"),
+            None => label,
         }
     }
 
@@ -227,7 +239,10 @@ impl SourceClaim {
                 .rsplit_once('.')
                 .and_then(|(_, m)| TrainingMetric::parse(m)),
         };
-        metric.map(TrainingMetric::provenance)
+        metric.map(|m| match &self.against {
+            Some(a) => m.provenance_against(a),
+            None => m.provenance(),
+        })
     }
 }
 
@@ -546,6 +561,44 @@ impl TrainingMetric {
         }
     }
 
+    /// Whether the metric is taken against another configuration (the control, or a claim's
+    /// [`SourceClaim::against`]): a reduction or a ratio.
+    pub fn relative(self) -> bool {
+        matches!(
+            self,
+            TrainingMetric::ReductionPct
+                | TrainingMetric::StepTimeRatio
+                | TrainingMetric::Speedup
+                | TrainingMetric::PerplexityRatio
+        )
+    }
+
+    /// [`TrainingMetric::provenance`] of a relative metric ([`TrainingMetric::relative`])
+    /// taken against configuration `against` instead of the control.
+    pub fn provenance_against(self, against: &str) -> crate::spec::provenance::Provenance {
+        use crate::spec::provenance::Provenance::Derived;
+        let a = format!("`{against}`");
+        match self {
+            TrainingMetric::ReductionPct => Derived(format!(
+                "100 x (1 - peak allocated / {a}'s peak allocated), both measured in one group"
+            )),
+            TrainingMetric::StepTimeRatio => Derived(format!(
+                "median timed step time / {a}'s (wall clock, after warm-up steps): the median \
+                 over the repeats both ran of the ratio within one repeat (interleaved runs, a \
+                 paired design), else the ratio of the two medians"
+            )),
+            TrainingMetric::Speedup => Derived(format!(
+                "{a}'s median timed step time / this configuration's (wall clock): the median \
+                 over the repeats both ran of the ratio within one repeat, else the ratio of the \
+                 two medians"
+            )),
+            TrainingMetric::PerplexityRatio => Derived(format!(
+                "evaluation perplexity / {a}'s, both measured in one group"
+            )),
+            other => other.provenance(),
+        }
+    }
+
     /// Decimals our value is printed with.
     pub fn decimals(self) -> usize {
         match self {
@@ -676,6 +729,7 @@ mod tests {
             twin: None,
             config: None,
             sweep: None,
+            against: None,
         }
     }
 

@@ -881,6 +881,7 @@ pub fn claimed_configs(study: &Study) -> std::collections::BTreeSet<String> {
             ),
             Ok(TrainingTarget::Config(config, _)) => {
                 out.insert(config.name.clone());
+                out.extend(claim.against.clone());
             }
             Err(_) => {}
         }

@@ -8,7 +8,7 @@ use crate::analysis::summary::{
     analyze, goal_outcomes, joint_coverage, step_curves, step_scaling, ConfigSummary, GoalOutcome,
     GroupSummary, RepeatRuns, StepScaling, StudyAnalysis,
 };
-use crate::analysis::{steps_table, JobRecord, JobStatus, StudyRecords};
+use crate::analysis::{stats, steps_table, JobRecord, JobStatus, StudyRecords};
 use crate::content::{Details, Figure, GlanceRow, Mark, Measure, Section, Series, Table};
 use crate::error::Result;
 use crate::glance::{self, Answer};
@@ -461,9 +461,10 @@ fn answers_claim(g: &Group, claim: &SourceClaim, configs: &[ConfigSpec]) -> bool
             .rows
             .iter()
             .any(|c| c.ok && sweep.sweep_member(c.cfg).is_some()),
-        Ok(TrainingTarget::Config(config, _)) => {
-            g.rows.iter().any(|c| c.ok && c.cfg.name == config.name)
-        }
+        Ok(TrainingTarget::Config(config, _)) => [Some(&config.name), claim.against.as_ref()]
+            .into_iter()
+            .flatten()
+            .all(|name| g.rows.iter().any(|c| c.ok && &c.cfg.name == name)),
         Err(_) => false,
     }
 }
@@ -485,7 +486,10 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
             Ok(TrainingTarget::Config(c, metric)) => (c.name.as_str(), metric),
             Err(why) => return Answer::Missing(why),
         };
-        let measure = format!("{config}.{}", metric.name());
+        let measure = match &claim.against {
+            Some(a) => format!("{config}.{} against {a}", metric.name()),
+            None => format!("{config}.{}", metric.name()),
+        };
         let row = g
             .rows
             .iter()
@@ -504,29 +508,40 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
                 c.status.as_str()
             ));
         }
-        let value = match metric {
-            TrainingMetric::PeakGib => c.peak.map(|p| p / (MIB * 1024.0)),
-            TrainingMetric::ReductionPct => c.red,
-            TrainingMetric::StepTimeRatio => c.rel,
-            TrainingMetric::Speedup => c.rel.filter(|r| *r > 0.0).map(|r| 1.0 / r),
-            TrainingMetric::SamplesPerS => c.s.measured.samples_per_s,
-            TrainingMetric::Perplexity => c.s.measured.eval_perplexity,
-            // Answered by the largest-input search's report (memwall_studies::largest_input::glance).
-            TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => None,
-            TrainingMetric::PeakInForward => inputs
-                .records
-                .get(&c.s.key)
-                .and_then(|r| r.timeline.as_ref())
-                .and_then(|t| t.peak_phase().map(|i| t.phases[i].phase.is_forward()))
-                .map(|forward| if forward { 1.0 } else { 0.0 }),
-            TrainingMetric::PerplexityRatio => {
-                let control = control_of(g, c);
-                match (
-                    c.s.measured.eval_perplexity,
-                    control.and_then(|k| k.s.measured.eval_perplexity),
-                ) {
-                    (Some(p), Some(k)) if k > 0.0 => Some(p / k),
-                    _ => None,
+        let value = if let Some(a) = &claim.against {
+            let Some(k) = g.rows.iter().find(|k| k.ok && &k.cfg.name == a) else {
+                return Answer::Missing(format!(
+                    "configuration `{a}`, which `{config}` is compared with, has no finished \
+                     record on {}",
+                    g.device
+                ));
+            };
+            against_value(inputs, metric, c, k)
+        } else {
+            match metric {
+                TrainingMetric::PeakGib => c.peak.map(|p| p / (MIB * 1024.0)),
+                TrainingMetric::ReductionPct => c.red,
+                TrainingMetric::StepTimeRatio => c.rel,
+                TrainingMetric::Speedup => c.rel.filter(|r| *r > 0.0).map(|r| 1.0 / r),
+                TrainingMetric::SamplesPerS => c.s.measured.samples_per_s,
+                TrainingMetric::Perplexity => c.s.measured.eval_perplexity,
+                // Answered by the largest-input search's report (memwall_studies::largest_input::glance).
+                TrainingMetric::LargestBatchRatio | TrainingMetric::LargestSeqLenRatio => None,
+                TrainingMetric::PeakInForward => inputs
+                    .records
+                    .get(&c.s.key)
+                    .and_then(|r| r.timeline.as_ref())
+                    .and_then(|t| t.peak_phase().map(|i| t.phases[i].phase.is_forward()))
+                    .map(|forward| if forward { 1.0 } else { 0.0 }),
+                TrainingMetric::PerplexityRatio => {
+                    let control = control_of(g, c);
+                    match (
+                        c.s.measured.eval_perplexity,
+                        control.and_then(|k| k.s.measured.eval_perplexity),
+                    ) {
+                        (Some(p), Some(k)) if k > 0.0 => Some(p / k),
+                        _ => None,
+                    }
                 }
             }
         };
@@ -540,7 +555,10 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
                 v,
                 metric.unit(),
                 metric.decimals(),
-                metric.provenance(),
+                match &claim.against {
+                    Some(a) => metric.provenance_against(a),
+                    None => metric.provenance(),
+                },
             ))
             .at_profile(claim, &g.profile, &setting),
             None => Answer::Missing(format!(
@@ -551,6 +569,44 @@ fn glance_rows(inputs: &StudyInputs, groups: &[Group], claims: &[SourceClaim]) -
     });
     glance::fill_provenance(&mut rows, claims, SourceClaim::training_provenance);
     rows
+}
+
+/// A relative metric of row `c` taken against row `k` of the same group (a claim's `against`):
+/// the reduction of `c`'s peak allocated bytes below `k`'s, percent, or the ratio of their
+/// median step times (both over the same control, so the control's time cancels) or of their
+/// evaluation perplexities. `None` for a metric that is not relative or a value not measured.
+fn against_value(
+    inputs: &StudyInputs,
+    metric: TrainingMetric,
+    c: &ConfigRow,
+    k: &ConfigRow,
+) -> Option<f64> {
+    let positive = |x: Option<f64>| x.filter(|v| *v > 0.0);
+    // Step times: the median of the per-repeat ratios where the two share repeat indices (run
+    // r of each ran interleaved, a paired design), else the ratio of the rows' own values.
+    let step_ratio = || -> Option<f64> {
+        let paired = inputs.repeats.paired_ratios(
+            (&c.s.key, &c.s.device_name),
+            (&k.s.key, &k.s.device_name),
+            GoalMetric::MedianStepS,
+        );
+        match stats::median_interval(&paired, stats::LEVEL) {
+            Some(r) => Some(r.median),
+            None => Some(positive(c.rel)? / positive(k.rel)?),
+        }
+    };
+    match metric {
+        TrainingMetric::ReductionPct => {
+            let (p, q) = (c.peak?, positive(k.peak)?);
+            Some(100.0 * (1.0 - p / q))
+        }
+        TrainingMetric::StepTimeRatio => step_ratio(),
+        TrainingMetric::Speedup => step_ratio().filter(|r| *r > 0.0).map(|r| 1.0 / r),
+        TrainingMetric::PerplexityRatio => {
+            Some(positive(c.s.measured.eval_perplexity)? / positive(k.s.measured.eval_perplexity)?)
+        }
+        _ => None,
+    }
 }
 
 /// The groups of the study table ([`group_summaries`], configurations of the experiment file

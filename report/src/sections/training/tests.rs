@@ -22,11 +22,29 @@ fn formats_bytes_with_binary_units() {
 /// sweep on flex, each with the activation peak `activation(K)` MiB above a steady state of
 /// 40 MiB (the `none` control at the whole model's).
 fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRecords) {
+    synthetic("checkpoint_interval.toml", |config, job| {
+        if config.model.as_deref() != Some("deep") {
+            return None;
+        }
+        let n = job.model.layers;
+        let k = config.checkpoint.segment_len(n).unwrap_or(n);
+        Some((40.0 * MIB + activation(k) * MIB, 0.1))
+    })
+}
+
+/// `experiments/<file>` at the cpu profile and one finished flex record per job that
+/// `measure(configuration, job)` gives a peak (bytes) and a median step time (seconds); a
+/// steady state of 40 MiB.
+fn synthetic(
+    file: &str,
+    measure: impl Fn(&ConfigSpec, &memwall_core::spec::JobSpec) -> Option<(f64, f64)>,
+) -> (crate::spec::Study, StudyRecords) {
     use crate::analysis::{JobRecord, Summary};
     use crate::device::BackendKind;
     use crate::spec::{PreparedData, Profile, Study};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../experiments/checkpoint_interval.toml");
+        .join("../experiments")
+        .join(file);
     let study = Study::load(&path, Profile::Cpu, None).unwrap();
     let corpora = study
         .vocabularies()
@@ -43,16 +61,13 @@ fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRe
         .collect();
     let mut records = Vec::new();
     for job in study.jobs(BackendKind::Flex, 0, &corpora) {
-        let Some(model) = study.configs.iter().find(|c| c.name == job.config) else {
+        let Some(config) = study.configs.iter().find(|c| c.name == job.config) else {
             continue;
         };
-        if model.model.as_deref() != Some("deep") {
+        let Some((peak, step_s)) = measure(config, &job) else {
             continue;
-        }
-        let n = job.model.layers;
-        let k = model.checkpoint.segment_len(n).unwrap_or(n);
+        };
         let steady = 40.0 * MIB;
-        let peak = steady + activation(k) * MIB;
         let mut r = JobRecord::unfinished(&job, JobStatus::Ok, String::new(), Default::default());
         r.reason = None;
         r.env.device_name = "Test CPU".into();
@@ -60,9 +75,9 @@ fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRe
         r.finished_at = "2026-01-01T00:00:00Z".into();
         r.summary = Some(Summary {
             parameters: 1000,
-            median_step_s: 0.1,
-            samples_per_s: 80.0,
-            tokens_per_s: 5120.0,
+            median_step_s: step_s,
+            samples_per_s: 8.0 / step_s,
+            tokens_per_s: 1024.0 / step_s,
             peak_allocated_bytes: peak as u64,
             peak_reserved_bytes: peak as u64,
             baseline_bytes: 0,
@@ -79,27 +94,19 @@ fn deep_sweep(activation: impl Fn(usize) -> f64) -> (crate::spec::Study, StudyRe
         records.push(r);
     }
     let records = StudyRecords {
-        dir: "runs/checkpoint_interval".into(),
+        dir: format!("runs/{}", study.header.name).into(),
         records,
         unreadable: Vec::new(),
     };
     (study, records)
 }
 
-/// The glance's verdicts of the study's claims, by claim id.
+/// The glance's verdicts of the study's claims, by claim id (the deep sweep's section first).
 fn verdicts(
     study: &crate::spec::Study,
     records: &StudyRecords,
 ) -> BTreeMap<String, (memwall_core::spec::claims::Verdict, String)> {
-    let (sections, _, glance) = sections(
-        records,
-        &study.header,
-        &study.configs,
-        &study.goals,
-        &study.claims,
-        &[],
-    )
-    .unwrap();
+    let (sections, glance) = glance_of(study, records);
     assert!(
         sections[0].title.contains("model `deep`"),
         "{}",
@@ -111,6 +118,76 @@ fn verdicts(
         .zip(glance)
         .map(|(c, row)| (c.id.clone(), (row.verdict, row.ours)))
         .collect()
+}
+
+/// The report's sections and glance rows of `study` from `records`.
+fn glance_of(study: &crate::spec::Study, records: &StudyRecords) -> (Vec<Section>, Vec<GlanceRow>) {
+    let (sections, _, glance) = sections(
+        records,
+        &study.header,
+        &study.configs,
+        &study.goals,
+        &study.claims,
+        &[],
+    )
+    .unwrap();
+    (sections, glance)
+}
+
+#[test]
+fn a_claim_against_another_configuration_takes_its_ratio_from_that_pair() {
+    use memwall_core::spec::claims::Verdict::{Agree, Disagree};
+    // Peaks in MiB and step times in ms per configuration; everything else as the control.
+    let run = |ln_peak: f64, save_nothing_ms: f64| {
+        synthetic("selective_checkpointing.toml", move |config, _| {
+            let (peak, ms) = match config.name.as_str() {
+                "save_attention" => (58.0, 87.0),
+                "layer_norm_boundaries" => (ln_peak, 88.0),
+                "save_nothing" => (54.0, save_nothing_ms),
+                _ => (54.0, 100.0),
+            };
+            Some((peak * MIB, ms / 1000.0))
+        })
+    };
+    let of = |study: &crate::spec::Study, records: &StudyRecords, id: &str| {
+        let (_, glance) = glance_of(study, records);
+        let i = study.claims.iter().position(|c| c.id == id).unwrap();
+        (glance[i].verdict, glance[i].ours.clone())
+    };
+    let (study, records) = run(57.9, 98.0);
+    // 100 x (1 - 57.9 / 58.0), not against the control's 54 MiB.
+    assert_eq!(
+        of(&study, &records, "layer_norm_checkpoint_memory"),
+        (Agree, "0.2%".into())
+    );
+    // 88 / 87 and 98 / 87: the pair's ratio, the control's 100 ms cancels.
+    assert_eq!(
+        of(&study, &records, "layer_norm_checkpoint_time"),
+        (Agree, "1.01x".into())
+    );
+    assert_eq!(
+        of(&study, &records, "attention_cheap_to_recompute"),
+        (Disagree, "1.13x".into())
+    );
+    // A checkpoint dearer than the attention output's, and a cheap recomputation.
+    let (study, records) = run(66.0, 90.0);
+    assert_eq!(
+        of(&study, &records, "layer_norm_checkpoint_memory").0,
+        Disagree
+    );
+    assert_eq!(
+        of(&study, &records, "attention_cheap_to_recompute"),
+        (Agree, "1.03x".into())
+    );
+    // Without the configuration compared with, the claim is not comparable.
+    let (study, mut records) = run(57.9, 98.0);
+    records
+        .records
+        .retain(|r| r.spec.config != "save_attention");
+    assert_eq!(
+        of(&study, &records, "attention_cheap_to_recompute").0,
+        memwall_core::spec::claims::Verdict::NotComparable
+    );
 }
 
 #[test]

@@ -26,7 +26,9 @@ pub(super) fn judge_twins(
 }
 
 fn twin_of(inputs: &StudyInputs, groups: &[Group], claim: &SourceClaim) -> Option<TwinVerdict> {
-    if claim.not_comparable.is_some() {
+    // A pair of our configurations (`against`) has no twin pair in the reference script's
+    // terms: the twin verdict compares with the control only.
+    if claim.not_comparable.is_some() || claim.against.is_some() {
         return None;
     }
     let Ok(TrainingTarget::Config(config, metric)) = claim.training_target(inputs.configs) else {

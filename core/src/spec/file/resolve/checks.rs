@@ -525,11 +525,13 @@ pub(crate) fn check_claims(
         }
         check_claim_text(c).map_err(|(f, m)| fields.err(&at(f), m))?;
         let Some((configs, generated)) = configs else {
-            if c.config.is_some() || c.sweep.is_some() {
+            if c.config.is_some() || c.sweep.is_some() || c.against.is_some() {
                 let f = if c.config.is_some() {
                     "config"
-                } else {
+                } else if c.sweep.is_some() {
                     "sweep"
+                } else {
+                    "against"
                 };
                 return Err(fields.err(
                     &at(f),
@@ -613,6 +615,13 @@ pub(crate) fn check_training_target(
     use crate::spec::claims::TrainingTarget;
     match claim.training_target(configs)? {
         TrainingTarget::Sweep(sweep, _) => {
+            if claim.against.is_some() {
+                return Err(
+                    "`against` compares one configuration with another; a sweep metric has its \
+                     own control: remove `against`"
+                        .into(),
+                );
+            }
             let mut seen: Vec<(CheckpointSpec, &str)> = Vec::new();
             for c in configs {
                 let Some(k) = sweep.sweep_member(c) else {
@@ -639,6 +648,9 @@ pub(crate) fn check_training_target(
             }
         }
         TrainingTarget::Config(config, metric) => {
+            if let Some(against) = &claim.against {
+                check_against(against, config, metric, configs, generated)?;
+            }
             let index = configs.iter().position(|c| std::ptr::eq(c, config));
             if claim.config.is_none() && index.is_some_and(|i| i >= generated) {
                 let metric_name = metric.name();
@@ -650,6 +662,57 @@ pub(crate) fn check_training_target(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A claim's `against`: a `[[configs]]` entry of the file (not a name a `[[grid]]` made, index
+/// `generated` on) other than the claim's `config`, with the same model and optimizer, for a
+/// relative metric only (the pair differs in the options the claim is about, not in what it
+/// trains).
+fn check_against(
+    against: &str,
+    config: &ConfigSpec,
+    metric: crate::spec::claims::TrainingMetric,
+    configs: &[ConfigSpec],
+    generated: usize,
+) -> std::result::Result<(), String> {
+    if !metric.relative() {
+        return Err(format!(
+            "`against = \"{against}\"` needs a metric taken against another configuration \
+             (reduction_pct, step_time_ratio, speedup, perplexity_ratio); `{}` is not one: \
+             remove `against`",
+            metric.name()
+        ));
+    }
+    let Some(other) = configs.iter().find(|c| c.name == against) else {
+        return Err(format!(
+            "`against = \"{against}\"` is not a configuration of this file; configurations: {}",
+            configs
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    if configs.iter().position(|c| c.name == against) >= Some(generated) {
+        return Err(format!(
+            "`against = \"{against}\"` is a name a [[grid]] made: compare with a [[configs]] \
+             entry, whose name the file itself gives"
+        ));
+    }
+    if other.name == config.name {
+        return Err(format!(
+            "`against = \"{against}\"` is the claim's own configuration: name the one it is \
+             compared with"
+        ));
+    }
+    if other.model != config.model || other.optimizer != config.optimizer {
+        return Err(format!(
+            "`against = \"{against}\"` trains another model or optimizer than `{}`: a pair \
+             compares like with like, differing only in the option the claim is about",
+            config.name
+        ));
     }
     Ok(())
 }
