@@ -44,6 +44,7 @@
 
 mod imported;
 mod ir;
+mod matmul;
 mod params;
 mod result;
 mod run;
@@ -53,6 +54,7 @@ mod tests;
 
 pub use imported::{read_cuda_chains, read_cuda_chains_in, with_imported_cuda, STUDY};
 pub use ir::{Expr, Graph, Node, NodeId};
+pub use matmul::{gemm_into, measure_matmul, MatmulChain};
 pub use params::{validate, FusionParams};
 pub use result::{BurnResult, FusionResult, IrResult, LoopChain, LoopsResult};
 pub use run::{a_bc_1_unfused, apb_c_unfused, burn_chains, measure};
@@ -114,6 +116,10 @@ pub fn tracked(r: &FusionResult) -> Vec<super::Tracked> {
     for f in &r.burn.flex {
         out.push(t(format!("burn flex {}", f.expr.label()), f.time_s));
     }
+    if let Some(mm) = &r.matmul {
+        out.push(t("matmul A·B + C unfused".into(), mm.unfused_s));
+        out.push(t("matmul A·B + C fused".into(), mm.fused_s));
+    }
     if let Ok(cuda) = &r.burn.cuda {
         for (how, chains) in [("fused", &cuda.fused), ("unfused", &cuda.unfused)] {
             for f in chains {
@@ -137,6 +143,9 @@ pub fn tracked(r: &FusionResult) -> Vec<super::Tracked> {
 ///   slim runner from a GPU bundle: [`BurnResult::cuda_shown`]).
 /// - `ir_unfused_kernels`, `ir_fused_kernels` (kernels) and `ir_mismatches` (elements): the
 ///   fusion pass on `a + b*c + 1`.
+/// - `matmul_epilogue_speedup` (x): `A·B + C`, median time of the product and a separate add
+///   over the product accumulating into `C` ([`MatmulChain`]); `matmul_epilogue_bytes_ratio`
+///   (x): bytes per output element moved beyond the product's operands, unfused over fused.
 pub fn measures(r: &FusionResult) -> Vec<Measure> {
     let chain = |c: Chain| r.loops.chains.iter().find(|l| l.chain == c);
     let speedup = |c: Chain| chain(c).map_or(f64::NAN, |l| l.unfused_s / l.fused_s);
@@ -215,5 +224,32 @@ pub fn measures(r: &FusionResult) -> Vec<Measure> {
         ),
         Measure::new("ir_fused_kernels", ir.fused_kernels as f64, "", 0, pass()),
         Measure::new("ir_mismatches", ir.mismatches as f64, "", 0, pass()),
+        Measure::new(
+            "matmul_epilogue_speedup",
+            r.matmul
+                .as_ref()
+                .map_or(f64::NAN, |mm| mm.unfused_s / mm.fused_s),
+            "x",
+            2,
+            Derived(
+                "median wall-clock time of A·B + C as the gemm crate's product into a \
+                 temporary and a separate add / as its product accumulating into C, one \
+                 thread, on this CPU"
+                    .into(),
+            ),
+        ),
+        Measure::new(
+            "matmul_epilogue_bytes_ratio",
+            r.matmul.as_ref().map_or(f64::NAN, |mm| {
+                mm.unfused_bytes_per_element as f64 / mm.fused_bytes_per_element as f64
+            }),
+            "x",
+            2,
+            Computed(
+                "4-byte loads and stores per output element beyond the product's operands, \
+                 unfused / fused, counted from the code"
+                    .into(),
+            ),
+        ),
     ]
 }

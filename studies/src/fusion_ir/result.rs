@@ -14,6 +14,9 @@ pub struct FusionResult {
     pub loops: LoopsResult,
     /// The same chains as Burn tensor ops.
     pub burn: BurnResult,
+    /// `A·B + C` unfused and fused ([`super::matmul`]); `None` in records written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matmul: Option<MatmulChain>,
 }
 
 /// What the fusion pass did to `a + b*c + 1` and `(a + b)*c`, evaluated over `ir_n` elements.

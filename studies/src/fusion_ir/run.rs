@@ -51,8 +51,8 @@ pub fn burn_chains<B: burn::tensor::backend::Backend>(
         .map_err(DemoError::Worker)
 }
 
-/// Runs the study: the fusion pass, the loop timings, the Burn chains (in this order, from one
-/// seeded generator).
+/// Runs the study: the fusion pass, the loop timings, the Burn chains and the matrix product's
+/// chain (in this order, from one seeded generator).
 ///
 /// # Errors
 /// [`DemoError::InvalidParam`] for zero `n` or `ir_n`; [`DemoError::Check`] when a fused result
@@ -64,11 +64,17 @@ pub fn measure(p: &FusionParams) -> Result<FusionResult, DemoError> {
     let ir = measure_ir(p, &mut rng)?;
     let (loops, arrays) = measure_loops(p, &mut rng)?;
     let burn = measure_burn(p, &arrays)?;
+    let matmul = measure_matmul(
+        (p.matmul_size, p.matmul_size, p.matmul_k),
+        p.repeats,
+        &mut rng,
+    )?;
     Ok(FusionResult {
         params: p.clone(),
         ir,
         loops,
         burn,
+        matmul: Some(matmul),
     })
 }
 

@@ -10,6 +10,8 @@ fn small() -> FusionParams {
         n: 10_000,
         repeats: 1,
         ir_n: 100,
+        matmul_size: 96,
+        matmul_k: 24,
     }
 }
 
@@ -92,8 +94,9 @@ fn run_small() {
         &measure(&small()).unwrap(),
         &crate::cited::from_experiment("fusion_ir"),
     );
-    assert_eq!(s.len(), 3);
+    assert_eq!(s.len(), 4, "the IR, the loops, Burn, the matrix product");
     assert_eq!(s[0].figures[1].nodes.len(), 5);
+    assert_eq!(s[3].tables[0].rows.len(), 2);
     assert_eq!(s[1].figures.len(), 1);
     assert_eq!(
         s[2].figures[0].series.len(),
@@ -459,4 +462,51 @@ fn measures_answer_the_claims() {
     assert_eq!(value(&m, "a_bc_1_bytes_ratio"), 2.0);
     assert!(value(&m, "apb_c_loop_speedup") > 0.0);
     assert!(value(&m, "a_bc_1_loop_speedup") > 0.0);
+}
+
+#[test]
+fn the_fused_product_equals_the_product_and_a_separate_add() {
+    let mut rng = XorShift(11);
+    // Odd sizes: edge tiles of the GEMM's register blocks in both dimensions.
+    let (m, n, k) = (37, 53, 19);
+    let mm = measure_matmul((m, n, k), 3, &mut rng).unwrap();
+    assert_eq!((mm.m, mm.n, mm.k), (m, n, k));
+    assert_eq!(
+        (mm.unfused_bytes_per_element, mm.fused_bytes_per_element),
+        (16, 8)
+    );
+    assert_eq!(mm.max_abs_diff, 0.0, "one rounding either way: {mm:?}");
+    assert!(mm.max_abs > 0.0 && mm.unfused_s > 0.0 && mm.fused_s > 0.0);
+    // gemm_into against a naive triple loop, with and without accumulation.
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+    let mut naive = vec![1.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for l in 0..k {
+                naive[i * n + j] += a[i * k + l] * b[l * n + j];
+            }
+        }
+    }
+    let mut acc = vec![1.0f32; m * n];
+    gemm_into(&mut acc, &a, &b, (m, n, k), true);
+    assert_eq!(acc, naive, "small integers and halves: exact in f32");
+    let mut fresh = vec![9.0f32; m * n];
+    gemm_into(&mut fresh, &a, &b, (m, n, k), false);
+    let plain: Vec<f32> = naive.iter().map(|x| x - 1.0).collect();
+    assert_eq!(fresh, plain, "read_dst = false ignores what dst held");
+    // The measures: the speed-up from the timings, the bytes ratio 2.
+    let mut r = measure(&small()).unwrap();
+    r.matmul = Some(MatmulChain {
+        unfused_s: 3.0,
+        fused_s: 2.0,
+        ..mm
+    });
+    assert_eq!(value(&measures(&r), "matmul_epilogue_speedup"), 1.5);
+    assert_eq!(value(&measures(&r), "matmul_epilogue_bytes_ratio"), 2.0);
+    // A record written before the chain renders without its section.
+    r.matmul = None;
+    assert!(value(&measures(&r), "matmul_epilogue_speedup").is_nan());
+    let s = sections(&r, &crate::cited::from_experiment("fusion_ir"));
+    assert_eq!(s.len(), 3);
 }
