@@ -483,7 +483,17 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         queued[0].starts_with("peak_memory/"),
         "priority order: {queue}"
     );
-    assert!(queued[total - 1].starts_with("mixed_precision/"), "{queue}");
+    // The queue lists the jobs in the plan's run order, with the plan's expected seconds.
+    let plan = std::fs::read_to_string(out.join("plan.tsv")).unwrap();
+    let planned: Vec<String> = plan
+        .lines()
+        .filter(|l| l.starts_with("job\t"))
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            format!("{}\t{}", f[1], f[3])
+        })
+        .collect();
+    assert_eq!(queued, planned, "{queue}\n{plan}");
 
     let records = || {
         std::fs::read_dir(out.join("jobs"))
@@ -650,6 +660,88 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
         "{version:?}"
     );
     assert_eq!(planned.env.git_revision, built_from);
+}
+
+/// A kernel kind's cold start moves on with the kind: when the plan's first job of a kind does
+/// not run in this session (it does not fit, or it finished before), the next job of the kind
+/// is expected with the cold start instead of warm; once one has run, the rest are warm. The
+/// kinds are written into a smoke bundle's plan by hand (a CPU bundle has none), as a GPU
+/// bundle's plan carries them.
+#[test]
+fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = dir.join("bundle");
+    let o = bundle_smoke(
+        dir,
+        &out,
+        &runner(),
+        "flex",
+        "control_adafactor,checkpoint_adafactor,control",
+        &["--torch-script", "none", "--no-archive"],
+    );
+    assert!(o.status.success(), "bundle failed: {}", text(&o));
+    // Run order: control_adafactor (the kind's cold start, 100 s, and an hour besides: it
+    // does not fit), checkpoint_adafactor (5 s warm), control (5 s warm), all of kind "k".
+    let plan = std::fs::read_to_string(out.join("plan.tsv")).unwrap();
+    let mut queue = String::new();
+    let plan: String = plan
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            if f[0] != "job" {
+                return format!("{l}\n");
+            }
+            let (expected, cold) = if f[2] == "control_adafactor" {
+                (3700, 100)
+            } else {
+                (5, 0)
+            };
+            queue.push_str(&format!("{}\t{expected}\n", f[1]));
+            format!("job\t{}\t{}\t{expected}\tk\t{cold}\n", f[1], f[2])
+        })
+        .collect();
+    std::fs::write(out.join("plan.tsv"), plan).unwrap();
+    std::fs::write(out.join("jobs/queue.tsv"), &queue).unwrap();
+    let dry = || {
+        let o = Command::new("bash")
+            .arg(out.join("run.sh"))
+            .args(["--dry-run", "--minutes", "4"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "dry run failed: {}", text(&o));
+        text(&o)
+    };
+    let line = |dry: &str, config: &str| {
+        dry.lines()
+            .find(|l| l.contains(&format!("memwall {config} ")))
+            .unwrap_or_else(|| panic!("no line for {config}: {dry}"))
+            .to_string()
+    };
+    let d = dry();
+    assert!(
+        line(&d, "control_adafactor").contains("does not fit"),
+        "{d}"
+    );
+    assert!(
+        line(&d, "checkpoint_adafactor").contains(" 105 s  fits"),
+        "owed the cold start: {d}"
+    );
+    assert!(line(&d, "control").contains("   5 s  fits"), "warm: {d}");
+    // The first job of the kind finished in an earlier session: its kernels were compiled
+    // there, not here, so the next job still pays them.
+    let first = queue.lines().next().unwrap().split('\t').next().unwrap();
+    std::fs::write(out.join("jobs").join(first).join("record.json"), "{}").unwrap();
+    let d = dry();
+    assert!(
+        line(&d, "control_adafactor").contains("finished before"),
+        "{d}"
+    );
+    assert!(
+        line(&d, "checkpoint_adafactor").contains(" 105 s  fits"),
+        "{d}"
+    );
+    assert!(line(&d, "control").contains("   5 s  fits"), "{d}");
 }
 
 /// `run.sh` under a GPU session's limits, on the CPU with a smoke bundle: `--dry-run` prints the

@@ -166,10 +166,6 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
     check_bundled(req, &g)?;
     std::fs::create_dir_all(out.join("jobs"))
         .doing(|| format!("creating {}", out.join("jobs").display()))?;
-    record::write_atomic(
-        &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
-        g.queue.as_bytes(),
-    )?;
     let torch_configs = match &req.torch_script {
         Some(script) if !g.torch_plans.is_empty() => {
             let resume = resume.as_ref().filter(|_| !req.rerun_stored);
@@ -192,6 +188,12 @@ pub fn bundle(req: &BundleRequest, paths: &Paths) -> Result<BundleSummary> {
         );
     }
     let mut manifest = new_manifest(req, profile, g, &torch_configs);
+    // The queue in the plan's run order, with the plan's expected seconds (a kind's cold start
+    // on the first job of the kind that runs).
+    record::write_atomic(
+        &out.join("jobs").join(memwall_runner::sweep::QUEUE_FILE),
+        tiers::queue_tsv(&manifest.tiers).as_bytes(),
+    )?;
     manifest.resume = if req.rerun_stored { None } else { resume };
     manifest.runner_revision = runner_revision;
     let (dir_bytes, tree_bytes, archive, archive_bytes) =
@@ -389,8 +391,6 @@ pub(super) struct Gathered {
     /// (stage, sub), for the PyTorch twins' place in the plan.
     stages: std::collections::BTreeMap<(String, String), (tiers::Stage, u8)>,
 
-    /// `jobs/queue.tsv`: the jobs in run order with their expected seconds.
-    queue: String,
     /// Every job with its expected seconds and whether it is a source row, for the run plan.
     planned: Vec<tiers::PlannedJob>,
 }
@@ -406,9 +406,6 @@ impl Gathered {
             fusion_chains: false,
             warmed: std::collections::BTreeSet::new(),
             stages: std::collections::BTreeMap::new(),
-            queue: String::from(
-                "# memwall bundle: the jobs and their expected seconds (run.sh runs them in plan.tsv's order)\n",
-            ),
             planned: Vec::new(),
         }
     }
@@ -520,12 +517,6 @@ pub(super) fn bundle_study(
         let warm = e.seconds - e.cold_start_s;
         g.job_seconds
             .insert((job.study.clone(), job.config.clone()), warm);
-        g.queue.push_str(&format!(
-            "{}/{}\t{:.0}\n",
-            job.study,
-            job.key(),
-            e.seconds.ceil()
-        ));
         let (stage, sub) = g.stages[&(job.study.clone(), job.config.clone())];
         g.planned.push(tiers::PlannedJob {
             study: job.study.clone(),
@@ -534,6 +525,8 @@ pub(super) fn bundle_study(
             expected_s: e.seconds.ceil(),
             stage,
             sub,
+            kernels: job.backend.is_gpu().then(|| kernel_kind(job)),
+            cold_s: e.cold_start_s,
         });
     }
     bundled.expected_s = estimates.iter().map(|e| e.seconds).sum();

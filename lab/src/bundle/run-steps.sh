@@ -256,13 +256,17 @@ if [ "$TARGET" = cuda ]; then TORCH_DEVICE=cuda; else TORCH_DEVICE=cpu; fi
 if [ -n "$DEADLINE" ]; then SIM_LEFT=$(( DEADLINE - START )); else SIM_LEFT=999999999; fi
 SIM_FIT=0; SIM_MISS=0; SIM_STEPS_MISSED=(); TIER_S=0; TIER_MISSED=0; ALL_S=0
 
-# plan_line LABEL EXPECTED_S DONE: one step of a dry run (DONE 1: it finished before).
+# plan_line LABEL EXPECTED_S DONE: one step of a dry run (DONE 1: it finished before); sets
+# PLAN_FITS to 1 when the step would run.
+PLAN_FITS=0
 plan_line() {
     local label="$1" expected="$2" done="$3"
+    PLAN_FITS=0
     if [ "$done" = 1 ]; then printf '  %-58s finished before\n' "$label"; return 0; fi
     TIER_S=$(( TIER_S + expected )); ALL_S=$(( ALL_S + expected ))
     if [ "$expected" -le "$SIM_LEFT" ]; then
         SIM_LEFT=$(( SIM_LEFT - expected )); SIM_FIT=$(( SIM_FIT + expected ))
+        PLAN_FITS=1
         printf '  %-58s %5d s  fits\n' "$label" "$expected"
     else
         SIM_MISS=$(( SIM_MISS + expected )); TIER_MISSED=$(( TIER_MISSED + 1 ))
@@ -271,13 +275,51 @@ plan_line() {
     fi
 }
 
+# A GPU job's kernel kind pays CubeCL's cold start (JIT compilation and autotuning) once per
+# session, in the first job of the kind that runs. The plan puts it on the first job of each
+# kind (the plan line's COLD seconds); when that job does not run here (it finished before, or
+# does not fit), the next job of the kind that runs is owed it instead: KIND_COLD holds each
+# kind's cold start from the plan, KIND_WARM the kinds a job of which has run.
+declare -A KIND_COLD=() KIND_WARM=()
+if [ -f "$PLAN" ]; then
+    while IFS=$'\t' read -r kind _ _ _ k c; do
+        if [ "$kind" = job ] && [ -n "${k:-}" ] && [ "$k" != - ] && [[ "${c:-0}" =~ ^[0-9]+$ ]] && [ "${c:-0}" -gt 0 ]; then
+            KIND_COLD["$k"]=$c
+        fi
+    done < "$PLAN"
+fi
+
+# job_expected REL PLANNED KIND COLD: a job's expected seconds in this session: its own
+# (expected_of), less the cold start the plan put on it (COLD), plus its kind's cold start
+# while no job of the kind has run.
+job_expected() {
+    local e; e=$(expected_of "$1" "$2")
+    local kind="${3:--}" cold="${4:-0}"
+    if [ "$kind" = - ]; then echo "$e"; return 0; fi
+    local base=$(( e - cold ))
+    [ "$base" -ge 0 ] || base=0
+    if [ -z "${KIND_WARM[$kind]:-}" ]; then base=$(( base + ${KIND_COLD[$kind]:-0} )); fi
+    echo "$base"
+}
+
+# set_queued REL SECONDS: the job's line of jobs/queue.tsv set to SECONDS, so that the runner's
+# deadline check expects what this session owes.
+set_queued() {
+    [ -f jobs/queue.tsv ] || return 0
+    awk -F'\t' -v OFS='\t' -v k="$1" -v s="$2" '$1 == k { $2 = s } { print }' jobs/queue.tsv > jobs/queue.tsv.new
+    mv jobs/queue.tsv.new jobs/queue.tsv
+}
+
 step_job() {
-    local rel="$1" config="$2" expected; expected=$(expected_of "$1" "$3")
+    local rel="$1" config="$2" kind="${4:--}" expected
+    expected=$(job_expected "$1" "$3" "$kind" "${5:-0}")
     if [ "$DRY" = 1 ]; then
         plan_line "memwall $config" "$expected" "$([ -f "jobs/$rel/record.json" ] && echo 1 || echo 0)"
+        if [ "$PLAN_FITS" = 1 ] && [ "$kind" != - ]; then KIND_WARM["$kind"]=1; fi
         return 0
     fi
     if [ "$(left)" -le 0 ]; then echo "memwall $config: no time left: left for the next run"; return 0; fi
+    if [ "$kind" != - ]; then set_queued "$rel" "$expected"; fi
     # The runner stops a job at the deadline itself; the process group is killed half the
     # packing time later should it not.
     local rc=0
@@ -287,6 +329,8 @@ step_job() {
     elif [ "$rc" != 0 ]; then
         echo "memwall $config: the runner exited with status $rc"
     fi
+    # A job that ran (its record exists, whatever its status) compiled and tuned its kind.
+    if [ "$kind" != - ] && [ -f "jobs/$rel/record.json" ]; then KIND_WARM["$kind"]=1; fi
     pack_step
 }
 
@@ -446,11 +490,11 @@ else
     BEFORE=$(count record.json)
     pack_step
 fi
-while IFS=$'\t' read -r -u 3 kind a b c d; do
+while IFS=$'\t' read -r -u 3 kind a b c d e; do
     case "$kind" in
         ''|'#'*|left) continue;;
         tier) end_tier; begin_tier "$a" "$b";;
-        job) step_job "$a" "$b" "$c";;
+        job) step_job "$a" "$b" "$c" "$d" "$e";;
         torch) step_torch "$a" "$b" "$c" "$d";;
         attr-burn) step_attribution burn "$a" "$b";;
         attr-torch) step_attribution pytorch "$a" "$b";;

@@ -78,6 +78,11 @@ pub struct PlannedJob {
     pub stage: Stage,
     /// Order inside the stage (lower first; e.g. 0 for f32, 1 for 16-bit).
     pub sub: u8,
+    /// The kernels it compiles and tunes on a GPU (`export::kernel_kind`); `None` on the CPU.
+    pub kernels: Option<String>,
+    /// Seconds of `expected_s` that are its kind's cold start (CubeCL's JIT compilation and
+    /// autotuning), 0 for a job estimated warm.
+    pub cold_s: f64,
 }
 
 /// A PyTorch twin row of the bundle.
@@ -115,8 +120,18 @@ pub enum Step {
         config: String,
         /// The job key.
         key: String,
-        /// Expected seconds.
+        /// Expected seconds, its kind's cold start included when it is the first job of the
+        /// kind in run order.
         expected_s: f64,
+        /// The kernels it compiles and tunes on a GPU; `None` on the CPU (and in manifests
+        /// written before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernels: Option<String>,
+        /// Seconds of `expected_s` that are its kind's cold start: the first job of a kind in
+        /// run order carries it, run.sh moves it to the next job of the kind when this one
+        /// does not run.
+        #[serde(default)]
+        cold_s: f64,
     },
     /// A PyTorch twin row, `reference/results/<study>.<config>.json`.
     Torch {
@@ -197,6 +212,65 @@ pub struct Extras {
 /// for its twin).
 type PlanKey = (Stage, usize, u8, usize, u8);
 
+/// Puts each kernel kind's cold start on the first job of the kind in run order (`keyed`,
+/// sorted): the estimates put it on the first in bundle order, which the stages reorder. A
+/// kind's cold start is the largest any of its jobs carried (none for a kind whose jobs are all
+/// estimated from their own records, which hold it).
+fn move_cold_starts(keyed: &mut [(PlanKey, Step, f64)]) {
+    let mut cold: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for (_, step, _) in keyed.iter() {
+        if let Step::Job {
+            kernels: Some(k),
+            cold_s,
+            ..
+        } = step
+        {
+            let c = cold.entry(k.clone()).or_insert(0.0);
+            *c = c.max(*cold_s);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (_, step, _) in keyed.iter_mut() {
+        if let Step::Job {
+            kernels: Some(k),
+            cold_s,
+            expected_s,
+            ..
+        } = step
+        {
+            let owed = if seen.insert(k.clone()) {
+                cold[k.as_str()]
+            } else {
+                0.0
+            };
+            *expected_s = (*expected_s - *cold_s).max(0.0) + owed;
+            *cold_s = owed;
+        }
+    }
+}
+
+/// `jobs/queue.tsv` of a bundle planned as `tiers`: every job in run order with its expected
+/// seconds as the plan has them (the runner's deadline check reads them).
+pub fn queue_tsv(tiers: &[Tier]) -> String {
+    let mut s = String::from(
+        "# memwall bundle: the jobs and their expected seconds (run.sh runs them in plan.tsv's order)\n",
+    );
+    for t in tiers {
+        for step in &t.steps {
+            if let Step::Job {
+                study,
+                key,
+                expected_s,
+                ..
+            } = step
+            {
+                let _ = writeln!(s, "{study}/{key}\t{:.0}", expected_s.ceil());
+            }
+        }
+    }
+    s
+}
+
 /// A tier being filled: its stages, the studies of its rows, its steps and their expected
 /// seconds.
 type TierDraft = (Vec<Stage>, Vec<String>, Vec<Step>, f64);
@@ -243,6 +317,8 @@ pub fn tiers(
                 config: j.config.clone(),
                 key: j.key.clone(),
                 expected_s: j.expected_s,
+                kernels: j.kernels.clone(),
+                cold_s: j.cold_s,
             },
             0.0,
         ));
@@ -296,6 +372,7 @@ pub fn tiers(
         keyed.push(((Stage::Extras, 0, 0, i, 0), step, 0.0));
     }
     keyed.sort_by_key(|k| k.0);
+    move_cold_starts(&mut keyed);
     // Per tier: its stages, the studies of its rows, its steps and their expected seconds.
     let mut groups: Vec<TierDraft> = Vec::new();
     let has_twin = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Torch { .. }));
@@ -391,7 +468,14 @@ pub fn plan_tsv(tiers: &[Tier], left_out: &[(String, String, String)]) -> String
                     config,
                     key,
                     expected_s,
-                } => format!("job\t{study}/{key}\t{config}\t{:.0}", expected_s.ceil()),
+                    kernels,
+                    cold_s,
+                } => format!(
+                    "job\t{study}/{key}\t{config}\t{:.0}\t{}\t{:.0}",
+                    expected_s.ceil(),
+                    kernels.as_deref().map_or("-".to_string(), clean),
+                    cold_s.ceil()
+                ),
                 Step::Torch {
                     study,
                     config,
@@ -429,6 +513,8 @@ mod tests {
             expected_s: 20.0,
             stage,
             sub,
+            kernels: None,
+            cold_s: 0.0,
         }
     }
 
@@ -481,6 +567,63 @@ mod tests {
             chains: Some(60.0),
         };
         (jobs, torch, extras)
+    }
+
+    #[test]
+    fn a_kinds_cold_start_is_carried_by_its_first_job_in_run_order() {
+        // Bundle order: the Last-stage job first (its estimate took the kind's cold start),
+        // then a source row of the same kind, which runs first; a second kind, and a CPU job.
+        let mut late = job("s", "late", Stage::Last, 0);
+        late.kernels = Some("k".into());
+        late.expected_s = 120.0;
+        late.cold_s = 100.0;
+        let mut early = job("s", "early", Stage::SourceRows, 0);
+        early.kernels = Some("k".into());
+        let mut other = job("s", "other", Stage::Claimed, 0);
+        other.kernels = Some("k2".into());
+        other.expected_s = 70.0;
+        other.cold_s = 50.0;
+        let cpu = job("s", "cpu", Stage::Claimed, 1);
+        let t = tiers(&[late, early, other, cpu], &[], &Extras::default(), None);
+        let planned: Vec<(String, f64, f64)> = t
+            .iter()
+            .flat_map(|t| &t.steps)
+            .filter_map(|s| match s {
+                Step::Job {
+                    config,
+                    expected_s,
+                    cold_s,
+                    ..
+                } => Some((config.clone(), *expected_s, *cold_s)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            planned,
+            [
+                ("early".to_string(), 120.0, 100.0),
+                ("other".to_string(), 70.0, 50.0),
+                ("cpu".to_string(), 20.0, 0.0),
+                ("late".to_string(), 20.0, 0.0),
+            ]
+        );
+        let plan = plan_tsv(&t, &[]);
+        assert!(
+            plan.contains("job\ts/early-key\tearly\t120\tk\t100\n")
+                && plan.contains("job\ts/cpu-key\tcpu\t20\t-\t0\n"),
+            "{plan}"
+        );
+        let queue = queue_tsv(&t);
+        let lines: Vec<&str> = queue.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [
+                "s/early-key\t120",
+                "s/other-key\t70",
+                "s/cpu-key\t20",
+                "s/late-key\t20"
+            ]
+        );
     }
 
     #[test]
@@ -599,7 +742,7 @@ mod tests {
             "{tsv}"
         );
         assert!(tsv.contains("tier\t1\tthe source's rows"), "{tsv}");
-        assert!(tsv.contains("job\tpm/control_adafactor-key\tcontrol_adafactor\t20\n"));
+        assert!(tsv.contains("job\tpm/control_adafactor-key\tcontrol_adafactor\t20\t-\t0\n"));
         assert!(tsv.contains("torch\tpm\tbudget_adafactor\t30\tcompiled\n"));
         assert!(tsv.contains("attr-torch\tjobs/pm/x/job.json\t90\n"));
     }
