@@ -662,15 +662,9 @@ fn the_gpu_suite_runs_at_smoke_size_stopping_and_resuming() {
     assert_eq!(planned.env.git_revision, built_from);
 }
 
-/// A kernel kind's cold start moves on with the kind: when the plan's first job of a kind does
-/// not run in this session (it does not fit, or it finished before), the next job of the kind
-/// is expected with the cold start instead of warm; once one has run, the rest are warm. The
-/// kinds are written into a smoke bundle's plan by hand (a CPU bundle has none), as a GPU
-/// bundle's plan carries them.
-#[test]
-fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// A smoke bundle of peak_memory's control_adafactor, checkpoint_adafactor and control on flex
+/// in `dir/bundle` (no PyTorch twin, no archive), and memwall's output.
+fn three_row_bundle(dir: &Path) -> (PathBuf, std::process::Output) {
     let out = dir.join("bundle");
     let o = bundle_smoke(
         dir,
@@ -681,6 +675,27 @@ fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
         &["--torch-script", "none", "--no-archive"],
     );
     assert!(o.status.success(), "bundle failed: {}", text(&o));
+    (out, o)
+}
+
+/// The line of a `run.sh --dry-run` output `dry` that plans memwall's `config`.
+fn dry_line(dry: &str, config: &str) -> String {
+    dry.lines()
+        .find(|l| l.contains(&format!("memwall {config} ")))
+        .unwrap_or_else(|| panic!("no line for {config}: {dry}"))
+        .to_string()
+}
+
+/// A kernel kind's cold start moves on with the kind: when the plan's first job of a kind does
+/// not run in this session (it does not fit, or it finished before), the next job of the kind
+/// is expected with the cold start instead of warm; once one has run, the rest are warm. The
+/// kinds are written into a smoke bundle's plan by hand (a CPU bundle has none), as a GPU
+/// bundle's plan carries them.
+#[test]
+fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (out, _) = three_row_bundle(dir);
     // Run order: control_adafactor (the kind's cold start, 100 s, and an hour besides: it
     // does not fit), checkpoint_adafactor (5 s warm), control (5 s warm), all of kind "k".
     let plan = std::fs::read_to_string(out.join("plan.tsv")).unwrap();
@@ -712,12 +727,7 @@ fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
         assert!(o.status.success(), "dry run failed: {}", text(&o));
         text(&o)
     };
-    let line = |dry: &str, config: &str| {
-        dry.lines()
-            .find(|l| l.contains(&format!("memwall {config} ")))
-            .unwrap_or_else(|| panic!("no line for {config}: {dry}"))
-            .to_string()
-    };
+    let line = dry_line;
     let d = dry();
     assert!(
         line(&d, "control_adafactor").contains("does not fit"),
@@ -752,16 +762,7 @@ fn run_sh_moves_a_kinds_cold_start_to_the_next_job_of_the_kind() {
 fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let out = dir.join("bundle");
-    let o = bundle_smoke(
-        dir,
-        &out,
-        &runner(),
-        "flex",
-        "control_adafactor,checkpoint_adafactor,control",
-        &["--torch-script", "none", "--no-archive"],
-    );
-    assert!(o.status.success(), "bundle failed: {}", text(&o));
+    let (out, o) = three_row_bundle(dir);
     // The source's rows (a claim, the source's optimizer) form tier 1, the attribution
     // benchmark tier 2, the AdamW control the last tier.
     assert!(
@@ -845,12 +846,7 @@ fn run_sh_plans_packs_an_empty_tier_and_keeps_what_finished_at_the_deadline() {
     assert!(o.status.success(), "dry run failed: {}", text(&o));
     let dry = text(&o);
     assert!(dry.contains("== tier 1: the source's rows"), "{dry}");
-    let line = |config: &str| {
-        dry.lines()
-            .find(|l| l.contains(&format!("memwall {config} ")))
-            .unwrap_or_else(|| panic!("no line for {config}: {dry}"))
-            .to_string()
-    };
+    let line = |config: &str| dry_line(&dry, config);
     assert!(line("control_adafactor").ends_with("fits"), "{dry}");
     assert!(
         line("checkpoint_adafactor").contains("does not fit"),

@@ -206,15 +206,7 @@ fn the_sublinear_claims_are_answered_by_the_deep_sweep_and_fail_a_wrong_one() {
         "K = 12 is not the minimum: {v:?}"
     );
     assert_eq!(v["sublinear_u_shape"].0, Agree, "{v:?}");
-    let (sections, _, _) = sections(
-        &records,
-        &study.header,
-        &study.configs,
-        &study.goals,
-        &study.claims,
-        &[],
-    )
-    .unwrap();
+    let (sections, _) = glance_of(&study, &records);
     let deep = &sections[0];
     assert!(deep
         .figures
