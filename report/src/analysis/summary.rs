@@ -619,7 +619,7 @@ pub fn analyze(records: &StudyRecords, configs: &[&str]) -> crate::Result<StudyA
 }
 
 /// The job of `spec` without its repeat index: the key every run of a configuration shares.
-fn base_key(spec: &JobSpec) -> String {
+pub(crate) fn base_key(spec: &JobSpec) -> String {
     JobSpec {
         repeat: 0,
         ..spec.clone()

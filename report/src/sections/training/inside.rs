@@ -7,7 +7,7 @@
 use super::{control_of, ConfigRow, Group, StudyInputs, MIB};
 use crate::analysis::stats;
 use crate::analysis::summary::GoalVerdict;
-use crate::analysis::JobRecord;
+use crate::analysis::{JobRecord, JobStatus, StudyRecords};
 use crate::content::{Figure, Mark, Series, Table};
 use crate::spec::GoalMetric;
 use memwall_core::units::{front, recomputed_units, Granularity, Unit};
@@ -32,11 +32,39 @@ struct Planned<'r> {
     recompute_s: Option<f64>,
 }
 
+/// Each unit's forward seconds over the finished runs of `record`'s job on its device (its
+/// repeats in `records`): the median per unit, so that one run's slow timing (a loaded moment of
+/// the machine) does not set the prediction; `None` when no run measured them.
+pub(super) fn median_unit_forward(records: &StudyRecords, record: &JobRecord) -> Option<[f64; 8]> {
+    let key = crate::analysis::summary::base_key(&record.spec);
+    let runs: Vec<[f64; 8]> = records
+        .records
+        .iter()
+        .filter(|r| r.status == JobStatus::Ok && r.env.device_name == record.env.device_name)
+        .filter(|r| crate::analysis::summary::base_key(&r.spec) == key)
+        .filter_map(|r| r.unit_forward_s)
+        .collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let mut out = [0.0; 8];
+    for (u, o) in out.iter_mut().enumerate() {
+        let v: Vec<f64> = runs.iter().map(|t| t[u]).collect();
+        *o = stats::median_interval(&v, stats::LEVEL).map_or(v[0], |e| e.median);
+    }
+    Some(out)
+}
+
 /// Forward seconds the plan of `record` recomputes per step, from its measured forward times:
-/// the `recomputed` units' for a unit plan, the recomputed segments' blocks' for a segment plan.
-fn recompute_seconds(record: &JobRecord, recomputed: &[(usize, Unit)]) -> Option<f64> {
+/// the `recomputed` units' (`unit_forward`, the median over the job's runs) for a unit plan, the
+/// recomputed segments' blocks' for a segment plan.
+fn recompute_seconds(
+    record: &JobRecord,
+    unit_forward: Option<[f64; 8]>,
+    recomputed: &[(usize, Unit)],
+) -> Option<f64> {
     let spec = &record.spec;
-    match (&spec.unit_plan, &spec.plan, record.unit_forward_s) {
+    match (&spec.unit_plan, &spec.plan, unit_forward) {
         (Some(_), _, Some(t)) => Some(
             recomputed
                 .iter()
@@ -96,7 +124,11 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
                 recompute_flops: flops,
                 peak: row.peak?,
                 step_s: row.s.measured.median_step_s?,
-                recompute_s: recompute_seconds(record, &recomputed),
+                recompute_s: recompute_seconds(
+                    record,
+                    median_unit_forward(inputs.records, record),
+                    &recomputed,
+                ),
             })
         })
         .collect()

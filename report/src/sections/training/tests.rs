@@ -241,3 +241,37 @@ fn formats_diverged_perplexity_in_scientific_notation() {
     assert_eq!(fmt_ppl(Some(21138645933.0)), "2.11e10");
     assert_eq!(fmt_ppl(None), "–");
 }
+
+#[test]
+fn a_plans_unit_times_are_the_median_over_its_runs() {
+    let (_, mut records) = synthetic("selective_checkpointing.toml", |_, _| {
+        Some((54.0 * MIB, 0.1))
+    });
+    let first = records
+        .records
+        .iter()
+        .position(|r| r.spec.config == "save_nothing")
+        .unwrap();
+    // Three runs of one job: one slow, as on a loaded moment, and two alike.
+    let mut runs = Vec::new();
+    for (repeat, scale) in [(0, 1.0), (1, 3.0), (2, 1.1)] {
+        let mut r = records.records[first].clone();
+        r.spec.repeat = repeat;
+        r.unit_forward_s = Some([scale * 1e-3; 8]);
+        runs.push(r);
+    }
+    records.records.retain(|r| r.spec.config != "save_nothing");
+    records.records.extend(runs);
+    let one = records
+        .records
+        .iter()
+        .find(|r| r.spec.config == "save_nothing" && r.spec.repeat == 1)
+        .unwrap();
+    let median = inside::median_unit_forward(&records, one).unwrap();
+    assert!((median[0] - 1.1e-3).abs() < 1e-12, "{median:?}");
+    // Another device's runs of the job are not its runs.
+    let mut other = records.records.last().unwrap().clone();
+    other.env.device_name = "Other CPU".into();
+    other.unit_forward_s = None;
+    assert_eq!(inside::median_unit_forward(&records, &other), None);
+}
