@@ -26,9 +26,9 @@ struct Planned<'r> {
     recompute_flops: f64,
     peak: f64,
     step_s: f64,
-    /// Forward seconds recomputed per step, predicted from the job's measured forward times:
-    /// its units' ([`JobRecord::unit_forward_s`]) for a unit plan, its blocks'
-    /// ([`JobRecord::block_costs`]) for a segment plan; `None` without them.
+    /// Forward seconds recomputed per step, predicted from the job's measured forward times
+    /// (medians over its runs): its units' ([`JobRecord::unit_forward_s`]) for a unit plan, its
+    /// blocks' ([`JobRecord::block_costs`]) for a segment plan; `None` without them.
     recompute_s: Option<f64>,
 }
 
@@ -36,31 +36,62 @@ struct Planned<'r> {
 /// repeats in `records`): the median per unit, so that one run's slow timing (a loaded moment of
 /// the machine) does not set the prediction; `None` when no run measured them.
 pub(super) fn median_unit_forward(records: &StudyRecords, record: &JobRecord) -> Option<[f64; 8]> {
+    let runs: Vec<Vec<f64>> = runs_of(records, record)
+        .filter_map(|r| r.unit_forward_s.map(|t| t.to_vec()))
+        .collect();
+    let m = medians(&runs, 8)?;
+    let mut out = [0.0; 8];
+    out.copy_from_slice(&m);
+    Some(out)
+}
+
+/// Each block's forward seconds of the profiling pass ([`JobRecord::block_costs`]) over the
+/// finished runs of `record`'s job on its device: the median per block (empty when no run has
+/// one cost per layer).
+pub(super) fn median_block_forward(records: &StudyRecords, record: &JobRecord) -> Vec<f64> {
+    let layers = record.spec.model.layers;
+    let runs: Vec<Vec<f64>> = runs_of(records, record)
+        .filter(|r| r.block_costs.len() == layers)
+        .map(|r| r.block_costs.iter().map(|c| c.forward_s).collect())
+        .collect();
+    medians(&runs, layers).unwrap_or_default()
+}
+
+/// The finished runs of `record`'s job (its repeats) on its device in `records`.
+fn runs_of<'a>(
+    records: &'a StudyRecords,
+    record: &'a JobRecord,
+) -> impl Iterator<Item = &'a JobRecord> + 'a {
     let key = crate::analysis::summary::base_key(&record.spec);
-    let runs: Vec<[f64; 8]> = records
+    records
         .records
         .iter()
-        .filter(|r| r.status == JobStatus::Ok && r.env.device_name == record.env.device_name)
-        .filter(|r| crate::analysis::summary::base_key(&r.spec) == key)
-        .filter_map(|r| r.unit_forward_s)
-        .collect();
+        .filter(move |r| r.status == JobStatus::Ok && r.env.device_name == record.env.device_name)
+        .filter(move |r| crate::analysis::summary::base_key(&r.spec) == key)
+}
+
+/// The median of each of `n` positions over `runs` (each of length `n`); `None` without runs.
+fn medians(runs: &[Vec<f64>], n: usize) -> Option<Vec<f64>> {
     if runs.is_empty() {
         return None;
     }
-    let mut out = [0.0; 8];
-    for (u, o) in out.iter_mut().enumerate() {
-        let v: Vec<f64> = runs.iter().map(|t| t[u]).collect();
-        *o = stats::median_interval(&v, stats::LEVEL).map_or(v[0], |e| e.median);
-    }
-    Some(out)
+    Some(
+        (0..n)
+            .map(|i| {
+                let v: Vec<f64> = runs.iter().map(|t| t[i]).collect();
+                stats::median_interval(&v, stats::LEVEL).map_or(v[0], |e| e.median)
+            })
+            .collect(),
+    )
 }
 
 /// Forward seconds the plan of `record` recomputes per step, from its measured forward times:
 /// the `recomputed` units' (`unit_forward`, the median over the job's runs) for a unit plan, the
-/// recomputed segments' blocks' for a segment plan.
+/// recomputed segments' blocks' (`block_forward`, likewise) for a segment plan.
 fn recompute_seconds(
     record: &JobRecord,
     unit_forward: Option<[f64; 8]>,
+    block_forward: &[f64],
     recomputed: &[(usize, Unit)],
 ) -> Option<f64> {
     let spec = &record.spec;
@@ -71,16 +102,13 @@ fn recompute_seconds(
                 .fold(0.0, |sum, (_, u)| sum + t[u.index()]),
         ),
         (Some(_), _, None) => None,
-        (None, Some(plan), _) => {
-            let costs = &record.block_costs;
-            (costs.len() == spec.model.layers).then(|| {
-                plan.segments
-                    .iter()
-                    .filter(|s| s.recompute)
-                    .flat_map(|s| s.range())
-                    .fold(0.0, |sum, b| sum + costs[b].forward_s)
-            })
-        }
+        (None, Some(plan), _) => (block_forward.len() == spec.model.layers).then(|| {
+            plan.segments
+                .iter()
+                .filter(|s| s.recompute)
+                .flat_map(|s| s.range())
+                .fold(0.0, |sum, b| sum + block_forward[b])
+        }),
         (None, None, _) => Some(0.0),
     }
 }
@@ -127,6 +155,7 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
                 recompute_s: recompute_seconds(
                     record,
                     median_unit_forward(inputs.records, record),
+                    &median_block_forward(inputs.records, record),
                     &recomputed,
                 ),
             })

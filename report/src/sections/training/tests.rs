@@ -258,6 +258,15 @@ fn a_plans_unit_times_are_the_median_over_its_runs() {
         let mut r = records.records[first].clone();
         r.spec.repeat = repeat;
         r.unit_forward_s = Some([scale * 1e-3; 8]);
+        let layers = r.spec.model.layers;
+        r.block_costs = vec![
+            memwall_core::strategy::BlockCost {
+                activation_bytes: 1,
+                boundary_bytes: 1,
+                forward_s: scale * 2e-3,
+            };
+            layers
+        ];
         runs.push(r);
     }
     records.records.retain(|r| r.spec.config != "save_nothing");
@@ -266,9 +275,23 @@ fn a_plans_unit_times_are_the_median_over_its_runs() {
         .records
         .iter()
         .find(|r| r.spec.config == "save_nothing" && r.spec.repeat == 1)
-        .unwrap();
+        .unwrap()
+        .clone();
+    let one = &one;
     let median = inside::median_unit_forward(&records, one).unwrap();
     assert!((median[0] - 1.1e-3).abs() < 1e-12, "{median:?}");
+    let blocks = inside::median_block_forward(&records, one);
+    assert_eq!(blocks.len(), one.spec.model.layers);
+    assert!(
+        blocks.iter().all(|b| (b - 2.2e-3).abs() < 1e-12),
+        "{blocks:?}"
+    );
+    // A run whose profiling pass has another number of blocks is not counted.
+    let mut short = one.clone();
+    short.spec.repeat = 3;
+    short.block_costs.truncate(1);
+    records.records.push(short);
+    assert_eq!(inside::median_block_forward(&records, one), blocks);
     // Another device's runs of the job are not its runs.
     let mut other = records.records.last().unwrap().clone();
     other.env.device_name = "Other CPU".into();
