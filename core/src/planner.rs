@@ -83,10 +83,12 @@ pub fn plan(
 
 /// [`plan`] for a job of `model`, with the unit-level refinement of its segments when the
 /// strategy has a policy ([`Plan::units`], [`crate::units::UnitPlan`], sized by the model's
-/// shapes and the strategy's precision).
+/// shapes and the strategy's precision; a budget with `estimate = "profile"` chosen by the
+/// profile's measured unit times, [`ExecutorProfile::unit_forward_s`]).
 ///
 /// # Errors
-/// As [`plan`].
+/// As [`plan`]; [`PlanError::Params`] when the policy needs measured unit times and the
+/// profile has none.
 pub fn plan_job(
     strategy: &Strategy,
     model: &crate::spec::ModelConfig,
@@ -95,12 +97,17 @@ pub fn plan_job(
     let mut planned = plan(strategy, model.layers, profile)?;
     if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_ref()) {
         let shape = model.unit_shape(strategy.precision);
-        planned.units = Some(crate::units::UnitPlan::new(
-            &segments.segments,
-            policy,
-            strategy.layer_norm,
-            &shape,
-        ));
+        let unit_forward_s = profile.and_then(|p| p.unit_forward_s.as_ref());
+        planned.units = Some(
+            crate::units::UnitPlan::new(
+                &segments.segments,
+                policy,
+                strategy.layer_norm,
+                &shape,
+                unit_forward_s,
+            )
+            .map_err(PlanError::Params)?,
+        );
     }
     Ok(planned)
 }

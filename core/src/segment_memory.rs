@@ -95,6 +95,12 @@ pub struct ExecutorProfile {
     /// this ([`crate::segment_plan::fraction_at_limit`]).
     #[serde(default)]
     pub steady_bytes: u64,
+    /// Forward seconds of each unit of a block ([`crate::units::Unit::ALL`] order, the first
+    /// block standing for all), measured by the profiling pass on the job's device when the
+    /// job's policy is a budget with `estimate = "profile"` ([`crate::units::Estimate`]);
+    /// `None` otherwise and in profiles written before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_forward_s: Option<[f64; 8]>,
     /// Whether the job steps each segment's parameters during backward (fused optimizer step).
     pub fused: bool,
     /// The calibration steps.
@@ -250,6 +256,7 @@ mod tests {
             tail_peak_bytes: 0,
             margin_bytes: 0,
             steady_bytes: 0,
+            unit_forward_s: None,
             fused: false,
             calibration: Vec::new(),
         }

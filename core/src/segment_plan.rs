@@ -274,6 +274,7 @@ pub(crate) mod tests {
             tail_peak_bytes: 500,
             margin_bytes: 11,
             steady_bytes: 0,
+            unit_forward_s: None,
             fused: false,
             calibration: Vec::new(),
         }

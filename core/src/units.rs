@@ -263,8 +263,37 @@ pub enum Policy {
     /// recomputed blocks (0) and the cheapest plan that recomputes no counted FLOP (1): the
     /// units with the least recomputation whose kept bytes fit, chosen per block over the whole
     /// model ([`budget_choice`]), as PyTorch's `activation_memory_budget` partitioner chooses
-    /// over the operations of the joint graph.
-    Budget(f64),
+    /// over the operations of the joint graph. The [`Estimate`] says how recomputation is
+    /// counted (FLOPs from the shapes, or forward seconds measured on the job's device); the
+    /// span in bytes is the same for both.
+    Budget(f64, Estimate),
+}
+
+/// How a memory budget's knapsack counts the cost of recomputing a unit: PyTorch's
+/// `torch._functorch.config.activation_memory_budget_runtime_estimator`, whose two settings
+/// are `"flops"` (its default: FLOPs counted by `torch.utils.flop_counter`) and `"profile"`
+/// (each operation benchmarked on the device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimate {
+    /// Forward FLOPs from the shapes ([`UnitShape::forward_flops`]): the matrix products and
+    /// the attention core; the layer norms, GELU and residual adds count 0.
+    #[default]
+    Flops,
+    /// Forward seconds of each unit, measured by the job's profiling pass on its device and in
+    /// its precision ([`ExecutorProfile::unit_forward_s`](crate::segment_memory::ExecutorProfile)):
+    /// what the elementwise units really cost is counted too.
+    Profile,
+}
+
+impl Estimate {
+    /// `flops` or `profile`, as experiment files write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Estimate::Flops => "flops",
+            Estimate::Profile => "profile",
+        }
+    }
 }
 
 impl Policy {
@@ -284,8 +313,14 @@ impl Policy {
             Policy::SaveNothing => Some(UnitSet::NONE),
             Policy::SaveEverything => Some(UnitSet::ALL),
             Policy::Keep(set) => Some(*set),
-            Policy::Budget(_) => None,
+            Policy::Budget(..) => None,
         }
+    }
+
+    /// Whether the plan needs the unit forward times of the job's profiling pass: a budget
+    /// with [`Estimate::Profile`].
+    pub fn needs_profile(&self) -> bool {
+        matches!(self, Policy::Budget(_, Estimate::Profile))
     }
 
     /// The policy's name: a named policy's, or `keep:` and the kept units joined by `+`
@@ -299,7 +334,8 @@ impl Policy {
                 "keep:{}",
                 set.units().map(Unit::name).collect::<Vec<_>>().join("+")
             ),
-            Policy::Budget(b) => format!("budget:{b}"),
+            Policy::Budget(b, Estimate::Flops) => format!("budget:{b}"),
+            Policy::Budget(b, Estimate::Profile) => format!("budget:{b}:profile"),
         }
     }
 
@@ -326,14 +362,25 @@ impl Policy {
 enum PolicyWire {
     Name(String),
     Units(UnitSet),
-    Budget { budget: f64 },
+    Budget {
+        budget: f64,
+        #[serde(default, skip_serializing_if = "is_flops")]
+        estimate: Estimate,
+    },
+}
+
+fn is_flops(e: &Estimate) -> bool {
+    *e == Estimate::Flops
 }
 
 impl Serialize for Policy {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Policy::Keep(set) => PolicyWire::Units(*set),
-            Policy::Budget(b) => PolicyWire::Budget { budget: *b },
+            Policy::Budget(b, estimate) => PolicyWire::Budget {
+                budget: *b,
+                estimate: *estimate,
+            },
             named => PolicyWire::Name(named.label()),
         }
         .serialize(s)
@@ -362,9 +409,27 @@ impl<'de> Deserialize<'de> for Policy {
                     .map(Policy::Keep)
                     .map_err(serde::de::Error::custom)
             }
-            serde_json::Value::Object(map) if map.len() == 1 && map.contains_key("budget") => {
+            serde_json::Value::Object(map) if map.contains_key("budget") => {
+                if let Some(extra) = map.keys().find(|k| *k != "budget" && *k != "estimate") {
+                    return Err(serde::de::Error::custom(format!(
+                        "policy field `{extra}`: a budget policy has `budget` and, optionally, \
+                         `estimate` (\"flops\" or \"profile\"), e.g. {{ budget = 0.05, estimate = \"profile\" }}"
+                    )));
+                }
+                let estimate = match map.get("estimate") {
+                    None => Estimate::Flops,
+                    Some(serde_json::Value::String(e)) if e == "flops" => Estimate::Flops,
+                    Some(serde_json::Value::String(e)) if e == "profile" => Estimate::Profile,
+                    Some(other) => {
+                        return Err(serde::de::Error::custom(format!(
+                            "policy estimate {other}: use \"flops\" (FLOPs from the shapes, the \
+                             default) or \"profile\" (each unit's forward time measured by the \
+                             job's profiling pass)"
+                        )))
+                    }
+                };
                 match map["budget"].as_f64() {
-                    Some(b) if (0.0..=1.0).contains(&b) => Ok(Policy::Budget(b)),
+                    Some(b) if (0.0..=1.0).contains(&b) => Ok(Policy::Budget(b, estimate)),
                     _ => Err(serde::de::Error::custom(format!(
                         "policy budget {}: use a number in [0, 1] (0 keeps nothing inside a \
                          block, 1 everything), e.g. {{ budget = 0.05 }}",
@@ -404,27 +469,66 @@ pub struct UnitPlan {
     /// Forward FLOPs recomputed per step ([`UnitShape::forward_flops`] of every recomputed
     /// unit), derived from the shapes.
     pub recompute_flops: f64,
+    /// The forward seconds of each unit ([`Unit::ALL`] order, one block) that a budget with
+    /// [`Estimate::Profile`] was chosen with: the job's profiling pass's measurement on its
+    /// device. `None` for the other policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_forward_s: Option<[f64; 8]>,
+    /// Seconds recomputed per step predicted from `unit_forward_s`: the sum over the
+    /// recomputed units. `None` without measured unit times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_recompute_s: Option<f64>,
 }
 
 impl UnitPlan {
     /// The plan of `policy` over `segments` of a model of `shape`, with layer norms keeping what
-    /// `saving` says.
+    /// `saving` says. `unit_forward_s` is the job's profiling pass's forward seconds per unit
+    /// ([`Unit::ALL`] order), which a budget with [`Estimate::Profile`] chooses by; given to
+    /// another policy it only sizes [`UnitPlan::predicted_recompute_s`].
+    ///
+    /// # Errors
+    /// A message when the policy needs measured unit times and `unit_forward_s` is `None`, or
+    /// a time is negative or not finite.
     pub fn new(
         segments: &[Segment],
         policy: Policy,
         saving: LayerNormSaving,
         shape: &UnitShape,
-    ) -> UnitPlan {
+        unit_forward_s: Option<&[f64; 8]>,
+    ) -> Result<UnitPlan, String> {
+        if let Some(t) = unit_forward_s {
+            if let Some((u, v)) = Unit::ALL
+                .into_iter()
+                .map(|u| (u, t[u.index()]))
+                .find(|(_, v)| !v.is_finite() || *v < 0.0)
+            {
+                return Err(format!(
+                    "the profiled forward time of unit `{u}` is {v} s: a time is finite and not negative"
+                ));
+            }
+        }
         let keeps = match (policy.kept(), policy) {
             (Some(kept), _) => block_keeps(segments, kept),
-            (None, Policy::Budget(b)) => {
+            (None, Policy::Budget(b, estimate)) => {
+                let cost =
+                    match (estimate, unit_forward_s) {
+                        (Estimate::Flops, _) => UnitCost::Flops,
+                        (Estimate::Profile, Some(t)) => UnitCost::Seconds(*t),
+                        (Estimate::Profile, None) => return Err(
+                            "a budget with estimate = \"profile\" chooses by each unit's measured \
+                             forward time: run the job's profiling pass first (the plan stage of \
+                             `memwall run` or `memwall-job sweep-dir`)"
+                                .into(),
+                        ),
+                    };
                 // The budget spans the recomputed segments' blocks; stored ones keep everything.
                 let recomputed = segments
                     .iter()
                     .filter(|s| s.recompute)
                     .map(|s| s.range().len())
                     .sum();
-                let choice = budget_choice(b, recomputed, shape, saving, Granularity::Unit);
+                let choice =
+                    budget_choice_by(b, recomputed, shape, saving, Granularity::Unit, cost);
                 let mut chosen = choice.plan.keeps.into_iter();
                 segments
                     .iter()
@@ -438,16 +542,29 @@ impl UnitPlan {
             (None, _) => unreachable!("only a budget's kept set depends on the shape"),
         };
         let recomputed = recomputed_units(&keeps, saving);
-        UnitPlan {
+        Ok(UnitPlan {
             policy,
             recomputed_units: recomputed.len(),
             kept_bytes: keeps.iter().map(|k| shape.kept_bytes(*k)).sum(),
             recompute_flops: recomputed
                 .iter()
                 .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(*u)),
+            unit_forward_s: unit_forward_s.filter(|_| policy.needs_profile()).copied(),
+            predicted_recompute_s: unit_forward_s
+                .map(|t| recomputed.iter().map(|(_, u)| t[u.index()]).sum()),
             keeps,
-        }
+        })
     }
+}
+
+/// What a front's knapsack minimizes per recomputed unit ([`Estimate`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnitCost {
+    /// Forward FLOPs from the shapes ([`UnitShape::forward_flops`]).
+    Flops,
+    /// Measured forward seconds of each unit, [`Unit::ALL`] order (one block; the blocks are
+    /// alike).
+    Seconds([f64; 8]),
 }
 
 /// The shapes a unit plan is sized by: the block's widths, the tokens of a step and the compute
@@ -517,6 +634,9 @@ pub struct FrontPoint {
     /// Forward FLOPs recomputed per step ([`UnitShape::forward_flops`] over
     /// [`recomputed_units`]), derived from the shapes.
     pub recompute_flops: f64,
+    /// Seconds recomputed per step for a front of [`UnitCost::Seconds`]: the measured unit
+    /// times summed over [`recomputed_units`]; `None` for a FLOP front.
+    pub recompute_s: Option<f64>,
 }
 
 /// Which plans a front chooses among: every subset of a block's units, or a block kept whole
@@ -557,6 +677,19 @@ pub fn front(
     saving: LayerNormSaving,
     granularity: Granularity,
 ) -> Vec<FrontPoint> {
+    front_by(layers, shape, saving, granularity, UnitCost::Flops)
+}
+
+/// [`front`] with recomputation counted by `cost`: for [`UnitCost::Seconds`], every plan that
+/// no other beats in both kept bytes and recomputed seconds (PyTorch's `"profile"` runtime
+/// estimator), each point with its FLOPs beside its seconds.
+pub fn front_by(
+    layers: usize,
+    shape: &UnitShape,
+    saving: LayerNormSaving,
+    granularity: Granularity,
+    cost: UnitCost,
+) -> Vec<FrontPoint> {
     let out = UnitSet::NONE.with(Unit::MlpOut);
     let candidates: Vec<UnitSet> = match granularity {
         Granularity::Unit => (0u8..128)
@@ -564,15 +697,20 @@ pub fn front(
             .collect(),
         Granularity::Block => vec![out, UnitSet::ALL],
     };
-    let cost = |kept: UnitSet| {
-        let flops = recomputed_units(&[kept], saving)
-            .into_iter()
-            .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
-        (shape.kept_bytes(kept), flops)
+    let unit_cost = |u: Unit| match cost {
+        UnitCost::Flops => shape.forward_flops(u),
+        UnitCost::Seconds(t) => t[u.index()],
+    };
+    let block_cost = |kept: UnitSet| {
+        let recomputed = recomputed_units(&[kept], saving);
+        let c = recomputed
+            .iter()
+            .fold(0.0, |sum, (_, u)| sum + unit_cost(*u));
+        (shape.kept_bytes(kept), c)
     };
     // The single block's front: (bytes, flops, kept), bytes ascending, flops descending.
     let options = pareto(candidates.into_iter().map(|k| {
-        let (bytes, flops) = cost(k);
+        let (bytes, flops) = block_cost(k);
         (bytes, flops, k)
     }));
     // Partial plans over the first blocks: (bytes, flops, how many blocks take each option).
@@ -590,17 +728,28 @@ pub fn front(
     }
     states
         .into_iter()
-        .map(|(kept_bytes, recompute_flops, counts)| {
+        .map(|(kept_bytes, recompute_cost, counts)| {
             // The richer sets (more bytes: later options) on the later blocks.
-            let keeps = counts
+            let keeps: Vec<UnitSet> = counts
                 .iter()
                 .enumerate()
                 .flat_map(|(i, &c)| std::iter::repeat_n(options[i].2, c))
                 .collect();
+            let (recompute_flops, recompute_s) = match cost {
+                UnitCost::Flops => (recompute_cost, None),
+                UnitCost::Seconds(_) => {
+                    let flops = keeps
+                        .iter()
+                        .flat_map(|k| recomputed_units(&[*k], saving))
+                        .fold(0.0, |sum, (_, u)| sum + shape.forward_flops(u));
+                    (flops, Some(recompute_cost))
+                }
+            };
             FrontPoint {
                 keeps,
                 kept_bytes,
                 recompute_flops,
+                recompute_s,
             }
         })
         .collect()
@@ -649,6 +798,33 @@ pub fn budget_choice(
     granularity: Granularity,
 ) -> BudgetChoice {
     choose(&front(layers, shape, saving, granularity), b)
+}
+
+/// [`budget_choice`] with recomputation counted by `cost`. The budget's span in bytes is the
+/// FLOP front's whatever the cost (so `b` means the same bytes under both estimators, as
+/// PyTorch's budget is a fraction of the default partitioner's memory whichever runtime
+/// estimator its knapsack uses); of the plans on `cost`'s front, the one with the least
+/// recomputation whose kept bytes fit.
+pub fn budget_choice_by(
+    b: f64,
+    layers: usize,
+    shape: &UnitShape,
+    saving: LayerNormSaving,
+    granularity: Granularity,
+    cost: UnitCost,
+) -> BudgetChoice {
+    let flops = budget_choice(b, layers, shape, saving, granularity);
+    match cost {
+        UnitCost::Flops => flops,
+        UnitCost::Seconds(_) => {
+            let plan = front_by(layers, shape, saving, granularity, cost)
+                .into_iter()
+                .take_while(|p| p.kept_bytes <= flops.budget_bytes)
+                .last()
+                .expect("keeping only the outputs fits every budget");
+            BudgetChoice { plan, ..flops }
+        }
+    }
 }
 
 /// The plan of budget `b` (in [0, 1]) on `points`, a [`front`] (bytes ascending): the last point
@@ -932,10 +1108,105 @@ mod tests {
     #[test]
     fn a_budget_policy_reads_and_writes_as_a_table() {
         let p: Policy = serde_json::from_str("{\"budget\": 0.05}").unwrap();
-        assert_eq!(p, Policy::Budget(0.05));
+        assert_eq!(p, Policy::Budget(0.05, Estimate::Flops));
         assert_eq!(serde_json::to_string(&p).unwrap(), "{\"budget\":0.05}");
         let err = serde_json::from_str::<Policy>("{\"budget\": 5}").unwrap_err();
         assert!(err.to_string().contains("[0, 1]"), "{err}");
+    }
+
+    #[test]
+    fn a_budget_reads_its_estimate_and_refuses_a_wrong_one() {
+        let p: Policy =
+            serde_json::from_str("{\"budget\": 0.2, \"estimate\": \"profile\"}").unwrap();
+        assert_eq!(p, Policy::Budget(0.2, Estimate::Profile));
+        assert!(p.needs_profile() && !Policy::Budget(0.2, Estimate::Flops).needs_profile());
+        assert_eq!(p.label(), "budget:0.2:profile");
+        let written = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<Policy>(&written).unwrap(), p);
+        for (bad, says) in [
+            ("{\"budget\": 0.2, \"estimate\": \"time\"}", "\"profile\""),
+            (
+                "{\"budget\": 0.2, \"estimator\": \"profile\"}",
+                "`estimator`",
+            ),
+        ] {
+            let err = serde_json::from_str::<Policy>(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    /// Unit times where the elementwise units are dear and the products cheap, the opposite
+    /// of the FLOP count's order.
+    const ELEMENTWISE_DEAR: [f64; 8] = [9e-3, 1e-3, 2e-3, 1e-3, 9e-3, 1e-3, 9e-3, 1e-3];
+
+    #[test]
+    fn a_profiled_budget_spends_the_same_bytes_on_the_least_measured_recomputation() {
+        let shape = cpu_shape();
+        let saving = LayerNormSaving::SavesInput;
+        let seconds = UnitCost::Seconds(ELEMENTWISE_DEAR);
+        let recompute_s = |keeps: &[UnitSet]| -> f64 {
+            recomputed_units(keeps, saving)
+                .iter()
+                .map(|(_, u)| ELEMENTWISE_DEAR[u.index()])
+                .sum()
+        };
+        let mut strictly_better = 0;
+        for b in [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0] {
+            let flops = budget_choice(b, 4, &shape, saving, Granularity::Unit);
+            let timed = budget_choice_by(b, 4, &shape, saving, Granularity::Unit, seconds);
+            // The same span in bytes, and the choice fits it.
+            assert_eq!(
+                (timed.lo_bytes, timed.hi_bytes, timed.budget_bytes),
+                (flops.lo_bytes, flops.hi_bytes, flops.budget_bytes)
+            );
+            assert!(timed.plan.kept_bytes <= timed.budget_bytes, "budget {b}");
+            // Its predicted seconds are what the executor's recomputation costs under those
+            // times, and never more than the FLOP plan's.
+            let s = timed.plan.recompute_s.unwrap();
+            assert!(
+                (s - recompute_s(&timed.plan.keeps)).abs() < 1e-12,
+                "budget {b}"
+            );
+            let f = recompute_s(&flops.plan.keeps);
+            assert!(
+                s <= f + 1e-12,
+                "budget {b}: {s} s against the FLOP plan's {f} s"
+            );
+            if s < f - 1e-6 {
+                strictly_better += 1;
+            }
+        }
+        assert!(strictly_better > 0, "the times never changed a choice");
+    }
+
+    #[test]
+    fn a_profiled_budget_needs_finite_unit_times() {
+        let shape = cpu_shape();
+        let segments = every_k(4, 1);
+        let saving = LayerNormSaving::SavesInput;
+        let policy = Policy::Budget(0.2, Estimate::Profile);
+        let err = UnitPlan::new(&segments, policy, saving, &shape, None).unwrap_err();
+        assert!(err.contains("profiling pass"), "{err}");
+        let mut bad = ELEMENTWISE_DEAR;
+        bad[2] = f64::NAN;
+        let err = UnitPlan::new(&segments, policy, saving, &shape, Some(&bad)).unwrap_err();
+        assert!(err.contains("`attention`"), "{err}");
+        let plan = UnitPlan::new(&segments, policy, saving, &shape, Some(&ELEMENTWISE_DEAR));
+        let plan = plan.unwrap();
+        assert_eq!(plan.unit_forward_s, Some(ELEMENTWISE_DEAR));
+        let recomputed = recomputed_units(&plan.keeps, saving);
+        let s: f64 = recomputed
+            .iter()
+            .map(|(_, u)| ELEMENTWISE_DEAR[u.index()])
+            .sum();
+        assert_eq!(plan.predicted_recompute_s, Some(s));
+        // A FLOP budget records no unit times.
+        let flops = Policy::Budget(0.2, Estimate::Flops);
+        let plan = UnitPlan::new(&segments, flops, saving, &shape, None).unwrap();
+        assert_eq!(
+            (plan.unit_forward_s, plan.predicted_recompute_s),
+            (None, None)
+        );
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub fn estimate(job: &JobSpec, own: Option<&JobRecord>, rates: &Rates) -> TimeEs
         m.train_flops_per_token() * tokens / rate * if recompute { 4.0 / 3.0 } else { 1.0 };
     let t = &job.train;
     let steps = (t.warmup_steps + 1 + t.steps) as f64 + t.eval_batches as f64 / 3.0;
-    let profile_pass = if s.recompute.needs_profile() && job.plan.is_none() {
+    let profile_pass = if s.needs_profile() && job.plan.is_none() {
         startup + PROFILE_PASS_STEPS * step_s
     } else {
         0.0

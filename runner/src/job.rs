@@ -174,7 +174,7 @@ pub fn plan_stage(
     if job.plan.is_some() || !job.strategy.needs_plan() {
         return Ok(Planned::Job(job.clone()));
     }
-    if !job.strategy.recompute.needs_profile() {
+    if !job.strategy.needs_profile() {
         return Ok(match planned(job, None) {
             Ok(job) => Planned::Job(job),
             Err((status, reason)) => Planned::Failed(unplanned(

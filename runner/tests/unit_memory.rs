@@ -9,7 +9,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use memwall_core::strategy::{every_k, LayerNormSaving};
-use memwall_core::units::{Policy, Unit, UnitPlan, UnitSet, UnitShape};
+use memwall_core::units::{Estimate, Policy, Unit, UnitPlan, UnitSet, UnitShape};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::{train_step, unit_train_step, Inputs};
@@ -68,8 +68,8 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     let policies = [
         Policy::SaveEverything,
         Policy::SaveMatmuls,
-        Policy::Budget(0.6),
-        Policy::Budget(0.25),
+        Policy::Budget(0.6, Estimate::Flops),
+        Policy::Budget(0.25, Estimate::Flops),
         Policy::Keep(UnitSet::of(&[Unit::Attention])),
         Policy::SaveNothing,
     ];
@@ -77,7 +77,8 @@ fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
     let mut plans: Vec<(Policy, UnitPlan)> = policies
         .into_iter()
         .map(|p| {
-            let plan = UnitPlan::new(&segments, p, LayerNormSaving::SavesInput, &shape);
+            let plan =
+                UnitPlan::new(&segments, p, LayerNormSaving::SavesInput, &shape, None).unwrap();
             (p, plan)
         })
         .collect();

@@ -126,6 +126,13 @@ pub struct Strategy {
 }
 
 impl Strategy {
+    /// Whether the plan stage must run the job's profiling pass before planning: a memory
+    /// budget or a Checkmate fraction ([`Recompute::needs_profile`]), or a policy that chooses
+    /// by measured unit times ([`crate::units::Policy::needs_profile`]).
+    pub fn needs_profile(&self) -> bool {
+        self.recompute.needs_profile() || self.policy.is_some_and(|p| p.needs_profile())
+    }
+
     /// Whether the job runs the segment executor, so the plan stage must give it a segment plan
     /// ([`JobSpec::plan`]): every strategy but plain backward without the fused optimizer step,
     /// and Burn's balanced checkpointing.

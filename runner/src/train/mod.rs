@@ -113,8 +113,9 @@ pub fn plan_of(spec: &JobSpec) -> Option<Vec<Segment>> {
 /// The profiling pass of `spec` alone ([`JobSpec::profile_only`]): the model as the job
 /// initializes it (seed, attention, precision), one held-out batch, and
 /// [`profile::profile_executor`] on the job's device with the job's optimizer (from
-/// `make_optim`). The record has status `ok`, the block costs, the executor profile and no
-/// summary. This is what a Checkmate configuration's plan is solved from.
+/// `make_optim`), with each unit's forward seconds ([`units::unit_forward_seconds`]) when the
+/// policy chooses by them. The record has status `ok`, the block costs, the executor profile
+/// and no summary. This is what a Checkmate configuration's plan is solved from.
 fn profile_record<B, O>(
     spec: &JobSpec,
     device: &B::Device,
@@ -137,7 +138,12 @@ where
     };
     let inputs = Inputs::<B>::new(&eval_batcher.sequential(0), device);
     let fused = spec.strategy.fused_optimizer;
-    let profile = profile::profile_executor(&model, &inputs, device, probe, fused, make_optim);
+    let mut profile = profile::profile_executor(&model, &inputs, device, probe, fused, make_optim);
+    // A budget that chooses by measured unit times (`estimate = "profile"`) plans from each
+    // unit's forward seconds on this device, timed as the training job times them.
+    if spec.strategy.policy.is_some_and(|p| p.needs_profile()) {
+        profile.unit_forward_s = Some(units::unit_forward_seconds(&model, &inputs, device, 5));
+    }
     let mut record = JobRecord::unfinished(spec, JobStatus::Ok, String::new(), env);
     record.reason = None;
     record.memory_probe = probe.describe().to_string();

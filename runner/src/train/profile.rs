@@ -173,6 +173,7 @@ fn profile_pass<B: TrainBackend>(
         tail_peak_bytes: 0,
         margin_bytes: 0,
         steady_bytes: 0,
+        unit_forward_s: None,
         fused,
         calibration: Vec::new(),
     }

@@ -8,7 +8,7 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::AdamW;
 use memwall_core::strategy::{every_k, Segment};
-use memwall_core::units::{block_keeps, recomputed_units, Policy};
+use memwall_core::units::{block_keeps, recomputed_units, Estimate, Policy};
 
 type B = Autodiff<Flex>;
 type Adam = OptimizerAdaptor<AdamW, TransformerLm<B>, B>;
@@ -117,8 +117,9 @@ fn grad_free_values(m: &TransformerLm<B>) -> Vec<Vec<u32>> {
 }
 
 /// Plans the planner makes, as the plan stage makes them for a job: a Checkmate plan and a
-/// block-level budget's, each refined by a unit budget (blocks keeping different units) and by
-/// `save_matmuls`, from a synthetic profiling pass whose blocks are alike.
+/// block-level budget's, each refined by a unit budget (blocks keeping different units), a unit
+/// budget chosen by the model's measured unit times and `save_matmuls`, from a synthetic
+/// profiling pass whose blocks are alike.
 #[test]
 fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward() {
     use memwall_core::planner::plan_job;
@@ -127,7 +128,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
     use memwall_core::strategy::{Attention, BlockCost, Tiles};
     let layers = 4;
     let cfg = config(layers);
-    let profile = ExecutorProfile {
+    let mut profile = ExecutorProfile {
         blocks: (0..layers)
             .map(|_| BlockProfile {
                 cost: BlockCost {
@@ -147,6 +148,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
         tail_peak_bytes: 5_000,
         margin_bytes: 0,
         steady_bytes: 0,
+        unit_forward_s: None,
         fused: false,
         calibration: Vec::new(),
     };
@@ -156,9 +158,15 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
     let model = cfg.init::<B>(&device).with_layer_norm(saving);
     let inputs = Inputs::<B>::new(&batch(&cfg), &device);
     let reference = grad_values(&model, &plain_grads(&model, &inputs));
+    // A budget by measured unit times plans from the profiling pass's timing of this model.
+    profile.unit_forward_s = Some(unit_forward_seconds(&model, &inputs, &device, 1));
     let mut distinct_keeps = false;
     for recompute in [Recompute::Checkmate(0.6), Recompute::Budget(0.5)] {
-        for policy in [Policy::Budget(0.3), Policy::SaveMatmuls] {
+        for policy in [
+            Policy::Budget(0.3, Estimate::Flops),
+            Policy::Budget(0.3, Estimate::Profile),
+            Policy::SaveMatmuls,
+        ] {
             let strategy = Strategy {
                 precision: Precision::F32,
                 recompute: recompute.clone(),

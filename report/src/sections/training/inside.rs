@@ -10,7 +10,7 @@ use crate::analysis::summary::GoalVerdict;
 use crate::analysis::{JobRecord, JobStatus, StudyRecords};
 use crate::content::{Figure, Mark, Series, Table};
 use crate::spec::GoalMetric;
-use memwall_core::units::{front, recomputed_units, Granularity, Unit};
+use memwall_core::units::{front, recomputed_units, Estimate, Granularity, Policy, Unit};
 
 /// Measured peaks within this ratio of each other count as equal memory (2%).
 pub(super) const EQUAL_PEAK: f64 = 0.02;
@@ -265,35 +265,8 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             if (u.peak / b.peak - 1.0).abs() > EQUAL_PEAK {
                 continue;
             }
-            // Each side's median step time over its finished runs (`repeats`), and the ratio's
-            // interval from the two medians' order-statistic intervals, as the goals judge.
-            let (bs, us) = (step_runs(inputs, b), step_runs(inputs, u));
-            let est = |v: &[f64]| stats::median_interval(v, stats::LEVEL);
-            let Some((eb, eu)) = est(&bs).zip(est(&us)) else {
+            let Some(c) = compare_steps(inputs, u, b) else {
                 continue;
-            };
-            // Paired where the two share repeat indices (run r of each interleaved): the
-            // median of the per-repeat ratios and its order-statistic interval.
-            let paired = inputs.repeats.paired_ratios(
-                (&u.row.s.key, &u.row.s.device_name),
-                (&b.row.s.key, &b.row.s.device_name),
-                GoalMetric::MedianStepS,
-            );
-            let ratio = if paired.len() >= 2 {
-                stats::median_interval(&paired, stats::LEVEL)
-            } else {
-                stats::ratio(&eu, &eb)
-            };
-            let (ratio_text, verdict) = match ratio {
-                Some(r) if r.has_interval() => (
-                    format!("{:.3}x ({:.3}–{:.3})", r.median, r.lo, r.hi),
-                    GoalVerdict::of(&r, 1.0).as_str(),
-                ),
-                Some(r) => (
-                    format!("{:.3}x (one run a side: no interval)", r.median),
-                    GoalVerdict::of(&r, 1.0).as_str(),
-                ),
-                None => ("–".into(), "–"),
             };
             pairs.rows.push(vec![
                 b.row.cfg.name.clone(),
@@ -304,13 +277,14 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
                     b.recompute_flops / 1e9,
                     u.recompute_flops / 1e9
                 ),
-                format!("{:.0} / {:.0}", eb.median * 1e3, eu.median * 1e3),
-                format!("{} / {}", bs.len(), us.len()),
-                ratio_text,
-                verdict.into(),
+                format!("{:.0} / {:.0}", c.den_ms, c.num_ms),
+                format!("{} / {}", c.den_runs, c.num_runs),
+                c.ratio_text,
+                c.verdict.into(),
             ]);
         }
     }
+    let estimators = estimator_pairs(inputs, &rows);
     // The front of the model the unit plans ran, in their precision and layer-norm saving.
     let spec = &first_unit.record.spec;
     let shape = spec.model.unit_shape(spec.strategy.precision);
@@ -377,8 +351,165 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         ..Default::default()
     };
     let mut tables = vec![plans];
-    if !pairs.rows.is_empty() {
-        tables.push(pairs);
+    for t in [pairs, estimators] {
+        if !t.rows.is_empty() {
+            tables.push(t);
+        }
     }
     Some((tables, figure))
+}
+
+/// Two plans' step times: each side's median over its finished runs, and `num / den` as the
+/// median of the paired per-repeat ratios where the two share repeat indices (run r of each
+/// interleaved), else the ratio of the two medians' order-statistic intervals, as the goals
+/// judge.
+struct StepComparison {
+    den_ms: f64,
+    num_ms: f64,
+    den_runs: usize,
+    num_runs: usize,
+    /// `1.234x (1.1–1.3)`, or without an interval when a side has one run.
+    ratio_text: String,
+    /// Whether `num` is at least as fast as `den` ([`GoalVerdict`] against 1.0).
+    verdict: &'static str,
+}
+
+fn compare_steps(inputs: &StudyInputs, num: &Planned, den: &Planned) -> Option<StepComparison> {
+    let (ds, ns) = (step_runs(inputs, den), step_runs(inputs, num));
+    let est = |v: &[f64]| stats::median_interval(v, stats::LEVEL);
+    let (ed, en) = est(&ds).zip(est(&ns))?;
+    let paired = inputs.repeats.paired_ratios(
+        (&num.row.s.key, &num.row.s.device_name),
+        (&den.row.s.key, &den.row.s.device_name),
+        GoalMetric::MedianStepS,
+    );
+    let ratio = if paired.len() >= 2 {
+        stats::median_interval(&paired, stats::LEVEL)
+    } else {
+        stats::ratio(&en, &ed)
+    };
+    let (ratio_text, verdict) = match ratio {
+        Some(r) if r.has_interval() => (
+            format!("{:.3}x ({:.3}–{:.3})", r.median, r.lo, r.hi),
+            GoalVerdict::of(&r, 1.0).as_str(),
+        ),
+        Some(r) => (
+            format!("{:.3}x (one run a side: no interval)", r.median),
+            GoalVerdict::of(&r, 1.0).as_str(),
+        ),
+        None => ("–".into(), "–"),
+    };
+    Some(StepComparison {
+        den_ms: ed.median * 1e3,
+        num_ms: en.median * 1e3,
+        den_runs: ds.len(),
+        num_runs: ns.len(),
+        ratio_text,
+        verdict,
+    })
+}
+
+/// Each unit-level budget chosen by measured unit times (`estimate = "profile"`) beside the
+/// same budget chosen by FLOPs, for the same model and training settings: the same bytes'
+/// span, the knapsack's two cost models.
+fn estimator_pairs(inputs: &StudyInputs, rows: &[Planned]) -> Table {
+    let mut table = Table {
+        caption: "The knapsack's cost model: each unit-level budget chosen by measured unit \
+                  forward times (estimate = \"profile\") beside the same budget chosen by FLOPs \
+                  (the default, as PyTorch's partitioner's). Both plans fit the same budget in \
+                  bytes (the span from keeping only the blocks' outputs to the cheapest plan \
+                  recomputing no counted FLOP); FLOPs count only the matrix products and the \
+                  attention core, the profile every unit's forward time measured by the job's \
+                  profiling pass on this device (median of 5)"
+            .into(),
+        columns: [
+            "budget",
+            "FLOPs / profile plan",
+            "kept in blocks, predicted (MiB)",
+            "recomputed (GFLOP)",
+            "recomputed, from measured forward times (ms)",
+            "peak allocated, measured (MiB)",
+            "median step (ms)",
+            "runs",
+            "step time, profile / FLOPs: median of paired runs (95% interval)",
+            "profile at least as fast",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let budget = |p: &Planned| match p.record.spec.unit_plan.as_ref()?.policy {
+        Policy::Budget(b, e) => Some((b, e)),
+        _ => None,
+    };
+    for timed in rows {
+        let Some((b, Estimate::Profile)) = budget(timed) else {
+            continue;
+        };
+        let by_flops = rows
+            .iter()
+            .find(|f| budget(f) == Some((b, Estimate::Flops)) && alike(f.record, timed.record));
+        let Some(flops) = by_flops else { continue };
+        let Some(c) = compare_steps(inputs, timed, flops) else {
+            continue;
+        };
+        let ms = |p: &Planned| {
+            p.recompute_s
+                .map_or("–".into(), |s| format!("{:.1}", s * 1e3))
+        };
+        table.rows.push(vec![
+            format!("{b}"),
+            format!("{} / {}", flops.row.cfg.name, timed.row.cfg.name),
+            format!(
+                "{:.2} / {:.2}",
+                flops.kept_bytes / MIB,
+                timed.kept_bytes / MIB
+            ),
+            format!(
+                "{:.3} / {:.3}",
+                flops.recompute_flops / 1e9,
+                timed.recompute_flops / 1e9
+            ),
+            format!("{} / {}", ms(flops), ms(timed)),
+            format!("{:.2} / {:.2}", flops.peak / MIB, timed.peak / MIB),
+            format!("{:.0} / {:.0}", c.den_ms, c.num_ms),
+            format!("{} / {}", c.den_runs, c.num_runs),
+            c.ratio_text,
+            c.verdict.into(),
+        ]);
+        // Each run plans from its own profiling pass: say when the runs chose differently.
+        let row = table.rows.len() - 1;
+        for (p, column) in [(flops, 1), (timed, 1)] {
+            let plans = distinct_unit_plans(inputs.records, p.record);
+            if plans > 1 {
+                table.note(
+                    row,
+                    column,
+                    format!(
+                        "{}: its runs' profiling passes chose {plans} different plans; the \
+                         kept bytes and FLOPs shown are one run's, peak and step time the \
+                         medians over all runs",
+                        p.row.cfg.name
+                    ),
+                );
+            }
+        }
+    }
+    table
+}
+
+/// How many different unit plans (kept sets per block) the finished runs of `record`'s job on
+/// its device ran: 1 for a plan fixed by the configuration, possibly more for a budget chosen
+/// by each run's own measured unit times.
+fn distinct_unit_plans(records: &StudyRecords, record: &JobRecord) -> usize {
+    let mut plans: Vec<Vec<memwall_core::units::UnitSet>> = Vec::new();
+    for r in runs_of(records, record) {
+        if let Some(keeps) = r.spec.unit_keeps() {
+            if !plans.contains(&keeps) {
+                plans.push(keeps);
+            }
+        }
+    }
+    plans.len()
 }

@@ -298,3 +298,85 @@ fn a_plans_unit_times_are_the_median_over_its_runs() {
     other.unit_forward_s = None;
     assert_eq!(inside::median_unit_forward(&records, &other), None);
 }
+
+#[test]
+fn a_profiled_budget_is_shown_beside_its_flop_twin_and_runs_that_planned_differently_are_named() {
+    use memwall_core::strategy::every_k;
+    use memwall_core::units::UnitPlan;
+    // Unit times where the elementwise units are dear, the opposite of the FLOP count's order.
+    let times = [9e-3, 1e-3, 2e-3, 1e-3, 9e-3, 1e-3, 9e-3, 1e-3];
+    let (study, mut records) = synthetic("selective_checkpointing.toml", |config, _| {
+        let ms = match config.name.as_str() {
+            "budget_20" => 100.0,
+            "budget_20_profile" => 90.0,
+            _ => 110.0,
+        };
+        Some((60.0 * MIB, ms / 1000.0))
+    });
+    // Each unit-level record gets the plan its policy makes from those times.
+    let plan_of = |r: &crate::analysis::JobRecord, policy| {
+        let spec = &r.spec;
+        let shape = spec.model.unit_shape(spec.strategy.precision);
+        let segments = every_k(spec.model.layers, 1);
+        UnitPlan::new(
+            &segments,
+            policy,
+            spec.strategy.layer_norm,
+            &shape,
+            Some(&times),
+        )
+        .unwrap()
+    };
+    for r in records.records.iter_mut() {
+        if let Some(policy) = r.spec.strategy.policy {
+            r.spec.unit_plan = Some(plan_of(r, policy));
+            r.unit_forward_s = Some(times);
+        }
+    }
+    let table = |records: &StudyRecords| {
+        let (sections, _) = glance_of(&study, records);
+        sections
+            .iter()
+            .flat_map(|s| &s.tables)
+            .find(|t| t.caption.starts_with("The knapsack's cost model"))
+            .cloned()
+            .expect("the estimator table")
+    };
+    let t = table(&records);
+    let row = t
+        .rows
+        .iter()
+        .position(|r| r[1] == "budget_20 / budget_20_profile")
+        .unwrap_or_else(|| panic!("{:?}", t.rows));
+    assert_eq!(t.rows.len(), 3, "budgets 0.05, 0.2 and 0.6: {:?}", t.rows);
+    assert!(t.rows[row][8].starts_with("0.900x"), "{:?}", t.rows[row]);
+    // The profile plan recomputes fewer measured seconds for the same bytes' budget.
+    let ms: Vec<f64> = t.rows[row][4]
+        .split(" / ")
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(ms[1] < ms[0], "{:?}", t.rows[row]);
+    assert!(t.notes.is_empty(), "{:?}", t.notes);
+    // A second run of the profiled budget whose own profiling pass chose the FLOP plan.
+    let first = records
+        .records
+        .iter()
+        .find(|r| r.spec.config == "budget_20_profile")
+        .unwrap()
+        .clone();
+    let mut second = first.clone();
+    second.spec.repeat = 1;
+    let flop_plan = plan_of(
+        &first,
+        memwall_core::units::Policy::Budget(0.2, memwall_core::units::Estimate::Flops),
+    );
+    second.spec.unit_plan.as_mut().unwrap().keeps = flop_plan.keeps;
+    records.records.push(second);
+    let t = table(&records);
+    assert_eq!(t.notes.len(), 1, "{:?}", t.notes);
+    assert!(
+        t.notes[0].text.contains("chose 2 different plans"),
+        "{:?}",
+        t.notes
+    );
+}
