@@ -61,14 +61,101 @@ pub struct View<'a> {
     pub col: usize,
 }
 
+/// A bf16 product kernel: each output the f32 sum of its products rounded once to bf16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// AMX tiles, `tdpbf16ps` ([`super::amx`]).
+    Amx,
+    /// AVX512-BF16 dot products, `vdpbf16ps` (this module's register tiles).
+    DotProducts,
+}
+
+impl Kernel {
+    /// The kernel in words, as records name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kernel::Amx => "AMX tiles (tdpbf16ps), f32 sums",
+            Kernel::DotProducts => "AVX512-BF16 dot products (vdpbf16ps), f32 sums",
+        }
+    }
+}
+
+/// The environment variable that picks the bf16 product kernel for a comparison on one
+/// machine: `amx`, `dot_products` or `f32` (the portable path: operands widened to f32, flex's
+/// gemm, the product rounded back); unset, the fastest this CPU runs ([`kernel`]). A kernel the
+/// CPU lacks falls back to the next one down.
+pub const KERNEL_ENV: &str = "MEMWALL_BF16_GEMM";
+
+/// The bf16 product kernel this process uses (decided once): AMX where the CPU and OS run it,
+/// else AVX512-BF16's dot products, else `None` (the portable path), or what [`KERNEL_ENV`]
+/// asks for, where the CPU runs it.
+pub fn kernel() -> Option<Kernel> {
+    use std::sync::OnceLock;
+    static KERNEL: OnceLock<Option<Kernel>> = OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        let wanted = std::env::var(KERNEL_ENV).unwrap_or_default();
+        let (amx, dot) = match wanted.as_str() {
+            "" | "amx" => (true, true),
+            "dot_products" => (false, true),
+            "f32" => (false, false),
+            other => {
+                tracing::warn!(
+                    "{KERNEL_ENV}={other}: use amx, dot_products or f32; taking the fastest \
+                     kernel this CPU runs"
+                );
+                (true, true)
+            }
+        };
+        if amx && super::amx::available() {
+            Some(Kernel::Amx)
+        } else if dot && available() {
+            Some(Kernel::DotProducts)
+        } else {
+            None
+        }
+    })
+}
+
 /// `out = a · b` for `a` `[m, k]` and `b` `[k, n]` as views, `out` `[m, n]` row-major (length
 /// `m·n`, uninitialized: every element is written), each element the f32 sum of its `k`
-/// products rounded once to bf16.
+/// products rounded once to bf16, by [`kernel`].
 ///
-/// Returns `false` (and leaves `out` untouched) where the CPU lacks AVX512-BF16 ([`available`]);
+/// Returns `false` (and leaves `out` untouched) where no kernel runs ([`kernel`] is `None`);
 /// the caller then takes its portable path. Panics if a view reads past its buffer or `out`'s
 /// length is not `m·n`.
 pub fn gemm(m: usize, k: usize, n: usize, a: View, b: View, out: &mut [MaybeUninit<bf16>]) -> bool {
+    match kernel() {
+        Some(kernel) => gemm_with(kernel, m, k, n, a, b, out),
+        None => false,
+    }
+}
+
+/// [`gemm`] by `kernel`: `false` (and `out` untouched) where the CPU does not run it.
+pub fn gemm_with(
+    kernel: Kernel,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View,
+    b: View,
+    out: &mut [MaybeUninit<bf16>],
+) -> bool {
+    match kernel {
+        Kernel::Amx => super::amx::gemm(m, k, n, a, b, out),
+        Kernel::DotProducts => dot_products(m, k, n, a, b, out),
+    }
+}
+
+/// [`gemm`] with AVX512-BF16's `vdpbf16ps` in `MR x NR` register tiles; `false` where the CPU
+/// lacks it ([`available`]).
+fn dot_products(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View,
+    b: View,
+    out: &mut [MaybeUninit<bf16>],
+) -> bool {
     assert_eq!(out.len(), m * n, "the product's buffer holds m·n elements");
     if !available() {
         return false;
@@ -89,6 +176,7 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View, b: View, out: &mut [MaybeUnin
             k_step: a.col,
         },
         mp,
+        kp,
     );
     let pb = pack::<NR>(
         Lines {
@@ -100,6 +188,7 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View, b: View, out: &mut [MaybeUnin
             k_step: b.row,
         },
         np,
+        kp,
     );
     let out_ptr = SendPtr(out.as_mut_ptr() as *mut bf16);
     // Column panel major: consecutive tiles (one thread's share) reuse a packed `b` panel.
@@ -130,30 +219,31 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View, b: View, out: &mut [MaybeUnin
 
 /// The output pointer, shared by the tiles that write disjoint parts of it.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut bf16);
+pub(super) struct SendPtr(pub(super) *mut bf16);
 // SAFETY: the tiles write disjoint elements.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 impl SendPtr {
-    fn get(self) -> *mut bf16 {
+    pub(super) fn get(self) -> *mut bf16 {
         self.0
     }
 }
 
 /// An operand as lines along `k`: line `l`'s element `i` is `data[offset + l·step + i·k_step]`.
 #[derive(Clone, Copy)]
-struct Lines<'a> {
-    data: &'a [bf16],
-    offset: usize,
-    count: usize,
-    step: usize,
-    k: usize,
-    k_step: usize,
+pub(super) struct Lines<'a> {
+    pub(super) data: &'a [bf16],
+    pub(super) offset: usize,
+    pub(super) count: usize,
+    pub(super) step: usize,
+    pub(super) k: usize,
+    pub(super) k_step: usize,
 }
 
 impl Lines<'_> {
+    /// The bits of line `line`'s element `i` (zero past the lines or `k`).
     #[inline(always)]
-    fn bits(&self, line: usize, i: usize) -> u32 {
+    pub(super) fn bits(&self, line: usize, i: usize) -> u32 {
         if line < self.count && i < self.k {
             self.data[self.offset + line * self.step + i * self.k_step].to_bits() as u32
         } else {
@@ -162,14 +252,14 @@ impl Lines<'_> {
     }
 }
 
-/// `panels` panels of `W` lanes over `kp = ⌈k/2⌉` pairs: word `[panel][p][lane]` holds line
-/// `panel·W + lane`'s elements `2p` (low half, as `vdpbf16ps` reads a pair) and `2p + 1`
-/// (high half), zero past the lines or `k`. Built in parallel, one panel per task; a full panel
+/// `panels` panels of `W` lanes over `kp >= ⌈k/2⌉` pairs: word `[panel][p][lane]` holds line
+/// `panel·W + lane`'s elements `2p` (low half, as `vdpbf16ps` and `tdpbf16ps` read a pair) and
+/// `2p + 1` (high half), zero past the lines or `k` (so pairs past `⌈k/2⌉` pad with zeros). Built in parallel, one panel per task; a full panel
 /// of a layout whose pairs are adjacent (`k_step = 1`: each word is one 32-bit read) or whose
 /// lanes are (`step = 1`: two contiguous runs interleaved) is read without per-element index
 /// arithmetic.
-fn pack<const W: usize>(op: Lines, panels: usize) -> Vec<u32> {
-    let kp = op.k.div_ceil(2);
+pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u32> {
+    debug_assert!(kp >= op.k.div_ceil(2));
     // Not zeroed: every word is written below (zeroing was 9% of a bf16 step's main thread).
     let mut packed = uninit::<u32>(panels * W * kp);
     packed
@@ -317,17 +407,44 @@ mod tests {
         (exact, abs)
     }
 
+    /// The kernels this CPU runs (none without AVX512-BF16: the portable path is tested in
+    /// matmul).
+    fn kernels() -> Vec<Kernel> {
+        let mut k = Vec::new();
+        if super::super::amx::available() {
+            k.push(Kernel::Amx);
+        } else {
+            eprintln!("this CPU or OS runs no AMX: the AMX kernel is not tested here");
+        }
+        if available() {
+            k.push(Kernel::DotProducts);
+        } else {
+            eprintln!("this CPU has no AVX512-BF16: the portable path is tested in matmul");
+        }
+        k
+    }
+
     #[test]
     fn products_of_strided_views_are_the_f32_sums_rounded_once() {
-        if !available() {
-            eprintln!("this CPU has no AVX512-BF16: the portable path is tested in matmul");
-            return;
+        for kernel in kernels() {
+            products_by(kernel);
         }
+    }
+
+    /// Every shape and layout of the test through `kernel`.
+    fn products_by(kernel: Kernel) {
         // Edges in every direction (m, n not multiples of the tile, odd k) and every layout the
         // packing reads: pairs adjacent (row-major left, transposed right), lanes adjacent
         // (transposed left, row-major right, as the backward's products read them) and
         // neither (every other element of a wider buffer).
-        for (m, k, n) in [(1, 1, 1), (13, 7, 33), (25, 40, 64), (50, 129, 70)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (13, 7, 33),
+            (25, 40, 64),
+            (50, 129, 70),
+            (32, 32, 32),
+            (70, 100, 97),
+        ] {
             for layout in 0..3 {
                 let ab = values(2 * m * k + 3, 1);
                 let bb = values(2 * k * (n + 5), 2);
@@ -375,14 +492,14 @@ mod tests {
                         },
                     ),
                 };
-                check(m, k, n, a, b);
+                check(kernel, m, k, n, a, b);
             }
         }
     }
 
-    fn check(m: usize, k: usize, n: usize, a: View, b: View) {
+    fn check(kernel: Kernel, m: usize, k: usize, n: usize, a: View, b: View) {
         let mut out = uninit(m * n);
-        assert!(gemm(m, k, n, a, b, &mut out));
+        assert!(gemm_with(kernel, m, k, n, a, b, &mut out));
         // SAFETY: gemm wrote every element.
         let out = unsafe { assume_init(out) };
         let (exact, abs) = reference(m, k, n, a, b);
@@ -394,7 +511,7 @@ mod tests {
             let got = f64::from(o.to_f32());
             assert!(
                 (got - exact[i]).abs() <= bound * 1.01 + 1e-30,
-                "({m}, {k}, {n}), strides a ({}, {}) b ({}, {}), element {i}: {got} vs {}",
+                "{kernel:?} ({m}, {k}, {n}), strides a ({}, {}) b ({}, {}), element {i}: {got} vs {}",
                 a.row,
                 a.col,
                 b.row,
@@ -413,6 +530,6 @@ mod tests {
             row: 0,
             col: 0,
         };
-        assert!(gemm(0, 0, 0, a, a, &mut out) || !available());
+        assert!(gemm(0, 0, 0, a, a, &mut out) || kernel().is_none());
     }
 }

@@ -43,8 +43,8 @@ fn widen(t: &FlexTensor) -> Option<FlexTensor> {
 }
 
 /// `lhs @ rhs` (`[..., m, k] x [..., k, n]`, batch dimensions broadcast as in Burn) for bf16
-/// operands: on a CPU with AVX512-BF16, products in bf16 with f32 sums
-/// ([`super::bf16_gemm`]); elsewhere (and for broadcast batch dimensions) in f32 with a bf16
+/// operands: on a CPU with AMX or AVX512-BF16, products in bf16 with f32 sums
+/// ([`super::bf16_gemm::kernel`]); elsewhere (and for broadcast batch dimensions) in f32 with a bf16
 /// result. Other dtypes (and flipped views) go to flex's matmul.
 pub fn matmul(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     if lhs.dtype() != DType::BF16 || rhs.dtype() != DType::BF16 {
@@ -73,12 +73,19 @@ pub fn through_f32(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     super::flex::tensor(out, shape)
 }
 
-/// [`matmul`] on AVX512-BF16: `None` where the CPU lacks it, a stride is negative, the ranks
-/// differ or a batch dimension is broadcast (the portable path takes those).
+/// [`matmul`] by the process's bf16 product kernel ([`super::bf16_gemm::kernel`]): `None`
+/// where the CPU runs none, a stride is negative, the ranks differ or a batch dimension is
+/// broadcast (the portable path takes those).
 fn native(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
-    if !super::bf16_gemm::available() {
-        return None;
-    }
+    native_with(super::bf16_gemm::kernel()?, lhs, rhs)
+}
+
+/// [`native`] by `kernel`: `None` also where the CPU does not run it.
+fn native_with(
+    kernel: super::bf16_gemm::Kernel,
+    lhs: &FlexTensor,
+    rhs: &FlexTensor,
+) -> Option<FlexTensor> {
     let (la, lb) = (lhs.layout(), rhs.layout());
     let (sa, sb) = (la.shape(), lb.shape());
     let rank = sa.num_dims();
@@ -117,7 +124,7 @@ fn native(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
             row: stride(lb, rank - 2),
             col: stride(lb, rank - 1),
         };
-        if !super::bf16_gemm::gemm(m, k, n, a, b, dst) {
+        if !super::bf16_gemm::gemm_with(kernel, m, k, n, a, b, dst) {
             return None;
         }
     }
@@ -174,7 +181,8 @@ mod tests {
 /// `memwall-job`'s test binary with `--ignored --nocapture bf16_products_benchmark`).
 #[cfg(test)]
 mod benchmark {
-    use super::{matmul, through_f32};
+    use super::super::bf16_gemm::Kernel;
+    use super::{native_with, through_f32};
     use burn::backend::Flex;
     use burn::tensor::{DType, Distribution, Tensor};
     use std::time::Instant;
@@ -207,8 +215,11 @@ mod benchmark {
     #[test]
     #[ignore = "a benchmark: run with --ignored --nocapture"]
     fn bf16_products_benchmark() {
-        println!("| product | m x k x n | through f32 (ms) | bf16 dot products (ms) | speed-up |");
-        println!("|---|---|---:|---:|---:|");
+        println!(
+            "| product | m x k x n | through f32 (ms) | AVX512-BF16 dot products (ms) | AMX tiles \
+             (ms) | dot products / f32 | AMX / dot products |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|");
         // (name, m, k, n, lhs transposed, rhs transposed): forward, dX = dY Wᵀ, dW = Xᵀ dY.
         for (rows, d, ff, vocab) in [(1024, 128, 512, 2048), (2048, 512, 2048, 2048)] {
             for (name, m, k, n, lt, rt) in [
@@ -220,12 +231,25 @@ mod benchmark {
             ] {
                 let (a, b) = (operand([m, k], lt), operand([k, n], rt));
                 let slow = time(|| through_f32(a.clone(), b.clone()));
-                let fast = time(|| matmul(a.clone(), b.clone()));
+                // A kernel the CPU does not run reads "–".
+                let by = |kernel| {
+                    native_with(kernel, &a, &b)
+                        .is_some()
+                        .then(|| time(|| native_with(kernel, &a, &b).unwrap()))
+                };
+                let (dot, amx) = (by(Kernel::DotProducts), by(Kernel::Amx));
+                let ms = |t: Option<f64>| t.map_or("–".into(), |t| format!("{:.3}", t * 1e3));
+                let ratio = |x: Option<f64>, y: Option<f64>| {
+                    x.zip(y)
+                        .map_or("–".into(), |(x, y)| format!("{:.2}x", x / y))
+                };
                 println!(
-                    "| {name} | {m} x {k} x {n} | {:.3} | {:.3} | {:.2}x |",
+                    "| {name} | {m} x {k} x {n} | {:.3} | {} | {} | {} | {} |",
                     slow * 1e3,
-                    fast * 1e3,
-                    slow / fast
+                    ms(dot),
+                    ms(amx),
+                    ratio(Some(slow), dot),
+                    ratio(dot, amx),
                 );
             }
         }

@@ -12,13 +12,16 @@
 //!   stated and tested there);
 //! - [`heads`]: splitting `[batch, seq, heads · dh]` into `[batch, heads, seq, dh]` and merging
 //!   it back as blocked contiguous copies;
-//! - [`bf16_gemm`]: a bf16 product with AVX512-BF16's dot-product instruction (f32 sums);
+//! - [`bf16_gemm`]: a bf16 product with AVX512-BF16's dot-product instruction (f32 sums), and
+//!   the choice of kernel;
+//! - [`amx`]: the same product on AMX tiles where the CPU and OS run them;
 //! - [`matmul`]: bf16 products through it, or through f32 without copying the operands'
 //!   layouts where the CPU lacks it.
 //!
 //! [`crate::model`]'s operations call these only on flex, through backend traits whose
 //! default (CUDA, ndarray) is Burn's own tensor operations.
 
+pub mod amx;
 pub mod bf16_gemm;
 pub mod flex;
 pub mod gelu;

@@ -324,12 +324,27 @@ pub fn classify_outcome(
     }
 }
 
+/// What a flex job's products compute in: f32 products by flex's gemm and, for a bf16 job,
+/// the bf16 product kernel this process runs ([`crate::kernels::bf16_gemm::kernel`]: AMX
+/// tiles, AVX512-BF16 dot products, or the operands widened to f32), as its record names it.
+fn flex_numerics(precision: memwall_core::spec::Precision) -> String {
+    let mut s = String::from("CPU f32 matmuls (gemm)");
+    if precision == memwall_core::spec::Precision::Bf16 {
+        let bf16 = crate::kernels::bf16_gemm::kernel().map_or(
+            "operands widened to f32 (gemm), rounded back once",
+            crate::kernels::bf16_gemm::Kernel::describe,
+        );
+        s.push_str(&format!("; bf16 matmuls: {bf16}"));
+    }
+    s.push_str("; f16/bf16 are storage and arithmetic dtypes of flex");
+    s
+}
+
 fn dispatch(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
     use burn::backend::Flex;
     match spec.backend {
         BackendKind::Flex => {
-            env.numerics =
-                "CPU f32 matmuls (gemm); f16/bf16 are storage and arithmetic dtypes of flex".into();
+            env.numerics = flex_numerics(spec.strategy.precision);
             run_cpu::<Flex>(spec, env)
         }
         BackendKind::Ndarray => {
