@@ -275,6 +275,26 @@ impl Measure {
         }
         format!("{:.*}{unit}", self.decimals, self.value)
     }
+
+    /// [`Measure::text`] with as many more decimals (at most 6) as it takes for the printed
+    /// number to satisfy `judged` (the rule's verdict on the printed number is the verdict on
+    /// the value): a value a hair past its rule's bound must not print as the bound itself.
+    pub fn text_judged_as(&self, judged: impl Fn(f64) -> bool) -> String {
+        let mut m = self.clone();
+        for _ in 0..6 {
+            if m.value != 0.0 && m.value.abs() < 1e-3 {
+                break;
+            }
+            let printed: f64 = format!("{:.*}", m.decimals, m.value)
+                .parse()
+                .unwrap_or(m.value);
+            if judged(printed) {
+                break;
+            }
+            m.decimals += 1;
+        }
+        m.text()
+    }
 }
 
 /// One row of a report's "Results at a glance" block: a headline claim of the source document

@@ -78,17 +78,20 @@ pub fn rows(
             let mut unlike = false;
             let mut resolution = None;
             let mut provenance = None;
-            let (ours, value, why) = match &c.not_comparable {
+            let mut shown: Option<Measure> = None;
+            let (mut ours, value, why) = match &c.not_comparable {
                 Some(reason) => ("–".to_string(), None, Some(reason.clone())),
                 None => match answer(c) {
                     Answer::Measured(m) => {
                         provenance = Some(m.provenance.clone());
                         resolution = m.resolution;
+                        shown = Some(m.clone());
                         (m.text(), Some(m.value), None)
                     }
                     Answer::Explained(m, note) => {
                         provenance = Some(m.provenance.clone());
                         resolution = m.resolution;
+                        shown = Some(m.clone());
                         (m.text(), Some(m.value), Some(note))
                     }
                     Answer::Unlike(m, reason) => {
@@ -130,6 +133,12 @@ pub fn rows(
                     _ => Verdict::of(c, value),
                 }
             };
+            // A value whose printed digits the rule would judge otherwise (1.031 printed as
+            // "1.03" beside "at most 1.03", a disagreement) is printed with the digits that
+            // show which side of the bound it is on.
+            if let (Some(m), Verdict::Agree | Verdict::Disagree) = (&shown, verdict) {
+                ours = m.text_judged_as(|printed| Verdict::of(c, Some(printed)) == verdict);
+            }
             let rule = if c.not_comparable.is_some() {
                 String::new()
             } else {
@@ -309,6 +318,27 @@ mod tests {
 
     fn timed() -> Provenance {
         Provenance::Measured("exact peak allocated bytes".into())
+    }
+
+    #[test]
+    fn a_value_a_hair_past_its_bound_prints_the_digits_that_show_it() {
+        let mut c = claim("a", "x.step_time_ratio");
+        c.agree = AgreeRule {
+            at_most: Some(1.03),
+            ..Default::default()
+        };
+        let ours = |v: f64| {
+            let r = rows(std::slice::from_ref(&c), "cpu", |_| {
+                Answer::Measured(Measure::new("a", v, "x", 2, timed()))
+            });
+            (r[0].ours.clone(), r[0].verdict)
+        };
+        // 1.031 would print as the bound it exceeds.
+        assert_eq!(ours(1.031), ("1.031x".into(), Verdict::Disagree));
+        assert_eq!(ours(1.0302), ("1.0302x".into(), Verdict::Disagree));
+        // Printed at its decimals when they already tell.
+        assert_eq!(ours(1.06), ("1.06x".into(), Verdict::Disagree));
+        assert_eq!(ours(1.029), ("1.03x".into(), Verdict::Agree));
     }
 
     #[test]
