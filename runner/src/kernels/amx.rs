@@ -73,30 +73,8 @@ pub fn gemm(m: usize, k: usize, n: usize, a: View, b: View, out: &mut [MaybeUnin
     let kp = k.div_ceil(2).div_ceil(TILE_PAIRS).max(1) * TILE_PAIRS;
     let row_blocks = m.div_ceil(BLOCK_ROWS);
     let panels = n.div_ceil(NR);
-    let pa = pack_rows(
-        Lines {
-            data: a.data,
-            offset: a.offset,
-            count: m,
-            step: a.row,
-            k,
-            k_step: a.col,
-        },
-        row_blocks * BLOCK_ROWS,
-        kp,
-    );
-    let pb = bf16_gemm::pack::<NR>(
-        Lines {
-            data: b.data,
-            offset: b.offset,
-            count: n,
-            step: b.col,
-            k,
-            k_step: b.row,
-        },
-        panels,
-        kp,
-    );
+    let pa = pack_rows(a.rows(m, k), row_blocks * BLOCK_ROWS, kp);
+    let pb = bf16_gemm::pack::<NR>(b.columns(n, k), panels, kp);
     // Tasks: each column panel cut into groups of row blocks, about four tasks per thread.
     let want = 4 * rayon::current_num_threads();
     let groups = want.div_ceil(panels).clamp(1, row_blocks);

@@ -166,30 +166,8 @@ fn dot_products(
     let kp = k.div_ceil(2);
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
     // `a`'s lanes are its rows, `b`'s its columns; both pair along k.
-    let pa = pack::<MR>(
-        Lines {
-            data: a.data,
-            offset: a.offset,
-            count: m,
-            step: a.row,
-            k,
-            k_step: a.col,
-        },
-        mp,
-        kp,
-    );
-    let pb = pack::<NR>(
-        Lines {
-            data: b.data,
-            offset: b.offset,
-            count: n,
-            step: b.col,
-            k,
-            k_step: b.row,
-        },
-        np,
-        kp,
-    );
+    let pa = pack::<MR>(a.rows(m, k), mp, kp);
+    let pb = pack::<NR>(b.columns(n, k), np, kp);
     let out_ptr = SendPtr(out.as_mut_ptr() as *mut bf16);
     // Column panel major: consecutive tiles (one thread's share) reuse a packed `b` panel.
     (0..mp * np).into_par_iter().for_each(|t| {
@@ -226,6 +204,32 @@ unsafe impl Sync for SendPtr {}
 impl SendPtr {
     pub(super) fn get(self) -> *mut bf16 {
         self.0
+    }
+}
+
+impl<'a> View<'a> {
+    /// The left operand `[count, k]` as lines along `k`: its rows.
+    pub(super) fn rows(self, count: usize, k: usize) -> Lines<'a> {
+        Lines {
+            data: self.data,
+            offset: self.offset,
+            count,
+            step: self.row,
+            k,
+            k_step: self.col,
+        }
+    }
+
+    /// The right operand `[k, count]` as lines along `k`: its columns.
+    pub(super) fn columns(self, count: usize, k: usize) -> Lines<'a> {
+        Lines {
+            data: self.data,
+            offset: self.offset,
+            count,
+            step: self.col,
+            k,
+            k_step: self.row,
+        }
     }
 }
 
