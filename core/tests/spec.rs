@@ -254,6 +254,52 @@ fn mixed_precision_options_parse_and_bad_combinations_name_the_fix() {
     }
 }
 
+/// A grid's `policy` axis crosses every recomputing K with each policy, names the
+/// configuration after it, and leaves K = none (nothing recomputed) one configuration without
+/// a policy; a policy the unit executor cannot run is refused naming the grid.
+#[test]
+fn a_grid_crosses_checkpoint_intervals_with_policies() {
+    use memwall_core::units::{Estimate, Policy};
+    let dir = tempfile::tempdir().unwrap();
+    let grid = "\n[[grid]]\ncheckpoint = [\"none\", 1, 2]\npolicy = [\"save_nothing\", \"save_matmuls\", [\"qkv\", \"attention\"], { budget = 0.3, estimate = \"profile\" }]\n";
+    let p = write(dir.path(), &(GOOD.to_string() + grid));
+    let s = Study::load(&p, Profile::Smoke, None).unwrap();
+    let generated: Vec<(&str, Option<Policy>)> = s
+        .configs
+        .iter()
+        .skip(2)
+        .map(|c| (c.name.as_str(), c.policy))
+        .collect();
+    let budget = Policy::Budget(0.3, Estimate::Profile);
+    assert_eq!(
+        generated.iter().map(|g| g.0).collect::<Vec<_>>(),
+        [
+            "cknone-f32",
+            "ck1-f32-save_nothing",
+            "ck1-f32-save_matmuls",
+            "ck1-f32-keep_qkv-attention",
+            "ck1-f32-budget_0p3_profile",
+            "ck2-f32-save_nothing",
+            "ck2-f32-save_matmuls",
+            "ck2-f32-keep_qkv-attention",
+            "ck2-f32-budget_0p3_profile",
+        ]
+    );
+    assert_eq!(generated[0].1, None);
+    assert_eq!(generated[2].1, Some(Policy::SaveMatmuls));
+    assert_eq!(generated[8].1, Some(budget));
+    // An unknown policy in the axis is refused naming the grid and the policies.
+    let bad = "\n[[grid]]\ncheckpoint = [1]\npolicy = [\"save_some\"]\n";
+    let p = write(dir.path(), &(GOOD.to_string() + bad));
+    let msg = Study::load(&p, Profile::Smoke, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("save_some") && msg.contains("save_matmuls"),
+        "{msg}"
+    );
+}
+
 /// [`GOOD`] with a named model `deep` in the smoke profile and a second grid on it.
 fn with_deep(model: &str, grid: &str) -> String {
     GOOD.replace(

@@ -25,8 +25,9 @@ pub(crate) struct ProfileSection {
 
 /// `[grid]` (or several `[[grid]]` tables): configurations as the cross product of strategy
 /// options (appended after the explicit `[[configs]]`, grid by grid). Names are
-/// `[<model>-]ck<K>-<precision>[-fusion][-fusedopt]`, with the model's name when the grid names
-/// one of the profile's named models (`model = "<name>"`).
+/// `[<model>-]ck<K>-<precision>[-fusion][-fusedopt][-<policy>]`, with the model's name when the
+/// grid names one of the profile's named models (`model = "<name>"`) and the policy's name
+/// when the grid has a `policy` axis ([`policy_slug`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Grid {
@@ -42,6 +43,26 @@ pub(crate) struct Grid {
     fusion: Vec<bool>,
     #[serde(default)]
     fused_optimizer: Vec<bool>,
+    /// Unit-level policies ([`crate::units::Policy`]) refining every K's recomputed segments:
+    /// `policy = ["save_nothing", "save_matmuls", { budget = 0.3 }]` crosses each with every
+    /// other axis (a K of `"none"` recomputes nothing, so its configurations take no policy).
+    #[serde(default)]
+    policy: Vec<crate::units::Policy>,
+}
+
+/// A policy as a configuration name's suffix: its label ([`crate::units::Policy::label`]) in
+/// the characters a name may hold (`budget:0.3:profile` -> `budget_0p3_profile`,
+/// `keep:qkv+attention` -> `keep_qkv-attention`).
+fn policy_slug(p: &crate::units::Policy) -> String {
+    p.label()
+        .chars()
+        .map(|c| match c {
+            ':' => '_',
+            '+' => '-',
+            '.' => 'p',
+            c => c,
+        })
+        .collect()
 }
 
 impl Grid {
@@ -57,49 +78,67 @@ impl Grid {
         } else {
             self.precision.clone()
         };
+        let policies: Vec<Option<crate::units::Policy>> = if self.policy.is_empty() {
+            vec![None]
+        } else {
+            self.policy.iter().copied().map(Some).collect()
+        };
         let mut out = Vec::new();
         for &fusion in &or(&self.fusion) {
             for &p in &pr {
                 for &c in &ck {
+                    // Without recomputation a policy has nothing to refine: one configuration,
+                    // named without one.
+                    let for_k = if c == CheckpointSpec::None {
+                        &[None][..]
+                    } else {
+                        &policies[..]
+                    };
                     for &fo in &or(&self.fused_optimizer) {
-                        let mut name = match &self.model {
-                            Some(m) => format!("{m}-ck{c}-{p}"),
-                            None => format!("ck{c}-{p}"),
-                        };
-                        if fusion {
-                            name.push_str("-fusion");
+                        for &policy in for_k {
+                            let mut name = match &self.model {
+                                Some(m) => format!("{m}-ck{c}-{p}"),
+                                None => format!("ck{c}-{p}"),
+                            };
+                            if fusion {
+                                name.push_str("-fusion");
+                            }
+                            if fo {
+                                name.push_str("-fusedopt");
+                            }
+                            if let Some(policy) = &policy {
+                                name.push('-');
+                                name.push_str(&policy_slug(policy));
+                            }
+                            out.push(ConfigSpec {
+                                label: name.clone(),
+                                name,
+                                model: self.model.clone(),
+                                precision: p,
+                                checkpoint: c,
+                                budget: None,
+                                policy,
+                                fused_optimizer: fo,
+                                fusion,
+                                balanced_checkpointing: false,
+                                attention: AttentionOption::default(),
+                                attention_tile: None,
+                                layer_norm: LayerNormSaving::default(),
+                                autotune_level: Default::default(),
+                                memory_cleanup: false,
+                                memory_pool: Default::default(),
+                                master_weights: false,
+                                loss_scale: None,
+                                checkmate: None,
+                                optimizer: None,
+                                weight_decay: None,
+                                accumulation_steps: None,
+                                nested_checkpoint: None,
+                                control: false,
+                                maps_to: String::new(),
+                                claim: None,
+                            });
                         }
-                        if fo {
-                            name.push_str("-fusedopt");
-                        }
-                        out.push(ConfigSpec {
-                            label: name.clone(),
-                            name,
-                            model: self.model.clone(),
-                            precision: p,
-                            checkpoint: c,
-                            budget: None,
-                            policy: None,
-                            fused_optimizer: fo,
-                            fusion,
-                            balanced_checkpointing: false,
-                            attention: AttentionOption::default(),
-                            attention_tile: None,
-                            layer_norm: LayerNormSaving::default(),
-                            autotune_level: Default::default(),
-                            memory_cleanup: false,
-                            memory_pool: Default::default(),
-                            master_weights: false,
-                            loss_scale: None,
-                            checkmate: None,
-                            optimizer: None,
-                            weight_decay: None,
-                            accumulation_steps: None,
-                            nested_checkpoint: None,
-                            control: false,
-                            maps_to: String::new(),
-                            claim: None,
-                        });
                     }
                 }
             }
