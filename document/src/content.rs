@@ -226,6 +226,11 @@ pub struct Measure {
     /// a verdict that one step would turn is "not comparable" (undecided).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<f64>,
+    /// Proven bounds `(low, high)` of the quantity, in `unit`, where `value` is only an
+    /// estimate within them (a solver stopped before proving its schedule optimal): a verdict
+    /// the rule would not give on the whole interval is "not comparable" (undecided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<(f64, f64)>,
     /// Measured, derived from measured values, computed by an algorithm of ours, or arithmetic
     /// from the configuration: which claims it may judge
     /// ([`memwall_core::spec::provenance::ClaimAbout::admits`]).
@@ -248,8 +253,16 @@ impl Measure {
             decimals,
             missing: None,
             resolution: None,
+            bounds: None,
             provenance,
         }
+    }
+
+    /// The same measure, known to lie in `[low, high]` (in `unit`); bounds that are not
+    /// ordered or that do not hold the value are dropped.
+    pub fn with_bounds(mut self, low: f64, high: f64) -> Measure {
+        self.bounds = (low <= self.value && self.value <= high).then_some((low, high));
+        self
     }
 
     /// The same measure, moving in steps of `step` (in `unit`).

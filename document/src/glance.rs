@@ -77,6 +77,7 @@ pub fn rows(
             let mut contradicted = false;
             let mut unlike = false;
             let mut resolution = None;
+            let mut bounds = None;
             let mut provenance = None;
             let mut shown: Option<Measure> = None;
             let (mut ours, value, why) = match &c.not_comparable {
@@ -85,12 +86,14 @@ pub fn rows(
                     Answer::Measured(m) => {
                         provenance = Some(m.provenance.clone());
                         resolution = m.resolution;
+                        bounds = m.bounds;
                         shown = Some(m.clone());
                         (m.text(), Some(m.value), None)
                     }
                     Answer::Explained(m, note) => {
                         provenance = Some(m.provenance.clone());
                         resolution = m.resolution;
+                        bounds = m.bounds;
                         shown = Some(m.clone());
                         (m.text(), Some(m.value), Some(note))
                     }
@@ -113,8 +116,30 @@ pub fn rows(
             } else if contradicted && value.is_some_and(f64::is_finite) {
                 Verdict::Disagree
             } else {
-                match (value, resolution) {
-                    (Some(v), Some(step)) if !c.agree.decided_within(v, c.value, step) => {
+                match (value, resolution, bounds) {
+                    (Some(_), _, Some((low, high)))
+                        if !c.agree.decided_between(low, high, c.value) =>
+                    {
+                        let text = |x: f64| {
+                            format!(
+                                "{}{}",
+                                memwall_core::spec::claims::trim_number(x),
+                                unit_suffix(&unit)
+                            )
+                        };
+                        let undecided = format!(
+                            "undecided: ours is proven only between {} and {}, and the rule \
+                             judges the two ends differently",
+                            text(low),
+                            text(high)
+                        );
+                        why = Some(match why {
+                            Some(w) => format!("{undecided}; {w}"),
+                            None => undecided,
+                        });
+                        Verdict::NotComparable
+                    }
+                    (Some(v), Some(step), _) if !c.agree.decided_within(v, c.value, step) => {
                         let step_text = format!(
                             "{}{}",
                             memwall_core::spec::claims::trim_number(step),
@@ -428,6 +453,27 @@ mod tests {
             Answer::Measured(m().with_resolution(1.0))
         });
         assert_eq!(fine[0].verdict, Verdict::Agree);
+        // A quantity proven only between two bounds decides where the rule judges the whole
+        // interval alike (the band here is 31.3-51.3%).
+        let inside = super::rows(&claims, "H100", |_| {
+            Answer::Measured(m().with_bounds(35.0, 45.0))
+        });
+        assert_eq!(inside[0].verdict, Verdict::Agree);
+        let across = super::rows(&claims, "H100", |_| {
+            Answer::Measured(m().with_bounds(30.0, 45.0))
+        });
+        assert_eq!(across[0].verdict, Verdict::NotComparable);
+        assert!(across[0]
+            .why
+            .as_deref()
+            .unwrap()
+            .starts_with("undecided: ours is proven only between 30% and 45%"));
+        // Bounds that do not hold the value are not bounds of it.
+        assert_eq!(m().with_bounds(40.0, 45.0).bounds, None);
+        let beyond = super::rows(&claims, "H100", |_| {
+            Answer::Measured(Measure::new("a", 60.0, "%", 1, timed()).with_bounds(55.0, 70.0))
+        });
+        assert_eq!(beyond[0].verdict, Verdict::Disagree);
         // A twin verdict follows the verdict in its cell.
         let mut with_twin = rows.clone();
         with_twin[0].twin = Some(crate::content::TwinVerdict {

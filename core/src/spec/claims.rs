@@ -349,6 +349,47 @@ impl AgreeRule {
         self.holds(ours - step, value) == here && self.holds(ours + step, value) == here
     }
 
+    /// The measurements the rule agrees with, as the closed interval `(low, high)` (the rule is
+    /// a conjunction of bands and bounds, so that set is an interval); `low > high` when none
+    /// agrees (a rule that needs the claim's `value` and has none).
+    pub fn agreeing_interval(&self, value: Option<f64>) -> (f64, f64) {
+        let mut rule = *self;
+        if rule.is_empty() {
+            rule.within_rel = Some(DEFAULT_WITHIN_REL);
+        }
+        let (mut low, mut high) = (f64::NEG_INFINITY, f64::INFINITY);
+        let mut band = |width: f64| match value {
+            Some(v) => {
+                low = low.max(v - width);
+                high = high.min(v + width);
+            }
+            None => (low, high) = (f64::INFINITY, f64::NEG_INFINITY),
+        };
+        if let Some(w) = rule.within {
+            band(w);
+        }
+        if let Some(r) = rule.within_rel {
+            band(r * value.map_or(0.0, f64::abs));
+        }
+        if let Some(m) = rule.at_most {
+            high = high.min(m);
+        }
+        if let Some(m) = rule.at_least {
+            low = low.max(m);
+        }
+        (low, high)
+    }
+
+    /// Whether the rule judges every measurement in `[low, high]` alike: a quantity known only
+    /// between two proven bounds (a solver's incumbent and its dual bound) decides the claim
+    /// only when the whole interval agrees or the whole interval disagrees.
+    pub fn decided_between(&self, low: f64, high: f64, value: Option<f64>) -> bool {
+        let (a, b) = self.agreeing_interval(value);
+        let all_agree = a <= low && high <= b;
+        let none_agrees = a > b || high < a || low > b;
+        all_agree || none_agrees
+    }
+
     /// The rule in words, e.g. "within 10 of 41.3" or "at most 1".
     pub fn describe(&self, value: Option<f64>, unit: &str) -> String {
         let v = |x: f64| format!("{}{}", trim_number(x), unit_suffix(unit));
@@ -756,6 +797,34 @@ mod tests {
         // No value for a relative rule: nothing agrees; no bound at all: nothing disagrees.
         assert_eq!(rule("within_rel = 0.1").cases(None), None);
         assert_eq!(rule("").cases(None), None);
+    }
+
+    /// A quantity known between two bounds decides a rule only when the rule judges the whole
+    /// interval alike, for a bound and for a band.
+    #[test]
+    fn bounds_decide_only_when_the_rule_judges_them_alike() {
+        let at_least = AgreeRule {
+            at_least: Some(50.0),
+            ..AgreeRule::default()
+        };
+        assert!(at_least.decided_between(50.0, 80.0, None));
+        assert!(at_least.decided_between(10.0, 42.0, None));
+        assert!(!at_least.decided_between(33.0, 50.0, None));
+        let band = AgreeRule {
+            within: Some(1.0),
+            ..AgreeRule::default()
+        };
+        // Both ends outside the band, on either side: the band lies between them.
+        assert!(!band.decided_between(0.0, 10.0, Some(5.0)));
+        assert!(band.decided_between(4.5, 5.5, Some(5.0)));
+        assert!(band.decided_between(7.0, 9.0, Some(5.0)));
+        // A band with no value agrees with nothing: every interval disagrees.
+        assert!(band.decided_between(0.0, 10.0, None));
+        // The interval matches holds() at its ends.
+        for x in [3.9, 4.0, 5.0, 6.0, 6.1] {
+            let (a, b) = band.agreeing_interval(Some(5.0));
+            assert_eq!(band.holds(x, Some(5.0)), a <= x && x <= b, "{x}");
+        }
     }
 
     #[test]

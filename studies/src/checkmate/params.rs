@@ -112,10 +112,32 @@ pub enum BuiltNet {
         batch: u32,
         /// Where the sizes come from (a record, a formula), shown in the report.
         source: String,
+        /// The batch search's step as a fraction of one sample: `divisions` = 8 searches in
+        /// eighths of a sequence (the input measured in tokens), so that the largest input is
+        /// found to 1/8 of a sequence instead of a whole one. 1 (the default): whole samples.
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        divisions: u32,
     },
 }
 
+fn one() -> u32 {
+    1
+}
+
+fn is_one(x: &u32) -> bool {
+    *x == 1
+}
+
 impl BuiltNet {
+    /// How many search steps one sample of the network is divided into (the transformer
+    /// chain's `divisions`; 1 for the ResNet, whose input is whole images).
+    pub fn divisions(&self) -> u32 {
+        match self {
+            BuiltNet::Resnet { .. } => 1,
+            BuiltNet::TransformerChain { divisions, .. } => *divisions,
+        }
+    }
+
     /// The network's training graph and the batch size it is built at.
     ///
     /// # Errors
@@ -351,7 +373,14 @@ pub fn validate(p: &CheckmateParams) -> Result<(), ParamError> {
         MAX_TIME_LIMIT_S,
     )?;
     list("batch_nets", &p.batch_nets, 0, 16, check_net)?;
-    list("nets", &p.nets, 0, 16, check_net)?;
+    list("nets", &p.nets, 0, 16, |f, n| {
+        check_net(f, n)?;
+        require(n.divisions() == 1, &format!("{f}.divisions"), || {
+            "only the batch search (`batch_nets`) searches in steps of a sample: remove \
+             `divisions` from a network of the budget sweep"
+                .into()
+        })
+    })?;
     num_above(
         "nets_time_limit_s",
         p.nets_time_limit_s,
@@ -381,7 +410,9 @@ fn check_net(f: &str, n: &BuiltNet) -> Result<(), ParamError> {
             head_bytes,
             batch,
             source,
+            divisions,
         } => {
+            int_in(&format!("{f}.divisions"), *divisions, 1, 1024)?;
             int_in(&format!("{f}.layers"), *layers, 1, 10_000)?;
             int_in(
                 &format!("{f}.activation_bytes"),

@@ -270,15 +270,45 @@ pub struct GraphResult {
     pub budgets: Vec<BudgetResult>,
 }
 
-/// One MILP solve of the batch-size bisection.
+/// One MILP solve of the batch-size bisection: Checkmate's MILP on graphs of at most
+/// `milp_max_nodes` nodes, the staged MILP (with its refinement) on larger ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchProbe {
     /// The batch size tried.
     pub batch: u32,
-    /// The solve at the fixed memory, with the compute limit as cost cutoff.
-    pub milp: MilpSolve,
+    /// The solve at the fixed memory, with the compute limit as cost cutoff (`None`: the
+    /// graph got the staged MILP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milp: Option<MilpSolve>,
+    /// The staged MILP at the fixed memory (graphs above `milp_max_nodes` nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<StagedSolve>,
+    /// Its refinement with one node per stage (graphs up to `refine_max_nodes` nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refined: Option<StagedSolve>,
     /// Whether it found a schedule within the compute limit.
     pub fits: bool,
+}
+
+impl BatchProbe {
+    /// Whether the solve proved that no schedule fits the memory within `limit` cost units:
+    /// the problem is infeasible (under HiGHS's cost cutoff, or below the working set), or
+    /// the proven lower bound of the cost is over `limit`. A solve stopped at its time limit
+    /// with neither proves nothing.
+    pub fn proven_not_to_fit(&self, limit: f64) -> bool {
+        if self.fits {
+            return false;
+        }
+        let milp = self
+            .milp
+            .as_ref()
+            .is_some_and(|m| m.status.is_infeasible() || m.dual_bound > limit);
+        let staged = [&self.staged, &self.refined]
+            .into_iter()
+            .flatten()
+            .any(|s| s.status.is_infeasible() || s.valid_bound > limit);
+        milp || staged
+    }
 }
 
 /// The maximum-batch-size search on the batch graph.
@@ -297,14 +327,40 @@ pub struct BatchResult {
     pub working_set_cap: u32,
     /// The MILP solves of the bisection, in the order they ran.
     pub milp_probes: Vec<BatchProbe>,
-    /// Whether the MILP ran (graphs above `milp_max_nodes` nodes get the baselines only; `milp`
-    /// is then 0). True in results written before the field.
+    /// Whether the MILP ran (results written before the staged MILP probed graphs above
+    /// `milp_max_nodes` nodes have the baselines only for those; `milp` is then 0). True in
+    /// results written before the field.
     #[serde(default = "yes")]
     pub milp_solved: bool,
+    /// Search steps per sample ([`BuiltNet::divisions`](super::BuiltNet::divisions)): every
+    /// batch of this result (baselines, MILP, cap, probes) counts steps of `1 / divisions` of a
+    /// sample. 1 in results written before the field.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub divisions: u32,
+}
+
+impl BatchResult {
+    /// `steps` of this search in samples (`steps / divisions`), printed with the digits the
+    /// step needs ("20", "4.125").
+    pub fn samples_text(&self, steps: u32) -> String {
+        let d = self.divisions.max(1);
+        if steps % d == 0 {
+            return (steps / d).to_string();
+        }
+        memwall_core::spec::claims::trim_number(f64::from(steps) / f64::from(d))
+    }
 }
 
 fn yes() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(x: &u32) -> bool {
+    *x == 1
 }
 
 /// The result of the Checkmate study.

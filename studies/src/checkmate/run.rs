@@ -107,7 +107,13 @@ pub fn run_study(params: &CheckmateParams, data_dir: &Path) -> Result<CheckmateR
         .iter()
         .map(|n| {
             let (g, b) = n.graph()?;
-            measure_batch(params, &g, b, &opts)
+            // Searched in steps of 1 / divisions of a sample: the graph's size at `b` samples
+            // is its size at `b * divisions` steps.
+            let d = n.divisions();
+            Ok(BatchResult {
+                divisions: d,
+                ..measure_batch(params, &g, b * d, &opts)?
+            })
         })
         .collect::<Result<Vec<_>, RematError>>()?;
     Ok(CheckmateResult {
@@ -324,14 +330,44 @@ fn measure_batch(
     let ws_cap = (mem as f64 * b0 / ws).floor() as u32;
     let hi = params.batch_max.min(ws_cap).max(lo);
     if g0.len() > params.milp_max_nodes {
+        // The staged MILP (Checkmate's problem, stages of several nodes, then refined), as the
+        // budget sweep solves such graphs; a probe fits when its best schedule is within the
+        // compute limit.
+        let mut milp_probes = Vec::new();
+        let milp = bisect(lo, hi, |b| {
+            let g = at(b);
+            let warm = BASELINES
+                .iter()
+                .filter_map(|n| {
+                    best_within(&family(&g, n, params.greedy_thresholds), mem, f64::INFINITY)
+                        .cloned()
+                })
+                .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
+                .map(|x| x.0);
+            let (coarse, refined) = measure_staged(&g, mem, warm, params, opts)?;
+            let fits = [Some(&coarse), refined.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.best)
+                .any(|x| x.cost <= limit + 1e-9);
+            milp_probes.push(BatchProbe {
+                batch: b,
+                milp: None,
+                staged: Some(coarse),
+                refined,
+                fits,
+            });
+            Ok(fits)
+        })?;
         return Ok(BatchResult {
             graph: g0.name.clone(),
             compute_limit: limit,
             baselines,
-            milp: 0,
+            milp,
             working_set_cap: ws_cap,
-            milp_probes: Vec::new(),
-            milp_solved: false,
+            milp_probes,
+            milp_solved: true,
+            divisions: 1,
         });
     }
     let bo = MilpOptions {
@@ -354,6 +390,7 @@ fn measure_batch(
         working_set_cap: ws_cap,
         milp_probes,
         milp_solved: true,
+        divisions: 1,
     })
 }
 
@@ -389,6 +426,8 @@ fn batch_probe(
             .best
             .as_ref()
             .is_some_and(|(_, r)| r.cost <= limit + 1e-9),
-        milp: (&out).into(),
+        milp: Some((&out).into()),
+        staged: None,
+        refined: None,
     })
 }

@@ -28,7 +28,12 @@ fn the_committed_result_keeps_its_status_texts() {
                 .iter()
                 .chain(&r.batch_nets)
                 .flat_map(|b| &b.milp_probes)
-                .map(|p| &p.milp.status),
+                .flat_map(|p| {
+                    p.milp
+                        .iter()
+                        .map(|m| &m.status)
+                        .chain(p.staged.iter().chain(&p.refined).map(|s| &s.status))
+                }),
         )
         .collect();
     for s in [
@@ -80,6 +85,7 @@ fn built_nets_out_of_range_name_their_field() {
         head_bytes: 1 << 10,
         batch: 4,
         source: source.into(),
+        divisions: 1,
     };
     let with = |nets: Vec<BuiltNet>| CheckmateParams {
         nets,
@@ -88,6 +94,16 @@ fn built_nets_out_of_range_name_their_field() {
     assert_eq!(validate(&with(vec![chain(100, "a record")])), Ok(()));
     let e = validate(&with(vec![chain(100, "a record"), chain(0, "a record")])).unwrap_err();
     assert_eq!(e.field, "nets[1].layers", "{e}");
+    let e = validate(&with(vec![BuiltNet::TransformerChain {
+        layers: 4,
+        activation_bytes: 1,
+        head_bytes: 1,
+        batch: 1,
+        source: "a record".into(),
+        divisions: 8,
+    }]))
+    .unwrap_err();
+    assert_eq!(e.field, "nets[0].divisions", "{e}");
     let e = validate(&with(vec![chain(3, " ")])).unwrap_err();
     assert_eq!(e.field, "nets[0].source", "{e}");
     let resnet = BuiltNet::Resnet {
@@ -342,6 +358,70 @@ fn measures_answer_the_claims() {
     // budgets solved.
     big.graphs[0].working_set_bound_bytes = big.graphs[0].checkpoint_all_peak_bytes / 2;
     assert!(value(&measures(&big), "milp_overhead_pct_at_3x_reduction").is_nan());
+    // The share of graphs under 10% overhead counts by what the solve proves: an incumbent
+    // under 10% is under; one over 10% with a dual bound under it leaves the share open; a
+    // dual bound over 10% or a budget no schedule fits is not under.
+    let mut open = big.clone();
+    open.graphs[0].working_set_bound_bytes = 0;
+    open.graphs[0].budgets[0].fraction = 0.5;
+    let fb = open.graphs[0].forward_backward_cost;
+    let share = |r: &CheckmateResult| {
+        let m = measures(r);
+        let x = m
+            .iter()
+            .find(|x| x.name == "graphs_2x_under_10pct_pct")
+            .unwrap();
+        (x.value, x.bounds)
+    };
+    let solve = open.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.status = SolveStatus::ReachedTimeLimit;
+    solve.best.as_mut().unwrap().cost = fb * 1.05;
+    solve.dual_bound = fb * 1.01;
+    let (low, high) = optimal_overhead_bounds(&open.graphs[0], 0.5);
+    assert!(
+        (low - 1.0).abs() < 1e-9 && (high - 5.0).abs() < 1e-9,
+        "{low} {high}"
+    );
+    assert_eq!(share(&open), (100.0, Some((100.0, 100.0))));
+    let solve = open.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.best.as_mut().unwrap().cost = fb * 1.5;
+    assert_eq!(share(&open), (0.0, Some((0.0, 100.0))));
+    let solve = open.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.dual_bound = fb * 1.2;
+    assert_eq!(share(&open), (0.0, Some((0.0, 0.0))));
+    let solve = open.graphs[0].budgets[0].milp.as_mut().unwrap();
+    solve.best = None;
+    solve.status = SolveStatus::Infeasible;
+    assert_eq!(
+        optimal_overhead_bounds(&open.graphs[0], 0.5),
+        (f64::INFINITY, f64::INFINITY)
+    );
+    assert_eq!(share(&open), (0.0, Some((0.0, 0.0))));
+    // A graph whose working set is over half the peak cannot reach 2x, whatever was solved.
+    let mut cannot = big.clone();
+    cannot.graphs[0].budgets[0].fraction = 0.5;
+    cannot.graphs[0].working_set_bound_bytes = cannot.graphs[0].checkpoint_all_peak_bytes * 3 / 4;
+    assert_eq!(share(&cannot).0, 0.0);
+    // LP rounding counts a budget where no rounding fits as not within 10%.
+    let mut rounding = big.clone();
+    rounding.graphs[0].budgets.truncate(1);
+    let b = &mut rounding.graphs[0].budgets[0];
+    let milp = b.milp.as_mut().unwrap();
+    milp.status = SolveStatus::Optimal;
+    milp.best.as_mut().unwrap().cost = 100.0;
+    milp.dual_bound = 95.0;
+    b.lp.lp_bound = Some(90.0);
+    b.lp.rounded = Some(ScheduleStats {
+        cost: 108.0,
+        peak_bytes: 1,
+        recomputations: 0,
+    });
+    // 8% over the incumbent, up to 13.7% over the optimum: within by the incumbent only.
+    assert_eq!(lp_rounding_within(&rounding, 10.0), (100.0, 0.0, 100.0));
+    rounding.graphs[0].budgets[0].lp.rounded = None;
+    assert_eq!(lp_rounding_within(&rounding, 10.0), (0.0, 0.0, 0.0));
+    rounding.graphs[0].budgets[0].lp.lp_bound = None;
+    assert!(lp_rounding_within(&rounding, 10.0).0.is_nan());
     // The solve-time claim: a finished solve gives its time; one stopped at a limit under an
     // hour decides nothing; one stopped at an hour or more decides against the claim.
     let mut timed = big.clone();
@@ -407,4 +487,89 @@ fn resnet50_counts_173_layers() {
     // conv0, bn0, relu0, pool0; 16 units of 10 operations and 4 projections; the head's 5.
     assert_eq!(g.forward_ops().len(), 4 + 16 * 10 + 4 + 5);
     assert_eq!(g.name, "ResNet-50 (224x224)");
+}
+
+/// The batch search on the transformer's chain in eighths of a sequence refines the search in
+/// whole sequences: each strategy's largest input lies within one sequence above the coarse
+/// one, and the ratio's step shrinks eightfold.
+#[test]
+fn a_finer_batch_search_refines_the_whole_sample_one() {
+    let chain = |divisions: u32| BuiltNet::TransformerChain {
+        layers: 8,
+        activation_bytes: 1 << 20,
+        head_bytes: 1 << 16,
+        batch: 4,
+        source: "a test".into(),
+        divisions,
+    };
+    let run = |divisions: u32| {
+        let params = CheckmateParams {
+            graphs: Vec::new(),
+            generated: vec![tiny()],
+            batch_graph: None,
+            batch_nets: vec![chain(divisions)],
+            batch_memory_bytes: 21 << 20,
+            batch_max: 512,
+            batch_time_limit_s: 30.0,
+            ..CheckmateParams::smoke()
+        };
+        run_study(&params, &data_dir())
+            .unwrap()
+            .batch_nets
+            .remove(0)
+    };
+    let (coarse, fine) = (run(1), run(8));
+    assert_eq!((coarse.divisions, fine.divisions), (1, 8));
+    for (c, f) in coarse.baselines.iter().zip(&fine.baselines) {
+        assert!(*c > 0, "{coarse:?}");
+        assert!(
+            c * 8 <= *f && *f < (c + 1) * 8,
+            "{c} samples vs {f} eighths"
+        );
+    }
+    // The MILP's batch is a lower bound: the finer one is at least the coarse one.
+    assert!(
+        fine.milp >= coarse.milp * 8,
+        "{} vs {}",
+        fine.milp,
+        coarse.milp
+    );
+    let all = fine.baselines[0];
+    assert_eq!(fine.samples_text(all), trim(f64::from(all) / 8.0));
+    assert_eq!(fine.samples_text(16), "2");
+    let m = measures(&CheckmateResult {
+        batch_nets: vec![fine.clone()],
+        ..run_study(
+            &CheckmateParams {
+                graphs: Vec::new(),
+                generated: vec![tiny()],
+                batch_graph: None,
+                ..CheckmateParams::smoke()
+            },
+            &data_dir(),
+        )
+        .unwrap()
+    });
+    let ratio = m
+        .iter()
+        .find(|x| x.name == "max_batch_milp_over_checkpoint_all")
+        .unwrap();
+    assert_eq!(ratio.resolution, Some(1.0 / f64::from(all)));
+    assert_eq!(ratio.value, f64::from(fine.milp) / f64::from(all));
+}
+
+fn trim(x: f64) -> String {
+    memwall_core::spec::claims::trim_number(x)
+}
+
+/// A small random layered graph: the study needs one graph beside its batch searches.
+fn tiny() -> GeneratedGraph {
+    GeneratedGraph {
+        n: 12,
+        w: 0.27,
+        nlv: 0.75,
+        ed: 0.2,
+        scd: 0.14,
+        seed: 3,
+    }
 }
