@@ -904,18 +904,10 @@ mod tests {
         assert_eq!(x.backward_reads, ["v1", "v2"]);
         assert_eq!(x.points, GRID_X1.len() * GRID_X2.len());
         let want = [[-0.25, 1.0], [1.0, 5f64.sin()]];
-        for r in 0..2 {
-            for c in 0..2 {
-                assert!(
-                    (x.hessian[r][c] - want[r][c]).abs() < 1e-12,
-                    "{:?}",
-                    x.hessian
-                );
-                assert!(
-                    (x.hessian_fd[r][c] - want[r][c]).abs() < 1e-7,
-                    "{:?}",
-                    x.hessian_fd
-                );
+        for (r, row) in want.iter().enumerate() {
+            for (c, w) in row.iter().enumerate() {
+                assert!((x.hessian[r][c] - w).abs() < 1e-12, "{:?}", x.hessian);
+                assert!((x.hessian_fd[r][c] - w).abs() < 1e-7, "{:?}", x.hessian_fd);
             }
         }
         assert!(x.hessian_gap < 1e-7, "{}", x.hessian_gap);

@@ -117,7 +117,7 @@ pub fn validate(p: &RangeParams) -> ParamResult {
     int_in("model.layers", m.layers, 1, 16)?;
     int_in("model.d_model", m.d_model, 8, 512)?;
     int_in("model.heads", m.heads, 1, 16)?;
-    super::params::require(m.d_model % m.heads == 0, "model.heads", || {
+    super::params::require(m.d_model.is_multiple_of(m.heads), "model.heads", || {
         format!(
             "must divide model.d_model = {} (got {})",
             m.d_model, m.heads

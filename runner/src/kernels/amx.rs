@@ -238,7 +238,7 @@ mod tiles {
         m: usize,
         cols: usize,
     ) {
-        assert!(kp % TILE_PAIRS == 0 && b.len() >= kp * NR && cols <= NR);
+        assert!(kp.is_multiple_of(TILE_PAIRS) && b.len() >= kp * NR && cols <= NR);
         assert!(pa.len() >= blocks.end * BLOCK_ROWS * kp);
         let config = Config::whole_tiles();
         let mut c = [0f32; BLOCK_ROWS * NR];

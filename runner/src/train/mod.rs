@@ -200,7 +200,7 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
         return Some("nested_checkpoint splits the segments of `checkpoint = K`: set checkpoint, or remove nested_checkpoint".into());
     }
     let n = spec.train.accumulation_steps;
-    if n == 0 || spec.model.batch % n.max(1) != 0 {
+    if n == 0 || !spec.model.batch.is_multiple_of(n.max(1)) {
         return Some(format!(
             "gradient accumulation: {n} micro-batches do not split the batch of {} sequences evenly: set accumulation_steps to a divisor of the batch",
             spec.model.batch

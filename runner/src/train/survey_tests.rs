@@ -111,7 +111,7 @@ fn training_between_surveys_lowers_the_surveyed_loss() {
         .collect();
     let stream = TokenStream { tokens, eos_id: 0 };
     let t = SurveyTraining {
-        model: cfg.clone(),
+        model: cfg,
         survey_at: vec![0, 12],
         lr: 3e-3,
         seed: 5,

@@ -344,7 +344,7 @@ impl BatchResult {
     /// step needs ("20", "4.125").
     pub fn samples_text(&self, steps: u32) -> String {
         let d = self.divisions.max(1);
-        if steps % d == 0 {
+        if steps.is_multiple_of(d) {
             return (steps / d).to_string();
         }
         memwall_core::spec::claims::trim_number(f64::from(steps) / f64::from(d))
