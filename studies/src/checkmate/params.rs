@@ -66,7 +66,9 @@ pub struct CheckmateParams {
     pub batch_memory_bytes: u64,
     /// Upper end of the batch-size bisection.
     pub batch_max: u32,
-    /// HiGHS time limit per MILP solve inside the batch-size bisection, seconds.
+    /// HiGHS time limit per MILP solve inside the batch-size bisection, seconds (the staged
+    /// MILP's, for the probes of graphs above `milp_max_nodes`, in place of
+    /// `staged_time_limit_s`).
     pub batch_time_limit_s: f64,
     /// More networks for the batch-size search at the same memory and compute limit, built by
     /// memwall: a ResNet and the transformer's chain of blocks.

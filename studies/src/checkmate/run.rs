@@ -344,7 +344,12 @@ fn measure_batch(
                 })
                 .min_by(|a, b| a.1.cost.total_cmp(&b.1.cost))
                 .map(|x| x.0);
-            let (coarse, refined) = measure_staged(&g, mem, warm, params, opts)?;
+            // A probe has the batch search's limit, as the MILP's probes of smaller graphs.
+            let probe_params = CheckmateParams {
+                staged_time_limit_s: params.batch_time_limit_s,
+                ..params.clone()
+            };
+            let (coarse, refined) = measure_staged(&g, mem, warm, &probe_params, opts)?;
             let fits = [Some(&coarse), refined.as_ref()]
                 .into_iter()
                 .flatten()

@@ -788,12 +788,16 @@ fn batch_nets_section(r: &CheckmateResult) -> Section {
             );
         }
         if b.milp_probes.iter().any(|x| x.staged.is_some()) {
+            let refined = match b.milp_probes.iter().any(|x| x.refined.is_some()) {
+                true => "then refined with one node per stage",
+                false => "not refined: above the refinement's node limit",
+            };
             table.note(
                 i,
                 2 + BASELINES.len(),
                 format!(
-                    "{nodes} nodes, above the {} nodes up to which Checkmate's MILP is solved whole: each probe is the staged MILP (Checkmate's problem over stages of several nodes, then refined), as the budget sweep solves this graph, warm-started from the best baseline; a probe fits when its best schedule is within the compute limit",
-                    p.milp_max_nodes
+                    "{nodes} nodes, above the {} nodes up to which Checkmate's MILP is solved whole: each probe is the staged MILP (Checkmate's problem over stages of several nodes, {refined}) under the search's {:.0} s limit, as the budget sweep solves this graph, warm-started from the best baseline; a probe fits when its best schedule is within the compute limit",
+                    p.milp_max_nodes, p.batch_time_limit_s
                 ),
             );
         }
