@@ -16,6 +16,8 @@
 //! - [`timeline`]: the memory timeline of one step and what is live at its peak;
 //! - [`units`]: the transformer block as a chain of units, and the policies that say which unit
 //!   outputs a recomputed segment keeps (rematerialization inside the block);
+//! - [`unit_checkmate`]: Checkmate's objective over every block's units (the exact plan of the
+//!   unit executor under a peak budget, with its predicted peak);
 //! - [`data_path`], [`datasets`]: where data files are found, and the data manifest
 //!   (`datasets.toml`: size, SHA-256 and origin of each data set);
 //! - [`error`]: the typed errors every stage returns.
@@ -45,6 +47,7 @@ pub mod solve_status;
 pub mod spec;
 pub mod strategy;
 pub mod timeline;
+pub mod unit_checkmate;
 pub mod units;
 
 pub use error::{BoxError, Error, Result};

@@ -9,13 +9,15 @@
 //! written into the job file ([`crate::spec::JobSpec::plan`]) and so into its record.
 //!
 //! May import: [`crate::strategy`], [`crate::spec`], [`crate::budget`],
-//! [`crate::segment_plan`], [`crate::segment_memory`].
+//! [`crate::segment_plan`], [`crate::segment_memory`], [`crate::units`],
+//! [`crate::unit_checkmate`].
 
 use crate::segment_memory::{predict, ExecutorProfile};
 use crate::segment_plan::{plan_transformer, PlanError};
 use crate::spec::{Recompute, Strategy};
 pub use crate::strategy::{check_segments, PlanMethod, SegmentPlan};
 use crate::strategy::{every_k, every_k_nested, per_block_stored, Segment, TransformerPlan};
+use crate::units::Policy;
 
 /// What [`plan`] made of a job.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +97,42 @@ pub fn plan_job(
     profile: Option<&ExecutorProfile>,
 ) -> Result<Plan, PlanError> {
     let mut planned = plan(strategy, model.layers, profile)?;
+    if let (Some(Policy::Checkmate(f)), Some(segments)) =
+        (strategy.policy, planned.segments.as_ref())
+    {
+        let every_block = segments.segments.len() == model.layers
+            && segments
+                .segments
+                .iter()
+                .all(|s| s.recompute && s.range().len() == 1);
+        if !every_block || strategy.recompute != Recompute::EveryK(1) {
+            return Err(PlanError::Params(
+                "a Checkmate policy chooses what every block keeps itself: make every block its \
+                 own recomputed segment (`checkpoint = 1`) beside `policy = { checkmate = f }`"
+                    .into(),
+            ));
+        }
+        let p = profile.ok_or_else(|| {
+            PlanError::Params(
+                "a Checkmate policy is planned from the job's profiling pass on its device: run \
+                 the plan stage (`memwall run`, `memwall-job sweep-dir`) first"
+                    .into(),
+            )
+        })?;
+        let shape = model.unit_shape(strategy.precision);
+        let solved = crate::unit_checkmate::plan_units(p, f, &shape, strategy.layer_norm)?;
+        let mut units = crate::units::UnitPlan::from_keeps(
+            Policy::Checkmate(f),
+            solved.keeps,
+            strategy.layer_norm,
+            &shape,
+            p.unit_forward_s.as_ref(),
+        );
+        units.predicted_peak_bytes = Some(solved.predicted_peak_bytes);
+        units.budget_bytes = Some(solved.budget_bytes);
+        planned.units = Some(units);
+        return Ok(planned);
+    }
     if let (Some(policy), Some(segments)) = (strategy.policy, planned.segments.as_ref()) {
         let shape = model.unit_shape(strategy.precision);
         let unit_forward_s = profile.and_then(|p| p.unit_forward_s.as_ref());

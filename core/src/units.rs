@@ -267,6 +267,14 @@ pub enum Policy {
     /// counted (FLOPs from the shapes, or forward seconds measured on the job's device); the
     /// span in bytes is the same for both.
     Budget(f64, Estimate),
+    /// Checkmate (Jain et al., MLSys 2020, eq. 1a under the budget of eq. 1e) over every
+    /// block's units: of every choice of kept unit outputs per block, the least recomputed
+    /// seconds (each unit's forward time measured by the job's profiling pass) whose predicted
+    /// peak fits this fraction in (0, 1] of the block-level no-recomputation peak (the same
+    /// bytes as `checkmate = f` at block granularity). Solved exactly by
+    /// `memwall_core::unit_checkmate::plan_units` from the job's executor profile; every block
+    /// must be its own recomputed segment (`checkpoint = 1`).
+    Checkmate(f64),
 }
 
 /// How a memory budget's knapsack counts the cost of recomputing a unit: PyTorch's
@@ -313,14 +321,17 @@ impl Policy {
             Policy::SaveNothing => Some(UnitSet::NONE),
             Policy::SaveEverything => Some(UnitSet::ALL),
             Policy::Keep(set) => Some(*set),
-            Policy::Budget(..) => None,
+            Policy::Budget(..) | Policy::Checkmate(_) => None,
         }
     }
 
-    /// Whether the plan needs the unit forward times of the job's profiling pass: a budget
-    /// with [`Estimate::Profile`].
+    /// Whether the plan needs the job's profiling pass: a budget with [`Estimate::Profile`]
+    /// (the unit forward times), a Checkmate policy (the unit times and the memory profile).
     pub fn needs_profile(&self) -> bool {
-        matches!(self, Policy::Budget(_, Estimate::Profile))
+        matches!(
+            self,
+            Policy::Budget(_, Estimate::Profile) | Policy::Checkmate(_)
+        )
     }
 
     /// The policy's name: a named policy's, or `keep:` and the kept units joined by `+`
@@ -336,6 +347,7 @@ impl Policy {
             ),
             Policy::Budget(b, Estimate::Flops) => format!("budget:{b}"),
             Policy::Budget(b, Estimate::Profile) => format!("budget:{b}:profile"),
+            Policy::Checkmate(f) => format!("checkmate:{f}"),
         }
     }
 
@@ -367,6 +379,9 @@ enum PolicyWire {
         #[serde(default, skip_serializing_if = "is_flops")]
         estimate: Estimate,
     },
+    Checkmate {
+        checkmate: f64,
+    },
 }
 
 fn is_flops(e: &Estimate) -> bool {
@@ -381,6 +396,7 @@ impl Serialize for Policy {
                 budget: *b,
                 estimate: *estimate,
             },
+            Policy::Checkmate(f) => PolicyWire::Checkmate { checkmate: *f },
             named => PolicyWire::Name(named.label()),
         }
         .serialize(s)
@@ -408,6 +424,22 @@ impl<'de> Deserialize<'de> for Policy {
                 parse_units(&names)
                     .map(Policy::Keep)
                     .map_err(serde::de::Error::custom)
+            }
+            serde_json::Value::Object(map) if map.contains_key("checkmate") => {
+                if let Some(extra) = map.keys().find(|k| *k != "checkmate") {
+                    return Err(serde::de::Error::custom(format!(
+                        "policy field `{extra}`: a Checkmate policy has only `checkmate`, the \
+                         fraction of the no-recomputation peak, e.g. {{ checkmate = 0.6 }}"
+                    )));
+                }
+                match map["checkmate"].as_f64() {
+                    Some(f) if f > 0.0 && f <= 1.0 => Ok(Policy::Checkmate(f)),
+                    _ => Err(serde::de::Error::custom(format!(
+                        "policy checkmate {}: use a fraction in (0, 1] of the no-recomputation \
+                         peak, e.g. {{ checkmate = 0.6 }}",
+                        map["checkmate"]
+                    ))),
+                }
             }
             serde_json::Value::Object(map) if map.contains_key("budget") => {
                 if let Some(extra) = map.keys().find(|k| *k != "budget" && *k != "estimate") {
@@ -438,7 +470,7 @@ impl<'de> Deserialize<'de> for Policy {
                 }
             }
             other => Err(serde::de::Error::custom(format!(
-                "a policy is a name ({}), a list of unit names or {{ budget = b }}, found {other}",
+                "a policy is a name ({}), a list of unit names, {{ budget = b }} or {{ checkmate = f }}, found {other}",
                 Self::NAMES.join(", ")
             ))),
         }
@@ -470,14 +502,24 @@ pub struct UnitPlan {
     /// unit), derived from the shapes.
     pub recompute_flops: f64,
     /// The forward seconds of each unit ([`Unit::ALL`] order, one block) that a budget with
-    /// [`Estimate::Profile`] was chosen with: the job's profiling pass's measurement on its
-    /// device. `None` for the other policies.
+    /// [`Estimate::Profile`] or a Checkmate policy was chosen with: the job's profiling pass's
+    /// measurement on its device. `None` for the other policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit_forward_s: Option<[f64; 8]>,
     /// Seconds recomputed per step predicted from `unit_forward_s`: the sum over the
     /// recomputed units. `None` without measured unit times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_recompute_s: Option<f64>,
+    /// The plan's predicted peak, bytes above the steady state with the profile's margin, for
+    /// the plans chosen under a peak budget ([`Policy::Checkmate`]:
+    /// `memwall_core::unit_checkmate::predict_units`); `None` for the others, which are chosen
+    /// by kept bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_peak_bytes: Option<u64>,
+    /// The peak budget the plan was chosen under, bytes ([`Policy::Checkmate`]'s fraction of
+    /// the no-recomputation peak); `None` for the other policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_bytes: Option<u64>,
 }
 
 impl UnitPlan {
@@ -539,10 +581,36 @@ impl UnitPlan {
                     })
                     .collect()
             }
+            (None, Policy::Checkmate(_)) => {
+                return Err(
+                    "a Checkmate policy is planned from the job's executor profile \
+                     (memwall_core::planner::plan_job), not from the shapes alone"
+                        .into(),
+                )
+            }
             (None, _) => unreachable!("only a budget's kept set depends on the shape"),
         };
+        Ok(UnitPlan::from_keeps(
+            policy,
+            keeps,
+            saving,
+            shape,
+            unit_forward_s,
+        ))
+    }
+
+    /// The plan that keeps `keeps` (one set per block), chosen by `policy`: what it recomputes
+    /// and keeps, counted as [`UnitPlan::new`] counts them; no predicted peak or budget (the
+    /// caller that chose under a peak budget sets them).
+    pub fn from_keeps(
+        policy: Policy,
+        keeps: Vec<UnitSet>,
+        saving: LayerNormSaving,
+        shape: &UnitShape,
+        unit_forward_s: Option<&[f64; 8]>,
+    ) -> UnitPlan {
         let recomputed = recomputed_units(&keeps, saving);
-        Ok(UnitPlan {
+        UnitPlan {
             policy,
             recomputed_units: recomputed.len(),
             kept_bytes: keeps.iter().map(|k| shape.kept_bytes(*k)).sum(),
@@ -552,8 +620,10 @@ impl UnitPlan {
             unit_forward_s: unit_forward_s.filter(|_| policy.needs_profile()).copied(),
             predicted_recompute_s: unit_forward_s
                 .map(|t| recomputed.iter().map(|(_, u)| t[u.index()]).sum()),
+            predicted_peak_bytes: None,
+            budget_bytes: None,
             keeps,
-        })
+        }
     }
 }
 

@@ -196,6 +196,54 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
         distinct_keeps,
         "no plan kept different units in different blocks"
     );
+    // Checkmate over the units (every block its own segment): from a budget where only outputs
+    // fit to one where every unit does, each plan's gradients are plain backward's.
+    let mut kept_some = false;
+    let mut recomputed_some = false;
+    let shape = cfg.unit_shape(Precision::F32);
+    let at = |keeps: &[UnitSet]| {
+        memwall_core::unit_checkmate::predict_units(&profile, &shape, keeps, true) as f64
+    };
+    let low = at(&vec![UnitSet::NONE.with(Unit::MlpOut); layers]);
+    let all = at(&vec![UnitSet::ALL; layers]);
+    let top = memwall_core::segment_plan::no_recompute_peak(&profile) as f64;
+    for k in [0.0, 0.25, 0.5, 0.75, 1.0] {
+        let fraction = ((low + k * (all - low)) / top).min(1.0);
+        let strategy = Strategy {
+            precision: Precision::F32,
+            recompute: Recompute::EveryK(1),
+            fused_optimizer: false,
+            fusion: false,
+            attention: Attention::MemoryEfficient {
+                tiles: Tiles::default(),
+            },
+            layer_norm: saving,
+            master_weights: false,
+            loss_scale: None,
+            policy: Some(Policy::Checkmate(fraction)),
+            nested_checkpoint: None,
+        };
+        let units = match plan_job(&strategy, &cfg, Some(&profile)) {
+            Ok(plan) => plan.units.expect("a unit plan"),
+            Err(memwall_core::segment_plan::PlanError::Infeasible { .. }) => continue,
+            Err(e) => panic!("checkmate {fraction}: {e}"),
+        };
+        let what = format!("unit-level checkmate {fraction}");
+        assert!(
+            units.predicted_peak_bytes.unwrap() <= units.budget_bytes.unwrap(),
+            "{what}"
+        );
+        kept_some |= units.keeps.iter().any(|k| k.len() > 1);
+        recomputed_some |= units.recomputed_units > 0;
+        let out = unit_step::<B, Adam>(model.clone(), &inputs, &units.keeps, None, &mut |_| {});
+        let got = grad_values(&out.step.model, &out.step.grads);
+        assert_same_bits(&got, &reference, &what);
+        assert_eq!(out.recomputed.len(), units.recomputed_units, "{what}");
+    }
+    assert!(
+        kept_some && recomputed_some,
+        "the Checkmate budgets never kept a unit or never recomputed one"
+    );
 }
 
 /// The unit profiling pass times every unit of a block and leaves the model untouched.

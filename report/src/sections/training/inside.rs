@@ -285,6 +285,7 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         }
     }
     let estimators = estimator_pairs(inputs, &rows);
+    let checkmate = checkmate_pairs(inputs, &rows);
     // The front of the model the unit plans ran, in their precision and layer-norm saving.
     let spec = &first_unit.record.spec;
     let shape = spec.model.unit_shape(spec.strategy.precision);
@@ -351,7 +352,7 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
         ..Default::default()
     };
     let mut tables = vec![plans];
-    for t in [pairs, estimators] {
+    for t in [pairs, estimators, checkmate] {
         if !t.rows.is_empty() {
             tables.push(t);
         }
@@ -497,6 +498,113 @@ fn estimator_pairs(inputs: &StudyInputs, rows: &[Planned]) -> Table {
         }
     }
     table
+}
+
+/// Checkmate at both granularities: each unit-level Checkmate plan (`policy = { checkmate =
+/// f }`) beside the block-level Checkmate plan (`checkmate = f`) of the same model and training
+/// settings: the same budget in bytes (a fraction of the no-recomputation peak predicted from
+/// the profiling pass), each plan's predicted and measured peak above the steady state and its
+/// step time.
+fn checkmate_pairs(inputs: &StudyInputs, rows: &[Planned]) -> Table {
+    let mut table = Table {
+        caption: "Checkmate at both granularities: the least recomputation whose predicted peak \
+                  fits the same budget (a fraction of the no-recomputation peak predicted by the \
+                  job's profiling pass), planned over whole blocks (the segment executor) and \
+                  over every block's units (the unit executor, by measured unit times). Peaks \
+                  are above the steady state (parameters, optimizer state, batch)"
+            .into(),
+        columns: [
+            "budget (fraction, MiB)",
+            "block / unit plan",
+            "peak, predicted, block / unit (MiB)",
+            "peak, measured, block / unit (MiB)",
+            "recomputed, from measured forward times, block / unit (ms)",
+            "median step, block / unit (ms)",
+            "runs, block / unit",
+            "step time, unit / block: median of paired runs (95% interval)",
+            "unit level at least as fast",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let above_steady = |p: &Planned| {
+        let steady = p.record.summary.as_ref().map_or(0, |s| s.steady_bytes) as f64;
+        (p.peak - steady) / MIB
+    };
+    let ms = |p: &Planned| {
+        p.recompute_s
+            .map_or("–".into(), |s| format!("{:.1}", s * 1e3))
+    };
+    for unit in rows {
+        let Some(u) = unit.record.spec.unit_plan.as_ref() else {
+            continue;
+        };
+        let Policy::Checkmate(f) = u.policy else {
+            continue;
+        };
+        let block = rows.iter().find(|b| {
+            !b.unit
+                && b.record.spec.strategy.recompute.checkmate() == Some(f)
+                && alike(b.record, unit.record)
+        });
+        let Some(block) = block else { continue };
+        let Some(c) = compare_steps(inputs, unit, block) else {
+            continue;
+        };
+        let mib = |b: Option<u64>| b.map_or("–".into(), |b| format!("{:.2}", b as f64 / MIB));
+        let block_predicted = block
+            .record
+            .spec
+            .planned
+            .as_ref()
+            .map(|t| t.predicted_peak_bytes);
+        table.rows.push(vec![
+            format!("{f}, {}", mib(u.budget_bytes)),
+            format!("{} / {}", block.row.cfg.name, unit.row.cfg.name),
+            format!("{} / {}", mib(block_predicted), mib(u.predicted_peak_bytes)),
+            format!("{:.2} / {:.2}", above_steady(block), above_steady(unit)),
+            format!("{} / {}", ms(block), ms(unit)),
+            format!("{:.0} / {:.0}", c.den_ms, c.num_ms),
+            format!("{} / {}", c.den_runs, c.num_runs),
+            c.ratio_text,
+            c.verdict.into(),
+        ]);
+        let row = table.rows.len() - 1;
+        for p in [block, unit] {
+            let plans = match p.unit {
+                true => distinct_unit_plans(inputs.records, p.record),
+                false => distinct_segment_plans(inputs.records, p.record),
+            };
+            if plans > 1 {
+                table.note(
+                    row,
+                    1,
+                    format!(
+                        "{}: its runs' profiling passes chose {plans} different plans; the \
+                         predicted peak and recomputation shown are one run's, the measured \
+                         peak and step time the medians over all runs",
+                        p.row.cfg.name
+                    ),
+                );
+            }
+        }
+    }
+    table
+}
+
+/// How many different segment plans the finished runs of `record`'s job on its device ran.
+fn distinct_segment_plans(records: &StudyRecords, record: &JobRecord) -> usize {
+    let mut plans: Vec<&Vec<memwall_core::strategy::Segment>> = Vec::new();
+    for r in runs_of(records, record) {
+        if let Some(plan) = r.plan.as_ref() {
+            if !plans.contains(&plan) {
+                plans.push(plan);
+            }
+        }
+    }
+    plans.len()
 }
 
 /// How many different unit plans (kept sets per block) the finished runs of `record`'s job on

@@ -155,7 +155,7 @@ pub(crate) fn check_micro_batch(
     let Some(n) = c.accumulation_steps.filter(|&n| n > 1) else {
         return Ok(());
     };
-    if model.batch % n != 0 {
+    if !model.batch.is_multiple_of(n) {
         return Err(fields.err(
             &format!("{at}.accumulation_steps"),
             format!(
@@ -275,6 +275,15 @@ pub(crate) fn check_policy(c: &ConfigSpec, at: &str, fields: Fields) -> Result<(
         return Err(fields.err(
             &field,
             "a policy says what the blocks of a recomputed segment keep: set `checkpoint` (e.g. 1, every block a segment), `budget` or `checkmate` beside it, or remove it"
+                .into(),
+        ));
+    }
+    if matches!(c.policy, Some(crate::units::Policy::Checkmate(_)))
+        && (c.checkpoint != CheckpointSpec::Every(1) || c.budget.is_some() || c.checkmate.is_some())
+    {
+        return Err(fields.err(
+            &field,
+            "a Checkmate policy chooses what every block keeps itself: set `checkpoint = 1` beside `policy = { checkmate = f }` (and no `budget` or `checkmate`)"
                 .into(),
         ));
     }
