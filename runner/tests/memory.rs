@@ -5,12 +5,11 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
-use burn::tensor::backend::Backend;
 use memwall_runner::measure::{
     allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe, MemoryProbe,
 };
-use memwall_runner::model::{InitModel, TransformerLm};
-use memwall_runner::train::{segment, train_step, Inputs};
+use memwall_runner::model::TransformerLm;
+use memwall_runner::train::{segment, train_step};
 
 type B = Autodiff<Flex>;
 
@@ -31,12 +30,8 @@ fn heap_probe_and_checkpointing_peaks() {
     );
 
     // 2. Checkpointing every block lowers the step's peak on an activation-dominated shape.
-    let cfg = common::activation_dominated();
-    let batch = common::batch(&cfg);
+    let (cfg, model, inputs) = common::activation_dominated_model();
     let device = Default::default();
-    B::seed(&device, 5);
-    let model = cfg.init::<B>(&device);
-    let inputs = Inputs::<B>::new(&batch, &device);
     let step_peak = |plan: Option<Vec<segment::Segment>>| {
         let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
         let mut probe = HeapProbe::default();

@@ -6,11 +6,10 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
-use burn::tensor::backend::Backend;
 use memwall_core::strategy::Segment;
 use memwall_remat::segment_plan::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
-use memwall_runner::model::{InitModel, TransformerLm};
+use memwall_runner::model::TransformerLm;
 use memwall_runner::train::profile::profile_executor;
 use memwall_runner::train::{train_step, Inputs};
 
@@ -39,12 +38,8 @@ fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, plan: &[Segment]) -> 
 
 #[test]
 fn measured_peaks_follow_the_plans_at_three_budgets() {
-    let cfg = common::activation_dominated();
-    let batch = common::batch(&cfg);
+    let (_, model, inputs) = common::activation_dominated_model();
     let device = Default::default();
-    B::seed(&device, 5);
-    let model = cfg.init::<B>(&device);
-    let inputs = Inputs::<B>::new(&batch, &device);
     let profile = profile_executor(
         &model,
         &inputs,

@@ -9,13 +9,12 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
-use burn::tensor::backend::Backend;
 use memwall_core::segment_plan::no_recompute_peak;
 use memwall_core::strategy::LayerNormSaving;
 use memwall_core::unit_checkmate::{plan_units, predict_units};
 use memwall_core::units::{Policy, Unit, UnitPlan, UnitSet};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
-use memwall_runner::model::{InitModel, TransformerLm};
+use memwall_runner::model::TransformerLm;
 use memwall_runner::train::profile::profile_executor;
 use memwall_runner::train::units::unit_forward_seconds;
 use memwall_runner::train::{unit_train_step, Inputs};
@@ -47,12 +46,8 @@ fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, keeps: &[UnitSet]) ->
 
 #[test]
 fn measured_peaks_follow_the_unit_plans_of_checkmate_at_three_budgets() {
-    let cfg = common::activation_dominated();
-    let batch = common::batch(&cfg);
+    let (cfg, model, inputs) = common::activation_dominated_model();
     let device = Default::default();
-    B::seed(&device, 5);
-    let model = cfg.init::<B>(&device);
-    let inputs = Inputs::<B>::new(&batch, &device);
     let mut profile = profile_executor(
         &model,
         &inputs,

@@ -7,11 +7,10 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
-use burn::tensor::backend::Backend;
 use memwall_core::strategy::{every_k, LayerNormSaving};
 use memwall_core::units::{Estimate, Policy, Unit, UnitPlan, UnitSet, UnitShape};
 use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
-use memwall_runner::model::{InitModel, TransformerLm};
+use memwall_runner::model::TransformerLm;
 use memwall_runner::train::{train_step, unit_train_step, Inputs};
 
 type B = Autodiff<Flex>;
@@ -50,12 +49,7 @@ fn step_peak(
 
 #[test]
 fn measured_peaks_follow_the_kept_bytes_of_every_policy() {
-    let cfg = common::activation_dominated();
-    let batch = common::batch(&cfg);
-    let device = Default::default();
-    B::seed(&device, 5);
-    let model = cfg.init::<B>(&device);
-    let inputs = Inputs::<B>::new(&batch, &device);
+    let (cfg, model, inputs) = common::activation_dominated_model();
     let shape = UnitShape {
         d_model: cfg.d_model as u64,
         d_ff: cfg.d_ff as u64,

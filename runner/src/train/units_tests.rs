@@ -154,6 +154,21 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
     };
     let device = Default::default();
     let saving = LayerNormSaving::SavesInput;
+    // An f32 job of memwall's attention and layer norm with `recompute` refined by `policy`.
+    let job_strategy = |recompute: Recompute, policy: Policy| Strategy {
+        precision: Precision::F32,
+        recompute,
+        fused_optimizer: false,
+        fusion: false,
+        attention: Attention::MemoryEfficient {
+            tiles: Tiles::default(),
+        },
+        layer_norm: saving,
+        master_weights: false,
+        loss_scale: None,
+        policy: Some(policy),
+        nested_checkpoint: None,
+    };
     B::seed(&device, 11);
     let model = cfg.init::<B>(&device).with_layer_norm(saving);
     let inputs = Inputs::<B>::new(&batch(&cfg), &device);
@@ -167,20 +182,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
             Policy::Budget(0.3, Estimate::Profile),
             Policy::SaveMatmuls,
         ] {
-            let strategy = Strategy {
-                precision: Precision::F32,
-                recompute: recompute.clone(),
-                fused_optimizer: false,
-                fusion: false,
-                attention: Attention::MemoryEfficient {
-                    tiles: Tiles::default(),
-                },
-                layer_norm: saving,
-                master_weights: false,
-                loss_scale: None,
-                policy: Some(policy),
-                nested_checkpoint: None,
-            };
+            let strategy = job_strategy(recompute.clone(), policy);
             let what = format!("{recompute:?} refined by {policy}");
             let plan = plan_job(&strategy, &cfg, Some(&profile)).expect("a plan");
             let units = plan.units.unwrap_or_else(|| panic!("{what}: no unit plan"));
@@ -209,20 +211,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
     let top = memwall_core::segment_plan::no_recompute_peak(&profile) as f64;
     for k in [0.0, 0.25, 0.5, 0.75, 1.0] {
         let fraction = ((low + k * (all - low)) / top).min(1.0);
-        let strategy = Strategy {
-            precision: Precision::F32,
-            recompute: Recompute::EveryK(1),
-            fused_optimizer: false,
-            fusion: false,
-            attention: Attention::MemoryEfficient {
-                tiles: Tiles::default(),
-            },
-            layer_norm: saving,
-            master_weights: false,
-            loss_scale: None,
-            policy: Some(Policy::Checkmate(fraction)),
-            nested_checkpoint: None,
-        };
+        let strategy = job_strategy(Recompute::EveryK(1), Policy::Checkmate(fraction));
         let units = match plan_job(&strategy, &cfg, Some(&profile)) {
             Ok(plan) => plan.units.expect("a unit plan"),
             Err(memwall_core::segment_plan::PlanError::Infeasible { .. }) => continue,

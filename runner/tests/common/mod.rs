@@ -4,8 +4,15 @@
 // Every test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::Backend;
 use memwall_core::spec::ModelConfig;
 use memwall_runner::data::Batch;
+use memwall_runner::model::{InitModel, TransformerLm};
+use memwall_runner::train::Inputs;
+
+/// The memory tests' backend: Flex (f32) with autodiff.
+pub type Cpu = Autodiff<Flex>;
 
 /// Six blocks of d_model 32 over 8 x 128 tokens: activations dominate the step's peak.
 pub fn activation_dominated() -> ModelConfig {
@@ -19,6 +26,17 @@ pub fn activation_dominated() -> ModelConfig {
         vocab: 300,
         tie_embeddings: true,
     }
+}
+
+/// [`activation_dominated`]'s model, initialized with seed 5 on the default CPU device, and its
+/// [`batch`] as training inputs.
+pub fn activation_dominated_model() -> (ModelConfig, TransformerLm<Cpu>, Inputs<Cpu>) {
+    let cfg = activation_dominated();
+    let device = Default::default();
+    Cpu::seed(&device, 5);
+    let model = cfg.init::<Cpu>(&device);
+    let inputs = Inputs::<Cpu>::new(&batch(&cfg), &device);
+    (cfg, model, inputs)
 }
 
 /// A deterministic batch of `cfg`'s shape (token ids below `cfg.vocab`, document positions).
