@@ -318,14 +318,25 @@ fn a_profiled_budget_is_shown_beside_its_flop_twin_and_runs_that_planned_differe
         let spec = &r.spec;
         let shape = spec.model.unit_shape(spec.strategy.precision);
         let segments = every_k(spec.model.layers, 1);
-        UnitPlan::new(
-            &segments,
-            policy,
-            spec.strategy.layer_norm,
-            &shape,
-            Some(&times),
-        )
-        .unwrap()
+        match policy {
+            // Planned from an executor profile, which these records do not have: keep only
+            // the outputs (the plan's choice does not matter to this table).
+            memwall_core::units::Policy::Checkmate(_) => UnitPlan::from_keeps(
+                policy,
+                memwall_core::units::block_keeps(&segments, memwall_core::units::UnitSet::NONE),
+                spec.strategy.layer_norm,
+                &shape,
+                Some(&times),
+            ),
+            _ => UnitPlan::new(
+                &segments,
+                policy,
+                spec.strategy.layer_norm,
+                &shape,
+                Some(&times),
+            )
+            .unwrap(),
+        }
     };
     for r in records.records.iter_mut() {
         if let Some(policy) = r.spec.strategy.policy {
@@ -379,4 +390,77 @@ fn a_profiled_budget_is_shown_beside_its_flop_twin_and_runs_that_planned_differe
         "{:?}",
         t.notes
     );
+}
+
+#[test]
+fn checkmate_at_both_granularities_is_one_row_per_budget_with_predicted_and_measured_peaks() {
+    use memwall_core::strategy::{every_k, TransformerPlan};
+    use memwall_core::units::{block_keeps, Policy, UnitPlan, UnitSet};
+    let (study, mut records) = synthetic("selective_checkpointing.toml", |config, _| {
+        let (peak, ms) = match config.name.as_str() {
+            "checkmate_40" => (75.0, 200.0),
+            "checkmate_40_units" => (77.0, 180.0),
+            "checkmate_60" => (90.0, 190.0),
+            "checkmate_60_units" => (94.0, 190.0),
+            _ => (100.0, 210.0),
+        };
+        Some((peak * MIB, ms / 1000.0))
+    });
+    for r in records.records.iter_mut() {
+        let spec = &mut r.spec;
+        let shape = spec.model.unit_shape(spec.strategy.precision);
+        let layers = spec.model.layers;
+        if let Some(f) = spec.strategy.recompute.checkmate() {
+            spec.plan = Some(memwall_core::strategy::SegmentPlan {
+                segments: every_k(layers, 1),
+                method: memwall_core::strategy::PlanMethod::CheckmateDp,
+                predicted_bytes: Some((f * 90.0 * MIB) as u64),
+                predicted_recompute_s: None,
+            });
+            spec.planned = Some(TransformerPlan {
+                segments: every_k(layers, 1),
+                budget_fraction: f,
+                budget_bytes: (f * 100.0 * MIB) as u64,
+                predicted_peak_bytes: (f * 90.0 * MIB) as u64,
+                predicted_cost_ratio: 1.3,
+                solver_status: memwall_core::solve_status::SolveStatus::OptimalSegmentPlan,
+                solve_time_s: 0.0,
+            });
+        }
+        if let Some(Policy::Checkmate(f)) = spec.strategy.policy {
+            let mut plan = UnitPlan::from_keeps(
+                Policy::Checkmate(f),
+                block_keeps(&every_k(layers, 1), UnitSet::NONE),
+                spec.strategy.layer_norm,
+                &shape,
+                None,
+            );
+            plan.budget_bytes = Some((f * 100.0 * MIB) as u64);
+            plan.predicted_peak_bytes = Some((f * 95.0 * MIB) as u64);
+            spec.unit_plan = Some(plan);
+        }
+    }
+    let (sections, _) = glance_of(&study, &records);
+    let t = sections
+        .iter()
+        .flat_map(|s| &s.tables)
+        .find(|t| t.caption.starts_with("Checkmate at both granularities"))
+        .cloned()
+        .expect("the Checkmate table");
+    assert_eq!(t.rows.len(), 2, "{:?}", t.rows);
+    let row = |name: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[1] == name)
+            .unwrap_or_else(|| panic!("{name}: {:?}", t.rows))
+    };
+    let at_40 = row("checkmate_40 / checkmate_40_units");
+    assert_eq!(at_40[0], "0.4, 40.00");
+    assert_eq!(at_40[2], "36.00 / 38.00", "predicted peaks: {at_40:?}");
+    // Measured above the steady state (40 MiB in these records).
+    assert_eq!(at_40[3], "35.00 / 37.00", "measured peaks: {at_40:?}");
+    assert!(at_40[7].starts_with("0.900x"), "{at_40:?}");
+    assert_eq!(at_40[8], "yes");
+    let at_60 = row("checkmate_60 / checkmate_60_units");
+    assert!(at_60[7].starts_with("1.000x"), "{at_60:?}");
 }
