@@ -98,6 +98,27 @@ fn probes_over_the_limit_are_out_of_memory_and_the_search_ends_at_the_boundary_a
         "checkpointing every block fits no larger batch than no recomputation"
     );
     assert!(largest_input::ratio(&rows, ck).unwrap() > 1.0);
+    // The memory above the steady state grows in proportion to the batch: the ratio at any
+    // limit (per-sample bytes, control over checkpointing) predicts the searched boundaries.
+    // With x = (limit - steady) / bytes per sample, each largest batch n has n <= x < n + 1, so
+    // the ratio x_ck / x_none lies in (n_ck / (n_none + 1), (n_ck + 1) / n_none).
+    let any = largest_input::ratio_at_any_limit(&rows, ck).expect("a fixed plan has one");
+    let (n_none, n_ck) = (none.largest.unwrap().0 as f64, ck.largest.unwrap().0 as f64);
+    assert!(
+        any > 1.0 && any > n_ck / (n_none + 1.0) * 0.97 && any < (n_ck + 1.0) / n_none * 1.03,
+        "ratio at any limit {any:.3} against the largest batches {n_none} and {n_ck}"
+    );
+    for planned in searched
+        .iter()
+        .filter(|r| r.config.checkmate.is_some() || r.config.budget.is_some())
+    {
+        assert_eq!(
+            largest_input::ratio_at_any_limit(&rows, planned),
+            None,
+            "{}",
+            planned.config.name
+        );
+    }
 
     // A killed search: the record of its last probe is gone (the process died before it was
     // written). Run again, only that probe runs; every other record is read back.
@@ -135,6 +156,10 @@ fn probes_over_the_limit_are_out_of_memory_and_the_search_ends_at_the_boundary_a
         "no limit in bytes in the report"
     );
     assert!(md.contains("Checkpoint every block"));
+    assert!(
+        md.contains("ratio at any limit, derived"),
+        "no derived column"
+    );
 }
 
 /// The search of `r` ended at its boundary: the largest value that fits in every run is

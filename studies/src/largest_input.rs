@@ -74,6 +74,15 @@ impl Dim {
     }
 
     /// How the report names the field.
+    /// One unit of the field: a `sample` (batch) or a `sequence position` (sequence length:
+    /// one token in each of the batch's sequences).
+    fn unit(self) -> &'static str {
+        match self {
+            Dim::Batch => "sample",
+            Dim::SeqLen => "sequence position",
+        }
+    }
+
     fn noun(self) -> &'static str {
         match self {
             Dim::Batch => "batch size",
@@ -720,6 +729,29 @@ pub fn ratio(rows: &[Row], row: &Row) -> Option<f64> {
     (control > 0).then(|| ours as f64 / control as f64)
 }
 
+/// Bytes above the steady state per unit of the searched field (a sample, a token) at `row`'s
+/// largest value: `(peak allocated − steady state) / value`, derived from that job's measured
+/// peak and steady state (parameters, optimizer state, corpus); `None` without a finished
+/// probe.
+pub fn bytes_per_unit(row: &Row) -> Option<f64> {
+    let (v, rec) = row.largest?;
+    let s = rec.summary?;
+    (v > 0 && s.peak_allocated_bytes > s.steady_bytes)
+        .then(|| (s.peak_allocated_bytes - s.steady_bytes) as f64 / v as f64)
+}
+
+/// The ratio to the control that a limit of any size gives when the memory above the steady
+/// state grows in proportion to the field: the control's [`bytes_per_unit`] over `row`'s
+/// (derived; the limit and the fixed memory cancel out of `(limit − steady) / bytes`). `None`
+/// for a strategy whose plan depends on the limit (a memory budget, Checkmate at the limit).
+pub fn ratio_at_any_limit(rows: &[Row], row: &Row) -> Option<f64> {
+    if row.config.budget.is_some() || row.config.checkmate.is_some() {
+        return None;
+    }
+    let control = bytes_per_unit(control_row(rows, row.dim)?)?;
+    Some(control / bytes_per_unit(row)?)
+}
+
 /// The report's section: per field a table of every configuration's largest value under the
 /// limit, its ratio to the control (no recomputation), the first value out of memory, and the
 /// peak and throughput at the largest; `None` without rows.
@@ -747,6 +779,10 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                 "ratio to no recomputation".into(),
                 format!("first {} out of memory", dim.as_str()),
                 "peak allocated at the largest (MiB)".into(),
+                format!(
+                    "above the steady state per {} at the largest, KiB (ratio at any limit, derived)",
+                    dim.unit()
+                ),
                 "step time at the largest (s)".into(),
                 if dim == Dim::Batch {
                     "samples/s at the largest".into()
@@ -768,6 +804,11 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                 ratio(rows, r).map_or("–".into(), |x| format!("{x:.2}x")),
                 r.first_oom.map_or("–".into(), |v| v.to_string()),
                 s.map_or("–".into(), |s| mib(s.peak_allocated_bytes)),
+                match (bytes_per_unit(r), ratio_at_any_limit(rows, r)) {
+                    (Some(b), Some(x)) => format!("{:.0} ({x:.2}x)", b / 1024.0),
+                    (Some(b), None) => format!("{:.0}", b / 1024.0),
+                    _ => "–".into(),
+                },
                 s.map_or("–".into(), |s| format!("{:.3}", s.median_step_s)),
                 s.map_or("–".into(), |s| {
                     if dim == Dim::Batch {
@@ -834,6 +875,30 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
         .iter()
         .filter_map(|r| ratio(rows, r).map(|x| (x, r)))
         .max_by(|a, b| a.0.total_cmp(&b.0));
+    // What caps the ratio: the fixed memory or the model (the best plan that does not depend
+    // on the limit).
+    let fixed_plan = rows
+        .iter()
+        .filter_map(|r| ratio_at_any_limit(rows, r).map(|x| (x, r)))
+        .filter(|(_, r)| !r.config.control && best.is_some_and(|(_, b)| b.dim == r.dim))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let capped = fixed_plan.and_then(|(any, r)| {
+        let steady = r.largest?.1.summary?.steady_bytes;
+        Some(format!(
+            " The steady state (parameters, optimizer state, corpus: {} MiB of the limit) does \
+             not cap the ratio: above it, no recomputation holds {:.0} KiB per {} and {} {:.0} \
+             KiB, so a limit of any size would give it about {any:.2}x (derived: the ratio of \
+             the two, the fixed memory cancelling out): the ratio is set by what the model keeps \
+             per {} (its {} blocks and its head), not by its fixed memory.",
+            mib(steady),
+            bytes_per_unit(control_row(rows, r.dim)?)? / 1024.0,
+            r.dim.unit(),
+            r.config.label,
+            bytes_per_unit(r)? / 1024.0,
+            r.dim.unit(),
+            model.layers
+        ))
+    });
     Some(Section {
         title: "The largest input that fits the memory limit".into(),
         claim: "\"Significant gains: Enables 5.1x larger input sizes on real networks\" \
@@ -847,7 +912,7 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
                 params.limit_bytes,
                 r.dim.noun(),
                 r.config.label
-            ),
+            ) + capped.as_deref().unwrap_or(""),
             None => "The search has no finished probe of the control yet.".into(),
         },
         notes: vec![
@@ -884,6 +949,15 @@ pub fn section(rows: &[Row], params: &SearchParams, study: &Study) -> Option<Sec
             "Step time and throughput are of one job at the largest value (its measured steps' \
              median), on a shared 2-core machine: they show the cost of the recomputation at \
              that size, not a benchmark."
+                .into(),
+            "Above the steady state per sample or sequence position (derived): (peak allocated − steady \
+             state) / the largest value, of the job at the largest value; the steady state is \
+             what the job holds between steps (parameters, optimizer state, corpus). The ratio \
+             at any limit is the control's over the strategy's: the ratio of the largest values \
+             a limit of any size gives when the memory above the steady state grows in \
+             proportion to the field. It is given only for plans that do not depend on the \
+             limit (not the memory budgets, planned from the job's profile, nor Checkmate at \
+             the limit)."
                 .into(),
         ],
         tables,
