@@ -93,8 +93,10 @@ fn terms(p: &ExecutorProfile) -> Terms {
 /// The peak of block `i`'s forward and backward with `prefix` bytes kept by the earlier blocks
 /// beyond their outputs and `extra` by the block itself. Forward: what is kept so far and the
 /// block's forward without autodiff (or its kept outputs, if larger). Backward: what is live,
-/// and the larger of the block's forward with autodiff (the recomputation) and its activations
-/// with its backward's working set; the block's own kept values are among its activations.
+/// and the segment model's terms for a recomputed block, which bound the unit executor's
+/// recomputation of the block's dropped units: the larger of the block's measured forward with
+/// autodiff and its activations with its backward's working set (the block's own kept values
+/// are among its activations).
 fn block_peak(p: &ExecutorProfile, t: &Terms, i: usize, prefix: u64, extra: u64) -> u64 {
     let b = &p.blocks[i];
     let forward = t.forward[i]
