@@ -573,10 +573,8 @@ fn checkmate_pairs(inputs: &StudyInputs, rows: &[Planned]) -> Table {
         ]);
         let row = table.rows.len() - 1;
         for p in [block, unit] {
-            let plans = match p.unit {
-                true => distinct_unit_plans(inputs.records, p.record),
-                false => distinct_segment_plans(inputs.records, p.record),
-            };
+            // A segment plan is counted by what it keeps per block (`unit_keeps`).
+            let plans = distinct_unit_plans(inputs.records, p.record);
             if plans > 1 {
                 table.note(
                     row,
@@ -594,22 +592,9 @@ fn checkmate_pairs(inputs: &StudyInputs, rows: &[Planned]) -> Table {
     table
 }
 
-/// How many different segment plans the finished runs of `record`'s job on its device ran.
-fn distinct_segment_plans(records: &StudyRecords, record: &JobRecord) -> usize {
-    let mut plans: Vec<&Vec<memwall_core::strategy::Segment>> = Vec::new();
-    for r in runs_of(records, record) {
-        if let Some(plan) = r.plan.as_ref() {
-            if !plans.contains(&plan) {
-                plans.push(plan);
-            }
-        }
-    }
-    plans.len()
-}
-
-/// How many different unit plans (kept sets per block) the finished runs of `record`'s job on
-/// its device ran: 1 for a plan fixed by the configuration, possibly more for a budget chosen
-/// by each run's own measured unit times.
+/// How many different plans (kept sets per block, [`crate::spec::JobSpec::unit_keeps`]: a segment plan's
+/// too) the finished runs of `record`'s job on its device ran: 1 for a plan fixed by the
+/// configuration, possibly more for one chosen by each run's own profiling pass.
 fn distinct_unit_plans(records: &StudyRecords, record: &JobRecord) -> usize {
     let mut plans: Vec<Vec<memwall_core::units::UnitSet>> = Vec::new();
     for r in runs_of(records, record) {
