@@ -55,13 +55,19 @@ configuration (so a served CPU row is not a CPU peak; run.sh serves only on CUDA
 
 Usage:
     python3 torch_peak_memory.py --plan reference/peak_memory.plan.json --config control \
-        [--out row.json] [--device auto|cuda|cpu] [--threads N] [--tiny]
+        [--out row.json] [--device auto|cuda|cpu] [--threads N] [--tiny] [--pareto]
     python3 torch_peak_memory.py --serve [--device auto|cuda|cpu] [--threads N] [--tiny]
 
 --serve reads one request per line on standard input, `PLAN<TAB>CONFIG<TAB>OUT<TAB>LOG`: it
 runs CONFIG of PLAN, writes the row to OUT (atomically) and everything it prints to LOG, then
 answers one line on standard output, `done<TAB>STATUS` (the row's status) or `error<TAB>WHY`
 (bad plan or configuration: no row); it ends at the end of its input.
+
+--pareto (for a configuration with `activation_memory_budget`) also records PyTorch's own
+memory-budget Pareto front, what PARTITIONER_MEMORY_BUDGET_PARETO=1 plots (the source's "Memory
+Budget Pareto"), as numbers in the row's `memory_budget_pareto` (see ParetoCapture); the
+partitioner's bisection runs inside the first step, so that row's `first_step_s` includes it
+(each graph's `bisection_s`).
 
 --tiny replaces the plan's model with a 2-layer, d_model-64 model and 1 + 2 steps (to check
 the script on a CPU). Exit status 0 whenever a row was written (also for out of memory);
@@ -178,6 +184,10 @@ def parse_args(argv):
     p.add_argument("--threads", type=int,
                    help="CPU: torch.set_num_threads (default: the CPUs this process may use)")
     p.add_argument("--tiny", action="store_true", help="tiny model and steps (a CPU check)")
+    p.add_argument("--pareto", action="store_true",
+                   help="for a configuration with an activation memory budget, also record "
+                        "the partitioner's memory-budget Pareto front (memory_budget_pareto; "
+                        "slow: its bisection is part of the first step)")
     args = p.parse_args(argv)
     if not args.serve and (args.plan is None or args.config is None):
         p.error("--plan and --config are required (or --serve)")
@@ -323,6 +333,94 @@ def build_model(torch, m, attention):
     return Model
 
 
+class ParetoCapture:
+    """PyTorch's own memory-budget Pareto dump, kept as numbers.
+
+    With `torch._functorch.config.visualize_memory_budget_pareto` (what
+    `PARTITIONER_MEMORY_BUDGET_PARETO=1` sets; the source's "Memory Budget Pareto", 004) the
+    min-cut partitioner bisects the budget over [0, 1] for every joint graph it partitions,
+    solving its knapsack at each budget, and plots each distinct plan's memory ratio (its saved
+    activations above the graph's inputs, as a fraction of the default partitioner's:
+    `get_mem_ratio` in torch/_functorch/partitioners.py) against the runtime estimate of what it
+    recomputes (FLOPs under the default `flops` estimator, `torch.utils.flop_counter`), then
+    saves the plot as SVG through matplotlib. This keeps the plotted points instead: a stand-in
+    `matplotlib.pyplot` records what `plt.plot` is given, and the partitioner's debug trace of
+    each knapsack solve (`AOT_PARTITIONER_DEBUG`, which only logs) gives the graph's input and
+    default activation sizes, so each ratio also reads in bytes. One entry per joint graph, in
+    the order the partitioner ran them.
+    """
+
+    def __init__(self, torch):
+        import sys
+        import types
+        import torch._functorch.config as functorch_config
+        import torch._functorch.partitioners as partitioners
+        self.graphs, self.sizes = [], {}
+        self._sys, self._partitioners, self._config = sys, partitioners, functorch_config
+        self._saved = (functorch_config.visualize_memory_budget_pareto,
+                       partitioners.AOT_PARTITIONER_DEBUG,
+                       partitioners.create_structured_trace_for_min_cut_info,
+                       {k: sys.modules.get(k) for k in ("matplotlib", "matplotlib.pyplot")})
+        capture = self
+
+        def trace(**kw):
+            if not capture.sizes:
+                capture.started = time.perf_counter()
+            capture.sizes = {"min": kw["min_act_size"], "max": kw["max_act_size"]}
+
+        plt = types.ModuleType("matplotlib.pyplot")
+
+        def plot(x, y, *_, **__):
+            name = str(partitioners.get_aot_graph_name())
+            lo, hi = capture.sizes.get("min"), capture.sizes.get("max")
+            points, seen = [], set()
+            for ratio, recompute in zip(x, y):
+                if (ratio, recompute) in seen:
+                    continue
+                seen.add((ratio, recompute))
+                point = {"memory_ratio": float(ratio), "recompute_flops": float(recompute)}
+                if lo is not None and hi is not None:
+                    # Sizes are in 1e9 bytes (`estimate_activations_size`).
+                    point["saved_bytes_above_inputs"] = int(round(float(ratio) * (hi - lo) * 1e9))
+                points.append(point)
+            started = getattr(capture, "started", None)
+            capture.sizes = {}
+            capture.graphs.append({
+                "graph": name,
+                "bisection_s": None if started is None else time.perf_counter() - started,
+                "input_bytes": None if lo is None else int(round(lo * 1e9)),
+                "default_saved_bytes": None if hi is None else int(round(hi * 1e9)),
+                "points": points,
+            })
+
+        class Figure:
+            def savefig(self, *_, **__):
+                pass
+
+        for f in ("figure", "annotate", "xlabel", "ylabel", "title", "grid", "show"):
+            setattr(plt, f, lambda *_, **__: None)
+        plt.plot = plot
+        plt.gcf = Figure
+        mpl = types.ModuleType("matplotlib")
+        mpl.pyplot = plt
+        sys.modules["matplotlib"], sys.modules["matplotlib.pyplot"] = mpl, plt
+        functorch_config.visualize_memory_budget_pareto = True
+        partitioners.AOT_PARTITIONER_DEBUG = True
+        partitioners.create_structured_trace_for_min_cut_info = trace
+
+    def close(self):
+        """Puts back what the capture replaced."""
+        visualize, debug, trace, modules = self._saved
+        self._config.visualize_memory_budget_pareto = visualize
+        self._partitioners.AOT_PARTITIONER_DEBUG = debug
+        self._partitioners.create_structured_trace_for_min_cut_info = trace
+        for k, v in modules.items():
+            if v is None:
+                self._sys.modules.pop(k, None)
+            else:
+                self._sys.modules[k] = v
+
+
 # Configurations this process has run (`process_order` of the next row is one more), and the
 # partitioner's memory budget as torch sets it (restored for a configuration without one).
 RUNS_IN_PROCESS = 0
@@ -403,6 +501,7 @@ def run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row):
             row["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
             row["max_memory_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
 
+    pareto = None
     try:
         budget = cfg.get("activation_memory_budget")
         if budget is not None or DEFAULT_MEMORY_BUDGET is not None:
@@ -438,6 +537,8 @@ def run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row):
         else:
             optimizer = make_optimizer(model.parameters(), True)
         forward = torch.compile(model) if cfg.get("compile") else model
+        wants = getattr(args, "pareto", False) and budget is not None and cfg.get("compile")
+        pareto = ParetoCapture(torch) if wants else None
         gen = torch.Generator(device="cpu").manual_seed(train["seed"])
         b, t, vocab = model_cfg["batch"], model_cfg["seq_len"], model_cfg["vocab"]
         times, loss_value = [], None
@@ -457,6 +558,9 @@ def run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row):
             loss_value = float(loss.detach())
             if step == 0:
                 row["first_step_s"] = dt
+                if pareto is not None:
+                    pareto.close()
+                    row["memory_budget_pareto"] = pareto.graphs
             if step >= train["warmup_steps"]:
                 times.append(dt)
         peaks()
@@ -464,6 +568,8 @@ def run_measured(args, plan, cfg, model_cfg, train, optimizer_name, row):
         row.update(status="ok", median_step_s=median, samples_per_s=b / median,
                    final_loss=loss_value if math.isfinite(loss_value) else None)
     except Exception as e:  # noqa: BLE001 - every failure is a row, as memwall's records are
+        if pareto is not None:
+            pareto.close()
         peaks()
         oom = isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "out of memory" in str(e)
         row["status"] = "out_of_memory" if oom else "failed"

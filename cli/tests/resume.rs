@@ -90,6 +90,7 @@ fn twin(plan: &TwinJobs, config: &str, device: &str, status: TorchStatus) -> Tor
         finished_at: "2026-11-27T10:00:00+00:00".into(),
         process_order: None,
         wall_s: None,
+        memory_budget_pareto: Vec::new(),
     }
 }
 

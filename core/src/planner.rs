@@ -246,6 +246,7 @@ mod tests {
             loss_scale: None,
             policy: None,
             nested_checkpoint: None,
+            head_chunks: None,
         }
     }
 

@@ -53,6 +53,7 @@ fn cpu_row(record: &JobRecord, device: &str, samples_per_s: f64) -> TorchRow {
         finished_at: "2026-11-27T00:00:00Z".into(),
         process_order: None,
         wall_s: None,
+        memory_budget_pareto: Vec::new(),
     }
 }
 

@@ -98,6 +98,10 @@ pub struct CpuRequest {
     pub threads: usize,
     /// Scratch folder of the plans, the rows as written and the script's logs.
     pub work: PathBuf,
+    /// Also record PyTorch's memory-budget Pareto front of each configuration with an
+    /// activation memory budget (the script's `--pareto`; its bisection is part of the first
+    /// step, minutes at the cpu profile's size).
+    pub pareto: bool,
 }
 
 /// One study's plan as the command runs it.
@@ -315,6 +319,7 @@ pub fn measure(req: &CpuRequest, planned: &PlannedStudy, config: &str) -> Result
         .arg(req.threads.to_string())
         .arg("--out")
         .arg(&out)
+        .args(req.pareto.then_some("--pareto"))
         .stdin(Stdio::null())
         .stdout(log_file)
         .stderr(log_err)
@@ -425,6 +430,7 @@ mod tests {
             finished_at: "2026-11-27T00:00:00Z".into(),
             process_order: None,
             wall_s: None,
+            memory_budget_pareto: Vec::new(),
         }
     }
 

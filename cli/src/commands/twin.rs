@@ -49,6 +49,11 @@ pub(crate) struct TwinArgs {
     /// Store the rows without re-rendering the reports.
     #[arg(long)]
     pub(crate) no_report: bool,
+    /// Also record PyTorch's memory-budget Pareto front (what PARTITIONER_MEMORY_BUDGET_PARETO=1
+    /// plots) of each configuration with an activation memory budget; the peak-memory report
+    /// draws it beside memwall's front. Slow: the partitioner's bisection runs in the first step.
+    #[arg(long)]
+    pub(crate) pareto: bool,
 }
 
 // `memwall import`'s arguments (its help is the `Import` command's).
@@ -84,6 +89,7 @@ pub(crate) fn twin_cpu(a: TwinArgs) -> Result<()> {
         python: a.python.clone(),
         threads,
         work: a.work.clone(),
+        pareto: a.pareto,
     };
     let planned = twin_cpu::plans(&req)?;
     let cpu = device::cpu_model();

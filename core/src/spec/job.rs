@@ -123,6 +123,9 @@ pub struct Strategy {
     /// ([`crate::strategy::every_k_nested`], [`ConfigSpec::nested_checkpoint`]); `None`: each
     /// segment is recomputed in one piece.
     pub nested_checkpoint: Option<usize>,
+    /// The head's logits recomputed in backward in this many chunks of rows
+    /// ([`ConfigSpec::head_chunks`]); `None`: the head keeps its logits (autodiff).
+    pub head_chunks: Option<usize>,
 }
 
 impl Strategy {
@@ -186,6 +189,9 @@ struct StrategyWire {
     /// Absent in job files without nested checkpointing, so their keys are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     nested_checkpoint: Option<usize>,
+    /// Absent in job files whose head keeps its logits, so their keys are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    head_chunks: Option<usize>,
 }
 
 impl TryFrom<StrategyWire> for Strategy {
@@ -232,6 +238,7 @@ impl TryFrom<StrategyWire> for Strategy {
             loss_scale: w.loss_scale,
             policy: w.policy,
             nested_checkpoint: w.nested_checkpoint,
+            head_chunks: w.head_chunks,
         })
     }
 }
@@ -257,6 +264,7 @@ impl From<Strategy> for StrategyWire {
             loss_scale: s.loss_scale,
             policy: s.policy,
             nested_checkpoint: s.nested_checkpoint,
+            head_chunks: s.head_chunks,
         }
     }
 }
@@ -274,6 +282,7 @@ impl From<&ConfigSpec> for Strategy {
             loss_scale: c.loss_scale,
             policy: c.policy,
             nested_checkpoint: c.nested_checkpoint,
+            head_chunks: c.head_chunks,
         }
     }
 }

@@ -30,6 +30,7 @@ fn a_twin_is_expected_from_its_stored_row_of_the_same_model() {
         finished_at: String::new(),
         process_order: None,
         wall_s: None,
+        memory_budget_pareto: Vec::new(),
     };
     let steps = (plan.train.warmup_steps + plan.train.steps) as f64;
     let mut other = plan.model;

@@ -304,6 +304,52 @@ pub struct TorchRow {
     /// context included for the first): what the bundle's estimates are checked against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<f64>,
+    /// PyTorch's own memory-budget Pareto dump for a configuration with an
+    /// `activation_memory_budget` (what `PARTITIONER_MEMORY_BUDGET_PARETO=1` plots, the source's
+    /// "Memory Budget Pareto", 004), one entry per joint graph the partitioner ran; empty for
+    /// the other configurations and in rows written before the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_budget_pareto: Vec<ParetoGraph>,
+}
+
+/// One joint graph's memory-budget Pareto front as PyTorch's min-cut partitioner computes it
+/// (`torch/_functorch/partitioners.py`, `visualize_memory_budget_pareto`): it bisects the budget
+/// over [0, 1], solves its knapsack at each budget and keeps every distinct plan. These are the
+/// partitioner's estimates from the graph's shapes, not measurements.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ParetoGraph {
+    /// The graph's name as AOT autograd gives it (`model__0_joint_0`; the source's SVG files
+    /// are named by it).
+    pub graph: String,
+    /// Bytes of the graph's inputs (parameters and batch), the partitioner's memory floor
+    /// (`min_act_size`); `None` when the script could not read it.
+    #[serde(default)]
+    pub input_bytes: Option<u64>,
+    /// Bytes the default partitioner saves (`max_act_size`, budget 1.0), inputs included;
+    /// `None` when the script could not read it.
+    #[serde(default)]
+    pub default_saved_bytes: Option<u64>,
+    /// Seconds from the partitioner's first knapsack solve of the graph to its plot: the
+    /// bisection, inside the first step's compilation; `None` when not timed.
+    #[serde(default)]
+    pub bisection_s: Option<f64>,
+    /// The distinct plans, by memory ratio ascending.
+    pub points: Vec<ParetoPoint>,
+}
+
+/// One plan of a [`ParetoGraph`].
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ParetoPoint {
+    /// Saved activations above the graph's inputs as a fraction of the default partitioner's
+    /// (`get_mem_ratio`): 0 saves only the inputs, 1 what budget 1.0 saves.
+    pub memory_ratio: f64,
+    /// The runtime estimate of what the plan recomputes: FLOPs under the default `flops`
+    /// estimator (`torch.utils.flop_counter`, each operation at least 1).
+    pub recompute_flops: f64,
+    /// `memory_ratio · (default_saved_bytes − input_bytes)`, bytes (derived by the script);
+    /// `None` without the sizes.
+    #[serde(default)]
+    pub saved_bytes_above_inputs: Option<u64>,
 }
 
 impl TorchRow {

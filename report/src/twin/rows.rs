@@ -78,6 +78,20 @@ pub fn check_row(row: &TorchRow, study: &str) -> std::result::Result<(), String>
     if row.on_cpu() {
         check_cpu_row(row)?;
     }
+    for (g, graph) in row.memory_budget_pareto.iter().enumerate() {
+        for (i, p) in graph.points.iter().enumerate() {
+            if !p.memory_ratio.is_finite()
+                || !p.recompute_flops.is_finite()
+                || p.recompute_flops < 0.0
+            {
+                return Err(format!(
+                    "field `memory_budget_pareto[{g}].points[{i}]`: memory_ratio {} and \
+                     recompute_flops {} are not finite numbers (recompute_flops >= 0)",
+                    p.memory_ratio, p.recompute_flops
+                ));
+            }
+        }
+    }
     Ok(())
 }
 

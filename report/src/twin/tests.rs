@@ -117,6 +117,7 @@ fn row() -> TorchRow {
         finished_at: "2026-11-23T00:00:00Z".into(),
         process_order: None,
         wall_s: None,
+        memory_budget_pareto: Vec::new(),
     }
 }
 
@@ -151,6 +152,38 @@ fn rows_are_checked_field_by_field() {
     assert!(check_row(&row(), "mixed_precision")
         .unwrap_err()
         .contains("`study`"));
+}
+
+#[test]
+fn a_rows_memory_budget_pareto_round_trips_and_is_checked() {
+    let mut r = row();
+    r.memory_budget_pareto = vec![ParetoGraph {
+        graph: "model__0_joint_0".into(),
+        input_bytes: Some(1000),
+        default_saved_bytes: Some(5000),
+        bisection_s: Some(3.0),
+        points: vec![
+            ParetoPoint {
+                memory_ratio: 0.0,
+                recompute_flops: 2e9,
+                saved_bytes_above_inputs: Some(0),
+            },
+            ParetoPoint {
+                memory_ratio: 0.5,
+                recompute_flops: 1e9,
+                saved_bytes_above_inputs: Some(2000),
+            },
+        ],
+    }];
+    assert_eq!(check_row(&r, "peak_memory"), Ok(()));
+    let text = serde_json::to_string(&r).unwrap();
+    assert_eq!(crate::analysis::parse_json::<TorchRow>(&text).unwrap(), r);
+    // A row without it (every row before the field) reads with none and writes none.
+    let plain = serde_json::to_string(&row()).unwrap();
+    assert!(!plain.contains("memory_budget_pareto"), "{plain}");
+    r.memory_budget_pareto[0].points[1].recompute_flops = f64::NAN;
+    let err = check_row(&r, "peak_memory").unwrap_err();
+    assert!(err.contains("memory_budget_pareto[0].points[1]"), "{err}");
 }
 
 #[test]

@@ -120,6 +120,10 @@ pub struct TransformerLm<B: Backend> {
     /// What the final layer norm keeps for backward (the blocks' own setting is theirs).
     #[module(skip)]
     pub layer_norm: LayerNormSaving,
+    /// The head's logits recomputed in backward in this many chunks of rows
+    /// (`crate::train::head`); `None`: the head runs under autodiff and keeps them.
+    #[module(skip)]
+    pub head_chunks: Option<usize>,
 }
 
 fn new_linear<B: Backend>(i: usize, o: usize, device: &B::Device) -> Linear<B> {
@@ -168,6 +172,7 @@ impl InitModel for ModelConfig {
             norm_final: LayerNormConfig::new(d).init(device),
             head: (!self.tie_embeddings).then(|| new_linear(d, self.vocab, device)),
             layer_norm: LayerNormSaving::default(),
+            head_chunks: None,
         };
         materialize(&model);
         model
@@ -190,6 +195,13 @@ impl<B: Backend> TransformerLm<B> {
             block.layer_norm = saving;
         }
         self.layer_norm = saving;
+        self
+    }
+
+    /// The same model with its head's logits recomputed in backward in `chunks` chunks of rows
+    /// (`None`: kept, under autodiff); see `crate::train::head`.
+    pub fn with_head_chunks(mut self, chunks: Option<usize>) -> Self {
+        self.head_chunks = chunks;
         self
     }
 

@@ -8,6 +8,7 @@
 
 pub mod accumulate;
 pub mod adafactor;
+pub(crate) mod head;
 pub mod mixed;
 pub mod profile;
 pub mod segment;
@@ -208,6 +209,17 @@ fn unsupported(spec: &JobSpec) -> Option<String> {
     }
     if n > 1 && (s.fused_optimizer || s.master_weights || s.policy.is_some()) {
         return Some("gradient accumulation runs plain backward or a checkpoint plan and steps once after every micro-batch: remove fused_optimizer, master_weights or the policy, or accumulation_steps".into());
+    }
+    if let Some(chunks) = s.head_chunks {
+        if s.master_weights {
+            return Some("head_chunks runs the head outside autodiff on the model's own parameters; master-weight mixed precision runs plain backward on a 16-bit copy: remove master_weights or head_chunks".into());
+        }
+        let tokens = spec.model.batch / n.max(1) * spec.model.seq_len;
+        if chunks == 0 || chunks > tokens {
+            return Some(format!(
+                "head_chunks = {chunks}: use 1 to {tokens}, the tokens of one (micro-)batch, so that every chunk holds at least one token's logits"
+            ));
+        }
     }
     if s.recompute.is_balanced() && s.fused_optimizer {
         return Some("Burn's BalancedCheckpointing is an autodiff strategy of plain backward; it cannot run with the fused optimizer step".into());
@@ -513,6 +525,25 @@ pub(super) fn plain_gradients<B: TrainBackend>(
             recompute: false,
         });
     }
+    if model.head_chunks.is_some() {
+        // The head runs outside autodiff; its upstream gradient flows into the blocks' graph
+        // through `sum(h ∘ upstream)`, whose gradient w.r.t. `h` is `upstream`.
+        let mut pending = GradientsParams::new();
+        let out = head::head_step(
+            model,
+            h.clone().inner(),
+            &inputs.targets,
+            weight,
+            &mut pending,
+            &mut || probe.phase(Phase::Head),
+        );
+        let g = (h * Tensor::from_inner(out.upstream)).sum().backward();
+        let mut grads = GradientsParams::from_grads(g, model);
+        segment::merge_into(&mut grads, out.grads, model);
+        segment::merge_into(&mut grads, pending, model);
+        probe.phase(Phase::BackwardAll);
+        return (out.loss, grads);
+    }
     let loss = model.loss(h, inputs.targets.clone());
     probe.phase(Phase::Head);
     let loss_inner = loss.clone().inner();
@@ -695,7 +726,8 @@ fn init_model<B: TrainBackend>(spec: &JobSpec, device: &B::Device) -> Transforme
         .model
         .init::<B>(device)
         .with_attention(spec.strategy.attention)
-        .with_layer_norm(spec.strategy.layer_norm);
+        .with_layer_norm(spec.strategy.layer_norm)
+        .with_head_chunks(spec.strategy.head_chunks);
     if spec.strategy.master_weights {
         model
     } else {

@@ -150,20 +150,21 @@ fn profile_pass<B: TrainBackend>(
         blocks.push(p);
         h = next;
     }
-    let last = Tensor::<B, 3>::from_inner(h).require_grad();
+    // The head as the job runs it (its logits kept under autodiff, or recomputed in chunks).
     let ((upstream, head), head_peak_bytes, _) = measured::<B, _>(device, probe, || {
-        let loss = model.loss(last.clone(), inputs.targets.clone());
-        let mut g = loss.backward();
-        let upstream = last.grad_remove(&mut g);
         let mut head = GradientsParams::new();
-        segment::collect(&mut g, &model.norm_final, &mut head);
-        if let Some(lm_head) = &model.head {
-            segment::collect(&mut g, lm_head, &mut head);
-        }
-        segment::collect(&mut g, &model.token_embedding, &mut head);
-        (upstream, head)
+        let out = super::head::head_step(
+            model,
+            h.clone(),
+            &inputs.targets,
+            1.0,
+            &mut head,
+            &mut || {},
+        );
+        segment::merge_into(&mut head, out.grads, model);
+        (out.upstream, head)
     });
-    drop((upstream, last, embedded));
+    drop((upstream, h, embedded));
     let head_grad_bytes = bytes_held(probe, head);
     ExecutorProfile {
         blocks,

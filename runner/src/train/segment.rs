@@ -120,17 +120,19 @@ where
     let (h, saved) = forward_segments(&model, embedded.clone().inner(), plan, false, phase);
 
     // Head: loss and the gradient w.r.t. the last hidden state.
-    let last = Tensor::<B, 3>::from_inner(h).require_grad();
-    let loss = model.loss(last.clone(), inputs.targets.clone());
-    phase(Phase::Head);
-    let loss_inner = loss.clone().inner();
-    let loss = if weight == 1.0 {
-        loss
-    } else {
-        loss.mul_scalar(weight)
-    };
     let mut pending = GradientsParams::new();
-    let (upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
+    let super::head::HeadStep {
+        loss: loss_inner,
+        upstream,
+        grads: head,
+    } = super::head::head_step(
+        &model,
+        h,
+        &inputs.targets,
+        weight,
+        &mut pending,
+        &mut || phase(Phase::Head),
+    );
     match fused.as_mut() {
         Some((optim, lr)) => model = optim.step(*lr, model, head),
         None => merge_into(&mut pending, head, &model),

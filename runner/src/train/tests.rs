@@ -73,7 +73,7 @@ pub(super) fn grad_values(model: &TransformerLm<B>, grads: &GradientsParams) -> 
     v.1
 }
 
-fn max_rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+pub(super) fn max_rel_err(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
     assert_eq!(a.len(), b.len());
     let mut worst = 0.0f64;
     for (x, y) in a.iter().zip(b) {

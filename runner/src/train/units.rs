@@ -20,7 +20,7 @@
 //! reruns the forward operation on the same inputs, and the gradient contributions are added in
 //! the order Burn's autodiff adds them (tested).
 
-use super::segment::{collect, head_gradients, merge_into, SegmentedStep};
+use super::segment::{collect, merge_into, SegmentedStep};
 use super::{Inputs, TrainBackend};
 use crate::measure::Phase;
 use crate::model::attention::{flash_backward, flash_forward, Attention};
@@ -407,13 +407,19 @@ pub(super) fn run_units<B: TrainBackend>(
         chain.see(None, "logits", SeenKind::Activation, &logits);
     }
 
-    let last = Tensor::<B, 3>::from_inner(last).require_grad();
-    let loss = model.loss(last.clone(), inputs.targets.clone());
-    phase(Phase::Head);
-    let loss_inner = loss.clone().inner();
     let mut pending = GradientsParams::new();
-    let (mut upstream, head) = head_gradients(&model, &loss, &last, &mut pending);
-    drop((loss, last));
+    let super::head::HeadStep {
+        loss: loss_inner,
+        mut upstream,
+        grads: head,
+    } = super::head::head_step(
+        &model,
+        last,
+        &inputs.targets,
+        1.0,
+        &mut pending,
+        &mut || phase(Phase::Head),
+    );
     match fused.as_mut() {
         Some(step) => model = step(model, head),
         None => merge_into(&mut pending, head, &model),

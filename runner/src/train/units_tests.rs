@@ -168,6 +168,7 @@ fn planned_checkmate_and_budget_plans_refined_by_policies_match_plain_backward()
         loss_scale: None,
         policy: Some(policy),
         nested_checkpoint: None,
+        head_chunks: None,
     };
     B::seed(&device, 11);
     let model = cfg.init::<B>(&device).with_layer_norm(saving);

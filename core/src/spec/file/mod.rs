@@ -726,6 +726,16 @@ pub struct ConfigSpec {
     /// without a `policy` or `master_weights`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_checkpoint: Option<usize>,
+    /// The head's logits recomputed in backward, in this many chunks of rows (tokens): forward
+    /// computes the logits one chunk at a time and keeps only the final norm's output and each
+    /// row's f32 log-sum-exp; backward recomputes each chunk's logits and takes its gradient
+    /// at once, so no `[tokens, vocab]` tensor of the whole batch is ever alive
+    /// (`memwall_runner::train::head`; the chunked linear cross-entropy of Liger Kernel, Hsu et
+    /// al. 2024, arXiv:2410.10989, and of Wijmans et al. 2024, "Cut Your Losses in
+    /// Large-Vocabulary Language Models", arXiv:2411.09009). Absent: the head runs under
+    /// autodiff and keeps its logits. At least 1 and at most the step's tokens (batch · seq).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_chunks: Option<usize>,
     /// The configuration is the baseline the others are compared with.
     #[serde(default)]
     pub control: bool,

@@ -134,6 +134,7 @@ impl Grid {
                                 weight_decay: None,
                                 accumulation_steps: None,
                                 nested_checkpoint: None,
+                                head_chunks: None,
                                 control: false,
                                 maps_to: String::new(),
                                 claim: None,
@@ -312,6 +313,7 @@ pub(crate) fn parse(
                 let own = c.model.as_ref().map_or(m, |name| &models[name]);
                 check_checkpoint(c, at, own, profile, fields)?;
                 check_micro_batch(c, at, own, profile, fields)?;
+                check_head_chunks(c, at, own, profile, fields)?;
             }
             Ok(())
         },

@@ -143,6 +143,10 @@ fn planned<'r>(inputs: &'r StudyInputs, g: &'r Group) -> Vec<Planned<'r>> {
                 },
                 (None, None) => "none (plain backward)".into(),
             };
+            let plan = match spec.strategy.head_chunks {
+                Some(c) => format!("{plan}; head: logits recomputed in {c} chunks"),
+                None => plan,
+            };
             Some(Planned {
                 row,
                 record,
@@ -176,6 +180,7 @@ fn alike(a: &JobRecord, b: &JobRecord) -> bool {
         && s.attention == t.attention
         && s.layer_norm == t.layer_norm
         && s.master_weights == t.master_weights
+        && s.head_chunks == t.head_chunks
 }
 
 /// The median step times (s) of every finished run of `p`'s configuration (`repeats`), or its
@@ -321,43 +326,152 @@ pub(super) fn inside_block(inputs: &StudyInputs, g: &Group) -> Option<(Vec<Table
             r.2 = format!("{} (+{n})", r.2);
         }
     }
+    let (torch_series, torch_table) = pytorch_fronts(inputs, first_unit.record);
+    let mut series = vec![
+        Series {
+            mark: Mark::Line,
+            ..Series::line(
+                "block level: each block kept whole or recomputed",
+                curve(Granularity::Block),
+            )
+        },
+        Series {
+            mark: Mark::Line,
+            ..Series::line(
+                "unit level: any subset of each block's units",
+                curve(Granularity::Unit),
+            )
+        },
+    ];
+    let with_torch = !torch_series.is_empty();
+    series.extend(torch_series);
+    series.push(Series {
+        label: "configurations that ran".into(),
+        points: ran.iter().map(|(x, y, _)| (*x, *y)).collect(),
+        mark: Mark::Points,
+        point_labels: ran.into_iter().map(|(_, _, l)| l).collect(),
+    });
     let figure = Figure {
         name: format!("front_{}", g.slug),
         title: "Memory–recomputation front: the planner's prediction, and the plans that ran"
             .into(),
-        x_label: "unit outputs kept in the blocks, predicted (MiB)".into(),
+        x_label: if with_torch {
+            "kept for backward, predicted (MiB; PyTorch: whole graph)".into()
+        } else {
+            "unit outputs kept in the blocks, predicted (MiB)".into()
+        },
         y_label: "forward recomputed per step, predicted (GFLOP)".into(),
-        series: vec![
-            Series {
-                mark: Mark::Line,
-                ..Series::line(
-                    "block level: each block kept whole or recomputed",
-                    curve(Granularity::Block),
-                )
-            },
-            Series {
-                mark: Mark::Line,
-                ..Series::line(
-                    "unit level: any subset of each block's units",
-                    curve(Granularity::Unit),
-                )
-            },
-            Series {
-                label: "configurations that ran".into(),
-                points: ran.iter().map(|(x, y, _)| (*x, *y)).collect(),
-                mark: Mark::Points,
-                point_labels: ran.into_iter().map(|(_, _, l)| l).collect(),
-            },
-        ],
+        series,
         ..Default::default()
     };
     let mut tables = vec![plans];
-    for t in [pairs, estimators, checkmate] {
+    for t in [pairs, estimators, checkmate, torch_table] {
         if !t.rows.is_empty() {
             tables.push(t);
         }
     }
     Some((tables, figure))
+}
+
+/// The memory-ratio step at which the table of PyTorch's front shows a plan.
+const PARETO_STEP: f64 = 0.05;
+
+/// PyTorch's own memory-budget Pareto fronts ([`crate::twin::ParetoGraph`], from the twin rows
+/// of the study whose configuration ran the model shape and precision of `record`): one line
+/// per joint graph, saved activations above the graph's inputs (MiB) against recomputed GFLOP
+/// as its FLOP counter counts them, and a table of every point. The partitioner's bytes cover
+/// its whole joint graph (the head's logits and the embeddings too), memwall's front only the
+/// unit outputs kept in the blocks; both are predictions from the shapes.
+fn pytorch_fronts(inputs: &StudyInputs, record: &JobRecord) -> (Vec<Series>, Table) {
+    let mut table = Table {
+        caption: "PyTorch's partitioner on the same model: its memory-budget Pareto front \
+                  (PARTITIONER_MEMORY_BUDGET_PARETO), as numbers"
+            .into(),
+        columns: [
+            "PyTorch configuration",
+            "joint graph",
+            "memory ratio (0: inputs only, 1: the default partitioner's)",
+            "saved above the graph's inputs (MiB)",
+            "recomputed (GFLOP, its FLOP counter)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut series = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let precision = record.spec.strategy.precision;
+    for row in inputs.pytorch {
+        let same = crate::sections::twin::same_model(record, &row.model)
+            && inputs
+                .by_name
+                .get(row.config.as_str())
+                .is_some_and(|c| c.precision == precision);
+        if !same {
+            continue;
+        }
+        for graph in &row.memory_budget_pareto {
+            let points: Vec<(f64, f64)> = graph
+                .points
+                .iter()
+                .filter_map(|p| {
+                    p.saved_bytes_above_inputs
+                        .map(|b| (b as f64 / MIB, p.recompute_flops / 1e9))
+                })
+                .collect();
+            // The first plan at or above every 5% of the memory ratio, and the last: the
+            // partitioner's neighbouring plans differ by one saved tensor (the row keeps them
+            // all).
+            let mut next_step = 0.0;
+            for (i, p) in graph.points.iter().enumerate() {
+                let last = i + 1 == graph.points.len();
+                if p.memory_ratio < next_step && !last {
+                    continue;
+                }
+                next_step = (p.memory_ratio / PARETO_STEP).floor() * PARETO_STEP + PARETO_STEP;
+                seen.insert(format!("{} (PyTorch {})", row.device, row.torch_version));
+                table.rows.push(vec![
+                    row.config.clone(),
+                    graph.graph.clone(),
+                    format!("{:.4}", p.memory_ratio),
+                    p.saved_bytes_above_inputs
+                        .map_or_else(|| "–".into(), |b| format!("{:.2}", b as f64 / MIB)),
+                    format!("{:.3}", p.recompute_flops / 1e9),
+                ]);
+            }
+            if !points.is_empty() {
+                series.push(Series::line(
+                    format!("PyTorch's partitioner, whole graph ({})", graph.graph),
+                    points,
+                ));
+            }
+        }
+    }
+    if !table.rows.is_empty() {
+        table.caption = format!(
+            "{}, on {}: the first plan at or above every {:.0}% of its memory ratio, and the last \
+             (every plan is in the study's runs/<study>/pytorch/ row, `memory_budget_pareto`)",
+            table.caption,
+            seen.into_iter().collect::<Vec<_>>().join(", "),
+            PARETO_STEP * 100.0
+        );
+        table.notes.push(crate::content::CellNote {
+            row: 0,
+            column: 3,
+            text: "Computed by PyTorch's min-cut partitioner (torch/_functorch/partitioners.py, \
+                   `visualize_memory_budget_pareto`) while torch.compile partitioned the \
+                   configuration's joint graph: it bisects the budget over [0, 1] and keeps each \
+                   distinct plan of its knapsack; reference/torch_peak_memory.py --pareto records \
+                   the points it plots. Estimates from the graph's shapes, like memwall's front \
+                   beside them, not measurements. Its bytes are every saved value of the whole \
+                   graph above the graph's inputs (parameters and batch): the head's logits and \
+                   the embeddings' outputs too, which memwall's front, the unit outputs kept in \
+                   the blocks, leaves out."
+                .into(),
+        });
+    }
+    (series, table)
 }
 
 /// Two plans' step times: each side's median over its finished runs, and `num / den` as the

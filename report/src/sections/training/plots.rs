@@ -139,8 +139,10 @@ pub(super) fn interval_points(
         let st = &c.s.strategy;
         // Block checkpointing only: a unit-level policy refines its K (another plan), nested
         // checkpointing splits its segments (another plan), and gradient accumulation runs it
-        // on micro-batches (another activation size).
-        if st.fused_optimizer
+        // on micro-batches (another activation size); a head with its logits recomputed is
+        // another plan of the head.
+        if c.cfg.head_chunks.is_some()
+            || st.fused_optimizer
             || st.budget.is_some()
             || st.policy.is_some()
             || st.nested_checkpoint.is_some()

@@ -143,6 +143,36 @@ pub(crate) fn check_accumulation(c: &ConfigSpec, at: &str, fields: Fields) -> Re
     }
 }
 
+/// The head's chunks ([`ConfigSpec::head_chunks`]) are at least 1 and at most the tokens of one
+/// step (of one micro-batch under gradient accumulation): each chunk holds at least one row.
+pub(crate) fn check_head_chunks(
+    c: &ConfigSpec,
+    at: &str,
+    model: &ModelConfig,
+    profile: Profile,
+    fields: Fields,
+) -> Result<()> {
+    let Some(chunks) = c.head_chunks else {
+        return Ok(());
+    };
+    let micro = c.accumulation_steps.filter(|&n| n > 1).unwrap_or(1);
+    let tokens = model.batch / micro.max(1) * model.seq_len;
+    if chunks == 0 || chunks > tokens {
+        return Err(fields.err(
+            &format!("{at}.head_chunks"),
+            format!(
+                "{chunks} chunks of the head's logits: use an integer from 1 to {tokens}, the \
+                 tokens of one step of the `{profile}` model (batch {}{} x seq_len {}), so that \
+                 every chunk holds at least one token's logits",
+                model.batch / micro.max(1),
+                if micro > 1 { " per micro-batch" } else { "" },
+                model.seq_len
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The micro-batches of gradient accumulation split the batch evenly: `accumulation_steps`
 /// divides the model's `batch`.
 pub(crate) fn check_micro_batch(
