@@ -130,9 +130,10 @@ fn chunked_head<B: TrainBackend>(
         None => model.token_embedding.weight.val().inner().transpose(),
     };
     let logits = |r0: usize, r1: usize| -> Tensor<Inner<B>, 2> {
-        matmul(y.clone().slice([r0..r1]), w.clone()).cast(DType::F32)
+        matmul(y.clone().narrow(0, r0, r1 - r0), w.clone()).cast(DType::F32)
     };
-    let target_of = |r0: usize, r1: usize| targets.clone().slice([r0..r1]).reshape([r1 - r0, 1]);
+    let target_of =
+        |r0: usize, r1: usize| targets.clone().narrow(0, r0, r1 - r0).reshape([r1 - r0, 1]);
 
     // Forward: each chunk's log-sum-exp (kept) and its part of the loss.
     let mut lse = Vec::with_capacity(spans.len());
@@ -164,7 +165,7 @@ fn chunked_head<B: TrainBackend>(
             .scatter(1, target_of(r0, r1), minus_one, IndexingUpdateOp::Add)
             .mul_scalar(scale)
             .cast(dtype);
-        let y_c = y.clone().slice([r0..r1]);
+        let y_c = y.clone().narrow(0, r0, r1 - r0);
         let part = matmul(y_c.swap_dims(0, 1), dz.clone());
         dw = Some(match dw {
             Some(s) => s + part,
