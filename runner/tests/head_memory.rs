@@ -10,10 +10,10 @@ use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use memwall_core::spec::ModelConfig;
 use memwall_core::strategy::every_k;
-use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
+use memwall_runner::measure::HeapProbe;
 use memwall_runner::model::{InitModel, TransformerLm};
 use memwall_runner::train::profile::profile_executor;
-use memwall_runner::train::{train_step, Inputs};
+use memwall_runner::train::Inputs;
 
 type B = common::Cpu;
 
@@ -30,28 +30,6 @@ fn vocabulary_dominated() -> ModelConfig {
         vocab: 4096,
         tie_embeddings: true,
     }
-}
-
-/// Peak above the steady state (bytes) of the second of two steps that checkpoint every block.
-fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>) -> u64 {
-    let plan = every_k(model.blocks.len(), 1);
-    let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-    let mut probe = HeapProbe::default();
-    let (m, _) = train_step(
-        model.clone(),
-        &mut optim,
-        1e-3,
-        inputs,
-        Some(&plan),
-        false,
-        &mut probe,
-    );
-    reset_peak();
-    let steady = allocated_bytes();
-    let (m, loss) = train_step(m, &mut optim, 1e-3, inputs, Some(&plan), false, &mut probe);
-    let peak = peak_allocated_bytes() - steady;
-    drop((m, loss));
-    peak
 }
 
 #[test]
@@ -73,10 +51,13 @@ fn recomputing_the_logits_in_chunks_lowers_the_step_and_head_peaks() {
         )
         .head_peak_bytes
     };
-    let kept = (step_peak(&model, &inputs), head_peak(&model));
+    let kept = (
+        common::step_peak(&model, &inputs, Some(&every_k(cfg.layers, 1))),
+        head_peak(&model),
+    );
     let chunked_model = model.clone().with_head_chunks(Some(8));
     let chunked = (
-        step_peak(&chunked_model, &inputs),
+        common::step_peak(&chunked_model, &inputs, Some(&every_k(cfg.layers, 1))),
         head_peak(&chunked_model),
     );
     assert!(

@@ -4,12 +4,8 @@
 mod common;
 
 use burn::backend::{Autodiff, Flex};
-use burn::optim::AdamWConfig;
-use memwall_runner::measure::{
-    allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe, MemoryProbe,
-};
-use memwall_runner::model::TransformerLm;
-use memwall_runner::train::{segment, train_step};
+use memwall_runner::measure::{allocated_bytes, HeapProbe, MemoryProbe};
+use memwall_runner::train::segment;
 
 type B = Autodiff<Flex>;
 
@@ -32,32 +28,8 @@ fn heap_probe_and_checkpointing_peaks() {
     // 2. Checkpointing every block lowers the step's peak on an activation-dominated shape.
     let (cfg, model, inputs) = common::activation_dominated_model();
     let device = Default::default();
-    let step_peak = |plan: Option<Vec<segment::Segment>>| {
-        let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-        let mut probe = HeapProbe::default();
-        // the first step allocates the optimizer state
-        let (m, _) = train_step(
-            model.clone(),
-            &mut optim,
-            1e-3,
-            &inputs,
-            plan.as_deref(),
-            false,
-            &mut probe,
-        );
-        reset_peak();
-        let base = allocated_bytes();
-        let (_m, _) = train_step(
-            m,
-            &mut optim,
-            1e-3,
-            &inputs,
-            plan.as_deref(),
-            false,
-            &mut probe,
-        );
-        peak_allocated_bytes() - base
-    };
+    let step_peak =
+        |plan: Option<Vec<segment::Segment>>| common::step_peak(&model, &inputs, plan.as_deref());
     let none = step_peak(None);
     let every = step_peak(Some(segment::every_k(6, 1)));
     let sqrt = step_peak(Some(segment::every_k(6, 3)));

@@ -6,35 +6,12 @@ mod common;
 
 use burn::backend::{Autodiff, Flex};
 use burn::optim::AdamWConfig;
-use memwall_core::strategy::Segment;
 use memwall_remat::segment_plan::{no_recompute_peak, plan_transformer, smallest_feasible_budget};
-use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
+use memwall_runner::measure::HeapProbe;
 use memwall_runner::model::TransformerLm;
 use memwall_runner::train::profile::profile_executor;
-use memwall_runner::train::{train_step, Inputs};
 
 type B = Autodiff<Flex>;
-
-/// Peak above the steady state (bytes) of the second of two steps under `plan`.
-fn step_peak(model: &TransformerLm<B>, inputs: &Inputs<B>, plan: &[Segment]) -> u64 {
-    let mut optim = AdamWConfig::new().init::<B, TransformerLm<B>>();
-    let mut probe = HeapProbe::default();
-    let (m, _) = train_step(
-        model.clone(),
-        &mut optim,
-        1e-3,
-        inputs,
-        Some(plan),
-        false,
-        &mut probe,
-    );
-    reset_peak();
-    let steady = allocated_bytes();
-    let (m, loss) = train_step(m, &mut optim, 1e-3, inputs, Some(plan), false, &mut probe);
-    let peak = peak_allocated_bytes() - steady;
-    drop((m, loss));
-    peak
-}
 
 #[test]
 fn measured_peaks_follow_the_plans_at_three_budgets() {
@@ -58,7 +35,7 @@ fn measured_peaks_follow_the_plans_at_three_budgets() {
     for k in [2.0, 1.0, 0.0] {
         let budget = low as f64 + k / 3.0 * (top - low) as f64;
         let plan = plan_transformer(&profile, (budget / top as f64).min(1.0)).unwrap();
-        let measured = step_peak(&model, &inputs, &plan.segments);
+        let measured = common::step_peak(&model, &inputs, Some(&plan.segments));
         rows.push((
             plan.budget_bytes,
             plan.predicted_peak_bytes,

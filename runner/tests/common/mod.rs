@@ -7,9 +7,11 @@
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::Backend;
 use memwall_core::spec::ModelConfig;
+use memwall_core::strategy::Segment;
 use memwall_runner::data::Batch;
+use memwall_runner::measure::{allocated_bytes, peak_allocated_bytes, reset_peak, HeapProbe};
 use memwall_runner::model::{InitModel, TransformerLm};
-use memwall_runner::train::Inputs;
+use memwall_runner::train::{train_step, Inputs};
 
 /// The memory tests' backend: Flex (f32) with autodiff.
 pub type Cpu = Autodiff<Flex>;
@@ -73,4 +75,32 @@ pub fn block_memory(
     let g = x.grad(&grads).expect("input gradient");
     drop((grads, g));
     (peak_allocated_bytes() - base, kept)
+}
+
+/// Peak above the steady state (bytes) of the second of two AdamW training steps of `model` on
+/// `inputs` under the segment `plan` (`None`: plain backward); the first step allocates the
+/// optimizer state. The counting allocator is process-wide: one test per file.
+pub fn step_peak(
+    model: &TransformerLm<Cpu>,
+    inputs: &Inputs<Cpu>,
+    plan: Option<&[Segment]>,
+) -> u64 {
+    use burn::optim::AdamWConfig;
+    let mut optim = AdamWConfig::new().init::<Cpu, TransformerLm<Cpu>>();
+    let mut probe = HeapProbe::default();
+    let (m, _) = train_step(
+        model.clone(),
+        &mut optim,
+        1e-3,
+        inputs,
+        plan,
+        false,
+        &mut probe,
+    );
+    reset_peak();
+    let steady = allocated_bytes();
+    let (m, loss) = train_step(m, &mut optim, 1e-3, inputs, plan, false, &mut probe);
+    let peak = peak_allocated_bytes() - steady;
+    drop((m, loss));
+    peak
 }
