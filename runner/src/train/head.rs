@@ -26,7 +26,7 @@
 //! chunk and the loss's softmax is computed from the log-sum-exp (tested against the autodiff
 //! head).
 
-use super::segment::head_gradients;
+use super::segment;
 use super::TrainBackend;
 use crate::model::linear::matmul;
 use crate::model::norm::{self, LayerNormSaving};
@@ -92,6 +92,29 @@ pub(super) fn head_step<B: TrainBackend>(
     )
 }
 
+/// Backward through the head from `loss`: returns the gradient w.r.t. the `last` hidden state
+/// (the first upstream) and the gradients of the final norm and the untied head; the token
+/// embedding's (tied head) contribution goes to `pending`, to be stepped last.
+fn head_gradients<B: TrainBackend>(
+    model: &TransformerLm<B>,
+    loss: &Tensor<B, 1>,
+    last: &Tensor<B, 3>,
+    pending: &mut GradientsParams,
+) -> (Tensor<B::InnerBackend, 3>, GradientsParams) {
+    let mut g = loss.backward();
+    let upstream = last
+        .grad_remove(&mut g)
+        .expect("the loss depends on the last hidden state");
+    let mut head = GradientsParams::new();
+    segment::collect(&mut g, &model.norm_final, &mut head);
+    if let Some(lm_head) = &model.head {
+        segment::collect(&mut g, lm_head, &mut head);
+    }
+    // A tied head contributes to the token embedding, which is stepped last.
+    segment::collect(&mut g, &model.token_embedding, pending);
+    (upstream, head)
+}
+
 /// The head with its logits recomputed in backward in `chunks` chunks of rows (the module's
 /// text). Panics if `chunks` is 0 or above the tokens (the configuration check refuses both).
 fn chunked_head<B: TrainBackend>(
@@ -124,6 +147,9 @@ fn chunked_head<B: TrainBackend>(
         .val();
     let f = norm::forward::<Inner<B>>(x.clone(), norm.gamma.val(), beta.clone(), norm::epsilon());
     let y = f.y;
+    // Backward recovers x̂ from the input unless the norm keeps its output: only then is the
+    // input held until the head's backward.
+    let x = (model.layer_norm != LayerNormSaving::SavesOutput).then_some(x);
     // The logits' weight as `[d, vocab]`: the untied head's, or the token embedding's transpose.
     let w: Tensor<Inner<B>, 2> = match &model.head {
         Some(head) => head.weight.val().inner(),
@@ -174,15 +200,15 @@ fn chunked_head<B: TrainBackend>(
         dy.push(matmul(dz, w.clone().swap_dims(0, 1)));
     }
     let dy = Tensor::cat(dy, 0);
-    let kept = match model.layer_norm {
-        LayerNormSaving::SavesOutput => norm::Kept::Output {
-            y: y.into_primitive().tensor(),
-            beta: beta.into_primitive().tensor(),
-        },
+    let kept = match x {
         // Composed and SavesInput: memwall's layer norm, recovering x̂ from the input.
-        _ => norm::Kept::Input {
+        Some(x) => norm::Kept::Input {
             x: x.into_primitive().tensor(),
             mean: f.mean.into_primitive().tensor(),
+        },
+        None => norm::Kept::Output {
+            y: y.into_primitive().tensor(),
+            beta: beta.into_primitive().tensor(),
         },
     };
     let (dx, dgamma, dbeta) = norm::backward::<Inner<B>>(kept, f.rstd, norm.gamma.val(), dy);

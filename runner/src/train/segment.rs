@@ -203,29 +203,6 @@ fn forward_segments<B: super::TrainBackend>(
     (h, saved)
 }
 
-/// Backward through the head from `loss`: returns the gradient w.r.t. the `last` hidden state
-/// (the first upstream) and the gradients of the final norm and the untied head; the token
-/// embedding's (tied head) contribution goes to `pending`, to be stepped last.
-pub(super) fn head_gradients<B: super::TrainBackend>(
-    model: &TransformerLm<B>,
-    loss: &Tensor<B, 1>,
-    last: &Tensor<B, 3>,
-    pending: &mut GradientsParams,
-) -> (Tensor<B::InnerBackend, 3>, GradientsParams) {
-    let mut g = loss.backward();
-    let upstream = last
-        .grad_remove(&mut g)
-        .expect("the loss depends on the last hidden state");
-    let mut head = GradientsParams::new();
-    collect(&mut g, &model.norm_final, &mut head);
-    if let Some(lm_head) = &model.head {
-        collect(&mut g, lm_head, &mut head);
-    }
-    // A tied head contributes to the token embedding, which is stepped last.
-    collect(&mut g, &model.token_embedding, pending);
-    (upstream, head)
-}
-
 /// Backward through the segments in reverse, recomputing checkpointed ones, from the head's
 /// `upstream`: with `fused`, steps each segment's blocks at once, else adds their gradients to
 /// `pending`. A nested segment recomputes its inner checkpoints without autodiff and runs this
