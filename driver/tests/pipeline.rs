@@ -83,6 +83,9 @@ fusion = true
 name = "checkmate"
 checkmate = 0.9
 [[configs]]
+name = "budget"
+budget = 0.5
+[[configs]]
 name = "mixed"
 precision = "f16"
 master_weights = true
@@ -98,7 +101,7 @@ at_most = 1000.0
     let o = opts();
 
     let first = driver::sweep(&exp, &p, &o).unwrap();
-    assert_eq!(first.ran, 6);
+    assert_eq!(first.ran, 7);
     assert_eq!(first.skipped, 0);
     // fusion has no CPU backend: recorded as unsupported with the reason, not dropped
     assert_eq!(first.unfinished.len(), 1, "{:?}", first.unfinished);
@@ -145,6 +148,15 @@ at_most = 1000.0
     assert_eq!(executor.blocks.len(), cm.model.layers);
     assert_eq!(executor.calibration.len(), 3, "three calibration steps");
     assert!(executor.tail_peak_bytes > 0 && executor.head_peak_bytes > 0);
+    // ... and the budget configuration, whose profiling pass would measure the same (only what
+    // is recomputed differs), planned from a copy of it, its log saying so
+    let bu = jobs.iter().find(|j| j.config == "budget").unwrap();
+    let bu_dir = record_dir(&p.runs, "smoke_e2e", &bu.key()).join("profile");
+    let shared = read_record(&bu_dir).unwrap().expect("the shared profiling record");
+    assert_eq!(shared.spec.config, "checkmate");
+    assert_eq!(shared.executor_profile.as_ref(), Some(&executor));
+    let log = std::fs::read_to_string(bu_dir.join("job.log")).unwrap();
+    assert!(log.contains("shared: this profiling pass was measured for checkmate"), "{log}");
 
     // the mixed-precision job recorded its loss scale and gradient underflow per step
     let mx = jobs.iter().find(|j| j.config == "mixed").unwrap();
@@ -159,7 +171,7 @@ at_most = 1000.0
     // a rerun skips every finished job
     let second = driver::sweep(&exp, &p, &o).unwrap();
     assert_eq!(second.ran, 0);
-    assert_eq!(second.skipped, 6);
+    assert_eq!(second.skipped, 7);
 
     // the report holds the table and the figures
     let r = driver::report(&exp, &p).unwrap();

@@ -16,6 +16,7 @@ use memwall_core::record::{self as results, JobRecord, JobStatus};
 use memwall_core::segment_memory::ExecutorProfile;
 use memwall_core::segment_plan::{fraction_at_limit, PlanError};
 use memwall_core::spec::{JobSpec, Recompute};
+use memwall_core::units::{Estimate, Policy};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -212,7 +213,10 @@ pub fn plan_stage(
     }
 }
 
-/// Runs `job`'s profiling pass in `dir/profile/` and returns its record.
+/// Runs `job`'s profiling pass in `dir/profile/` and returns its record, or, where this process
+/// has already measured a profiling pass that [`profile_identity`] says is the same
+/// measurement, copies that one into `dir/profile/` (its job file and record name the job it
+/// was measured for; its log says it was shared).
 fn profile_pass(
     job: &JobSpec,
     dir: &Path,
@@ -227,11 +231,103 @@ fn profile_pass(
         memory_limit_bytes: None,
         ..job.clone()
     };
+    let identity = profile_identity(&profile_job);
+    if let Some(record) = shared_profile(&identity, &profile_dir)? {
+        tracing::info!(
+            "{}: profiling pass shared with {} (the same model, data, device and strategy but \
+             for what is recomputed)",
+            job.config,
+            record.spec.config
+        );
+        return Ok(Outcome::Finished(record));
+    }
     let json = serde_json::to_vec_pretty(&profile_job).expect("job spec serializes");
     results::write_atomic(&profile_dir.join("job.json"), &json)?;
     let _ = std::fs::remove_file(profile_dir.join(results::RECORD_FILE));
     tracing::info!("{}: profiling pass for the plan", job.config);
-    run_in_process_until(&profile_job, &profile_dir, runner, deadline)
+    let outcome = run_in_process_until(&profile_job, &profile_dir, runner, deadline)?;
+    if let Outcome::Finished(record) = &outcome {
+        if record.status == JobStatus::Ok {
+            MEASURED_PROFILES
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((identity, profile_dir));
+        }
+    }
+    Ok(outcome)
+}
+
+/// The profiling passes this process ran to the end (`ok`): what they measured
+/// ([`profile_identity`]) and their folder.
+static MEASURED_PROFILES: std::sync::Mutex<Vec<(JobSpec, PathBuf)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// What a profiling pass measures, as a job: `profile_job` without what the pass does not read.
+/// The pass ([`crate::train`]'s `profile_record`) runs the model, data, device, optimizer and
+/// precision of the job with its attention, layer norm, head and fused optimizer step, the
+/// per-block measurements and the calibration plans, and each unit's forward time when the
+/// policy chooses by it; it never reads how the job recomputes (`recompute`, the nested
+/// segments, a policy that does not need unit times) nor the configuration's name, label and
+/// place. The repeat stays: a repeated job is measured again, profiling pass included.
+pub fn profile_identity(profile_job: &JobSpec) -> JobSpec {
+    let mut j = profile_job.clone();
+    j.config = String::new();
+    j.label = String::new();
+    j.order = 0;
+    j.control = false;
+    j.plan = None;
+    j.unit_plan = None;
+    j.planned = None;
+    j.strategy.recompute = Recompute::None;
+    j.strategy.nested_checkpoint = None;
+    j.strategy.policy = j
+        .strategy
+        .policy
+        .take()
+        .filter(|p| p.needs_profile())
+        .map(|_| Policy::Budget(0.0, Estimate::Profile));
+    j
+}
+
+/// The record of a profiling pass this process measured with `identity`, copied into
+/// `profile_dir` with its job file and log, the log saying it was shared; `None` when there is
+/// none (or its files are gone).
+///
+/// # Errors
+/// I/O errors writing `profile_dir`.
+fn shared_profile(identity: &JobSpec, profile_dir: &Path) -> Result<Option<JobRecord>> {
+    let measured = MEASURED_PROFILES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .find(|(id, _)| id == identity)
+        .map(|(_, dir)| dir.clone());
+    let Some(from) = measured else {
+        return Ok(None);
+    };
+    if from == profile_dir {
+        return Ok(None);
+    }
+    let Ok(Some(record)) = results::read_record(&from) else {
+        return Ok(None);
+    };
+    let read = |name: &str| std::fs::read(from.join(name)).unwrap_or_default();
+    let job_json = read("job.json");
+    let mut log = read("job.log");
+    log.extend_from_slice(
+        format!(
+            "shared: this profiling pass was measured for {} in {}; this job's own pass would \
+             measure the same (memwall_runner::job::profile_identity)\n",
+            record.spec.config,
+            from.display()
+        )
+        .as_bytes(),
+    );
+    std::fs::create_dir_all(profile_dir).map_err(|e| Error::io("creating", profile_dir, e))?;
+    results::write_atomic(&profile_dir.join("job.json"), &job_json)?;
+    results::write_atomic(&profile_dir.join("job.log"), &log)?;
+    results::write_record(profile_dir, &record)?;
+    Ok(Some(record))
 }
 
 /// The record of a job that did not run because its plan could not be made, in the environment

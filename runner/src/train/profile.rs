@@ -236,9 +236,9 @@ pub fn calibration_plans(layers: usize) -> Vec<(String, Vec<Segment>)> {
 }
 
 /// The executor profile of `model` on `inputs`: two passes of per-block measurements (the
-/// second kept), then per calibration plan two real training steps (the first allocates the
-/// optimizer state) with a fresh optimizer from `make_optim`, the second measured phase by
-/// phase above its steady state (the bytes live before it).
+/// second kept), then one real training step with an optimizer from `make_optim` (it allocates
+/// the optimizer state) and one measured step per calibration plan with that optimizer, each
+/// measured phase by phase above its steady state (the bytes live before it).
 pub fn profile_executor<B, O>(
     model: &TransformerLm<B>,
     inputs: &Inputs<B>,
@@ -254,17 +254,22 @@ where
     drop(profile_pass(model, inputs, device, probe, fused));
     let mut profile = profile_pass(model, inputs, device, probe, fused);
     let mut measured = Vec::new();
-    for (name, plan) in calibration_plans(model.blocks.len()) {
-        let mut optim = make_optim();
-        let (m, _) = train_step(
-            model.clone(),
-            &mut optim,
-            0.0,
-            inputs,
-            Some(&plan),
-            fused,
-            probe,
-        );
+    let plans = calibration_plans(model.blocks.len());
+    // One optimizer for every calibration plan: its first step (under the first plan)
+    // allocates the optimizer state, so each plan's measured step starts from the same steady
+    // state (parameters and optimizer state; the learning rate is 0, so the model stays the
+    // same), one unmeasured step in all instead of one per plan.
+    let mut optim = make_optim();
+    let (mut m, _) = train_step(
+        model.clone(),
+        &mut optim,
+        0.0,
+        inputs,
+        Some(&plans[0].1),
+        fused,
+        probe,
+    );
+    for (name, plan) in plans {
         let steady = probe.live_bytes();
         profile.steady_bytes = profile.steady_bytes.max(steady);
         let mut rec = PhaseRecorder {
@@ -272,10 +277,11 @@ where
             peaks: Vec::new(),
         };
         rec.begin_step();
-        let (m, loss) = train_step(m, &mut optim, 0.0, inputs, Some(&plan), fused, &mut rec);
+        let (next, loss) = train_step(m, &mut optim, 0.0, inputs, Some(&plan), fused, &mut rec);
         let _ = B::sync(device);
         rec.end_step();
-        drop((m, loss, optim));
+        drop(loss);
+        m = next;
         let above = |(_, p): &(Option<Phase>, u64)| p.saturating_sub(steady);
         // The step's tail: the embeddings' backward, the optimizer step and what follows it.
         let tail = rec
@@ -293,6 +299,7 @@ where
         profile.tail_peak_bytes = profile.tail_peak_bytes.max(tail);
         measured.push((name, plan, rec.peaks.iter().map(above).max().unwrap_or(0)));
     }
+    drop((m, optim));
     for (plan_name, plan, measured_bytes) in measured {
         let modeled_bytes = predict(&profile, &plan, false);
         profile.margin_bytes = profile
