@@ -22,7 +22,7 @@
 //! memwall in real training.
 
 use crate::record::{JobRecord, JobStatus};
-use crate::spec::{ConfigSpec, JobSpec, Study};
+use crate::spec::{ConfigSpec, JobSpec, Recompute, Study};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -296,77 +296,123 @@ pub fn search(
     step: usize,
     mut probe: impl FnMut(usize) -> Result<Probe>,
 ) -> Result<Bracket> {
+    search_guided(start, max, step, None, |v| Ok((probe(v)?, None)))
+}
+
+/// [`search`] guided by the peaks of the probes that fitted: `probe` returns the outcome and,
+/// for a fit, its peak allocated bytes. With a `limit` in bytes and two fits measured, the next
+/// value probed is the largest multiple of `step` at which the line through the two largest
+/// fits reaches the limit (linear interpolation, as a secant search: a peak made of parameters,
+/// optimizer state and activations is affine in the batch), kept inside the bracket and at most
+/// twice the largest fit; once the bracket is known, a prediction that fits is checked a step
+/// above it and one that does not a step below, so an exact model ends the search in two
+/// probes after the first two fits (bisection takes about log2 of the bracket). A probe whose
+/// outcome the line mispredicted makes the next probe a plain bisection or doubling one, so
+/// a wrong model (a convex peak, a plan that fills the limit at every size) costs at most
+/// about twice bisection's probes. The result is the same as [`search`]'s: the two values one
+/// `step` apart, each established by its own probe. `None` (or no peaks) is [`search`].
+///
+/// # Errors
+/// As [`search`].
+pub fn search_guided(
+    start: usize,
+    max: usize,
+    step: usize,
+    limit: Option<u64>,
+    mut probe: impl FnMut(usize) -> Result<(Probe, Option<u64>)>,
+) -> Result<Bracket> {
     let step = step.max(1);
-    let max = max / step * step;
+    let max = (max / step * step).max(step);
     let mut out = Bracket {
         largest_fit: None,
         first_oom: None,
         failed: None,
         probed: Vec::new(),
     };
-    let mut ask = |v: usize, out: &mut Bracket| -> Result<Option<bool>> {
+    // Bracket: good < bad, multiples of step (None: no fit, or no out of memory, yet).
+    let (mut good, mut bad): (Option<usize>, Option<usize>) = (None, None);
+    let mut fits: Vec<(usize, u64)> = Vec::new();
+    let mut v = (start / step * step).clamp(step, max);
+    // The last probe's predicted outcome, when the line chose it.
+    let mut expected: Option<bool> = None;
+    loop {
         out.probed.push(v);
-        Ok(match probe(v)? {
-            Probe::Fits => Some(true),
-            Probe::OutOfMemory => Some(false),
-            Probe::Failed(why) => {
+        let fitted = match probe(v)? {
+            (Probe::Fits, peak) => {
+                if let Some(p) = peak {
+                    fits.push((v, p));
+                }
+                true
+            }
+            (Probe::OutOfMemory, _) => false,
+            (Probe::Failed(why), _) => {
                 out.failed = Some((v, why));
-                None
+                break;
             }
-        })
-    };
-    let mut v = (start / step * step).clamp(step, max.max(step));
-    // Bracket: good < bad, both multiples of step (good 0 = nothing fits yet).
-    let (mut good, mut bad) = match ask(v, &mut out)? {
-        None => return Ok(out),
-        Some(true) => {
-            let mut good = v;
-            loop {
-                if good >= max {
-                    out.largest_fit = Some(good);
-                    return Ok(out);
-                }
-                v = (good * 2).min(max);
-                match ask(v, &mut out)? {
-                    None => {
-                        out.largest_fit = Some(good);
-                        return Ok(out);
-                    }
-                    Some(true) => good = v,
-                    Some(false) => break (good, v),
-                }
+        };
+        if fitted {
+            good = Some(v);
+        } else {
+            bad = Some(v);
+        }
+        let trust = expected.is_none_or(|e| e == fitted);
+        expected = None;
+        let Some(g) = good else {
+            // Nothing fits yet: halve.
+            let b = v;
+            if b <= step {
+                break;
             }
+            v = (b / 2 / step * step).max(step);
+            continue;
+        };
+        if g >= max || bad.is_some_and(|b| b - g <= step) {
+            break;
         }
-        Some(false) => {
-            let mut bad = v;
-            loop {
-                if bad <= step {
-                    out.first_oom = Some(bad);
-                    return Ok(out);
-                }
-                v = (bad / 2 / step * step).max(step);
-                match ask(v, &mut out)? {
-                    None => {
-                        out.first_oom = Some(bad);
-                        return Ok(out);
-                    }
-                    Some(false) => bad = v,
-                    Some(true) => break (v, bad),
-                }
+        let upper = bad.map_or((g * 2).min(max), |b| b - step);
+        let plain = match bad {
+            None => upper,
+            Some(b) => g + (b - g) / step / 2 * step,
+        };
+        let line = if trust {
+            limit.and_then(|l| predicted_largest(&fits, l, step))
+        } else {
+            None
+        };
+        v = match line {
+            Some(p) => {
+                let c = p.clamp(g + step, upper);
+                expected = Some(p >= c);
+                c
             }
-        }
-    };
-    while bad - good > step {
-        let mid = good + (bad - good) / step / 2 * step;
-        match ask(mid, &mut out)? {
-            None => break,
-            Some(true) => good = mid,
-            Some(false) => bad = mid,
-        }
+            None => plain,
+        };
     }
-    out.largest_fit = Some(good);
-    out.first_oom = Some(bad);
+    out.largest_fit = good;
+    out.first_oom = bad;
     Ok(out)
+}
+
+/// The largest multiple of `step` whose peak, on the line through the two largest values of
+/// `fits` (value, peak bytes), is at most `limit` bytes; `None` with fewer than two values or a
+/// line that does not rise.
+fn predicted_largest(fits: &[(usize, u64)], limit: u64, step: usize) -> Option<usize> {
+    let mut pts: Vec<(usize, u64)> = fits.to_vec();
+    pts.sort_unstable();
+    pts.dedup_by_key(|p| p.0);
+    let [.., (v1, p1), (v2, p2)] = pts[..] else {
+        return None;
+    };
+    let slope = (p2 as f64 - p1 as f64) / (v2 - v1) as f64;
+    if slope <= 0.0 {
+        return None;
+    }
+    let at = v2 as f64 + (limit as f64 - p2 as f64) / slope;
+    Some(if at < step as f64 {
+        0
+    } else {
+        (at / step as f64).floor() as usize * step
+    })
 }
 
 /// The probe job of `job` (a configuration of the study at its profile): `dim` set to `v`,
@@ -495,9 +541,14 @@ pub fn run_search(
             if dim == Dim::SeqLen {
                 max = max.min(corpus_seq_bound(job)?);
             }
-            let bracket = search(dim.of(&job.model), max, step, |v| {
+            // A Checkmate plan at the limit fills what the limit leaves at every size, so its
+            // peaks say nothing of the next size: its search is plain bisection.
+            let guide = (!matches!(job.strategy.recompute, Recompute::Checkmate(_)))
+                .then_some(params.limit_bytes);
+            let bracket = search_guided(dim.of(&job.model), max, step, guide, |v| {
                 let record = run(&probe_job(job, dim, v, params.limit_bytes))?;
-                Ok(Probe::of(&record))
+                let peak = record.summary.as_ref().map(|s| s.peak_allocated_bytes);
+                Ok((Probe::of(&record), peak))
             })?;
             let unsteady = rerun_boundary(
                 &bracket,
@@ -758,6 +809,71 @@ mod tests {
             );
             assert!(b.probed.iter().all(|v| v % step == 0 && *v <= max));
         }
+    }
+
+    /// A peak model in bytes: `fixed + per * v (+ convex * v^2)`, fitting under `limit`.
+    fn peaks(
+        fixed: f64,
+        per: f64,
+        convex: f64,
+        limit: u64,
+    ) -> impl FnMut(usize) -> Result<(Probe, Option<u64>)> {
+        move |v| {
+            let x = v as f64;
+            let peak = (fixed + per * x + convex * x * x) as u64;
+            Ok(if peak <= limit {
+                (Probe::Fits, Some(peak))
+            } else {
+                (Probe::OutOfMemory, None)
+            })
+        }
+    }
+
+    /// The guided search ends where bisection does, one step apart around the boundary; with
+    /// an affine peak it needs two probes after the first two fits (bisection: about log2 of
+    /// the bracket), and with a convex peak, or one that says nothing (a plan filling the
+    /// limit at every size), no more than twice bisection's probes.
+    #[test]
+    fn the_guided_search_ends_where_bisection_does_in_fewer_probes() {
+        let limit = 128u64 << 20;
+        // Affine: 10 MiB + 3.7 MiB per sample: the largest fit is 31.
+        let affine = |v| peaks(10.0 * 1048576.0, 3.7 * 1048576.0, 0.0, limit)(v);
+        let plain = search(8, 512, 1, |v| Ok(affine(v)?.0)).unwrap();
+        let guided = search_guided(8, 512, 1, Some(limit), affine).unwrap();
+        assert_eq!((plain.largest_fit, plain.first_oom), (Some(31), Some(32)));
+        assert_eq!((guided.largest_fit, guided.first_oom), (Some(31), Some(32)));
+        assert_eq!(guided.probed, vec![8, 16, 31, 32], "{guided:?}");
+        assert!(plain.probed.len() >= 6, "{plain:?}");
+        // Without a limit the guided search is bisection, probe for probe.
+        let unguided = search_guided(8, 512, 1, None, affine).unwrap();
+        assert_eq!(unguided, plain);
+        for (start, max, step, fixed, per, convex) in [
+            (128, 4096, 32, 20e6, 150e3, 60.0),
+            (128, 4096, 32, 20e6, 10e3, 400.0),
+            (8, 512, 1, 120e6, 1.0, 0.0),
+            (8, 512, 1, 0.0, 130e6, 0.0),
+            (8, 512, 1, 100e6, 0.0, 9000.0),
+            (8, 64, 1, 1e6, 1e3, 0.0),
+        ] {
+            let m = |v| peaks(fixed, per, convex, limit)(v);
+            let plain = search(start, max, step, |v| Ok(m(v)?.0)).unwrap();
+            let guided = search_guided(start, max, step, Some(limit), m).unwrap();
+            assert_eq!(
+                (guided.largest_fit, guided.first_oom),
+                (plain.largest_fit, plain.first_oom),
+                "{fixed} {per} {convex}: {guided:?} against {plain:?}"
+            );
+            assert!(
+                guided.probed.len() <= 2 * plain.probed.len(),
+                "{guided:?} against {plain:?}"
+            );
+            assert!(guided.probed.iter().all(|v| v % step == 0 && *v <= max));
+        }
+        // A line that does not rise guides nothing.
+        assert_eq!(predicted_largest(&[(8, 100), (16, 100)], 200, 1), None);
+        assert_eq!(predicted_largest(&[(8, 100)], 200, 1), None);
+        assert_eq!(predicted_largest(&[(8, 100), (16, 200)], 250, 1), Some(20));
+        assert_eq!(predicted_largest(&[(128, 100), (256, 200)], 330, 32), Some(416));
     }
 
     /// A record of one probe: fits at `peak` bytes, or out of memory (`peak` None); the
