@@ -152,11 +152,16 @@ at_most = 1000.0
     // is recomputed differs), planned from a copy of it, its log saying so
     let bu = jobs.iter().find(|j| j.config == "budget").unwrap();
     let bu_dir = record_dir(&p.runs, "smoke_e2e", &bu.key()).join("profile");
-    let shared = read_record(&bu_dir).unwrap().expect("the shared profiling record");
+    let shared = read_record(&bu_dir)
+        .unwrap()
+        .expect("the shared profiling record");
     assert_eq!(shared.spec.config, "checkmate");
     assert_eq!(shared.executor_profile.as_ref(), Some(&executor));
     let log = std::fs::read_to_string(bu_dir.join("job.log")).unwrap();
-    assert!(log.contains("shared: this profiling pass was measured for checkmate"), "{log}");
+    assert!(
+        log.contains("shared: this profiling pass was measured for checkmate"),
+        "{log}"
+    );
 
     // the mixed-precision job recorded its loss scale and gradient underflow per step
     let mx = jobs.iter().find(|j| j.config == "mixed").unwrap();

@@ -873,7 +873,10 @@ mod tests {
         assert_eq!(predicted_largest(&[(8, 100), (16, 100)], 200, 1), None);
         assert_eq!(predicted_largest(&[(8, 100)], 200, 1), None);
         assert_eq!(predicted_largest(&[(8, 100), (16, 200)], 250, 1), Some(20));
-        assert_eq!(predicted_largest(&[(128, 100), (256, 200)], 330, 32), Some(416));
+        assert_eq!(
+            predicted_largest(&[(128, 100), (256, 200)], 330, 32),
+            Some(416)
+        );
     }
 
     /// A record of one probe: fits at `peak` bytes, or out of memory (`peak` None); the
