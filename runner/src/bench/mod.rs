@@ -48,10 +48,11 @@ use crate::measure::{median, NoProbe};
 use crate::model::attention::{memory_efficient_attention, Attention, Tiles};
 use crate::model::norm::layer_norm;
 use crate::model::{cast_model, dtype_of, InitModel, ModelBackend, TransformerLm};
+use crate::train::adamw::AdamWConfig;
 use crate::train::{train_step, Inputs};
 use burn::backend::Autodiff;
 use burn::nn::LayerNormConfig;
-use burn::optim::{AdamWConfig, Optimizer};
+use burn::optim::Optimizer;
 use burn::tensor::activation::gelu;
 use burn::tensor::backend::Backend;
 use burn::tensor::module::attention as naive_attention;
@@ -541,8 +542,7 @@ fn stepper<B: ModelBackend>(
         .with_attention(job.strategy.attention)
         .with_layer_norm(job.strategy.layer_norm);
     let model = cast_model(model, precision);
-    let optim = AdamWConfig::new()
-        .with_weight_decay(job.train.weight_decay as f32)
+    let optim = AdamWConfig::new(job.train.weight_decay as f32)
         .init::<Autodiff<B>, TransformerLm<Autodiff<B>>>();
     Stepper {
         model: Some(model),

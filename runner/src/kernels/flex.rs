@@ -217,3 +217,81 @@ where
         .for_each(|(o, s)| s.convert_to_f32_slice(o));
     out
 }
+
+/// Whether [`adamw_update`] runs these tensors: f32, bf16 or f16, every one of one dtype.
+pub fn adamw_runs(
+    p: &FlexTensor,
+    g: &FlexTensor,
+    moments: Option<(&FlexTensor, &FlexTensor)>,
+) -> bool {
+    let dtype = p.dtype();
+    g.dtype() == dtype
+        && moments.is_none_or(|(m, v)| m.dtype() == dtype && v.dtype() == dtype)
+        && matches!(dtype, DType::F32 | DType::BF16 | DType::F16)
+}
+
+/// AdamW's update of one parameter tensor ([`crate::train::adamw`]) with memwall's kernel
+/// ([`super::adamw`]): the new parameter, first and second moments, written over `p`, `m` and
+/// `v` where nothing else holds them (else over copies). The caller checks [`adamw_runs`]
+/// first (the composed update runs the rest); other dtypes panic.
+pub fn adamw_update(
+    p: FlexTensor,
+    g: FlexTensor,
+    moments: Option<(FlexTensor, FlexTensor)>,
+    h: &crate::train::adamw::AdamWStep,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let dtype = p.dtype();
+    assert!(
+        adamw_runs(&p, &g, moments.as_ref().map(|(m, v)| (m, v))),
+        "adamw_update: dtypes {dtype:?} and {:?}",
+        g.dtype()
+    );
+    let (f1, f2, c1, c2) = h.factors();
+    let decay = h.decay_rate();
+    let s = super::adamw::Scalars {
+        beta_1: h.beta_1,
+        beta_2: h.beta_2,
+        f1,
+        f2,
+        c1,
+        c2,
+        epsilon: h.epsilon,
+        keep: (decay != 0.0).then_some((1.0 - decay) as f32),
+        lr: h.lr as f32,
+        first: moments.is_none(),
+    };
+    let shape = p.layout().shape().clone();
+    let mut p = dense(p);
+    let g = dense(g);
+    let (mut m, mut v) = match moments {
+        Some((m, v)) => (dense(m), dense(v)),
+        None => (
+            FlexTensor::zeros(shape.clone(), dtype),
+            FlexTensor::zeros(shape, dtype),
+        ),
+    };
+    match dtype {
+        DType::F32 => super::adamw::update(
+            &s,
+            p.storage_mut::<f32>(),
+            g.storage::<f32>(),
+            m.storage_mut::<f32>(),
+            v.storage_mut::<f32>(),
+        ),
+        DType::BF16 => super::adamw::update_half(
+            &s,
+            p.storage_mut::<bf16>(),
+            g.storage::<bf16>(),
+            m.storage_mut::<bf16>(),
+            v.storage_mut::<bf16>(),
+        ),
+        _ => super::adamw::update_half(
+            &s,
+            p.storage_mut::<f16>(),
+            g.storage::<f16>(),
+            m.storage_mut::<f16>(),
+            v.storage_mut::<f16>(),
+        ),
+    }
+    (p, m, v)
+}

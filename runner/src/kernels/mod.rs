@@ -21,6 +21,7 @@
 //! [`crate::model`]'s operations call these only on flex, through backend traits whose
 //! default (CUDA, ndarray) is Burn's own tensor operations.
 
+pub mod adamw;
 pub mod amx;
 pub mod bf16_gemm;
 pub mod flex;

@@ -18,6 +18,7 @@ pub mod linear;
 pub mod norm;
 mod unary;
 
+use crate::train::adamw::AdamWBackend;
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
@@ -66,14 +67,27 @@ pub struct Block<B: Backend> {
 
 /// Backends that run the model's custom operations: the memory-efficient attention, the layer
 /// norm, GELU, the heads' split and merge and the matrix products ([`AttentionBackend`],
-/// [`NormBackend`], [`GeluBackend`], [`HeadsBackend`], [`MatmulBackend`]).
+/// [`NormBackend`], [`GeluBackend`], [`HeadsBackend`], [`MatmulBackend`]), and the training
+/// step's AdamW update ([`AdamWBackend`]).
 pub trait ModelBackend:
-    AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend + ExpBackend
+    AttentionBackend
+    + NormBackend
+    + GeluBackend
+    + HeadsBackend
+    + MatmulBackend
+    + ExpBackend
+    + AdamWBackend
 {
 }
 
 impl<B> ModelBackend for B where
-    B: AttentionBackend + NormBackend + GeluBackend + HeadsBackend + MatmulBackend + ExpBackend
+    B: AttentionBackend
+        + NormBackend
+        + GeluBackend
+        + HeadsBackend
+        + MatmulBackend
+        + ExpBackend
+        + AdamWBackend
 {
 }
 

@@ -8,6 +8,7 @@
 
 pub mod accumulate;
 pub mod adafactor;
+pub mod adamw;
 pub(crate) mod head;
 pub mod mixed;
 pub mod profile;
@@ -30,7 +31,7 @@ use crate::measure::{self, Environment, HeapProbe, MemoryProbe, Phase};
 use crate::model::ModelBackend;
 use crate::model::{cast_model, dtype_of, InitModel, TransformerLm};
 use burn::module::AutodiffModule;
-use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use memwall_core::budget::{self, BlockCost};
@@ -375,8 +376,7 @@ pub(crate) fn run_on<B: TrainBackend>(
     match spec.train.optimizer {
         OptimizerKind::Adamw => {
             let make_optim = || {
-                AdamWConfig::new()
-                    .with_weight_decay(spec.train.weight_decay as f32)
+                adamw::AdamWConfig::new(spec.train.weight_decay as f32)
                     .init::<B, TransformerLm<B>>()
             };
             if spec.profile_only {

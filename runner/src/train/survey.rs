@@ -18,13 +18,13 @@
 //! fixed batch at the steps asked for, so a report can show the ranges at initialization and
 //! after training.
 
+use super::adamw::AdamWConfig;
 use super::units::{run_units, Seen, SeenKind};
 use super::{train_step, Inputs, TrainBackend};
 use crate::data::{Batcher, TokenStream};
 use crate::measure::NoProbe;
 use crate::model::{InitModel, TransformerLm};
 use burn::module::AutodiffModule;
-use burn::optim::AdamWConfig;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
 use memwall_core::spec::ModelConfig;
@@ -309,9 +309,7 @@ where
     let mut batcher =
         Batcher::new(stream, t.model.batch, t.model.seq_len, t.seed).map_err(|e| e.to_string())?;
     let surveyed = Inputs::<B>::new(&batcher.sequential(0), &device);
-    let mut optim = AdamWConfig::new()
-        .with_weight_decay(0.0)
-        .init::<B, TransformerLm<B>>();
+    let mut optim = AdamWConfig::new(0.0).init::<B, TransformerLm<B>>();
     let mut points = Vec::with_capacity(t.survey_at.len());
     let mut step = 0;
     for &at in &t.survey_at {
