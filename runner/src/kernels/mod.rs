@@ -16,7 +16,9 @@
 //!   the choice of kernel;
 //! - [`amx`]: the same product on AMX tiles where the CPU and OS run them;
 //! - [`matmul`]: bf16 products through it, or through f32 without copying the operands'
-//!   layouts where the CPU lacks it.
+//!   layouts where the CPU lacks it;
+//! - [`adamw`]: AdamW's update of one parameter tensor in one pass, in f32 for every dtype
+//!   ([`crate::train::adamw`]).
 //!
 //! [`crate::model`]'s operations call these only on flex, through backend traits whose
 //! default (CUDA, ndarray) is Burn's own tensor operations.
