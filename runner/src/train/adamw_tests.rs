@@ -1,35 +1,15 @@
 //! memwall's AdamW against Burn's: bit for bit in f32 (the composed update and flex's kernel,
 //! over whole training steps), and flex's 16-bit kernel as the f32 update rounded once.
 
-use super::super::tests::{batch, config};
+use super::super::tests::{batch, config, param_bits};
 use super::*;
 use crate::measure::NoProbe;
 use crate::model::{InitModel, TransformerLm};
 use crate::train::{train_step, Inputs};
 use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{DType, Distribution};
 
 type B = Autodiff<Flex>;
-
-/// Every parameter's values, as bits.
-fn bits(m: &TransformerLm<B>) -> Vec<Vec<u32>> {
-    struct V(Vec<Vec<u32>>);
-    impl ModuleVisitor<B> for V {
-        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
-            self.0.push(
-                p.val()
-                    .into_data()
-                    .iter::<f32>()
-                    .map(f32::to_bits)
-                    .collect(),
-            );
-        }
-    }
-    let mut v = V(Vec::new());
-    m.visit(&mut v);
-    v.0
-}
 
 /// Three training steps (plain backward, lr 1e-2) with memwall's AdamW on flex (its kernel)
 /// leave every parameter bit for bit where Burn's `AdamW` leaves it, with and without weight
@@ -51,7 +31,7 @@ fn memwall_adamw_is_burns_bit_for_bit_in_f32() {
             a = train_step(a, &mut burn_opt, 1e-2, &inputs, None, false, &mut NoProbe).0;
             b = train_step(b, &mut ours, 1e-2, &inputs, None, false, &mut NoProbe).0;
         }
-        let (a, b) = (bits(&a), bits(&b));
+        let (a, b) = (param_bits(&a), param_bits(&b));
         assert!(a.iter().flatten().count() > 1000);
         assert_eq!(
             a, b,

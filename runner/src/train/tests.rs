@@ -28,6 +28,25 @@ pub(super) fn config(layers: usize) -> ModelConfig {
     }
 }
 
+/// Every parameter's values of `m`, as f32 bits, in the module's order.
+pub(super) fn param_bits(m: &TransformerLm<B>) -> Vec<Vec<u32>> {
+    struct V(Vec<Vec<u32>>);
+    impl ModuleVisitor<B> for V {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
+            self.0.push(
+                p.val()
+                    .into_data()
+                    .iter::<f32>()
+                    .map(f32::to_bits)
+                    .collect(),
+            );
+        }
+    }
+    let mut v = V(Vec::new());
+    m.visit(&mut v);
+    v.0
+}
+
 pub(super) fn batch(cfg: &ModelConfig) -> Batch {
     let n = cfg.batch * cfg.seq_len;
     let ids: Vec<i64> = (0..n as i64 + 1)

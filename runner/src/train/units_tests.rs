@@ -1,7 +1,7 @@
 //! The unit executor against plain backward (Flex, f32): bit-identical gradients for every
 //! policy, segment length and layer-norm saving, and exactly the recomputation the plan predicts.
 
-use super::super::tests::{batch, config, grad_values, plain_grads};
+use super::super::tests::{batch, config, grad_values, param_bits, plain_grads};
 use super::*;
 use crate::model::InitModel;
 use burn::backend::{Autodiff, Flex};
@@ -92,28 +92,9 @@ fn the_fused_step_equals_the_unfused_one() {
     let unfused = opt_a.step(lr, unfused.step.model, unfused.step.grads);
     let fused = unit_step(model, &inputs, &keeps, Some((&mut opt_b, lr)), &mut |_| {});
     let fused = opt_b.step(lr, fused.step.model, fused.step.grads);
-    let a = grad_free_values(&unfused);
-    let b = grad_free_values(&fused);
+    let a = param_bits(&unfused);
+    let b = param_bits(&fused);
     assert_eq!(a, b, "stepping each block in backward changes the update");
-}
-
-fn grad_free_values(m: &TransformerLm<B>) -> Vec<Vec<u32>> {
-    use burn::module::{Module, ModuleVisitor};
-    struct V(Vec<Vec<u32>>);
-    impl ModuleVisitor<B> for V {
-        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
-            self.0.push(
-                p.val()
-                    .into_data()
-                    .iter::<f32>()
-                    .map(f32::to_bits)
-                    .collect(),
-            );
-        }
-    }
-    let mut v = V(Vec::new());
-    m.visit(&mut v);
-    v.0
 }
 
 /// Plans the planner makes, as the plan stage makes them for a job: a Checkmate plan and a
