@@ -8,8 +8,43 @@ use super::{dispatch, CHUNK};
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
+/// The hyperparameters of one update of one parameter tensor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamWStep {
+    /// Learning rate.
+    pub lr: f64,
+    /// First-moment decay.
+    pub beta_1: f32,
+    /// Second-moment decay.
+    pub beta_2: f32,
+    /// Added to `sqrt(v_hat)` in the denominator.
+    pub epsilon: f32,
+    /// Decoupled weight decay (multiplied by `lr`).
+    pub weight_decay: f32,
+    /// This step's number `t`, 1-based (the bias corrections' exponent).
+    pub time: usize,
+}
+
+impl AdamWStep {
+    /// `(1 - beta_1, 1 - beta_2, 1 - beta_1^t, 1 - beta_2^t)` in f32, as Burn computes them.
+    pub fn factors(&self) -> (f32, f32, f32, f32) {
+        let t = self.time as i32;
+        (
+            1.0 - self.beta_1,
+            1.0 - self.beta_2,
+            1f32 - self.beta_1.powi(t),
+            1f32 - self.beta_2.powi(t),
+        )
+    }
+
+    /// `lr * weight_decay` (f64, as Burn computes the decay rate).
+    pub fn decay_rate(&self) -> f64 {
+        self.lr * self.weight_decay as f64
+    }
+}
+
 /// The f32 scalars of one update, as Burn's tensor operations see them (see
-/// [`crate::train::adamw::AdamWStep::factors`]).
+/// [`AdamWStep::factors`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scalars {
     /// `beta_1`.

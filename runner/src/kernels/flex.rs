@@ -238,7 +238,7 @@ pub fn adamw_update(
     p: FlexTensor,
     g: FlexTensor,
     moments: Option<(FlexTensor, FlexTensor)>,
-    h: &crate::train::adamw::AdamWStep,
+    h: &super::adamw::AdamWStep,
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
     let dtype = p.dtype();
     assert!(

@@ -16,9 +16,9 @@ pub mod gelu;
 pub mod heads;
 pub mod linear;
 pub mod norm;
+pub mod optim;
 mod unary;
 
-use crate::train::adamw::AdamWBackend;
 use attention::{memory_efficient_attention, Attention, AttentionBackend};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::{
@@ -35,6 +35,7 @@ use heads::{merge_heads, split_heads, HeadsBackend};
 use linear::{linear, MatmulBackend};
 use memwall_core::spec::{ModelConfig, Precision};
 use norm::{layer_norm, LayerNormSaving, NormBackend};
+use optim::AdamWBackend;
 
 /// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
 #[derive(Module, Debug)]
