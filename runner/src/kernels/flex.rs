@@ -295,3 +295,129 @@ pub fn adamw_update(
     }
     (p, m, v)
 }
+
+/// Whether [`attention_forward`] and [`attention_backward`] run these inputs: rank-4 tensors of
+/// one shape and one dtype among f32, bf16 and f16.
+pub fn attention_runs(tensors: &[&FlexTensor]) -> bool {
+    let Some(first) = tensors.first() else {
+        return false;
+    };
+    let shape = first.layout().shape();
+    shape.num_dims() == 4
+        && matches!(first.dtype(), DType::F32 | DType::BF16 | DType::F16)
+        && tensors
+            .iter()
+            .all(|t| t.dtype() == first.dtype() && t.layout().shape() == shape)
+}
+
+fn attention_dims(q: &FlexTensor) -> super::attention::Dims {
+    let [b, h, t, d] = q.layout().shape().dims::<4>();
+    super::attention::Dims {
+        heads: b * h,
+        seq: t,
+        d_head: d,
+    }
+}
+
+/// Causal memory-efficient attention forward with memwall's kernel ([`super::attention`]):
+/// `(out, lse)`, `out` `[batch, heads, seq, d_head]` in the inputs' dtype, `lse`
+/// `[batch, heads, seq, 1]` f32. The caller checks [`attention_runs`] first; other inputs
+/// panic.
+pub fn attention_forward(
+    q: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    tiles: memwall_core::strategy::Tiles,
+) -> (FlexTensor, FlexTensor) {
+    assert!(
+        attention_runs(&[&q, &k, &v]),
+        "attention_forward: inputs {:?}",
+        q.dtype()
+    );
+    let (q, k, v) = (dense(q), dense(k), dense(v));
+    let shape = q.layout().shape().clone();
+    let dims = attention_dims(&q);
+    let [b, h, t, _] = shape.dims::<4>();
+    let mut lse = vec![0f32; b * h * t];
+    fn run<E>(
+        q: &FlexTensor,
+        k: &FlexTensor,
+        v: &FlexTensor,
+        lse: &mut [f32],
+        dims: super::attention::Dims,
+        tiles: memwall_core::strategy::Tiles,
+    ) -> Vec<E>
+    where
+        E: super::attention::Element + bytemuck::Pod + burn::tensor::Element,
+    {
+        let mut out = vec![E::zeroed(); q.layout().num_elements()];
+        super::attention::forward(
+            q.storage::<E>(),
+            k.storage::<E>(),
+            v.storage::<E>(),
+            &mut out,
+            lse,
+            dims,
+            tiles,
+        );
+        out
+    }
+    let out = match q.dtype() {
+        DType::F32 => tensor(run::<f32>(&q, &k, &v, &mut lse, dims, tiles), shape),
+        DType::BF16 => tensor(run::<bf16>(&q, &k, &v, &mut lse, dims, tiles), shape),
+        _ => tensor(run::<f16>(&q, &k, &v, &mut lse, dims, tiles), shape),
+    };
+    (out, tensor(lse, Shape::new([b, h, t, 1])))
+}
+
+/// The gradients `(dq, dk, dv)` of [`attention_forward`] given `grad_out`, in the inputs'
+/// dtype (accumulated in f32, rounded once). `lse` is the forward's (`[batch, heads, seq, 1]`
+/// f32). The caller checks [`attention_runs`] on the five rank-4 tensors first; other inputs
+/// panic.
+pub fn attention_backward(
+    [q, k, v, out, grad_out]: [FlexTensor; 5],
+    lse: FlexTensor,
+    tiles: memwall_core::strategy::Tiles,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    assert!(
+        attention_runs(&[&q, &k, &v, &out, &grad_out]) && lse.dtype() == DType::F32,
+        "attention_backward: inputs {:?}, lse {:?}",
+        q.dtype(),
+        lse.dtype()
+    );
+    let [q, k, v, out, grad_out, lse] = [q, k, v, out, grad_out, lse].map(dense);
+    let shape = q.layout().shape().clone();
+    let dims = attention_dims(&q);
+    fn run<E>(
+        [q, k, v, out, grad_out]: [&FlexTensor; 5],
+        lse: &[f32],
+        dims: super::attention::Dims,
+        tiles: memwall_core::strategy::Tiles,
+    ) -> [Vec<E>; 3]
+    where
+        E: super::attention::Element + bytemuck::Pod + burn::tensor::Element,
+    {
+        let n = q.layout().num_elements();
+        let [mut dq, mut dk, mut dv] = [(); 3].map(|_| vec![E::zeroed(); n]);
+        super::attention::backward(
+            q.storage::<E>(),
+            k.storage::<E>(),
+            v.storage::<E>(),
+            out.storage::<E>(),
+            lse,
+            grad_out.storage::<E>(),
+            (&mut dq, &mut dk, &mut dv),
+            dims,
+            tiles,
+        );
+        [dq, dk, dv]
+    }
+    let inputs = [&q, &k, &v, &out, &grad_out];
+    let lse = lse.storage::<f32>();
+    let [dq, dk, dv] = match q.dtype() {
+        DType::F32 => run::<f32>(inputs, lse, dims, tiles).map(|g| tensor(g, shape.clone())),
+        DType::BF16 => run::<bf16>(inputs, lse, dims, tiles).map(|g| tensor(g, shape.clone())),
+        _ => run::<f16>(inputs, lse, dims, tiles).map(|g| tensor(g, shape.clone())),
+    };
+    (dq, dk, dv)
+}

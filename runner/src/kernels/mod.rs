@@ -8,6 +8,8 @@
 //! at run time ([`simd_level`]), and run over rows in parallel on rayon's pool (the one flex's
 //! matmuls use).
 //!
+//! - [`attention`]: the memory-efficient causal attention (FlashAttention-2's forward and
+//!   backward) as one task per `(batch, head)`, its tiles' products on one thread;
 //! - [`gelu`]: GELU forward and backward with a vectorizable `erf` (its error against libm is
 //!   stated and tested there);
 //! - [`heads`]: splitting `[batch, seq, heads · dh]` into `[batch, heads, seq, dh]` and merging
@@ -25,6 +27,7 @@
 
 pub mod adamw;
 pub mod amx;
+pub mod attention;
 pub mod bf16_gemm;
 pub mod flex;
 pub mod gelu;

@@ -19,12 +19,14 @@
 //! `seq x seq` tensor outlives one tile. The score tiles are recomputed in backward: an extra
 //! `Q K^T` per tile, the op-level rematerialization trade.
 //!
-//! The operation is written with Burn tensor operations, so it is generic over the backend and
-//! the float dtype: matrix products run in the tensors' dtype (f32, f16 or bf16; on flex, 16-bit
-//! tiles work in f32, see [`AttentionBackend::attention_dtype`]), the softmax
+//! The reference form ([`composed_forward`], [`composed_backward`]) is written with Burn tensor
+//! operations, so it is generic over the backend and the float dtype: matrix products run in the
+//! tensors' dtype (f32, f16 or bf16; see [`AttentionBackend::attention_dtype`]), the softmax
 //! statistics (`m`, `l`, `L`, `D`), the probabilities and the accumulators in f32, as
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
-//! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend.
+//! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend. On flex
+//! both directions are one kernel each ([`crate::kernels::attention`], the same algorithm and
+//! tiles in f32, one task per `(batch, head)`), tested against the reference.
 
 use super::cast::{CastBackend, ToDtype};
 use super::exp::{exp, ExpBackend};
@@ -62,6 +64,38 @@ pub trait AttentionBackend: MatmulBackend + ExpBackend + CastBackend {
     fn attention_dtype(dtype: DType) -> DType {
         dtype
     }
+
+    /// The forward of [`flash_forward`]: `(out, lse)`. Provided: the composition of Burn
+    /// operations ([`composed_forward`], the reference); flex overrides it with memwall's
+    /// kernel.
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (out, lse) = composed_forward::<Self>(float(q), float(k), float(v), tiles);
+        (primitive(out), primitive(lse))
+    }
+
+    /// The backward of [`flash_backward`]: `(dq, dk, dv)`. Provided: [`composed_backward`];
+    /// flex overrides it with memwall's kernel.
+    fn attention_backward(
+        [q, k, v, out, grad_out]: [FloatTensor<Self>; 5],
+        lse: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (dq, dk, dv) = composed_backward::<Self>(
+            float(q),
+            float(k),
+            float(v),
+            float(out),
+            float(lse),
+            float(grad_out),
+            tiles,
+        );
+        (primitive(dq), primitive(dk), primitive(dv))
+    }
 }
 
 /// On flex the tiles of 16-bit inputs work in f32: flex runs bf16 and f16 elementwise
@@ -69,12 +103,51 @@ pub trait AttentionBackend: MatmulBackend + ExpBackend + CastBackend {
 /// so one conversion of `Q`, `K`, `V` (and `O`, `dO` in backward) per call is cheaper. The
 /// operation's inputs, outputs and what it keeps stay in the inputs' dtype; the f32 copies live
 /// only during the call (5 `[batch, heads, seq, d_head]` f32 tensors at most, in backward).
+///
+/// Both directions run memwall's CPU kernel ([`crate::kernels::attention`]: one task per
+/// `(batch, head)`, FlashAttention-2's algorithms in f32 with the same tiles) for f32, bf16 and
+/// f16 inputs of one shape; the composed form for anything else.
 impl AttentionBackend for burn::backend::Flex {
     fn attention_dtype(dtype: DType) -> DType {
         match dtype {
             DType::BF16 | DType::F16 => DType::F32,
             other => other,
         }
+    }
+
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        use crate::kernels::flex;
+        if flex::attention_runs(&[&q, &k, &v]) {
+            return flex::attention_forward(q, k, v, tiles);
+        }
+        let (out, lse) = composed_forward::<Self>(float(q), float(k), float(v), tiles);
+        (primitive(out), primitive(lse))
+    }
+
+    fn attention_backward(
+        [q, k, v, out, grad_out]: [FloatTensor<Self>; 5],
+        lse: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use crate::kernels::flex;
+        if flex::attention_runs(&[&q, &k, &v, &out, &grad_out]) && lse.dtype() == DType::F32 {
+            return flex::attention_backward([q, k, v, out, grad_out], lse, tiles);
+        }
+        let (dq, dk, dv) = composed_backward::<Self>(
+            float(q),
+            float(k),
+            float(v),
+            float(out),
+            float(lse),
+            float(grad_out),
+            tiles,
+        );
+        (primitive(dq), primitive(dk), primitive(dv))
     }
 }
 #[cfg(feature = "ndarray")]
@@ -230,11 +303,46 @@ fn scores<B: MatmulBackend + CastBackend>(
     }
 }
 
-/// FlashAttention-2 forward (Dao 2023, Algorithm 1) with the causal mask.
+/// FlashAttention-2 forward (Dao 2023, Algorithm 1) with the causal mask, as the backend runs
+/// it ([`AttentionBackend::attention_forward`]).
 ///
 /// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
 /// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
 pub fn flash_forward<B: AttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    tiles: Tiles,
+) -> (Tensor<B, 4>, Tensor<B, 4>) {
+    let (out, lse) = B::attention_forward(primitive(q), primitive(k), primitive(v), tiles);
+    (float(out), float(lse))
+}
+
+/// FlashAttention-2 backward (Dao 2023, Algorithm 2) with the causal mask, as the backend runs
+/// it ([`AttentionBackend::attention_backward`]); shapes as [`composed_backward`].
+pub fn flash_backward<B: AttentionBackend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    out: Tensor<B, 4>,
+    lse: Tensor<B, 4>,
+    grad_out: Tensor<B, 4>,
+    tiles: Tiles,
+) -> (Tensor<B, 4>, Tensor<B, 4>, Tensor<B, 4>) {
+    let (dq, dk, dv) = B::attention_backward(
+        [q, k, v, out, grad_out].map(primitive),
+        primitive(lse),
+        tiles,
+    );
+    (float(dq), float(dk), float(dv))
+}
+
+/// FlashAttention-2 forward (Dao 2023, Algorithm 1) with the causal mask, composed of Burn
+/// tensor operations tile by tile: the reference every backend's kernel is tested against.
+///
+/// Shapes: `q`, `k`, `v` `[batch, heads, seq, d_head]`. Returns the output (same shape and dtype
+/// as `q`) and the per-row log-sum-exp of the scaled scores, `[batch, heads, seq, 1]` in f32.
+pub fn composed_forward<B: AttentionBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -278,12 +386,13 @@ pub fn flash_forward<B: AttentionBackend>(
     (Tensor::cat(outs, 2), Tensor::cat(lses, 2))
 }
 
-/// FlashAttention-2 backward (Dao 2023, Algorithm 2) with the causal mask.
+/// FlashAttention-2 backward (Dao 2023, Algorithm 2) with the causal mask, composed of Burn
+/// tensor operations tile by tile (the reference).
 ///
 /// Shapes: `q`, `k`, `v`, `out`, `grad_out` `[batch, heads, seq, d_head]`, `lse`
 /// `[batch, heads, seq, 1]` (f32, from [`flash_forward`]). Returns `(dq, dk, dv)` in the dtype of
 /// `q`, accumulated in f32.
-pub fn flash_backward<B: AttentionBackend>(
+pub fn composed_backward<B: AttentionBackend>(
     q: Tensor<B, 4>,
     k: Tensor<B, 4>,
     v: Tensor<B, 4>,
@@ -469,6 +578,58 @@ mod tests {
         // Burn's naive attention in bf16 is held to the same tolerance.
         let naive_bf16 = run(inputs(shape), DType::BF16, None);
         assert_within(&naive_bf16, &reference, 2e-2, "naive bf16");
+    }
+
+    /// `(out, lse, dq, dk, dv)` of one attention on flex, through `forward` and `backward`.
+    type Direction = fn([Tensor<Flex, 4>; 4], Tiles) -> [Vec<f32>; 5];
+
+    fn through_kernel([q, k, v, g]: [Tensor<Flex, 4>; 4], tiles: Tiles) -> [Vec<f32>; 5] {
+        let (out, lse) = flash_forward(q.clone(), k.clone(), v.clone(), tiles);
+        let (dq, dk, dv) = flash_backward(q, k, v, out.clone(), lse.clone(), g, tiles);
+        [out, lse, dq, dk, dv].map(values)
+    }
+
+    fn through_composition([q, k, v, g]: [Tensor<Flex, 4>; 4], tiles: Tiles) -> [Vec<f32>; 5] {
+        let (out, lse) = composed_forward(q.clone(), k.clone(), v.clone(), tiles);
+        let (dq, dk, dv) = composed_backward(q, k, v, out.clone(), lse.clone(), g, tiles);
+        [out, lse, dq, dk, dv].map(values)
+    }
+
+    #[test]
+    fn flex_kernel_equals_the_composed_reference() {
+        // Same algorithm, tiles and f32 arithmetic; only the order of summation inside the
+        // products differs, so f32 agrees to a few ulps of the largest entry. 16-bit outputs are
+        // each one rounding of those f32 values: within one ulp of the reference's rounding
+        // (bf16: 2^-7 relative to the largest entry covers it, f16: 2^-10).
+        let kernel: Direction = through_kernel;
+        let reference: Direction = through_composition;
+        let shapes = [[2, 3, 37, 8], [1, 2, 40, 20], [2, 1, 19, 64]];
+        let tiles = [(8, 8), (5, 16), (16, 5), (64, 64), (1, 37), (1024, 1024)];
+        for (n, shape) in shapes.into_iter().enumerate() {
+            for (dtype, tol) in [(DType::F32, 2e-6), (DType::BF16, 8e-3), (DType::F16, 1e-3)] {
+                for &(query, key) in &tiles {
+                    let tiles = Tiles { query, key };
+                    let inputs = || inputs(shape).map(|t| t.inner().cast(dtype));
+                    let taken = inputs().map(primitive);
+                    assert!(
+                        crate::kernels::flex::attention_runs(&taken.each_ref()),
+                        "{dtype:?}: flex runs the kernel"
+                    );
+                    let ours = kernel(inputs(), tiles);
+                    let theirs = reference(inputs(), tiles);
+                    for (name, (a, b)) in ["out", "lse", "dq", "dk", "dv"]
+                        .iter()
+                        .zip(ours.iter().zip(&theirs))
+                    {
+                        let e = rel_err(a, b);
+                        assert!(
+                            e <= tol,
+                            "shape {n} {dtype:?} tiles {query}x{key}: {name} {e:e} > {tol:e}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
