@@ -29,6 +29,7 @@ fn usage() -> ExitCode {
 
 fn main() -> ExitCode {
     memwall_runner::init_logging();
+    memwall_runner::init_threads();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("run-job") => {
