@@ -12,7 +12,7 @@
 //! The tile sizes are the spec's ([`Tiles`]), clamped to the sequence, so the algorithm, its
 //! order of summation over key tiles and what it keeps are the composed form's; the transient
 //! memory is one task's scratch per thread instead of `[batch, heads, query, key]` tensors.
-//! Inside a tile, blocks of [`ROW_BLOCK`] query rows compute only the key columns their last
+//! Inside a tile, blocks of `ROW_BLOCK` (32) query rows compute only the key columns their last
 //! row sees (the masked rest has probability 0 and is skipped, not computed).
 //!
 //! - forward: for each query tile, the key tiles at or below the diagonal in order with the
