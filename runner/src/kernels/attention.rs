@@ -88,6 +88,25 @@ impl Dims {
         (clamp(tiles.query), clamp(tiles.key))
     }
 
+    /// Checks the arrays' lengths (`[heads, seq, d_head]` each, `lse` `[heads, seq]`) and gives
+    /// `(seq · d_head, query tile, key tile, 1/sqrt(d_head))`, or `None` when there is nothing
+    /// to compute. Panics on a wrong length.
+    fn prepare(
+        &self,
+        arrays: &[(&str, usize)],
+        lse: usize,
+        tiles: Tiles,
+    ) -> Option<(usize, usize, usize, f32)> {
+        for &(what, len) in arrays {
+            self.check(what, len);
+        }
+        assert_eq!(lse, self.heads * self.seq, "attention kernel: lse");
+        let n = self.per_head();
+        let (bq, bk) = self.tiles(tiles);
+        let scale = (1.0 / (self.d_head as f64).sqrt()) as f32;
+        (n > 0).then_some((n, bq, bk, scale))
+    }
+
     fn check(&self, what: &str, len: usize) {
         assert_eq!(
             len,
@@ -117,21 +136,18 @@ pub fn forward<E: Element>(
     dims: Dims,
     tiles: Tiles,
 ) {
-    for (what, len) in [
-        ("q", q.len()),
-        ("k", k.len()),
-        ("v", v.len()),
-        ("out", out.len()),
-    ] {
-        dims.check(what, len);
-    }
-    assert_eq!(lse.len(), dims.heads * dims.seq, "attention kernel: lse");
-    let n = dims.per_head();
-    if n == 0 {
+    let Some((n, bq, bk, scale)) = dims.prepare(
+        &[
+            ("q", q.len()),
+            ("k", k.len()),
+            ("v", v.len()),
+            ("out", out.len()),
+        ],
+        lse.len(),
+        tiles,
+    ) else {
         return;
-    }
-    let (bq, bk) = dims.tiles(tiles);
-    let scale = (1.0 / (dims.d_head as f64).sqrt()) as f32;
+    };
     out.par_chunks_mut(n)
         .zip(lse.par_chunks_mut(dims.seq))
         .enumerate()
@@ -183,25 +199,22 @@ pub fn backward<E: Element>(
     dims: Dims,
     tiles: Tiles,
 ) {
-    for (what, len) in [
-        ("q", q.len()),
-        ("k", k.len()),
-        ("v", v.len()),
-        ("out", out.len()),
-        ("grad_out", grad_out.len()),
-        ("dq", dq.len()),
-        ("dk", dk.len()),
-        ("dv", dv.len()),
-    ] {
-        dims.check(what, len);
-    }
-    assert_eq!(lse.len(), dims.heads * dims.seq, "attention kernel: lse");
-    let n = dims.per_head();
-    if n == 0 {
+    let Some((n, bq, bk, scale)) = dims.prepare(
+        &[
+            ("q", q.len()),
+            ("k", k.len()),
+            ("v", v.len()),
+            ("out", out.len()),
+            ("grad_out", grad_out.len()),
+            ("dq", dq.len()),
+            ("dk", dk.len()),
+            ("dv", dv.len()),
+        ],
+        lse.len(),
+        tiles,
+    ) else {
         return;
-    }
-    let (bq, bk) = dims.tiles(tiles);
-    let scale = (1.0 / (dims.d_head as f64).sqrt()) as f32;
+    };
     dq.par_chunks_mut(n)
         .zip(dk.par_chunks_mut(n))
         .zip(dv.par_chunks_mut(n))

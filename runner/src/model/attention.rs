@@ -74,8 +74,7 @@ pub trait AttentionBackend: MatmulBackend + ExpBackend + CastBackend {
         v: FloatTensor<Self>,
         tiles: Tiles,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (out, lse) = composed_forward::<Self>(float(q), float(k), float(v), tiles);
-        (primitive(out), primitive(lse))
+        composed_forward_primitive::<Self>(q, k, v, tiles)
     }
 
     /// The backward of [`flash_backward`]: `(dq, dk, dv)`. Provided: [`composed_backward`];
@@ -85,16 +84,7 @@ pub trait AttentionBackend: MatmulBackend + ExpBackend + CastBackend {
         lse: FloatTensor<Self>,
         tiles: Tiles,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let (dq, dk, dv) = composed_backward::<Self>(
-            float(q),
-            float(k),
-            float(v),
-            float(out),
-            float(lse),
-            float(grad_out),
-            tiles,
-        );
-        (primitive(dq), primitive(dk), primitive(dv))
+        composed_backward_primitive::<Self>([q, k, v, out, grad_out], lse, tiles)
     }
 }
 
@@ -125,8 +115,7 @@ impl AttentionBackend for burn::backend::Flex {
         if flex::attention_runs(&[&q, &k, &v]) {
             return flex::attention_forward(q, k, v, tiles);
         }
-        let (out, lse) = composed_forward::<Self>(float(q), float(k), float(v), tiles);
-        (primitive(out), primitive(lse))
+        composed_forward_primitive::<Self>(q, k, v, tiles)
     }
 
     fn attention_backward(
@@ -138,16 +127,7 @@ impl AttentionBackend for burn::backend::Flex {
         if flex::attention_runs(&[&q, &k, &v, &out, &grad_out]) && lse.dtype() == DType::F32 {
             return flex::attention_backward([q, k, v, out, grad_out], lse, tiles);
         }
-        let (dq, dk, dv) = composed_backward::<Self>(
-            float(q),
-            float(k),
-            float(v),
-            float(out),
-            float(lse),
-            float(grad_out),
-            tiles,
-        );
-        (primitive(dq), primitive(dk), primitive(dv))
+        composed_backward_primitive::<Self>([q, k, v, out, grad_out], lse, tiles)
     }
 }
 #[cfg(feature = "ndarray")]
@@ -156,6 +136,28 @@ impl AttentionBackend for burn::backend::NdArray {}
 impl AttentionBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
 impl AttentionBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+
+/// [`composed_forward`] on primitives.
+fn composed_forward_primitive<B: AttentionBackend>(
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    tiles: Tiles,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let (out, lse) = composed_forward::<B>(float(q), float(k), float(v), tiles);
+    (primitive(out), primitive(lse))
+}
+
+/// [`composed_backward`] on primitives.
+fn composed_backward_primitive<B: AttentionBackend>(
+    [q, k, v, out, grad_out]: [FloatTensor<B>; 5],
+    lse: FloatTensor<B>,
+    tiles: Tiles,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let [q, k, v, out, grad_out] = [q, k, v, out, grad_out].map(float);
+    let (dq, dk, dv) = composed_backward::<B>(q, k, v, out, float(lse), grad_out, tiles);
+    (primitive(dq), primitive(dk), primitive(dv))
+}
 
 /// The backward step of the operation; its state is what the graph keeps.
 #[derive(Debug)]
