@@ -4,21 +4,23 @@
 //!
 //! `vdpbf16ps` takes, per 32-bit lane, a pair of bf16 values from each operand and adds both
 //! products to an f32 accumulator (Intel® 64 and IA-32 Architectures Software Developer's
-//! Manual, vol. 2, `VDPBF16PS`). So `k` runs in pairs: the left operand is packed as, per row,
-//! 32-bit words holding `(a[i][2p], a[i][2p + 1])`, and the right operand as, per column, words
-//! holding `(b[2p][j], b[2p + 1][j])`; an odd `k` gets a zero pair member. The packing reads
-//! the operands through their strides, so a transposed view (every backward product) is never
-//! copied into a layout first.
+//! Manual, vol. 2, `VDPBF16PS`). So `k` runs in pairs: the right operand is packed as, per
+//! column, 32-bit words holding `(b[2p][j], b[2p + 1][j])`, and the left operand supplies, per
+//! row, words holding `(a[i][2p], a[i][2p + 1])`: a row-major left operand with an even `k`
+//! already holds them and is read in place; any other is packed (an odd `k` gets a zero pair
+//! member). The packing reads the operands through their strides, so a transposed view (the
+//! backward's products) is never copied into a layout first.
 //!
 //! The product runs as a grid of `MR x NR` tiles (`12 x 32`: 24 of the 32 vector registers
 //! accumulate, two hold the right operand's 16-column halves, one the broadcast left pair),
 //! each over the whole of `k` in registers, so each output element is one f32 sum rounded
-//! once. Tiles run in parallel on rayon's pool, column panel by column panel, so that a
-//! thread's tiles reuse one packed right panel from cache.
+//! once. Tiles run in parallel on rayon's pool in blocks of row tiles whose left rows fit in
+//! L2, each block column panel by column panel, so that a thread's consecutive tiles reuse a
+//! packed right panel and the block's left rows from cache.
 //!
 //! This is GotoBLAS's decomposition (Goto & van de Geijn, "Anatomy of High-Performance Matrix
 //! Multiplication", ACM TOMS 34(3), 2008) without its `k` blocking: the model's products have
-//! `k` of at most a few thousand, whose packed panels stay in L2.
+//! `k` of at most a few thousand, whose panels stay in L2.
 
 use half::bf16;
 use rayon::prelude::*;
@@ -28,6 +30,16 @@ use std::mem::MaybeUninit;
 pub const MR: usize = 12;
 /// Columns of a register tile (two 16-lane vectors).
 pub const NR: usize = 32;
+
+/// Row strides (bytes) at which a row-major left operand is packed rather than read in place:
+/// twelve rows a multiple of 2 KiB apart fall into at most two of the 64 sets of a 32 KiB
+/// 8-way L1 data cache (Zen 4's, and Intel's since Skylake: their set index is address bits
+/// 6-11), so the rows' lines evict each other.
+const ALIASING_BYTES: usize = 2048;
+
+/// Bytes of the left operand a block of row tiles keeps in L2 (about a third of the 1-2 MiB
+/// L2 of the processors with AVX512-BF16: the packed right panels and the outputs share it).
+const L2_BYTES: usize = 384 << 10;
 
 /// Whether this CPU runs the bf16 dot-product instructions (detected once per process).
 pub fn available() -> bool {
@@ -163,27 +175,58 @@ fn dot_products(
     if m == 0 || n == 0 {
         return true;
     }
+    if a.col == 1 && k > 0 {
+        // The direct read below trusts the view's bounds: the last row's last element.
+        assert!(
+            a.offset + (m - 1) * a.row + k <= a.data.len(),
+            "the left operand's view reads past its buffer"
+        );
+    }
     let kp = k.div_ceil(2);
     let (mp, np) = (m.div_ceil(MR), n.div_ceil(NR));
-    // `a`'s lanes are its rows, `b`'s its columns; both pair along k.
-    let pa = pack::<MR>(a.rows(m, k), mp, kp);
+    // A row-major left operand with an even `k` is read where it lies: its pairs are already
+    // adjacent 32-bit words (the forward products and the backward's input gradients), so it
+    // is not packed. Not where its rows lie a multiple of `ALIASING_BYTES` apart: the tile's
+    // twelve rows would share one or two of L1's sets (measured: 10% slower at 4 KiB rows).
+    let direct = a.col == 1 && k.is_multiple_of(2) && !(2 * a.row).is_multiple_of(ALIASING_BYTES);
+    let pa = if direct {
+        Vec::new()
+    } else {
+        pack::<MR>(a.rows(m, k), mp, kp)
+    };
     let pb = pack::<NR>(b.columns(n, k), np, kp);
     let out_ptr = SendPtr(out.as_mut_ptr() as *mut bf16);
-    // Column panel major: consecutive tiles (one thread's share) reuse a packed `b` panel.
+    // Tiles in blocks of `block` row tiles, each block column panel by column panel: one
+    // thread's consecutive tiles reuse a packed `b` panel from L1, and a block's rows of `a`
+    // (about `L2_BYTES`) from L2 for every column panel, instead of streaming all of `a` from
+    // L3 per panel.
+    let block = (L2_BYTES / (MR * kp * 4)).clamp(1, mp);
+    let per_block = block * np;
     (0..mp * np).into_par_iter().for_each(|t| {
-        let (jp, ip) = (t / mp, t % mp);
-        let a_panel = &pa[ip * MR * kp..(ip + 1) * MR * kp];
+        let first = t / per_block * block;
+        let in_block = block.min(mp - first);
+        let rest = t % per_block;
+        let (jp, ip) = (rest / in_block, first + rest % in_block);
         let b_panel = &pb[jp * NR * kp..(jp + 1) * NR * kp];
         let (r0, c0) = (ip * MR, jp * NR);
         let (rows, cols) = ((m - r0).min(MR), (n - c0).min(NR));
-        // SAFETY: `available()` said the CPU runs AVX-512F/BW/VL and AVX512-BF16; the panels
-        // hold `kp` pairs of MR and NR words; tiles write disjoint rectangles of `out`, inside
-        // its `m·n` elements.
+        // SAFETY: `available()` said the CPU runs AVX-512F/BW/VL and AVX512-BF16; the packed
+        // panels hold `kp` pairs of MR and NR words; a direct left operand's `rows` rows hold
+        // `2·kp = k` elements from `offset + r·row` (the view's bounds, checked below); tiles
+        // write disjoint rectangles of `out`, inside its `m·n` elements.
         #[cfg(target_arch = "x86_64")]
         unsafe {
+            let left = if direct {
+                avx512::Left::Rows {
+                    first: a.data.as_ptr().add(a.offset + r0 * a.row) as *const u8,
+                    row: 2 * a.row,
+                }
+            } else {
+                avx512::Left::Packed(pa[ip * MR * kp..(ip + 1) * MR * kp].as_ptr())
+            };
             avx512::tile(
                 kp,
-                a_panel,
+                left,
                 b_panel,
                 out_ptr.get().add(r0 * n + c0),
                 n,
@@ -333,41 +376,100 @@ mod avx512 {
     use half::bf16;
     use std::arch::x86_64::*;
 
-    /// Rows `..rows` and columns `..cols` of the `MR x NR` tile `Σ_p a[p·MR + r] ⊙ b[p·NR + c]`
+    /// Where a tile reads the left operand's pairs.
+    #[derive(Clone, Copy)]
+    pub enum Left {
+        /// Packed: word `p·MR + r` holds row `r`'s pair `p` ([`super::pack`]).
+        Packed(*const u32),
+        /// Row-major bf16 rows: row `r`'s pair `p` is the 32-bit word at byte
+        /// `first + r·row + 4p`.
+        Rows { first: *const u8, row: usize },
+    }
+
+    /// Rows `..rows` and columns `..cols` of the `MR x NR` tile `Σ_p a[r][p] ⊙ b[p·NR + c]`
     /// (pair products summed in f32), rounded to bf16 (`vcvtneps2bf16`: to nearest even,
     /// subnormals flushed to zero) into `out[r·ld + c]`.
     ///
     /// # Safety
-    /// The CPU must run AVX-512F/BW/VL and AVX512-BF16; `a` holds `kp·MR` words, `b` `kp·NR`;
-    /// `out[r·ld + c]` is writable for `r < rows <= MR`, `c < cols <= NR`.
+    /// The CPU must run AVX-512F/BW/VL and AVX512-BF16; `a` reads `kp` pairs of `MR` rows
+    /// (packed) or of `rows` rows (row-major), `b` holds `kp·NR` words; `out[r·ld + c]` is
+    /// writable for `r < rows <= MR`, `c < cols <= NR`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn tile(
         kp: usize,
-        a: &[u32],
+        a: Left,
         b: &[u32],
         out: *mut bf16,
         ld: usize,
         rows: usize,
         cols: usize,
     ) {
-        assert!(a.len() >= kp * MR && b.len() >= kp * NR && rows <= MR && cols <= NR);
+        assert!(b.len() >= kp * NR && (1..=MR).contains(&rows) && cols <= NR);
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (a, b) = (a.as_ptr(), b.as_ptr());
-        for p in 0..kp {
-            // SAFETY: `p < kp`, within the asserted lengths; the vector types are bit casts.
-            unsafe {
-                let b0: __m512bh =
-                    std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
-                let b1: __m512bh =
-                    std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
-                for (r, row) in acc.iter_mut().enumerate() {
-                    let pair = *a.add(p * MR + r) as i32;
-                    let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
-                    row[0] = _mm512_dpbf16_ps(row[0], av, b0);
-                    row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+        let b = b.as_ptr();
+        match a {
+            // SAFETY: the caller's bounds; the vector types are bit casts.
+            Left::Packed(a) => unsafe {
+                for p in 0..kp {
+                    let b0: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
+                    let b1: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let pair = *a.add(p * MR + r) as i32;
+                        let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
+                        row[0] = _mm512_dpbf16_ps(row[0], av, b0);
+                        row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+                    }
                 }
-            }
+            },
+            // SAFETY: as above; rows past `rows` read the last row again (never stored).
+            Left::Rows { first, row: stride } => unsafe {
+                // Rows past `rows` read the last row again (never stored). Three row pointers
+                // (rows 0, 4, 8) and two strides address all twelve rows, so the loop keeps
+                // them in registers.
+                let line = |r: usize| first.add(r.min(rows - 1) * stride);
+                let (mut q0, mut q4, mut q8) = (line(0), line(4), line(8));
+                let d = [
+                    0isize,
+                    line(1).offset_from(line(0)),
+                    line(2).offset_from(line(0)),
+                    line(3).offset_from(line(0)),
+                ];
+                let d4 = [
+                    0isize,
+                    line(5).offset_from(line(4)),
+                    line(6).offset_from(line(4)),
+                    line(7).offset_from(line(4)),
+                ];
+                let d8 = [
+                    0isize,
+                    line(9).offset_from(line(8)),
+                    line(10).offset_from(line(8)),
+                    line(11).offset_from(line(8)),
+                ];
+                for p in 0..kp {
+                    let b0: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
+                    let b1: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let (q, off) = match r / 4 {
+                            0 => (q0, d[r % 4]),
+                            1 => (q4, d4[r % 4]),
+                            _ => (q8, d8[r % 4]),
+                        };
+                        let pair = (q.offset(off) as *const i32).read_unaligned();
+                        let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
+                        row[0] = _mm512_dpbf16_ps(row[0], av, b0);
+                        row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+                    }
+                    q0 = q0.add(4);
+                    q4 = q4.add(4);
+                    q8 = q8.add(4);
+                }
+            },
         }
         let mask = |lanes: usize| -> __mmask16 { ((1u32 << lanes.min(16)) - 1) as __mmask16 };
         let (low, high) = (mask(cols), mask(cols.saturating_sub(16)));
@@ -438,9 +540,9 @@ mod tests {
     /// Every shape and layout of the test through `kernel`.
     fn products_by(kernel: Kernel) {
         // Edges in every direction (m, n not multiples of the tile, odd k) and every layout the
-        // packing reads: pairs adjacent (row-major left, transposed right), lanes adjacent
-        // (transposed left, row-major right, as the backward's products read them) and
-        // neither (every other element of a wider buffer).
+        // operands come in: pairs adjacent (row-major left: read in place for an even k, else
+        // packed; transposed right), lanes adjacent (transposed left, row-major right, as the
+        // backward's products read them) and neither (every other element of a wider buffer).
         for (m, k, n) in [
             (1, 1, 1),
             (13, 7, 33),
@@ -448,6 +550,9 @@ mod tests {
             (50, 129, 70),
             (32, 32, 32),
             (70, 100, 97),
+            // Several blocks of row tiles (4 tiles of 12 rows per block at k = 4096, the last
+            // one short), and a row-major left operand packed for its 8 KiB rows.
+            (70, 4096, 40),
         ] {
             for layout in 0..3 {
                 let ab = values(2 * m * k + 3, 1);
@@ -522,6 +627,107 @@ mod tests {
                 b.col,
                 exact[i]
             );
+        }
+    }
+
+    /// Throughput on one thread of the register tile alone (panels in cache, packed and row-major
+    /// left operands) and of the large benchmark shape's products (`just bench-cpu 3 large`;
+    /// `ta`/`tb`: transposed operands, as the backward reads them). A benchmark, not a test:
+    /// `--ignored --nocapture` prints GFLOP/s (2·m·k·n FLOPs per product) to compare kernels or
+    /// changes on one machine.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        #[cfg(target_arch = "x86_64")]
+        if available() {
+            let kp = 256;
+            let a: Vec<u32> = (0..kp * MR)
+                .map(|i| 0x3f80_3f80 ^ (i as u32 % 97))
+                .collect();
+            let b: Vec<u32> = (0..kp * NR)
+                .map(|i| 0x3f80_3f80 ^ (i as u32 % 89))
+                .collect();
+            let mut out = vec![bf16::ZERO; MR * NR];
+            let packed = avx512::Left::Packed(a.as_ptr());
+            let rows = avx512::Left::Rows {
+                first: a.as_ptr() as *const u8,
+                row: 4 * kp,
+            };
+            for (name, left) in [("packed", packed), ("row-major", rows)] {
+                let reps = 20_000;
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    // SAFETY: `available()`; the panels hold `kp` pairs of MR and NR words.
+                    unsafe { avx512::tile(kp, left, &b, out.as_mut_ptr(), NR, MR, NR) };
+                }
+                let flops = (reps * 4 * MR * NR * kp) as f64;
+                let rate = flops / t.elapsed().as_secs_f64() / 1e9;
+                eprintln!(
+                    "tile alone, {name} left operand, k = {}: {rate:.1} GFLOP/s",
+                    2 * kp
+                );
+            }
+        }
+        for (m, k, n, ta, tb) in [
+            (2048, 512, 1536, false, false),
+            (2048, 512, 2048, false, false),
+            (2048, 2048, 512, false, false),
+            (2048, 512, 512, false, true),
+            (512, 2048, 2048, true, false),
+            (512, 2048, 1536, true, false),
+        ] {
+            let ab = values(m * k, 1);
+            let bb = values(k * n, 2);
+            let a = if ta {
+                View {
+                    data: &ab,
+                    offset: 0,
+                    row: 1,
+                    col: m,
+                }
+            } else {
+                View {
+                    data: &ab,
+                    offset: 0,
+                    row: k,
+                    col: 1,
+                }
+            };
+            let b = if tb {
+                View {
+                    data: &bb,
+                    offset: 0,
+                    row: 1,
+                    col: k,
+                }
+            } else {
+                View {
+                    data: &bb,
+                    offset: 0,
+                    row: n,
+                    col: 1,
+                }
+            };
+            let mut out = uninit(m * n);
+            for kernel in kernels() {
+                pool.install(|| {
+                    gemm_with(kernel, m, k, n, a, b, &mut out);
+                    let t = std::time::Instant::now();
+                    let reps = 10;
+                    for _ in 0..reps {
+                        gemm_with(kernel, m, k, n, a, b, &mut out);
+                    }
+                    let dt = t.elapsed().as_secs_f64() / reps as f64;
+                    eprintln!(
+                        "{kernel:?} {m}x{k}x{n} ta={ta} tb={tb}: {:.1} GFLOP/s",
+                        2.0 * (m * k * n) as f64 / dt / 1e9
+                    );
+                });
+            }
         }
     }
 
