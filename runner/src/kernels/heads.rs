@@ -7,11 +7,17 @@
 //! task copying `seq` runs of `dh` contiguous elements.
 
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
-/// `src` `[batch, seq, heads, dh]` (row-major) into `dst` `[batch, heads, seq, dh]`.
+/// `src` `[batch, seq, heads, dh]` (row-major) into `dst` `[batch, heads, seq, dh]`: every
+/// element of `dst` is written (it may start uninitialized).
 ///
 /// Panics if either length is not `batch · seq · heads · dh`.
-pub fn split<T: Copy + Send + Sync>(src: &[T], dst: &mut [T], [batch, seq, heads, dh]: [usize; 4]) {
+pub fn split<T: Copy + Send + Sync>(
+    src: &[T],
+    dst: &mut [MaybeUninit<T>],
+    [batch, seq, heads, dh]: [usize; 4],
+) {
     let n = batch * seq * heads * dh;
     assert!(
         src.len() == n && dst.len() == n,
@@ -28,15 +34,20 @@ pub fn split<T: Copy + Send + Sync>(src: &[T], dst: &mut [T], [batch, seq, heads
             let (b, h) = (bh / heads, bh % heads);
             for (t, row) in out.chunks_exact_mut(dh).enumerate() {
                 let start = ((b * seq + t) * heads + h) * dh;
-                row.copy_from_slice(&src[start..start + dh]);
+                write(row, &src[start..start + dh]);
             }
         });
 }
 
-/// `src` `[batch, heads, seq, dh]` into `dst` `[batch, seq, heads, dh]` (row-major).
+/// `src` `[batch, heads, seq, dh]` into `dst` `[batch, seq, heads, dh]` (row-major): every
+/// element of `dst` is written (it may start uninitialized).
 ///
 /// Panics if either length is not `batch · seq · heads · dh`.
-pub fn merge<T: Copy + Send + Sync>(src: &[T], dst: &mut [T], [batch, seq, heads, dh]: [usize; 4]) {
+pub fn merge<T: Copy + Send + Sync>(
+    src: &[T],
+    dst: &mut [MaybeUninit<T>],
+    [batch, seq, heads, dh]: [usize; 4],
+) {
     let n = batch * seq * heads * dh;
     assert!(
         src.len() == n && dst.len() == n,
@@ -53,9 +64,16 @@ pub fn merge<T: Copy + Send + Sync>(src: &[T], dst: &mut [T], [batch, seq, heads
             let (b, t) = (bt / seq, bt % seq);
             for (h, row) in out.chunks_exact_mut(dh).enumerate() {
                 let start = ((b * heads + h) * seq + t) * dh;
-                row.copy_from_slice(&src[start..start + dh]);
+                write(row, &src[start..start + dh]);
             }
         });
+}
+
+/// `dst[i] = src[i]` for equal lengths (a vectorized copy).
+fn write<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        d.write(*s);
+    }
 }
 
 #[cfg(test)]
@@ -66,8 +84,13 @@ mod tests {
     fn split_is_the_transpose_of_seq_and_heads_and_merge_undoes_it() {
         let shape @ [b, t, h, dh] = [2, 5, 3, 4];
         let src: Vec<u32> = (0..(b * t * h * dh) as u32).collect();
-        let mut split_out = vec![0; src.len()];
+        let mut split_out = vec![MaybeUninit::uninit(); src.len()];
         split(&src, &mut split_out, shape);
+        // SAFETY: split writes every element (what the test checks below).
+        let split_out: Vec<u32> = split_out
+            .iter()
+            .map(|e| unsafe { e.assume_init() })
+            .collect();
         for bi in 0..b {
             for ti in 0..t {
                 for hi in 0..h {
@@ -78,8 +101,10 @@ mod tests {
                 }
             }
         }
-        let mut back = vec![0; src.len()];
+        let mut back = vec![MaybeUninit::uninit(); src.len()];
         merge(&split_out, &mut back, shape);
+        // SAFETY: merge writes every element.
+        let back: Vec<u32> = back.iter().map(|e| unsafe { e.assume_init() }).collect();
         assert_eq!(back, src);
     }
 }
