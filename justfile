@@ -167,6 +167,18 @@ bench-cpu ROUNDS="2" SHAPE="cpu": build
     {{memwall}} bundle $([ "{{SHAPE}}" = large ] && echo "target/bench-large/peak_memory.toml --data ${MEMWALL_DATA:-../shared/data/tinystories/TinyStories-valid-excerpt.txt}" || echo experiments/peak_memory.toml) --target flex --profile cpu --out target/bench-{{SHAPE}}/bundle --no-archive --runner target/release/memwall-job --only control,bfloat16,checkpoint,fused_checkpoint,memory_budget_60
     python3 reference/bench_cpu.py --bundle target/bench-{{SHAPE}}/bundle --rounds {{ROUNDS}} --json target/bench-{{SHAPE}}/bench.json
 
+# Two runners (memwall-job binaries, e.g. one built from main and one from a branch) on one
+# configuration of the peak_memory cpu profile at the same time, one core and one thread each,
+# swapping cores every round (reference/bench_pair.py): B / A per pair, for changes to a
+# kernel measured on a shared machine whose speed drifts between runs. `SHAPE=large` as in
+# bench-cpu.
+bench-pair A B CONFIG="bfloat16" SHAPE="cpu" ROUNDS="3": build
+    rm -rf target/bench-pair
+    mkdir -p target/bench-pair
+    if [ "{{SHAPE}}" = large ]; then python3 reference/bench_shape.py experiments/peak_memory.toml target/bench-pair/peak_memory.toml; elif [ "{{SHAPE}}" != cpu ]; then echo "SHAPE is cpu or large, not {{SHAPE}}" >&2; exit 2; fi
+    {{memwall}} bundle $([ "{{SHAPE}}" = large ] && echo "target/bench-pair/peak_memory.toml --data ${MEMWALL_DATA:-../shared/data/tinystories/TinyStories-valid-excerpt.txt}" || echo experiments/peak_memory.toml) --target flex --profile cpu --out target/bench-pair/bundle --no-archive --runner target/release/memwall-job --only {{CONFIG}}
+    python3 reference/bench_pair.py --bundle target/bench-pair/bundle --config {{CONFIG}} --rounds {{ROUNDS}} {{A}} {{B}}
+
 # Re-measure PyTorch eager's rows of the training studies' `cpu` profile on this CPU (needs
 # `python3 -m pip install --user torch`; minutes, not a test): `memwall twin --device cpu`
 # plans each study's cpu-profile jobs as a flex bundle does, runs reference/torch_peak_memory.py
