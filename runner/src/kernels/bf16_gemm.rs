@@ -309,47 +309,100 @@ pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u
     debug_assert!(kp >= op.k.div_ceil(2));
     // Not zeroed: every word is written below (zeroing was 9% of a bf16 step's main thread).
     let mut packed = uninit::<u32>(panels * W * kp);
+    // Panels whose lanes are adjacent (`step = 1`) are packed `GROUP` at a time, pair by pair,
+    // so that each pair reads whole cache lines of its two source rows (`GROUP · W` elements)
+    // instead of `W` of them per panel: twelve lanes are 24 bytes of a 64-byte line, which
+    // the next panels' tasks read again later (the backward's weight gradients pack their
+    // left operand, the layer inputs transposed, this way).
+    const GROUP: usize = 8;
+    if op.step == 1 && !W.is_multiple_of(32) {
+        packed
+            .par_chunks_mut(GROUP * W * kp)
+            .enumerate()
+            .for_each(|(group, words)| {
+                let first = group * GROUP * W;
+                let count = words.len() / (W * kp);
+                if first + count * W > op.count {
+                    // The last group holds the edge panel: one panel at a time.
+                    for (i, words) in words.chunks_mut(W * kp).enumerate() {
+                        pack_panel::<W>(op, group * GROUP + i, words, kp);
+                    }
+                    return;
+                }
+                let lanes = count * W;
+                for p in 0..op.k / 2 {
+                    let lo = op.offset + first + 2 * p * op.k_step;
+                    let hi = lo + op.k_step;
+                    let (lo, hi) = (&op.data[lo..lo + lanes], &op.data[hi..hi + lanes]);
+                    for (i, (lo, hi)) in lo.chunks_exact(W).zip(hi.chunks_exact(W)).enumerate() {
+                        let at = i * W * kp + p * W;
+                        for ((w, l), h) in words[at..at + W].iter_mut().zip(lo).zip(hi) {
+                            w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
+                        }
+                    }
+                }
+                // An odd k's last pair and the zero pairs past ⌈k/2⌉.
+                for i in 0..count {
+                    let panel_first = first + i * W;
+                    for p in op.k / 2..kp {
+                        let at = i * W * kp + p * W;
+                        for (lane, w) in words[at..at + W].iter_mut().enumerate() {
+                            w.write(
+                                op.bits(panel_first + lane, 2 * p)
+                                    | op.bits(panel_first + lane, 2 * p + 1) << 16,
+                            );
+                        }
+                    }
+                }
+            });
+        // SAFETY: every word was written (each group's pairs, then the rest; edge panels by
+        // `pack_panel`, which writes all of its words).
+        return unsafe { assume_init(packed) };
+    }
     packed
         .par_chunks_mut(W * kp)
         .enumerate()
-        .for_each(|(panel, words)| {
-            let first = panel * W;
-            let full = first + W <= op.count;
-            let pairs = if full { op.k / 2 } else { 0 };
-            // Edge panels (not `full`) take the element-wise path below for every pair.
-            if full && op.k_step == 1 {
-                for lane in 0..W {
-                    let start = op.offset + (first + lane) * op.step;
-                    let line = &op.data[start..start + 2 * pairs];
-                    for (p, pair) in line.chunks_exact(2).enumerate() {
-                        words[p * W + lane]
-                            .write(pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16);
-                    }
-                }
-            } else if full && op.step == 1 {
-                for p in 0..pairs {
-                    let lo = op.offset + first + 2 * p * op.k_step;
-                    let hi = lo + op.k_step;
-                    let (lo, hi) = (&op.data[lo..lo + W], &op.data[hi..hi + W]);
-                    for ((w, l), h) in words[p * W..(p + 1) * W].iter_mut().zip(lo).zip(hi) {
-                        w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
-                    }
-                }
-            }
-            // Whatever the fast layouts left: other layouts, edge panels, an odd k's last pair.
-            let done = if op.k_step == 1 || op.step == 1 {
-                pairs
-            } else {
-                0
-            };
-            for p in done..kp {
-                for (lane, w) in words[p * W..(p + 1) * W].iter_mut().enumerate() {
-                    w.write(op.bits(first + lane, 2 * p) | op.bits(first + lane, 2 * p + 1) << 16);
-                }
-            }
-        });
-    // SAFETY: every word was written (the fast layouts' pairs, then the rest).
+        .for_each(|(panel, words)| pack_panel::<W>(op, panel, words, kp));
+    // SAFETY: `pack_panel` writes every word of its panel.
     unsafe { assume_init(packed) }
+}
+
+/// Panel `panel` of [`pack`] into `words` (`W · kp` of them, each written).
+fn pack_panel<const W: usize>(op: Lines, panel: usize, words: &mut [MaybeUninit<u32>], kp: usize) {
+    let first = panel * W;
+    let full = first + W <= op.count;
+    let pairs = if full { op.k / 2 } else { 0 };
+    // Edge panels (not `full`) take the element-wise path below for every pair.
+    if full && op.k_step == 1 {
+        for lane in 0..W {
+            let start = op.offset + (first + lane) * op.step;
+            let line = &op.data[start..start + 2 * pairs];
+            for (p, pair) in line.chunks_exact(2).enumerate() {
+                words[p * W + lane]
+                    .write(pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16);
+            }
+        }
+    } else if full && op.step == 1 {
+        for p in 0..pairs {
+            let lo = op.offset + first + 2 * p * op.k_step;
+            let hi = lo + op.k_step;
+            let (lo, hi) = (&op.data[lo..lo + W], &op.data[hi..hi + W]);
+            for ((w, l), h) in words[p * W..(p + 1) * W].iter_mut().zip(lo).zip(hi) {
+                w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
+            }
+        }
+    }
+    // Whatever the fast layouts left: other layouts, edge panels, an odd k's last pair.
+    let done = if op.k_step == 1 || op.step == 1 {
+        pairs
+    } else {
+        0
+    };
+    for p in done..kp {
+        for (lane, w) in words[p * W..(p + 1) * W].iter_mut().enumerate() {
+            w.write(op.bits(first + lane, 2 * p) | op.bits(first + lane, 2 * p + 1) << 16);
+        }
+    }
 }
 
 /// A vector of `len` uninitialized elements.
@@ -559,6 +612,10 @@ mod tests {
             // Several blocks of row tiles (4 tiles of 12 rows per block at k = 4096, the last
             // one short), and a row-major left operand packed for its 8 KiB rows.
             (70, 4096, 40),
+            // Whole groups of eight 12-lane panels (a transposed left operand packs them pair
+            // by pair), with an edge group after them (200) and without (192), odd and even k.
+            (200, 33, 40),
+            (192, 34, 20),
         ] {
             for layout in 0..3 {
                 let ab = values(2 * m * k + 3, 1);
