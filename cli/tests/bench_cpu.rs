@@ -73,3 +73,32 @@ fn every_configuration_of_the_cpu_bench_runs_through_the_plan_stage() {
         );
     }
 }
+
+/// `just bench-pair`'s path at smoke size: one runner as both A and B on one configuration,
+/// one round (two pairs); each pair must print both rates and their ratio.
+#[test]
+fn the_paired_bench_runs_two_runners_at_once() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let taskset = Command::new("taskset").arg("--version").output();
+    if cores < 2 || taskset.is_err() {
+        eprintln!("bench_pair.py needs two cores and taskset: {cores} core(s) here");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runner = PathBuf::from(env!("CARGO_BIN_EXE_memwall")).with_file_name("memwall-job");
+    let out = dir.join("pair");
+    let extra = ["--no-archive", "--torch-script", "none"];
+    let o = bundle_smoke(dir, &out, &runner, "flex", "bfloat16", &extra);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new("python3")
+        .arg(common::root().join("reference/bench_pair.py"))
+        .args(["--bundle", s(&out), "--config", "bfloat16", "--rounds", "1"])
+        .args([s(&runner), s(&runner)])
+        .output()
+        .unwrap();
+    let printed = text(&o);
+    assert!(o.status.success(), "{printed}");
+    assert_eq!(printed.matches("B / A ").count(), 3, "{printed}");
+    assert!(printed.contains("2 pairs, one thread each"), "{printed}");
+}
