@@ -429,6 +429,24 @@ mod avx512 {
     use half::bf16;
     use std::arch::x86_64::*;
 
+    /// One pair `p` of `k` into the tile's accumulators `acc`: the right panel `b`'s two
+    /// 16-column vectors of pair `p`, times each row `r`'s left pair (`$pair`, a 32-bit word
+    /// holding two bf16), broadcast. A macro, so both left layouts compile to the same loop
+    /// body inside the caller's `target_feature` function. Unsafe to expand: it reads `b` at
+    /// `p·NR .. p·NR + NR` words without checks.
+    macro_rules! pair_products {
+        ($acc:ident, $b:ident, $p:ident, |$r:ident| $pair:expr) => {{
+            let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512($b.add($p * NR) as *const _));
+            let b1: __m512bh =
+                std::mem::transmute(_mm512_loadu_si512($b.add($p * NR + 16) as *const _));
+            for ($r, row) in $acc.iter_mut().enumerate() {
+                let av: __m512bh = std::mem::transmute(_mm512_set1_epi32($pair));
+                row[0] = _mm512_dpbf16_ps(row[0], av, b0);
+                row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+            }
+        }};
+    }
+
     /// Where a tile reads the left operand's pairs.
     #[derive(Clone, Copy)]
     pub enum Left {
@@ -465,21 +483,12 @@ mod avx512 {
             // SAFETY: the caller's bounds; the vector types are bit casts.
             Left::Packed(a) => unsafe {
                 for p in 0..kp {
-                    let b0: __m512bh =
-                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
-                    let b1: __m512bh =
-                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
-                    for (r, row) in acc.iter_mut().enumerate() {
-                        let pair = *a.add(p * MR + r) as i32;
-                        let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
-                        row[0] = _mm512_dpbf16_ps(row[0], av, b0);
-                        row[1] = _mm512_dpbf16_ps(row[1], av, b1);
-                    }
+                    pair_products!(acc, b, p, |r| *a.add(p * MR + r) as i32);
                 }
             },
             // SAFETY: as above; rows past `rows` read the last row again (never stored).
             Left::Rows { first, row: stride } => unsafe {
-                // Rows past `rows` read the last row again (never stored). Three row pointers
+                // Three row pointers
                 // (rows 0, 4, 8) and two strides address all twelve rows, so the loop keeps
                 // them in registers.
                 let line = |r: usize| first.add(r.min(rows - 1) * stride);
@@ -503,21 +512,14 @@ mod avx512 {
                     line(11).offset_from(line(8)),
                 ];
                 for p in 0..kp {
-                    let b0: __m512bh =
-                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR) as *const _));
-                    let b1: __m512bh =
-                        std::mem::transmute(_mm512_loadu_si512(b.add(p * NR + 16) as *const _));
-                    for (r, row) in acc.iter_mut().enumerate() {
+                    pair_products!(acc, b, p, |r| {
                         let (q, off) = match r / 4 {
                             0 => (q0, d[r % 4]),
                             1 => (q4, d4[r % 4]),
                             _ => (q8, d8[r % 4]),
                         };
-                        let pair = (q.offset(off) as *const i32).read_unaligned();
-                        let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(pair));
-                        row[0] = _mm512_dpbf16_ps(row[0], av, b0);
-                        row[1] = _mm512_dpbf16_ps(row[1], av, b1);
-                    }
+                        (q.offset(off) as *const i32).read_unaligned()
+                    });
                     q0 = q0.add(4);
                     q4 = q4.add(4);
                     q8 = q8.add(4);
