@@ -11,6 +11,8 @@
 #   cmake, libclang-dev   HiGHS is built from source (highs-sys)
 #   chromium              the browser test renders every committed report page headless
 #   systemd, cron         the nightly's scheduler files are checked by systemd-analyze, crontab -n
+#   mesa-vulkan-drivers   lavapipe, a software Vulkan: the CUDA kernels' tests run on CubeCL's
+#                         wgpu runtime through it where there is no GPU (runner/tests/cube_kernels.rs)
 #   just                  the task runner (the rust-just wheel from PyPI, else cargo install)
 # What it checks and does not install: cargo at the workspace's rust-version (rustup.rs), git,
 # python3. On another system, install those packages' equivalents by hand (the names above).
@@ -52,6 +54,9 @@ packages=()
 command -v cc >/dev/null 2>&1 || packages+=(gcc)
 command -v c++ >/dev/null 2>&1 || packages+=(g++)
 command -v cmake >/dev/null 2>&1 || packages+=(cmake)
+# A Vulkan driver for CubeCL's wgpu runtime: Mesa's lavapipe (software, on the CPU), unless the
+# loader already finds one (a GPU's own driver).
+ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1 || packages+=(mesa-vulkan-drivers)
 ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || packages+=(libclang-dev)
 if [ -z "${MEMWALL_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
     && ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1; then

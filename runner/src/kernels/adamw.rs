@@ -41,6 +41,24 @@ impl AdamWStep {
     pub fn decay_rate(&self) -> f64 {
         self.lr * self.weight_decay as f64
     }
+
+    /// The f32 scalars of this update; `first` when there are no moments yet (`t = 1`).
+    pub fn scalars(&self, first: bool) -> Scalars {
+        let (f1, f2, c1, c2) = self.factors();
+        let decay = self.decay_rate();
+        Scalars {
+            beta_1: self.beta_1,
+            beta_2: self.beta_2,
+            f1,
+            f2,
+            c1,
+            c2,
+            epsilon: self.epsilon,
+            keep: (decay != 0.0).then_some((1.0 - decay) as f32),
+            lr: self.lr as f32,
+            first,
+        }
+    }
 }
 
 /// The f32 scalars of one update, as Burn's tensor operations see them (see

@@ -272,20 +272,7 @@ pub fn adamw_update(
         "adamw_update: dtypes {dtype:?} and {:?}",
         g.dtype()
     );
-    let (f1, f2, c1, c2) = h.factors();
-    let decay = h.decay_rate();
-    let s = super::adamw::Scalars {
-        beta_1: h.beta_1,
-        beta_2: h.beta_2,
-        f1,
-        f2,
-        c1,
-        c2,
-        epsilon: h.epsilon,
-        keep: (decay != 0.0).then_some((1.0 - decay) as f32),
-        lr: h.lr as f32,
-        first: moments.is_none(),
-    };
+    let s = h.scalars(moments.is_none());
     let shape = p.layout().shape().clone();
     let mut p = dense(p);
     let g = dense(g);

@@ -1,4 +1,5 @@
-//! memwall's own CPU kernels for the model's hot operations on flex (Burn's CPU backend).
+//! memwall's own kernels for the model's hot operations: on flex (Burn's CPU backend), and on
+//! CubeCL ([`cube`]).
 //!
 //! Burn 0.21's flex runs GELU as a scalar `libm::erff` per element on one thread and copies a
 //! strided view element by element; at the `cpu` profile these were 38% of a training step's
@@ -22,13 +23,19 @@
 //! - [`adamw`]: AdamW's update of one parameter tensor in one pass, in f32 for every dtype
 //!   ([`crate::train::adamw`]).
 //!
-//! [`crate::model`]'s operations call these only on flex, through backend traits whose
-//! default (CUDA, ndarray) is Burn's own tensor operations.
+//! - [`cube`]: the CUDA counterparts in CubeCL (attention, layer norm, GELU, AdamW), run on
+//!   `CubeBackend` (CUDA without Burn's fusion) and tested on CubeCL's wgpu runtime.
+//!
+//! [`crate::model`]'s operations call the CPU kernels only on flex and the CubeCL ones only on
+//! `CubeBackend`, through backend traits whose default (Burn's fusion backend, ndarray) is
+//! Burn's own tensor operations.
 
 pub mod adamw;
 pub mod amx;
 pub mod attention;
 pub mod bf16_gemm;
+#[cfg(feature = "cuda")]
+pub mod cube;
 pub mod flex;
 pub mod gelu;
 pub mod heads;

@@ -26,7 +26,9 @@
 //! FlashAttention does. It is not a fused kernel: each tile is a handful of kernels, so its
 //! speed depends on the tile sizes ([`Tiles`]) and, on CUDA, on Burn's fusion backend. On flex
 //! both directions are one kernel each ([`crate::kernels::attention`], the same algorithm and
-//! tiles in f32, one task per `(batch, head)`), tested against the reference.
+//! tiles in f32, one task per `(batch, head)`), tested against the reference; on `CubeBackend`
+//! (CUDA without Burn's fusion) one kernel forward and two backward
+//! ([`crate::kernels::cube::attention`]), tested against it on wgpu.
 
 use super::cast::{CastBackend, ToDtype};
 use super::exp::{exp, ExpBackend};
@@ -134,8 +136,41 @@ impl AttentionBackend for burn::backend::Flex {
 impl AttentionBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl AttentionBackend for burn::backend::Cuda {}
+/// On CubeCL without Burn's fusion (CUDA's eager rows; wgpu in the tests), both directions are
+/// memwall's kernels ([`crate::kernels::cube::attention`]: the same algorithms with f32
+/// statistics and products, one kernel forward and two backward); `tiles` shapes only the
+/// composed form, the kernels pick their rows per cube from the device's shared memory.
 #[cfg(feature = "cuda")]
-impl AttentionBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<R, F, I, BT> AttentionBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+where
+    R: burn_cubecl::CubeRuntime,
+    F: burn_cubecl::FloatElement,
+    I: burn_cubecl::IntElement,
+    BT: burn_cubecl::BoolElement,
+{
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !crate::kernels::cube::Selection::current().attention {
+            return composed_forward_primitive::<Self>(q, k, v, tiles);
+        }
+        crate::kernels::cube::attention::forward(q, k, v)
+    }
+
+    fn attention_backward(
+        inputs: [FloatTensor<Self>; 5],
+        lse: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        if !crate::kernels::cube::Selection::current().attention {
+            return composed_backward_primitive::<Self>(inputs, lse, tiles);
+        }
+        crate::kernels::cube::attention::backward(inputs, lse)
+    }
+}
 
 /// [`composed_forward`] on primitives.
 fn composed_forward_primitive<B: AttentionBackend>(

@@ -33,7 +33,14 @@ impl CastBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl CastBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
-impl CastBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > CastBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+}
 impl<B: Backend, C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy> CastBackend
     for burn::backend::Autodiff<B, C>
 {

@@ -32,7 +32,14 @@ impl ExpBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl ExpBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
-impl ExpBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > ExpBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+}
 
 /// The inner backend's exponential for [`unary::register`].
 struct Op;

@@ -60,7 +60,14 @@ impl HeadsBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl HeadsBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
-impl HeadsBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > HeadsBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+}
 
 /// Backward of the split: merge the gradient.
 #[derive(Debug)]

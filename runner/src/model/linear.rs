@@ -42,7 +42,14 @@ impl MatmulBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl MatmulBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
-impl MatmulBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > MatmulBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+}
 
 #[derive(Debug)]
 struct LinearBackward;

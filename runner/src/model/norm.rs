@@ -21,8 +21,10 @@
 //! `dx = r (g - mean(g) - x̂ mean(g ∘ x̂))`, `dγ = Σ_rows dy ∘ x̂`, `dβ = Σ_rows dy`,
 //! accumulated in f32 and returned in the parameters' and input's dtypes.
 //!
-//! Written with Burn tensor operations, so generic over backend and dtype; on CUDA each line is
-//! a few kernels (Burn's fusion backend fuses the elementwise chains).
+//! Written with Burn tensor operations ([`composed_forward`], [`composed_backward`]), so generic
+//! over backend and dtype; on CUDA with Burn's fusion each line is a few kernels (the fusion
+//! backend fuses the elementwise chains); on `CubeBackend` (no fusion) memwall's kernels run
+//! instead ([`crate::kernels::cube::norm`]), tested against the composed form.
 
 use super::cast::{CastBackend, ToDtype};
 use super::{float, primitive};
@@ -60,6 +62,34 @@ pub trait NormBackend: CastBackend {
         let stats = forward::<Self>(float(x), float(gamma), float(beta), epsilon);
         primitive(stats.y)
     }
+
+    /// The operation's forward pass on `x` `[rows, d]` with `gamma`, `beta` `[d]`: `(y, mean,
+    /// rstd)`, `y` in `x`'s dtype, the row means and `1 / sqrt(σ² + ε)` `[rows, 1]` in f32.
+    /// Provided: [`composed_forward`] (Burn's operations, the reference); `CubeBackend`
+    /// overrides it with memwall's kernel ([`crate::kernels::cube::norm`]).
+    fn layer_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let f = composed_forward::<Self>(float(x), float(gamma), float(beta), epsilon);
+        (primitive(f.y), primitive(f.mean), primitive(f.rstd))
+    }
+
+    /// The operation's backward pass: `(dx, dγ, dβ)` from what was kept, the row `rstd`
+    /// (`[rows, 1]`, f32), `gamma` `[d]` and `dy` `[rows, d]`; `dx` in `dy`'s dtype, `dγ` and
+    /// `dβ` in `gamma`'s. Provided: [`composed_backward`]; `CubeBackend` overrides it.
+    fn layer_norm_backward(
+        kept: Kept<Self>,
+        rstd: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        dy: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (dx, dgamma, dbeta) =
+            composed_backward::<Self>(kept, float(rstd), float(gamma), float(dy));
+        (primitive(dx), primitive(dgamma), primitive(dbeta))
+    }
 }
 
 impl NormBackend for burn::backend::Flex {}
@@ -67,23 +97,81 @@ impl NormBackend for burn::backend::Flex {}
 impl NormBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl NormBackend for burn::backend::Cuda {}
+/// On CubeCL without Burn's fusion (CUDA's eager rows; wgpu in the tests), both passes are
+/// memwall's kernels ([`crate::kernels::cube::norm`]): the same statistics in f32, one kernel
+/// forward and three backward instead of Burn's dozens.
 #[cfg(feature = "cuda")]
-impl NormBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<R, F, I, BT> NormBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+where
+    R: burn_cubecl::CubeRuntime,
+    F: burn_cubecl::FloatElement,
+    I: burn_cubecl::IntElement,
+    BT: burn_cubecl::BoolElement,
+{
+    fn layer_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        if !crate::kernels::cube::Selection::current().layer_norm {
+            let f = composed_forward::<Self>(float(x), float(gamma), float(beta), epsilon);
+            return (primitive(f.y), primitive(f.mean), primitive(f.rstd));
+        }
+        crate::kernels::cube::norm::forward(x, gamma, beta, epsilon)
+    }
+
+    fn layer_norm_backward(
+        kept: Kept<Self>,
+        rstd: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        dy: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use crate::kernels::cube::norm::{backward, Kept as CubeKept};
+        if !crate::kernels::cube::Selection::current().layer_norm {
+            let (dx, dgamma, dbeta) =
+                composed_backward::<Self>(kept, float(rstd), float(gamma), float(dy));
+            return (primitive(dx), primitive(dgamma), primitive(dbeta));
+        }
+        let kept = match kept {
+            Kept::Input { x, mean } => CubeKept::Input { x, mean },
+            Kept::Output { y, beta } => CubeKept::Output { y, beta },
+        };
+        backward(kept, rstd, gamma, dy)
+    }
+}
 
 /// The forward pass's output and its f32 row statistics.
-pub(crate) struct Forward<B: Backend> {
+pub struct Forward<B: Backend> {
     /// `[rows, d]`, the input's dtype.
-    pub(crate) y: Tensor<B, 2>,
+    pub y: Tensor<B, 2>,
     /// Row means, `[rows, 1]`, f32.
-    pub(crate) mean: Tensor<B, 2>,
+    pub mean: Tensor<B, 2>,
     /// Row `1 / sqrt(σ² + ε)`, `[rows, 1]`, f32.
-    pub(crate) rstd: Tensor<B, 2>,
+    pub rstd: Tensor<B, 2>,
 }
 
 /// The layer norm's forward pass on `x` `[rows, d]` with `gamma`, `beta` `[d]`: the operation's
-/// own (also run by the unit executor, `crate::train::units`, so that its recomputation is
-/// bit-identical).
-pub(crate) fn forward<B: CastBackend>(
+/// own ([`NormBackend::layer_norm_forward`]; also run by the unit executor,
+/// `crate::train::units`, so that its recomputation is bit-identical).
+pub(crate) fn forward<B: NormBackend>(
+    x: Tensor<B, 2>,
+    gamma: Tensor<B, 1>,
+    beta: Tensor<B, 1>,
+    epsilon: f64,
+) -> Forward<B> {
+    let (y, mean, rstd) =
+        B::layer_norm_forward(primitive(x), primitive(gamma), primitive(beta), epsilon);
+    Forward {
+        y: float(y),
+        mean: float(mean),
+        rstd: float(rstd),
+    }
+}
+
+/// The layer norm's forward pass written with Burn's tensor operations (the reference the
+/// kernels are tested against): `x` `[rows, d]`, `gamma`, `beta` `[d]`.
+pub fn composed_forward<B: CastBackend>(
     x: Tensor<B, 2>,
     gamma: Tensor<B, 1>,
     beta: Tensor<B, 1>,
@@ -103,15 +191,19 @@ pub(crate) fn forward<B: CastBackend>(
 
 /// What backward recovers `x̂` from: the kept tensors of each [`LayerNormSaving`].
 #[derive(Debug, Clone)]
-pub(crate) enum Kept<B: Backend> {
+pub enum Kept<B: Backend> {
     /// The input `x` and the row means.
     Input {
+        /// `[rows, d]`, the input's dtype.
         x: FloatTensor<B>,
+        /// `[rows, 1]`, f32.
         mean: FloatTensor<B>,
     },
     /// The output `y` and `β`.
     Output {
+        /// `[rows, d]`, the output's dtype.
         y: FloatTensor<B>,
+        /// `[d]`, the parameters' dtype.
         beta: FloatTensor<B>,
     },
 }
@@ -123,7 +215,7 @@ struct NormBackward;
 /// `(kept, rstd, gamma)`.
 type NormState<B> = (Kept<B>, FloatTensor<B>, FloatTensor<B>);
 
-impl<B: CastBackend> Backward<B, 3> for NormBackward {
+impl<B: NormBackend> Backward<B, 3> for NormBackward {
     type State = NormState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -145,8 +237,22 @@ impl<B: CastBackend> Backward<B, 3> for NormBackward {
 
 /// The layer norm's backward pass: `(dx, dγ, dβ)` from what was kept, the row `rstd`
 /// (`[rows, 1]`, f32), `gamma` `[d]` and the output's gradient `dy` `[rows, d]`; `dx` in `dy`'s
-/// dtype, `dγ` and `dβ` in `gamma`'s. The operation's own backward, also run by the unit executor.
-pub(crate) fn backward<B: CastBackend>(
+/// dtype, `dγ` and `dβ` in `gamma`'s. The operation's own backward
+/// ([`NormBackend::layer_norm_backward`]), also run by the unit executor.
+pub(crate) fn backward<B: NormBackend>(
+    kept: Kept<B>,
+    rstd: Tensor<B, 2>,
+    gamma: Tensor<B, 1>,
+    dy: Tensor<B, 2>,
+) -> (Tensor<B, 2>, Tensor<B, 1>, Tensor<B, 1>) {
+    let (dx, dgamma, dbeta) =
+        B::layer_norm_backward(kept, primitive(rstd), primitive(gamma), primitive(dy));
+    (float(dx), float(dgamma), float(dbeta))
+}
+
+/// [`backward`] written with Burn's tensor operations (the reference the kernels are tested
+/// against).
+pub fn composed_backward<B: CastBackend>(
     kept: Kept<B>,
     rstd: Tensor<B, 2>,
     gamma: Tensor<B, 1>,

@@ -1,6 +1,7 @@
 //! AdamW's update of one parameter tensor as a backend operation ([`AdamWBackend`]): flex runs
-//! memwall's one-pass kernel ([`crate::kernels::adamw`]), every other backend Burn 0.21's
-//! composed update ([`composed`]). The optimizer that calls it, with the formula and its
+//! memwall's one-pass kernel ([`crate::kernels::adamw`]), CubeCL without Burn's fusion (CUDA's
+//! eager rows) memwall's CubeCL kernel ([`crate::kernels::cube::adamw`]), every other backend
+//! Burn 0.21's composed update ([`composed`]). The optimizer that calls it, with the formula and its
 //! source, is [`crate::train::adamw`].
 
 use crate::kernels::adamw::AdamWStep;
@@ -84,4 +85,27 @@ impl AdamWBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
 impl AdamWBackend for burn::backend::Cuda {}
 #[cfg(feature = "cuda")]
-impl AdamWBackend for burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8> {}
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > AdamWBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+    /// memwall's kernel ([`crate::kernels::cube::adamw`]): one pass, f32 inside.
+    fn adamw_update<const D: usize>(
+        p: Tensor<Self, D>,
+        g: Tensor<Self, D>,
+        moments: Option<(Tensor<Self, D>, Tensor<Self, D>)>,
+        h: &AdamWStep,
+    ) -> (Tensor<Self, D>, Tensor<Self, D>, Tensor<Self, D>) {
+        if !crate::kernels::cube::Selection::current().adamw {
+            return composed(p, g, moments, h);
+        }
+        let prim = |t: Tensor<Self, D>| t.into_primitive().tensor();
+        let float = |t| Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(t));
+        let moments = moments.map(|(m, v)| (prim(m), prim(v)));
+        let (p, m, v) = crate::kernels::cube::adamw::update(prim(p), prim(g), moments, h);
+        (float(p), float(m), float(v))
+    }
+}

@@ -251,8 +251,24 @@ pub(super) fn run(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
         .cloned()
         .unwrap_or_else(|| format!("CUDA device {}", spec.device_index));
     env.device_name = name.clone();
-    env.numerics =
-        "CUDA via CubeCL (NVRTC); f32 matmuls may run on TF32 tensor cores; loss in f32".into();
+    let kernels = crate::kernels::cube::Selection::from_env().map_err(|message| {
+        memwall_core::error::Error::Job {
+            job: spec.config.clone(),
+            message,
+        }
+    })?;
+    let operations = if spec.strategy.fusion {
+        "the model's operations as Burn's, fused by Burn".to_string()
+    } else {
+        format!(
+            "memwall's CubeCL kernels for: {} (f32 inside); the rest Burn's operations",
+            kernels.describe()
+        )
+    };
+    env.numerics = format!(
+        "CUDA via CubeCL (NVRTC); f32 matmuls may run on TF32 tensor cores; loss in f32; \
+         {operations}"
+    );
     configure_runtime(&spec.device_settings).map_err(|e| memwall_core::error::Error::Job {
         job: spec.config.clone(),
         message: format!(

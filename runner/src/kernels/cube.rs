@@ -1,0 +1,157 @@
+//! memwall's own kernels for the model's operations on CubeCL backends (CUDA, and wgpu for the
+//! tests), written once in CubeCL and compiled at run time for the device (NVRTC on CUDA).
+//!
+//! Burn 0.21's CubeCL backend runs these operations as compositions of its elementwise and
+//! reduction kernels, one kernel (and one trip through device memory) per Burn operation, and
+//! in the tensors' dtype: a bf16 GELU is an `erf`, three multiplications and an addition, each
+//! rounding to bf16. Here each direction of each operation is one kernel that reads its inputs
+//! once, computes in f32 whatever the tensors' dtype, and rounds once when it stores.
+//!
+//! - [`attention`]: FlashAttention-2's forward and backward, a unit per row, f32 inside;
+//! - [`gelu`]: GELU forward and backward, elementwise;
+//! - [`norm`]: layer norm forward and backward, one cube per row, f32 statistics;
+//! - [`adamw`]: AdamW's update of one parameter tensor, elementwise.
+//!
+//! The kernels are generic over the CubeCL runtime and take the float dtype at launch (f32,
+//! f16, bf16: `#[define(F)]`), so the same code runs on CUDA and, in CI, on CubeCL's wgpu
+//! runtime over a software Vulkan (Mesa's lavapipe), where each is compared with the composed
+//! reference (Burn's own operations) at f32. [`crate::model`]'s backend traits call them on
+//! `CubeBackend` (no Burn fusion: the analog of PyTorch eager).
+
+pub mod adamw;
+pub mod attention;
+pub mod gelu;
+pub mod norm;
+
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::CubeRuntime;
+
+/// The environment variable that picks which operations run as memwall's kernels on
+/// `CubeBackend`: unset or `all` (every one), `none` (Burn's composed operations: the state
+/// before these kernels, for an A/B on a GPU), or a comma-separated list of
+/// [`Selection::NAMES`].
+pub const SELECTION_VAR: &str = "MEMWALL_CUBE_KERNELS";
+
+/// Which operations run as memwall's kernels (the others as Burn's composed operations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    /// [`attention`] forward and backward.
+    pub attention: bool,
+    /// [`norm`] forward and backward.
+    pub layer_norm: bool,
+    /// [`gelu`] forward and backward.
+    pub gelu: bool,
+    /// [`adamw`]'s update.
+    pub adamw: bool,
+}
+
+impl Selection {
+    /// The operations' names in [`SELECTION_VAR`].
+    pub const NAMES: [&'static str; 4] = ["attention", "layer_norm", "gelu", "adamw"];
+
+    /// Every kernel.
+    pub const ALL: Selection = Selection {
+        attention: true,
+        layer_norm: true,
+        gelu: true,
+        adamw: true,
+    };
+
+    /// Parses a value of [`SELECTION_VAR`].
+    ///
+    /// # Errors
+    /// A name that is none of `all`, `none` and [`Selection::NAMES`], with the accepted values.
+    pub fn parse(value: &str) -> Result<Selection, String> {
+        let mut s = Selection {
+            attention: false,
+            layer_norm: false,
+            gelu: false,
+            adamw: false,
+        };
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "all" => s = Selection::ALL,
+                "none" => {}
+                "attention" => s.attention = true,
+                "layer_norm" => s.layer_norm = true,
+                "gelu" => s.gelu = true,
+                "adamw" => s.adamw = true,
+                other => {
+                    return Err(format!(
+                        "{SELECTION_VAR}={value:?}: unknown operation {other:?}; use `all`, \
+                         `none` or a comma-separated list of {}",
+                        Selection::NAMES.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// This process's selection: [`SELECTION_VAR`] read once (a value [`Selection::parse`]
+    /// refuses counts as unset here; a CUDA job checks it first with [`Selection::from_env`]).
+    pub fn current() -> Selection {
+        static CURRENT: std::sync::OnceLock<Selection> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| Selection::from_env().unwrap_or(Selection::ALL))
+    }
+
+    /// [`SELECTION_VAR`] parsed: [`Selection::ALL`] when unset.
+    ///
+    /// # Errors
+    /// As [`Selection::parse`].
+    pub fn from_env() -> Result<Selection, String> {
+        match std::env::var(SELECTION_VAR) {
+            Ok(value) => Selection::parse(&value),
+            Err(_) => Ok(Selection::ALL),
+        }
+    }
+
+    /// The names of the selected operations, `none` when there is none (for a record's
+    /// numerics).
+    pub fn describe(&self) -> String {
+        let on = [self.attention, self.layer_norm, self.gelu, self.adamw];
+        let names: Vec<&str> = Selection::NAMES
+            .iter()
+            .zip(on)
+            .filter_map(|(n, on)| on.then_some(*n))
+            .collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// The widest vector (elements per load: 4, 2 or 1) that divides `len` and that the runtime
+/// reads at once for `tensor`'s dtype.
+pub(crate) fn vector_size<R: CubeRuntime>(tensor: &CubeTensor<R>, len: usize) -> usize {
+    let supported: Vec<usize> = tensor
+        .client
+        .io_optimized_vector_sizes(tensor.dtype.size())
+        .collect();
+    [4usize, 2]
+        .into_iter()
+        .find(|&w| len.is_multiple_of(w) && supported.contains(&w))
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Selection;
+
+    #[test]
+    fn the_selection_parses_names_and_refuses_unknown_ones() {
+        assert_eq!(Selection::parse("all").unwrap(), Selection::ALL);
+        assert_eq!(Selection::parse("none").unwrap().describe(), "none");
+        let s = Selection::parse("gelu, adamw").unwrap();
+        assert!(s.gelu && s.adamw && !s.attention && !s.layer_norm);
+        assert_eq!(s.describe(), "gelu, adamw");
+        let err = Selection::parse("gelu,flash").unwrap_err();
+        assert!(
+            err.contains("MEMWALL_CUBE_KERNELS") && err.contains("\"flash\""),
+            "{err}"
+        );
+        assert!(err.contains("attention, layer_norm, gelu, adamw"), "{err}");
+    }
+}

@@ -1,0 +1,318 @@
+//! memwall's CubeCL kernels (`memwall_runner::kernels::cube`) against the composed reference
+//! (Burn's own operations, or the exact formula in f64), through the model's backend traits, on
+//! CubeCL's wgpu runtime: in CI a software Vulkan (Mesa's lavapipe) on the CPU, so the kernels
+//! the CUDA rows run are checked on every commit without a GPU. Tested at f32 (wgpu has no
+//! bf16); the CUDA rows run the same kernels at bf16.
+//!
+//! One process for these tests: CubeCL's configuration is process-wide, and the unit tests set
+//! it for CUDA.
+
+#![cfg(feature = "wgpu")]
+
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use memwall_runner::model::gelu::GeluBackend;
+use memwall_runner::model::norm::{self, Kept, NormBackend};
+
+/// `CubeBackend` on wgpu (no fusion), as Burn's own wgpu backend without its fusion.
+type Wgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
+
+fn device() -> cubecl::wgpu::WgpuDevice {
+    cubecl::wgpu::WgpuDevice::DefaultDevice
+}
+
+/// Deterministic values in `[lo, lo + width)` (a 64-bit LCG).
+fn values(n: usize, seed: u64, lo: f32, width: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            lo + width * ((state >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Wgpu, D> {
+    Tensor::from_data(TensorData::new(data, shape), &device())
+}
+
+fn prim<const D: usize>(t: Tensor<Wgpu, D>) -> FloatTensor<Wgpu> {
+    t.into_primitive().tensor()
+}
+
+fn read(t: FloatTensor<Wgpu>) -> Vec<f32> {
+    Tensor::<Wgpu, 1>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// GELU forward against Burn's composed `gelu` (the exact erf form) and backward against the
+/// exact derivative `Φ(x) + x φ(x)` in f64, over `x ∈ [-6, 6)`, at a length every vector width
+/// divides and one none does. Burn 0.21's own `gelu_backward` is the tanh approximation's
+/// derivative; the test also shows that it is the one off the exact derivative.
+#[test]
+fn gelu_kernels_match_the_exact_form() {
+    for n in [4000usize, 4003] {
+        let xs = values(n, 1, -6.0, 12.0);
+        let dys = values(n, 2, -1.0, 2.0);
+        let x = tensor(xs.clone(), [n]);
+        let dy = tensor(dys.clone(), [n]);
+        let ours = read(<Wgpu as GeluBackend>::model_gelu(prim(x.clone())));
+        let burns = burn::tensor::activation::gelu(x.clone())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let forward_err = max_abs_diff(&ours, &burns);
+        assert!(
+            forward_err < 2e-6,
+            "forward: max |ours - Burn's| = {forward_err:e}"
+        );
+
+        let exact: Vec<f32> = xs
+            .iter()
+            .zip(&dys)
+            .map(|(&x, &g)| {
+                let x = x as f64;
+                let cdf = 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2));
+                let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                (g as f64 * (cdf + x * pdf)) as f32
+            })
+            .collect();
+        let ours = read(<Wgpu as GeluBackend>::model_gelu_backward(
+            prim(x.clone()),
+            prim(dy.clone()),
+        ));
+        let backward_err = max_abs_diff(&ours, &exact);
+        assert!(
+            backward_err < 2e-6,
+            "backward: max |ours - exact| = {backward_err:e}"
+        );
+        let burns = read(
+            <Wgpu as burn::tensor::ops::ActivationOps<Wgpu>>::gelu_backward(prim(x), prim(dy)),
+        );
+        let burn_err = max_abs_diff(&burns, &exact);
+        assert!(
+            burn_err > 100.0 * backward_err.max(1e-7),
+            "Burn's: {burn_err:e}"
+        );
+    }
+}
+
+/// The layer norm's kernels against the composed operation (`norm::composed_forward`,
+/// `norm::composed_backward`) on the same device: row lengths below, at and above the cube's
+/// 256 units (one not a power of two), row counts across the 64-row chunks of `dγ` and `dβ`,
+/// and both kinds of kept tensors.
+#[test]
+fn layer_norm_kernels_match_the_composed_operation() {
+    let eps = norm::epsilon();
+    for (rows, d) in [(70usize, 100usize), (3, 256), (130, 1000)] {
+        let x = tensor(values(rows * d, 3, -3.0, 7.0), [rows, d]);
+        let gamma = tensor(values(d, 4, 0.5, 1.0), [d]);
+        let beta = tensor(values(d, 5, -0.5, 1.0), [d]);
+        let dy = tensor(values(rows * d, 6, -1.0, 2.0), [rows, d]);
+
+        let (y, mean, rstd) = <Wgpu as NormBackend>::layer_norm_forward(
+            prim(x.clone()),
+            prim(gamma.clone()),
+            prim(beta.clone()),
+            eps,
+        );
+        let reference = norm::composed_forward::<Wgpu>(x.clone(), gamma.clone(), beta.clone(), eps);
+        let y_ref = reference.y.clone().into_data().to_vec::<f32>().unwrap();
+        let y_err = max_abs_diff(&read(y.clone()), &y_ref);
+        assert!(y_err < 2e-5, "({rows}, {d}) y: {y_err:e}");
+        let mean_ref = reference.mean.clone().into_data().to_vec::<f32>().unwrap();
+        assert!(
+            max_abs_diff(&read(mean.clone()), &mean_ref) < 2e-6,
+            "({rows}, {d}) mean"
+        );
+        let rstd_ref = reference.rstd.clone().into_data().to_vec::<f32>().unwrap();
+        assert!(
+            max_abs_diff(&read(rstd.clone()), &rstd_ref) < 2e-5,
+            "({rows}, {d}) rstd"
+        );
+
+        let y_t = Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(y));
+        for kept_output in [false, true] {
+            let (kept, kept_ref) = if kept_output {
+                (
+                    Kept::Output {
+                        y: prim(y_t.clone()),
+                        beta: prim(beta.clone()),
+                    },
+                    Kept::Output {
+                        y: prim(y_t.clone()),
+                        beta: prim(beta.clone()),
+                    },
+                )
+            } else {
+                (
+                    Kept::Input {
+                        x: prim(x.clone()),
+                        mean: mean.clone(),
+                    },
+                    Kept::Input {
+                        x: prim(x.clone()),
+                        mean: mean.clone(),
+                    },
+                )
+            };
+            let (dx, dgamma, dbeta) = <Wgpu as NormBackend>::layer_norm_backward(
+                kept,
+                rstd.clone(),
+                prim(gamma.clone()),
+                prim(dy.clone()),
+            );
+            let rstd_t = Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(rstd.clone()));
+            let (dx_ref, dgamma_ref, dbeta_ref) =
+                norm::composed_backward::<Wgpu>(kept_ref, rstd_t, gamma.clone(), dy.clone());
+            let case = format!("({rows}, {d}), kept output {kept_output}");
+            for (name, ours, theirs, tol) in [
+                (
+                    "dx",
+                    read(dx),
+                    dx_ref.into_data().to_vec::<f32>().unwrap(),
+                    5e-5,
+                ),
+                (
+                    "dgamma",
+                    read(dgamma),
+                    dgamma_ref.into_data().to_vec::<f32>().unwrap(),
+                    5e-4,
+                ),
+                (
+                    "dbeta",
+                    read(dbeta),
+                    dbeta_ref.into_data().to_vec::<f32>().unwrap(),
+                    5e-4,
+                ),
+            ] {
+                let err = max_abs_diff(&ours, &theirs);
+                let scale = theirs.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                assert!(
+                    err < tol * scale,
+                    "{case} {name}: max abs diff {err:e} (scale {scale})"
+                );
+            }
+        }
+    }
+}
+
+/// AdamW's kernel against Burn's composed update (`optim::composed`) on the same device: the
+/// first step (no moments) and a later one, with and without weight decay, at a length no
+/// vector width divides.
+#[test]
+fn adamw_kernel_matches_the_composed_update() {
+    use memwall_runner::kernels::adamw::AdamWStep;
+    use memwall_runner::model::optim::{composed, AdamWBackend};
+    let n = 1003;
+    let p = tensor(values(n, 7, -1.0, 2.0), [n]);
+    let g = tensor(values(n, 8, -0.1, 0.2), [n]);
+    let m = tensor(values(n, 9, -0.01, 0.02), [n]);
+    let v = tensor(values(n, 10, 0.0, 1e-3), [n]);
+    for (time, weight_decay) in [(1usize, 0.0f32), (1, 0.1), (7, 0.0), (7, 0.1)] {
+        let h = AdamWStep {
+            lr: 1e-3,
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-8,
+            weight_decay,
+            time,
+        };
+        let moments = (time > 1).then(|| (m.clone(), v.clone()));
+        let ours = <Wgpu as AdamWBackend>::adamw_update(p.clone(), g.clone(), moments.clone(), &h);
+        let theirs = composed(p.clone(), g.clone(), moments, &h);
+        for (name, a, b) in [
+            ("p", ours.0, theirs.0),
+            ("m", ours.1, theirs.1),
+            ("v", ours.2, theirs.2),
+        ] {
+            let a = a.into_data().to_vec::<f32>().unwrap();
+            let b = b.into_data().to_vec::<f32>().unwrap();
+            let scale = b.iter().fold(f32::MIN_POSITIVE, |s, x| s.max(x.abs()));
+            let err = max_abs_diff(&a, &b);
+            assert!(
+                err <= 1e-6 * scale,
+                "t {time}, decay {weight_decay}, {name}: {err:e} (scale {scale:e})"
+            );
+            if name == "p" {
+                // The update moved the parameter: a kernel that wrote nothing would fail here.
+                let before = read(prim(p.clone()));
+                assert!(
+                    a.iter().zip(&before).all(|(x, y)| x != y),
+                    "t {time}: p unchanged"
+                );
+            }
+        }
+    }
+}
+
+/// The attention's kernels against the composed FlashAttention-2 (`attention::composed_forward`,
+/// `attention::composed_backward`) on the same device: sequences that no block of rows
+/// divides, a head size whose tiles fill wgpu's 16 KiB of shared memory (fewer rows per cube),
+/// and several (batch, head) pairs.
+#[test]
+fn attention_kernels_match_the_composed_operation() {
+    use memwall_runner::model::attention::{self, AttentionBackend, Tiles};
+    for [b, h, t, d] in [[2usize, 3, 37, 16], [1, 2, 70, 64]] {
+        let n = b * h * t * d;
+        let q = tensor(values(n, 11, -1.0, 2.0), [b, h, t, d]);
+        let k = tensor(values(n, 12, -1.0, 2.0), [b, h, t, d]);
+        let v = tensor(values(n, 13, -1.0, 2.0), [b, h, t, d]);
+        let grad_out = tensor(values(n, 14, -1.0, 2.0), [b, h, t, d]);
+        let tiles = Tiles { query: 16, key: 8 };
+        let (out, lse) = <Wgpu as AttentionBackend>::attention_forward(
+            prim(q.clone()),
+            prim(k.clone()),
+            prim(v.clone()),
+            tiles,
+        );
+        let (out_ref, lse_ref) =
+            attention::composed_forward::<Wgpu>(q.clone(), k.clone(), v.clone(), tiles);
+        let case = format!("[{b}, {h}, {t}, {d}]");
+        let out_err = max_abs_diff(
+            &read(out.clone()),
+            &out_ref.into_data().to_vec::<f32>().unwrap(),
+        );
+        assert!(out_err < 1e-5, "{case} out: {out_err:e}");
+        let lse_err = max_abs_diff(
+            &read(lse.clone()),
+            &lse_ref.into_data().to_vec::<f32>().unwrap(),
+        );
+        assert!(lse_err < 1e-5, "{case} lse: {lse_err:e}");
+
+        let out_t = Tensor::<Wgpu, 4>::from_primitive(TensorPrimitive::Float(out));
+        let lse_t = Tensor::<Wgpu, 4>::from_primitive(TensorPrimitive::Float(lse));
+        let (dq, dk, dv) = <Wgpu as AttentionBackend>::attention_backward(
+            [
+                q.clone(),
+                k.clone(),
+                v.clone(),
+                out_t.clone(),
+                grad_out.clone(),
+            ]
+            .map(prim),
+            prim(lse_t.clone()),
+            tiles,
+        );
+        let (dq_ref, dk_ref, dv_ref) =
+            attention::composed_backward::<Wgpu>(q, k, v, out_t, lse_t, grad_out, tiles);
+        for (name, ours, theirs) in [("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)] {
+            let theirs = theirs.into_data().to_vec::<f32>().unwrap();
+            let scale = theirs.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+            let err = max_abs_diff(&read(ours), &theirs);
+            assert!(err < 2e-5 * scale, "{case} {name}: {err:e} (scale {scale})");
+        }
+    }
+}
