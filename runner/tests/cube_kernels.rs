@@ -17,7 +17,15 @@ use memwall_runner::model::norm::{self, Kept, NormBackend};
 /// `CubeBackend` on wgpu (no fusion), as Burn's own wgpu backend without its fusion.
 type Wgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
 
+/// The default wgpu device, once it is certain that the backend traits run the kernels (not
+/// the composed operations they are compared with).
 fn device() -> cubecl::wgpu::WgpuDevice {
+    use memwall_runner::kernels::cube::{Selection, SELECTION_VAR};
+    assert_eq!(
+        Selection::current(),
+        Selection::ALL,
+        "unset {SELECTION_VAR}: with it the tests would compare the composed form with itself"
+    );
     cubecl::wgpu::WgpuDevice::DefaultDevice
 }
 

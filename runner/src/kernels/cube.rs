@@ -23,6 +23,8 @@ pub mod attention;
 pub mod gelu;
 pub mod norm;
 
+use burn::tensor::{DType, Shape, TensorMetadata};
+use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 
@@ -134,6 +136,21 @@ pub(crate) fn vector_size<R: CubeRuntime>(tensor: &CubeTensor<R>, len: usize) ->
         .into_iter()
         .find(|&w| len.is_multiple_of(w) && supported.contains(&w))
         .unwrap_or(1)
+}
+
+/// A new tensor of `dims` in f32 on `like`'s device (uninitialized).
+pub(crate) fn f32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
+    empty_device_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(dims),
+        DType::F32,
+    )
+}
+
+/// A new contiguous tensor of `t`'s shape and dtype on its device (uninitialized).
+pub(crate) fn like<R: CubeRuntime>(t: &CubeTensor<R>) -> CubeTensor<R> {
+    empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype)
 }
 
 #[cfg(test)]

@@ -73,8 +73,7 @@ pub trait NormBackend: CastBackend {
         beta: FloatTensor<Self>,
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let f = composed_forward::<Self>(float(x), float(gamma), float(beta), epsilon);
-        (primitive(f.y), primitive(f.mean), primitive(f.rstd))
+        composed_forward_primitive::<Self>(x, gamma, beta, epsilon)
     }
 
     /// The operation's backward pass: `(dx, dγ, dβ)` from what was kept, the row `rstd`
@@ -86,9 +85,7 @@ pub trait NormBackend: CastBackend {
         gamma: FloatTensor<Self>,
         dy: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let (dx, dgamma, dbeta) =
-            composed_backward::<Self>(kept, float(rstd), float(gamma), float(dy));
-        (primitive(dx), primitive(dgamma), primitive(dbeta))
+        composed_backward_primitive::<Self>(kept, rstd, gamma, dy)
     }
 }
 
@@ -115,8 +112,7 @@ where
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         if !crate::kernels::cube::Selection::current().layer_norm {
-            let f = composed_forward::<Self>(float(x), float(gamma), float(beta), epsilon);
-            return (primitive(f.y), primitive(f.mean), primitive(f.rstd));
+            return composed_forward_primitive::<Self>(x, gamma, beta, epsilon);
         }
         crate::kernels::cube::norm::forward(x, gamma, beta, epsilon)
     }
@@ -129,9 +125,7 @@ where
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         use crate::kernels::cube::norm::{backward, Kept as CubeKept};
         if !crate::kernels::cube::Selection::current().layer_norm {
-            let (dx, dgamma, dbeta) =
-                composed_backward::<Self>(kept, float(rstd), float(gamma), float(dy));
-            return (primitive(dx), primitive(dgamma), primitive(dbeta));
+            return composed_backward_primitive::<Self>(kept, rstd, gamma, dy);
         }
         let kept = match kept {
             Kept::Input { x, mean } => CubeKept::Input { x, mean },
@@ -139,6 +133,28 @@ where
         };
         backward(kept, rstd, gamma, dy)
     }
+}
+
+/// [`composed_forward`] on primitives: `(y, mean, rstd)`.
+fn composed_forward_primitive<B: CastBackend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    epsilon: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let f = composed_forward::<B>(float(x), float(gamma), float(beta), epsilon);
+    (primitive(f.y), primitive(f.mean), primitive(f.rstd))
+}
+
+/// [`composed_backward`] on primitives: `(dx, dγ, dβ)`.
+fn composed_backward_primitive<B: CastBackend>(
+    kept: Kept<B>,
+    rstd: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    dy: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (dx, dgamma, dbeta) = composed_backward::<B>(kept, float(rstd), float(gamma), float(dy));
+    (primitive(dx), primitive(dgamma), primitive(dbeta))
 }
 
 /// The forward pass's output and its f32 row statistics.

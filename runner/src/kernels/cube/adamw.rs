@@ -8,7 +8,6 @@ use super::vector_size;
 use crate::kernels::adamw::AdamWStep;
 use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
@@ -84,8 +83,7 @@ pub fn update<R: CubeRuntime>(
         None => (g.clone(), g.clone()),
     };
     let len = p.shape().num_elements();
-    let new = || empty_device_dtype(p.client.clone(), p.device.clone(), p.shape(), p.dtype);
-    let (p_out, m_out, v_out) = (new(), new(), new());
+    let (p_out, m_out, v_out) = (super::like(&p), super::like(&p), super::like(&p));
     let width = vector_size(&p, len);
     let units = len / width;
     let dim = CubeDim::new(&p.client, units);

@@ -18,9 +18,9 @@
 //! The products run on CUDA cores, not tensor cores; Burn's composed form is a dozen kernels
 //! per pair of tiles.
 
-use burn::tensor::{DType, Shape, TensorMetadata};
+use super::{f32_tensor, like};
+use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
@@ -30,6 +30,51 @@ use cubecl::CubeDim;
 const MASKED: f32 = -1.0e30;
 /// A score above this is a real one.
 const REAL: f32 = -1.0e29;
+
+/// This unit's row of the block (`CUBE_POS_X`-th block of `block` rows), and the row it reads:
+/// the same, or the last row for a unit past the end (it reads, takes part in the barriers and
+/// writes nothing).
+#[cube]
+fn block_row(seq: usize, block: usize) -> (usize, usize) {
+    let row = CUBE_POS_X as usize * block + UNIT_POS as usize;
+    let mut read_row = row;
+    if row >= seq {
+        read_row = seq - 1;
+    }
+    (row, read_row)
+}
+
+/// Loads rows `r0 .. r0 + block` of `a` (times `scale_a`) and of `b` into `a_tile` and `b_tile`
+/// (`[block, d]` f32, zeros past `seq`), all units of the cube together, then waits for them.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_tiles<F: Float>(
+    a: &Tensor<F>,
+    b: &Tensor<F>,
+    a_tile: &mut SharedMemory<f32>,
+    b_tile: &mut SharedMemory<f32>,
+    base: usize,
+    r0: usize,
+    seq: usize,
+    scale_a: f32,
+    #[comptime] d: usize,
+    #[comptime] block: usize,
+) {
+    let mut e = UNIT_POS as usize;
+    while e < block * d {
+        let row = r0 + e / d;
+        let mut av = 0.0f32;
+        let mut bv = 0.0f32;
+        if row < seq {
+            av = f32::cast_from(a[base + row * d + e % d]) * scale_a;
+            bv = f32::cast_from(b[base + row * d + e % d]);
+        }
+        a_tile[e] = av;
+        b_tile[e] = bv;
+        e += CUBE_DIM as usize;
+    }
+    sync_cube();
+}
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -46,11 +91,7 @@ fn forward_kernel<F: Float>(
     #[define(F)] _dtype: StorageType,
 ) {
     let bh = CUBE_POS_Y as usize;
-    let row = CUBE_POS_X as usize * block + UNIT_POS as usize;
-    let mut read_row = row;
-    if row >= seq {
-        read_row = seq - 1;
-    }
+    let (row, read_row) = block_row(seq, block);
     let base = bh * seq * d;
     let mut ks = SharedMemory::<f32>::new(block * d);
     let mut vs = SharedMemory::<f32>::new(block * d);
@@ -69,20 +110,7 @@ fn forward_kernel<F: Float>(
     }
     let mut c0 = 0usize;
     while c0 < end {
-        let mut e = UNIT_POS as usize;
-        while e < block * d {
-            let key = c0 + e / d;
-            let mut kv = 0.0f32;
-            let mut vv = 0.0f32;
-            if key < seq {
-                kv = f32::cast_from(k[base + key * d + e % d]);
-                vv = f32::cast_from(v[base + key * d + e % d]);
-            }
-            ks[e] = kv;
-            vs[e] = vv;
-            e += CUBE_DIM as usize;
-        }
-        sync_cube();
+        load_tiles::<F>(k, v, &mut ks, &mut vs, base, c0, seq, 1.0, d, block);
         let mut tile_max = f32::new(MASKED);
         for j in 0..block {
             let key = c0 + j;
@@ -147,11 +175,7 @@ fn backward_dq_kernel<F: Float>(
     #[define(F)] _dtype: StorageType,
 ) {
     let bh = CUBE_POS_Y as usize;
-    let row = CUBE_POS_X as usize * block + UNIT_POS as usize;
-    let mut read_row = row;
-    if row >= seq {
-        read_row = seq - 1;
-    }
+    let (row, read_row) = block_row(seq, block);
     let base = bh * seq * d;
     let mut ks = SharedMemory::<f32>::new(block * d);
     let mut vs = SharedMemory::<f32>::new(block * d);
@@ -173,20 +197,7 @@ fn backward_dq_kernel<F: Float>(
     }
     let mut c0 = 0usize;
     while c0 < end {
-        let mut e = UNIT_POS as usize;
-        while e < block * d {
-            let key = c0 + e / d;
-            let mut kv = 0.0f32;
-            let mut vv = 0.0f32;
-            if key < seq {
-                kv = f32::cast_from(k[base + key * d + e % d]);
-                vv = f32::cast_from(v[base + key * d + e % d]);
-            }
-            ks[e] = kv;
-            vs[e] = vv;
-            e += CUBE_DIM as usize;
-        }
-        sync_cube();
+        load_tiles::<F>(k, v, &mut ks, &mut vs, base, c0, seq, 1.0, d, block);
         for j in 0..block {
             if c0 + j <= read_row {
                 let mut s = 0.0f32;
@@ -253,19 +264,6 @@ fn backward_dkv_kernel<F: Float>(
     }
     let mut r0 = first;
     while r0 < seq {
-        let mut e = UNIT_POS as usize;
-        while e < block * d {
-            let qrow = r0 + e / d;
-            let mut qv = 0.0f32;
-            let mut gv = 0.0f32;
-            if qrow < seq {
-                qv = f32::cast_from(q[base + qrow * d + e % d]) * scale;
-                gv = f32::cast_from(grad_out[base + qrow * d + e % d]);
-            }
-            qs[e] = qv;
-            gs[e] = gv;
-            e += CUBE_DIM as usize;
-        }
         let u = UNIT_POS as usize;
         if u < block {
             let qrow = r0 + u;
@@ -278,7 +276,9 @@ fn backward_dkv_kernel<F: Float>(
             ls[u] = lv;
             ds_row[u] = dv0;
         }
-        sync_cube();
+        load_tiles::<F>(
+            q, grad_out, &mut qs, &mut gs, base, r0, seq, scale, d, block,
+        );
         for r in 0..block {
             let qrow = r0 + r;
             if qrow < seq && qrow >= read_key {
@@ -316,19 +316,6 @@ fn block_rows<R: CubeRuntime>(tensor: &CubeTensor<R>, d: usize) -> usize {
         block /= 2;
     }
     block
-}
-
-fn f32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
-    empty_device_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::from(dims),
-        DType::F32,
-    )
-}
-
-fn like<R: CubeRuntime>(t: &CubeTensor<R>) -> CubeTensor<R> {
-    empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype)
 }
 
 /// `(out, lse)`: causal `softmax(Q Kᵀ / √d) V` of `q`, `k`, `v` `[batch, heads, seq, d_head]`

@@ -11,7 +11,6 @@
 use super::vector_size;
 use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
@@ -73,7 +72,7 @@ fn geometry<R: CubeRuntime>(
 pub fn forward<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
     let x = into_contiguous(x);
     let len = x.shape().num_elements();
-    let y = empty_device_dtype(x.client.clone(), x.device.clone(), x.shape(), x.dtype);
+    let y = super::like(&x);
     let width = vector_size(&x, len);
     let (count, dim) = geometry(&x, len, width);
     let dtype = x.dtype;
@@ -98,7 +97,7 @@ pub fn backward<R: CubeRuntime>(x: CubeTensor<R>, dy: CubeTensor<R>) -> CubeTens
     let x = into_contiguous(x);
     let dy = into_contiguous(dy);
     let len = x.shape().num_elements();
-    let dx = empty_device_dtype(x.client.clone(), x.device.clone(), x.shape(), x.dtype);
+    let dx = super::like(&x);
     let width = vector_size(&x, len);
     let (count, dim) = geometry(&x, len, width);
     let dtype = x.dtype;

@@ -14,7 +14,8 @@
 //! Burn's composed form on CubeCL is about a dozen kernels forward and twenty backward, each a
 //! pass over `[rows, d]` in device memory.
 
-use burn::tensor::{DType, Shape, TensorMetadata};
+use super::{f32_tensor, like};
+use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -248,15 +249,6 @@ fn row_cubes(rows: usize, d: usize) -> (CubeCount, CubeDim, usize) {
     )
 }
 
-fn f32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
-    empty_device_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::from(dims),
-        DType::F32,
-    )
-}
-
 /// `(y, mean, rstd)`: `y = (x - μ) / sqrt(σ² + ε) · γ + β` over the last axis of `x` `[rows,
 /// d]` (`gamma`, `beta` `[d]`, any float dtype each), in `x`'s dtype; the row means and
 /// `1 / sqrt(σ² + ε)` as `[rows, 1]` f32 tensors.
@@ -272,7 +264,7 @@ pub fn forward<R: CubeRuntime>(
         into_contiguous(beta),
     );
     let [rows, d] = x.shape().dims::<2>();
-    let y = empty_device_dtype(x.client.clone(), x.device.clone(), x.shape(), x.dtype);
+    let y = like(&x);
     let mean = f32_tensor(&x, vec![rows, 1]);
     let rstd = f32_tensor(&x, vec![rows, 1]);
     let (count, dim, units) = row_cubes(rows, d);
@@ -332,7 +324,7 @@ pub fn backward<R: CubeRuntime>(
     let [rows, d] = dy.shape().dims::<2>();
     let client = dy.client.clone();
     let dtypes = [dy.dtype.into(), gamma.dtype.into()];
-    let dx = empty_device_dtype(client.clone(), dy.device.clone(), dy.shape(), dy.dtype);
+    let dx = like(&dy);
     let (count, dim, units) = row_cubes(rows, d);
     backward_rows_kernel::launch::<R>(
         &client,
