@@ -2,7 +2,7 @@
 //! formula and its source): per element the new moments, the bias-corrected step and the
 //! decayed parameter, in f32 in the order of Burn 0.21's composed `AdamW` (as the CPU kernel,
 //! [`crate::kernels::adamw`]), each result rounded once to the tensors' dtype. Burn's composed
-//! update is about fifteen kernels per parameter tensor, each a pass over it.
+//! update is 15 operations per parameter tensor, each a pass over it.
 
 use super::vector_size;
 use crate::kernels::adamw::AdamWStep;

@@ -15,8 +15,8 @@
 //!   recomputed from `Q`, `K` and `L`: `P = exp(S - L)`, `dV += Pᵀ dO`,
 //!   `dS = P ∘ (dO Vᵀ - D)`, `dQ += dS K / √d`, `dK += dSᵀ Q / √d`.
 //!
-//! The products run on CUDA cores, not tensor cores; Burn's composed form is a dozen kernels
-//! per pair of tiles.
+//! The products run on CUDA cores, not tensor cores; the composed form is about 17 Burn
+//! operations per pair of tiles forward.
 
 use super::{f32_tensor, like};
 use burn::tensor::TensorMetadata;

@@ -4,9 +4,9 @@
 //! PyTorch's default `approximate='none'` and Burn's `gelu`).
 //!
 //! Each element is widened to f32, computed with CubeCL's `erf` and `exp` in f32 and rounded
-//! once to the tensors' dtype. Burn's composed form on CubeCL launches five kernels forward
-//! (`erf`, three products, an addition) and about a dozen backward, each reading and writing
-//! the whole tensor in its dtype.
+//! once to the tensors' dtype. Burn 0.21's composed form is five operations forward (a
+//! division, `erf`, an addition, a product, a division) and 16 backward, each a kernel that
+//! reads and writes the whole tensor in its dtype.
 
 use super::vector_size;
 use burn::tensor::TensorMetadata;
