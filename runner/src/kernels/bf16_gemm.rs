@@ -301,10 +301,8 @@ impl Lines<'_> {
 
 /// `panels` panels of `W` lanes over `kp >= ⌈k/2⌉` pairs: word `[panel][p][lane]` holds line
 /// `panel·W + lane`'s elements `2p` (low half, as `vdpbf16ps` and `tdpbf16ps` read a pair) and
-/// `2p + 1` (high half), zero past the lines or `k` (so pairs past `⌈k/2⌉` pad with zeros). Built in parallel, one panel per task; a full panel
-/// of a layout whose pairs are adjacent (`k_step = 1`: each word is one 32-bit read) or whose
-/// lanes are (`step = 1`: two contiguous runs interleaved) is read without per-element index
-/// arithmetic.
+/// `2p + 1` (high half), zero past the lines or `k` (so pairs past `⌈k/2⌉` pad with zeros).
+/// Built in parallel, one task per panel or per group of panels ([`pack_panels`]).
 pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u32> {
     debug_assert!(kp >= op.k.div_ceil(2));
     // Not zeroed: every word is written below (zeroing was 9% of a bf16 step's main thread).
@@ -315,70 +313,53 @@ pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u
     // the next panels' tasks read again later (the backward's weight gradients pack their
     // left operand, the layer inputs transposed, this way).
     const GROUP: usize = 8;
-    if op.step == 1 && !W.is_multiple_of(32) {
-        packed
-            .par_chunks_mut(GROUP * W * kp)
-            .enumerate()
-            .for_each(|(group, words)| {
-                let first = group * GROUP * W;
-                let count = words.len() / (W * kp);
-                if first + count * W > op.count {
-                    // The last group holds the edge panel: one panel at a time.
-                    for (i, words) in words.chunks_mut(W * kp).enumerate() {
-                        pack_panel::<W>(op, group * GROUP + i, words, kp);
-                    }
-                    return;
-                }
-                let lanes = count * W;
-                for p in 0..op.k / 2 {
-                    let lo = op.offset + first + 2 * p * op.k_step;
-                    let hi = lo + op.k_step;
-                    let (lo, hi) = (&op.data[lo..lo + lanes], &op.data[hi..hi + lanes]);
-                    for (i, (lo, hi)) in lo.chunks_exact(W).zip(hi.chunks_exact(W)).enumerate() {
-                        let at = i * W * kp + p * W;
-                        for ((w, l), h) in words[at..at + W].iter_mut().zip(lo).zip(hi) {
-                            w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
-                        }
-                    }
-                }
-                // An odd k's last pair and the zero pairs past ⌈k/2⌉.
-                for i in 0..count {
-                    let panel_first = first + i * W;
-                    for p in op.k / 2..kp {
-                        let at = i * W * kp + p * W;
-                        for (lane, w) in words[at..at + W].iter_mut().enumerate() {
-                            w.write(
-                                op.bits(panel_first + lane, 2 * p)
-                                    | op.bits(panel_first + lane, 2 * p + 1) << 16,
-                            );
-                        }
-                    }
-                }
-            });
-        // SAFETY: every word was written (each group's pairs, then the rest; edge panels by
-        // `pack_panel`, which writes all of its words).
-        return unsafe { assume_init(packed) };
-    }
+    let group = if op.step == 1 && !W.is_multiple_of(32) {
+        GROUP
+    } else {
+        1
+    };
     packed
-        .par_chunks_mut(W * kp)
+        .par_chunks_mut(group * W * kp)
         .enumerate()
-        .for_each(|(panel, words)| pack_panel::<W>(op, panel, words, kp));
-    // SAFETY: `pack_panel` writes every word of its panel.
+        .for_each(|(g, words)| {
+            let first = g * group;
+            let count = words.len() / (W * kp);
+            if (first + count) * W <= op.count {
+                pack_panels::<W>(op, first, count, words, kp);
+            } else {
+                // The group holding the edge panel: one panel at a time.
+                for (i, words) in words.chunks_mut(W * kp).enumerate() {
+                    pack_panels::<W>(op, first + i, 1, words, kp);
+                }
+            }
+        });
+    // SAFETY: `pack_panels` writes every word of its panels.
     unsafe { assume_init(packed) }
 }
 
-/// Panel `panel` of [`pack`] into `words` (`W · kp` of them, each written).
-fn pack_panel<const W: usize>(op: Lines, panel: usize, words: &mut [MaybeUninit<u32>], kp: usize) {
+/// Panels `panel .. panel + count` of [`pack`] into `words` (`count · W · kp` of them, each
+/// written). When every panel is full, a layout whose pairs are adjacent (`k_step = 1`: each
+/// word is one 32-bit read) or whose lanes are (`step = 1`: two contiguous runs of
+/// `count · W` elements interleaved) is read without per-element index arithmetic.
+fn pack_panels<const W: usize>(
+    op: Lines,
+    panel: usize,
+    count: usize,
+    words: &mut [MaybeUninit<u32>],
+    kp: usize,
+) {
     let first = panel * W;
-    let full = first + W <= op.count;
+    let lanes = count * W;
+    let full = first + lanes <= op.count;
     let pairs = if full { op.k / 2 } else { 0 };
     // Edge panels (not `full`) take the element-wise path below for every pair.
     if full && op.k_step == 1 {
-        for lane in 0..W {
+        for lane in 0..lanes {
+            let at = (lane / W) * W * kp + lane % W;
             let start = op.offset + (first + lane) * op.step;
             let line = &op.data[start..start + 2 * pairs];
             for (p, pair) in line.chunks_exact(2).enumerate() {
-                words[p * W + lane]
+                words[at + p * W]
                     .write(pair[0].to_bits() as u32 | (pair[1].to_bits() as u32) << 16);
             }
         }
@@ -386,21 +367,32 @@ fn pack_panel<const W: usize>(op: Lines, panel: usize, words: &mut [MaybeUninit<
         for p in 0..pairs {
             let lo = op.offset + first + 2 * p * op.k_step;
             let hi = lo + op.k_step;
-            let (lo, hi) = (&op.data[lo..lo + W], &op.data[hi..hi + W]);
-            for ((w, l), h) in words[p * W..(p + 1) * W].iter_mut().zip(lo).zip(hi) {
-                w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
+            let (lo, hi) = (&op.data[lo..lo + lanes], &op.data[hi..hi + lanes]);
+            for (i, (lo, hi)) in lo.chunks_exact(W).zip(hi.chunks_exact(W)).enumerate() {
+                let at = i * W * kp + p * W;
+                for ((w, l), h) in words[at..at + W].iter_mut().zip(lo).zip(hi) {
+                    w.write(l.to_bits() as u32 | (h.to_bits() as u32) << 16);
+                }
             }
         }
     }
-    // Whatever the fast layouts left: other layouts, edge panels, an odd k's last pair.
+    // Whatever the fast layouts left: other layouts, edge panels, an odd k's last pair and
+    // the zero pairs past ⌈k/2⌉.
     let done = if op.k_step == 1 || op.step == 1 {
         pairs
     } else {
         0
     };
-    for p in done..kp {
-        for (lane, w) in words[p * W..(p + 1) * W].iter_mut().enumerate() {
-            w.write(op.bits(first + lane, 2 * p) | op.bits(first + lane, 2 * p + 1) << 16);
+    for i in 0..count {
+        let panel_first = first + i * W;
+        for p in done..kp {
+            let at = i * W * kp + p * W;
+            for (lane, w) in words[at..at + W].iter_mut().enumerate() {
+                w.write(
+                    op.bits(panel_first + lane, 2 * p)
+                        | op.bits(panel_first + lane, 2 * p + 1) << 16,
+                );
+            }
         }
     }
 }
