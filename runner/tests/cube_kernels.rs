@@ -18,14 +18,23 @@ use memwall_runner::model::norm::{self, Kept, NormBackend};
 type Wgpu = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
 
 /// The default wgpu device, once it is certain that the backend traits run the kernels (not
-/// the composed operations they are compared with).
+/// the composed operations they are compared with), with CubeCL's autotune cache in Cargo's
+/// temporary folder for tests (by default CubeCL writes it under `runner/target/`).
 fn device() -> cubecl::wgpu::WgpuDevice {
+    use cubecl::config::{cache::CacheConfig, CubeClRuntimeConfig, RuntimeConfig};
     use memwall_runner::kernels::cube::{Selection, SELECTION_VAR};
     assert_eq!(
         Selection::current(),
         Selection::ALL,
         "unset {SELECTION_VAR}: with it the tests would compare the composed form with itself"
     );
+    static CONFIG: std::sync::Once = std::sync::Once::new();
+    CONFIG.call_once(|| {
+        let mut config = CubeClRuntimeConfig::default();
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cubecl");
+        config.autotune.cache = CacheConfig::File(dir);
+        CubeClRuntimeConfig::set(config);
+    });
     cubecl::wgpu::WgpuDevice::DefaultDevice
 }
 

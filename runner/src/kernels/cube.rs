@@ -138,6 +138,21 @@ pub(crate) fn vector_size<R: CubeRuntime>(tensor: &CubeTensor<R>, len: usize) ->
         .unwrap_or(1)
 }
 
+/// The cube count and cube size of an elementwise kernel over `len` elements of `tensor`'s
+/// device, read `width` at a time (one unit per vector).
+pub(crate) fn elementwise_geometry<R: CubeRuntime>(
+    tensor: &CubeTensor<R>,
+    len: usize,
+    width: usize,
+) -> (cubecl::prelude::CubeCount, cubecl::CubeDim) {
+    let units = len / width;
+    let dim = cubecl::CubeDim::new(&tensor.client, units);
+    (
+        cubecl::calculate_cube_count_elemwise(&tensor.client, units, dim),
+        dim,
+    )
+}
+
 /// A new tensor of `dims` in f32 on `like`'s device (uninitialized).
 pub(crate) fn f32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, dims: Vec<usize>) -> CubeTensor<R> {
     empty_device_dtype(

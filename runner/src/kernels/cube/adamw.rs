@@ -12,7 +12,6 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 use cubecl::std::tensor::layout::linear::LinearView;
-use cubecl::{calculate_cube_count_elemwise, CubeDim};
 
 /// The update's f32 scalars at launch (see [`crate::kernels::adamw::Scalars`]).
 #[derive(CubeLaunch, CubeType)]
@@ -85,9 +84,7 @@ pub fn update<R: CubeRuntime>(
     let len = p.shape().num_elements();
     let (p_out, m_out, v_out) = (super::like(&p), super::like(&p), super::like(&p));
     let width = vector_size(&p, len);
-    let units = len / width;
-    let dim = CubeDim::new(&p.client, units);
-    let count = calculate_cube_count_elemwise(&p.client, units, dim);
+    let (count, dim) = super::elementwise_geometry(&p, len, width);
     let client = p.client.clone();
     let dtype = p.dtype;
     // SAFETY: every tensor has `p`'s shape; outputs are written only where `is_in_bounds`.

@@ -15,7 +15,6 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
 use cubecl::prelude::*;
 use cubecl::std::tensor::layout::linear::LinearView;
-use cubecl::{calculate_cube_count_elemwise, CubeDim};
 
 /// `1 / √2`.
 const INV_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
@@ -53,20 +52,6 @@ fn gelu_backward_kernel<F: Float, N: Size>(
     dx[ABSOLUTE_POS] = Vector::cast_from(g * (cdf + v * pdf));
 }
 
-/// The launch geometry of an elementwise kernel over `len` elements read `width` at a time.
-fn geometry<R: CubeRuntime>(
-    tensor: &CubeTensor<R>,
-    len: usize,
-    width: usize,
-) -> (CubeCount, CubeDim) {
-    let units = len / width;
-    let dim = CubeDim::new(&tensor.client, units);
-    (
-        calculate_cube_count_elemwise(&tensor.client, units, dim),
-        dim,
-    )
-}
-
 /// `gelu(x)`, element by element: same shape and dtype (f32, f16 or bf16) as `x`, a new
 /// contiguous tensor.
 pub fn forward<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
@@ -74,7 +59,7 @@ pub fn forward<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
     let len = x.shape().num_elements();
     let y = super::like(&x);
     let width = vector_size(&x, len);
-    let (count, dim) = geometry(&x, len, width);
+    let (count, dim) = super::elementwise_geometry(&x, len, width);
     let dtype = x.dtype;
     // SAFETY: `y` has `x`'s shape and is written only where `is_in_bounds` holds.
     unsafe {
@@ -99,7 +84,7 @@ pub fn backward<R: CubeRuntime>(x: CubeTensor<R>, dy: CubeTensor<R>) -> CubeTens
     let len = x.shape().num_elements();
     let dx = super::like(&x);
     let width = vector_size(&x, len);
-    let (count, dim) = geometry(&x, len, width);
+    let (count, dim) = super::elementwise_geometry(&x, len, width);
     let dtype = x.dtype;
     // SAFETY: as in `forward`; `dy` has `x`'s shape.
     unsafe {

@@ -316,6 +316,8 @@ pub fn backward<R: CubeRuntime>(
     gamma: CubeTensor<R>,
     dy: CubeTensor<R>,
 ) -> (CubeTensor<R>, CubeTensor<R>, CubeTensor<R>) {
+    // The kernels read `stat` only for a kept input and `beta` only for a kept output; the
+    // other slot gets any f32 `[rows, 1]` (`rstd`) or `[d]` (`gamma`) tensor.
     let (saves_output, kept, stat, beta) = match kept {
         Kept::Input { x, mean } => (false, x, mean, gamma.clone()),
         Kept::Output { y, beta } => (true, y, rstd.clone(), beta),
