@@ -275,6 +275,94 @@ fn adamw_kernel_matches_the_composed_update() {
     }
 }
 
+/// Adafactor's kernels against the composed update (`optim::adafactor_composed`) on the same
+/// device, three steps in a row (statistics carried, the first without), each kernel step fed
+/// its own previous statistics: a vector, a matrix whose rows span several column chunks with a
+/// partial last one, a matrix wider than a cube (the row loops' stride) and a rank-3 tensor.
+/// The second step's gradient is 10x the first's, so its update is clipped (checked: the
+/// update's RMS is the threshold), the third's 0.1x, so it is not.
+#[test]
+fn adafactor_kernels_match_the_composed_update() {
+    use memwall_runner::model::optim::{adafactor_composed, AdafactorBackend, AdafactorStep};
+    use memwall_runner::train::adafactor::{beta2, CLIP_THRESHOLD, EPS1};
+    fn run<const D: usize>(shape: [usize; D], seed: u64) {
+        let len: usize = shape.iter().product();
+        let p0 = tensor(values(len, seed, -1.0, 2.0), shape);
+        let (lr, weight_decay) = (1e-2, 0.01);
+        let mut ours: (Tensor<Wgpu, D>, Option<_>) = (p0.clone(), None);
+        let mut theirs: (Tensor<Wgpu, D>, Option<_>) = (p0, None);
+        for (step, grad_scale) in [(1usize, 1.0f32), (2, 10.0), (3, 0.1)] {
+            let g = tensor(
+                values(len, seed + 10 * step as u64, -grad_scale, 2.0 * grad_scale),
+                shape,
+            );
+            let h = AdafactorStep {
+                lr,
+                weight_decay,
+                beta2: beta2(step),
+                eps1: EPS1,
+                clip_threshold: CLIP_THRESHOLD,
+            };
+            let before = read(prim(ours.0.clone()));
+            let (p, stats) = <Wgpu as AdafactorBackend>::adafactor_update(
+                ours.0.clone(),
+                g.clone(),
+                ours.1.take(),
+                &h,
+            );
+            let (p_ref, stats_ref) = adafactor_composed(theirs.0.clone(), g, theirs.1.take(), &h);
+            let a = read(prim(p.clone()));
+            let b = read(prim(p_ref.clone()));
+            let err = max_abs_diff(&a, &b);
+            assert!(err <= 1e-6, "{shape:?} step {step}: p off by {err:e}");
+            // The update U = (p (1 - lr lambda) - p_new) / lr: moved, and clipped at step 2.
+            let keep = (1.0 - lr * weight_decay) as f32;
+            let u: Vec<f32> = before
+                .iter()
+                .zip(&a)
+                .map(|(x, y)| (x * keep - y) / lr as f32)
+                .collect();
+            let rms = (u.iter().map(|x| x * x).sum::<f32>() / len as f32).sqrt();
+            assert!(
+                rms > 1e-3,
+                "{shape:?} step {step}: p barely moved (RMS(U) {rms})"
+            );
+            if step == 2 {
+                assert!(
+                    (rms - 1.0).abs() < 1e-3,
+                    "{shape:?} step 2: RMS(U) {rms}, not clipped to 1"
+                );
+            } else if step == 3 {
+                assert!(
+                    rms < 0.5,
+                    "{shape:?} step 3: RMS(U) {rms}, expected unclipped and small"
+                );
+            }
+            let pairs = [
+                ("row", Some(stats.0.clone()), Some(stats_ref.0.clone())),
+                ("col", stats.1.clone(), stats_ref.1.clone()),
+            ];
+            for (name, x, y) in pairs {
+                assert_eq!(x.is_some(), y.is_some(), "{shape:?} step {step}: {name}");
+                let (Some(x), Some(y)) = (x, y) else { continue };
+                let (x, y) = (read(prim(x)), read(prim(y)));
+                let scale = y.iter().fold(f32::MIN_POSITIVE, |s, v| s.max(v.abs()));
+                let err = max_abs_diff(&x, &y);
+                assert!(
+                    err <= 2e-6 * scale,
+                    "{shape:?} step {step}, {name} statistics: {err:e} (scale {scale:e})"
+                );
+            }
+            ours = (p, Some(stats));
+            theirs = (p_ref, Some(stats_ref));
+        }
+    }
+    run([37], 1);
+    run([150, 70], 2);
+    run([40, 300], 3);
+    run([2, 75, 70], 4);
+}
+
 /// The attention's kernels against the composed FlashAttention-2 (`attention::composed_forward`,
 /// `attention::composed_backward`) on the same device: sequences that no block of rows
 /// divides, a head size whose tiles fill wgpu's 16 KiB of shared memory (fewer rows per cube),

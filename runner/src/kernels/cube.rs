@@ -10,7 +10,9 @@
 //! - [`attention`]: FlashAttention-2's forward and backward, a unit per row, f32 inside;
 //! - [`gelu`]: GELU forward and backward, elementwise;
 //! - [`norm`]: layer norm forward and backward, one cube per row, f32 statistics;
-//! - [`adamw`]: AdamW's update of one parameter tensor, elementwise.
+//! - [`adamw`]: AdamW's update of one parameter tensor, elementwise;
+//! - [`adafactor`]: Adafactor's update of one parameter tensor: its row and column statistics
+//!   and the update's RMS as reductions, then one elementwise pass.
 //!
 //! The kernels are generic over the CubeCL runtime and take the float dtype at launch (f32,
 //! f16, bf16: `#[define(F)]`), so the same code runs on CUDA and, in CI, on CubeCL's wgpu
@@ -18,6 +20,7 @@
 //! reference (Burn's own operations) at f32. [`crate::model`]'s backend traits call them on
 //! `CubeBackend` (no Burn fusion: the analog of PyTorch eager).
 
+pub mod adafactor;
 pub mod adamw;
 pub mod attention;
 pub mod gelu;
@@ -27,6 +30,8 @@ use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeRuntime;
+use cubecl::prelude::*;
+use cubecl::CubeDim;
 
 /// The environment variable that picks which operations run as memwall's kernels on
 /// `CubeBackend`: unset or `all` (every one), `none` (Burn's composed operations: the state
@@ -45,11 +50,13 @@ pub struct Selection {
     pub gelu: bool,
     /// [`adamw`]'s update.
     pub adamw: bool,
+    /// [`adafactor`]'s update.
+    pub adafactor: bool,
 }
 
 impl Selection {
     /// The operations' names in [`SELECTION_VAR`].
-    pub const NAMES: [&'static str; 4] = ["attention", "layer_norm", "gelu", "adamw"];
+    pub const NAMES: [&'static str; 5] = ["attention", "layer_norm", "gelu", "adamw", "adafactor"];
 
     /// Every kernel.
     pub const ALL: Selection = Selection {
@@ -57,6 +64,7 @@ impl Selection {
         layer_norm: true,
         gelu: true,
         adamw: true,
+        adafactor: true,
     };
 
     /// Parses a value of [`SELECTION_VAR`].
@@ -69,6 +77,7 @@ impl Selection {
             layer_norm: false,
             gelu: false,
             adamw: false,
+            adafactor: false,
         };
         for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match name {
@@ -78,6 +87,7 @@ impl Selection {
                 "layer_norm" => s.layer_norm = true,
                 "gelu" => s.gelu = true,
                 "adamw" => s.adamw = true,
+                "adafactor" => s.adafactor = true,
                 other => {
                     return Err(format!(
                         "{SELECTION_VAR}={value:?}: unknown operation {other:?}; use `all`, \
@@ -111,7 +121,13 @@ impl Selection {
     /// The names of the selected operations, `none` when there is none (for a record's
     /// numerics).
     pub fn describe(&self) -> String {
-        let on = [self.attention, self.layer_norm, self.gelu, self.adamw];
+        let on = [
+            self.attention,
+            self.layer_norm,
+            self.gelu,
+            self.adamw,
+            self.adafactor,
+        ];
         let names: Vec<&str> = Selection::NAMES
             .iter()
             .zip(on)
@@ -168,6 +184,48 @@ pub(crate) fn like<R: CubeRuntime>(t: &CubeTensor<R>) -> CubeTensor<R> {
     empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype)
 }
 
+/// Units per cube of the row kernels (a power of two: the tree reduction halves it).
+pub(crate) const ROW_UNITS: u32 = 256;
+
+/// The sum of every unit's `value` over the cube, through `shared` (`CUBE_DIM` entries, a
+/// power of two); every unit gets it. Ends with a barrier, so `shared` may be reused.
+#[cube]
+pub(crate) fn cube_sum(shared: &mut SharedMemory<f32>, value: f32) -> f32 {
+    let unit = UNIT_POS as usize;
+    shared[unit] = value;
+    sync_cube();
+    let mut stride = (CUBE_DIM / 2) as usize;
+    while stride > 0 {
+        if unit < stride {
+            shared[unit] = shared[unit] + shared[unit + stride];
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    let total = shared[0];
+    sync_cube();
+    total
+}
+
+/// The row this cube works on (cubes laid out in x, then y, as [`row_cubes`] launches them).
+#[cube]
+pub(crate) fn cube_row() -> usize {
+    (CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X) as usize
+}
+
+/// One cube per row: the cube count in x (at most 65,535, wgpu's limit) and y, and the units
+/// per cube (a power of two up to [`ROW_UNITS`], at least 32, no more than `d` needs).
+pub(crate) fn row_cubes(rows: usize, d: usize) -> (CubeCount, CubeDim, usize) {
+    let x = rows.clamp(1, 65_535);
+    let y = rows.div_ceil(x).max(1);
+    let units = (d.next_power_of_two() as u32).clamp(32, ROW_UNITS);
+    (
+        CubeCount::Static(x as u32, y as u32, 1),
+        CubeDim::new_1d(units),
+        units as usize,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::Selection;
@@ -184,6 +242,9 @@ mod tests {
             err.contains("MEMWALL_CUBE_KERNELS") && err.contains("\"flash\""),
             "{err}"
         );
-        assert!(err.contains("attention, layer_norm, gelu, adamw"), "{err}");
+        assert!(
+            err.contains("attention, layer_norm, gelu, adamw, adafactor"),
+            "{err}"
+        );
     }
 }

@@ -21,15 +21,18 @@
 //! - [`matmul`]: bf16 products through it, or through f32 without copying the operands'
 //!   layouts where the CPU lacks it;
 //! - [`adamw`]: AdamW's update of one parameter tensor in one pass, in f32 for every dtype
-//!   ([`crate::train::adamw`]).
+//!   ([`crate::train::adamw`]);
+//! - [`adafactor`]: the settings of one Adafactor update (no CPU kernel: flex runs the
+//!   composed update).
 //!
-//! - [`cube`]: the CUDA counterparts in CubeCL (attention, layer norm, GELU, AdamW), run on
+//! - [`cube`]: the CUDA counterparts in CubeCL (attention, layer norm, GELU, AdamW, Adafactor), run on
 //!   `CubeBackend` (CUDA without Burn's fusion) and tested on CubeCL's wgpu runtime.
 //!
 //! [`crate::model`]'s operations call the CPU kernels only on flex and the CubeCL ones only on
 //! `CubeBackend`, through backend traits whose default (Burn's fusion backend, ndarray) is
 //! Burn's own tensor operations.
 
+pub mod adafactor;
 pub mod adamw;
 pub mod amx;
 pub mod attention;

@@ -35,7 +35,7 @@ use heads::{merge_heads, split_heads, HeadsBackend};
 use linear::{linear, MatmulBackend};
 use memwall_core::spec::{ModelConfig, Precision};
 use norm::{layer_norm, LayerNormSaving, NormBackend};
-use optim::AdamWBackend;
+use optim::{AdafactorBackend, AdamWBackend};
 
 /// One pre-norm transformer block: `x + attn(ln(x))`, then `x + mlp(ln(x))`.
 #[derive(Module, Debug)]
@@ -69,7 +69,7 @@ pub struct Block<B: Backend> {
 /// Backends that run the model's custom operations: the memory-efficient attention, the layer
 /// norm, GELU, the heads' split and merge and the matrix products ([`AttentionBackend`],
 /// [`NormBackend`], [`GeluBackend`], [`HeadsBackend`], [`MatmulBackend`]), and the training
-/// step's AdamW update ([`AdamWBackend`]).
+/// step's optimizer updates ([`AdamWBackend`], [`AdafactorBackend`]).
 pub trait ModelBackend:
     AttentionBackend
     + NormBackend
@@ -78,6 +78,7 @@ pub trait ModelBackend:
     + MatmulBackend
     + ExpBackend
     + AdamWBackend
+    + AdafactorBackend
 {
 }
 
@@ -89,6 +90,7 @@ impl<B> ModelBackend for B where
         + MatmulBackend
         + ExpBackend
         + AdamWBackend
+        + AdafactorBackend
 {
 }
 

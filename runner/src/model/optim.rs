@@ -1,12 +1,19 @@
-//! AdamW's update of one parameter tensor as a backend operation ([`AdamWBackend`]): flex runs
-//! memwall's one-pass kernel ([`crate::kernels::adamw`]), CubeCL without Burn's fusion (CUDA's
-//! eager rows) memwall's CubeCL kernel ([`crate::kernels::cube::adamw`]), every other backend
-//! Burn 0.21's composed update ([`composed`]). The optimizer that calls it, with the formula and its
-//! source, is [`crate::train::adamw`].
+//! The optimizers' updates of one parameter tensor as backend operations.
+//!
+//! - AdamW ([`AdamWBackend`]): flex runs memwall's one-pass kernel ([`crate::kernels::adamw`]),
+//!   CubeCL without Burn's fusion (CUDA's eager rows) memwall's CubeCL kernel
+//!   ([`crate::kernels::cube::adamw`]), every other backend Burn 0.21's composed update
+//!   ([`composed`]). The optimizer that calls it, with the formula and its source, is
+//!   [`crate::train::adamw`].
+//! - Adafactor ([`AdafactorBackend`]): CubeCL without Burn's fusion runs memwall's kernels
+//!   ([`crate::kernels::cube::adafactor`]), every other backend the composed update
+//!   ([`adafactor_composed`]). The optimizer, with the algorithm and its source, is
+//!   [`crate::train::adafactor`].
 
+pub use crate::kernels::adafactor::AdafactorStep;
 use crate::kernels::adamw::AdamWStep;
 use burn::tensor::backend::Backend;
-use burn::tensor::Tensor;
+use burn::tensor::{DType, Tensor};
 
 /// Backends that run AdamW's update. The provided method is Burn's `AdamW` composed of tensor
 /// operations; flex overrides it with memwall's kernel.
@@ -107,5 +114,131 @@ impl<
         let moments = moments.map(|(m, v)| (prim(m), prim(v)));
         let (p, m, v) = crate::kernels::cube::adamw::update(prim(p), prim(g), moments, h);
         (float(p), float(m), float(v))
+    }
+}
+
+/// Adafactor's second-moment statistics of one parameter tensor, f32: for a tensor of rank
+/// `D >= 2` seen as `[n, m]` (`n` the product of the leading dimensions) the row sums `R`
+/// `[n]` and the column sums `C` `[m]`; for a vector `[n]` the unfactored second moment `V`
+/// `[n]` and no second tensor.
+pub type AdafactorStats<B> = (Tensor<B, 1>, Option<Tensor<B, 1>>);
+
+/// Backends that run Adafactor's update of one parameter tensor. The provided method is the
+/// update composed of Burn tensor operations ([`adafactor_composed`]); CubeCL backends without
+/// Burn's fusion override it with memwall's kernels ([`crate::kernels::cube::adafactor`]).
+pub trait AdafactorBackend: Backend {
+    /// One update: the new parameter (`p`'s shape and dtype) and the new statistics (f32).
+    /// `stats` are the previous step's (`None` at `t = 1`, where `beta2` is 0); `g` has `p`'s
+    /// shape and dtype.
+    fn adafactor_update<const D: usize>(
+        p: Tensor<Self, D>,
+        g: Tensor<Self, D>,
+        stats: Option<AdafactorStats<Self>>,
+        h: &AdafactorStep,
+    ) -> (Tensor<Self, D>, AdafactorStats<Self>) {
+        adafactor_composed(p, g, stats, h)
+    }
+}
+
+/// `beta * old + (1 - beta) * new`, with a missing `old` read as zeros.
+fn ema<B: Backend>(old: Option<Tensor<B, 1>>, new: Tensor<B, 1>, beta: f64) -> Tensor<B, 1> {
+    let new = new.mul_scalar(1.0 - beta);
+    match old {
+        Some(old) => old.mul_scalar(beta) + new,
+        None => new,
+    }
+}
+
+/// Adafactor's update composed of Burn tensor operations, in f32 whatever `p`'s dtype (a later
+/// step of a matrix: 26 operations, 12 of them a pass over the whole matrix; in bf16 three
+/// casts more, each a pass): Shazeer and Stern 2018,
+/// Algorithm 4 (rank >= 2, on the `[n, m]` view) and Algorithm 5 (rank 1), update clipping
+/// (Section 6) and decoupled weight decay; the result is rounded once to `p`'s dtype.
+pub fn adafactor_composed<B: Backend, const D: usize>(
+    p: Tensor<B, D>,
+    g: Tensor<B, D>,
+    stats: Option<AdafactorStats<B>>,
+    h: &AdafactorStep,
+) -> (Tensor<B, D>, AdafactorStats<B>) {
+    let dtype = p.dtype();
+    let dims = p.dims();
+    let g = g.cast(DType::F32);
+    let (row, col) = match stats {
+        Some((row, col)) => (Some(row), col),
+        None => (None, None),
+    };
+    let beta = h.beta2;
+    let g_sq = g.clone().square().add_scalar(h.eps1);
+    let (update, row, col) = if D == 1 {
+        // Algorithm 5: the unfactored second moment V, [n].
+        let v = ema(row, g_sq.reshape([dims[0]]), beta);
+        let update = g / v.clone().sqrt().reshape(dims);
+        (update, v, None)
+    } else {
+        // Algorithm 4 on the [n, m] view: row sums R [n] and column sums C [m].
+        let m = dims[D - 1];
+        let n = dims[..D - 1].iter().product::<usize>();
+        let g_sq = g_sq.reshape([n, m]);
+        let r = ema(row, g_sq.clone().sum_dim(1).reshape([n]), beta);
+        let c = ema(col, g_sq.sum_dim(0).reshape([m]), beta);
+        // 1 / sqrt(V) = 1 / sqrt(R / (1^T R)) x 1 / sqrt(C), an outer product.
+        let r_scale = (r.clone() / r.clone().sum()).sqrt().recip().reshape([n, 1]);
+        let c_scale = c.clone().sqrt().recip().reshape([1, m]);
+        let update = (g.reshape([n, m]) * r_scale * c_scale).reshape(dims);
+        (update, r, Some(c))
+    };
+    // Section 6: U / max(1, RMS(U) / d), the RMS over every element.
+    let rms = update.clone().square().mean().sqrt();
+    let clip = rms.div_scalar(h.clip_threshold).clamp_min(1.0);
+    let update = update / clip.reshape([1usize; D]);
+    let decayed = p.cast(DType::F32).mul_scalar(1.0 - h.lr * h.weight_decay);
+    let updated = (decayed - update.mul_scalar(h.lr)).cast(dtype);
+    (updated, (row, col))
+}
+
+impl AdafactorBackend for burn::backend::Flex {}
+impl<B: AdafactorBackend, C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy>
+    AdafactorBackend for burn::backend::Autodiff<B, C>
+{
+}
+#[cfg(feature = "ndarray")]
+impl AdafactorBackend for burn::backend::NdArray {}
+#[cfg(feature = "cuda")]
+impl AdafactorBackend for burn::backend::Cuda {}
+#[cfg(feature = "cuda")]
+impl<
+        R: burn_cubecl::CubeRuntime,
+        F: burn_cubecl::FloatElement,
+        I: burn_cubecl::IntElement,
+        BT: burn_cubecl::BoolElement,
+    > AdafactorBackend for burn_cubecl::CubeBackend<R, F, I, BT>
+{
+    /// memwall's kernels ([`crate::kernels::cube::adafactor`]): f32 statistics, one pass per
+    /// reduction and one for the update.
+    fn adafactor_update<const D: usize>(
+        p: Tensor<Self, D>,
+        g: Tensor<Self, D>,
+        stats: Option<AdafactorStats<Self>>,
+        h: &AdafactorStep,
+    ) -> (Tensor<Self, D>, AdafactorStats<Self>) {
+        if !crate::kernels::cube::Selection::current().adafactor || p.shape().num_elements() == 0 {
+            return adafactor_composed(p, g, stats, h);
+        }
+        let dims = p.dims();
+        let m = dims[D - 1];
+        let n = p.shape().num_elements() / m.max(1);
+        let prim = |t: Tensor<Self, D>| t.into_primitive().tensor();
+        let prim1 = |t: Tensor<Self, 1>| t.into_primitive().tensor();
+        let float = |t| Tensor::from_primitive(burn::tensor::TensorPrimitive::Float(t));
+        let float1 = |t| Tensor::<Self, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(t));
+        let stats = stats.map(|(r, c)| (prim1(r), c.map(prim1)));
+        let shape = if D == 1 {
+            crate::kernels::cube::adafactor::Shape::Vector(n * m)
+        } else {
+            crate::kernels::cube::adafactor::Shape::Matrix { n, m }
+        };
+        let (p, row, col) =
+            crate::kernels::cube::adafactor::update(prim(p), prim(g), stats, shape, h);
+        (float(p), (float1(row), col.map(float1)))
     }
 }

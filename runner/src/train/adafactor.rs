@@ -34,13 +34,22 @@
 //! Parameters in f16 or bf16 get the f32 result rounded to nearest on the cast back; forgather
 //! rounds bf16 parameters stochastically (`bf16_stochastic_round`), which this does not
 //! reproduce. The statistics are f32 for every parameter dtype.
+//!
+//! The update of one tensor is a backend operation ([`AdafactorBackend::adafactor_update`]):
+//! composed of Burn operations ([`adafactor_composed`]) on flex and Burn's fused backends, one
+//! pass per reduction in memwall's CubeCL kernels on CUDA's eager rows
+//! ([`crate::kernels::cube::adafactor`]).
 
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{LearningRate, SimpleOptimizer};
 use burn::record::Record;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{DType, Tensor};
+use burn::tensor::Tensor;
+
+pub use crate::model::optim::{
+    adafactor_composed, AdafactorBackend, AdafactorStats, AdafactorStep,
+};
 
 /// Exponent of the second-moment decay `beta2_t = 1 - t^DECAY_RATE` (paper Section 7.1 and
 /// its proposed hyperparameters: `c = 0.8`; forgather's `decay_rate = -0.8`).
@@ -88,7 +97,10 @@ impl AdafactorConfig {
     /// The optimizer of module `M` on the autodiff backend `B`.
     pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(
         &self,
-    ) -> OptimizerAdaptor<Adafactor, M, B> {
+    ) -> OptimizerAdaptor<Adafactor, M, B>
+    where
+        B::InnerBackend: AdafactorBackend,
+    {
         OptimizerAdaptor::from(self.build())
     }
 }
@@ -126,16 +138,7 @@ impl<B: Backend, const D: usize> AdafactorState<B, D> {
     }
 }
 
-/// `beta * old + (1 - beta) * new`, with a missing `old` read as zeros.
-fn ema<B: Backend>(old: Option<Tensor<B, 1>>, new: Tensor<B, 1>, beta: f64) -> Tensor<B, 1> {
-    let new = new.mul_scalar(1.0 - beta);
-    match old {
-        Some(old) => old.mul_scalar(beta) + new,
-        None => new,
-    }
-}
-
-impl<B: Backend> SimpleOptimizer<B> for Adafactor {
+impl<B: AdafactorBackend> SimpleOptimizer<B> for Adafactor {
     type State<const D: usize> = AdafactorState<B, D>;
 
     fn step<const D: usize>(
@@ -145,41 +148,16 @@ impl<B: Backend> SimpleOptimizer<B> for Adafactor {
         grad: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        let dtype = tensor.dtype();
-        let dims = tensor.dims();
-        let g = grad.cast(DType::F32);
-        let (time, row, col) = match state {
-            Some(s) => (s.time + 1, Some(s.row), s.col),
-            None => (1, None, None),
+        let time = state.as_ref().map_or(1, |s| s.time + 1);
+        let h = AdafactorStep {
+            lr,
+            weight_decay: self.weight_decay,
+            beta2: beta2(time),
+            eps1: EPS1,
+            clip_threshold: CLIP_THRESHOLD,
         };
-        let beta = beta2(time);
-        let g_sq = g.clone().square().add_scalar(EPS1);
-        let (update, row, col) = if D == 1 {
-            // Algorithm 5: the unfactored second moment V, [n].
-            let v = ema(row, g_sq.reshape([dims[0]]), beta);
-            let update = g / v.clone().sqrt().reshape(dims);
-            (update, v, None)
-        } else {
-            // Algorithm 4 on the [n, m] view: row sums R [n] and column sums C [m].
-            let m = dims[D - 1];
-            let n = dims[..D - 1].iter().product::<usize>();
-            let g_sq = g_sq.reshape([n, m]);
-            let r = ema(row, g_sq.clone().sum_dim(1).reshape([n]), beta);
-            let c = ema(col, g_sq.sum_dim(0).reshape([m]), beta);
-            // 1 / sqrt(V) = 1 / sqrt(R / (1^T R)) x 1 / sqrt(C), an outer product.
-            let r_scale = (r.clone() / r.clone().sum()).sqrt().recip().reshape([n, 1]);
-            let c_scale = c.clone().sqrt().recip().reshape([1, m]);
-            let update = (g.reshape([n, m]) * r_scale * c_scale).reshape(dims);
-            (update, r, Some(c))
-        };
-        // Section 6: U / max(1, RMS(U) / d), the RMS over every element.
-        let rms = update.clone().square().mean().sqrt();
-        let clip = rms.div_scalar(CLIP_THRESHOLD).clamp_min(1.0);
-        let update = update / clip.reshape([1usize; D]);
-        let decayed = tensor
-            .cast(DType::F32)
-            .mul_scalar(1.0 - lr * self.weight_decay);
-        let updated = (decayed - update.mul_scalar(lr)).cast(dtype);
+        let stats = state.map(|s| (s.row, s.col));
+        let (updated, (row, col)) = B::adafactor_update(tensor, grad, stats, &h);
         (updated, Some(AdafactorState { time, row, col }))
     }
 

@@ -15,7 +15,7 @@
 //! 14 Burn operations forward and 19 backward, most of them a pass over `[rows, d]` in device
 //! memory.
 
-use super::{f32_tensor, like};
+use super::{cube_row, cube_sum, f32_tensor, like, row_cubes};
 use burn::tensor::TensorMetadata;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
@@ -26,35 +26,6 @@ use cubecl::CubeDim;
 
 /// Rows per partial sum of `dγ` and `dβ`.
 pub const CHUNK_ROWS: usize = 64;
-
-/// Units per cube of the row kernels (a power of two: the tree reduction halves it).
-const ROW_UNITS: u32 = 256;
-
-/// The sum of every unit's `value` over the cube, through `shared` (`CUBE_DIM` entries, a
-/// power of two); every unit gets it. Ends with a barrier, so `shared` may be reused.
-#[cube]
-fn cube_sum(shared: &mut SharedMemory<f32>, value: f32) -> f32 {
-    let unit = UNIT_POS as usize;
-    shared[unit] = value;
-    sync_cube();
-    let mut stride = (CUBE_DIM / 2) as usize;
-    while stride > 0 {
-        if unit < stride {
-            shared[unit] = shared[unit] + shared[unit + stride];
-        }
-        sync_cube();
-        stride /= 2;
-    }
-    let total = shared[0];
-    sync_cube();
-    total
-}
-
-/// The row this cube works on (cubes laid out in x, then y, as [`row_cubes`] launches them).
-#[cube]
-fn cube_row() -> usize {
-    (CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X) as usize
-}
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -235,19 +206,6 @@ fn sum_chunks_kernel<P: Float>(
         c += 1;
     }
     out[j] = P::cast_from(total);
-}
-
-/// One cube per row: the cube count in x (at most 65,535, wgpu's limit) and y, and the units
-/// per cube (a power of two up to [`ROW_UNITS`], at least 32, no more than `d` needs).
-fn row_cubes(rows: usize, d: usize) -> (CubeCount, CubeDim, usize) {
-    let x = rows.clamp(1, 65_535);
-    let y = rows.div_ceil(x).max(1);
-    let units = (d.next_power_of_two() as u32).clamp(32, ROW_UNITS);
-    (
-        CubeCount::Static(x as u32, y as u32, 1),
-        CubeDim::new_1d(units),
-        units as usize,
-    )
 }
 
 /// `(y, mean, rstd)`: `y = (x - μ) / sqrt(σ² + ε) · γ + β` over the last axis of `x` `[rows,
