@@ -18,7 +18,8 @@
 //! f16, bf16: `#[define(F)]`), so the same code runs on CUDA and, in CI, on CubeCL's wgpu
 //! runtime over a software Vulkan (Mesa's lavapipe), where each is compared with the composed
 //! reference (Burn's own operations) at f32. [`crate::model`]'s backend traits call them on
-//! `CubeBackend` (no Burn fusion: the analog of PyTorch eager).
+//! `CubeBackend` (no Burn fusion: the analog of PyTorch eager) and, as custom operations in the
+//! fused stream, on Burn's fusion backend ([`crate::model::custom_op`]).
 
 pub mod adafactor;
 pub mod adamw;
@@ -115,6 +116,17 @@ impl Selection {
         match std::env::var(SELECTION_VAR) {
             Ok(value) => Selection::parse(&value),
             Err(_) => Ok(Selection::ALL),
+        }
+    }
+
+    /// What of this selection runs under Burn's fusion (`fusion = true`), where memwall's
+    /// kernels are custom operations in the fused stream ([`crate::model::custom_op`]):
+    /// everything but AdamW's update (an elementwise chain Burn's fusion compiles into one
+    /// kernel); GELU there means its backward only.
+    pub fn under_fusion(&self) -> Selection {
+        Selection {
+            adamw: false,
+            ..*self
         }
     }
 

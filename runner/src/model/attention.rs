@@ -135,7 +135,65 @@ impl AttentionBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl AttentionBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl AttentionBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): both directions are custom operations
+/// ([`super::custom_op`]) that run the inner backend's, on `CubeBackend` memwall's kernels
+/// (`lse` `[batch, heads, seq, 1]` in f32, as they return it).
+impl<B: burn_fusion::FusionBackend + AttentionBackend> AttentionBackend for burn_fusion::Fusion<B> {
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        use super::custom_op::{inputs, outputs, register};
+        use burn::tensor::{Shape, TensorMetadata};
+        const NAME: &str = "memwall_attention_forward";
+        if !crate::kernels::cube::Selection::current().attention {
+            return composed_forward_primitive::<Self>(q, k, v, tiles);
+        }
+        let [b, h, t, _] = q.shape().dims::<4>();
+        let out = vec![
+            (q.shape(), q.dtype()),
+            (Shape::new([b, h, t, 1]), DType::F32),
+        ];
+        let [o, lse] = outputs::<B, 2>(
+            NAME,
+            register::<B>(NAME, vec![q, k, v], out, move |x| {
+                let [q, k, v] = inputs::<B, 3>(NAME, x);
+                let (o, lse) = B::attention_forward(q, k, v, tiles);
+                vec![o, lse]
+            }),
+        );
+        (o, lse)
+    }
+
+    fn attention_backward(
+        [q, k, v, out, grad_out]: [FloatTensor<Self>; 5],
+        lse: FloatTensor<Self>,
+        tiles: Tiles,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use super::custom_op::{inputs, outputs, register};
+        use burn::tensor::TensorMetadata;
+        const NAME: &str = "memwall_attention_backward";
+        if !crate::kernels::cube::Selection::current().attention {
+            return composed_backward_primitive::<Self>([q, k, v, out, grad_out], lse, tiles);
+        }
+        let shapes = vec![
+            (q.shape(), q.dtype()),
+            (k.shape(), k.dtype()),
+            (v.shape(), v.dtype()),
+        ];
+        let [dq, dk, dv] = outputs::<B, 3>(
+            NAME,
+            register::<B>(NAME, vec![q, k, v, out, grad_out, lse], shapes, move |x| {
+                let [q, k, v, out, grad_out, lse] = inputs::<B, 6>(NAME, x);
+                let (dq, dk, dv) = B::attention_backward([q, k, v, out, grad_out], lse, tiles);
+                vec![dq, dk, dv]
+            }),
+        );
+        (dq, dk, dv)
+    }
+}
 /// On CubeCL without Burn's fusion (CUDA's eager rows; wgpu in the tests), both directions are
 /// memwall's kernels ([`crate::kernels::cube::attention`]: the same algorithms with f32
 /// statistics and products, one kernel forward and two backward); `tiles` shapes only the

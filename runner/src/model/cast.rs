@@ -31,7 +31,8 @@ impl CastBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl CastBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl CastBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): Burn's operations, fused by it.
+impl<B: burn_fusion::FusionBackend> CastBackend for burn_fusion::Fusion<B> {}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

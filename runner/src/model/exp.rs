@@ -30,7 +30,8 @@ impl ExpBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl ExpBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl ExpBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): Burn's operations, fused by it.
+impl<B: burn_fusion::FusionBackend> ExpBackend for burn_fusion::Fusion<B> {}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

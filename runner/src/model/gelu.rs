@@ -39,7 +39,28 @@ impl GeluBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl GeluBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl GeluBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): the forward is Burn's `gelu` (an
+/// elementwise chain Burn's fusion compiles with its neighbours), the backward memwall's kernel
+/// as a custom operation ([`super::custom_op`]): the exact derivative, as on the eager rows.
+impl<B: burn_fusion::FusionBackend + GeluBackend> GeluBackend for burn_fusion::Fusion<B> {
+    fn model_gelu_backward(x: FloatTensor<Self>, dy: FloatTensor<Self>) -> FloatTensor<Self> {
+        use super::custom_op::{inputs, outputs, register};
+        use burn::tensor::TensorMetadata;
+        const NAME: &str = "memwall_gelu_backward";
+        if !crate::kernels::cube::Selection::current().gelu {
+            return <Self as burn::tensor::ops::ActivationOps<Self>>::gelu_backward(x, dy);
+        }
+        let out = vec![(dy.shape(), dy.dtype())];
+        let [dx] = outputs::<B, 1>(
+            NAME,
+            register::<B>(NAME, vec![x, dy], out, |t| {
+                let [x, dy] = inputs::<B, 2>(NAME, t);
+                vec![B::model_gelu_backward(x, dy)]
+            }),
+        );
+        dx
+    }
+}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

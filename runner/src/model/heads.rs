@@ -58,7 +58,8 @@ impl HeadsBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl HeadsBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl HeadsBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): Burn's operations, fused by it.
+impl<B: burn_fusion::FusionBackend> HeadsBackend for burn_fusion::Fusion<B> {}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

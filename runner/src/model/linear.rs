@@ -40,7 +40,8 @@ impl MatmulBackend for burn::backend::Flex {
 #[cfg(feature = "ndarray")]
 impl MatmulBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl MatmulBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): Burn's operations, fused by it.
+impl<B: burn_fusion::FusionBackend> MatmulBackend for burn_fusion::Fusion<B> {}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

@@ -11,6 +11,8 @@
 
 pub mod attention;
 pub mod cast;
+#[cfg(feature = "cuda")]
+pub mod custom_op;
 pub mod exp;
 pub mod gelu;
 pub mod heads;

@@ -93,7 +93,69 @@ impl NormBackend for burn::backend::Flex {}
 #[cfg(feature = "ndarray")]
 impl NormBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl NormBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): both passes are custom operations
+/// ([`super::custom_op`]) that run the inner backend's, on `CubeBackend` memwall's kernels.
+impl<B: burn_fusion::FusionBackend + NormBackend> NormBackend for burn_fusion::Fusion<B> {
+    fn layer_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use super::custom_op::{inputs, outputs, register};
+        use burn::tensor::{DType, Shape, TensorMetadata};
+        const NAME: &str = "memwall_layer_norm_forward";
+        if !crate::kernels::cube::Selection::current().layer_norm {
+            return composed_forward_primitive::<Self>(x, gamma, beta, epsilon);
+        }
+        let [rows, _] = x.shape().dims::<2>();
+        let stat = (Shape::new([rows, 1]), DType::F32);
+        let out = vec![(x.shape(), x.dtype()), stat.clone(), stat];
+        let [y, mean, rstd] = outputs::<B, 3>(
+            NAME,
+            register::<B>(NAME, vec![x, gamma, beta], out, move |t| {
+                let [x, gamma, beta] = inputs::<B, 3>(NAME, t);
+                let (y, mean, rstd) = B::layer_norm_forward(x, gamma, beta, epsilon);
+                vec![y, mean, rstd]
+            }),
+        );
+        (y, mean, rstd)
+    }
+
+    fn layer_norm_backward(
+        kept: Kept<Self>,
+        rstd: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        dy: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use super::custom_op::{inputs, outputs, register};
+        use burn::tensor::TensorMetadata;
+        const NAME: &str = "memwall_layer_norm_backward";
+        if !crate::kernels::cube::Selection::current().layer_norm {
+            return composed_backward_primitive::<Self>(kept, rstd, gamma, dy);
+        }
+        let (saves_output, a, b) = match kept {
+            Kept::Input { x, mean } => (false, x, mean),
+            Kept::Output { y, beta } => (true, y, beta),
+        };
+        let param = (gamma.shape(), gamma.dtype());
+        let out = vec![(dy.shape(), dy.dtype()), param.clone(), param];
+        let [dx, dgamma, dbeta] = outputs::<B, 3>(
+            NAME,
+            register::<B>(NAME, vec![a, b, rstd, gamma, dy], out, move |t| {
+                let [a, b, rstd, gamma, dy] = inputs::<B, 5>(NAME, t);
+                let kept = if saves_output {
+                    Kept::Output { y: a, beta: b }
+                } else {
+                    Kept::Input { x: a, mean: b }
+                };
+                let (dx, dgamma, dbeta) = B::layer_norm_backward(kept, rstd, gamma, dy);
+                vec![dx, dgamma, dbeta]
+            }),
+        );
+        (dx, dgamma, dbeta)
+    }
+}
 /// On CubeCL without Burn's fusion (CUDA's eager rows; wgpu in the tests), both passes are
 /// memwall's kernels ([`crate::kernels::cube::norm`]): the same statistics in f32, one kernel
 /// forward and three backward instead of Burn's dozens.

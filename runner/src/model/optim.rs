@@ -90,7 +90,8 @@ impl<B: AdamWBackend, C: burn::backend::autodiff::checkpoint::strategy::Checkpoi
 #[cfg(feature = "ndarray")]
 impl AdamWBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl AdamWBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): Burn's operations, fused by it.
+impl<B: burn_fusion::FusionBackend> AdamWBackend for burn_fusion::Fusion<B> {}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,
@@ -204,7 +205,67 @@ impl<B: AdafactorBackend, C: burn::backend::autodiff::checkpoint::strategy::Chec
 #[cfg(feature = "ndarray")]
 impl AdafactorBackend for burn::backend::NdArray {}
 #[cfg(feature = "cuda")]
-impl AdafactorBackend for burn::backend::Cuda {}
+/// Burn's fusion backend (CUDA's `fusion = true` rows): the update is one custom operation
+/// ([`super::custom_op`]) that runs the inner backend's, on `CubeBackend` memwall's kernels.
+impl<B: burn_fusion::FusionBackend + AdafactorBackend> AdafactorBackend for burn_fusion::Fusion<B> {
+    fn adafactor_update<const D: usize>(
+        p: Tensor<Self, D>,
+        g: Tensor<Self, D>,
+        stats: Option<AdafactorStats<Self>>,
+        h: &AdafactorStep,
+    ) -> (Tensor<Self, D>, AdafactorStats<Self>) {
+        use super::custom_op::{outputs, register};
+        use burn::tensor::{Shape, TensorPrimitive};
+        const NAME: &str = "memwall_adafactor_update";
+        if !crate::kernels::cube::Selection::current().adafactor || p.shape().num_elements() == 0 {
+            return adafactor_composed(p, g, stats, h);
+        }
+        let dims = p.dims();
+        let m = dims[D - 1];
+        let n = p.shape().num_elements() / m;
+        let factored = D > 1;
+        let mut out = vec![(p.shape(), p.dtype())];
+        if factored {
+            out.push((Shape::new([n]), DType::F32));
+            out.push((Shape::new([m]), DType::F32));
+        } else {
+            out.push((Shape::new([n * m]), DType::F32));
+        }
+        let has_stats = stats.is_some();
+        let prim = |t: Tensor<Self, D>| t.into_primitive().tensor();
+        let prim1 = |t: Tensor<Self, 1>| t.into_primitive().tensor();
+        let mut tensors = vec![prim(p), prim(g)];
+        if let Some((row, col)) = stats {
+            tensors.push(prim1(row));
+            tensors.extend(col.map(prim1));
+        }
+        let h = *h;
+        let results = register::<B>(NAME, tensors, out, move |t| {
+            let float = |t| Tensor::<B, D>::from_primitive(TensorPrimitive::Float(t));
+            let float1 = |t| Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(t));
+            let mut t = t.into_iter();
+            let mut next = || t.next().expect("memwall_adafactor_update: inputs");
+            let (p, g) = (float(next()), float(next()));
+            let stats = has_stats.then(|| {
+                let row = float1(next());
+                (row, factored.then(|| float1(next())))
+            });
+            let (p, (row, col)) = B::adafactor_update(p, g, stats, &h);
+            let mut results = vec![p.into_primitive().tensor(), row.into_primitive().tensor()];
+            results.extend(col.map(|c| c.into_primitive().tensor()));
+            results
+        });
+        let float = |t| Tensor::<Self, D>::from_primitive(TensorPrimitive::Float(t));
+        let float1 = |t| Tensor::<Self, 1>::from_primitive(TensorPrimitive::Float(t));
+        if factored {
+            let [p, row, col] = outputs::<B, 3>(NAME, results);
+            (float(p), (float1(row), Some(float1(col))))
+        } else {
+            let [p, v] = outputs::<B, 2>(NAME, results);
+            (float(p), (float1(v), None))
+        }
+    }
+}
 #[cfg(feature = "cuda")]
 impl<
         R: burn_cubecl::CubeRuntime,

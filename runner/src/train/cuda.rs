@@ -257,14 +257,21 @@ pub(super) fn run(spec: &JobSpec, mut env: Environment) -> Result<JobRecord> {
             message,
         }
     })?;
-    let operations = if spec.strategy.fusion {
-        "the model's operations as Burn's, fused by Burn".to_string()
-    } else {
-        format!(
-            "memwall's CubeCL kernels for: {} (f32 inside); the rest Burn's operations",
-            kernels.describe()
+    let operations =
+        if spec.strategy.fusion {
+            let fused = kernels.under_fusion();
+            format!(
+            "Burn's operations fused by Burn, with memwall's CubeCL kernels as custom operations \
+             for: {}{} (f32 inside)",
+            fused.describe(),
+            if fused.gelu { " (GELU: its backward)" } else { "" }
         )
-    };
+        } else {
+            format!(
+                "memwall's CubeCL kernels for: {} (f32 inside); the rest Burn's operations",
+                kernels.describe()
+            )
+        };
     env.numerics = format!(
         "CUDA via CubeCL (NVRTC); f32 matmuls may run on TF32 tensor cores; loss in f32; \
          {operations}"
