@@ -52,18 +52,24 @@ pub enum Shape {
     },
 }
 
+/// One cube per row `i` of `g` `[n, m]`, two uses: with `rms` false the row statistic `R_i =
+/// beta R_i + (1 - beta) sum_j (G_ij^2 + eps1)` into `out` (`r` the previous `R`, not read when
+/// `first`; `c` not read); with `rms` true `q_i = (sum_j G_ij^2 / C_j) / R_i` into `out` (`r`
+/// and `c` the new statistics).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn row_stats_kernel<F: Float>(
+fn row_kernel<F: Float>(
     g: &Tensor<F>,
-    r_old: &Tensor<f32>,
-    r: &mut Tensor<f32>,
+    r: &Tensor<f32>,
+    c: &Tensor<f32>,
+    out: &mut Tensor<f32>,
     n: usize,
     m: usize,
     beta: f32,
     eps1: f32,
     #[comptime] units: usize,
     #[comptime] first: bool,
+    #[comptime] rms: bool,
     #[define(F)] _dtype: StorageType,
 ) {
     let row = cube_row();
@@ -76,16 +82,24 @@ fn row_stats_kernel<F: Float>(
     let mut j = UNIT_POS as usize;
     while j < m {
         let x = f32::cast_from(g[base + j]);
-        sum += x * x + eps1;
+        if rms {
+            sum += x * x / c[j];
+        } else {
+            sum += x * x + eps1;
+        }
         j += CUBE_DIM as usize;
     }
     let total = cube_sum(&mut shared, sum);
     if UNIT_POS == 0 {
-        let mut value = total * (f32::new(1.0) - beta);
-        if !first {
-            value += r_old[row] * beta;
+        if rms {
+            out[row] = total / r[row];
+        } else {
+            let mut value = total * (f32::new(1.0) - beta);
+            if !first {
+                value += r[row] * beta;
+            }
+            out[row] = value;
         }
-        r[row] = value;
     }
 }
 
@@ -144,37 +158,6 @@ fn col_stats_kernel(
         value += c_old[j] * beta;
     }
     c[j] = value;
-}
-
-#[cube(launch)]
-#[allow(clippy::too_many_arguments)]
-fn row_rms_kernel<F: Float>(
-    g: &Tensor<F>,
-    r: &Tensor<f32>,
-    c: &Tensor<f32>,
-    q: &mut Tensor<f32>,
-    n: usize,
-    m: usize,
-    #[comptime] units: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let row = cube_row();
-    if row >= n {
-        terminate!();
-    }
-    let mut shared = SharedMemory::<f32>::new(units);
-    let base = row * m;
-    let mut sum = 0.0f32;
-    let mut j = UNIT_POS as usize;
-    while j < m {
-        let x = f32::cast_from(g[base + j]);
-        sum += x * x / c[j];
-        j += CUBE_DIM as usize;
-    }
-    let total = cube_sum(&mut shared, sum);
-    if UNIT_POS == 0 {
-        q[row] = total / r[row];
-    }
 }
 
 #[cube(launch)]
@@ -358,12 +341,14 @@ pub fn update<R: CubeRuntime>(
             let c = f32_tensor(&p, vec![m]);
             let q = f32_tensor(&p, vec![n]);
             let (count, dim, units) = row_cubes(n, m);
-            row_stats_kernel::launch::<R>(
+            // `c` is not read here: any f32 tensor (`q`).
+            row_kernel::launch::<R>(
                 &client,
                 count.clone(),
                 dim,
                 g.clone().into_tensor_arg(),
-                r_old.unwrap_or_else(|| r.clone()).into_tensor_arg(),
+                r_old.unwrap_or_else(|| q.clone()).into_tensor_arg(),
+                q.clone().into_tensor_arg(),
                 r.clone().into_tensor_arg(),
                 n,
                 m,
@@ -371,6 +356,7 @@ pub fn update<R: CubeRuntime>(
                 eps1,
                 units,
                 first,
+                false,
                 dtype.into(),
             );
             let chunks = n.div_ceil(CHUNK_ROWS).max(1);
@@ -400,7 +386,7 @@ pub fn update<R: CubeRuntime>(
                 beta,
                 first,
             );
-            row_rms_kernel::launch::<R>(
+            row_kernel::launch::<R>(
                 &client,
                 count,
                 dim,
@@ -410,7 +396,11 @@ pub fn update<R: CubeRuntime>(
                 q.clone().into_tensor_arg(),
                 n,
                 m,
+                beta,
+                eps1,
                 units,
+                first,
+                true,
                 dtype.into(),
             );
             launch_scale(&client, &r, &q, &k, n, len, h, true);
