@@ -22,6 +22,7 @@
 //!   `P = e^{S - L}`, `dV += Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ∘ (dP - D)`, `dQ += dS K`,
 //!   `dK += dSᵀ Q`; `dQ` and `dK` times `1/sqrt(d_head)` at the end.
 
+use super::bf16_gemm::{self, PackedRight, Packs, Right};
 use super::dispatch;
 use super::gelu::exp;
 use half::slice::HalfFloatSliceExt;
@@ -36,6 +37,10 @@ pub trait Element: Copy + Send + Sync + 'static {
     fn widen(src: &[Self], dst: &mut [f32]);
     /// `dst ← src` rounded to `Self` (same lengths).
     fn narrow(src: &[f32], dst: &mut [Self]);
+    /// `x` as bf16 when `Self` is bf16.
+    fn as_bf16(_x: &[Self]) -> Option<&[bf16]> {
+        None
+    }
 }
 
 impl Element for f32 {
@@ -53,6 +58,9 @@ impl Element for bf16 {
     }
     fn narrow(src: &[f32], dst: &mut [bf16]) {
         dst.convert_from_f32_slice(src);
+    }
+    fn as_bf16(x: &[bf16]) -> Option<&[bf16]> {
+        Some(x)
     }
 }
 
@@ -122,12 +130,37 @@ fn tiles_of(len: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..len).step_by(size).map(move |s| (s, size.min(len - s)))
 }
 
+/// Whether bf16 inputs run their tile products on bf16 operands (the attention's
+/// `Operand` for bf16): where the CPU has
+/// AVX512-BF16 and `MEMWALL_BF16_GEMM` (the bf16 products' switch, [`bf16_gemm::KERNEL_ENV`])
+/// does not ask for the f32 path.
+pub fn bf16_products() -> bool {
+    bf16_gemm::kernel().is_some() && bf16_gemm::available()
+}
+
 /// Causal attention forward: `out ← softmax(Q Kᵀ / sqrt(d_head), causal) V` and
 /// `lse ← ` the per-row log-sum-exp of the scaled scores (f32).
 ///
 /// Shapes: `q`, `k`, `v`, `out` `[heads, seq, d_head]` (row-major, `dims`), `lse`
 /// `[heads, seq]`. Panics on other lengths.
 pub fn forward<E: Element>(
+    q: &[E],
+    k: &[E],
+    v: &[E],
+    out: &mut [E],
+    lse: &mut [f32],
+    dims: Dims,
+    tiles: Tiles,
+) {
+    if E::as_bf16(q).is_some() && bf16_products() {
+        forward_with::<E, bf16>(q, k, v, out, lse, dims, tiles)
+    } else {
+        forward_with::<E, f32>(q, k, v, out, lse, dims, tiles)
+    }
+}
+
+/// [`forward`] with tile products on operands `X`.
+fn forward_with<E: Element, X: Operand>(
     q: &[E],
     k: &[E],
     v: &[E],
@@ -152,25 +185,28 @@ pub fn forward<E: Element>(
         .zip(lse.par_chunks_mut(dims.seq))
         .enumerate()
         .for_each_init(
-            || Scratch::new(5, n, bq * bk, 3 * bq),
+            || Scratch::<X>::new(3, 2, n, ROW_BLOCK.min(bq) * bk, 3 * bq),
             |s, (h, (o, l))| {
                 let at = h * n..(h + 1) * n;
-                let Scratch { arrays, tile, rows } = s;
-                let [qf, kf, vf, of, acc] = arrays.as_mut_slice() else {
-                    unreachable!("three inputs, the output and the accumulator")
+                let Scratch {
+                    inputs,
+                    arrays,
+                    work,
+                } = s;
+                let [qb, kb, vb] = inputs.as_mut_slice() else {
+                    unreachable!("three inputs")
                 };
-                E::widen(&q[at.clone()], qf);
-                E::widen(&k[at.clone()], kf);
-                E::widen(&v[at], vf);
+                let [of, acc] = arrays.as_mut_slice() else {
+                    unreachable!("the output and the accumulator")
+                };
                 head_forward(
-                    qf,
-                    kf,
-                    vf,
+                    X::head(&q[at.clone()], qb),
+                    X::head(&k[at.clone()], kb),
+                    X::head(&v[at], vb),
                     of,
                     l,
-                    tile,
                     acc,
-                    rows,
+                    work,
                     dims.seq,
                     dims.d_head,
                     bq,
@@ -189,6 +225,26 @@ pub fn forward<E: Element>(
 /// `[heads, seq]` (from [`forward`]). Panics on other lengths.
 #[allow(clippy::too_many_arguments)]
 pub fn backward<E: Element>(
+    q: &[E],
+    k: &[E],
+    v: &[E],
+    out: &[E],
+    lse: &[f32],
+    grad_out: &[E],
+    grads: (&mut [E], &mut [E], &mut [E]),
+    dims: Dims,
+    tiles: Tiles,
+) {
+    if E::as_bf16(q).is_some() && bf16_products() {
+        backward_with::<E, bf16>(q, k, v, out, lse, grad_out, grads, dims, tiles)
+    } else {
+        backward_with::<E, f32>(q, k, v, out, lse, grad_out, grads, dims, tiles)
+    }
+}
+
+/// [`backward`] with tile products on operands `X`.
+#[allow(clippy::too_many_arguments)]
+fn backward_with<E: Element, X: Operand>(
     q: &[E],
     k: &[E],
     v: &[E],
@@ -220,29 +276,29 @@ pub fn backward<E: Element>(
         .zip(dv.par_chunks_mut(n))
         .enumerate()
         .for_each_init(
-            || Scratch::new(8, n, 2 * bq * bk, dims.seq),
+            || Scratch::<X>::new(5, 3, n, 2 * ROW_BLOCK.min(bq) * bk, dims.seq),
             |s, (h, ((dq_h, dk_h), dv_h))| {
                 let at = h * n..(h + 1) * n;
-                let Scratch { arrays, tile, rows } = s;
-                let [qf, kf, vf, of, gf, dqf, dkf, dvf] = arrays.as_mut_slice() else {
-                    unreachable!("five inputs and three gradients")
+                let Scratch {
+                    inputs,
+                    arrays,
+                    work,
+                } = s;
+                let [qb, kb, vb, ob, gb] = inputs.as_mut_slice() else {
+                    unreachable!("five inputs")
                 };
-                E::widen(&q[at.clone()], qf);
-                E::widen(&k[at.clone()], kf);
-                E::widen(&v[at.clone()], vf);
-                E::widen(&out[at.clone()], of);
-                E::widen(&grad_out[at], gf);
-                let (p, dp) = tile.split_at_mut(bq * bk);
+                let [dqf, dkf, dvf] = arrays.as_mut_slice() else {
+                    unreachable!("three gradients")
+                };
                 head_backward(
-                    qf,
-                    kf,
-                    vf,
-                    of,
-                    gf,
+                    X::head(&q[at.clone()], qb),
+                    X::head(&k[at.clone()], kb),
+                    X::head(&v[at.clone()], vb),
+                    X::head(&out[at.clone()], ob),
+                    X::head(&grad_out[at], gb),
                     &lse[h * dims.seq..(h + 1) * dims.seq],
                     (dqf, dkf, dvf),
-                    (p, dp),
-                    rows,
+                    work,
                     dims.seq,
                     dims.d_head,
                     bq,
@@ -256,22 +312,215 @@ pub fn backward<E: Element>(
         );
 }
 
-/// One task's f32 buffers, allocated once per rayon task and reused for every head it runs:
-/// `count` per-head arrays (`seq · d_head` each: the widened inputs, the output or gradients,
-/// the forward's accumulator), the score-sized tiles and per-row statistics.
-struct Scratch {
+/// One task's buffers, allocated once per rayon task and reused for every head it runs.
+struct Scratch<X: Operand> {
+    /// The inputs widened to f32, `seq · d_head` each (f32 operands; empty buffers for bf16
+    /// ones, which read the inputs where they lie).
+    inputs: Vec<Vec<f32>>,
+    /// f32 per-head arrays, `seq · d_head` each: the output and the forward's accumulator, or
+    /// the three gradients.
     arrays: Vec<Vec<f32>>,
-    tile: Vec<f32>,
-    rows: Vec<f32>,
+    /// What the head's tiles work in.
+    work: Work<X>,
 }
 
-impl Scratch {
-    fn new(count: usize, per_head: usize, tile: usize, rows: usize) -> Self {
+/// A task's tile buffers: the f32 tiles of one block of query rows (`ROW_BLOCK` rows by a
+/// key tile's columns), the per-row statistics, a tile rounded
+/// to the operands' type (bf16 operands: the probabilities `P` and `dS` as the products read
+/// them) and the packed operands of bf16 products.
+struct Work<X: Operand> {
+    tile: Vec<f32>,
+    rows: Vec<f32>,
+    rounded: Vec<X>,
+    packs: Packs,
+    /// The head's operands packed once: `Kᵀ` and `V` (forward); `Kᵀ`, `Vᵀ`, `K`, `Q`, `dO`
+    /// (backward).
+    packed: [X::Packed; 5],
+}
+
+impl<X: Operand> Scratch<X> {
+    fn new(inputs: usize, arrays: usize, per_head: usize, tile: usize, rows: usize) -> Self {
+        let buffers = |count: usize, len: usize| (0..count).map(|_| vec![0f32; len]).collect();
         Scratch {
-            arrays: (0..count).map(|_| vec![0f32; per_head]).collect(),
-            tile: vec![0f32; tile],
-            rows: vec![0f32; rows],
+            inputs: buffers(inputs, if X::WIDENED { per_head } else { 0 }),
+            arrays: buffers(arrays, per_head),
+            work: Work {
+                tile: vec![0f32; tile],
+                rows: vec![0f32; rows],
+                rounded: if X::WIDENED {
+                    Vec::new()
+                } else {
+                    vec![X::default(); tile]
+                },
+                packs: Packs::default(),
+                packed: Default::default(),
+            },
         }
+    }
+}
+
+/// A matrix operand: the slice from its element `(0, 0)`, its row stride and column stride
+/// (elements).
+type Matrix<'a, X> = (&'a [X], usize, usize);
+
+/// A product's right operand: the block as a matrix (from its element `(0, 0)`), and the
+/// head operand it is a block of, packed before, with the block's first row and column there
+/// (`None`: packed by the product).
+type Rhs<'a, X> = (
+    Matrix<'a, X>,
+    Option<(&'a <X as Operand>::Packed, usize, usize)>,
+);
+
+/// The elements a `rows × cols` matrix with these strides spans from its first.
+fn span(rows: usize, cols: usize, row: usize, col: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * row + (cols - 1) * col + 1
+    }
+}
+
+/// What a task's tile products read. Either way the softmax, its statistics and every sum
+/// are f32 (FlashAttention's f32 statistics):
+///
+/// - `f32`: the inputs widened to f32 once per head, each product in f32 with the gemm crate
+///   (the product flex itself uses), as the composed form on flex computes;
+/// - `bf16`: the bf16 inputs read where they lie, and the probabilities
+///   `P` and `dS` rounded once to bf16 before the products that read them, the products'
+///   sums in f32 by AVX512-BF16's `vdpbf16ps` ([`bf16_gemm::gemm_f32_sequential`]).
+trait Operand: Copy + Default + Send + Sync + 'static {
+    /// Whether the inputs are widened to f32 per head (`f32`), or read as they are.
+    const WIDENED: bool;
+    /// A head operand packed once for the products that read its blocks (bf16: the layout
+    /// of `vdpbf16ps`' right operand; f32: nothing, the gemm crate packs per product).
+    type Packed: Default + Send;
+    /// Packs `m` `[k, n]` into `into` (f32: nothing).
+    fn pack(m: Matrix<Self>, k: usize, n: usize, into: &mut Self::Packed);
+    /// The value in f32.
+    fn to_f32(self) -> f32;
+    /// One head's `input` as operands: widened into `buffer` (`input.len()` elements) or read
+    /// where it lies.
+    fn head<'a, E: Element>(input: &'a [E], buffer: &'a mut [f32]) -> &'a [Self];
+    /// A tile's f32 values as operands: the tile itself, or its rounding into `scratch`.
+    fn operands<'a>(tile: &'a [f32], scratch: &'a mut [Self]) -> &'a [Self];
+    /// `dst[m × n] (+)= alpha · lhs[m × k] · rhs[k × n]` on this thread, `dst` row-major with
+    /// row stride `ld`. Panics if a matrix spans past its slice.
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        mnk: (usize, usize, usize),
+        dst: (&mut [f32], usize),
+        accumulate: bool,
+        lhs: Matrix<Self>,
+        rhs: Rhs<Self>,
+        alpha: f32,
+        packs: &mut Packs,
+    );
+}
+
+impl Operand for f32 {
+    const WIDENED: bool = true;
+    type Packed = ();
+    fn pack(_: Matrix<f32>, _: usize, _: usize, _: &mut ()) {}
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn head<'a, E: Element>(input: &'a [E], buffer: &'a mut [f32]) -> &'a [f32] {
+        E::widen(input, buffer);
+        buffer
+    }
+    fn operands<'a>(tile: &'a [f32], _: &'a mut [f32]) -> &'a [f32] {
+        tile
+    }
+    #[inline(always)]
+    fn product(
+        (m, n, k): (usize, usize, usize),
+        (dst, ld): (&mut [f32], usize),
+        accumulate: bool,
+        lhs: Matrix<f32>,
+        (rhs, _): Rhs<f32>,
+        alpha: f32,
+        _: &mut Packs,
+    ) {
+        assert!(
+            span(m, n, ld, 1) <= dst.len()
+                && span(m, k, lhs.1, lhs.2) <= lhs.0.len()
+                && span(k, n, rhs.1, rhs.2) <= rhs.0.len()
+        );
+        // SAFETY: every index lies inside its slice (just checked); `dst` is a `&mut`, so it
+        // overlaps neither operand.
+        unsafe {
+            product(
+                (m, n, k),
+                (dst.as_mut_ptr(), ld, 1),
+                accumulate,
+                (lhs.0.as_ptr(), lhs.1, lhs.2),
+                (rhs.0.as_ptr(), rhs.1, rhs.2),
+                alpha,
+            )
+        }
+    }
+}
+
+// bf16 operands: the products' inputs in bf16, their sums in f32, as FlashAttention-2's CUDA
+// kernels multiply (`P` converted to the inputs' 16-bit type before `P·V`, `dS` before `dS·K`
+// and `dSᵀ·Q`: Dao, flash-attention `csrc/flash_attn/src/flash_fwd_kernel.h` and
+// `flash_bwd_kernel.h`); PyTorch's CPU flash attention forward does the same for bf16 inputs
+// (ATen `native/cpu/FlashAttentionKernel.cpp`: its `qk_reduced` buffer holds the
+// probabilities in the input type for the `P·V` product).
+impl Operand for bf16 {
+    const WIDENED: bool = false;
+    type Packed = PackedRight;
+    fn pack(m: Matrix<bf16>, k: usize, n: usize, into: &mut PackedRight) {
+        into.pack(view(m), k, n);
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn head<'a, E: Element>(input: &'a [E], _: &'a mut [f32]) -> &'a [bf16] {
+        E::as_bf16(input).expect("bf16 operands read bf16 inputs")
+    }
+    fn operands<'a>(tile: &'a [f32], scratch: &'a mut [bf16]) -> &'a [bf16] {
+        let rounded = &mut scratch[..tile.len()];
+        rounded.convert_from_f32_slice(tile);
+        rounded
+    }
+    fn product(
+        (m, n, k): (usize, usize, usize),
+        dst: (&mut [f32], usize),
+        accumulate: bool,
+        lhs: Matrix<bf16>,
+        (rhs, packed): Rhs<bf16>,
+        alpha: f32,
+        packs: &mut Packs,
+    ) {
+        let rhs = match packed {
+            Some((packed, row, col)) if Right::block_fits(packed, (row, col), k, n) => {
+                Right::Block { packed, row, col }
+            }
+            _ => Right::View(view(rhs)),
+        };
+        let done = bf16_gemm::gemm_f32_sequential(
+            (m, k, n),
+            view(lhs),
+            rhs,
+            dst,
+            accumulate,
+            alpha,
+            packs,
+        );
+        assert!(done, "bf16 operands only where the CPU runs AVX512-BF16");
+    }
+}
+
+/// A bf16 matrix as a view of the bf16 product.
+fn view((data, row, col): Matrix<'_, bf16>) -> bf16_gemm::View<'_> {
+    bf16_gemm::View {
+        data,
+        offset: 0,
+        row,
+        col,
     }
 }
 
@@ -315,30 +564,28 @@ unsafe fn product(
 }
 
 /// `tile[nr × nc] ← alpha · Q[r0..r0+nr] K[c0..c0+nc]ᵀ` for one head's row-major `q`, `k`
-/// (`d` features).
+/// (`d` features); `kt` is `Kᵀ` packed ([`Operand::pack`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn scores(
-    q: &[f32],
-    k: &[f32],
+fn scores<X: Operand>(
+    q: &[X],
+    (k, kt): (&[X], &X::Packed),
     tile: &mut [f32],
     (r0, nr): (usize, usize),
     (c0, nc): (usize, usize),
     d: usize,
     alpha: f32,
+    packs: &mut Packs,
 ) {
-    assert!((r0 + nr) * d <= q.len() && (c0 + nc) * d <= k.len() && nr * nc <= tile.len());
-    // SAFETY: the bounds were just checked; the tile is its own buffer.
-    unsafe {
-        product(
-            (nr, nc, d),
-            (tile.as_mut_ptr(), nc, 1),
-            false,
-            (q[r0 * d..].as_ptr(), d, 1),
-            (k[c0 * d..].as_ptr(), 1, d),
-            alpha,
-        )
-    }
+    X::product(
+        (nr, nc, d),
+        (&mut tile[..nr * nc], nc),
+        false,
+        (&q[r0 * d..], d, 1),
+        ((&k[c0 * d..], 1, d), Some((kt, 0, c0))),
+        alpha,
+        packs,
+    )
 }
 
 /// Query rows per block inside a tile: a block computes only the key columns its last row
@@ -374,21 +621,29 @@ fn visible(i: usize, c0: usize, nc: usize) -> usize {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn forward_body(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+fn forward_body<X: Operand>(
+    q: &[X],
+    k: &[X],
+    v: &[X],
     o: &mut [f32],
     lse: &mut [f32],
-    tile: &mut [f32],
     acc: &mut [f32],
-    rows: &mut [f32],
+    work: &mut Work<X>,
     t: usize,
     d: usize,
     bq: usize,
     bk: usize,
     scale: f32,
 ) {
+    let Work {
+        tile,
+        rows,
+        rounded,
+        packs,
+        packed: [kt, vp, ..],
+    } = work;
+    X::pack((k, 1, d), d, t, kt);
+    X::pack((v, d, 1), t, d, vp);
     for (r0, nr) in tiles_of(t, bq) {
         let (m, rest) = rows.split_at_mut(bq);
         let (l, rest) = rest.split_at_mut(bq);
@@ -408,7 +663,7 @@ fn forward_body(
                     continue;
                 }
                 let s = &mut tile[..mb * vis];
-                scores(q, k, s, (r0 + a0, mb), (c0, vis), d, scale);
+                scores(q, (k, kt), s, (r0 + a0, mb), (c0, vis), d, scale, packs);
                 for (b, row) in s.chunks_exact_mut(vis).enumerate() {
                     let a = a0 + b;
                     let seen = visible(r0 + a, c0, vis);
@@ -440,18 +695,15 @@ fn forward_body(
                     }
                 }
                 // acc += P V_j over the visible columns.
-                assert!((c0 + vis) * d <= v.len() && (a0 + mb) * d <= acc.len());
-                // SAFETY: bounds checked above and by the tile's length; acc is its own buffer.
-                unsafe {
-                    product(
-                        (mb, d, vis),
-                        (acc[a0 * d..].as_mut_ptr(), d, 1),
-                        true,
-                        (s.as_ptr(), vis, 1),
-                        (v[c0 * d..].as_ptr(), d, 1),
-                        1.0,
-                    )
-                }
+                X::product(
+                    (mb, d, vis),
+                    (&mut acc[a0 * d..(a0 + mb) * d], d),
+                    true,
+                    (X::operands(s, rounded), vis, 1),
+                    ((&v[c0 * d..], d, 1), Some((vp, c0, 0))),
+                    1.0,
+                    packs,
+                );
             }
         }
         for a in 0..nr {
@@ -468,17 +720,16 @@ fn forward_body(
 }
 
 dispatch!(
-    /// One head's forward ([`forward`]) on this thread, in f32.
+    /// One head's forward ([`forward`]) on this thread, in f32 with products on `X`.
     #[allow(clippy::too_many_arguments)]
-    fn head_forward(
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
+    fn head_forward<X: Operand>(
+        q: &[X],
+        k: &[X],
+        v: &[X],
         o: &mut [f32],
         lse: &mut [f32],
-        tile: &mut [f32],
         acc: &mut [f32],
-        rows: &mut [f32],
+        work: &mut Work<X>,
         t: usize,
         d: usize,
         bq: usize,
@@ -489,16 +740,15 @@ dispatch!(
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn backward_body(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    o: &[f32],
-    g: &[f32],
+fn backward_body<X: Operand>(
+    q: &[X],
+    k: &[X],
+    v: &[X],
+    o: &[X],
+    g: &[X],
     lse: &[f32],
     (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
-    (p_tile, dp_tile): (&mut [f32], &mut [f32]),
-    rows: &mut [f32],
+    work: &mut Work<X>,
     t: usize,
     d: usize,
     bq: usize,
@@ -507,6 +757,19 @@ fn backward_body(
 ) {
     assert!(q.len() >= t * d && k.len() >= t * d && v.len() >= t * d && g.len() >= t * d);
     assert!(dq.len() >= t * d && dk.len() >= t * d && dv.len() >= t * d);
+    let Work {
+        tile,
+        rows,
+        rounded,
+        packs,
+        packed: [kt, vt, kp, qp, gp],
+    } = work;
+    X::pack((k, 1, d), d, t, kt);
+    X::pack((v, 1, d), d, t, vt);
+    X::pack((k, d, 1), t, d, kp);
+    X::pack((q, d, 1), t, d, qp);
+    X::pack((g, d, 1), t, d, gp);
+    let (p_tile, dp_tile) = tile.split_at_mut(ROW_BLOCK.min(bq) * bk);
     dq.fill(0.0);
     dk.fill(0.0);
     dv.fill(0.0);
@@ -519,12 +782,12 @@ fn backward_body(
         let mut oc = oi.chunks_exact(16);
         for (a, b) in (&mut gc).zip(&mut oc) {
             for ((s, x), y) in sum.iter_mut().zip(a).zip(b) {
-                *s += x * y;
+                *s += x.to_f32() * y.to_f32();
             }
         }
         let mut total = 0f32;
         for (x, y) in gc.remainder().iter().zip(oc.remainder()) {
-            total += x * y;
+            total += x.to_f32() * y.to_f32();
         }
         *r = total + sum.iter().sum::<f32>();
     }
@@ -544,7 +807,7 @@ fn backward_body(
                 }
                 let p = &mut p_tile[..mb * vis];
                 let dp = &mut dp_tile[..mb * vis];
-                scores(q, k, p, (i0, mb), (c0, vis), d, scale);
+                scores(q, (k, kt), p, (i0, mb), (c0, vis), d, scale, packs);
                 // P = e^{S - L}, zero where masked.
                 for (b, row) in p.chunks_exact_mut(vis).enumerate() {
                     let seen = visible(i0 + b, c0, vis);
@@ -555,29 +818,26 @@ fn backward_body(
                     }
                     masked.fill(0.0);
                 }
-                // SAFETY (all four products): every operand lies within its head's buffer (the
-                // asserts above, i0 + mb <= t, c0 + vis <= t), the tiles are their own buffers
-                // and the destinations are distinct from the operands.
-                unsafe {
-                    // dV_j += Pᵀ dO_i.
-                    product(
-                        (vis, d, mb),
-                        (dv[c0 * d..].as_mut_ptr(), d, 1),
-                        true,
-                        (p.as_ptr(), 1, vis),
-                        (g[i0 * d..].as_ptr(), d, 1),
-                        1.0,
-                    );
-                    // dP = dO_i V_jᵀ.
-                    product(
-                        (mb, vis, d),
-                        (dp.as_mut_ptr(), vis, 1),
-                        false,
-                        (g[i0 * d..].as_ptr(), d, 1),
-                        (v[c0 * d..].as_ptr(), 1, d),
-                        1.0,
-                    );
-                }
+                // dV_j += Pᵀ dO_i.
+                X::product(
+                    (vis, d, mb),
+                    (&mut dv[c0 * d..(c0 + vis) * d], d),
+                    true,
+                    (X::operands(p, rounded), 1, vis),
+                    ((&g[i0 * d..], d, 1), Some((gp, i0, 0))),
+                    1.0,
+                    packs,
+                );
+                // dP = dO_i V_jᵀ.
+                X::product(
+                    (mb, vis, d),
+                    (dp, vis),
+                    false,
+                    (&g[i0 * d..], d, 1),
+                    ((&v[c0 * d..], 1, d), Some((vt, 0, c0))),
+                    1.0,
+                    packs,
+                );
                 // dS = P ∘ (dP - D), over dP.
                 for (b, (ds, p)) in dp
                     .chunks_exact_mut(vis)
@@ -589,47 +849,51 @@ fn backward_body(
                         *x = p * (*x - db);
                     }
                 }
-                unsafe {
-                    // dQ_i += dS K_j.
-                    product(
-                        (mb, d, vis),
-                        (dq[i0 * d..].as_mut_ptr(), d, 1),
-                        true,
-                        (dp.as_ptr(), vis, 1),
-                        (k[c0 * d..].as_ptr(), d, 1),
-                        1.0,
-                    );
-                    // dK_j += dSᵀ Q_i.
-                    product(
-                        (vis, d, mb),
-                        (dk[c0 * d..].as_mut_ptr(), d, 1),
-                        true,
-                        (dp.as_ptr(), 1, vis),
-                        (q[i0 * d..].as_ptr(), d, 1),
-                        1.0,
-                    );
-                }
+                let ds = X::operands(dp, rounded);
+                // dQ_i += dS K_j.
+                X::product(
+                    (mb, d, vis),
+                    (&mut dq[i0 * d..(i0 + mb) * d], d),
+                    true,
+                    (ds, vis, 1),
+                    ((&k[c0 * d..], d, 1), Some((kp, c0, 0))),
+                    1.0,
+                    packs,
+                );
+                // dK_j += dSᵀ Q_i.
+                X::product(
+                    (vis, d, mb),
+                    (&mut dk[c0 * d..(c0 + vis) * d], d),
+                    true,
+                    (ds, 1, vis),
+                    ((&q[i0 * d..], d, 1), Some((qp, i0, 0))),
+                    1.0,
+                    packs,
+                );
             }
         }
     }
-    for x in dq[..t * d].iter_mut().chain(dk[..t * d].iter_mut()) {
+    // Two loops, not one over a chain: a chained iterator does not vectorize.
+    for x in &mut dq[..t * d] {
+        *x *= scale;
+    }
+    for x in &mut dk[..t * d] {
         *x *= scale;
     }
 }
 
 dispatch!(
-    /// One head's backward ([`backward`]) on this thread, in f32.
+    /// One head's backward ([`backward`]) on this thread, in f32 with products on `X`.
     #[allow(clippy::too_many_arguments)]
-    fn head_backward(
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        o: &[f32],
-        g: &[f32],
+    fn head_backward<X: Operand>(
+        q: &[X],
+        k: &[X],
+        v: &[X],
+        o: &[X],
+        g: &[X],
         lse: &[f32],
         grads: (&mut [f32], &mut [f32], &mut [f32]),
-        tiles: (&mut [f32], &mut [f32]),
-        rows: &mut [f32],
+        work: &mut Work<X>,
         t: usize,
         d: usize,
         bq: usize,
@@ -637,3 +901,139 @@ dispatch!(
         scale: f32
     ) => backward_body
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic bf16 values in about [-2, 2].
+    fn values(n: usize, seed: u64) -> Vec<bf16> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                bf16::from_f32(((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
+            })
+            .collect()
+    }
+
+    /// max |a - b| / max |b|, in f32.
+    fn rel_err(a: &[bf16], b: &[bf16]) -> f32 {
+        let scale = b.iter().fold(0f32, |m, x| m.max(x.to_f32().abs()));
+        let diff = a
+            .iter()
+            .zip(b)
+            .fold(0f32, |m, (x, y)| m.max((x.to_f32() - y.to_f32()).abs()));
+        diff / scale
+    }
+
+    /// The inputs `[q, k, v, dO]` of one attention.
+    fn inputs(dims: Dims) -> [Vec<bf16>; 4] {
+        [1, 2, 3, 4].map(|seed| values(dims.heads * dims.seq * dims.d_head, seed))
+    }
+
+    /// `(out, lse, dq, dk, dv)` of one attention of bf16 inputs, its products on `X`.
+    fn run<X: Operand>(
+        [q, k, v, g]: &[Vec<bf16>; 4],
+        dims: Dims,
+        tiles: Tiles,
+    ) -> (Vec<bf16>, Vec<f32>, [Vec<bf16>; 3]) {
+        let n = q.len();
+        let mut out = vec![bf16::ZERO; n];
+        let mut lse = vec![0f32; dims.heads * dims.seq];
+        forward_with::<bf16, X>(q, k, v, &mut out, &mut lse, dims, tiles);
+        let [mut dq, mut dk, mut dv] = [(); 3].map(|_| vec![bf16::ZERO; n]);
+        let grads = (&mut dq[..], &mut dk[..], &mut dv[..]);
+        backward_with::<bf16, X>(q, k, v, &out, &lse, g, grads, dims, tiles);
+        (out, lse, [dq, dk, dv])
+    }
+
+    #[test]
+    fn bf16_operands_are_within_one_bf16_rounding_of_f32_operands() {
+        if !bf16_products() {
+            eprintln!("this CPU has no AVX512-BF16 (or MEMWALL_BF16_GEMM=f32): not tested here");
+            return;
+        }
+        // Odd sizes (odd d: the left operands are packed; rows past a tile; one tile), 64
+        // features (read in place), and the tiles the model's spec uses.
+        for (heads, seq, d_head, query, key) in [
+            (3, 37, 7, 8, 5),
+            (2, 100, 16, 16, 16),
+            (2, 256, 64, 64, 64),
+            (1, 130, 64, 256, 256),
+        ] {
+            let dims = Dims { heads, seq, d_head };
+            let tiles = Tiles { query, key };
+            let inputs = inputs(dims);
+            let (out, lse, grads) = run::<bf16>(&inputs, dims, tiles);
+            let (out32, lse32, grads32) = run::<f32>(&inputs, dims, tiles);
+            // The scores are the same sums of exact products (a bf16 times a bf16 is exact in
+            // f32) in another order: the statistics agree to f32 rounding.
+            let lse_diff = lse
+                .iter()
+                .zip(&lse32)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(lse_diff <= 1e-5, "{dims:?}: lse differs by {lse_diff:e}");
+            // The products' operands `P` and `dS` rounded to bf16 (2^-9 relative each) move
+            // an f32 result by at most 2^-9 of its terms' absolute sum (about the largest
+            // result here); both results are then rounded to bf16, half an ulp each (2^-8
+            // relative to the largest entry): 2^-7 + 2^-9 at most (measured: 2.3e-3 to 7.3e-3).
+            for (name, (a, b)) in ["out", "dq", "dk", "dv"].into_iter().zip(
+                [&out]
+                    .into_iter()
+                    .chain(&grads)
+                    .zip([&out32].into_iter().chain(&grads32)),
+            ) {
+                let e = rel_err(a, b);
+                let bound = 2f32.powi(-7) + 2f32.powi(-9);
+                assert!(e <= bound, "{dims:?} tiles {query}x{key}: {name} {e:e}");
+            }
+            // The two paths did differ: the bf16 products ran.
+            assert!(
+                out != out32 || grads != grads32,
+                "{dims:?}: identical results"
+            );
+        }
+    }
+
+    /// Forward and backward times on one thread, f32 against bf16 operands, at the large
+    /// benchmark shape's attention (`just bench-cpu 3 large`: 64 heads of 256 tokens, 64
+    /// features, one tile). A benchmark, not a test: `--ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let dims = Dims {
+            heads: 64,
+            seq: 256,
+            d_head: 64,
+        };
+        let tiles = Tiles::default();
+        let inputs = inputs(dims);
+        pool.install(|| {
+            for round in 0..3 {
+                for bf16_operands in [false, true] {
+                    if bf16_operands && !bf16_products() {
+                        continue;
+                    }
+                    let t = std::time::Instant::now();
+                    if bf16_operands {
+                        run::<bf16>(&inputs, dims, tiles);
+                    } else {
+                        run::<f32>(&inputs, dims, tiles);
+                    }
+                    eprintln!(
+                        "round {round}, {} operands: {:.1} ms forward + backward",
+                        if bf16_operands { "bf16" } else { "f32" },
+                        t.elapsed().as_secs_f64() * 1e3
+                    );
+                }
+            }
+        });
+    }
+}

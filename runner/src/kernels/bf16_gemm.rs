@@ -228,13 +228,204 @@ fn dot_products(
                 kp,
                 left,
                 b_panel,
-                out_ptr.get().add(r0 * n + c0),
-                n,
+                avx512::Out::Bf16 {
+                    first: out_ptr.get().add(r0 * n + c0),
+                    ld: n,
+                },
                 rows,
                 cols,
             )
         };
     });
+    true
+}
+
+/// Packing buffers that one task reuses across its [`gemm_f32_sequential`] products, so that
+/// a product allocates nothing once they have grown to its operands' size.
+#[derive(Default)]
+pub struct Packs {
+    left: Vec<MaybeUninit<u32>>,
+    right: Vec<MaybeUninit<u32>>,
+}
+
+/// A right operand `[k, n]` packed once (as [`pack`] lays out `⌈k/2⌉` pairs in panels of
+/// `NR` columns) for many [`gemm_f32_sequential`] products over its blocks ([`Right::Block`]):
+/// the attention kernel's `K`, `V`, `Q` and `dO` of a head, read by every query block.
+#[derive(Default)]
+pub struct PackedRight {
+    words: Vec<MaybeUninit<u32>>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedRight {
+    /// Packs `b` `[k, n]` (on this thread), replacing what was packed before.
+    pub fn pack(&mut self, b: View, k: usize, n: usize) {
+        let kp = k.div_ceil(2);
+        let len = n.div_ceil(NR) * NR * kp;
+        pack_into::<NR>(b.columns(n, k), kp, words(&mut self.words, len), false);
+        (self.k, self.n) = (k, n);
+    }
+}
+
+/// A product's right operand.
+#[derive(Clone, Copy)]
+pub enum Right<'a> {
+    /// Read through a view (packed by the product).
+    View(View<'a>),
+    /// Rows `row..` and columns `col..` of an operand packed before: `row` even, `col` a
+    /// multiple of `NR` (32), and the product's `k` even unless its rows reach the operand's
+    /// last (whose pair past it is zero).
+    Block {
+        /// The whole operand.
+        packed: &'a PackedRight,
+        /// The block's first row.
+        row: usize,
+        /// The block's first column.
+        col: usize,
+    },
+}
+
+impl Right<'_> {
+    /// Whether [`Right::Block`] reads rows `row..row + k` and columns `col..col + n` of
+    /// `packed` (the alignment it needs).
+    pub fn block_fits(
+        packed: &PackedRight,
+        (row, col): (usize, usize),
+        k: usize,
+        n: usize,
+    ) -> bool {
+        row.is_multiple_of(2)
+            && col.is_multiple_of(NR)
+            && row + k <= packed.k
+            && col + n <= packed.n
+            && (k.is_multiple_of(2) || row + k == packed.k)
+    }
+}
+
+/// `len` words of `buffer`, grown (not zeroed) when it is shorter.
+fn words(buffer: &mut Vec<MaybeUninit<u32>>, len: usize) -> &mut [MaybeUninit<u32>] {
+    if buffer.len() < len {
+        *buffer = uninit(len);
+    }
+    &mut buffer[..len]
+}
+
+/// `out[r·ld + c] ← alpha · Σ_i a[r][i]·b[i][c]` for `a` `[m, k]` and `b` `[k, n]` (bf16, a
+/// view or a block of an operand packed before), or `out[r·ld + c] += …` when `accumulate`: the products and sums in f32 by
+/// `vdpbf16ps` as in [`gemm`], the result kept in f32 (not rounded to bf16), computed on this
+/// thread. For the small products that are one task's share of a parallel loop: the
+/// attention kernel's tiles (`m` a few dozen rows), where [`gemm`]'s parallel tiles and
+/// packing would cost more than they save. `packs` holds the packed operands between calls.
+///
+/// Returns `false` (and leaves `out` untouched) where the CPU lacks AVX512-BF16
+/// ([`available`]). Panics if a view reads past its buffer, a block does not fit
+/// ([`Right::block_fits`]), `out` is shorter than `(m - 1)·ld + n`, or `ld < n`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32_sequential(
+    (m, k, n): (usize, usize, usize),
+    a: View,
+    b: Right,
+    (out, ld): (&mut [f32], usize),
+    accumulate: bool,
+    alpha: f32,
+    packs: &mut Packs,
+) -> bool {
+    if !available() {
+        return false;
+    }
+    if m == 0 || n == 0 {
+        return true;
+    }
+    assert!(
+        ld >= n && out.len() >= (m - 1) * ld + n,
+        "the product's f32 buffer holds (m - 1)·ld + n elements"
+    );
+    let (kp, mp, np) = (k.div_ceil(2), m.div_ceil(MR), n.div_ceil(NR));
+    if kp == 0 {
+        // No products: alpha · 0.
+        if !accumulate {
+            for row in out.chunks_mut(ld).take(m) {
+                row[..n].fill(0.0);
+            }
+        }
+        return true;
+    }
+    if a.col == 1 {
+        assert!(
+            a.offset + (m - 1) * a.row + k <= a.data.len(),
+            "the left operand's view reads past its buffer"
+        );
+    }
+    // As in `dot_products`: a row-major left operand with an even `k` is read in place.
+    let direct = a.col == 1 && k.is_multiple_of(2) && !(2 * a.row).is_multiple_of(ALIASING_BYTES);
+    let pa = if direct {
+        &[][..]
+    } else {
+        let pa = words(&mut packs.left, mp * MR * kp);
+        pack_into::<MR>(a.rows(m, k), kp, pa, false);
+        // SAFETY: `pack_into` wrote every word.
+        unsafe { &*(pa as *const [MaybeUninit<u32>] as *const [u32]) }
+    };
+    // The right panels: `pb[first + jp·panel ..][..NR·kp]` is panel `jp`'s `kp` pairs.
+    let (pb, first, panel) = match b {
+        Right::View(b) => {
+            let pb = words(&mut packs.right, np * NR * kp);
+            pack_into::<NR>(b.columns(n, k), kp, pb, false);
+            (&*pb, 0, NR * kp)
+        }
+        Right::Block { packed, row, col } => {
+            assert!(
+                Right::block_fits(packed, (row, col), k, n),
+                "a block ({row}, {col}) + ({k}, {n}) of a packed [{}, {}] operand",
+                packed.k,
+                packed.n
+            );
+            let whole = packed.k.div_ceil(2);
+            let len = packed.n.div_ceil(NR) * NR * whole;
+            (
+                &packed.words[..len],
+                row / 2 * NR + col / NR * NR * whole,
+                NR * whole,
+            )
+        }
+    };
+    // SAFETY: `pack_into` wrote every word (here or in `PackedRight::pack`).
+    let pb = unsafe { &*(pb as *const [MaybeUninit<u32>] as *const [u32]) };
+    for jp in 0..np {
+        for ip in 0..mp {
+            let (r0, c0) = (ip * MR, jp * NR);
+            let (rows, cols) = ((m - r0).min(MR), (n - c0).min(NR));
+            // SAFETY: `available()` said the CPU runs AVX-512F/BW/VL and AVX512-BF16; the
+            // panels hold `kp` pairs of MR and NR words; a direct left operand's rows lie
+            // inside its view (checked above); the tile's rows and columns lie inside `out`
+            // (`r0 + rows <= m`, `c0 + cols <= n <= ld`, checked above).
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                let left = if direct {
+                    avx512::Left::Rows {
+                        first: a.data.as_ptr().add(a.offset + r0 * a.row) as *const u8,
+                        row: 2 * a.row,
+                    }
+                } else {
+                    avx512::Left::Packed(pa[ip * MR * kp..].as_ptr())
+                };
+                avx512::tile(
+                    kp,
+                    left,
+                    &pb[first + jp * panel..][..NR * kp],
+                    avx512::Out::F32 {
+                        first: out.as_mut_ptr().add(r0 * ld + c0),
+                        ld,
+                        accumulate,
+                        alpha,
+                    },
+                    rows,
+                    cols,
+                )
+            };
+        }
+    }
     true
 }
 
@@ -304,9 +495,21 @@ impl Lines<'_> {
 /// `2p + 1` (high half), zero past the lines or `k` (so pairs past `⌈k/2⌉` pad with zeros).
 /// Built in parallel, one task per panel or per group of panels ([`pack_panels`]).
 pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u32> {
-    debug_assert!(kp >= op.k.div_ceil(2));
     // Not zeroed: every word is written below (zeroing was 9% of a bf16 step's main thread).
     let mut packed = uninit::<u32>(panels * W * kp);
+    pack_into::<W>(op, kp, &mut packed, true);
+    // SAFETY: `pack_into` writes every word of its panels.
+    unsafe { assume_init(packed) }
+}
+
+/// [`pack`] into `words` (`panels · W · kp` of them, `panels` taken from its length, every
+/// one written), in parallel on rayon's pool or, for a product that is one task of a parallel
+/// loop, on this thread.
+fn pack_into<const W: usize>(op: Lines, kp: usize, words: &mut [MaybeUninit<u32>], parallel: bool) {
+    debug_assert!(kp >= op.k.div_ceil(2) && words.len().is_multiple_of(W * kp.max(1)));
+    if kp == 0 {
+        return;
+    }
     // Panels whose lanes are adjacent (`step = 1`) are packed `GROUP` at a time, pair by pair,
     // so that each pair reads whole cache lines of its two source rows (`GROUP · W` elements)
     // instead of `W` of them per panel: twelve lanes are 24 bytes of a 64-byte line, which
@@ -318,23 +521,26 @@ pub(super) fn pack<const W: usize>(op: Lines, panels: usize, kp: usize) -> Vec<u
     } else {
         1
     };
-    packed
-        .par_chunks_mut(group * W * kp)
-        .enumerate()
-        .for_each(|(g, words)| {
-            let first = g * group;
-            let count = words.len() / (W * kp);
-            if (first + count) * W <= op.count {
-                pack_panels::<W>(op, first, count, words, kp);
-            } else {
-                // The group holding the edge panel: one panel at a time.
-                for (i, words) in words.chunks_mut(W * kp).enumerate() {
-                    pack_panels::<W>(op, first + i, 1, words, kp);
-                }
+    let task = |(g, words): (usize, &mut [MaybeUninit<u32>])| {
+        let first = g * group;
+        let count = words.len() / (W * kp);
+        if (first + count) * W <= op.count {
+            pack_panels::<W>(op, first, count, words, kp);
+        } else {
+            // The group holding the edge panel: one panel at a time.
+            for (i, words) in words.chunks_mut(W * kp).enumerate() {
+                pack_panels::<W>(op, first + i, 1, words, kp);
             }
-        });
-    // SAFETY: `pack_panels` writes every word of its panels.
-    unsafe { assume_init(packed) }
+        }
+    };
+    if parallel {
+        words
+            .par_chunks_mut(group * W * kp)
+            .enumerate()
+            .for_each(task);
+    } else {
+        words.chunks_mut(group * W * kp).enumerate().for_each(task);
+    }
 }
 
 /// Panels `panel .. panel + count` of [`pack`] into `words` (`count · W · kp` of them, each
@@ -449,25 +655,30 @@ mod avx512 {
         Rows { first: *const u8, row: usize },
     }
 
+    /// Where a tile's sums go: element `(r, c)` at `first + r·ld + c`.
+    #[derive(Clone, Copy)]
+    pub enum Out {
+        /// Rounded to bf16 (`vcvtneps2bf16`: to nearest even, subnormals flushed to zero).
+        Bf16 { first: *mut bf16, ld: usize },
+        /// In f32, times `alpha`, added to what is there when `accumulate`.
+        F32 {
+            first: *mut f32,
+            ld: usize,
+            accumulate: bool,
+            alpha: f32,
+        },
+    }
+
     /// Rows `..rows` and columns `..cols` of the `MR x NR` tile `Σ_p a[r][p] ⊙ b[p·NR + c]`
-    /// (pair products summed in f32), rounded to bf16 (`vcvtneps2bf16`: to nearest even,
-    /// subnormals flushed to zero) into `out[r·ld + c]`.
+    /// (pair products summed in f32) into `out` ([`Out`]).
     ///
     /// # Safety
     /// The CPU must run AVX-512F/BW/VL and AVX512-BF16; `a` reads `kp` pairs of `MR` rows
-    /// (packed) or of `rows` rows (row-major), `b` holds `kp·NR` words; `out[r·ld + c]` is
-    /// writable for `r < rows <= MR`, `c < cols <= NR`.
+    /// (packed) or of `rows` rows (row-major), `b` holds `kp·NR` words; `out`'s element
+    /// `(r, c)` is writable (and readable, to accumulate) for `r < rows <= MR`, `c < cols <= NR`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn tile(
-        kp: usize,
-        a: Left,
-        b: &[u32],
-        out: *mut bf16,
-        ld: usize,
-        rows: usize,
-        cols: usize,
-    ) {
+    pub unsafe fn tile(kp: usize, a: Left, b: &[u32], out: Out, rows: usize, cols: usize) {
         assert!(b.len() >= kp * NR && (1..=MR).contains(&rows) && cols <= NR);
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let b = b.as_ptr();
@@ -527,13 +738,36 @@ mod avx512 {
             if r >= rows {
                 continue;
             }
-            // SAFETY: the caller's bounds on `out`; masked lanes are not written.
+            // SAFETY: the caller's bounds on `out`; masked lanes are neither read nor written.
             unsafe {
-                let dst = out.add(r * ld) as *mut i16;
-                let lo: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(row[0]));
-                let hi: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(row[1]));
-                _mm256_mask_storeu_epi16(dst, low, lo);
-                _mm256_mask_storeu_epi16(dst.add(16), high, hi);
+                match out {
+                    Out::Bf16 { first, ld } => {
+                        let dst = first.add(r * ld) as *mut i16;
+                        let lo: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(row[0]));
+                        let hi: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(row[1]));
+                        _mm256_mask_storeu_epi16(dst, low, lo);
+                        _mm256_mask_storeu_epi16(dst.add(16), high, hi);
+                    }
+                    Out::F32 {
+                        first,
+                        ld,
+                        accumulate,
+                        alpha,
+                    } => {
+                        let dst = first.add(r * ld);
+                        let alpha = _mm512_set1_ps(alpha);
+                        for (half, (mask, sum)) in
+                            [(low, row[0]), (high, row[1])].into_iter().enumerate()
+                        {
+                            let at = dst.add(16 * half);
+                            let mut value = _mm512_mul_ps(sum, alpha);
+                            if accumulate {
+                                value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, at));
+                            }
+                            _mm512_mask_storeu_ps(at, mask, value);
+                        }
+                    }
+                }
             }
         }
     }
@@ -659,6 +893,54 @@ mod tests {
                     ),
                 };
                 check(kernel, m, k, n, a, b);
+                if kernel == Kernel::DotProducts {
+                    check_f32(m, k, n, a, b);
+                }
+            }
+        }
+    }
+
+    /// [`gemm_f32_sequential`] on the same views: `out ← alpha·a·b` into a wider buffer (`ld`
+    /// past `n`, whose extra columns must stay untouched), then `out += alpha·a·b` again.
+    fn check_f32(m: usize, k: usize, n: usize, a: View, b: View) {
+        let (ld, alpha, sentinel) = (n + 3, 0.5f32, -7.25f32);
+        let mut out = vec![sentinel; m * ld];
+        let mut packs = Packs::default();
+        let (exact, abs) = reference(m, k, n, a, b);
+        for (pass, accumulate) in [(1.0, false), (2.0, true)] {
+            assert!(gemm_f32_sequential(
+                (m, k, n),
+                a,
+                Right::View(b),
+                (&mut out, ld),
+                accumulate,
+                alpha,
+                &mut packs
+            ));
+            for r in 0..m {
+                for c in 0..ld {
+                    let got = f64::from(out[r * ld + c]);
+                    if c >= n {
+                        assert_eq!(got, f64::from(sentinel), "column {c} past n = {n} written");
+                        continue;
+                    }
+                    // f32 sums of k products (k·2^-23 of the absolute products' sum, as in
+                    // `check`), times alpha = 1/2 (exact), the second pass adding one more
+                    // rounding of the running value.
+                    let i = r * n + c;
+                    let want = pass * 0.5 * exact[i];
+                    let bound = pass * 0.5 * (k as f64) * 2f64.powi(-23) * abs[i]
+                        + want.abs() * 2f64.powi(-23);
+                    assert!(
+                        (got - want).abs() <= bound * 1.01 + 1e-30,
+                        "f32 out ({m}, {k}, {n}) pass {pass}, strides a ({}, {}) b ({}, {}), \
+                         element ({r}, {c}): {got} vs {want}",
+                        a.row,
+                        a.col,
+                        b.row,
+                        b.col,
+                    );
+                }
             }
         }
     }
@@ -683,6 +965,72 @@ mod tests {
                 b.row,
                 b.col,
                 exact[i]
+            );
+        }
+    }
+
+    #[test]
+    fn blocks_of_a_packed_operand_equal_the_same_views() {
+        if !available() {
+            eprintln!("this CPU has no AVX512-BF16: not tested here");
+            return;
+        }
+        // A [9, 70] right operand packed once; blocks at even rows and at columns that are
+        // multiples of 32: inside it, up to its edges (an odd k ending at its last row, a
+        // short last panel), and the whole of it.
+        let (k_all, n_all, m) = (9, 70, 13);
+        let bb = values(k_all * n_all, 5);
+        let ab = values(m * k_all, 6);
+        let whole = View {
+            data: &bb,
+            offset: 0,
+            row: n_all,
+            col: 1,
+        };
+        let mut packed = PackedRight::default();
+        packed.pack(whole, k_all, n_all);
+        for (row, col, k, n) in [(0, 0, 9, 70), (2, 32, 4, 32), (4, 32, 5, 38), (8, 64, 1, 6)] {
+            assert!(Right::block_fits(&packed, (row, col), k, n));
+            let a = View {
+                data: &ab,
+                offset: 0,
+                row: k,
+                col: 1,
+            };
+            let b = View {
+                offset: row * n_all + col,
+                ..whole
+            };
+            let mut packs = Packs::default();
+            let [mut by_view, mut by_block] = [(); 2].map(|_| vec![0f32; m * n]);
+            for (right, out) in [
+                (Right::View(b), &mut by_view),
+                (
+                    Right::Block {
+                        packed: &packed,
+                        row,
+                        col,
+                    },
+                    &mut by_block,
+                ),
+            ] {
+                assert!(gemm_f32_sequential(
+                    (m, k, n),
+                    a,
+                    right,
+                    (out, n),
+                    false,
+                    1.0,
+                    &mut packs
+                ));
+            }
+            assert_eq!(by_view, by_block, "block ({row}, {col}) + ({k}, {n})");
+        }
+        // Blocks that would read past the operand or misaligned ones do not fit.
+        for (row, col, k, n) in [(1, 0, 2, 32), (0, 16, 2, 16), (2, 0, 3, 32), (0, 64, 2, 7)] {
+            assert!(
+                !Right::block_fits(&packed, (row, col), k, n),
+                "({row}, {col}) + ({k}, {n})"
             );
         }
     }
@@ -719,7 +1067,19 @@ mod tests {
                 let t = std::time::Instant::now();
                 for _ in 0..reps {
                     // SAFETY: `available()`; the panels hold `kp` pairs of MR and NR words.
-                    unsafe { avx512::tile(kp, left, &b, out.as_mut_ptr(), NR, MR, NR) };
+                    unsafe {
+                        avx512::tile(
+                            kp,
+                            left,
+                            &b,
+                            avx512::Out::Bf16 {
+                                first: out.as_mut_ptr(),
+                                ld: NR,
+                            },
+                            MR,
+                            NR,
+                        )
+                    };
                 }
                 let flops = (reps * 4 * MR * NR * kp) as f64;
                 let rate = flops / t.elapsed().as_secs_f64() / 1e9;

@@ -79,18 +79,20 @@ pub fn simd_level() -> SimdLevel {
 /// beside the work, small enough that two cores share a `[8·128, 512]` activation evenly.
 pub(crate) const CHUNK: usize = 16 * 1024;
 
-/// Defines `$name(args)` that runs the `#[inline(always)]` body `$body` compiled for AVX-512,
-/// AVX2 + FMA or the baseline, as [`simd_level`] says. The body must be safe code.
+/// Defines `$name(args)` (optionally generic over one type parameter with one bound) that runs
+/// the `#[inline(always)]` body `$body` compiled for AVX-512, AVX2 + FMA or the baseline, as
+/// [`simd_level`] says. The body must be safe code.
 macro_rules! dispatch {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:path) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident $(<$g:ident: $bound:path>)?
+        ($($arg:ident: $ty:ty),*) => $body:path) => {
         $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) {
+        $vis fn $name $(<$g: $bound>)? ($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-                unsafe fn avx512($($arg: $ty),*) { $body($($arg),*) }
+                unsafe fn avx512 $(<$g: $bound>)? ($($arg: $ty),*) { $body($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) { $body($($arg),*) }
+                unsafe fn avx2 $(<$g: $bound>)? ($($arg: $ty),*) { $body($($arg),*) }
                 match $crate::kernels::simd_level() {
                     // SAFETY: the CPU runs these instructions (detected at run time).
                     $crate::kernels::SimdLevel::Avx512 => return unsafe { avx512($($arg),*) },
