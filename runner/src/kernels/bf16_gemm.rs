@@ -559,7 +559,22 @@ fn pack_panels<const W: usize>(
     let full = first + lanes <= op.count;
     let pairs = if full { op.k / 2 } else { 0 };
     // Edge panels (not `full`) take the element-wise path below for every pair.
-    if full && op.k_step == 1 {
+    if full && pairs > 0 && simd_packs(op, first + lanes) {
+        // The same words, vectorized: the caller's `available()` (AVX-512F/BW/VL) and the
+        // bounds `simd_packs` checked.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `simd_packs` checked the CPU and that every element read lies inside
+        // `op.data`; `words` holds `count · W · kp` words.
+        unsafe {
+            let base = op.data.as_ptr().add(op.offset + first * op.step) as *const u16;
+            let words = words.as_mut_ptr() as *mut u32;
+            if op.k_step == 1 {
+                avx512::gather_pairs::<W>(base, op.step, count, pairs, kp, words)
+            } else {
+                avx512::interleave_pairs::<W>(base, op.k_step, count, pairs, kp, words)
+            }
+        }
+    } else if full && op.k_step == 1 {
         for lane in 0..lanes {
             let at = (lane / W) * W * kp + lane % W;
             let start = op.offset + (first + lane) * op.step;
@@ -603,6 +618,24 @@ fn pack_panels<const W: usize>(
     }
 }
 
+/// Whether [`pack_panels`] packs the `pairs` of lines `..end` of `op` (every line full, a
+/// layout with adjacent pairs or adjacent lanes) with AVX-512: where the CPU runs it, the
+/// element offsets fit the gathers' 32-bit indices, and every element read lies inside
+/// `op.data` (checked here, as the element-wise path's slicing would).
+fn simd_packs(op: Lines, end: usize) -> bool {
+    if !cfg!(target_arch = "x86_64") || !available() || !(op.k_step == 1 || op.step == 1) {
+        return false;
+    }
+    let pairs = op.k / 2;
+    // The last element either layout reads: line `end - 1`'s element `2·pairs - 1`.
+    let last = op.offset + (end - 1) * op.step + (2 * pairs - 1) * op.k_step;
+    assert!(
+        last < op.data.len(),
+        "an operand's view reads past its buffer"
+    );
+    end * op.step < (i32::MAX as usize) / 2
+}
+
 /// A vector of `len` uninitialized elements.
 pub fn uninit<T>(len: usize) -> Vec<MaybeUninit<T>> {
     let mut v = Vec::with_capacity(len);
@@ -643,6 +676,96 @@ mod avx512 {
                 row[1] = _mm512_dpbf16_ps(row[1], av, b1);
             }
         }};
+    }
+
+    /// [`super::pack_panels`]' words of `count` full panels of `W` lines whose pairs are
+    /// adjacent (`k_step = 1`): word `[i][p][lane]` is line `i·W + lane`'s 32-bit word `p`,
+    /// lines `step` elements apart from `base`, gathered 16 lanes at a time.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512F/BW/VL; lines `..count·W` hold `2·pairs` elements from `base`
+    /// (`line·step` elements in, `count·W·step` within `i32` range); `words` holds
+    /// `count·W·kp` words, `pairs <= kp`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub unsafe fn gather_pairs<const W: usize>(
+        base: *const u16,
+        step: usize,
+        count: usize,
+        pairs: usize,
+        kp: usize,
+        words: *mut u32,
+    ) {
+        let lanes = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(step as i32),
+        );
+        for i in 0..count {
+            for j in (0..W).step_by(16) {
+                let mask = ((1u32 << (W - j).min(16)) - 1) as __mmask16;
+                // Element offsets of lines `i·W + j ..` from `base`.
+                let at = _mm512_add_epi32(lanes, _mm512_set1_epi32(((i * W + j) * step) as i32));
+                for p in 0..pairs {
+                    // SAFETY: the caller's bounds; masked lanes are neither read nor written.
+                    unsafe {
+                        let v = _mm512_mask_i32gather_epi32::<2>(
+                            _mm512_setzero_si512(),
+                            mask,
+                            at,
+                            base.add(2 * p) as *const i32,
+                        );
+                        _mm512_mask_storeu_epi32(
+                            words.add(i * W * kp + p * W + j) as *mut i32,
+                            mask,
+                            v,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`super::pack_panels`]' words of `count` full panels of `W` adjacent lines (`step = 1`):
+    /// word `[i][p][lane]` joins element `i·W + lane` of rows `2p` (low half) and `2p + 1`
+    /// (high half), rows `k_step` elements apart from `base`, 16 lanes at a time.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512F/BW/VL; rows `..2·pairs` hold `count·W` elements from `base`;
+    /// `words` holds `count·W·kp` words, `pairs <= kp`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub unsafe fn interleave_pairs<const W: usize>(
+        base: *const u16,
+        k_step: usize,
+        count: usize,
+        pairs: usize,
+        kp: usize,
+        words: *mut u32,
+    ) {
+        for p in 0..pairs {
+            // SAFETY: the caller's bounds; masked lanes are neither read nor written.
+            unsafe {
+                let lo = base.add(2 * p * k_step);
+                let hi = lo.add(k_step);
+                for i in 0..count {
+                    for j in (0..W).step_by(16) {
+                        let mask = ((1u32 << (W - j).min(16)) - 1) as __mmask16;
+                        let at = i * W + j;
+                        let l = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                            mask,
+                            lo.add(at) as *const i16,
+                        ));
+                        let h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                            mask,
+                            hi.add(at) as *const i16,
+                        ));
+                        _mm512_mask_storeu_epi32(
+                            words.add(i * W * kp + p * W + j) as *mut i32,
+                            mask,
+                            _mm512_or_si512(l, _mm512_slli_epi32::<16>(h)),
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// Where a tile reads the left operand's pairs.
