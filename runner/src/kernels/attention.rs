@@ -5,10 +5,21 @@
 //! [`crate::model::attention`] composes the same algorithm from Burn tensor operations, tile by
 //! tile; on flex every one of those operations is a fresh `[batch, heads, rows, cols]` tensor,
 //! a parallel section of its own and, for 16-bit inputs, a conversion. Here each `(batch, head)`
-//! is one task: its `Q`, `K`, `V` (and `O`, `dO`) are widened to f32 once, every tile's
-//! products run on this thread with the gemm crate (the f32 product flex itself uses), and the
-//! softmax, masking and `dS` are vectorized loops over the tile, in f32 whatever the inputs'
-//! dtype (FlashAttention's f32 statistics; the products in f32 as the composed form on flex).
+//! is one task whose tile products run on this thread, and the softmax, masking and `dS` are
+//! vectorized loops over the tile, in f32 whatever the inputs' dtype (FlashAttention's f32
+//! statistics). The products read one of two kinds of operands (`Operand`):
+//!
+//! - f32 and f16 inputs, and bf16 ones where the CPU lacks AVX512-BF16 (or
+//!   `MEMWALL_BF16_GEMM=f32`): the head's `Q`, `K`, `V` (and `O`, `dO`) widened to f32 once,
+//!   the products in f32 with the gemm crate (the product flex itself uses), as the composed
+//!   form on flex computes;
+//! - bf16 inputs with AVX512-BF16: the inputs read where they lie, `P` and `dS` rounded once to
+//!   bf16 before the products that read them, every sum in f32 by `vdpbf16ps`
+//!   ([`bf16_gemm::gemm_f32_sequential`]), the head's `Kᵀ`, `V` (forward) and `Kᵀ`, `Vᵀ`, `K`,
+//!   `Q`, `dO` (backward) packed once for all its query blocks. FlashAttention-2's CUDA kernels
+//!   multiply 16-bit inputs this way; the results are within 2^-7 + 2^-9 of the f32 operands'
+//!   (the test below states why).
+//!
 //! The tile sizes are the spec's ([`Tiles`]), clamped to the sequence, so the algorithm, its
 //! order of summation over key tiles and what it keeps are the composed form's; the transient
 //! memory is one task's scratch per thread instead of `[batch, heads, query, key]` tensors.
