@@ -917,17 +917,10 @@ dispatch!(
 mod tests {
     use super::*;
 
-    /// Deterministic bf16 values in about [-2, 2].
+    /// Deterministic bf16 values in [-2, 2] ([`crate::kernels::test_values`], rounded).
     fn values(n: usize, seed: u64) -> Vec<bf16> {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                bf16::from_f32(((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
-            })
-            .collect()
+        let values = crate::kernels::test_values(n, seed, -2.0, 4.0);
+        values.into_iter().map(bf16::from_f32).collect()
     }
 
     /// max |a - b| / max |b|, in f32.

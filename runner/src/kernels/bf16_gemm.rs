@@ -216,14 +216,7 @@ fn dot_products(
         // write disjoint rectangles of `out`, inside its `m·n` elements.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            let left = if direct {
-                avx512::Left::Rows {
-                    first: a.data.as_ptr().add(a.offset + r0 * a.row) as *const u8,
-                    row: 2 * a.row,
-                }
-            } else {
-                avx512::Left::Packed(pa[ip * MR * kp..(ip + 1) * MR * kp].as_ptr())
-            };
+            let left = avx512::Left::of(direct, a, &pa, ip, kp);
             avx512::tile(
                 kp,
                 left,
@@ -402,14 +395,7 @@ pub fn gemm_f32_sequential(
             // (`r0 + rows <= m`, `c0 + cols <= n <= ld`, checked above).
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                let left = if direct {
-                    avx512::Left::Rows {
-                        first: a.data.as_ptr().add(a.offset + r0 * a.row) as *const u8,
-                        row: 2 * a.row,
-                    }
-                } else {
-                    avx512::Left::Packed(pa[ip * MR * kp..].as_ptr())
-                };
+                let left = avx512::Left::of(direct, a, pa, ip, kp);
                 avx512::tile(
                     kp,
                     left,
@@ -776,6 +762,31 @@ mod avx512 {
         /// Row-major bf16 rows: row `r`'s pair `p` is the 32-bit word at byte
         /// `first + r·row + 4p`.
         Rows { first: *const u8, row: usize },
+    }
+
+    impl Left {
+        /// Row tile `ip`'s left operand: `a`'s rows `ip·MR ..` read in place (`direct`), or
+        /// its panel of `packed` (`kp` pairs per row). Panics if the panel lies past `packed`.
+        ///
+        /// # Safety
+        /// For `direct`, row `ip·MR` of `a` lies inside `a.data`.
+        pub unsafe fn of(
+            direct: bool,
+            a: super::View,
+            packed: &[u32],
+            ip: usize,
+            kp: usize,
+        ) -> Left {
+            if direct {
+                Left::Rows {
+                    // SAFETY: the caller's bound.
+                    first: unsafe { a.data.as_ptr().add(a.offset + ip * MR * a.row) } as *const u8,
+                    row: 2 * a.row,
+                }
+            } else {
+                Left::Packed(packed[ip * MR * kp..(ip + 1) * MR * kp].as_ptr())
+            }
+        }
     }
 
     /// Where a tile's sums go: element `(r, c)` at `first + r·ld + c`.

@@ -75,6 +75,22 @@ pub fn simd_level() -> SimdLevel {
     })
 }
 
+/// Deterministic pseudo-random values in `[lo, lo + width)` for tests: a 64-bit LCG (Knuth's
+/// MMIX multiplier and increment), independent of the backends' process-wide RNG, which tests
+/// running in parallel threads share.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u64, lo: f32, width: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            lo + ((state >> 40) as f32 / (1u64 << 24) as f32) * width
+        })
+        .collect()
+}
+
 /// Elements per parallel task: large enough that rayon's scheduling (a few µs) is small
 /// beside the work, small enough that two cores share a `[8·128, 512]` activation evenly.
 pub(crate) const CHUNK: usize = 16 * 1024;

@@ -581,19 +581,9 @@ mod tests {
         attention(q, k, v, None, None, options)
     }
 
-    /// Deterministic pseudo-random values in about [-2, 2] (a 64-bit LCG), independent of the
-    /// backend's process-wide RNG, which tests running in parallel threads share.
+    /// Deterministic pseudo-random values in [-2, 2) ([`crate::kernels::test_values`]).
     fn random(shape: [usize; 4], seed: u64) -> Tensor<Ad, 4> {
-        let n: usize = shape.iter().product();
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let values: Vec<f32> = (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-            })
-            .collect();
+        let values = crate::kernels::test_values(shape.iter().product(), seed, -2.0, 4.0);
         Tensor::from_data(TensorData::new(values, shape), &Default::default())
     }
 

@@ -438,18 +438,9 @@ mod tests {
 
     type Ad = Autodiff<Flex>;
 
-    /// Deterministic pseudo-random values in `[lo, lo + width]` (a 64-bit LCG), independent of
-    /// the backend's process-wide RNG, which tests running in parallel threads share.
+    /// Deterministic pseudo-random values in `[lo, lo + width)`.
     fn values(n: usize, seed: u64, lo: f32, width: f32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                lo + ((state >> 40) as f32 / (1u64 << 24) as f32) * width
-            })
-            .collect()
+        crate::kernels::test_values(n, seed, lo, width)
     }
 
     fn tensor<const D: usize>(v: Vec<f32>, shape: [usize; D]) -> Tensor<Ad, D> {
