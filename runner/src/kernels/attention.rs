@@ -145,7 +145,7 @@ fn tiles_of(len: usize, size: usize) -> impl Iterator<Item = (usize, usize)> {
 /// `Operand` for bf16): where the CPU has
 /// AVX512-BF16 and `MEMWALL_BF16_GEMM` (the bf16 products' switch, [`bf16_gemm::KERNEL_ENV`])
 /// does not ask for the f32 path.
-pub fn bf16_products() -> bool {
+fn bf16_products() -> bool {
     bf16_gemm::kernel().is_some() && bf16_gemm::available()
 }
 
