@@ -4,8 +4,8 @@
 //! so that in f32 the results are Burn's bit for bit. Vectorized (compiled for AVX-512 and
 //! AVX2, picked at run time) and parallel over chunks on rayon.
 
+use super::convert::Half;
 use super::{dispatch, CHUNK};
-use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 /// The hyperparameters of one update of one parameter tensor.
@@ -137,8 +137,7 @@ pub fn update(s: &Scalars, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32
 /// result rounded once to nearest even.
 pub fn update_half<T>(s: &Scalars, p: &mut [T], g: &[T], m: &mut [T], v: &mut [T])
 where
-    T: Send + Sync,
-    [T]: HalfFloatSliceExt,
+    T: Half,
 {
     assert!(
         g.len() == p.len() && m.len() == p.len() && v.len() == p.len(),
@@ -154,15 +153,15 @@ where
             let (pf, rest) = buf.split_at_mut(n);
             let (gf, rest) = rest.split_at_mut(n);
             let (mf, vf) = rest.split_at_mut(n);
-            p.convert_to_f32_slice(pf);
-            g.convert_to_f32_slice(gf);
+            Half::widen(p, pf);
+            Half::widen(g, gf);
             if !s.first {
-                m.convert_to_f32_slice(mf);
-                v.convert_to_f32_slice(vf);
+                Half::widen(m, mf);
+                Half::widen(v, vf);
             }
             update_sequential(s, pf, gf, mf, vf);
-            p.convert_from_f32_slice(pf);
-            m.convert_from_f32_slice(mf);
-            v.convert_from_f32_slice(vf);
+            Half::narrow(pf, p);
+            Half::narrow(mf, m);
+            Half::narrow(vf, v);
         });
 }

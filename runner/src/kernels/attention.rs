@@ -34,9 +34,9 @@
 //!   `dK += dSᵀ Q`; `dQ` and `dK` times `1/sqrt(d_head)` at the end.
 
 use super::bf16_gemm::{self, PackedRight, Packs, Right};
+use super::convert::Half;
 use super::dispatch;
 use super::gelu::exp;
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use memwall_core::strategy::Tiles;
 use rayon::prelude::*;
@@ -65,10 +65,10 @@ impl Element for f32 {
 
 impl Element for bf16 {
     fn widen(src: &[bf16], dst: &mut [f32]) {
-        src.convert_to_f32_slice(dst);
+        Half::widen(src, dst);
     }
     fn narrow(src: &[f32], dst: &mut [bf16]) {
-        dst.convert_from_f32_slice(src);
+        Half::narrow(src, dst);
     }
     fn as_bf16(x: &[bf16]) -> Option<&[bf16]> {
         Some(x)
@@ -77,10 +77,10 @@ impl Element for bf16 {
 
 impl Element for f16 {
     fn widen(src: &[f16], dst: &mut [f32]) {
-        src.convert_to_f32_slice(dst);
+        Half::widen(src, dst);
     }
     fn narrow(src: &[f32], dst: &mut [f16]) {
-        dst.convert_from_f32_slice(src);
+        Half::narrow(src, dst);
     }
 }
 
@@ -494,7 +494,7 @@ impl Operand for bf16 {
     }
     fn operands<'a>(tile: &'a [f32], scratch: &'a mut [bf16]) -> &'a [bf16] {
         let rounded = &mut scratch[..tile.len()];
-        rounded.convert_from_f32_slice(tile);
+        Half::narrow(tile, rounded);
         rounded
     }
     fn product(

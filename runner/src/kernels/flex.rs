@@ -3,12 +3,12 @@
 //! operations).
 
 use super::bf16_gemm::{assume_init, uninit};
+use super::convert::{self, Half};
 use super::{gelu, heads, CHUNK};
 use burn::backend::Flex;
 use burn::tensor::ops::ActivationOps;
 use burn::tensor::{bf16, f16, Bytes, DType, Shape};
 use burn_flex::{FlexTensor, Layout};
-use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
@@ -40,9 +40,9 @@ macro_rules! half_map {
             .for_each(|(y, x)| {
                 let mut a = vec![0f32; x.len()];
                 let mut b = vec![0f32; x.len()];
-                x.convert_to_f32_slice(&mut a);
+                Half::widen(x, &mut a);
                 $op(&a, &mut b);
-                y.convert_from_f32_slice(&b);
+                Half::narrow(&b, y);
             });
     }};
 }
@@ -102,10 +102,10 @@ fn half_backward(x: &[bf16], g: &mut [bf16]) {
         .for_each(|(g, x)| {
             let mut a = vec![0f32; x.len()];
             let mut b = vec![0f32; x.len()];
-            x.convert_to_f32_slice(&mut a);
-            g.convert_to_f32_slice(&mut b);
+            Half::widen(x, &mut a);
+            Half::widen(g, &mut b);
             gelu::backward_sequential(&a, &mut b);
-            g.convert_from_f32_slice(&b);
+            Half::narrow(&b, g);
         });
 }
 
@@ -199,48 +199,43 @@ pub fn cast(x: FlexTensor, dtype: DType) -> FlexTensor {
 
 fn narrow_into<H>(src: &[f32], out: &mut [H])
 where
-    [H]: HalfFloatSliceExt,
-    H: Send + Sync,
+    H: Half,
 {
     out.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
-        .for_each(|(o, s)| o.convert_from_f32_slice(s));
+        .for_each(|(o, s)| Half::narrow(s, o));
 }
 
 /// `src` rounded to bf16 (to nearest even), in parallel chunks.
 fn narrow_to_bf16(src: &[f32]) -> Vec<bf16> {
-    map_chunks(src, bf16::from_f32)
+    map_chunks(src, convert::narrow_bf16_into)
 }
 
 /// `src` widened to f32 (exact: a bf16 is the high half of an f32's bits), in parallel chunks.
 fn widen_bf16(src: &[bf16]) -> Vec<f32> {
-    map_chunks(src, |x| f32::from_bits(u32::from(x.to_bits()) << 16))
+    map_chunks(src, convert::widen_bf16_into)
 }
 
-/// `f` of each element of `src`, in parallel chunks, into a buffer that is written once (not
-/// zeroed first: the zero fill of the casts' outputs was 1% of a bf16 step).
-fn map_chunks<S: Copy + Sync, D: Send>(src: &[S], f: impl Fn(S) -> D + Sync) -> Vec<D> {
+/// `convert` of `src`, in parallel chunks, into a buffer that is written once (not zeroed
+/// first: the zero fill of the casts' outputs was 1% of a bf16 step). `convert` writes every
+/// element of its destination chunk.
+fn map_chunks<S: Sync, D: Send>(src: &[S], convert: fn(&[S], &mut [MaybeUninit<D>])) -> Vec<D> {
     let mut out = uninit::<D>(src.len());
     out.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
-        .for_each(|(o, s)| {
-            for (o, s) in o.iter_mut().zip(s) {
-                o.write(f(*s));
-            }
-        });
-    // SAFETY: the chunks cover `out`, and each element was written.
+        .for_each(|(o, s)| convert(s, o));
+    // SAFETY: the chunks cover `out`, and `convert` wrote each element.
     unsafe { assume_init(out) }
 }
 
 fn widen_from<H>(src: &[H]) -> Vec<f32>
 where
-    [H]: HalfFloatSliceExt,
-    H: Send + Sync,
+    H: Half,
 {
     let mut out = vec![0f32; src.len()];
     out.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
-        .for_each(|(o, s)| s.convert_to_f32_slice(o));
+        .for_each(|(o, s)| Half::widen(s, o));
     out
 }
 

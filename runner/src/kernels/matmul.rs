@@ -10,12 +10,12 @@
 //! operand's strides and flex's f32 product (gemm, which reads any strides) multiplies the
 //! views directly; the product is rounded back to bf16 (to nearest even) in parallel.
 
+use super::convert::Half;
 use super::CHUNK;
 use burn::backend::Flex;
 use burn::tensor::ops::FloatTensorOps;
 use burn::tensor::{bf16, Bytes, DType};
 use burn_flex::{FlexTensor, Layout};
-use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 /// The bf16 view `t` as an f32 tensor of the same shape and strides, over a buffer holding only
@@ -40,7 +40,7 @@ fn widen(t: &FlexTensor) -> Option<FlexTensor> {
     let mut wide = vec![0f32; span];
     wide.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
-        .for_each(|(w, s)| s.convert_to_f32_slice(w));
+        .for_each(|(w, s)| Half::widen(s, w));
     let layout = Layout::new(shape.clone(), strides.to_vec(), 0);
     Some(FlexTensor::new(Bytes::from_elems(wide), layout, DType::F32))
 }
@@ -76,7 +76,7 @@ pub fn through_f32(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     let mut out = vec![bf16::ZERO; wide.len()];
     out.par_chunks_mut(CHUNK)
         .zip(wide.par_chunks(CHUNK))
-        .for_each(|(o, w)| o.convert_from_f32_slice(w));
+        .for_each(|(o, w)| Half::narrow(w, o));
     super::flex::tensor(out, shape)
 }
 

@@ -37,6 +37,7 @@ pub mod adamw;
 pub mod amx;
 pub mod attention;
 pub mod bf16_gemm;
+pub mod convert;
 #[cfg(feature = "cuda")]
 pub mod cube;
 pub mod flex;
