@@ -18,8 +18,10 @@
 //! - [`bf16_gemm`]: a bf16 product with AVX512-BF16's dot-product instruction (f32 sums), and
 //!   the choice of kernel;
 //! - [`amx`]: the same product on AMX tiles where the CPU and OS run them;
-//! - [`matmul`]: bf16 products through it, or through f32 without copying the operands'
-//!   layouts where the CPU lacks it;
+//! - [`matmul`]: the model's products: f32 by gemm into unzeroed buffers, split once over the
+//!   threads; bf16 through [`bf16_gemm`], or through f32 without copying the operands' layouts
+//!   where the CPU lacks its instructions;
+//! - [`convert`]: bf16 slices to and from f32, vectorized (bit for bit the `half` crate's);
 //! - [`adamw`]: AdamW's update of one parameter tensor in one pass, in f32 for every dtype
 //!   ([`crate::train::adamw`]);
 //! - [`adafactor`]: the settings of one Adafactor update (no CPU kernel: flex runs the
