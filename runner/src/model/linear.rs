@@ -1,6 +1,6 @@
 //! The model's matrix products as backend operations: [`MatmulBackend::model_matmul`] (flex's
-//! bf16 products through [`crate::kernels::matmul`], every other case Burn's `matmul`) and the
-//! bias-free linear layer `y = x W` built on it, with its own backward
+//! f32 and bf16 products through [`crate::kernels::matmul`], every other case Burn's `matmul`)
+//! and the bias-free linear layer `y = x W` built on it, with its own backward
 //! (`dx = dy Wᵀ`, `dW = xᵀ dy` over the flattened rows, so no batched weight gradient is
 //! summed afterwards).
 //!
