@@ -182,9 +182,9 @@ fn native_with(
 /// ones run on the calling thread. flex's own threshold (`burn-flex/src/ops/matmul.rs`).
 const PARALLEL_MACS: usize = 192 * 192 * 192;
 
-/// A raw pointer shared by the parts of one product, each writing (or reading) its own range.
+/// The product's buffer, shared by the parts of one product, each writing its own range.
 struct Shared(*mut f32);
-// SAFETY: the parts of `f32_product` write disjoint ranges and only read the operands.
+// SAFETY: the parts of `f32_product` write disjoint ranges of it.
 unsafe impl Sync for Shared {}
 
 /// `lhs @ rhs` for f32 operands by the gemm crate (the kernel flex's f32 matmul runs), straight
@@ -217,54 +217,44 @@ fn f32_product(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
     } else {
         1
     };
+    // One part per thread, split once along the longer of the product's sides: each part is a
+    // whole product on one thread, so the pool meets once per product, not once per packed
+    // block as gemm's own threads do. The same parts for every batch.
+    let (split_rows, side) = if m >= n { (true, m) } else { (false, n) };
+    let part = side.div_ceil(threads).next_multiple_of(16).max(16);
+    let parts: Vec<(usize, usize)> = (0..side)
+        .step_by(part)
+        .map(|p0| (p0, part.min(side - p0)))
+        .collect();
     // Not zeroed: gemm writes every element (`read_dst` false, so the destination's old values
     // are never read; with k = 0 it writes zeros).
     let mut out = super::bf16_gemm::uninit::<f32>(plan.offsets.len() * m * n);
     for (dst, &(oa, ob)) in out.chunks_mut((m * n).max(1)).zip(&plan.offsets) {
-        let (lhs, rhs) = (da.as_ptr().wrapping_add(oa), db.as_ptr().wrapping_add(ob));
-        // One part per thread, split once along the longer of the product's sides: each part
-        // is a whole product on one thread, so the pool meets once per product, not once per
-        // packed block as gemm's own threads do.
-        let (split_rows, side) = if m >= n { (true, m) } else { (false, n) };
-        let part = side.div_ceil(threads).next_multiple_of(16).max(16);
-        let parts: Vec<(usize, usize)> = (0..side)
-            .step_by(part)
-            .map(|p0| (p0, part.min(side - p0)))
-            .collect();
         let dst = Shared(dst.as_mut_ptr() as *mut f32);
-        let (lhs, rhs) = (Shared(lhs as *mut f32), Shared(rhs as *mut f32));
         let run = |&(p0, len): &(usize, usize)| {
-            let (dst, lhs, rhs) = (&dst, &lhs, &rhs);
-            let (pm, pn) = if split_rows { (len, n) } else { (m, len) };
+            let dst = &dst;
+            // Where the part starts in the product and in the operand it splits.
+            let (pm, pn, d, a, b) = if split_rows {
+                (len, n, p0 * n, oa + p0 * ar, ob)
+            } else {
+                (m, len, p0, oa, ob + p0 * bc)
+            };
             // SAFETY: the views lie inside their storage (checked above); the part's rows (or
             // columns) of `dst` are its own, m·n elements in all with row stride n, and `dst`
             // overlaps neither operand (a fresh buffer).
             unsafe {
-                let (d, a, b) = if split_rows {
-                    (
-                        dst.0.add(p0 * n),
-                        lhs.0.add(p0 * ar) as *const f32,
-                        rhs.0 as *const f32,
-                    )
-                } else {
-                    (
-                        dst.0.add(p0),
-                        lhs.0 as *const f32,
-                        rhs.0.add(p0 * bc) as *const f32,
-                    )
-                };
                 gemm::gemm(
                     pm,
                     pn,
                     k,
-                    d,
+                    dst.0.add(d),
                     1,
                     n as isize,
                     false,
-                    a,
+                    da.as_ptr().add(a),
                     ac as isize,
                     ar as isize,
-                    b,
+                    db.as_ptr().add(b),
                     bc as isize,
                     br as isize,
                     0.0,
